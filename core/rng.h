@@ -1,0 +1,32 @@
+// Counter-based random numbers: Philox4x32-10 (Salmon et al. 2011, via Random123). A stream is a
+// key (seed, stream id) and a counter, so results never depend on thread count or call order
+// elsewhere, and the same generator exists on the GPU (cuRAND's Philox).
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+
+namespace specmoe::core {
+
+class Rng {
+ public:
+  // seed: the experiment / command-line seed. stream: which independent stream (e.g. derived from
+  // prompt index and repeat with Rng::stream_id).
+  explicit Rng(uint64_t seed, uint64_t stream = 0);
+
+  uint32_t next_u32();
+  uint64_t next_u64();
+  double uniform();          // [0, 1) with 53 random bits
+  float uniform_float();     // [0, 1) with 24 random bits
+  double normal();           // standard normal (Box-Muller), for noisy top-k routing
+  uint64_t counter() const;  // number of 128-bit blocks drawn so far
+
+  // Mixes a list of indices (prompt index, repeat, ...) into one stream id (SplitMix64 chain).
+  static uint64_t stream_id(std::initializer_list<uint64_t> parts);
+
+ private:
+  uint64_t seed_, stream_, ctr_ = 0;
+  uint32_t buf_[4] = {0, 0, 0, 0};
+  int pos_ = 4;
+};
+
+}  // namespace specmoe::core

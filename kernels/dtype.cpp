@@ -1,0 +1,1 @@
+#include "kernels/dtype.h"

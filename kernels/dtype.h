@@ -1,0 +1,46 @@
+// Tensor element types as GGUF numbers them (ggml_type), their block layouts, and the
+// scalar half-precision conversions. Shared by the CPU and CUDA kernels and by core.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace specmoe {
+
+// Values are the ggml_type ids stored in GGUF tensor infos.
+enum class DType : uint32_t {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q8_0 = 8,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  BF16 = 30,
+};
+
+struct DTypeInfo {
+  DType type;
+  const char* name;     // "F32", "Q4_K", ... (llama.cpp's spelling)
+  int64_t block_size;   // elements per block (1 for float types)
+  size_t block_bytes;   // bytes per block
+};
+
+// Info for a known type id, or nullopt for an id specmoe does not support.
+std::optional<DTypeInfo> dtype_info(uint32_t type_id);
+const DTypeInfo& dtype_info(DType type);
+const char* dtype_name(DType type);
+std::optional<DType> dtype_from_name(std::string_view name);  // "f16", "Q8_0" (case-insensitive)
+
+// Bytes of a row of n elements; n must be a multiple of the block size (checked, throws Error).
+size_t dtype_row_bytes(DType type, int64_t n);
+
+// IEEE half and bfloat16 <-> float, round-to-nearest-even, NaN/Inf preserved.
+float fp16_to_fp32(uint16_t h);
+uint16_t fp32_to_fp16(float f);
+float bf16_to_fp32(uint16_t h);
+uint16_t fp32_to_bf16(float f);
+
+}  // namespace specmoe
