@@ -260,6 +260,30 @@ TEST(NoisyRouter, ZeroNoiseEqualsSoftmaxTopK) {
   for (size_t i = 0; i < a.weight.size(); ++i) EXPECT_NEAR(a.weight[i], b.weight[i], kWeightTol);
 }
 
+TEST(NoisyRouter, SeededRngGivesReproducibleRouting) {
+  // Same seed -> identical routing; another seed -> different noisy logits.
+  const int T = 17, E = 8, D = 6;
+  std::vector<float> logits(T * E), x(T * D), wn(E * D);
+  for (int i = 0; i < T * E; ++i) logits[i] = 0.1f * static_cast<float>((i * 7) % 11) - 0.5f;
+  for (int i = 0; i < T * D; ++i) x[i] = 0.05f * static_cast<float>((i * 5) % 13) - 0.3f;
+  for (int i = 0; i < E * D; ++i) wn[i] = 0.2f * static_cast<float>((i * 3) % 7) - 0.6f;
+  auto run = [&](uint64_t seed, Routing& out) {
+    NoisyTopKRouter r(E, 2, D, wn, rng_normal_source(std::make_shared<core::Rng>(seed, 0)));
+    r.route(logits.data(), x.data(), T, out);
+    return r.last_noisy_logits();
+  };
+  Routing a, b, c;
+  const auto ha = run(42, a), hb = run(42, b), hc = run(43, c);
+  EXPECT_EQ(a.expert, b.expert);
+  EXPECT_EQ(a.weight, b.weight);
+  EXPECT_EQ(ha, hb);
+  EXPECT_NE(ha, hc);
+  SoftmaxTopKRouter plain(E, 2, true);
+  Routing p;
+  plain.route(logits.data(), nullptr, T, p);
+  EXPECT_NE(a.expert, p.expert);  // the noise (std ~ softplus ~ 0.7) reorders some tokens
+}
+
 TEST(RouterFactory, NamesAndKinds) {
   for (auto kind : {RouterKind::SoftmaxTopK, RouterKind::SoftmaxTopKRaw, RouterKind::NoisyTopK,
                     RouterKind::SigmoidGroup})
