@@ -307,7 +307,9 @@ TEST_P(MoELayerVsReference, MatchesReference) {
   const int64_t distinct = std::count_if(counts.begin(), counts.end(), [](int64_t v) { return v > 0; });
   EXPECT_EQ(stats.expert_tokens(), counts);
   EXPECT_EQ(stats.dropped_assignments(), dropped);
-  if (c.capacity_factor > 0) EXPECT_GT(dropped, 0) << "capacity case drops nothing: tests nothing";
+  if (c.capacity_factor > 0) {
+    EXPECT_GT(dropped, 0) << "capacity case drops nothing: tests nothing";
+  }
   EXPECT_EQ(stats.expert_bytes(), static_cast<uint64_t>(distinct) * layer.expert_bytes());
   EXPECT_EQ(layer.expert_bytes(),
             (f.gate.bytes.size() + f.up.bytes.size() + f.down.bytes.size()) / c.n_expert);
@@ -385,8 +387,11 @@ TEST(MoELayer, FullyDroppedTokenContributesZeroAndSharedExpertStillRuns) {
     for (int j = 0; j < c.k; ++j) all_dropped &= r.expert_at(t, j) == Routing::kDropped;
     float mx = 0.0f;
     for (int i = 0; i < c.n_embd; ++i) mx = std::max(mx, std::abs(out[t * c.n_embd + i]));
-    if (all_dropped) EXPECT_EQ(mx, 0.0f) << "token " << t;
-    else EXPECT_GT(mx, 0.0f) << "token " << t;
+    if (all_dropped) {
+      EXPECT_EQ(mx, 0.0f) << "token " << t;
+    } else {
+      EXPECT_GT(mx, 0.0f) << "token " << t;
+    }
   }
 }
 

@@ -121,8 +121,11 @@ TEST(Capacity, DropsExactlyTheAssignmentsBeyondCapacityInTokenOrder) {
   const int32_t want[] = {0, 1, 0, 2, Routing::kDropped, 1, Routing::kDropped, Routing::kDropped};
   for (int i = 0; i < 8; ++i) {
     EXPECT_EQ(r.expert[i], want[i]) << "assignment " << i;
-    if (want[i] == Routing::kDropped) EXPECT_EQ(r.weight[i], 0.0f);
-    else EXPECT_FLOAT_EQ(r.weight[i], 0.1f * (i + 1));  // kept weights are not renormalised
+    if (want[i] == Routing::kDropped) {
+      EXPECT_EQ(r.weight[i], 0.0f);
+    } else {
+      EXPECT_FLOAT_EQ(r.weight[i], 0.1f * (i + 1));  // kept weights are not renormalised
+    }
   }
   EXPECT_EQ(r.n_dropped_assignments, 3);
   EXPECT_EQ(r.n_dropped_tokens, 1);
