@@ -7,23 +7,19 @@
 //
 // Noise comes from an injectable source of standard normal draws, taken in token order and,
 // within a token, in expert order (T * n_expert draws per route()), so a seeded source gives the
-// same routing on every run. With core::Rng: rng_normal_source(std::make_shared<core::Rng>(seed)).
+// same routing on every run. With the project's counter-based generator:
+// core::rng_normal_source(std::make_shared<core::Rng>(seed)) (core/model_moe.h; moe/ sits below
+// core and does not include it).
 #pragma once
 #include <functional>
 #include <memory>
 #include <vector>
 
-#include "core/rng.h"
 #include "moe/router.h"
 
 namespace specmoe::moe {
 
 using NormalSource = std::function<double()>;
-
-// A NormalSource drawing from a seeded counter-based generator (core::Rng::normal).
-inline NormalSource rng_normal_source(std::shared_ptr<core::Rng> rng) {
-  return [rng = std::move(rng)]() { return rng->normal(); };
-}
 
 class NoisyTopKRouter : public Router {
  public:

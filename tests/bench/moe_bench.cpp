@@ -62,7 +62,7 @@ Setup make_setup(int n_expert, int k, int ff, bool zero_router, int threads) {
   w.gate_exps = s.buffers[1].view;
   w.up_exps = s.buffers[2].view;
   w.down_exps = s.buffers[3].view;
-  auto pool = threads > 1 ? std::make_shared<ThreadPool>(threads) : nullptr;
+  auto pool = threads > 1 ? std::make_shared<kernels::cpu::ThreadPool>(threads) : nullptr;
   s.layer = std::make_unique<MoELayer>(w, std::make_unique<SoftmaxTopKRouter>(n_expert, k, true),
                                        pool);
   return s;

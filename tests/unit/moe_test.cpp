@@ -107,7 +107,7 @@ Fixture make_fixture(const Case& c, uint32_t seed) {
   return f;
 }
 
-MoELayer make_layer(const Case& c, const Fixture& f, std::shared_ptr<ThreadPool> pool = nullptr) {
+MoELayer make_layer(const Case& c, const Fixture& f, std::shared_ptr<cpu::ThreadPool> pool = nullptr) {
   MoEWeights w;
   w.gate_inp = f.gate_inp.view("blk.0.ffn_gate_inp.weight");
   w.gate_exps = f.gate.view("blk.0.ffn_gate_exps.weight");
@@ -363,8 +363,8 @@ TEST(MoELayer, BitwiseIdenticalForAnyThreadCount) {
   const Fixture f = make_fixture(c, 99u);
   std::vector<float> a(static_cast<size_t>(c.T) * c.n_embd), b(a.size()), d(a.size());
   make_layer(c, f).forward(f.x.data(), c.T, a.data());
-  make_layer(c, f, std::make_shared<ThreadPool>(3)).forward(f.x.data(), c.T, b.data());
-  make_layer(c, f, std::make_shared<ThreadPool>(7)).forward(f.x.data(), c.T, d.data());
+  make_layer(c, f, std::make_shared<cpu::ThreadPool>(3)).forward(f.x.data(), c.T, b.data());
+  make_layer(c, f, std::make_shared<cpu::ThreadPool>(7)).forward(f.x.data(), c.T, d.data());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(a.data(), d.data(), a.size() * sizeof(float)), 0);
   EXPECT_GT(std::abs(a[0]) + std::abs(a[a.size() - 1]), 0.0f);
