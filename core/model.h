@@ -11,6 +11,11 @@
 #include "core/model_config.h"
 #include "core/tokenizer.h"
 
+namespace specmoe::moe {
+class ExpertStats;
+struct Routing;
+}  // namespace specmoe::moe
+
 namespace specmoe::core {
 
 class GGUFFile;
@@ -33,6 +38,10 @@ struct ForwardOptions {
 
 struct LoadOptions {
   int n_threads = 0;  // 0 = all hardware threads
+  // MoE models only (an error on a dense model): experts per token instead of the file's
+  // expert_used_count (0 = the file's), and the Switch capacity factor (0 = dropless).
+  int moe_k_override = 0;
+  double moe_capacity_factor = 0.0;
 };
 
 class Model {
@@ -58,6 +67,20 @@ class Model {
   // full.
   void forward(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
                std::vector<float>& logits, const ForwardOptions& options = {});
+
+  // Mixture of experts. Every forward records each MoE layer's routing into that layer's
+  // statistics (tokens per expert, balance, drops, U(T) per forward size).
+  int moe_k() const;  // experts per token now (0 for a dense model)
+  // Throw Error(InvalidArgument) on a dense model or outside [1, the router's max k].
+  void set_moe_k(int k);
+  void set_moe_capacity_factor(double capacity_factor);  // <= 0: dropless
+  // Layer `layer`'s statistics; nullptr for a dense layer or a layer out of range.
+  const moe::ExpertStats* expert_stats(int layer) const;
+  void reset_expert_stats();
+  // Per layer: distinct routed experts the last forward ran, U(T) (-1: dense, or not run).
+  const std::vector<int>& last_distinct_experts() const;
+  // Layer `layer`'s routing in the last forward that ran it; nullptr for a dense layer.
+  const moe::Routing* last_routing(int layer) const;
 
  private:
   Model();

@@ -47,8 +47,19 @@ std::vector<float> random_values(uint64_t seed, const std::string& name, size_t 
 }
 
 void check_spec(const SynthSpec& s) {
-  const bool ok_arch = s.arch == "llama" || s.arch == "qwen2" || s.arch == "gpt2";
-  if (!ok_arch) throw_error(ErrorKind::InvalidArgument, "synth: unknown architecture '{}' (llama, qwen2, gpt2)", s.arch);
+  const bool ok_arch = s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen2moe" || s.arch == "gpt2";
+  if (!ok_arch)
+    throw_error(ErrorKind::InvalidArgument, "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2)", s.arch);
+  const bool experts_ok = s.arch == "qwen2moe" ? s.n_expert > 0 && s.n_ff_shared > 0
+                         : s.arch == "llama"    ? s.n_expert >= 0 && s.n_ff_shared == 0
+                                                : s.n_expert == 0 && s.n_ff_shared == 0;
+  if (!experts_ok)
+    throw_error(ErrorKind::InvalidArgument,
+                "synth: experts {} / shared width {}: qwen2moe needs both > 0, llama may have experts but no shared "
+                "expert, qwen2 and gpt2 neither", s.n_expert, s.n_ff_shared);
+  if (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert))
+    throw_error(ErrorKind::InvalidArgument, "synth: expert_used {} must be in [1, n_expert {}]", s.n_expert_used,
+                s.n_expert);
   const int n_head_kv = s.arch == "gpt2" ? s.n_head : s.n_head_kv;
   if (s.n_vocab < 259 || s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || n_head_kv <= 0 ||
       s.n_embd % s.n_head != 0 || s.n_head % n_head_kv != 0 || (s.n_embd / s.n_head) % 2 != 0 || s.n_ff <= 0 ||
@@ -95,6 +106,56 @@ SynthSpec synth_spec(const std::string& preset) {
     if (preset == "draft") s.keep_layers = 2;
     return s;
   }
+  if (preset == "moe-tiny" || preset == "qwen2moe-tiny") {
+    // ~0.3M parameters, F32: unit tests of MoE models. Widths are multiples of 32 so Q8_0 works.
+    s.n_vocab = 320;
+    s.n_embd = 64;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ctx = 512;
+    s.name = preset;
+    if (preset == "moe-tiny") {
+      s.n_layer = 3;
+      s.n_ff = 96;  // each expert
+      s.n_expert = 4;
+      s.n_expert_used = 2;
+    } else {
+      s.arch = "qwen2moe";
+      s.n_layer = 2;
+      s.n_ff = 64;  // each routed expert
+      s.n_expert = 6;
+      s.n_expert_used = 2;
+      s.n_ff_shared = 128;
+      s.rope_freq_base = 1000000.0f;
+    }
+    return s;
+  }
+  if (preset == "moe-target" || preset == "moe-draft") {
+    // moe-target: Mixtral-style, 8 experts top-2, F16, ~305M parameters (~610 MB), of which ~98M
+    // are active per token: each layer's k = 2 experts of width 1408 equal one dense `target`
+    // layer's FFN (2816). moe-draft: dense, the first 2 layers' attention and the embedding and
+    // head of moe-target (same names, same seed: bit-identical), with a dense SwiGLU of width
+    // k * 1408 in place of the experts.
+    s.type = DType::F16;
+    s.n_vocab = 4096;
+    s.n_embd = 1024;
+    s.n_layer = 8;
+    s.n_head = 16;
+    s.n_head_kv = 4;
+    s.n_ctx = 2048;
+    s.n_full_layers = 2;
+    s.deep_residual_scale = 0.15f;
+    s.name = preset;
+    if (preset == "moe-target") {
+      s.n_ff = 1408;
+      s.n_expert = 8;
+      s.n_expert_used = 2;
+    } else {
+      s.n_ff = 2816;
+      s.keep_layers = 2;
+    }
+    return s;
+  }
   std::string known;
   for (const auto& p : synth_presets()) known += (known.empty() ? "" : ", ") + p.substr(0, p.find(':'));
   throw_error(ErrorKind::InvalidArgument, "synth: unknown preset '{}' (known: {})", preset, known);
@@ -106,6 +167,11 @@ std::vector<std::string> synth_presets() {
       "tiny-draft: the first layer of tiny with its embedding and head: a draft for tiny",
       "target: llama, F16, 12 layers, dim 1024, ff 2816, 16/4 heads, vocab 4096 (~144M params): benchmarks",
       "draft: the first 2 layers of target with its embedding and head (~31M params): a draft for target",
+      "moe-tiny: llama (Mixtral layout), F32, 3 layers, dim 64, 4 experts top-2 of width 96: MoE unit tests",
+      "qwen2moe-tiny: qwen2moe, F32, 2 layers, dim 64, 6 experts top-2 of width 64 + gated shared expert 128",
+      "moe-target: llama (Mixtral layout), F16, 8 layers, dim 1024, 8 experts top-2 of width 1408 (~305M params, "
+      "~98M active): MoE benchmarks",
+      "moe-draft: dense, the first 2 layers' attention, embedding and head of moe-target, ff 2816 (~29M params)",
   };
 }
 
@@ -116,7 +182,7 @@ void synth_write(const std::string& preset, const std::string& path, uint64_t se
 void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   check_spec(s);
   const std::string& a = s.arch;
-  const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2";
+  const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2" || a == "qwen2moe";
   const int n_head_kv = gpt2 ? s.n_head : s.n_head_kv;
   const int head_dim = s.n_embd / s.n_head;
   const int64_t q_dim = s.n_embd, kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
@@ -128,7 +194,19 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   w.set_u32(a + ".context_length", s.n_ctx);
   w.set_u32(a + ".embedding_length", s.n_embd);
   w.set_u32(a + ".block_count", n_write);
-  w.set_u32(a + ".feed_forward_length", s.n_ff);
+  const bool moe = s.n_expert > 0, qwen2moe = a == "qwen2moe";
+  // llama (Mixtral): feed_forward_length is the expert width. qwen2moe: expert widths have their
+  // own keys; feed_forward_length is the dense-equivalent k * expert width (llama.cpp's default
+  // expert width is feed_forward_length / expert_used_count).
+  w.set_u32(a + ".feed_forward_length", qwen2moe ? s.n_ff * s.n_expert_used : s.n_ff);
+  if (moe) {
+    w.set_u32(a + ".expert_count", s.n_expert);
+    w.set_u32(a + ".expert_used_count", s.n_expert_used);
+  }
+  if (qwen2moe) {
+    w.set_u32(a + ".expert_feed_forward_length", s.n_ff);
+    w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
+  }
   w.set_u32(a + ".attention.head_count", s.n_head);
   if (gpt2) {
     w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
@@ -150,6 +228,29 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     auto v = random_values(seed, name, static_cast<size_t>(n), noise);
     for (auto& x : v) x += base;
     w.add_tensor_f32(name, DType::F32, {n}, v);
+  };
+
+  // One MoE block (llama-model.cpp shapes). Router logits of a unit-RMS input have std 1, so
+  // routing is spread over the experts but not uniform; each expert is a SwiGLU initialised like
+  // a dense one. (n_in, n_out, n_expert) for the stacked expert tensors.
+  auto write_experts = [&](const std::string& p, float rs) {
+    const int64_t d = s.n_embd, ff = s.n_ff, E = s.n_expert;
+    const auto stacked = [&](const std::string& name, int64_t n_in, int64_t n_out, float scale) {
+      const auto v = random_values(seed, name, static_cast<size_t>(n_in * n_out * E), scale / std::sqrt(float(n_in)));
+      w.add_tensor_f32(name, s.type, {n_in, n_out, E}, v);
+    };
+    w.add_tensor_f32(p + "ffn_gate_inp.weight", DType::F32, {d, E},
+                     random_values(seed, p + "ffn_gate_inp.weight", static_cast<size_t>(d * E), 1.0f / std::sqrt(float(d))));
+    stacked(p + "ffn_gate_exps.weight", d, ff, 1.0f);
+    stacked(p + "ffn_up_exps.weight", d, ff, 1.0f);
+    stacked(p + "ffn_down_exps.weight", ff, d, rs);
+    if (qwen2moe) {
+      matrix(p + "ffn_gate_shexp.weight", d, s.n_ff_shared, 1.0f);
+      matrix(p + "ffn_up_shexp.weight", d, s.n_ff_shared, 1.0f);
+      matrix(p + "ffn_down_shexp.weight", s.n_ff_shared, d, rs);
+      w.add_tensor_f32(p + "ffn_gate_inp_shexp.weight", DType::F32, {d},
+                       random_values(seed, p + "ffn_gate_inp_shexp.weight", static_cast<size_t>(d), 1.0f / std::sqrt(float(d))));
+    }
   };
 
   // Token embedding: unit-variance rows. (n_embd, n_vocab)
@@ -204,11 +305,15 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         vec(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);
         vec(p + "attn_v.bias", kv_dim, 0.0f, 0.1f);
       }
-      matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
-      matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
+      if (moe) {
+        write_experts(p, rs);
+      } else {
+        matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
+        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
+      }
     }
     matrix(p + "attn_output.weight", q_dim, s.n_embd, rs);
-    matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
+    if (!moe) matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
   }
   w.write(path);
 }

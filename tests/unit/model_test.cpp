@@ -338,7 +338,8 @@ TEST(ModelLoad, ErrorsNameTheFileAndTensor) {
   GgufEdit moe;
   moe.set_u32 = {{"llama.expert_count", 4}, {"llama.expert_used_count", 2}};
   copy_gguf(base, scratch("model_test_moe.gguf"), moe);
-  expect_error(scratch("model_test_moe.gguf"), ErrorKind::Unsupported, "MoE");
+  // A dense file claiming experts: the MoE block's router tensor is missing.
+  expect_error(scratch("model_test_moe.gguf"), ErrorKind::Format, "blk.0.ffn_gate_inp.weight");
 }
 
 // ------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/model_moe.h"
 #include "moe/router_factory.h"
 
 namespace specmoe::moe {
@@ -271,7 +272,7 @@ TEST(NoisyRouter, SeededRngGivesReproducibleRouting) {
   for (int i = 0; i < T * D; ++i) x[i] = 0.05f * static_cast<float>((i * 5) % 13) - 0.3f;
   for (int i = 0; i < E * D; ++i) wn[i] = 0.2f * static_cast<float>((i * 3) % 7) - 0.6f;
   auto run = [&](uint64_t seed, Routing& out) {
-    NoisyTopKRouter r(E, 2, D, wn, rng_normal_source(std::make_shared<core::Rng>(seed, 0)));
+    NoisyTopKRouter r(E, 2, D, wn, core::rng_normal_source(std::make_shared<core::Rng>(seed, 0)));
     r.route(logits.data(), x.data(), T, out);
     return r.last_noisy_logits();
   };
