@@ -13,6 +13,11 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt, bool required) {
   if (required) m->required();
   cmd->add_option("-t,--threads", opt.threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", opt.device, "cpu or cuda[:N]");
+  cmd->add_option("--moe-k", opt.moe_k, "MoE models: experts per token (0 = the model's expert_used_count)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--moe-capacity", opt.moe_capacity,
+                  "MoE models: expert capacity factor with token dropping (0 = dropless)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void add_input_options(CLI::App* cmd, InputOptions& opt) {
@@ -41,6 +46,8 @@ std::unique_ptr<core::Model> load_model(const ModelOptions& opt, const std::stri
   }
   core::LoadOptions lo;
   lo.n_threads = opt.threads;
+  lo.moe_k_override = opt.moe_k;
+  lo.moe_capacity_factor = opt.moe_capacity;
   return core::Model::load(path, lo);
 }
 

@@ -2,11 +2,13 @@
 // (model, input, sampling), and small helpers for reading input and printing.
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "core/model.h"
 #include "core/sampling.h"
@@ -17,6 +19,8 @@ struct ModelOptions {
   std::string model_path;
   int threads = 0;          // 0 = all cores
   std::string device = "cpu";
+  int moe_k = 0;            // --moe-k: experts per token (0 = the model's)
+  double moe_capacity = 0;  // --moe-capacity: Switch capacity factor (0 = dropless)
 };
 
 struct InputOptions {
@@ -55,6 +59,12 @@ class Utf8Stream {
  private:
   std::string pending_;
 };
+
+// MoE expert statistics accumulated by the model's forwards (moe_stats.cpp): a per-layer table
+// (tokens per expert, CV, max/mean, Jain, entropy, dropped, U(T)) and the same as JSON (null for
+// a dense model).
+void print_moe_stats(const core::Model& model, std::FILE* out);
+nlohmann::json moe_stats_json(const core::Model& model);
 
 // Registration of the subcommands (one file each).
 void add_generate_command(CLI::App& app);

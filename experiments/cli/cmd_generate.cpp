@@ -17,6 +17,7 @@ struct GenerateArgs {
   ModelOptions model;
   InputOptions input;
   core::SamplingParams sampling;
+  bool moe_stats = false;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -83,7 +84,9 @@ void run_generate(const GenerateArgs& a) {
                     {"prompt_seconds", prefill_s}, {"generation_seconds", gen_s},
                     {"prompt_tokens_per_second", prompt_tps},
                     {"generation_tokens_per_second", gen_tps}, {"ttft_ms", ttft_s * 1e3}};
+    if (a.moe_stats) j["moe"] = moe_stats_json(*model);
     std::printf("%s\n", j.dump().c_str());
+    if (a.moe_stats) print_moe_stats(*model, stderr);
     return;
   }
   out.flush();
@@ -92,6 +95,7 @@ void run_generate(const GenerateArgs& a) {
   std::fprintf(stderr, "prompt: %d tokens, %.1f tokens/s | generation: %zu tokens, %.1f tokens/s | ttft %.1f ms | seed %llu\n",
                n_prompt, prompt_tps, generated.size(), gen_tps, ttft_s * 1e3,
                static_cast<unsigned long long>(a.sampling.seed));
+  if (a.moe_stats) print_moe_stats(*model, stderr);
 }
 
 }  // namespace
@@ -102,6 +106,8 @@ void add_generate_command(CLI::App& app) {
   add_model_options(cmd, args->model);
   add_input_options(cmd, args->input);
   add_sampling_options(cmd, args->sampling);
+  cmd->add_flag("--moe-stats", args->moe_stats,
+                "MoE models: print per-layer expert statistics to stderr (and a \"moe\" object with --json)");
   cmd->callback([args] { run_generate(*args); });
 }
 
