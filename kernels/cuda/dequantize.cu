@@ -114,6 +114,10 @@ void check_matrix(const DeviceMatrix& m, const char* op) {
           "row_bytes = " + std::to_string(m.row_bytes) + " is less than the " + std::to_string(min_row_bytes) +
               " bytes of a row");
   require(m.data != nullptr || m.n_in == 0 || m.n_out == 0, op, "matrix data is null");
+  // Float rows are read as whole elements: their starts must stay aligned.
+  require(is_quantized(m.type) || m.row_bytes % static_cast<size_t>(bytes) == 0, op,
+          std::string("row_bytes of a ") + type_name(m.type) + " matrix must be a multiple of " +
+              std::to_string(bytes));
 }
 
 void dequantize_rows_f16(Context& ctx, DType type, const void* src, size_t row_bytes, int64_t n_rows, int64_t n_in,
