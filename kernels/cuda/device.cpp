@@ -130,17 +130,23 @@ Context::Context(int device) : device_(device) {
   DeviceGuard guard(device);
   // A blocking stream (not cudaStreamNonBlocking): it also orders against legacy default-stream
   // calls such as plain cudaMemcpy made by code that does not know about this context.
+  // The destructor does not run when the constructor throws: free what was made before throwing.
   cudaStream_t stream = nullptr;
   SPECMOE_CUDA_CHECK(cudaStreamCreate(&stream));
-  stream_ = stream;
   cublasHandle_t handle = nullptr;
-  const cublasStatus_t status = cublasCreate(&handle);
-  if (status != CUBLAS_STATUS_SUCCESS) {
+  const cublasStatus_t created = cublasCreate(&handle);
+  if (created != CUBLAS_STATUS_SUCCESS) {
     cudaStreamDestroy(stream);
-    SPECMOE_CUBLAS_CHECK(status);
+    SPECMOE_CUBLAS_CHECK(created);
   }
+  const cublasStatus_t bound = cublasSetStream(handle, stream);
+  if (bound != CUBLAS_STATUS_SUCCESS) {
+    cublasDestroy(handle);
+    cudaStreamDestroy(stream);
+    SPECMOE_CUBLAS_CHECK(bound);
+  }
+  stream_ = stream;
   blas_ = handle;
-  SPECMOE_CUBLAS_CHECK(cublasSetStream(handle, stream));
 }
 
 Context::~Context() {
