@@ -28,13 +28,9 @@ void ModelDrafter::init(int n_ctx) {
     throw_error(ErrorKind::InvalidArgument, "model drafter: exit layer {} outside 1..{} (or -1 = all)", n_layers_,
                 cfg.n_layer);
   if (n_layers_ == cfg.n_layer) n_layers_ = -1;
-  if (n_layers_ > 0) {
-    // Early exit only ever touches the first n_layers blocks: a cache for those suffices.
-    const int capacity = n_ctx > 0 ? n_ctx : cfg.n_ctx_train;
-    cache_ = core::KVCache(n_layers_, capacity, cfg.kv_dim());
-  } else {
-    cache_ = model_->new_cache(n_ctx);
-  }
+  // A full-depth cache even for early exit: Model::forward checks that the cache was made for the
+  // model's layer count; only the first n_layers layers' rows are ever written.
+  cache_ = model_->new_cache(n_ctx);
 }
 
 void ModelDrafter::forward(std::span<const int32_t> tokens) {
