@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/tokenizer.h"
 
 namespace specmoe::draft {
 namespace {
@@ -22,25 +23,14 @@ std::string model_path(const core::Model& m) {
   }
 }
 
-// GGUF token type 5 = UNUSED (llama.cpp's LLAMA_TOKEN_TYPE_UNUSED).
-bool is_padding(const core::Tokenizer& tok, const std::vector<int64_t>& types, int32_t id) {
+bool is_padding(const core::Tokenizer& tok, int32_t id) {
   if (id >= tok.n_vocab()) return true;  // a logit row without a vocabulary entry
-  if (id < static_cast<int32_t>(types.size()) && types[id] == 5) return true;
+  if (tok.token_type(id) == core::TokenType::Unused) return true;
   const std::string& text = tok.token_text(id);
   if (text.empty()) return true;
   std::string lower(text.size(), ' ');
   std::transform(text.begin(), text.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
   return lower.find("pad") != std::string::npos;
-}
-
-std::vector<int64_t> token_types(const core::Model& m) {
-  try {
-    const auto* v = m.file().find("tokenizer.ggml.token_type");
-    if (v == nullptr) return {};
-    return m.file().get_int_array("tokenizer.ggml.token_type");
-  } catch (const std::exception&) {
-    return {};
-  }
 }
 
 }  // namespace
@@ -66,16 +56,15 @@ void check_vocab_compatible(const core::Model& target, const core::Model& draft)
                   dp, tp, id, dt.token_text(id), tt.token_text(id));
   }
   // Ids (vocabulary entries or logit rows) that only one model has must be padding.
-  const auto t_types = token_types(target), d_types = token_types(draft);
   const int t_rows = std::max(tv, target.config().n_vocab), d_rows = std::max(dv, draft.config().n_vocab);
   for (int32_t id = shared; id < t_rows; ++id)
-    if (!is_padding(tt, t_types, id))
+    if (!is_padding(tt, id))
       throw_error(ErrorKind::InvalidArgument,
                   "draft model {} is incompatible with target {}: vocabulary sizes differ ({} vs {}) and target "
                   "token {} ('{}') is not padding",
                   dp, tp, dv, tv, id, tt.token_text(id));
   for (int32_t id = shared; id < d_rows; ++id)
-    if (!is_padding(dt, d_types, id))
+    if (!is_padding(dt, id))
       throw_error(ErrorKind::InvalidArgument,
                   "draft model {} is incompatible with target {}: vocabulary sizes differ ({} vs {}) and draft "
                   "token {} ('{}') is not padding",
