@@ -26,7 +26,8 @@ void Metrics::resize_positions(int g) {
 }
 
 void Metrics::record_step(int drafted, int accepted) {
-  if (drafted > draft_max) resize_positions(drafted);
+  if (drafted > draft_max || accept_length_histogram.size() < static_cast<size_t>(draft_max) + 1)
+    resize_positions(std::max(drafted, draft_max));
   ++n_steps;
   n_drafted += drafted;
   n_accepted += accepted;
