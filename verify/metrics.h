@@ -20,8 +20,10 @@ struct Metrics {
   int64_t n_generated = 0;   // tokens emitted (<= max_tokens)
   int64_t n_drafted = 0;     // draft tokens proposed and verified
   int64_t n_accepted = 0;    // draft tokens accepted
-  int64_t n_steps = 0;       // target forwards during decoding (verifications and plain steps;
-                             // the first token, sampled from the prefill, is not a step)
+  int64_t n_steps = 0;       // target forwards during decoding (verifications and plain steps).
+                             // Speculative: every emitted token comes from a step, so
+                             // n_generated = n_accepted + n_steps (less any cut at EOG/max).
+                             // Autoregressive: the first token comes from the prefill.
   int draft_max = 0;         // g configured (alpha_fit and predicted_speedup use it)
   // [i]: steps that drafted at least i+1 tokens / that accepted draft token i+1 (size draft_max).
   std::vector<int64_t> position_drafted, position_accepted;
