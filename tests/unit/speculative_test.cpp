@@ -327,6 +327,26 @@ TEST_F(SpeculativeTest, CachesAfterRollbackEqualAFreshRun) {
 }
 
 
+TEST_F(SpeculativeTest, SameSeedAndStreamGiveTheSameTokens) {
+  core::SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.seed = 5;
+  const SpeculativeVerifier spec;
+  const Tokens prompt = prompts()[0];
+  auto run = [&](uint64_t stream) {
+    draft::ModelDrafter model(tiny_draft_.get(), 320, -1, 256);  // a fresh drafter each time
+    SpeculativeDecoder dec(*tiny_, model, spec, sp, decode_options(30, 3));
+    return dec.generate(prompt, stream);
+  };
+  const GenerationResult a = run(3), b = run(3), c = run(4);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.metrics.n_accepted, b.metrics.n_accepted);
+  EXPECT_EQ(a.metrics.n_drafted, b.metrics.n_drafted);
+  EXPECT_EQ(a.metrics.accept_length_histogram, b.metrics.accept_length_histogram);
+  EXPECT_NE(a.tokens, c.tokens);  // 30 tokens at temperature 1: another stream differs
+  EXPECT_EQ(a.tokens.size(), 30u);
+}
+
 // ---- Losslessness at temperature > 0 with real (tiny) models ---------------------------------
 
 // The target's exact distribution of the first two generated tokens, by enumeration: p(t1) from
