@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/model.h"
+#include "core/tokenizer.h"
 
 namespace specmoe::core {
 
@@ -43,29 +44,6 @@ std::vector<float> random_values(uint64_t seed, const std::string& name, size_t 
     v[i] = (2.0f * u - 1.0f) * a;
   }
   return v;
-}
-
-// Byte-level SentencePiece vocabulary: <unk> <s> </s>, <0x00>..<0xFF> (byte tokens, type 6),
-// then normal padding tokens up to n_vocab. BOS 1, EOS 2.
-void write_byte_vocab_keys(GGUFWriter& w, int n_vocab) {
-  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-  std::vector<int32_t> types = {2, 3, 3};  // unknown, control, control
-  for (int b = 0; b < 256; ++b) {
-    tokens.push_back(fmt::format("<0x{:02X}>", b));
-    types.push_back(6);  // byte
-  }
-  for (int i = static_cast<int>(tokens.size()); i < n_vocab; ++i) {
-    tokens.push_back(fmt::format("<pad{}>", i));
-    types.push_back(1);  // normal
-  }
-  w.set_string("tokenizer.ggml.model", "llama");
-  w.set_string_array("tokenizer.ggml.tokens", tokens);
-  w.set_f32_array("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
-  w.set_i32_array("tokenizer.ggml.token_type", types);
-  w.set_u32("tokenizer.ggml.bos_token_id", 1);
-  w.set_u32("tokenizer.ggml.eos_token_id", 2);
-  w.set_u32("tokenizer.ggml.unknown_token_id", 0);
-  w.set_bool("tokenizer.ggml.add_bos_token", true);
 }
 
 void check_spec(const SynthSpec& s) {
@@ -161,7 +139,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
   }
   w.set_u64("specmoe.synth.seed", seed);
-  write_byte_vocab_keys(w, s.n_vocab);
+  write_byte_vocab(w, s.n_vocab);  // core/tokenizer.h: <unk> <s> </s>, 256 byte tokens, padding
 
   auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, float scale) {
     // (n_in -> n_out): std 1/sqrt(n_in) keeps the output at the input's scale.
