@@ -74,7 +74,7 @@ SynthSpec synth_spec(const std::string& preset) {
     s.n_ff = 192;
     s.n_ctx = 512;
     s.n_full_layers = 1;
-    s.deep_residual_scale = 0.5f;
+    s.deep_residual_scale = 0.3f;
     s.name = preset;
     if (preset == "tiny-draft") s.keep_layers = 1;
     return s;
@@ -90,7 +90,7 @@ SynthSpec synth_spec(const std::string& preset) {
     s.n_ff = 2816;
     s.n_ctx = 2048;
     s.n_full_layers = 2;
-    s.deep_residual_scale = 0.5f;
+    s.deep_residual_scale = 0.15f;
     s.name = preset;
     if (preset == "draft") s.keep_layers = 2;
     return s;
@@ -153,23 +153,29 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   };
 
   // Token embedding: unit-variance rows. (n_embd, n_vocab)
-  w.add_tensor_f32("token_embd.weight", s.type, {s.n_embd, s.n_vocab},
-                   random_values(seed, "token_embd.weight", static_cast<size_t>(s.n_embd) * s.n_vocab, 1.0f));
+  const auto embd = random_values(seed, "token_embd.weight", static_cast<size_t>(s.n_embd) * s.n_vocab, 1.0f);
+  w.add_tensor_f32("token_embd.weight", s.type, {s.n_embd, s.n_vocab}, embd);
   if (gpt2) w.add_tensor_f32("position_embd.weight", s.type, {s.n_embd, s.n_ctx},
                              random_values(seed, "position_embd.weight", static_cast<size_t>(s.n_embd) * s.n_ctx, 0.3f));
   vec("output_norm.weight", s.n_embd, 1.0f, 0.0f);
   if (gpt2) vec("output_norm.bias", s.n_embd, 0.0f, 0.0f);
   if (!s.tied_output) {
-    // Head rows: std 4 for printable ASCII bytes (ids 3 + 0x20 .. 3 + 0x7E), 1 for the rest:
-    // logits of a unit-RMS hidden state then have those spreads, so printable bytes win most
-    // argmaxes and the distribution is peaked but not one-hot. (n_embd, n_vocab)
-    auto v = random_values(seed, "output.weight", static_cast<size_t>(s.n_embd) * s.n_vocab,
-                           1.0f / std::sqrt(float(s.n_embd)));
+    // Head rows: std 4 for printable ASCII bytes (byte b is token 3 + b) and 3 for newline, 0.5
+    // for the rest: logits of a unit-RMS hidden state then have those spreads, so printable
+    // bytes win most argmaxes and the distribution is peaked but not one-hot. Each row also
+    // gets minus its token's embedding (scaled like the row), which lowers the logit of the
+    // token just read: random models otherwise fall into repeating one token ("NNNN...").
+    // (n_embd, n_vocab)
+    const float inv_sqrt_n = 1.0f / std::sqrt(float(s.n_embd));
+    auto v = random_values(seed, "output.weight", static_cast<size_t>(s.n_embd) * s.n_vocab, inv_sqrt_n);
     for (int tok = 0; tok < s.n_vocab; ++tok) {
       const bool printable = tok >= 3 + 0x20 && tok <= 3 + 0x7E;
       const bool newline = tok == 3 + 0x0A;
-      const float scale = printable ? 4.0f : newline ? 3.0f : 1.0f;
-      for (int i = 0; i < s.n_embd; ++i) v[static_cast<size_t>(tok) * s.n_embd + i] *= scale;
+      const float scale = printable ? 4.0f : newline ? 3.0f : 0.5f;
+      for (int i = 0; i < s.n_embd; ++i) {
+        const size_t k = static_cast<size_t>(tok) * s.n_embd + i;
+        v[k] = v[k] * scale - s.repeat_penalty * inv_sqrt_n * embd[k];
+      }
     }
     w.add_tensor_f32("output.weight", s.type, {s.n_embd, s.n_vocab}, v);
   }

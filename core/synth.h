@@ -31,6 +31,7 @@ struct SynthSpec {
   float rope_freq_base = 10000.0f;
   int n_full_layers = -1;          // layers >= this have their residual branches scaled (-1: none)
   float deep_residual_scale = 1.0f;
+  float repeat_penalty = 2.0f;     // output row of token j -= repeat_penalty * embedding of j / sqrt(n_embd)
   int keep_layers = -1;            // write only the first keep_layers layers (a draft); -1 = all
   std::string name = "synth";
 };
