@@ -447,17 +447,45 @@ std::map<size_t, int64_t> two_token_counts(core::Model& target, draft::Drafter& 
 
 // Significance 0.001 (fixed seeds: deterministic). Power: with N = 6,000 generations, a wrong
 // output distribution at total variation delta from the target's gives a noncentrality of at
-// least N (2 delta)^2 (Cauchy-Schwarz over the pooled cells); with ~100 pooled cells (critical
-// value ~150) the test detects delta ~ 0.065 with probability > 0.99, with ~10 cells (top-p)
-// delta ~ 0.04. The hand-built tests in
+// least N (2 delta)^2 (Cauchy-Schwarz over the pooled cells). With the ~140 pooled cells of the
+// temperature-1 case (critical value ~194) the test detects delta = 0.071 with probability 0.99;
+// with the ~50 cells of the top-p case (critical ~91), delta = 0.060. The hand-built tests in
 // verifier_test.cpp cover 2% errors; this one proves the whole loop (draft sampling, batched
 // target forward, per-position distributions with the drafted prefix as history, rollback,
 // bonus and next step) on a real forward, and the always-accept verifier must fail it.
 constexpr int kModelTrials = 6000;
 
+// Among short prompts (BOS + one byte token), the one whose first token is the most uncertain
+// (highest entropy of the processed distribution): the most cells for the test to check,
+// whatever the synthetic weights are. Fills `joint` with its exact two-token distribution.
+Tokens most_uncertain_prompt(core::Model& target, const core::SamplingParams& sp, std::vector<double>& joint) {
+  const core::SamplerChain chain(sp);
+  core::KVCache kv = target.new_cache(8);
+  std::vector<float> logits, p1;
+  core::ForwardOptions fo;
+  fo.logits_all = false;
+  Tokens best;
+  double best_entropy = -1.0;
+  for (int32_t byte = 32; byte < 127; ++byte) {
+    const Tokens prompt = {1, 3 + byte};  // BOS, then the byte token <0xNN> (ids 3..258)
+    kv.clear();
+    target.forward(prompt, {}, kv, logits, fo);
+    chain.distribution(logits, prompt, p1);
+    double h = 0.0;
+    for (float p : p1)
+      if (p > 0.0f) h -= p * std::log(static_cast<double>(p));
+    if (h > best_entropy) {
+      best_entropy = h;
+      best = prompt;
+    }
+  }
+  joint = exact_joint(target, best, sp);
+  return best;
+}
+
 void check_lossless(core::Model& target, core::Model& draft_model, const core::SamplingParams& sp, bool power_check) {
-  const Tokens prompt = {1};  // BOS only: no prefill, so a trial costs only its decoding steps
-  const std::vector<double> expect = exact_joint(target, prompt, sp);
+  std::vector<double> expect;
+  const Tokens prompt = most_uncertain_prompt(target, sp, expect);
   draft::ModelDrafter drafter(&draft_model, target.config().n_vocab, -1, 64);
   const SpeculativeVerifier spec;
   const auto counts = two_token_counts(target, drafter, spec, prompt, sp, kModelTrials);
