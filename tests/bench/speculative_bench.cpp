@@ -34,12 +34,13 @@ fs::path data_dir() {
   return fs::path(SPECMOE_SOURCE_DIR) / ".." / "shared" / "data";
 }
 
-// Synth files are written once per machine (same spec + seed = same bytes).
+// Synth files are rewritten by every run (a few seconds), so they never lag behind the
+// generator's code; the write is atomic, so concurrent runs are safe.
 std::string synth_path(const std::string& preset) {
   const fs::path dir = fs::temp_directory_path() / "specmoe-bench";
   fs::create_directories(dir);
   const fs::path path = dir / (preset + "-seed1.gguf");
-  if (!fs::exists(path)) core::synth_write(preset, path.string(), 1);
+  core::synth_write(preset, path.string(), 1);
   return path.string();
 }
 
