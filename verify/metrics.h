@@ -39,7 +39,9 @@ struct Metrics {
 
   void resize_positions(int g);                // sets draft_max and sizes the per-position arrays
   void record_step(int n_drafted, int n_accepted);  // one target forward over n_drafted draft tokens
-  void merge(const Metrics& other);            // adds counts and times (for several prompts)
+  // Adds counts and times (for several prompts): total_s, ttft_s and time are then sums (divide
+  // ttft_s by the number of runs for a mean); target_step_s and draft_token_s become weighted means.
+  void merge(const Metrics& other);
 
   double acceptance_rate() const;         // n_accepted / n_drafted (0 when nothing was drafted)
   double mean_accepted_length() const;    // tau = (n_accepted + n_steps) / n_steps (1 when no steps)
