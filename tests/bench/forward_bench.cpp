@@ -87,6 +87,23 @@ BENCHMARK(BM_TargetForward)->ArgName("tokens")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->
 void BM_DraftForward(benchmark::State& state) { run_forward(state, "draft"); }
 BENCHMARK(BM_DraftForward)->ArgName("tokens")->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// One F16 matmul of the target's FFN shape (1024 -> 2816, 5.8 MB: fits in L3, so this shows the
+// kernel's arithmetic rate rather than memory): GFLOP/s at T tokens, single thread.
+void BM_MatmulF16(benchmark::State& state) {
+  const int64_t n_in = 1024, n_out = 2816, T = state.range(0);
+  std::vector<uint16_t> w(static_cast<size_t>(n_in * n_out));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = fp32_to_fp16(static_cast<float>((i * 2654435761u) % 1000) * 1e-3f - 0.5f);
+  const auto view = kernels::cpu::MatrixView::make(DType::F16, w.data(), n_in, n_out);
+  std::vector<float> x(static_cast<size_t>(T * n_in), 0.25f), y(static_cast<size_t>(T * n_out));
+  kernels::cpu::ThreadPool pool(1);
+  for (auto _ : state) {
+    kernels::cpu::matmul(pool, x.data(), T, view, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n_in * n_out * T / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_MatmulF16)->ArgName("tokens")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kMicrosecond);
+
 // Streaming read of 1 GiB of floats split over the same number of threads as the model: the
 // ceiling for weight_GB/s above.
 void BM_MemoryBandwidth(benchmark::State& state) {

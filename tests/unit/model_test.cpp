@@ -310,6 +310,34 @@ TEST(Stories260K, ForwardBeyondCacheCapacityThrowsLimit) {
 }
 
 // ------------------------------------------------------------------------------------------
+// KV cache bookkeeping
+
+TEST(KVCache, TruncateKeepAndAppendCheckTheirArguments) {
+  KVCache kv(2, 4, 3);
+  const std::vector<int32_t> pos = {0, 1, 2};
+  kv.append(pos);
+  EXPECT_EQ(kv.size(), 3);
+  for (int t = 0; t < 3; ++t)
+    for (int l = 0; l < 2; ++l) kv.k(l, t)[0] = static_cast<float>(10 * l + t);
+  EXPECT_THROW(kv.truncate(4), Error);
+  EXPECT_THROW(kv.keep(std::vector<int>{1, 1}), Error);  // not strictly increasing
+  EXPECT_THROW(kv.keep(std::vector<int>{0, 3}), Error);  // past size
+  kv.keep(std::vector<int>{0, 2});
+  EXPECT_EQ(kv.size(), 2);
+  EXPECT_EQ(kv.position(1), 2);
+  EXPECT_EQ(kv.k(1, 1)[0], 12.0f);
+  const std::vector<int32_t> three = {5, 6, 7};
+  try {
+    kv.append(three);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Limit);
+  }
+  EXPECT_EQ(kv.size(), 2);
+  EXPECT_THROW(KVCache(0, 4, 3), Error);
+}
+
+// ------------------------------------------------------------------------------------------
 // Load errors
 
 TEST(ModelLoad, ErrorsNameTheFileAndTensor) {
