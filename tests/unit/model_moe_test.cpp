@@ -479,35 +479,110 @@ TEST(MoEForward, CapacityFactorDropsAssignments) {
   EXPECT_THROW(Model::load(path, bad), Error);
 }
 
+namespace {
+
+// Copies a GGUF file with edits: a tensor dropped or its ne[1], ne[2] swapped, metadata keys
+// dropped or set.
+struct Edit {
+  std::string drop_tensor, swap12_tensor, drop_key;
+  std::vector<std::pair<std::string, uint32_t>> u32;
+  std::vector<std::pair<std::string, float>> f32;
+};
+
+void rewrite(const std::string& src, const std::string& dst, const Edit& e) {
+  auto f = GGUFFile::open(src);
+  GGUFWriter w;
+  for (const auto& [k, v] : f->metadata())
+    if (k != "general.alignment" && k != e.drop_key) w.set_value(k, v);
+  for (const auto& [k, v] : e.u32) w.set_u32(k, v);
+  for (const auto& [k, v] : e.f32) w.set_f32(k, v);
+  for (const auto& t : f->tensors()) {
+    if (t.name == e.drop_tensor) continue;
+    std::vector<int64_t> ne = t.ne;
+    if (t.name == e.swap12_tensor) std::swap(ne[1], ne[2]);
+    w.add_tensor(t.name, t.type, ne, std::span<const uint8_t>(t.data, t.nbytes));
+  }
+  w.write(dst);
+}
+
+void expect_load_error(const std::string& path, ErrorKind kind, const std::string& needle) {
+  try {
+    Model::load(path);
+    ADD_FAILURE() << "no throw for " << needle;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
 TEST(MoELoad, MissingOrMisshapedExpertTensorIsNamed) {
   const std::string base = write_preset("moe-tiny", "moe_errors.gguf");
-  auto rewrite = [&](const std::string& dst, const std::string& drop, const std::string& reshape) {
-    auto f = GGUFFile::open(base);
-    GGUFWriter w;
-    for (const auto& [k, v] : f->metadata())
-      if (k != "general.alignment") w.set_value(k, v);
-    for (const auto& t : f->tensors()) {
-      if (t.name == drop) continue;
-      std::vector<int64_t> ne = t.ne;
-      if (t.name == reshape) std::swap(ne[1], ne[2]);  // {64, 96, 4} -> {64, 4, 96}
-      w.add_tensor(t.name, t.type, ne, std::span<const uint8_t>(t.data, t.nbytes));
-    }
-    w.write(dst);
-  };
-  auto expect_error = [](const std::string& path, const std::string& needle) {
-    try {
-      Model::load(path);
-      ADD_FAILURE() << "no throw for " << needle;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::Format) << e.what();
-      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
-  rewrite(scratch("moe_missing.gguf"), "blk.1.ffn_up_exps.weight", "");
-  expect_error(scratch("moe_missing.gguf"), "blk.1.ffn_up_exps.weight");
-  rewrite(scratch("moe_shape.gguf"), "", "blk.2.ffn_gate_exps.weight");
-  expect_error(scratch("moe_shape.gguf"), "blk.2.ffn_gate_exps.weight");
+  Edit drop;
+  drop.drop_tensor = "blk.1.ffn_up_exps.weight";
+  rewrite(base, scratch("moe_missing.gguf"), drop);
+  expect_load_error(scratch("moe_missing.gguf"), ErrorKind::Format, "blk.1.ffn_up_exps.weight");
+  Edit swap;
+  swap.swap12_tensor = "blk.2.ffn_gate_exps.weight";  // {64, 96, 4} -> {64, 4, 96}
+  rewrite(base, scratch("moe_shape.gguf"), swap);
+  expect_load_error(scratch("moe_shape.gguf"), ErrorKind::Format, "blk.2.ffn_gate_exps.weight");
+}
+
+TEST(MoELoad, RouterAndSizesFromMetadata) {
+  const std::string base = write_preset("moe-tiny", "moe_meta.gguf");
+  // k beyond the experts, an unknown gating function, softmax with a weight scale, groups that
+  // do not divide the experts: each rejected naming the file.
+  Edit k5;
+  k5.u32 = {{"llama.expert_used_count", 5}};
+  rewrite(base, scratch("moe_meta_k5.gguf"), k5);
+  expect_load_error(scratch("moe_meta_k5.gguf"), ErrorKind::Format, "n_expert_used");
+  Edit g3;
+  g3.u32 = {{"llama.expert_gating_func", 3}};
+  rewrite(base, scratch("moe_meta_g3.gguf"), g3);
+  expect_load_error(scratch("moe_meta_g3.gguf"), ErrorKind::Unsupported, "llama.expert_gating_func");
+  Edit scale;
+  scale.f32 = {{"llama.expert_weights_scale", 2.0f}};
+  rewrite(base, scratch("moe_meta_scale.gguf"), scale);
+  expect_load_error(scratch("moe_meta_scale.gguf"), ErrorKind::Unsupported, "softmax");
+  Edit groups;
+  groups.u32 = {{"llama.expert_gating_func", 2}, {"llama.expert_group_count", 3}};
+  rewrite(base, scratch("moe_meta_groups.gguf"), groups);
+  expect_load_error(scratch("moe_meta_groups.gguf"), ErrorKind::Format, "n_expert_group");
+
+  // Sigmoid gating (expert_gating_func 2) with 2 groups of 2, 1 kept, scale 2.5: DeepSeek-style
+  // routing; with renormalisation the k = 2 weights sum to the scale, both from the kept group.
+  Edit sig;
+  sig.u32 = {{"llama.expert_gating_func", 2}, {"llama.expert_group_count", 2}, {"llama.expert_group_used_count", 1}};
+  sig.f32 = {{"llama.expert_weights_scale", 2.5f}};
+  rewrite(base, scratch("moe_meta_sigmoid.gguf"), sig);
+  auto m = Model::load(scratch("moe_meta_sigmoid.gguf"));
+  EXPECT_EQ(m->config().expert_gating, ExpertGating::Sigmoid);
+  EXPECT_EQ(m->config().n_expert_group, 2);
+  EXPECT_FLOAT_EQ(m->config().expert_weights_scale, 2.5f);
+  KVCache kv = m->new_cache(32);
+  std::vector<float> logits;
+  m->forward(kIds, {}, kv, logits);
+  const moe::Routing* r = m->last_routing(1);
+  for (int t = 0; t < r->n_tokens; ++t) {
+    EXPECT_NEAR(r->weight_at(t, 0) + r->weight_at(t, 1), 2.5f, 1e-5f);
+    EXPECT_EQ(r->expert_at(t, 0) / 2, r->expert_at(t, 1) / 2) << "token " << t;  // same group
+  }
+
+  // qwen2moe without expert_feed_forward_length: llama.cpp's default n_ff / k (128 / 2 = 64)
+  // gives the same model.
+  const std::string q = write_preset("qwen2moe-tiny", "qwen2moe_meta.gguf");
+  Edit no_ff;
+  no_ff.drop_key = "qwen2moe.expert_feed_forward_length";
+  rewrite(q, scratch("qwen2moe_meta_noff.gguf"), no_ff);
+  auto a = Model::load(q), b = Model::load(scratch("qwen2moe_meta_noff.gguf"));
+  EXPECT_EQ(b->config().n_ff_expert, 64);
+  KVCache ka = a->new_cache(32), kb = b->new_cache(32);
+  std::vector<float> la, lb;
+  a->forward(kIds, {}, ka, la);
+  b->forward(kIds, {}, kb, lb);
+  EXPECT_TRUE(same_bits(la.data(), lb.data(), la.size()));
 }
 
 TEST(MoELoad, RngNormalSourceFeedsTheNoisyRouter) {
