@@ -293,6 +293,12 @@ void Model::reset_expert_stats() {
     if (MoEFeedForward* moe = L.ffn->moe()) moe->reset_stats();
 }
 
+size_t Model::moe_expert_bytes(int layer) const {
+  if (layer < 0 || layer >= static_cast<int>(impl_->w.layers.size())) return 0;
+  const MoEFeedForward* moe = impl_->w.layers[layer].ffn->moe();
+  return moe ? moe->layer().expert_bytes() : 0;
+}
+
 const std::vector<int>& Model::last_distinct_experts() const { return impl_->last_distinct; }
 
 const moe::Routing* Model::last_routing(int layer) const {

@@ -84,6 +84,8 @@ class Model {
   const std::vector<int>& last_distinct_experts() const;
   // Layer `layer`'s routing in the last forward that ran it; nullptr for a dense layer.
   const moe::Routing* last_routing(int layer) const;
+  // Weight bytes of one routed expert of layer `layer` (gate + up + down slices); 0 if dense.
+  size_t moe_expert_bytes(int layer) const;
 
  private:
   Model();

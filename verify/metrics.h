@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "verify/moe_metrics.h"
+
 namespace specmoe::verify {
 
 // Seconds spent in each part of a generation.
@@ -36,6 +38,7 @@ struct Metrics {
   double target_step_s = 0.0;    // one single-token target forward (measured, see cost_ratio)
   double draft_token_s = 0.0;    // drafter time per drafted token
   TimeBreakdown time;
+  MoEMetrics moe;               // MoE targets: experts touched per target forward (empty for dense)
 
   void resize_positions(int g);                // sets draft_max and sizes the per-position arrays
   void record_step(int n_drafted, int n_accepted);  // one target forward over n_drafted draft tokens

@@ -125,6 +125,8 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
     }
     m.time.sampling_s += seconds_since(t);
     m.record_step(g, r.n_accepted);
+    // MoE targets: experts this forward read; positions 0..n_accepted stay in the cache.
+    m.moe.record_forward(target_, g + 1, r.n_accepted + 1);
 
     kv_.truncate(c + r.n_accepted);  // keeps history_ + x_1..x_n
     t = Clock::now();

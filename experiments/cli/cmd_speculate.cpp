@@ -52,6 +52,7 @@ nlohmann::json metrics_json(const verify::Metrics& m) {
                          {"verify_forward_s", m.time.verify_forward_s},
                          {"sampling_s", m.time.sampling_s},
                          {"other_s", m.time.other_s}};
+  if (m.moe.n_expert > 0) j["moe"] = m.moe.to_json(m.n_generated);
   return j;
 }
 
@@ -73,6 +74,13 @@ void print_metrics(const verify::Metrics& m) {
   std::fprintf(stderr, "%.2f tokens/s | ttft %.1f ms | time: draft %.3f s, verify %.3f s, sampling %.3f s, other %.3f s\n",
                m.tokens_per_second(), m.ttft_ms(), m.time.draft_s, m.time.verify_forward_s, m.time.sampling_s,
                m.time.other_s);
+  if (m.moe.n_expert > 0)
+    std::fprintf(stderr,
+                 "MoE target (%d experts, k %d): distinct experts per layer per forward U(T) %.2f, amplification "
+                 "U/k %.2f (uniform routing %.2f) | expert MB per generated token %.2f | reads on rejected tokens "
+                 "%.1f%%\n",
+                 m.moe.n_expert, m.moe.k, m.moe.mean_distinct(), m.moe.amplification(), m.moe.uniform_amplification(),
+                 m.moe.expert_bytes_per_token(m.n_generated) / 1e6, 100.0 * m.moe.rejected_read_share());
 }
 
 void run_speculate(const SpeculateArgs& a) {
@@ -94,7 +102,10 @@ void run_speculate(const SpeculateArgs& a) {
   dopt.n_ctx = n_ctx + a.draft_max + 1;
   if (drafter_name == "model") {
     if (a.draft_path.empty()) throw_error(ErrorKind::InvalidArgument, "--drafter model needs a draft model: -md FILE");
-    dopt.draft_model = load_model(a.model, a.draft_path);
+    ModelOptions draft_opt = a.model;  // --moe-k / --moe-capacity are the target's
+    draft_opt.moe_k = 0;
+    draft_opt.moe_capacity = 0;
+    dopt.draft_model = load_model(draft_opt, a.draft_path);
   } else if (!a.draft_path.empty()) {
     throw_error(ErrorKind::InvalidArgument, "-md is only used by --drafter model (got --drafter {})", drafter_name);
   }
