@@ -62,5 +62,6 @@ void add_tokenize_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
+void add_speculate_command(CLI::App& app);
 
 }  // namespace specmoe::cli

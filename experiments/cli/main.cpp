@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   specmoe::cli::add_info_command(app);
   specmoe::cli::add_perplexity_command(app);
   specmoe::cli::add_synth_command(app);
+  specmoe::cli::add_speculate_command(app);
 
   std::vector<std::string> args = rewrite_aliases(argc, argv);
   std::vector<char*> cargs;
