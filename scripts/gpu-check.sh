@@ -92,7 +92,7 @@ if [ "$BENCH" = 1 ]; then
     [ -f "$SYN/synth-target-seed1.gguf" ] || "./$BUILD/specmoe" synth --preset target -o "$SYN/synth-target-seed1.gguf" -s 1
     [ -f "$SYN/synth-draft-seed1.gguf" ] || "./$BUILD/specmoe" synth --preset draft -o "$SYN/synth-draft-seed1.gguf" -s 1
     if timeout 120 "./$BUILD/specmoe" speculate -m "$SYN/synth-target-seed1.gguf" -md "$SYN/synth-draft-seed1.gguf" \
-        -p "The quick brown fox" -n 256 --compare --device cuda > "$LOGS/speculate.log" 2>&1; then
+        -p "The quick brown fox" -n 256 --temp 0 --draft-max 4 --compare --device cuda > "$LOGS/speculate.log" 2>&1; then
       tail -15 "$LOGS/speculate.log"
       summary+="speculate --compare --device cuda: ok (see $LOGS/speculate.log)"$'\n'
     else
