@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/error.h"
 
@@ -21,6 +22,27 @@ KVCache::KVCache(int n_layer, int capacity, int kv_dim)
   pos_.assign(capacity, 0);
 }
 
+KVCache::KVCache(int n_layer, int capacity, int kv_dim, std::unique_ptr<KVDeviceStorage> storage)
+    : n_layer_(n_layer), capacity_(capacity), kv_dim_(kv_dim), device_(std::move(storage)) {
+  if (n_layer <= 0 || capacity <= 0 || kv_dim <= 0)
+    throw_error(ErrorKind::InvalidArgument, "KVCache: n_layer {}, capacity {} and kv_dim {} must be positive",
+                n_layer, capacity, kv_dim);
+  if (!device_) throw_error(ErrorKind::InvalidArgument, "KVCache: device storage is null");
+  pos_.assign(capacity, 0);
+}
+
+KVCache::KVCache(const KVCache& o)
+    : n_layer_(o.n_layer_), capacity_(o.capacity_), kv_dim_(o.kv_dim_), size_(o.size_), k_(o.k_), v_(o.v_),
+      pos_(o.pos_), device_(o.device_ ? o.device_->clone() : nullptr) {}
+
+KVCache& KVCache::operator=(const KVCache& o) {
+  if (this != &o) {
+    KVCache copy(o);
+    *this = std::move(copy);
+  }
+  return *this;
+}
+
 void KVCache::truncate(int n) {
   if (n < 0 || n > size_)
     throw_error(ErrorKind::InvalidArgument, "KVCache::truncate({}): cache holds {} tokens", n, size_);
@@ -34,12 +56,13 @@ void KVCache::keep(std::span<const int> indices) {
                   "KVCache::keep: index {} at {} must be strictly increasing and below size {}",
                   indices[i], i, size_);
   }
+  if (device_) device_->keep(indices);  // the rows; positions below, on the host
   const size_t row_bytes = static_cast<size_t>(kv_dim_) * sizeof(float);
   for (size_t i = 0; i < indices.size(); ++i) {
     const int src = indices[i];
     const int dst = static_cast<int>(i);
     if (src == dst) continue;
-    for (int l = 0; l < n_layer_; ++l) {
+    for (int l = 0; l < n_layer_ && !device_; ++l) {  // host rows (a device cache moved its rows above)
       std::memmove(k(l, dst), k(l, src), row_bytes);
       std::memmove(v(l, dst), v(l, src), row_bytes);
     }

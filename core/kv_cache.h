@@ -3,16 +3,44 @@
 // verification (keep). Draft and target each own one.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace specmoe::core {
+
+// Keys and values kept in an accelerator's memory (the CUDA backend's, core/cuda_model.cpp).
+// KVCache owns one when a device model made it; the cache's size and positions stay on the host,
+// so truncate is still an O(1) length change and only keep() touches the device rows.
+class KVDeviceStorage {
+ public:
+  virtual ~KVDeviceStorage() = default;
+  // A deep copy of every row (same device), for copying a KVCache.
+  virtual std::unique_ptr<KVDeviceStorage> clone() const = 0;
+  // Row i := row indices[i] in every layer, keys and values (indices strictly increasing and
+  // already checked by KVCache::keep).
+  virtual void keep(std::span<const int> indices) = 0;
+  // "cuda:0": where the rows live (for error messages).
+  virtual std::string device() const = 0;
+};
 
 class KVCache {
  public:
   KVCache() = default;
   // Room for `capacity` tokens of a model with n_layer layers and kv_dim = n_head_kv * head_dim.
   KVCache(int n_layer, int capacity, int kv_dim);
+  // The same, with the rows in device memory (`storage`, made by a device model's new_cache):
+  // the host accessors k() and v() below must not be used on such a cache.
+  KVCache(int n_layer, int capacity, int kv_dim, std::unique_ptr<KVDeviceStorage> storage);
+  KVCache(const KVCache& other);
+  KVCache& operator=(const KVCache& other);
+  KVCache(KVCache&&) noexcept = default;
+  KVCache& operator=(KVCache&&) noexcept = default;
+  ~KVCache() = default;
+
+  // Non-null when the keys/values live on a device.
+  KVDeviceStorage* device_storage() const { return device_.get(); }
 
   int size() const { return size_; }          // tokens stored
   int capacity() const { return capacity_; }
@@ -41,6 +69,7 @@ class KVCache {
   int n_layer_ = 0, capacity_ = 0, kv_dim_ = 0, size_ = 0;
   std::vector<float> k_, v_;
   std::vector<int32_t> pos_;
+  std::unique_ptr<KVDeviceStorage> device_;
 };
 
 }  // namespace specmoe::core

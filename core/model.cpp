@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/model_backend.h"
 #include "core/model_ffn.h"
 #include "core/model_moe.h"
 #include "core/model_weights.h"
@@ -34,6 +35,8 @@ struct Model::Impl {
   ModelWeights w;
   std::unique_ptr<cpu::ThreadPool> pool;
   std::vector<int> last_distinct;  // [n_layer] U(T) of the last forward per MoE layer, -1 otherwise
+  Device device;                          // cpu, or the device `backend` runs on
+  std::unique_ptr<ModelBackend> backend;  // null on the CPU
 
   // Activations, resized per call. // [T, n_embd] unless noted
   std::vector<float> x, xn, q /*[T, q_dim]*/, kv_new /*[T, 2*kv_dim] or qkv [T, q_dim+2*kv_dim]*/,
@@ -56,6 +59,7 @@ Model::~Model() = default;
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
   std::unique_ptr<Model> m(new Model());
   Impl& I = *m->impl_;
+  I.device = parse_device(options.device);  // a mistyped device fails before the file is read
   I.file = GGUFFile::open(path);
   I.config = ModelConfig::from_gguf(*I.file);
   I.config.validate();
@@ -80,6 +84,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     if (options.moe_k_override != 0) m->set_moe_k(options.moe_k_override);
     m->set_moe_capacity_factor(options.moe_capacity_factor);
   }
+  if (I.device.kind != Device::Kind::Cpu) I.backend = make_model_backend(I.device, *I.file, c, I.w);
   return m;
 }
 
@@ -88,6 +93,7 @@ const Tokenizer& Model::tokenizer() const { return *impl_->tokenizer; }
 const GGUFFile& Model::file() const { return *impl_->file; }
 void Model::set_threads(int n_threads) { impl_->pool = std::make_unique<cpu::ThreadPool>(n_threads); }
 int Model::threads() const { return impl_->pool->n_threads(); }
+std::string Model::device() const { return impl_->device.name(); }
 
 size_t Model::weight_bytes_per_token() const {
   const ModelWeights& w = impl_->w;
@@ -105,6 +111,7 @@ KVCache Model::new_cache(int n_ctx) const {
   if (c.arch == Arch::Gpt2 && n_ctx > c.n_ctx_train)
     throw_error(ErrorKind::Limit, "{}: gpt2 context {} exceeds its {} learned positions", impl_->file->path(), n_ctx,
                 c.n_ctx_train);
+  if (impl_->backend) return KVCache(c.n_layer, n_ctx, c.kv_dim(), impl_->backend->new_kv_storage(n_ctx));
   return KVCache(c.n_layer, n_ctx, c.kv_dim());
 }
 
@@ -188,6 +195,10 @@ void Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> po
   if (kv.n_layer() != c.n_layer || kv.kv_dim() != c.kv_dim())
     throw_error(ErrorKind::InvalidArgument, "{}: KV cache made for {} layers x {} kv dims, model has {} x {}", path,
                 kv.n_layer(), kv.kv_dim(), c.n_layer, c.kv_dim());
+  if ((kv.device_storage() != nullptr) != (I.backend != nullptr))
+    throw_error(ErrorKind::InvalidArgument, "{}: KV cache lives on {} but the model runs on {}: make the cache with "
+                "this model's new_cache", path, kv.device_storage() ? kv.device_storage()->device() : "cpu",
+                I.device.name());
   if (kv.size() + T > kv.capacity())
     throw_error(ErrorKind::Limit, "{}: KV cache full: {} tokens stored + {} new > capacity {}", path, kv.size(), T,
                 kv.capacity());
@@ -217,6 +228,18 @@ void Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> po
   const int n_layers = options.n_layers < 0 ? c.n_layer : options.n_layers;
   if (n_layers > c.n_layer)
     throw_error(ErrorKind::InvalidArgument, "{}: early exit after {} layers, model has {}", path, n_layers, c.n_layer);
+
+  if (I.backend) {
+    ForwardBatch batch;
+    batch.tokens = tokens;
+    batch.positions = positions;
+    batch.allowed = allowed;
+    batch.n_layers = n_layers;
+    batch.logits_all = options.logits_all;
+    I.backend->forward(batch, kv, logits);
+    kv.append(positions);
+    return;
+  }
 
   const int64_t d = c.n_embd;
   I.x.resize(T * d);

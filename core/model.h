@@ -40,7 +40,12 @@ struct ForwardOptions {
 };
 
 struct LoadOptions {
-  int n_threads = 0;  // 0 = all hardware threads
+  int n_threads = 0;           // 0 = all hardware threads
+  std::string device = "cpu";  // "cpu", "cuda" (= cuda:0) or "cuda:N": where the forward runs.
+                               // On a device the weights are uploaded once at load, caches from
+                               // new_cache live in device memory, and logits come back to the
+                               // host. No CUDA in this build: Error(Unsupported); no such
+                               // device: Error(Runtime) naming it.
   // MoE models only (an error on a dense model): experts per token instead of the file's
   // expert_used_count (0 = the file's), and the Switch capacity factor (0 = dropless).
   int moe_k_override = 0;
@@ -58,10 +63,12 @@ class Model {
   const GGUFFile& file() const;
   void set_threads(int n_threads);
   int threads() const;
+  // Where the forward runs: "cpu" or "cuda:N".
+  std::string device() const;
   // Bytes of weights one single-token forward reads (for bandwidth figures).
   size_t weight_bytes_per_token() const;
 
-  // A cache for up to n_ctx tokens (<= 0: the model's training context).
+  // A cache for up to n_ctx tokens (<= 0: the model's training context), on the model's device.
   KVCache new_cache(int n_ctx = 0) const;
 
   // Appends the new tokens' keys/values to kv (positions empty = kv.size(), kv.size()+1, ...)

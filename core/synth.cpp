@@ -156,6 +156,22 @@ SynthSpec synth_spec(const std::string& preset) {
     }
     return s;
   }
+  if (preset == "target-1b") {
+    // ~1.1B parameters, F16 (~2.2 GB), TinyLlama-1.1B's shape: the GPU decode benchmark
+    // (scripts/gpu-check.sh), large enough that a forward reads far more than any GPU cache.
+    s.type = DType::F16;
+    s.n_vocab = 32000;
+    s.n_embd = 2048;
+    s.n_layer = 22;
+    s.n_head = 32;
+    s.n_head_kv = 4;
+    s.n_ff = 5632;
+    s.n_ctx = 2048;
+    s.n_full_layers = 2;
+    s.deep_residual_scale = 0.15f;
+    s.name = preset;
+    return s;
+  }
   std::string known;
   for (const auto& p : synth_presets()) known += (known.empty() ? "" : ", ") + p.substr(0, p.find(':'));
   throw_error(ErrorKind::InvalidArgument, "synth: unknown preset '{}' (known: {})", preset, known);
@@ -172,6 +188,8 @@ std::vector<std::string> synth_presets() {
       "moe-target: llama (Mixtral layout), F16, 8 layers, dim 1024, 8 experts top-2 of width 1408 (~305M params, "
       "~98M active): MoE benchmarks",
       "moe-draft: dense, the first 2 layers' attention, embedding and head of moe-target, ff 2816 (~29M params)",
+      "target-1b: llama, F16, 22 layers, dim 2048, ff 5632, 32/4 heads, vocab 32000 (~1.1B params, 2.2 GB): GPU "
+      "benchmarks",
   };
 }
 

@@ -25,6 +25,7 @@ std::unique_ptr<Drafter> make_model_drafter(const DrafterOptions& o) {
       throw_error(ErrorKind::InvalidArgument, "drafter 'model': no draft model given (draft_model path)");
     core::LoadOptions load;
     load.n_threads = o.n_threads;
+    load.device = o.device;
     model = core::Model::load(o.draft_model_path, load);
   }
   check_vocab_compatible(*o.target, *model);

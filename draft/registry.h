@@ -19,6 +19,7 @@ struct DrafterOptions {
   std::shared_ptr<core::Model> draft_model;  // "model": an already loaded draft model, or
   std::string draft_model_path;              // "model": a GGUF file to load
   int n_threads = 0;                         // "model": threads when loading (0 = all)
+  std::string device = "cpu";                // "model": device when loading (cpu, cuda, cuda:N)
   int n_ctx = 0;                             // draft KV cache capacity (<= 0: the model's context)
   int ngram_min = 1;                         // "ngram": shortest n-gram matched
   int ngram_max = 3;                         // "ngram": longest n-gram matched

@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
 # GPU check: builds the CUDA backend for sm_90 (H100/H200) in build-gpu/, runs the GPU test
-# executables and prints a short summary. Designed to finish in under 8 minutes on one H100/H200
-# (build ~2-4 min on 16 cores, tests seconds). Exit status: 0 when every test ran and passed;
-# 1 on a build or test failure, or when GPU tests were skipped although a GPU is visible
-# (set SPECMOE_ALLOW_SKIP=1 to accept skips, e.g. on a machine without a GPU).
+# executables (CUDA ops against CPU references; the CUDA model forward against the CPU forward),
+# then a short benchmark on the synthetic ~1.1B-parameter F16 model `target-1b`: decode tokens/s
+# and achieved weight-read bandwidth, 1/9/64-token forwards, and the cost of a 9-token verify
+# forward relative to a 1-token forward; and, when the `speculate` command exists, the
+# speculative speedup on the synth target/draft pair on the GPU. Designed to finish in under 8
+# minutes on one H100/H200 (build ~2-4 min on 16 cores, tests < 1 min, benchmark ~1-2 min).
+# Exit status: 0 when every test ran and passed; 1 on a build or test failure, or when GPU tests
+# were skipped although a GPU is visible (set SPECMOE_ALLOW_SKIP=1 to accept skips, e.g. on a
+# machine without a GPU). Benchmark failures are reported but do not change the status.
 #
 #   scripts/gpu-check.sh                 # logs and JUnit XML in build-gpu/gpu-check/
 #   GPU_CHECK_OUT=$OUT scripts/gpu-check.sh   # ... or in $GPU_CHECK_OUT
-# Later phases add the decode benchmark here.
+#   GPU_CHECK_BENCH=0 scripts/gpu-check.sh    # tests only
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=${GPU_CHECK_BUILD:-build-gpu}
 LOGS=${GPU_CHECK_OUT:-$BUILD/gpu-check}
 ARCH=${CUDA_ARCH:-90}
-TESTS=(test_cuda_ops)
+TESTS=(test_cuda_ops test_cuda_model)
+BENCH=${GPU_CHECK_BENCH:-1}
 JOBS=$(nproc)
 mkdir -p "$LOGS"
 start=$(date +%s)
@@ -35,7 +41,7 @@ if ! cmake -S . -B "$BUILD" -DSPECMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH"
   echo "RESULT: configure FAILED"
   exit 1
 fi
-if ! cmake --build "$BUILD" -j"$JOBS" --target "${TESTS[@]}" > "$LOGS/build.log" 2>&1; then
+if ! cmake --build "$BUILD" -j"$JOBS" --target "${TESTS[@]}" bench_cuda_forward specmoe > "$LOGS/build.log" 2>&1; then
   grep -E "error|Error" "$LOGS/build.log" | head -40
   echo "RESULT: build FAILED (see $LOGS/build.log)"
   exit 1
@@ -64,6 +70,40 @@ for t in "${TESTS[@]}"; do
     status=1
   fi
 done
+
+if [ "$BENCH" = 1 ]; then
+  echo "== benchmark: synth target-1b (F16, ~1.1B params) on cuda:0"
+  t0=$(date +%s)
+  # The model is written once into $TMPDIR/specmoe-bench (~2.2 GB, ~30 s).
+  if timeout 240 "./$BUILD/tests/bench_cuda_forward" --benchmark_out="$LOGS/bench_cuda_forward.json" \
+      --benchmark_out_format=json > "$LOGS/bench_cuda_forward.log" 2>&1; then
+    grep -E "^BM_|^gpu|^cuda" "$LOGS/bench_cuda_forward.log"
+    summary+="bench_cuda_forward: ok ($(( $(date +%s) - t0 )) s)"$'\n'
+    summary+="$(grep -E "^BM_CudaDecode|^BM_CudaVerifyCost" "$LOGS/bench_cuda_forward.log")"$'\n'
+  else
+    tail -20 "$LOGS/bench_cuda_forward.log"
+    summary+="bench_cuda_forward: FAILED (see $LOGS/bench_cuda_forward.log)"$'\n'
+  fi
+
+  echo "== speculative speedup on the synth pair (target/draft) on cuda:0"
+  if "./$BUILD/specmoe" speculate --help > /dev/null 2>&1; then
+    SYN=${TMPDIR:-/tmp}/specmoe-bench
+    mkdir -p "$SYN"
+    [ -f "$SYN/synth-target-seed1.gguf" ] || "./$BUILD/specmoe" synth --preset target -o "$SYN/synth-target-seed1.gguf" -s 1
+    [ -f "$SYN/synth-draft-seed1.gguf" ] || "./$BUILD/specmoe" synth --preset draft -o "$SYN/synth-draft-seed1.gguf" -s 1
+    if timeout 120 "./$BUILD/specmoe" speculate -m "$SYN/synth-target-seed1.gguf" -md "$SYN/synth-draft-seed1.gguf" \
+        -p "The quick brown fox" -n 256 --temp 0 --draft-max 4 --compare --device cuda > "$LOGS/speculate.log" 2>&1; then
+      tail -15 "$LOGS/speculate.log"
+      summary+="speculate --compare --device cuda: ok (see $LOGS/speculate.log)"$'\n'
+    else
+      tail -15 "$LOGS/speculate.log"
+      summary+="speculate --compare --device cuda: FAILED (see $LOGS/speculate.log)"$'\n'
+    fi
+  else
+    echo "no 'specmoe speculate' command in this build: skipped"
+    summary+="speculate: skipped (command not in this build)"$'\n'
+  fi
+fi
 
 echo "== summary"
 printf "%s" "$summary" | tee "$LOGS/summary.txt"

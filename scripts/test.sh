@@ -1,8 +1,26 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds (Release) and runs the whole test suite with ctest.
+# The whole test suite, as CI runs it (.ci/run calls this):
+#   1. installs the Debian packages specmoe builds with (when missing);
+#   2. builds Release into build/ — with the CUDA backend when nvcc exists, so CUDA code is
+#      compiled even where no GPU can run it (GPU tests then skip) — and runs ctest;
+#   3. builds the suite with AddressSanitizer + UndefinedBehaviorSanitizer into build-asan/ and
+#      runs it again (scripts/sanitize.sh). SPECMOE_SKIP_SANITIZE=1 skips this pass.
+# Environment: SPECMOE_CUDA (AUTO/ON/OFF, default AUTO), SPECMOE_CUDA_ARCHS (default 90 here,
+# one architecture to keep CI's compile time down), JOBS (default: nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
 scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-cmake --build build -j"$(nproc)"
-ctest --test-dir build --output-on-failure -j"$(nproc)"
+
+cuda=${SPECMOE_CUDA:-AUTO}
+cuda_args=(-DSPECMOE_CUDA="$cuda")
+if [ "$cuda" != OFF ] && { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; }; then
+  cuda_args+=(-DCMAKE_CUDA_ARCHITECTURES="${SPECMOE_CUDA_ARCHS:-90}")
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}"
+cmake --build build -j"$JOBS"
+ctest --test-dir build --output-on-failure -j"$JOBS"
+
+if [ "${SPECMOE_SKIP_SANITIZE:-0}" != 1 ]; then
+  JOBS=$JOBS scripts/sanitize.sh
+fi

@@ -12,7 +12,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt, bool required) {
   auto* m = cmd->add_option("-m,--model", opt.model_path, "GGUF model file");
   if (required) m->required();
   cmd->add_option("-t,--threads", opt.threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--device", opt.device, "cpu or cuda[:N]");
+  cmd->add_option("--device", opt.device, "where the model runs: cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--moe-k", opt.moe_k, "MoE models: experts per token (0 = the model's expert_used_count)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--moe-capacity", opt.moe_capacity,
@@ -41,13 +41,11 @@ void add_sampling_options(CLI::App* cmd, core::SamplingParams& p) {
 }
 
 std::unique_ptr<core::Model> load_model(const ModelOptions& opt, const std::string& path) {
-  if (opt.device != "cpu") {
-    throw_error(ErrorKind::Unsupported, "--device {}: this build runs models on the CPU only", opt.device);
-  }
   core::LoadOptions lo;
   lo.n_threads = opt.threads;
   lo.moe_k_override = opt.moe_k;
   lo.moe_capacity_factor = opt.moe_capacity;
+  lo.device = opt.device;  // Model::load names the device in its error when it cannot be used
   return core::Model::load(path, lo);
 }
 

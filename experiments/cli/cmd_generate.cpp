@@ -68,6 +68,7 @@ void run_generate(const GenerateArgs& a) {
   if (a.input.json) {
     nlohmann::json j;
     j["model"] = a.model.model_path;
+    j["device"] = model->device();
     j["prompt"] = prompt;
     j["prompt_tokens"] = std::vector<int32_t>(tokens.begin(), tokens.begin() + n_prompt);
     j["tokens"] = generated;

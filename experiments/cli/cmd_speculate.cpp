@@ -96,6 +96,7 @@ void run_speculate(const SpeculateArgs& a) {
   draft::DrafterOptions dopt;
   dopt.target = target.get();
   dopt.n_threads = a.model.threads;
+  dopt.device = a.model.device;
   dopt.ngram_min = a.ngram_min;
   dopt.ngram_max = a.ngram_max;
   dopt.exit_layer = a.layerskip_layers;
@@ -141,6 +142,7 @@ void run_speculate(const SpeculateArgs& a) {
   if (a.input.json) {
     nlohmann::json j;
     j["model"] = a.model.model_path;
+    j["device"] = target->device();
     j["draft_model"] = a.draft_path;
     j["drafter"] = drafter_name;
     j["verifier"] = a.verifier;

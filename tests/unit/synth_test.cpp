@@ -44,7 +44,7 @@ TEST(Synth, SameSeedSameBytesOtherSeedOtherBytes) {
 
 TEST(Synth, PresetsAreListedAndUnknownOnesRejected) {
   const auto presets = synth_presets();
-  ASSERT_EQ(presets.size(), 8u);  // tiny, tiny-draft, target, draft, moe-tiny, qwen2moe-tiny, moe-target, moe-draft
+  ASSERT_EQ(presets.size(), 9u);  // tiny, tiny-draft, target, draft, moe-tiny, qwen2moe-tiny, moe-target, moe-draft, target-1b
   for (const std::string& p : presets) {
     const std::string name = p.substr(0, p.find(':'));
     EXPECT_NO_THROW(synth_spec(name)) << name;

@@ -1,0 +1,60 @@
+// The seam between Model and the device that runs its forward. Model keeps the file, the config,
+// the tokenizer, the argument checks and the CPU forward; a ModelBackend (today only CUDA,
+// core/cuda_model.cpp) owns device copies of the weights and runs the same forward there,
+// returning logits to the host. Selected by LoadOptions::device ("cpu", "cuda", "cuda:N").
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/kv_cache.h"
+#include "core/model_config.h"
+
+namespace specmoe::core {
+
+class GGUFFile;
+struct ModelWeights;
+
+struct Device {
+  enum class Kind { Cpu, Cuda };
+  Kind kind = Kind::Cpu;
+  int index = 0;            // cuda:N
+  std::string name() const;  // "cpu", "cuda:0"
+};
+
+// Parses "cpu", "cuda" (= cuda:0) or "cuda:N"; throws Error(InvalidArgument) naming the string.
+Device parse_device(const std::string& text);
+
+// One forward's inputs, already checked by Model::forward (token ids in the vocabulary,
+// positions in range, mask n x n, n_layers <= the model's, the cache has room).
+struct ForwardBatch {
+  std::span<const int32_t> tokens;     // [T]
+  std::span<const int32_t> positions;  // [T] (resolved: never empty)
+  const uint8_t* allowed = nullptr;    // host [T, T] mask (AttentionMask::allowed) or null = causal
+  int n_layers = 0;                    // blocks to run (early exit when < n_layer)
+  bool logits_all = true;              // false: only the last token's logits
+};
+
+class ModelBackend {
+ public:
+  virtual ~ModelBackend() = default;
+  // "cuda:0"
+  virtual std::string device() const = 0;
+  // Device rows for a cache of `capacity` tokens (Model::new_cache wraps them in a KVCache).
+  virtual std::unique_ptr<KVDeviceStorage> new_kv_storage(int capacity) = 0;
+  // Writes the new tokens' keys/values into cache rows kv.size() .. kv.size()+T-1 and the logits,
+  // row-major [T or 1, n_vocab], into `logits` (host). Does not mark the tokens stored: Model
+  // calls kv.append afterwards, as on the CPU path. Throws Error(InvalidArgument) for a cache this
+  // backend did not make.
+  virtual void forward(const ForwardBatch& batch, KVCache& kv, std::vector<float>& logits) = 0;
+};
+
+// The backend of `device` (not Kind::Cpu) for a loaded model. Throws Error(Unsupported) when this
+// build has no CUDA backend or the model has a layer the backend cannot run (MoE), and
+// Error(Runtime) naming the device when it is absent or the upload fails.
+std::unique_ptr<ModelBackend> make_model_backend(const Device& device, const GGUFFile& file, const ModelConfig& config,
+                                                 const ModelWeights& weights);
+
+}  // namespace specmoe::core

@@ -1,0 +1,441 @@
+// The transformer forward on a CUDA device (core/cuda_model.cpp) against the CPU forward: the
+// published stories260K greedy output, CPU-vs-CUDA logits on synthetic llama / qwen2 / gpt2
+// models (F32, F16, Q8_0), batched = sequential, truncate + recompute, tree masks and keep(),
+// cache copies, early exit. GPU tests skip without a device (GTEST_SKIP), so the suite passes on
+// CPU-only machines; the device-selection errors are tested everywhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "core/environment.h"
+#include "core/error.h"
+#include "core/model.h"
+#include "core/model_backend.h"
+#include "core/synth.h"
+#include "test_data.h"
+
+using namespace specmoe;
+using namespace specmoe::core;
+using specmoe::testing::data_path;
+using specmoe::testing::scratch_dir;
+
+namespace {
+
+#define SPECMOE_REQUIRE_CUDA()                                                                    \
+  do {                                                                                            \
+    if (::specmoe::core::cuda_device_count() == 0)                                                \
+      GTEST_SKIP() << "no CUDA device (" << ::specmoe::core::query_compute_environment().cuda_status \
+                   << "): GPU test skipped";                                                      \
+  } while (0)
+
+const char* kStories = "models/stories260K.gguf";
+
+std::string scratch(const std::string& name) { return (scratch_dir() / name).string(); }
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::vector<int32_t> read_ids(const std::filesystem::path& p) {
+  std::istringstream in(read_text(p));
+  std::vector<int32_t> ids;
+  for (int32_t id; in >> id;) ids.push_back(id);
+  return ids;
+}
+
+int32_t argmax(const float* v, int n) {
+  int best = 0;
+  for (int i = 1; i < n; ++i)
+    if (v[i] > v[best]) best = i;
+  return best;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::unique_ptr<Model> load(const std::string& path, const std::string& device) {
+  LoadOptions o;
+  o.n_threads = 2;
+  o.device = device;
+  return Model::load(path, o);
+}
+
+// max |got - want| <= rel * max |want| over all entries, with finite values and a non-trivial
+// reference (max |want| > 0.5, so the bound cannot pass on all-zero logits).
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double max_ref = 0, max_diff = 0, err2 = 0, ref2 = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << what << ": entry " << i << " = " << got[i];
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(want[i])));
+    const double d = static_cast<double>(got[i]) - want[i];
+    max_diff = std::max(max_diff, std::fabs(d));
+    err2 += d * d;
+    ref2 += static_cast<double>(want[i]) * want[i];
+  }
+  ASSERT_GT(max_ref, 0.5) << what << ": reference logits are trivially small";
+  EXPECT_LE(max_diff, rel * max_ref) << what << ": max |diff| " << max_diff << ", max |ref| " << max_ref
+                                     << ", normalized MSE " << err2 / ref2;
+}
+
+// Forward one token at a time; the logits of each, concatenated [n, n_vocab].
+std::vector<float> forward_one_by_one(Model& m, KVCache& kv, std::span<const int32_t> ids) {
+  std::vector<float> all, l;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    m.forward(ids.subspan(i, 1), {}, kv, l);
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  return all;
+}
+
+// Tolerances of CUDA against CPU logits, relative to the largest |logit|:
+// - F32 weights: cuBLAS and the CPU kernels sum the same float products in different orders;
+//   through a few layers of dot products over <= 192 terms that moves a logit by ~1e-6 of the
+//   range (1e-4 leaves 100x margin; a wrong op -- RoPE pairing, a bias, a norm -- moves it O(1)).
+// - F16/BF16 weights, and quantized weights for more than kMatvecMaxTokens = 8 tokens: the GPU
+//   rounds the activations to F16 before the tensor-core GEMM (relative error 2^-11 ~ 4.9e-4
+//   each), which the CPU does not; 1e-2 of the range bounds that with ~10x margin.
+constexpr double kRelF32 = 1e-4;
+constexpr double kRelF16 = 1e-2;
+
+// The same 11 tokens on the CPU and on cuda:0 (all logits, then early exit after 2 layers).
+void compare_with_cpu(const SynthSpec& spec, const std::string& file, double rel) {
+  const std::string path = scratch(file);
+  synth_write(spec, path, 42);
+  auto cpu = load(path, "cpu");
+  auto gpu = load(path, "cuda:0");
+  EXPECT_EQ(gpu->device(), "cuda:0");
+  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
+  KVCache kc = cpu->new_cache(32), kg = gpu->new_cache(32);
+  ASSERT_NE(kg.device_storage(), nullptr);
+  std::vector<float> a, b;
+  cpu->forward(ids, {}, kc, a);
+  gpu->forward(ids, {}, kg, b);
+  ASSERT_EQ(kg.size(), 11);
+  expect_close(b, a, rel, file + " all logits");
+  // Decode steps (T = 1: the quantized matvec path) on top of the cache.
+  for (int32_t next : {65, 66, 300}) {
+    const int32_t one[1] = {next};
+    cpu->forward(one, {}, kc, a);
+    gpu->forward(one, {}, kg, b);
+    expect_close(b, a, rel, file + " decode step");
+  }
+  // Early exit after 2 layers, last token only.
+  ForwardOptions o;
+  o.n_layers = 2;
+  o.logits_all = false;
+  KVCache kc2 = cpu->new_cache(32), kg2 = gpu->new_cache(32);
+  cpu->forward(ids, {}, kc2, a, o);
+  gpu->forward(ids, {}, kg2, b, o);
+  ASSERT_EQ(b.size(), static_cast<size_t>(cpu->config().n_vocab));
+  expect_close(b, a, rel, file + " early exit");
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// Device selection: runs on every machine.
+
+TEST(CudaDeviceSelection, DeviceStringsAreParsedOrRejected) {
+  EXPECT_EQ(parse_device("cpu").kind, Device::Kind::Cpu);
+  EXPECT_EQ(parse_device("cuda").kind, Device::Kind::Cuda);
+  EXPECT_EQ(parse_device("cuda").index, 0);
+  EXPECT_EQ(parse_device("cuda:3").index, 3);
+  EXPECT_EQ(parse_device("cuda:3").name(), "cuda:3");
+  for (const char* bad : {"gpu", "cuda:", "cuda:-1", "cuda:x", "cuda:1x", "CUDA", ""}) {
+    try {
+      parse_device(bad);
+      ADD_FAILURE() << "'" << bad << "' accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << bad;
+      EXPECT_NE(std::string(e.what()).find("expected cpu, cuda or cuda:N"), std::string::npos) << e.what();
+    }
+  }
+  // A mistyped device fails before the file is opened (the file here does not exist).
+  try {
+    load(scratch("no_such_model.gguf"), "gpu");
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
+  }
+}
+
+TEST(CudaDeviceSelection, AskingForAMissingDeviceGivesAClearError) {
+  const std::string path = scratch("cuda_select_tiny.gguf");
+  synth_write("tiny", path, 1);
+  const ComputeEnvironment env = query_compute_environment();
+  // Without the backend any cuda device is refused; with it, one past the last device is.
+  const int index = env.cuda_built ? cuda_device_count() : 0;
+  const std::string device = "cuda:" + std::to_string(index);
+  try {
+    load(path, device);
+    FAIL() << device << " loaded";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (!env.cuda_built) {
+      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << msg;
+      EXPECT_NE(msg.find("this build has no CUDA backend (rebuild with -DSPECMOE_CUDA=ON)"), std::string::npos) << msg;
+    } else {
+      EXPECT_EQ(e.kind(), ErrorKind::Runtime) << msg;
+      EXPECT_NE(msg.find(device), std::string::npos) << msg;
+    }
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  }
+}
+
+TEST(CudaDeviceSelection, CliRefusesAMissingDeviceWithOneLine) {
+  const std::filesystem::path cli = std::filesystem::path(SPECMOE_BINARY_DIR) / "specmoe";
+  if (!std::filesystem::exists(cli)) GTEST_SKIP() << cli << " not built";
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present: --device cuda would load";
+  const std::string path = scratch("cuda_select_cli.gguf");
+  synth_write("tiny", path, 1);
+  const std::string cmd = cli.string() + " generate -m " + path + " -p hi -n 2 --device cuda 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("specmoe: error:"), std::string::npos) << out;
+  EXPECT_NE(out.find("cuda"), std::string::npos) << out;
+}
+
+TEST(CudaDeviceSelection, EnvironmentBlockDescribesTheBuildAndDevices) {
+  const ComputeEnvironment env = query_compute_environment();
+  const auto m = env.to_map();
+  EXPECT_EQ(m.at("cuda_built"), env.cuda_built ? "true" : "false");
+  EXPECT_EQ(m.at("gpu_count"), std::to_string(env.gpus.size()));
+  EXPECT_EQ(static_cast<int>(env.gpus.size()), cuda_device_count());
+  EXPECT_FALSE(env.cuda_status.empty());
+  if (!env.cuda_built) {
+    EXPECT_EQ(env.cuda_status, "not built");
+  }
+  const nlohmann::json j = env.to_json();
+  EXPECT_EQ(j["gpus"].size(), env.gpus.size());
+  for (const GpuDeviceInfo& g : env.gpus) {
+    EXPECT_FALSE(g.name.empty());
+    EXPECT_GT(g.memory_total_bytes, 0u);
+    EXPECT_EQ(m.at("gpu" + std::to_string(g.index) + "_name"), g.name);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// On a device.
+
+TEST(CudaModel, Stories260KGreedyReproducesPublishedOutput) {
+  SPECMOE_REQUIRE_CUDA();
+  SPECMOE_REQUIRE_DATA(kStories);
+  SPECMOE_REQUIRE_DATA("models/stories260K.expected_greedy_200steps.txt");
+  SPECMOE_REQUIRE_DATA("models/stories260K.greedy_200_token_ids.txt");
+  auto m = load(data_path(kStories).string(), "cuda");
+  const std::vector<int32_t> want = read_ids(data_path("models/stories260K.greedy_200_token_ids.txt"));
+  ASSERT_EQ(want.size(), 201u);  // BOS + 200 steps
+  KVCache kv = m->new_cache(256);
+  std::vector<int32_t> ids = {m->tokenizer().bos()};
+  std::vector<float> logits;
+  ForwardOptions last;
+  last.logits_all = false;
+  for (int step = 0; step < 200; ++step) {
+    const int32_t tok[1] = {ids.back()};
+    m->forward(tok, {}, kv, logits, last);
+    ASSERT_EQ(logits.size(), 512u);
+    ids.push_back(argmax(logits.data(), 512));
+  }
+  EXPECT_EQ(ids, want);  // exact token ids: greedy is robust to float summation order here
+  EXPECT_EQ(m->tokenizer().decode(ids), read_text(data_path("models/stories260K.expected_greedy_200steps.txt")));
+}
+
+TEST(CudaModel, Stories260KLogitsMatchTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  SPECMOE_REQUIRE_DATA(kStories);
+  auto cpu = load(data_path(kStories).string(), "cpu");
+  auto gpu = load(data_path(kStories).string(), "cuda:0");
+  const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338};
+  KVCache kc = cpu->new_cache(64), kg = gpu->new_cache(64);
+  std::vector<float> a, b;
+  cpu->forward(ids, {}, kc, a);
+  gpu->forward(ids, {}, kg, b);
+  expect_close(b, a, kRelF32, "stories260K");
+}
+
+TEST(CudaModel, SynthLlamaF32MatchesTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  compare_with_cpu(synth_spec("tiny"), "cuda_llama_f32.gguf", kRelF32);
+}
+
+TEST(CudaModel, SynthLlamaF16MatchesTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  SynthSpec s = synth_spec("tiny");
+  s.type = DType::F16;
+  compare_with_cpu(s, "cuda_llama_f16.gguf", kRelF16);
+}
+
+TEST(CudaModel, SynthLlamaQ8TiedHeadMatchesTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  SynthSpec s = synth_spec("tiny");
+  s.type = DType::Q8_0;  // 11 tokens: dequantize + F16 GEMM; decode steps: the quantized matvec
+  s.tied_output = true;  // the head shares the embedding's device copy
+  compare_with_cpu(s, "cuda_llama_q8.gguf", kRelF16);
+}
+
+TEST(CudaModel, SynthQwen2MatchesTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  SynthSpec s = synth_spec("tiny");
+  s.arch = "qwen2";  // q/k/v biases, split-halves RoPE
+  s.rope_freq_base = 1000000.0f;
+  compare_with_cpu(s, "cuda_qwen2.gguf", kRelF32);
+}
+
+TEST(CudaModel, SynthGpt2MatchesTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  SynthSpec s = synth_spec("tiny");
+  s.arch = "gpt2";  // fused qkv, LayerNorm, GELU, learned positions
+  compare_with_cpu(s, "cuda_gpt2_f32.gguf", kRelF32);
+  s.type = DType::F16;
+  compare_with_cpu(s, "cuda_gpt2_f16.gguf", kRelF16);
+}
+
+TEST(CudaModel, BatchedForwardEqualsOneTokenForwards) {
+  SPECMOE_REQUIRE_CUDA();
+  SPECMOE_REQUIRE_DATA(kStories);
+  auto m = load(data_path(kStories).string(), "cuda");
+  const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338};
+  KVCache a = m->new_cache(64), b = m->new_cache(64);
+  std::vector<float> batched;
+  m->forward(ids, {}, a, batched);
+  const std::vector<float> single = forward_one_by_one(*m, b, ids);
+  ASSERT_EQ(batched.size(), ids.size() * 512);
+  ASSERT_EQ(a.size(), 17);
+  // Not bit-exact on the GPU: cuBLAS picks different GEMM kernels (summation orders) for 17
+  // rows and for 1 row. F32 tolerance as against the CPU.
+  expect_close(batched, single, kRelF32, "batched vs one by one");
+  for (int t = 0; t < 17; ++t) EXPECT_EQ(argmax(batched.data() + t * 512, 512), argmax(single.data() + t * 512, 512));
+  EXPECT_NE(argmax(batched.data(), 512), argmax(batched.data() + 512, 512));  // rows differ
+
+  // logits_all = false returns the last row.
+  KVCache c = m->new_cache(64);
+  std::vector<float> last;
+  ForwardOptions o;
+  o.logits_all = false;
+  m->forward(ids, {}, c, last, o);
+  ASSERT_EQ(last.size(), 512u);
+  expect_close(last, std::vector<float>(batched.end() - 512, batched.end()), kRelF32, "last row");
+}
+
+TEST(CudaModel, TruncateAndRecomputeGivesTheSameLogits) {
+  SPECMOE_REQUIRE_CUDA();
+  SPECMOE_REQUIRE_DATA(kStories);
+  auto m = load(data_path(kStories).string(), "cuda");
+  const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426};
+  const std::span<const int32_t> head = std::span<const int32_t>(ids).first(9), tail = std::span<const int32_t>(ids).subspan(9);
+  KVCache kv = m->new_cache(32);
+  std::vector<float> first, again, l;
+  m->forward(head, {}, kv, l);
+  m->forward(tail, {}, kv, first);
+  // Overwrite rows 9.. with other tokens, then roll back and recompute the original ones.
+  kv.truncate(9);
+  const std::vector<int32_t> other = {300, 301, 302};
+  std::vector<float> other_logits;
+  m->forward(other, {}, kv, other_logits);
+  // The other tokens really wrote different rows (their logits differ from the original ones).
+  EXPECT_FALSE(same_bits(other_logits, std::vector<float>(first.begin(), first.begin() + 3 * 512)));
+  kv.truncate(9);
+  m->forward(tail, {}, kv, again);
+  ASSERT_EQ(kv.size(), 16);
+  // Exact: the same 7-token batch over the same cache rows runs the same kernels (cuBLAS is
+  // bit-reproducible for one shape on one GPU), so only a stale or misplaced row could differ.
+  EXPECT_TRUE(same_bits(again, first));
+}
+
+TEST(CudaModel, TreeMaskHidesNonAncestorsAndKeepCompacts) {
+  SPECMOE_REQUIRE_CUDA();
+  SPECMOE_REQUIRE_DATA(kStories);
+  auto gpu = load(data_path(kStories).string(), "cuda");
+  auto cpu = load(data_path(kStories).string(), "cpu");
+  const std::vector<int32_t> prefix = {1, 403, 407, 261, 378};
+  // Tree after the prefix: r (pos 5) -> {c1, c2} (pos 6); c2 -> g (pos 7). Order r, c1, c2, g.
+  const std::vector<int32_t> tree = {432, 383, 286, 261};
+  const std::vector<int32_t> pos = {5, 6, 6, 7};
+  AttentionMask mask;
+  mask.n = 4;
+  mask.allowed = {1, 0, 0, 0,  //
+                  1, 1, 0, 0,  //
+                  1, 0, 1, 0,  //
+                  1, 0, 1, 1};
+  ForwardOptions o;
+  o.mask = &mask;
+  std::vector<float> l, tree_gpu, tree_cpu;
+  KVCache kg = gpu->new_cache(32), kc = cpu->new_cache(32);
+  gpu->forward(prefix, {}, kg, l);
+  cpu->forward(prefix, {}, kc, l);
+  gpu->forward(tree, pos, kg, tree_gpu, o);
+  cpu->forward(tree, pos, kc, tree_cpu, o);
+  ASSERT_EQ(kg.size(), 9);
+  expect_close(tree_gpu, tree_cpu, kRelF32, "tree logits vs CPU");
+
+  // Reference on the GPU: the path r, c2, g as a plain sequence.
+  KVCache ref = gpu->new_cache(32);
+  gpu->forward(prefix, {}, ref, l);
+  const std::vector<int32_t> path = {432, 286, 261};
+  std::vector<float> path_logits;
+  gpu->forward(path, {}, ref, path_logits);
+  auto row = [](const std::vector<float>& v, int r) { return std::vector<float>(v.begin() + r * 512, v.begin() + (r + 1) * 512); };
+  expect_close(row(tree_gpu, 0), row(path_logits, 0), kRelF32, "r");
+  expect_close(row(tree_gpu, 2), row(path_logits, 1), kRelF32, "c2");
+  expect_close(row(tree_gpu, 3), row(path_logits, 2), kRelF32, "g");
+  // c1 is another token at the same place: its logits differ from c2's by far more than the tolerance.
+  double d = 0;
+  for (int j = 0; j < 512; ++j) d = std::max(d, std::fabs(double(tree_gpu[512 + j]) - tree_gpu[2 * 512 + j]));
+  EXPECT_GT(d, 0.1);
+
+  // Accept r, c2, g: compact on the device and continue; the next logits match the sequence's
+  // and the CPU cache compacted the same way.
+  const std::vector<int> keep = {0, 1, 2, 3, 4, 5, 7, 8};
+  kg.keep(keep);
+  kc.keep(keep);
+  ASSERT_EQ(kg.size(), 8);
+  EXPECT_EQ(kg.position(6), 6);
+  EXPECT_EQ(kg.position(7), 7);
+  const int32_t next[1] = {376};
+  std::vector<float> a, b, c;
+  gpu->forward(next, {}, kg, a);
+  gpu->forward(next, {}, ref, b);
+  cpu->forward(next, {}, kc, c);
+  expect_close(a, b, kRelF32, "after keep vs sequence");
+  expect_close(a, c, kRelF32, "after keep vs CPU");
+}
+
+TEST(CudaModel, CopiedCacheIsIndependentAndCachesDoNotMix) {
+  SPECMOE_REQUIRE_CUDA();
+  SPECMOE_REQUIRE_DATA(kStories);
+  auto gpu = load(data_path(kStories).string(), "cuda");
+  auto cpu = load(data_path(kStories).string(), "cpu");
+  const std::vector<int32_t> prefix = {1, 403, 407, 261, 378};
+  KVCache kv = gpu->new_cache(16);
+  std::vector<float> l, a, b;
+  gpu->forward(prefix, {}, kv, l);
+  KVCache copy = kv;  // deep copy of the device rows
+  ASSERT_NE(copy.device_storage(), kv.device_storage());
+  const int32_t x[1] = {432}, y[1] = {300};
+  gpu->forward(y, {}, kv, a);  // changes row 5 of kv only
+  kv.truncate(5);
+  gpu->forward(x, {}, copy, a);
+  gpu->forward(x, {}, kv, b);
+  EXPECT_TRUE(same_bits(a, b));  // same rows, same one-token kernels
+
+  // A host cache on a CUDA model, and a device cache on a CPU model, are refused.
+  KVCache host = cpu->new_cache(16);
+  EXPECT_THROW(gpu->forward(x, {}, host, a), Error);
+  EXPECT_THROW(cpu->forward(x, {}, kv, a), Error);
+  // As is a device cache of another CUDA model.
+  auto other = load(data_path(kStories).string(), "cuda");
+  EXPECT_THROW(other->forward(x, {}, kv, a), Error);
+}
