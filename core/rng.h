@@ -2,11 +2,22 @@
 // key (seed, stream id) and a counter, so results never depend on thread count or call order
 // elsewhere, and the same generator exists on the GPU (cuRAND's Philox).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 
 namespace specmoe::core {
 
+// One Philox4x32-10 block (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011):
+// 4 counter words and 2 key words -> 4 random words. Exposed so tests can check it against the
+// Random123 known-answer vectors.
+std::array<uint32_t, 4> philox4x32_10(const std::array<uint32_t, 4>& counter,
+                                      const std::array<uint32_t, 2>& key);
+
+// Layout (the same as cuRAND's curand_init(seed, subsequence, offset) for Philox): key = seed (low
+// word first); counter = (block lo, block hi, stream lo, stream hi). Each (seed, stream, block)
+// triple is thus a distinct Philox input, with 2^64 blocks per stream. Words of a block are handed
+// out in order 0..3; next_u64 takes two words, low word first.
 class Rng {
  public:
   // seed: the experiment / command-line seed. stream: which independent stream (e.g. derived from

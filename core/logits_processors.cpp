@@ -1,0 +1,161 @@
+#include "core/logits_processors.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/error.h"
+
+namespace specmoe::core {
+
+void check_history(std::span<const int32_t> history, size_t n_vocab) {
+  for (size_t i = 0; i < history.size(); ++i) {
+    if (history[i] < 0 || static_cast<size_t>(history[i]) >= n_vocab) {
+      throw_error(ErrorKind::InvalidArgument,
+                  "sampling: history token {} at position {} is outside the vocabulary [0, {})",
+                  history[i], i, n_vocab);
+    }
+  }
+}
+
+void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> history,
+                              float penalty, int last_n) {
+  if (penalty == 1.0f || last_n == 0 || history.empty()) return;
+  const size_t window = last_n < 0 ? history.size()
+                                   : std::min(history.size(), static_cast<size_t>(last_n));
+  // The window is short (64 by default): sorting a copy is cheaper than marking the vocabulary.
+  std::vector<int32_t> tokens(history.end() - window, history.end());
+  std::sort(tokens.begin(), tokens.end());
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  for (const int32_t t : tokens) {
+    float& l = logits[t];
+    l = l > 0.0f ? l / penalty : l * penalty;
+  }
+}
+
+void apply_no_repeat_ngram(std::span<float> logits, std::span<const int32_t> history, int n) {
+  if (n <= 0) return;
+  const size_t len = history.size(), size = static_cast<size_t>(n);
+  if (len < size) return;  // no complete n-gram in history yet
+  // The n-1 most recent tokens are the prefix; every earlier n-gram that starts with the same
+  // n-1 tokens bans its last token.
+  const auto prefix = history.subspan(len - (size - 1));
+  constexpr float kBanned = -std::numeric_limits<float>::infinity();
+  for (size_t start = 0; start + size <= len; ++start) {
+    if (std::equal(prefix.begin(), prefix.end(), history.begin() + start)) {
+      logits[history[start + size - 1]] = kBanned;
+    }
+  }
+}
+
+namespace {
+
+struct Candidate {
+  float logit;
+  int32_t id;
+  float weight;  // exp((logit - max) / temperature), unnormalised probability
+};
+
+// Strict total order: higher logit first, lower id among equal logits.
+bool ranks_before(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+// Top-p (Holtzman et al. 2020, nucleus sampling): keeps the shortest prefix of the ranked
+// candidates whose weight reaches threshold (top_p times the total weight), at least one.
+// Instead of sorting everything, sort the best `count` candidates and widen only when their mass
+// falls short; the nucleus is usually small, so this is O(n) rather than O(n log n).
+void keep_nucleus(std::vector<Candidate>& cands, double threshold) {
+  size_t count = std::min<size_t>(cands.size(), 64);
+  for (;;) {
+    if (count < cands.size()) {
+      std::nth_element(cands.begin(), cands.begin() + count, cands.end(), ranks_before);
+    }
+    std::sort(cands.begin(), cands.begin() + count, ranks_before);
+    double cum = 0.0;
+    for (size_t j = 0; j < count; ++j) {
+      cum += cands[j].weight;
+      if (cum >= threshold) {
+        cands.resize(j + 1);
+        return;
+      }
+    }
+    if (count == cands.size()) return;  // rounding kept the full mass just short: keep all
+    count = std::min(cands.size(), count * 8);
+  }
+}
+
+}  // namespace
+
+void truncated_softmax(std::span<float> values, float temperature, int top_k, float top_p,
+                       float min_p) {
+  const size_t n = values.size();
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (const float v : values) max_logit = std::max(max_logit, v);
+  if (!(max_logit > -std::numeric_limits<float>::infinity())) {
+    throw_error(ErrorKind::Runtime,
+                "sampling: every one of the {} tokens is banned (all logits are -inf)", n);
+  }
+  // weight = exp((l - max) / T): the max token has weight exactly 1, so min-p's threshold
+  // min_p * p_max is simply min_p in weight units.
+  auto weight = [&](float logit) { return std::exp((logit - max_logit) / temperature); };
+
+  const bool use_top_k = top_k > 0 && static_cast<size_t>(top_k) < n;
+  const bool use_top_p = top_p < 1.0f;
+  const bool use_min_p = min_p > 0.0f;
+  if (!use_top_k && !use_top_p && !use_min_p) {
+    double total = 0.0;
+    for (float& v : values) {
+      v = weight(v);
+      total += v;
+    }
+    const float scale = static_cast<float>(1.0 / total);
+    for (float& v : values) v *= scale;
+    return;
+  }
+
+  // Scratch reused across calls on this thread (a 150k vocabulary is 1.8 MB of candidates).
+  thread_local std::vector<Candidate> cands;
+  cands.clear();
+  double total = 0.0;  // weight of the distribution top-p sees: after top-k, before min-p
+  if (use_top_k) {
+    for (size_t i = 0; i < n; ++i) {
+      if (values[i] > -std::numeric_limits<float>::infinity()) {
+        cands.push_back({values[i], static_cast<int32_t>(i), 0.0f});
+      }
+    }
+    const size_t k = static_cast<size_t>(top_k);
+    if (k < cands.size()) {
+      std::nth_element(cands.begin(), cands.begin() + k, cands.end(), ranks_before);
+      cands.resize(k);
+    }
+    for (Candidate& c : cands) {
+      c.weight = weight(c.logit);
+      total += c.weight;
+    }
+    if (use_min_p) {
+      std::erase_if(cands, [&](const Candidate& c) { return c.weight < min_p; });
+    }
+  } else {
+    // Zero-weight tokens can never be reached by the nucleus nor survive renormalisation, so
+    // they are left out of the candidates; min-p is applied here too (see below).
+    for (size_t i = 0; i < n; ++i) {
+      const float w = weight(values[i]);
+      total += w;
+      if (w > 0.0f && w >= min_p) cands.push_back({values[i], static_cast<int32_t>(i), w});
+    }
+  }
+  // Min-p before top-p gives the same set as the specified order (top-p, then min-p): both keep
+  // a prefix of the same ranking, the max token survives top-p so p_max is unchanged, and
+  // p < min_p * p_max does not depend on normalisation. Their intersection is the shorter prefix;
+  // top-p's threshold still uses the pre-min-p total.
+  if (use_top_p) keep_nucleus(cands, static_cast<double>(top_p) * total);
+
+  double kept = 0.0;
+  for (const Candidate& c : cands) kept += c.weight;
+  std::fill(values.begin(), values.end(), 0.0f);
+  for (const Candidate& c : cands) values[c.id] = static_cast<float>(c.weight / kept);
+}
+
+}  // namespace specmoe::core
