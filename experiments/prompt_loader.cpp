@@ -95,7 +95,7 @@ void load_jsonl(const PromptSource& source, const SourceMap& src, std::vector<Pr
   for (const auto& c : source.categories) {
     if (!matched_categories.count(c)) {
       std::string have;
-      for (const auto& s : seen_categories) have += (have.empty() ? "" : ", ") + s;
+      for (const auto& s : seen_categories) have += (have.empty() ? "" : ", ") + (s.empty() ? "(none)" : s);
       src.fail("prompts.categories", fmt::format("no question of category '{}' in {} (categories: {})",
                                                  c, source.jsonl, have));
     }
