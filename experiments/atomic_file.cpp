@@ -48,7 +48,9 @@ void write_file_atomic(const std::string& path, std::string_view content) {
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+  // No fsync: rename already makes the write atomic for readers and for an interrupted process;
+  // after a power loss a run file may be empty, which --resume treats as unfinished and re-runs.
+  if (::close(fd) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
     throw_error(ErrorKind::Io, "{}: cannot flush: {}", path, std::strerror(err));

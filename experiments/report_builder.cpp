@@ -245,7 +245,16 @@ Report build_report(const ExperimentFile& experiment, const std::vector<RunFile>
   return rep;
 }
 
-Report load_report_inputs(const std::string& dir) {
+const RunFile& RunFileCache::load(const std::string& path) {
+  auto mtime = fs::last_write_time(path);
+  auto size = fs::file_size(path);
+  auto it = entries_.find(path);
+  if (it != entries_.end() && it->second.mtime == mtime && it->second.size == size) return it->second.file;
+  Entry e{mtime, size, load_run_file(path)};
+  return entries_.insert_or_assign(path, std::move(e)).first->second.file;
+}
+
+Report load_report_inputs(const std::string& dir, RunFileCache* cache) {
   ExperimentFile exp = load_experiment_file((fs::path(dir) / "experiment.json").string());
   std::vector<RunFile> runs;
   fs::path run_dir = fs::path(dir) / "runs";
@@ -257,7 +266,7 @@ Report load_report_inputs(const std::string& dir) {
       if (entry.is_regular_file() && entry.path().extension() == ".json" && name[0] != '.') paths.push_back(entry.path());
     }
     std::sort(paths.begin(), paths.end());
-    for (const auto& p : paths) runs.push_back(load_run_file(p.string()));
+    for (const auto& p : paths) runs.push_back(cache ? cache->load(p.string()) : load_run_file(p.string()));
   }
   return build_report(exp, runs);
 }

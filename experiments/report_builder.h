@@ -3,6 +3,8 @@
 // is always rebuilt from what is on disk, so an interrupted run, a resumed run and a merge of
 // shards all produce their report the same way.
 #pragma once
+#include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,8 +36,24 @@ RunAggregate aggregate_run(const nlohmann::json& run_spec, const std::vector<Pro
 // (listed as missing when the run is in the list).
 Report build_report(const ExperimentFile& experiment, const std::vector<RunFile>& runs);
 
-// Reads <dir>/experiment.json and <dir>/runs/*.json. Throws Error(Io / Format) naming the file.
-Report load_report_inputs(const std::string& dir);
+// Run files already parsed, keyed by path and reused while their size and modification time are
+// unchanged, so rebuilding the report after every run of a long sweep does not re-read them all.
+class RunFileCache {
+ public:
+  const RunFile& load(const std::string& path);
+
+ private:
+  struct Entry {
+    std::filesystem::file_time_type mtime;
+    uintmax_t size = 0;
+    RunFile file;
+  };
+  std::map<std::string, Entry> entries_;
+};
+
+// Reads <dir>/experiment.json and <dir>/runs/*.json (through `cache` when given). Throws
+// Error(Io / Format) naming the file.
+Report load_report_inputs(const std::string& dir, RunFileCache* cache = nullptr);
 
 nlohmann::json estimate_to_json(const Estimate& e);
 nlohmann::json aggregate_to_json(const RunAggregate& a);

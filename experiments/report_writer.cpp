@@ -72,8 +72,8 @@ void write_report(const Report& report, const std::string& dir, const std::vecto
   }
 }
 
-Report rebuild_report(const std::string& dir, const std::vector<std::string>& names) {
-  Report r = load_report_inputs(dir);
+Report rebuild_report(const std::string& dir, const std::vector<std::string>& names, RunFileCache* cache) {
+  Report r = load_report_inputs(dir, cache);
   write_report(r, dir, names);
   return r;
 }

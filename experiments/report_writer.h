@@ -32,7 +32,7 @@ std::unique_ptr<ReportWriter> make_report_writer(const std::string& name);
 // Renders with each named writer (empty = all registered) and writes atomically into dir.
 void write_report(const Report& report, const std::string& dir, const std::vector<std::string>& names = {});
 // load_report_inputs(dir) + write_report(dir).
-Report rebuild_report(const std::string& dir, const std::vector<std::string>& names = {});
+Report rebuild_report(const std::string& dir, const std::vector<std::string>& names = {}, RunFileCache* cache = nullptr);
 
 // The built-in writers (one file each).
 std::unique_ptr<ReportWriter> make_json_report_writer();

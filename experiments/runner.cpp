@@ -189,6 +189,7 @@ int run_experiment(const std::string& path, const RunOptions& options, RunExecut
   Progress progress(options.progress, static_cast<long>(todo.size()) * n_prompts * spec.repeats);
   for (const auto& name : skipped) progress.message("resume: run " + name + " is finished, skipping");
 
+  RunFileCache cache;
   SigintGuard sigint;
   const std::vector<std::string>& formats = options.report_formats;
   for (size_t k = 0; k < todo.size() && !sigint.interrupted(); ++k) {
@@ -235,10 +236,10 @@ int run_experiment(const std::string& path, const RunOptions& options, RunExecut
     file.finished = utc_now_iso8601();
     save_run_file(run_file_path(plan.output, run.name), file);
     executor.finish_run(run);
-    rebuild_report(plan.output, formats);
+    rebuild_report(plan.output, formats, &cache);
   }
   progress.finish();
-  rebuild_report(plan.output, formats);
+  rebuild_report(plan.output, formats, &cache);
   if (sigint.interrupted()) return kRunInterrupted;
   return kRunOk;
 }
