@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "experiments/result_json.h"
+
 namespace specmoe::exp {
 
 std::string fnv1a64_hex(std::string_view bytes) {
@@ -138,7 +140,7 @@ std::string run_config_hash(const ExperimentSpec& spec, const RunSpec& run) {
                       {"sampling", sampling_to_json(run.sampling)},
                       {"target", model_identity(spec, run.strategy.target)}};
   if (!run.strategy.draft.empty()) j["draft"] = model_identity(spec, run.strategy.draft);
-  return fnv1a64_hex(j.dump());
+  return fnv1a64_hex(dump_json(j));
 }
 
 std::string experiment_config_hash(const ExperimentSpec& spec, const std::vector<RunSpec>& runs) {
@@ -152,7 +154,7 @@ std::string experiment_config_hash(const ExperimentSpec& spec, const std::vector
   }
   j["prompt_source"].erase("file");
   j["prompt_source"].erase("jsonl");
-  return fnv1a64_hex(j.dump());
+  return fnv1a64_hex(dump_json(j));
 }
 
 }  // namespace specmoe::exp

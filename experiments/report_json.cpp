@@ -8,7 +8,7 @@ namespace {
 class JsonReportWriter : public ReportWriter {
  public:
   std::string file_name() const override { return "report.json"; }
-  std::string render(const Report& r) const override { return report_to_json(r).dump(1) + "\n"; }
+  std::string render(const Report& r) const override { return dump_json(report_to_json(r), 1) + "\n"; }
 };
 
 class JsonlRecordsWriter : public ReportWriter {
@@ -17,7 +17,7 @@ class JsonlRecordsWriter : public ReportWriter {
   std::string render(const Report& r) const override {
     std::string out;
     for (const auto& run_records : r.records)
-      for (const auto& rec : run_records) out += record_to_json(rec).dump() + "\n";
+      for (const auto& rec : run_records) out += dump_json(record_to_json(rec)) + "\n";
     return out;
   }
 };

@@ -9,6 +9,10 @@
 
 namespace specmoe::exp {
 
+std::string dump_json(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 nlohmann::json number_or_null(double v) {
   if (!std::isfinite(v)) return nullptr;
   return v;
@@ -197,7 +201,7 @@ nlohmann::json parse_json_file(const std::string& path) {
 RunFile load_run_file(const std::string& path) { return run_file_from_json(parse_json_file(path), path); }
 
 void save_run_file(const std::string& path, const RunFile& f) {
-  write_file_atomic(path, run_file_to_json(f).dump(1) + "\n");
+  write_file_atomic(path, dump_json(run_file_to_json(f), 1) + "\n");
 }
 
 nlohmann::json experiment_file_to_json(const ExperimentFile& f) {
@@ -225,7 +229,7 @@ ExperimentFile load_experiment_file(const std::string& path) {
 }
 
 void save_experiment_file(const std::string& path, const ExperimentFile& f) {
-  write_file_atomic(path, experiment_file_to_json(f).dump(1) + "\n");
+  write_file_atomic(path, dump_json(experiment_file_to_json(f), 1) + "\n");
 }
 
 std::string run_file_path(const std::string& output_dir, const std::string& run_name) {

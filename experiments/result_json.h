@@ -33,6 +33,10 @@ struct ExperimentFile {
   std::string command;    // the command that reproduces the experiment
 };
 
+// Serializes with invalid UTF-8 (e.g. a byte-level token cut mid-character) replaced by U+FFFD
+// instead of throwing; token ids are stored alongside, so nothing is lost.
+std::string dump_json(const nlohmann::json& j, int indent = -1);
+
 // JSON numbers for doubles: NaN and infinities become null (JSON has no NaN).
 nlohmann::json number_or_null(double v);
 double number_from_json(const nlohmann::json& j);  // null -> NaN
