@@ -64,26 +64,81 @@ bool ranks_before(const Candidate& a, const Candidate& b) {
 
 // Top-p (Holtzman et al. 2020, nucleus sampling): keeps the shortest prefix of the ranked
 // candidates whose weight reaches threshold (top_p times the total weight), at least one.
-// Instead of sorting everything, sort the best `count` candidates and widen only when their mass
-// falls short; the nucleus is usually small, so this is O(n) rather than O(n log n).
+// A flat distribution has a nucleus of most of the vocabulary, so instead of sorting, this is a
+// quickselect on mass: split the undecided range at its median rank, and keep searching the half
+// where the cumulative weight crosses the threshold. O(n) expected; only the last <= 64
+// candidates are sorted. Ranks [0, lo) are then known to be in the nucleus, [hi, end) out of it.
 void keep_nucleus(std::vector<Candidate>& cands, double threshold) {
-  size_t count = std::min<size_t>(cands.size(), 64);
-  for (;;) {
-    if (count < cands.size()) {
-      std::nth_element(cands.begin(), cands.begin() + count, cands.end(), ranks_before);
+  size_t lo = 0, hi = cands.size();
+  double need = threshold;  // weight still needed from ranks lo and beyond
+  while (hi - lo > 64) {
+    const size_t mid = lo + (hi - lo) / 2;
+    std::nth_element(cands.begin() + lo, cands.begin() + mid, cands.begin() + hi, ranks_before);
+    double mass = 0.0;
+    for (size_t j = lo; j < mid; ++j) mass += cands[j].weight;
+    if (mass >= need) {
+      hi = mid;
+    } else {
+      need -= mass;
+      lo = mid;
     }
-    std::sort(cands.begin(), cands.begin() + count, ranks_before);
-    double cum = 0.0;
-    for (size_t j = 0; j < count; ++j) {
-      cum += cands[j].weight;
-      if (cum >= threshold) {
-        cands.resize(j + 1);
-        return;
+  }
+  std::sort(cands.begin() + lo, cands.begin() + hi, ranks_before);
+  double cum = 0.0;
+  for (size_t j = lo; j < hi; ++j) {
+    cum += cands[j].weight;
+    if (cum >= need) {
+      cands.resize(j + 1);
+      return;
+    }
+  }
+  // Summation order rounding left the crossing just past [lo, hi): hi is the boundary.
+  cands.resize(std::max<size_t>(hi, 1));
+}
+
+// The k best candidates by ranks_before, in no particular order. Small k (the usual 20-100) keeps
+// a heap whose front is the worst kept candidate: almost every token is rejected by one compare
+// and nothing vocabulary-sized is allocated. Large k uses nth_element over all candidates.
+void select_top_k(std::span<const float> values, size_t k, std::vector<Candidate>& cands) {
+  constexpr float kBanned = -std::numeric_limits<float>::infinity();
+  const size_t n = values.size();
+  cands.clear();
+  if (k <= 256) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!(values[i] > kBanned)) continue;
+      const Candidate c{values[i], static_cast<int32_t>(i), 0.0f};
+      if (cands.size() < k) {
+        cands.push_back(c);
+        std::push_heap(cands.begin(), cands.end(), ranks_before);
+      } else if (ranks_before(c, cands.front())) {
+        std::pop_heap(cands.begin(), cands.end(), ranks_before);
+        cands.back() = c;
+        std::push_heap(cands.begin(), cands.end(), ranks_before);
       }
     }
-    if (count == cands.size()) return;  // rounding kept the full mass just short: keep all
-    count = std::min(cands.size(), count * 8);
+    return;
   }
+  for (size_t i = 0; i < n; ++i) {
+    if (values[i] > kBanned) cands.push_back({values[i], static_cast<int32_t>(i), 0.0f});
+  }
+  if (k < cands.size()) {
+    std::nth_element(cands.begin(), cands.begin() + k, cands.end(), ranks_before);
+    cands.resize(k);
+  }
+}
+
+// Eight independent running maxima, so the loop is not one serial dependency chain (and the
+// compiler can vectorise it); NaN entries are skipped.
+float max_value(std::span<const float> values) {
+  constexpr size_t kLanes = 8;
+  float lane[kLanes];
+  std::fill(lane, lane + kLanes, -std::numeric_limits<float>::infinity());
+  size_t i = 0;
+  for (; i + kLanes <= values.size(); i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) lane[j] = values[i + j] > lane[j] ? values[i + j] : lane[j];
+  }
+  for (; i < values.size(); ++i) lane[0] = values[i] > lane[0] ? values[i] : lane[0];
+  return *std::max_element(lane, lane + kLanes);
 }
 
 }  // namespace
@@ -91,8 +146,7 @@ void keep_nucleus(std::vector<Candidate>& cands, double threshold) {
 void truncated_softmax(std::span<float> values, float temperature, int top_k, float top_p,
                        float min_p) {
   const size_t n = values.size();
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (const float v : values) max_logit = std::max(max_logit, v);
+  const float max_logit = max_value(values);
   if (!(max_logit > -std::numeric_limits<float>::infinity())) {
     throw_error(ErrorKind::Runtime,
                 "sampling: every one of the {} tokens is banned (all logits are -inf)", n);
@@ -118,18 +172,10 @@ void truncated_softmax(std::span<float> values, float temperature, int top_k, fl
   // Scratch reused across calls on this thread (a 150k vocabulary is 1.8 MB of candidates).
   thread_local std::vector<Candidate> cands;
   cands.clear();
+  cands.reserve(use_top_k ? std::min<size_t>(n, static_cast<size_t>(top_k)) : n);
   double total = 0.0;  // weight of the distribution top-p sees: after top-k, before min-p
   if (use_top_k) {
-    for (size_t i = 0; i < n; ++i) {
-      if (values[i] > -std::numeric_limits<float>::infinity()) {
-        cands.push_back({values[i], static_cast<int32_t>(i), 0.0f});
-      }
-    }
-    const size_t k = static_cast<size_t>(top_k);
-    if (k < cands.size()) {
-      std::nth_element(cands.begin(), cands.begin() + k, cands.end(), ranks_before);
-      cands.resize(k);
-    }
+    select_top_k(values, static_cast<size_t>(top_k), cands);
     for (Candidate& c : cands) {
       c.weight = weight(c.logit);
       total += c.weight;

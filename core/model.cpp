@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/model_ffn.h"
+#include "core/model_moe.h"
 #include "core/model_weights.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
@@ -32,6 +33,7 @@ struct Model::Impl {
   std::unique_ptr<Tokenizer> tokenizer;
   ModelWeights w;
   std::unique_ptr<cpu::ThreadPool> pool;
+  std::vector<int> last_distinct;  // [n_layer] U(T) of the last forward per MoE layer, -1 otherwise
 
   // Activations, resized per call. // [T, n_embd] unless noted
   std::vector<float> x, xn, q /*[T, q_dim]*/, kv_new /*[T, 2*kv_dim] or qkv [T, q_dim+2*kv_dim]*/,
@@ -71,6 +73,13 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     throw_error(ErrorKind::Format, "{}: tokenizer has {} tokens but the model's vocabulary is {}", path,
                 I.tokenizer->n_vocab(), c.n_vocab);
   I.pool = std::make_unique<cpu::ThreadPool>(options.n_threads);
+  I.last_distinct.assign(c.n_layer, -1);
+  if (options.moe_k_override != 0 || options.moe_capacity_factor != 0.0) {
+    if (!c.is_moe())
+      throw_error(ErrorKind::InvalidArgument, "{}: MoE k override / capacity factor given for a dense model", path);
+    if (options.moe_k_override != 0) m->set_moe_k(options.moe_k_override);
+    m->set_moe_capacity_factor(options.moe_capacity_factor);
+  }
   return m;
 }
 
@@ -222,12 +231,14 @@ void Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> po
     }
   }
 
+  std::fill(I.last_distinct.begin(), I.last_distinct.end(), -1);
   for (int l = 0; l < n_layers; ++l) {
     I.attention_block(l, T, positions, kv, allowed);
     LayerWeights& L = I.w.layers[l];
     I.norm(L.ffn_norm, L.ffn_norm_b, I.x.data(), I.xn.data(), T);
     I.tmp.resize(T * d);
     L.ffn->forward(*I.pool, I.xn.data(), T, I.tmp.data());
+    if (MoEFeedForward* moe = L.ffn->moe()) I.last_distinct[l] = moe->last_distinct();
     cpu::add_inplace(I.x.data(), I.tmp.data(), T * d);
   }
 
@@ -238,6 +249,62 @@ void Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> po
   logits.resize(static_cast<size_t>(n_out) * c.n_vocab);
   cpu::matmul(*I.pool, I.xn.data(), n_out, I.w.output, logits.data());
   kv.append(positions);
+}
+
+// ---- mixture of experts ----------------------------------------------------------------------
+
+int Model::moe_k() const {
+  for (const LayerWeights& L : impl_->w.layers)
+    if (MoEFeedForward* moe = L.ffn->moe()) return moe->layer().router().k();
+  return 0;
+}
+
+void Model::set_moe_k(int k) {
+  const ModelConfig& c = impl_->config;
+  if (!c.is_moe()) throw_error(ErrorKind::InvalidArgument, "{}: MoE k {} given for a dense model", impl_->file->path(), k);
+  for (LayerWeights& L : impl_->w.layers)
+    if (MoEFeedForward* moe = L.ffn->moe()) {
+      moe::Router& r = moe->layer().router();
+      if (k < 1 || k > r.max_k())
+        throw_error(ErrorKind::InvalidArgument, "{}: MoE k {} is outside [1, {}] ({} experts, {} router)",
+                    impl_->file->path(), k, r.max_k(), c.n_expert, r.name());
+      r.set_k(k);
+    }
+}
+
+void Model::set_moe_capacity_factor(double capacity_factor) {
+  if (!impl_->config.is_moe())
+    throw_error(ErrorKind::InvalidArgument, "{}: MoE capacity factor given for a dense model", impl_->file->path());
+  if (!std::isfinite(capacity_factor))
+    throw_error(ErrorKind::InvalidArgument, "{}: MoE capacity factor {} is not finite", impl_->file->path(),
+                capacity_factor);
+  for (LayerWeights& L : impl_->w.layers)
+    if (MoEFeedForward* moe = L.ffn->moe()) moe->layer().router().set_capacity_factor(capacity_factor);
+}
+
+const moe::ExpertStats* Model::expert_stats(int layer) const {
+  if (layer < 0 || layer >= static_cast<int>(impl_->w.layers.size())) return nullptr;
+  const MoEFeedForward* moe = impl_->w.layers[layer].ffn->moe();
+  return moe ? &moe->stats() : nullptr;
+}
+
+void Model::reset_expert_stats() {
+  for (LayerWeights& L : impl_->w.layers)
+    if (MoEFeedForward* moe = L.ffn->moe()) moe->reset_stats();
+}
+
+size_t Model::moe_expert_bytes(int layer) const {
+  if (layer < 0 || layer >= static_cast<int>(impl_->w.layers.size())) return 0;
+  const MoEFeedForward* moe = impl_->w.layers[layer].ffn->moe();
+  return moe ? moe->layer().expert_bytes() : 0;
+}
+
+const std::vector<int>& Model::last_distinct_experts() const { return impl_->last_distinct; }
+
+const moe::Routing* Model::last_routing(int layer) const {
+  if (layer < 0 || layer >= static_cast<int>(impl_->w.layers.size())) return nullptr;
+  const MoEFeedForward* moe = impl_->w.layers[layer].ffn->moe();
+  return moe ? &moe->last_routing() : nullptr;
 }
 
 }  // namespace specmoe::core

@@ -11,6 +11,11 @@
 #include "core/model_config.h"
 #include "core/tokenizer.h"
 
+namespace specmoe::moe {
+class ExpertStats;
+struct Routing;
+}  // namespace specmoe::moe
+
 namespace specmoe::core {
 
 class GGUFFile;
@@ -26,13 +31,20 @@ struct AttentionMask {
 
 struct ForwardOptions {
   int n_layers = -1;                      // early exit: run only the first n_layers blocks, then
-                                          // the final norm and head (-1 = all layers)
+                                          // the final norm and head (-1 = all layers). The cache
+                                          // still counts the new tokens, but layers >= n_layers
+                                          // hold no keys/values for them: truncate them away
+                                          // before a full-depth forward reads those rows.
   const AttentionMask* mask = nullptr;    // nullptr = causal among the new tokens
   bool logits_all = true;                 // false: only the last token's logits are computed
 };
 
 struct LoadOptions {
   int n_threads = 0;  // 0 = all hardware threads
+  // MoE models only (an error on a dense model): experts per token instead of the file's
+  // expert_used_count (0 = the file's), and the Switch capacity factor (0 = dropless).
+  int moe_k_override = 0;
+  double moe_capacity_factor = 0.0;
 };
 
 class Model {
@@ -58,6 +70,22 @@ class Model {
   // full.
   void forward(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
                std::vector<float>& logits, const ForwardOptions& options = {});
+
+  // Mixture of experts. Every forward records each MoE layer's routing into that layer's
+  // statistics (tokens per expert, balance, drops, U(T) per forward size).
+  int moe_k() const;  // experts per token now (0 for a dense model)
+  // Throw Error(InvalidArgument) on a dense model or outside [1, the router's max k].
+  void set_moe_k(int k);
+  void set_moe_capacity_factor(double capacity_factor);  // <= 0: dropless
+  // Layer `layer`'s statistics; nullptr for a dense layer or a layer out of range.
+  const moe::ExpertStats* expert_stats(int layer) const;
+  void reset_expert_stats();
+  // Per layer: distinct routed experts the last forward ran, U(T) (-1: dense, or not run).
+  const std::vector<int>& last_distinct_experts() const;
+  // Layer `layer`'s routing in the last forward that ran it; nullptr for a dense layer.
+  const moe::Routing* last_routing(int layer) const;
+  // Weight bytes of one routed expert of layer `layer` (gate + up + down slices); 0 if dense.
+  size_t moe_expert_bytes(int layer) const;
 
  private:
   Model();

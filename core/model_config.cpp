@@ -140,11 +140,33 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
 
   c.n_expert = r.get("expert_count", 0);
   c.n_expert_used = r.get("expert_used_count", 0);
-  c.n_ff_expert = r.get("expert_feed_forward_length", c.n_ff);
-  c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", 0);
+  if (c.arch == Arch::Qwen2Moe) {
+    // llama.cpp (llama-model.cpp, LLM_ARCH_QWEN2MOE): n_ff_exp = expert_feed_forward_length or
+    // n_ff / n_expert_used; n_ff_shexp = expert_shared_feed_forward_length or n_ff.
+    c.n_ff_expert = r.get("expert_feed_forward_length", c.n_expert_used > 0 ? c.n_ff / c.n_expert_used : 0);
+    c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", c.n_ff);
+  } else {
+    // llama (Mixtral): the expert tensors are {n_embd, n_ff, n_expert} with n_ff =
+    // feed_forward_length; llama.cpp does not read expert_feed_forward_length for llama.
+    c.n_ff_expert = c.n_ff;
+    c.n_ff_shared_expert = 0;
+  }
   // llama.cpp renormalises the top-k weights for llama-architecture MoE (Mixtral) and not for
   // qwen2moe; a file may say otherwise explicitly.
   c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), c.arch != Arch::Qwen2Moe);
+  const int gating = r.get("expert_gating_func", 0);  // 0 = LLAMA_EXPERT_GATING_FUNC_TYPE_NONE
+  if (gating == 0 || gating == 1) {
+    c.expert_gating = ExpertGating::Softmax;  // llama and qwen2moe build their MoE with softmax
+  } else if (gating == 2) {
+    c.expert_gating = ExpertGating::Sigmoid;
+  } else {
+    throw_error(ErrorKind::Unsupported, "{}: {} = {} is unsupported (1 softmax, 2 sigmoid)", file.path(),
+                r.key("expert_gating_func"), gating);
+  }
+  c.expert_weights_scale = r.get_float("expert_weights_scale", 0.0f);
+  if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp: 0 = no scaling
+  c.n_expert_group = std::max(1, r.get("expert_group_count", 1));
+  c.n_expert_group_used = std::max(1, r.get("expert_group_used_count", c.n_expert_group));
   if (c.arch == Arch::Qwen2Moe && c.n_expert == 0)
     throw_error(ErrorKind::Format, "{}: qwen2moe model without {}", file.path(), r.key("expert_count"));
   if (c.arch != Arch::Llama && c.arch != Arch::Qwen2Moe && c.n_expert > 0)
@@ -177,6 +199,24 @@ void ModelConfig::validate() const {
     check_range("n_ff_expert", n_ff_expert, 1, kMaxFF);
     check_range("n_ff_shared_expert", n_ff_shared_expert, 0, kMaxFF);
     check_range("n_ff", n_ff, 0, kMaxFF);  // MoE layers may have no dense FFN
+    if (expert_gating != ExpertGating::Softmax && expert_gating != ExpertGating::Sigmoid)
+      throw_error(ErrorKind::Format, "model config: expert_gating {} is not softmax (1) or sigmoid (2)",
+                  static_cast<int>(expert_gating));
+    if (!(expert_weights_scale > 0.0f) || !std::isfinite(expert_weights_scale))
+      throw_error(ErrorKind::Format, "model config: expert_weights_scale {} is not a positive number",
+                  expert_weights_scale);
+    check_range("n_expert_group", n_expert_group, 1, n_expert);
+    if (n_expert % n_expert_group != 0)
+      throw_error(ErrorKind::Format, "model config: n_expert_group {} does not divide n_expert {}", n_expert_group,
+                  n_expert);
+    check_range("n_expert_group_used", n_expert_group_used, 1, n_expert_group);
+    // Group-limited routing keeps n_expert_group_used groups: k must fit in them.
+    check_range("n_expert_used", n_expert_used, 1, n_expert_group_used * (n_expert / n_expert_group));
+    if (expert_gating == ExpertGating::Softmax && (n_expert_group > 1 || expert_weights_scale != 1.0f))
+      throw_error(ErrorKind::Unsupported,
+                  "model config: softmax expert gating with {} expert groups and weights scale {} is unsupported "
+                  "(group-limited routing and scaling are implemented for sigmoid gating)",
+                  n_expert_group, expert_weights_scale);
   } else {
     if (n_expert_used != 0)
       throw_error(ErrorKind::Format, "model config: n_expert_used is {} but the model has no experts", n_expert_used);

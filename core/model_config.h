@@ -14,6 +14,10 @@ enum class Arch { Llama, Qwen2, Qwen2Moe, Gpt2 };
 // Adjacent rotates (x[2i], x[2i+1]) (llama); SplitHalves rotates (x[i], x[i + d/2]) (qwen2).
 enum class RopeStyle { Adjacent, SplitHalves, None };
 
+// How router logits become expert scores: llama.cpp's `<arch>.expert_gating_func`
+// (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX = 1, _SIGMOID = 2).
+enum class ExpertGating { Softmax = 1, Sigmoid = 2 };
+
 struct ModelConfig {
   std::string arch_name;      // general.architecture
   Arch arch = Arch::Llama;
@@ -33,12 +37,18 @@ struct ModelConfig {
   float rope_freq_scale = 1.0f;  // 1 / <arch>.rope.scale_linear
   bool tied_output = false;   // no output.weight: the head reuses token_embd
 
-  // Mixture of experts (0 experts = dense).
+  // Mixture of experts (0 experts = dense). Defaults per architecture as llama.cpp has them.
   int n_expert = 0;           // <arch>.expert_count
-  int n_expert_used = 0;      // <arch>.expert_used_count
-  int n_ff_expert = 0;        // <arch>.expert_feed_forward_length (defaults to n_ff)
-  int n_ff_shared_expert = 0; // <arch>.expert_shared_feed_forward_length
+  int n_expert_used = 0;      // <arch>.expert_used_count (k)
+  int n_ff_expert = 0;        // routed expert width: llama n_ff (llama.cpp binds the expert
+                              // tensors with feed_forward_length); qwen2moe
+                              // <arch>.expert_feed_forward_length, else n_ff / n_expert_used
+  int n_ff_shared_expert = 0; // qwen2moe: <arch>.expert_shared_feed_forward_length, else n_ff
   bool expert_weights_norm = true;  // renormalise the top-k gate weights (Mixtral yes, Qwen-MoE no)
+  ExpertGating expert_gating = ExpertGating::Softmax;  // <arch>.expert_gating_func (0 = default)
+  float expert_weights_scale = 1.0f;  // <arch>.expert_weights_scale (0 or absent = 1)
+  int n_expert_group = 1;       // <arch>.expert_group_count (group-limited routing; 1 = none)
+  int n_expert_group_used = 1;  // <arch>.expert_group_used_count (groups kept per token)
 
   bool is_moe() const { return n_expert > 0; }
   int kv_dim() const { return n_head_kv * head_dim; }

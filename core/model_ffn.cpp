@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/model_moe.h"
 
 namespace specmoe::core {
 
@@ -69,9 +70,7 @@ class GeluFeedForward : public FeedForward {
 }  // namespace
 
 std::unique_ptr<FeedForward> make_feed_forward(const TensorBinder& binder, const ModelConfig& config, int layer) {
-  if (config.is_moe())
-    throw_error(ErrorKind::Unsupported, "{}: architecture '{}' has {} experts per layer: MoE layers not yet supported",
-                binder.file().path(), config.arch_name, config.n_expert);
+  if (config.is_moe()) return std::make_unique<MoEFeedForward>(binder, config, layer);
   if (config.arch == Arch::Gpt2) return std::make_unique<GeluFeedForward>(binder, config, layer);
   return std::make_unique<SwiGluFeedForward>(binder, config, layer);
 }

@@ -10,6 +10,8 @@
 
 namespace specmoe::core {
 
+class MoEFeedForward;  // core/model_moe.h
+
 class FeedForward {
  public:
   virtual ~FeedForward() = default;
@@ -17,10 +19,12 @@ class FeedForward {
   virtual void forward(kernels::cpu::ThreadPool& pool, const float* x, int64_t T, float* out) = 0;
   // Weight bytes one single-token forward reads (for bandwidth figures).
   virtual size_t weight_bytes_per_token() const = 0;
+  // The MoE block behind this FFN (routing, statistics, k), or nullptr for a dense one.
+  virtual MoEFeedForward* moe() { return nullptr; }
 };
 
-// The FFN of layer `layer` as the file and config describe it. Throws Error(Unsupported) for
-// MoE layers until an MoE FeedForward is registered here.
+// The FFN of layer `layer` as the file and config describe it: MoEFeedForward when
+// config.is_moe(), else dense. Throws Error naming the file and tensor.
 std::unique_ptr<FeedForward> make_feed_forward(const TensorBinder& binder, const ModelConfig& config, int layer);
 
 }  // namespace specmoe::core

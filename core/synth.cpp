@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/gguf.h"
 #include "core/model.h"
+#include "core/tokenizer.h"
 
 namespace specmoe::core {
 
@@ -45,32 +46,20 @@ std::vector<float> random_values(uint64_t seed, const std::string& name, size_t 
   return v;
 }
 
-// Byte-level SentencePiece vocabulary: <unk> <s> </s>, <0x00>..<0xFF> (byte tokens, type 6),
-// then normal padding tokens up to n_vocab. BOS 1, EOS 2.
-void write_byte_vocab_keys(GGUFWriter& w, int n_vocab) {
-  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-  std::vector<int32_t> types = {2, 3, 3};  // unknown, control, control
-  for (int b = 0; b < 256; ++b) {
-    tokens.push_back(fmt::format("<0x{:02X}>", b));
-    types.push_back(6);  // byte
-  }
-  for (int i = static_cast<int>(tokens.size()); i < n_vocab; ++i) {
-    tokens.push_back(fmt::format("<pad{}>", i));
-    types.push_back(1);  // normal
-  }
-  w.set_string("tokenizer.ggml.model", "llama");
-  w.set_string_array("tokenizer.ggml.tokens", tokens);
-  w.set_f32_array("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
-  w.set_i32_array("tokenizer.ggml.token_type", types);
-  w.set_u32("tokenizer.ggml.bos_token_id", 1);
-  w.set_u32("tokenizer.ggml.eos_token_id", 2);
-  w.set_u32("tokenizer.ggml.unknown_token_id", 0);
-  w.set_bool("tokenizer.ggml.add_bos_token", true);
-}
-
 void check_spec(const SynthSpec& s) {
-  const bool ok_arch = s.arch == "llama" || s.arch == "qwen2" || s.arch == "gpt2";
-  if (!ok_arch) throw_error(ErrorKind::InvalidArgument, "synth: unknown architecture '{}' (llama, qwen2, gpt2)", s.arch);
+  const bool ok_arch = s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen2moe" || s.arch == "gpt2";
+  if (!ok_arch)
+    throw_error(ErrorKind::InvalidArgument, "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2)", s.arch);
+  const bool experts_ok = s.arch == "qwen2moe" ? s.n_expert > 0 && s.n_ff_shared > 0
+                         : s.arch == "llama"    ? s.n_expert >= 0 && s.n_ff_shared == 0
+                                                : s.n_expert == 0 && s.n_ff_shared == 0;
+  if (!experts_ok)
+    throw_error(ErrorKind::InvalidArgument,
+                "synth: experts {} / shared width {}: qwen2moe needs both > 0, llama may have experts but no shared "
+                "expert, qwen2 and gpt2 neither", s.n_expert, s.n_ff_shared);
+  if (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert))
+    throw_error(ErrorKind::InvalidArgument, "synth: expert_used {} must be in [1, n_expert {}]", s.n_expert_used,
+                s.n_expert);
   const int n_head_kv = s.arch == "gpt2" ? s.n_head : s.n_head_kv;
   if (s.n_vocab < 259 || s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || n_head_kv <= 0 ||
       s.n_embd % s.n_head != 0 || s.n_head % n_head_kv != 0 || (s.n_embd / s.n_head) % 2 != 0 || s.n_ff <= 0 ||
@@ -96,7 +85,7 @@ SynthSpec synth_spec(const std::string& preset) {
     s.n_ff = 192;
     s.n_ctx = 512;
     s.n_full_layers = 1;
-    s.deep_residual_scale = 0.5f;
+    s.deep_residual_scale = 0.3f;
     s.name = preset;
     if (preset == "tiny-draft") s.keep_layers = 1;
     return s;
@@ -112,9 +101,59 @@ SynthSpec synth_spec(const std::string& preset) {
     s.n_ff = 2816;
     s.n_ctx = 2048;
     s.n_full_layers = 2;
-    s.deep_residual_scale = 0.5f;
+    s.deep_residual_scale = 0.15f;
     s.name = preset;
     if (preset == "draft") s.keep_layers = 2;
+    return s;
+  }
+  if (preset == "moe-tiny" || preset == "qwen2moe-tiny") {
+    // ~0.3M parameters, F32: unit tests of MoE models. Widths are multiples of 32 so Q8_0 works.
+    s.n_vocab = 320;
+    s.n_embd = 64;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ctx = 512;
+    s.name = preset;
+    if (preset == "moe-tiny") {
+      s.n_layer = 3;
+      s.n_ff = 96;  // each expert
+      s.n_expert = 4;
+      s.n_expert_used = 2;
+    } else {
+      s.arch = "qwen2moe";
+      s.n_layer = 2;
+      s.n_ff = 64;  // each routed expert
+      s.n_expert = 6;
+      s.n_expert_used = 2;
+      s.n_ff_shared = 128;
+      s.rope_freq_base = 1000000.0f;
+    }
+    return s;
+  }
+  if (preset == "moe-target" || preset == "moe-draft") {
+    // moe-target: Mixtral-style, 8 experts top-2, F16, ~305M parameters (~610 MB), of which ~98M
+    // are active per token: each layer's k = 2 experts of width 1408 equal one dense `target`
+    // layer's FFN (2816). moe-draft: dense, the first 2 layers' attention and the embedding and
+    // head of moe-target (same names, same seed: bit-identical), with a dense SwiGLU of width
+    // k * 1408 in place of the experts.
+    s.type = DType::F16;
+    s.n_vocab = 4096;
+    s.n_embd = 1024;
+    s.n_layer = 8;
+    s.n_head = 16;
+    s.n_head_kv = 4;
+    s.n_ctx = 2048;
+    s.n_full_layers = 2;
+    s.deep_residual_scale = 0.15f;
+    s.name = preset;
+    if (preset == "moe-target") {
+      s.n_ff = 1408;
+      s.n_expert = 8;
+      s.n_expert_used = 2;
+    } else {
+      s.n_ff = 2816;
+      s.keep_layers = 2;
+    }
     return s;
   }
   std::string known;
@@ -128,6 +167,11 @@ std::vector<std::string> synth_presets() {
       "tiny-draft: the first layer of tiny with its embedding and head: a draft for tiny",
       "target: llama, F16, 12 layers, dim 1024, ff 2816, 16/4 heads, vocab 4096 (~144M params): benchmarks",
       "draft: the first 2 layers of target with its embedding and head (~31M params): a draft for target",
+      "moe-tiny: llama (Mixtral layout), F32, 3 layers, dim 64, 4 experts top-2 of width 96: MoE unit tests",
+      "qwen2moe-tiny: qwen2moe, F32, 2 layers, dim 64, 6 experts top-2 of width 64 + gated shared expert 128",
+      "moe-target: llama (Mixtral layout), F16, 8 layers, dim 1024, 8 experts top-2 of width 1408 (~305M params, "
+      "~98M active): MoE benchmarks",
+      "moe-draft: dense, the first 2 layers' attention, embedding and head of moe-target, ff 2816 (~29M params)",
   };
 }
 
@@ -138,7 +182,7 @@ void synth_write(const std::string& preset, const std::string& path, uint64_t se
 void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   check_spec(s);
   const std::string& a = s.arch;
-  const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2";
+  const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2" || a == "qwen2moe";
   const int n_head_kv = gpt2 ? s.n_head : s.n_head_kv;
   const int head_dim = s.n_embd / s.n_head;
   const int64_t q_dim = s.n_embd, kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
@@ -150,7 +194,19 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   w.set_u32(a + ".context_length", s.n_ctx);
   w.set_u32(a + ".embedding_length", s.n_embd);
   w.set_u32(a + ".block_count", n_write);
-  w.set_u32(a + ".feed_forward_length", s.n_ff);
+  const bool moe = s.n_expert > 0, qwen2moe = a == "qwen2moe";
+  // llama (Mixtral): feed_forward_length is the expert width. qwen2moe: expert widths have their
+  // own keys; feed_forward_length is the dense-equivalent k * expert width (llama.cpp's default
+  // expert width is feed_forward_length / expert_used_count).
+  w.set_u32(a + ".feed_forward_length", qwen2moe ? s.n_ff * s.n_expert_used : s.n_ff);
+  if (moe) {
+    w.set_u32(a + ".expert_count", s.n_expert);
+    w.set_u32(a + ".expert_used_count", s.n_expert_used);
+  }
+  if (qwen2moe) {
+    w.set_u32(a + ".expert_feed_forward_length", s.n_ff);
+    w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
+  }
   w.set_u32(a + ".attention.head_count", s.n_head);
   if (gpt2) {
     w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
@@ -161,7 +217,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
   }
   w.set_u64("specmoe.synth.seed", seed);
-  write_byte_vocab_keys(w, s.n_vocab);
+  write_byte_vocab(w, s.n_vocab);  // core/tokenizer.h: <unk> <s> </s>, 256 byte tokens, padding
 
   auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, float scale) {
     // (n_in -> n_out): std 1/sqrt(n_in) keeps the output at the input's scale.
@@ -174,24 +230,53 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.add_tensor_f32(name, DType::F32, {n}, v);
   };
 
+  // One MoE block (llama-model.cpp shapes). Router logits of a unit-RMS input have std 1, so
+  // routing is spread over the experts but not uniform; each expert is a SwiGLU initialised like
+  // a dense one. (n_in, n_out, n_expert) for the stacked expert tensors.
+  auto write_experts = [&](const std::string& p, float rs) {
+    const int64_t d = s.n_embd, ff = s.n_ff, E = s.n_expert;
+    const auto stacked = [&](const std::string& name, int64_t n_in, int64_t n_out, float scale) {
+      const auto v = random_values(seed, name, static_cast<size_t>(n_in * n_out * E), scale / std::sqrt(float(n_in)));
+      w.add_tensor_f32(name, s.type, {n_in, n_out, E}, v);
+    };
+    w.add_tensor_f32(p + "ffn_gate_inp.weight", DType::F32, {d, E},
+                     random_values(seed, p + "ffn_gate_inp.weight", static_cast<size_t>(d * E), 1.0f / std::sqrt(float(d))));
+    stacked(p + "ffn_gate_exps.weight", d, ff, 1.0f);
+    stacked(p + "ffn_up_exps.weight", d, ff, 1.0f);
+    stacked(p + "ffn_down_exps.weight", ff, d, rs);
+    if (qwen2moe) {
+      matrix(p + "ffn_gate_shexp.weight", d, s.n_ff_shared, 1.0f);
+      matrix(p + "ffn_up_shexp.weight", d, s.n_ff_shared, 1.0f);
+      matrix(p + "ffn_down_shexp.weight", s.n_ff_shared, d, rs);
+      w.add_tensor_f32(p + "ffn_gate_inp_shexp.weight", DType::F32, {d},
+                       random_values(seed, p + "ffn_gate_inp_shexp.weight", static_cast<size_t>(d), 1.0f / std::sqrt(float(d))));
+    }
+  };
+
   // Token embedding: unit-variance rows. (n_embd, n_vocab)
-  w.add_tensor_f32("token_embd.weight", s.type, {s.n_embd, s.n_vocab},
-                   random_values(seed, "token_embd.weight", static_cast<size_t>(s.n_embd) * s.n_vocab, 1.0f));
+  const auto embd = random_values(seed, "token_embd.weight", static_cast<size_t>(s.n_embd) * s.n_vocab, 1.0f);
+  w.add_tensor_f32("token_embd.weight", s.type, {s.n_embd, s.n_vocab}, embd);
   if (gpt2) w.add_tensor_f32("position_embd.weight", s.type, {s.n_embd, s.n_ctx},
                              random_values(seed, "position_embd.weight", static_cast<size_t>(s.n_embd) * s.n_ctx, 0.3f));
   vec("output_norm.weight", s.n_embd, 1.0f, 0.0f);
   if (gpt2) vec("output_norm.bias", s.n_embd, 0.0f, 0.0f);
   if (!s.tied_output) {
-    // Head rows: std 4 for printable ASCII bytes (ids 3 + 0x20 .. 3 + 0x7E), 1 for the rest:
-    // logits of a unit-RMS hidden state then have those spreads, so printable bytes win most
-    // argmaxes and the distribution is peaked but not one-hot. (n_embd, n_vocab)
-    auto v = random_values(seed, "output.weight", static_cast<size_t>(s.n_embd) * s.n_vocab,
-                           1.0f / std::sqrt(float(s.n_embd)));
+    // Head rows: std 4 for printable ASCII bytes (byte b is token 3 + b) and 3 for newline, 0.5
+    // for the rest: logits of a unit-RMS hidden state then have those spreads, so printable
+    // bytes win most argmaxes and the distribution is peaked but not one-hot. Each row also
+    // gets minus its token's embedding (scaled like the row), which lowers the logit of the
+    // token just read: random models otherwise fall into repeating one token ("NNNN...").
+    // (n_embd, n_vocab)
+    const float inv_sqrt_n = 1.0f / std::sqrt(float(s.n_embd));
+    auto v = random_values(seed, "output.weight", static_cast<size_t>(s.n_embd) * s.n_vocab, inv_sqrt_n);
     for (int tok = 0; tok < s.n_vocab; ++tok) {
       const bool printable = tok >= 3 + 0x20 && tok <= 3 + 0x7E;
       const bool newline = tok == 3 + 0x0A;
-      const float scale = printable ? 4.0f : newline ? 3.0f : 1.0f;
-      for (int i = 0; i < s.n_embd; ++i) v[static_cast<size_t>(tok) * s.n_embd + i] *= scale;
+      const float scale = printable ? 4.0f : newline ? 3.0f : 0.5f;
+      for (int i = 0; i < s.n_embd; ++i) {
+        const size_t k = static_cast<size_t>(tok) * s.n_embd + i;
+        v[k] = v[k] * scale - s.repeat_penalty * inv_sqrt_n * embd[k];
+      }
     }
     w.add_tensor_f32("output.weight", s.type, {s.n_embd, s.n_vocab}, v);
   }
@@ -220,11 +305,15 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         vec(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);
         vec(p + "attn_v.bias", kv_dim, 0.0f, 0.1f);
       }
-      matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
-      matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
+      if (moe) {
+        write_experts(p, rs);
+      } else {
+        matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
+        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
+      }
     }
     matrix(p + "attn_output.weight", q_dim, s.n_embd, rs);
-    matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
+    if (!moe) matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
   }
   w.write(path);
 }

@@ -18,8 +18,8 @@ namespace specmoe::core {
 class Model;
 
 struct SynthSpec {
-  std::string arch = "llama";      // llama | qwen2 | gpt2
-  DType type = DType::F32;         // type of the 2-D weights (norms and biases stay F32)
+  std::string arch = "llama";      // llama | qwen2 | qwen2moe | gpt2
+  DType type = DType::F32;         // type of the 2-D and expert weights (norms, biases, routers F32)
   int n_vocab = 320;               // >= 259: <unk> <s> </s> + 256 byte tokens, padded
   int n_embd = 64;
   int n_layer = 4;                 // layers of the full (target) model
@@ -31,11 +31,20 @@ struct SynthSpec {
   float rope_freq_base = 10000.0f;
   int n_full_layers = -1;          // layers >= this have their residual branches scaled (-1: none)
   float deep_residual_scale = 1.0f;
+  float repeat_penalty = 2.0f;     // output row of token j -= repeat_penalty * embedding of j / sqrt(n_embd)
   int keep_layers = -1;            // write only the first keep_layers layers (a draft); -1 = all
+  // Mixture of experts, in llama.cpp's layout: llama = Mixtral (ffn_gate_inp + stacked
+  // ffn_{gate,up,down}_exps, feed_forward_length = expert width); qwen2moe adds the shared expert
+  // (ffn_{gate,up,down}_shexp) and its sigmoid gate ffn_gate_inp_shexp. The router matrix and
+  // gate stay F32 as llama.cpp's converter and quantizer keep them.
+  int n_expert = 0;                // 0 = dense; > 0: n_ff is each routed expert's width
+  int n_expert_used = 0;           // k
+  int n_ff_shared = 0;             // qwen2moe: shared expert width
   std::string name = "synth";
 };
 
-// A preset's spec ("tiny", "tiny-draft", "target", "draft"); throws Error(InvalidArgument)
+// A preset's spec ("tiny", "tiny-draft", "target", "draft", "moe-tiny", "qwen2moe-tiny",
+// "moe-target", "moe-draft"); throws Error(InvalidArgument)
 // naming the preset and listing the known ones.
 SynthSpec synth_spec(const std::string& preset);
 // "name: one-line description" for each preset (for `specmoe synth --help`).

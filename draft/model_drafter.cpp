@@ -62,10 +62,13 @@ void ModelDrafter::sync(std::span<const int32_t> context) {
   forward(context.subspan(common));
 }
 
-void ModelDrafter::accepted(int, int32_t) {
-  // Nothing to do eagerly. The cache holds context + x_1..x_{g-1}; the next proposal's sync()
-  // keeps its common prefix with the new context (context + x_1..x_n + next) and feeds the rest,
-  // which is exact for any context, also after a plain target step that drafted nothing.
+void ModelDrafter::accepted(int n_accepted, int32_t) {
+  // The cache holds context + x_1..x_{g-1}: roll back to context + x_1..x_n now. What is still
+  // missing (x_g after a full acceptance, and next_token) is fed by the next proposal's sync(),
+  // batched with the token whose logits it needs.
+  const size_t keep = std::min(cached_.size(), proposed_from_ + static_cast<size_t>(std::max(n_accepted, 0)));
+  cache_.truncate(static_cast<int>(keep));
+  cached_.resize(keep);
 }
 
 void ModelDrafter::propose(std::span<const int32_t> context, const DraftParams& params, Draft& out) {
@@ -78,6 +81,7 @@ void ModelDrafter::propose(std::span<const int32_t> context, const DraftParams& 
   const int g = std::min(params.max_tokens, room);
   if (g <= 0) return;
   sync(context);
+  proposed_from_ = context.size();
   history_.assign(context.begin(), context.end());
   const int n_vocab_draft = static_cast<int>(logits_.size());
   const bool greedy = params.sampler->params().greedy();

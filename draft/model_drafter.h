@@ -1,8 +1,10 @@
 // ModelDrafter: drafts with a transformer (an independent, smaller draft model, or the target
 // itself exiting after its first layers: see layerskip_drafter.h). It keeps its own KV cache in
-// step with the context: each proposal first feeds the context tokens the cache lacks (one batched
-// forward), then decodes g tokens one at a time, sampling each from the processed distribution of
-// the shared SamplerChain with the draft's own Rng.
+// step with the context: accepted() rolls it back to the accepted prefix; each proposal first
+// feeds the context tokens the cache lacks (one batched forward; it finds them by comparing the
+// cached tokens with the context, so any context works), then decodes g tokens one at a time,
+// sampling each from the processed distribution of the shared SamplerChain with the draft's own
+// Rng.
 #pragma once
 #include <memory>
 
@@ -42,6 +44,7 @@ class ModelDrafter : public Drafter {
   int n_layers_;
   core::KVCache cache_;
   std::vector<int32_t> cached_;     // mirror of the cache's tokens
+  size_t proposed_from_ = 0;        // context length of the last proposal
   std::vector<int32_t> positions_;  // scratch
   std::vector<int32_t> history_;    // context + drafted tokens, for the repetition penalties
   std::vector<float> logits_;       // (n_vocab_draft) of the last fed token

@@ -65,6 +65,7 @@ GenerationResult generate_autoregressive(core::Model& model, std::span<const int
     m.time.verify_forward_s += dt;
     step_forward_s += dt;
     m.record_step(0, 0);
+    m.moe.record_forward(model, 1, 1);  // MoE targets: the baseline reads k experts per layer
   }
   m.total_s = seconds_since(t_start);
   m.n_generated = static_cast<int64_t>(out.tokens.size());

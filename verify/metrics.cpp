@@ -56,6 +56,7 @@ void Metrics::merge(const Metrics& o) {
   for (size_t i = 0; i < o.position_accepted.size(); ++i) position_accepted[i] += o.position_accepted[i];
   for (size_t i = 0; i < o.accept_length_histogram.size(); ++i) accept_length_histogram[i] += o.accept_length_histogram[i];
   total_s += o.total_s;
+  moe.merge(o.moe);
   ttft_s += o.ttft_s;
   time.draft_s += o.time.draft_s;
   time.verify_forward_s += o.time.verify_forward_s;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "verify/moe_metrics.h"
+
 namespace specmoe::verify {
 
 // Seconds spent in each part of a generation.
@@ -20,8 +22,10 @@ struct Metrics {
   int64_t n_generated = 0;   // tokens emitted (<= max_tokens)
   int64_t n_drafted = 0;     // draft tokens proposed and verified
   int64_t n_accepted = 0;    // draft tokens accepted
-  int64_t n_steps = 0;       // target forwards during decoding (verifications and plain steps;
-                             // the first token, sampled from the prefill, is not a step)
+  int64_t n_steps = 0;       // target forwards during decoding (verifications and plain steps).
+                             // Speculative: every emitted token comes from a step, so
+                             // n_generated = n_accepted + n_steps (less any cut at EOG/max).
+                             // Autoregressive: the first token comes from the prefill.
   int draft_max = 0;         // g configured (alpha_fit and predicted_speedup use it)
   // [i]: steps that drafted at least i+1 tokens / that accepted draft token i+1 (size draft_max).
   std::vector<int64_t> position_drafted, position_accepted;
@@ -34,10 +38,13 @@ struct Metrics {
   double target_step_s = 0.0;    // one single-token target forward (measured, see cost_ratio)
   double draft_token_s = 0.0;    // drafter time per drafted token
   TimeBreakdown time;
+  MoEMetrics moe;               // MoE targets: experts touched per target forward (empty for dense)
 
   void resize_positions(int g);                // sets draft_max and sizes the per-position arrays
   void record_step(int n_drafted, int n_accepted);  // one target forward over n_drafted draft tokens
-  void merge(const Metrics& other);            // adds counts and times (for several prompts)
+  // Adds counts and times (for several prompts): total_s, ttft_s and time are then sums (divide
+  // ttft_s by the number of runs for a mean); target_step_s and draft_token_s become weighted means.
+  void merge(const Metrics& other);
 
   double acceptance_rate() const;         // n_accepted / n_drafted (0 when nothing was drafted)
   double mean_accepted_length() const;    // tau = (n_accepted + n_steps) / n_steps (1 when no steps)

@@ -47,7 +47,7 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
   const auto t_start = Clock::now();
   double propose_s = 0.0;
   history_.assign(prompt.begin(), prompt.end());
-  std::vector<float> probs;  // plain-step distribution (the first token and undrafted steps)
+  std::vector<float> probs;  // plain-step distribution (undrafted steps)
 
   auto emit = [&](int32_t t) {
     history_.push_back(t);
@@ -62,15 +62,15 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
   drafter_.begin(prompt);
   m.time.draft_s += seconds_since(t);
 
+  // Prefill all but the last prompt token: the first step feeds it with the first draft, so the
+  // first generated token is speculated like every other.
   core::ForwardOptions last_only;
   last_only.logits_all = false;
-  t = Clock::now();
-  target_.forward(prompt, {}, kv_, logits_, last_only);
-  m.time.verify_forward_s += seconds_since(t);
-  t = Clock::now();
-  emit(sampler_.sample_logits(logits_, history_, rng, probs));
-  m.time.sampling_s += seconds_since(t);
-  m.ttft_s = seconds_since(t_start);
+  if (prompt.size() > 1) {
+    t = Clock::now();
+    target_.forward(prompt.first(prompt.size() - 1), {}, kv_, logits_, last_only);
+    m.time.verify_forward_s += seconds_since(t);
+  }
 
   while (!done()) {
     // Invariant: kv_ holds history_ but its last token, which this step feeds.
@@ -125,6 +125,8 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
     }
     m.time.sampling_s += seconds_since(t);
     m.record_step(g, r.n_accepted);
+    // MoE targets: experts this forward read; positions 0..n_accepted stay in the cache.
+    m.moe.record_forward(target_, g + 1, r.n_accepted + 1);
 
     kv_.truncate(c + r.n_accepted);  // keeps history_ + x_1..x_n
     t = Clock::now();
@@ -135,6 +137,7 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
 
     for (int i = 0; i < r.n_accepted && !out.stopped_at_eog; ++i) emit(draft_.tokens[i]);
     if (!out.stopped_at_eog) emit(r.next_token);
+    if (m.ttft_s == 0.0) m.ttft_s = seconds_since(t_start);
   }
   m.total_s = seconds_since(t_start);
   m.n_generated = static_cast<int64_t>(out.tokens.size());

@@ -19,8 +19,10 @@ class SpeculativeDecoder {
   SpeculativeDecoder(core::Model& target, draft::Drafter& drafter, const Verifier& verifier,
                      const core::SamplingParams& sampling, const DecodeOptions& options);
 
-  // Generates up to options.max_tokens tokens after `prompt` (non-empty). Random numbers: the
-  // target's from Rng(sampling.seed, stream) (verification, plain steps, the first token), the
+  // Generates up to options.max_tokens tokens after `prompt` (non-empty). The target prefills all
+  // but the last prompt token; every step, the first included, feeds the last token plus the
+  // draft, so the first generated token is speculated too. Random numbers: the target's from
+  // Rng(sampling.seed, stream) (verification and plain steps), the
   // drafter's from Rng(sampling.seed, draft_stream_id(stream)); same (seed, stream) -> same tokens.
   // Steps that draft nothing (or fewer than draft_min tokens) sample exactly as
   // generate_autoregressive does, so a drafter that never proposes reproduces the baseline.

@@ -239,6 +239,9 @@ TEST(ModelDrafter, GreedyProposalsFollowTheDraftModel) {
   ctx.insert(ctx.end(), expect.begin(), expect.begin() + 2);
   ctx.push_back(expect[2] == 65 ? 66 : 65);
   d.accepted(2, ctx.back());
+  // Rolled back at once to the prompt and the 2 accepted tokens.
+  EXPECT_EQ(d.cached_tokens(), Tokens(ctx.begin(), ctx.end() - 1));
+  EXPECT_EQ(d.cache().size(), static_cast<int>(ctx.size()) - 1);
   d.propose(ctx, p, out);
   EXPECT_EQ(out.tokens, greedy_chain(*m.tiny_draft, ctx, 5));
   // Full acceptance + bonus: the cache lacks x_g, the next proposal feeds it.
@@ -246,6 +249,7 @@ TEST(ModelDrafter, GreedyProposalsFollowTheDraftModel) {
   ctx2.insert(ctx2.end(), out.tokens.begin(), out.tokens.end());
   ctx2.push_back(70);
   d.accepted(5, 70);
+  EXPECT_EQ(d.cached_tokens(), Tokens(ctx2.begin(), ctx2.end() - 2));  // x_5 and 70 not fed yet
   d.propose(ctx2, p, out);
   EXPECT_EQ(out.tokens, greedy_chain(*m.tiny_draft, ctx2, 5));
 }

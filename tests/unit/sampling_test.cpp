@@ -497,6 +497,8 @@ TEST(Reference, AwkwardSizesAndSettings) {
     int top_k;
     float top_p, min_p;
   };
+  // top_k 40 takes the heap selection, top_k 300 the nth_element one (> 256); n = 1000 with
+  // top-p and no top-k takes the mass quickselect of the nucleus (> 64 candidates).
   const Case cases[] = {
       {1, 0.8f, 40, 0.95f, 0.05f},  {3, 1.0f, 2, 0.5f, 0.0f},     {17, 0.7f, 0, 0.9f, 0.0f},
       {17, 1.3f, 5, 1.0f, 0.1f},    {1000, 1.0f, 0, 0.95f, 0.0f},  {1000, 2.0f, 0, 0.99f, 0.01f},

@@ -1,0 +1,88 @@
+// Expert statistics of an MoE model for the CLI: a per-layer table on stderr and a JSON object
+// (DESIGN.md, Metrics: tokens per expert, load CV, max/mean, Jain, routing entropy, drops, and
+// the distinct experts per forward U(T) next to the uniform-routing expectation).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "moe/expert_stats.h"
+
+namespace specmoe::cli {
+namespace {
+
+// "T=1: 2.00 (2.00)" for each forward size seen: mean U(T) and, in brackets, E(1-(1-k/E)^T).
+std::string distinct_by_size(const moe::ExpertStats& s) {
+  std::string out;
+  for (const auto& [key, f] : s.by_size())
+    out += fmt::format("{}T={}: {:.2f} ({:.2f})", out.empty() ? "" : ", ", f.n_tokens, f.mean_distinct(),
+                       moe::uniform_distinct_experts(s.n_expert(), f.k, f.n_tokens));
+  return out;
+}
+
+std::string loads(const moe::ExpertStats& s) {
+  const auto& x = s.expert_tokens();
+  if (x.size() > 16) {
+    const auto [lo, hi] = std::minmax_element(x.begin(), x.end());
+    return fmt::format("{}..{}", *lo, *hi);
+  }
+  std::string out;
+  for (int64_t v : x) out += fmt::format("{}{}", out.empty() ? "" : " ", v);
+  return out;
+}
+
+moe::ExpertStats merged(const core::Model& model) {
+  moe::ExpertStats all;
+  bool first = true;
+  for (int l = 0; l < model.config().n_layer; ++l)
+    if (const moe::ExpertStats* s = model.expert_stats(l)) {
+      if (first) {
+        all = moe::ExpertStats(s->n_expert(), s->k(), -1);
+        first = false;
+      }
+      all.merge(*s);
+    }
+  return all;
+}
+
+}  // namespace
+
+void print_moe_stats(const core::Model& model, std::FILE* out) {
+  const core::ModelConfig& c = model.config();
+  if (!c.is_moe()) {
+    std::fprintf(out, "moe stats: %s is a dense model (no experts)\n", c.arch_name.c_str());
+    return;
+  }
+  std::fprintf(out, "MoE expert statistics: %d experts, k %d, entropy in bits (max %.2f); U(T): mean distinct "
+               "experts per forward of T tokens (uniform routing expectation)\n",
+               c.n_expert, model.moe_k(), std::log2(static_cast<double>(c.n_expert)));
+  std::fprintf(out, "%5s %8s  %-32s %6s %8s %6s %7s %7s  %s\n", "layer", "tokens", "tokens per expert", "CV",
+               "max/mean", "Jain", "entropy", "dropped", "U(T)");
+  auto row = [&](const std::string& name, const moe::ExpertStats& s) {
+    std::fprintf(out, "%5s %8lld  %-32s %6.3f %8.3f %6.3f %7.3f %7lld  %s\n", name.c_str(),
+                 static_cast<long long>(s.n_tokens()), loads(s).c_str(), s.load_cv(), s.max_over_mean(),
+                 s.jain_index(), s.routing_entropy_bits(), static_cast<long long>(s.dropped_assignments()),
+                 distinct_by_size(s).c_str());
+  };
+  for (int l = 0; l < c.n_layer; ++l)
+    if (const moe::ExpertStats* s = model.expert_stats(l)) row(std::to_string(l), *s);
+  row("all", merged(model));
+}
+
+nlohmann::json moe_stats_json(const core::Model& model) {
+  const core::ModelConfig& c = model.config();
+  nlohmann::json j;
+  if (!c.is_moe()) return j;  // null
+  j["n_expert"] = c.n_expert;
+  j["k"] = model.moe_k();
+  auto& layers = j["layers"] = nlohmann::json::array();
+  for (int l = 0; l < c.n_layer; ++l)
+    if (const moe::ExpertStats* s = model.expert_stats(l)) layers.push_back(s->to_json());
+  j["all_layers"] = merged(model).to_json();
+  return j;
+}
+
+}  // namespace specmoe::cli
