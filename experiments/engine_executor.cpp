@@ -9,6 +9,7 @@
 #include "core/model.h"
 #include "core/sampling.h"
 #include "core/synth.h"
+#include "moe/expert_stats.h"
 #include "draft/registry.h"
 #include "verify/autoregressive.h"
 #include "verify/registry.h"
@@ -196,6 +197,8 @@ PromptRecord EngineExecutor::execute(const ExecutionRequest& req) {
   const auto& tokens = prompt_tokens_.at({target_spec->path, req.prompt_index});
   RunState& st = state_for(req);
 
+  const bool moe = target->moe_k() > 0;
+  if (moe) target->reset_expert_stats();  // per-generation expert counts
   verify::GenerationResult res;
   if (run.strategy.kind == StrategyKind::Autoregressive) {
     const int need = static_cast<int>(tokens.size()) + run.sampling.max_tokens + 1;
@@ -227,6 +230,32 @@ PromptRecord EngineExecutor::execute(const ExecutionRequest& req) {
     r.draft_step_ms = finite_or_nan(m.draft_token_s) * 1000.0;
   }
   r.time_breakdown = {m.time.draft_s, m.time.verify_forward_s, m.time.sampling_s, m.time.other_s};
+  if (moe) {
+    // Expert counts cover every target forward of the generation (prefill and cost probes
+    // included); U(T) covers the decode forwards the loop recorded.
+    MoeRecord mr;
+    const int n_layer = target->config().n_layer;
+    mr.expert_tokens.resize(n_layer);
+    mr.dropped_tokens.assign(n_layer, 0);
+    for (int l = 0; l < n_layer; ++l) {
+      if (const moe::ExpertStats* st = target->expert_stats(l)) {
+        mr.expert_tokens[l] = st->expert_tokens();
+        mr.dropped_tokens[l] = st->dropped_tokens();
+      }
+    }
+    mr.n_expert_used = m.moe.k > 0 ? m.moe.k : target->moe_k();
+    for (const auto& [T, b] : m.moe.by_size) {
+      if (T <= 0) continue;
+      if (mr.distinct_experts_sum.size() <= static_cast<size_t>(T)) {
+        mr.distinct_experts_sum.resize(T + 1, 0.0);
+        mr.distinct_experts_count.resize(T + 1, 0);
+      }
+      mr.distinct_experts_sum[T] += b.sum_distinct;
+      mr.distinct_experts_count[T] += b.n_forwards;
+    }
+    mr.expert_bytes_read = static_cast<double>(m.moe.expert_bytes);
+    r.moe = std::move(mr);
+  }
   return r;
 }
 

@@ -140,7 +140,9 @@ TEST_F(ExperimentEngine, SameTomlTwiceGivesIdenticalTokensAndCounts) {
     }
     ASSERT_TRUE(r.identical_to_baseline.has_value()) << r.name;
     EXPECT_TRUE(*r.identical_to_baseline) << r.name;
-    if (r.kind == "speculative") EXPECT_GT(r.speedup.mean, 0.0) << r.name;
+    if (r.kind == "speculative") {
+      EXPECT_GT(r.speedup.mean, 0.0) << r.name;
+    }
   }
   // The model drafter proposes on every step (draft_max 3), so it drafted and got some accepted.
   for (const auto& r : a.runs)
@@ -210,6 +212,57 @@ TEST_F(ExperimentEngine, DraftWithAnotherVocabularyIsRejected) {
   std::string msg = run_error(toml, options("vocab"));
   EXPECT_TRUE(msg.starts_with(fmt::format("{}:{}: key 'strategy[1].draft': run 'model-t0': ", toml, line_of(t, "draft = \"draft\""))))
       << msg;
+}
+
+TEST_F(ExperimentEngine, MoeTargetsReportExpertLoad) {
+  std::string t = R"([experiment]
+name = "moe"
+seed = 2
+warmup = 0
+threads = 1
+[models.target]
+synth = "moe-tiny"
+[prompts]
+list = ["abcabcabc", "hello"]
+[sampling]
+max_tokens = 10
+[[strategy]]
+name = "ar"
+kind = "autoregressive"
+target = "target"
+[[strategy]]
+name = "skip"
+kind = "speculative"
+target = "target"
+drafter = "layerskip"
+draft_max = 2
+layerskip_layers = 1
+)";
+  std::string toml = write_toml("moe.toml", t);
+  ASSERT_EQ(run_experiment(toml, options("moe")), kRunOk);
+  Report r = load_report_inputs((dir_ / "moe").string());
+  ASSERT_EQ(r.runs.size(), 2u);
+  for (const auto& run : r.runs) {
+    SCOPED_TRACE(run.name);
+    ASSERT_TRUE(run.moe.has_value());
+    EXPECT_EQ(run.moe->n_expert, 4);  // moe-tiny: 4 experts, top-2, 3 layers
+    EXPECT_EQ(run.moe->n_expert_used, 2);
+    ASSERT_EQ(run.moe->layers.size(), 3u);
+    int64_t routed = 0;
+    for (int64_t v : run.moe->layers[0].expert_tokens) routed += v;
+    // Every token of every target forward goes to k = 2 experts (dropless).
+    EXPECT_GT(routed, 0);
+    EXPECT_EQ(routed % 2, 0);
+    EXPECT_GE(run.moe->layers[0].jain_index, 0.25);
+    EXPECT_LE(run.moe->layers[0].jain_index, 1.0);
+    EXPECT_GT(run.moe->expert_bytes_per_token, 0.0);
+    ASSERT_GE(run.moe->distinct_experts.size(), 2u);
+    EXPECT_GE(run.moe->distinct_experts[1], 2.0 - 1e-9);  // one token touches exactly k experts
+    EXPECT_LE(run.moe->distinct_experts[1], 2.0 + 1e-9);
+  }
+  std::string html = read_file((dir_ / "moe" / "report.html").string());
+  EXPECT_NE(html.find("Expert load"), std::string::npos);
+  EXPECT_TRUE(r.runs[1].identical_to_baseline.value_or(false));
 }
 
 }  // namespace

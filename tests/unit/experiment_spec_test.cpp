@@ -318,8 +318,11 @@ TEST(ExperimentSpec, ShippedConfigsParse) {
     auto runs = expand_runs(spec);
     EXPECT_GE(runs.size(), 4u) << name;
     EXPECT_FALSE(spec.prompts.empty()) << name;
-    for (const auto& r : runs)
-      if (r.strategy.kind == StrategyKind::Speculative) EXPECT_FALSE(r.baseline.empty()) << r.name;
+    for (const auto& r : runs) {
+      if (r.strategy.kind == StrategyKind::Speculative) {
+        EXPECT_FALSE(r.baseline.empty()) << r.name;
+      }
+    }
   }
 }
 
