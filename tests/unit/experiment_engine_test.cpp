@@ -1,0 +1,269 @@
+// The harness on the real engine: a tiny synthetic target/draft pair, every built-in drafter,
+// greedy and sampled. Same TOML twice -> identical tokens and counts; greedy speculative runs
+// reproduce the autoregressive baseline token for token; engine-side validation errors.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "experiments/atomic_file.h"
+#include "experiments/experiment.h"
+#include "experiments/report_builder.h"
+#include "test_data.h"
+
+namespace specmoe::exp {
+namespace {
+namespace fs = std::filesystem;
+
+const std::string kToml = R"([experiment]
+name = "engine"
+seed = 5
+repeats = 1
+warmup = 0
+threads = 1
+
+[models.target]
+synth = "tiny"
+seed = 9
+
+[models.draft]
+synth = "tiny-draft"
+seed = 9
+
+[prompts]
+list = ["Once upon a time", "abc abc abc abc", "x"]
+
+[sampling]
+max_tokens = 12
+
+[[strategy]]
+name = "ar"
+kind = "autoregressive"
+target = "target"
+
+[[strategy]]
+name = "model"
+kind = "speculative"
+target = "target"
+drafter = "model"
+draft = "draft"
+draft_max = 3
+
+[[strategy]]
+name = "ngram"
+kind = "speculative"
+target = "target"
+drafter = "ngram"
+draft_max = 2
+
+[[strategy]]
+name = "layerskip"
+kind = "speculative"
+target = "target"
+drafter = "layerskip"
+draft_max = 3
+layerskip_layers = 1
+
+[sweep]
+temperature = [0.0, 0.8]
+)";
+
+class ExperimentEngine : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = specmoe::testing::scratch_dir() / "experiment_engine";
+    fs::create_directories(dir_);
+    // Synth models go to a cache inside the scratch folder, not the user's ~/.cache.
+    setenv("SPECMOE_CACHE_DIR", (dir_ / "cache").string().c_str(), 1);
+  }
+  void TearDown() override { unsetenv("SPECMOE_CACHE_DIR"); }
+
+  std::string write_toml(const std::string& name, const std::string& text) {
+    fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  RunOptions options(const std::string& out) {
+    RunOptions o;
+    o.output_override = (dir_ / out).string();
+    o.progress = false;
+    fs::remove_all(o.output_override);
+    return o;
+  }
+  fs::path dir_;
+};
+
+TEST_F(ExperimentEngine, SameTomlTwiceGivesIdenticalTokensAndCounts) {
+  std::string toml = write_toml("e.toml", kToml);
+  ASSERT_EQ(run_experiment(toml, options("a")), kRunOk);
+  ASSERT_EQ(run_experiment(toml, options("b")), kRunOk);
+  Report a = load_report_inputs((dir_ / "a").string());
+  Report b = load_report_inputs((dir_ / "b").string());
+  ASSERT_EQ(a.runs.size(), 8u);
+  ASSERT_EQ(b.runs.size(), 8u);
+  EXPECT_TRUE(a.missing_runs.empty());
+  int64_t total_generated = 0, total_drafted = 0;
+  for (size_t i = 0; i < a.runs.size(); ++i) {
+    const RunAggregate &ra = a.runs[i], &rb = b.runs[i];
+    SCOPED_TRACE(ra.name);
+    EXPECT_EQ(ra.name, rb.name);
+    EXPECT_EQ(ra.output_digest, rb.output_digest);
+    EXPECT_EQ(ra.n_generated, rb.n_generated);
+    EXPECT_EQ(ra.n_drafted, rb.n_drafted);
+    EXPECT_EQ(ra.n_accepted, rb.n_accepted);
+    EXPECT_EQ(ra.n_steps, rb.n_steps);
+    EXPECT_EQ(ra.position_accepted, rb.position_accepted);
+    ASSERT_EQ(a.records[i].size(), 3u);
+    for (size_t k = 0; k < a.records[i].size(); ++k) {
+      EXPECT_EQ(a.records[i][k].tokens, b.records[i][k].tokens);
+      EXPECT_FALSE(a.records[i][k].tokens.empty());
+      EXPECT_LE(a.records[i][k].tokens.size(), 12u);
+      EXPECT_GT(a.records[i][k].wall_s, 0.0);
+    }
+    total_generated += ra.n_generated;
+    total_drafted += ra.n_drafted;
+    if (ra.kind == "speculative") {
+      EXPECT_GT(ra.n_steps, 0);
+      EXPECT_GE(ra.n_drafted, ra.n_accepted);
+    }
+  }
+  EXPECT_GT(total_generated, 0);
+  EXPECT_GT(total_drafted, 0);  // some drafter proposed something
+
+  // Greedy speculative decoding is lossless: identical to the baseline token for token.
+  for (const auto& r : a.runs) {
+    if (r.temperature != 0.0) {
+      EXPECT_FALSE(r.identical_to_baseline.has_value()) << r.name;
+      continue;
+    }
+    ASSERT_TRUE(r.identical_to_baseline.has_value()) << r.name;
+    EXPECT_TRUE(*r.identical_to_baseline) << r.name;
+    if (r.kind == "speculative") {
+      EXPECT_GT(r.speedup.mean, 0.0) << r.name;
+    }
+  }
+  // The model drafter proposes on every step (draft_max 3), so it drafted and got some accepted.
+  for (const auto& r : a.runs)
+    if (r.drafter == "model" && r.temperature == 0.0) {
+      EXPECT_GT(r.n_drafted, 0);
+      EXPECT_GT(r.n_accepted, 0);
+      EXPECT_EQ(r.position_drafted.size(), 3u);
+      EXPECT_TRUE(std::isfinite(r.cost_ratio.mean));
+    }
+  std::ostringstream out;
+  EXPECT_EQ(compare_reports((dir_ / "a").string(), (dir_ / "b").string(), out), 0) << out.str();
+  // The synth models were built once into the cache and reused.
+  EXPECT_TRUE(fs::exists(dir_ / "cache" / "synth-tiny-seed9.gguf"));
+  EXPECT_TRUE(fs::exists(dir_ / "cache" / "synth-tiny-draft-seed9.gguf"));
+}
+
+std::string run_error(const std::string& toml, const RunOptions& o) {
+  try {
+    run_experiment(toml, o);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Config) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+int line_of(const std::string& text, const std::string& needle) {
+  size_t pos = text.find(needle);
+  EXPECT_NE(pos, std::string::npos) << needle;
+  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(pos), '\n'));
+}
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  size_t pos = text.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  return text.replace(pos, from.size(), to);
+}
+
+TEST_F(ExperimentEngine, EngineChecksRunBeforeAnyGeneration) {
+  std::string t1 = replace(kToml, "synth = \"tiny-draft\"", "synth = \"huge\"");
+  std::string toml = write_toml("bad1.toml", t1);
+  std::string msg = run_error(toml, options("bad1"));
+  EXPECT_TRUE(msg.starts_with(fmt::format("{}:{}: key 'models.draft.synth': ", toml, line_of(t1, "huge")))) << msg;
+  EXPECT_NE(msg.find("huge"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(dir_ / "bad1" / "experiment.json"));
+
+  std::string t2 = replace(kToml, "layerskip_layers = 1", "layerskip_layers = 4");
+  toml = write_toml("bad2.toml", t2);
+  EXPECT_EQ(run_error(toml, options("bad2")),
+            fmt::format("{}:{}: key 'strategy[3].layerskip_layers': run 'layerskip-t0': layerskip_layers 4 must be below "
+                        "the target's 4 layers",
+                        toml, line_of(t2, "layerskip_layers = 4")));
+
+  std::string t3 = replace(kToml, "max_tokens = 12", "max_tokens = 600");
+  toml = write_toml("bad3.toml", t3);
+  msg = run_error(toml, options("bad3"));
+  EXPECT_TRUE(msg.starts_with(fmt::format("{}:{}: key 'sampling.max_tokens': run 'ar-t0': prompt 'p0' has", toml,
+                                          line_of(t3, "max_tokens"))))
+      << msg;
+}
+
+TEST_F(ExperimentEngine, DraftWithAnotherVocabularyIsRejected) {
+  SPECMOE_REQUIRE_DATA("models/stories260K.gguf");
+  std::string t = replace(kToml, "synth = \"tiny-draft\"\nseed = 9",
+                          "path = \"" + specmoe::testing::data_path("models/stories260K.gguf").string() + "\"");
+  std::string toml = write_toml("vocab.toml", t);
+  std::string msg = run_error(toml, options("vocab"));
+  EXPECT_TRUE(msg.starts_with(fmt::format("{}:{}: key 'strategy[1].draft': run 'model-t0': ", toml, line_of(t, "draft = \"draft\""))))
+      << msg;
+}
+
+TEST_F(ExperimentEngine, MoeTargetsReportExpertLoad) {
+  std::string t = R"([experiment]
+name = "moe"
+seed = 2
+warmup = 0
+threads = 1
+[models.target]
+synth = "moe-tiny"
+[prompts]
+list = ["abcabcabc", "hello"]
+[sampling]
+max_tokens = 10
+[[strategy]]
+name = "ar"
+kind = "autoregressive"
+target = "target"
+[[strategy]]
+name = "skip"
+kind = "speculative"
+target = "target"
+drafter = "layerskip"
+draft_max = 2
+layerskip_layers = 1
+)";
+  std::string toml = write_toml("moe.toml", t);
+  ASSERT_EQ(run_experiment(toml, options("moe")), kRunOk);
+  Report r = load_report_inputs((dir_ / "moe").string());
+  ASSERT_EQ(r.runs.size(), 2u);
+  for (const auto& run : r.runs) {
+    SCOPED_TRACE(run.name);
+    ASSERT_TRUE(run.moe.has_value());
+    EXPECT_EQ(run.moe->n_expert, 4);  // moe-tiny: 4 experts, top-2, 3 layers
+    EXPECT_EQ(run.moe->n_expert_used, 2);
+    ASSERT_EQ(run.moe->layers.size(), 3u);
+    int64_t routed = 0;
+    for (int64_t v : run.moe->layers[0].expert_tokens) routed += v;
+    // Every token of every target forward goes to k = 2 experts (dropless).
+    EXPECT_GT(routed, 0);
+    EXPECT_EQ(routed % 2, 0);
+    EXPECT_GE(run.moe->layers[0].jain_index, 0.25);
+    EXPECT_LE(run.moe->layers[0].jain_index, 1.0);
+    EXPECT_GT(run.moe->expert_bytes_per_token, 0.0);
+    ASSERT_GE(run.moe->distinct_experts.size(), 2u);
+    EXPECT_GE(run.moe->distinct_experts[1], 2.0 - 1e-9);  // one token touches exactly k experts
+    EXPECT_LE(run.moe->distinct_experts[1], 2.0 + 1e-9);
+  }
+  std::string html = read_file((dir_ / "moe" / "report.html").string());
+  EXPECT_NE(html.find("Expert load"), std::string::npos);
+  EXPECT_TRUE(r.runs[1].identical_to_baseline.value_or(false));
+}
+
+}  // namespace
+}  // namespace specmoe::exp
