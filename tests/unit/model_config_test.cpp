@@ -1,0 +1,296 @@
+// ModelConfig::from_gguf on the shared stories260K model and on small files written with
+// GGUFWriter for each architecture, plus every validation error.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+
+#include "core/error.h"
+#include "core/gguf.h"
+#include "core/model_config.h"
+#include "test_data.h"
+
+using namespace specmoe;
+using namespace specmoe::core;
+
+namespace {
+
+std::string scratch_file(const std::string& stem) {
+  static std::atomic<int> counter{0};
+  return (specmoe::testing::scratch_dir() /
+          fmt::format("model_config_test_{}_{}_{}.gguf", ::getpid(), counter++, stem))
+      .string();
+}
+
+// A tiny llama-style header: n_embd 16, 4 heads (2 kv), 3 layers, vocab of 10 tokens.
+GGUFWriter base(const std::string& arch) {
+  GGUFWriter w;
+  w.set_string("general.architecture", arch);
+  w.set_string("general.name", "tiny " + arch);
+  w.set_u32(arch + ".context_length", 256);
+  w.set_u32(arch + ".embedding_length", 16);
+  w.set_u32(arch + ".block_count", 3);
+  w.set_u32(arch + ".feed_forward_length", 40);
+  w.set_u32(arch + ".attention.head_count", 4);
+  w.set_u32(arch + ".attention.head_count_kv", 2);
+  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-6f);
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 10; ++i) tokens.push_back(fmt::format("t{}", i));
+  w.set_string_array("tokenizer.ggml.tokens", tokens);
+  std::vector<float> emb(16 * 10, 0.25f);
+  w.add_tensor_f32("token_embd.weight", DType::F32, {16, 10}, emb);
+  return w;
+}
+
+struct Loaded {
+  std::string path;
+  ModelConfig cfg;
+};
+
+Loaded load(const GGUFWriter& w) {
+  Loaded l{scratch_file("cfg"), {}};
+  w.write(l.path);
+  auto f = GGUFFile::open(l.path);
+  l.cfg = ModelConfig::from_gguf(*f);
+  return l;
+}
+
+// Expects from_gguf to fail with `kind` and a message holding the path and `phrase`.
+void expect_error(const GGUFWriter& w, ErrorKind kind, const std::string& phrase) {
+  const std::string path = scratch_file("bad");
+  w.write(path);
+  auto f = GGUFFile::open(path);
+  try {
+    ModelConfig::from_gguf(*f);
+    ADD_FAILURE() << "expected an error containing '" << phrase << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(error_kind_name(e.kind()), std::string(error_kind_name(kind))) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(ModelConfig, Stories260K) {
+  SPECMOE_REQUIRE_DATA("models/stories260K.gguf");
+  auto f = GGUFFile::open(specmoe::testing::data_path("models/stories260K.gguf").string());
+  const ModelConfig c = ModelConfig::from_gguf(*f);
+  EXPECT_EQ(c.arch, Arch::Llama);
+  EXPECT_EQ(c.arch_name, "llama");
+  EXPECT_EQ(c.name, "llama");
+  EXPECT_EQ(c.n_vocab, 512);
+  EXPECT_EQ(c.n_ctx_train, 2048);
+  EXPECT_EQ(c.n_embd, 64);
+  EXPECT_EQ(c.n_layer, 5);
+  EXPECT_EQ(c.n_head, 8);
+  EXPECT_EQ(c.n_head_kv, 4);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.kv_dim(), 32);
+  EXPECT_EQ(c.n_ff, 172);
+  EXPECT_EQ(c.rope_dims, 8);
+  EXPECT_EQ(c.rope_style, RopeStyle::Adjacent);
+  EXPECT_FLOAT_EQ(c.norm_eps, 1e-5f);
+  EXPECT_EQ(c.rope_freq_base, 10000.0f);
+  EXPECT_EQ(c.rope_freq_scale, 1.0f);
+  EXPECT_FALSE(c.tied_output);
+  EXPECT_FALSE(c.is_moe());
+}
+
+TEST(ModelConfig, LlamaDefaultsAndTiedOutput) {
+  const auto l = load(base("llama"));
+  const ModelConfig& c = l.cfg;
+  EXPECT_EQ(c.name, "tiny llama");
+  EXPECT_EQ(c.n_vocab, 10);
+  EXPECT_EQ(c.head_dim, 4);     // 16 / 4
+  EXPECT_EQ(c.rope_dims, 4);    // defaults to head_dim
+  EXPECT_EQ(c.n_ff_expert, 40); // defaults to n_ff
+  EXPECT_FLOAT_EQ(c.norm_eps, 1e-6f);
+  EXPECT_TRUE(c.tied_output);   // no output.weight
+  EXPECT_TRUE(c.expert_weights_norm);
+}
+
+TEST(ModelConfig, MixtralStyleLlamaExperts) {
+  GGUFWriter w = base("llama");
+  w.set_u32("llama.expert_count", 8);
+  w.set_u32("llama.expert_used_count", 2);
+  std::vector<float> out(16 * 10, 1.0f);
+  w.add_tensor_f32("output.weight", DType::F32, {16, 10}, out);
+  const auto c = load(w).cfg;
+  EXPECT_TRUE(c.is_moe());
+  EXPECT_EQ(c.n_expert, 8);
+  EXPECT_EQ(c.n_expert_used, 2);
+  EXPECT_EQ(c.n_ff_expert, 40);
+  EXPECT_TRUE(c.expert_weights_norm);  // Mixtral renormalises the top-k weights
+  EXPECT_FALSE(c.tied_output);
+}
+
+TEST(ModelConfig, Qwen2MoeFromKeysAndTensorVocab) {
+  GGUFWriter w;
+  w.set_string("general.architecture", "qwen2moe");
+  w.set_u32("qwen2moe.context_length", 32768);
+  w.set_u32("qwen2moe.embedding_length", 32);
+  w.set_u32("qwen2moe.block_count", 2);
+  w.set_u32("qwen2moe.feed_forward_length", 64);
+  w.set_u32("qwen2moe.attention.head_count", 4);
+  w.set_u32("qwen2moe.attention.head_count_kv", 4);
+  w.set_u32("qwen2moe.attention.key_length", 16);  // head_dim != n_embd / n_head
+  w.set_u32("qwen2moe.attention.value_length", 16);
+  w.set_f32("qwen2moe.rope.freq_base", 1000000.0f);
+  w.set_u32("qwen2moe.expert_count", 60);
+  w.set_u32("qwen2moe.expert_used_count", 4);
+  w.set_u32("qwen2moe.expert_feed_forward_length", 24);
+  w.set_u32("qwen2moe.expert_shared_feed_forward_length", 96);
+  std::vector<float> emb(32 * 7, 0.5f);
+  w.add_tensor_f32("token_embd.weight", DType::F32, {32, 7}, emb);  // no tokenizer: vocab from here
+  const auto c = load(w).cfg;
+  EXPECT_EQ(c.arch, Arch::Qwen2Moe);
+  EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
+  EXPECT_EQ(c.n_vocab, 7);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.rope_dims, 16);
+  EXPECT_EQ(c.rope_freq_base, 1000000.0f);
+  EXPECT_EQ(c.n_expert, 60);
+  EXPECT_EQ(c.n_expert_used, 4);
+  EXPECT_EQ(c.n_ff_expert, 24);
+  EXPECT_EQ(c.n_ff_shared_expert, 96);
+  EXPECT_FALSE(c.expert_weights_norm);  // Qwen-MoE: softmax without renormalisation
+  EXPECT_TRUE(c.tied_output);
+  EXPECT_FLOAT_EQ(c.norm_eps, 1e-5f);  // default when the key is absent
+
+  w.set_bool("qwen2moe.expert_weights_norm", true);  // an explicit key wins
+  EXPECT_TRUE(load(w).cfg.expert_weights_norm);
+}
+
+TEST(ModelConfig, Qwen2AndGpt2) {
+  GGUFWriter q = base("qwen2");
+  const auto cq = load(q).cfg;
+  EXPECT_EQ(cq.arch, Arch::Qwen2);
+  EXPECT_EQ(cq.rope_style, RopeStyle::SplitHalves);
+
+  GGUFWriter g = base("gpt2");
+  g.set_f32("gpt2.attention.layer_norm_epsilon", 1e-4f);
+  const auto cg = load(g).cfg;
+  EXPECT_EQ(cg.arch, Arch::Gpt2);
+  EXPECT_EQ(cg.rope_style, RopeStyle::None);
+  EXPECT_EQ(cg.rope_dims, 0);
+  EXPECT_FLOAT_EQ(cg.norm_eps, 1e-4f);
+}
+
+TEST(ModelConfig, RopeScaling) {
+  GGUFWriter w = base("qwen2");
+  w.set_string("qwen2.rope.scaling.type", "linear");
+  w.set_f32("qwen2.rope.scaling.factor", 4.0f);
+  EXPECT_EQ(load(w).cfg.rope_freq_scale, 0.25f);
+
+  GGUFWriter old = base("llama");
+  old.set_f32("llama.rope.scale_linear", 2.0f);  // pre-scaling.type files
+  EXPECT_EQ(load(old).cfg.rope_freq_scale, 0.5f);
+
+  GGUFWriter none = base("llama");
+  none.set_string("llama.rope.scaling.type", "none");
+  EXPECT_EQ(load(none).cfg.rope_freq_scale, 1.0f);
+
+  GGUFWriter yarn = base("qwen2");
+  yarn.set_string("qwen2.rope.scaling.type", "yarn");
+  yarn.set_f32("qwen2.rope.scaling.factor", 4.0f);
+  expect_error(yarn, ErrorKind::Unsupported, "qwen2.rope.scaling.type 'yarn' is unsupported");
+}
+
+TEST(ModelConfig, PerLayerHeadCounts) {
+  GGUFWriter w = base("llama");
+  w.set_i32_array("llama.attention.head_count_kv", {2, 2, 2});
+  EXPECT_EQ(load(w).cfg.n_head_kv, 2);
+  w.set_i32_array("llama.attention.head_count_kv", {2, 1, 2});
+  expect_error(w, ErrorKind::Unsupported, "'llama.attention.head_count_kv' varies per layer");
+}
+
+TEST(ModelConfig, UnknownArchitecture) {
+  GGUFWriter w = base("xyz");
+  const std::string path = scratch_file("xyz");
+  w.write(path);
+  auto f = GGUFFile::open(path);
+  try {
+    ModelConfig::from_gguf(*f);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_EQ(std::string(e.what()),
+              path + ": unsupported architecture 'xyz' (supported: llama, qwen2, qwen2moe, gpt2)");
+  }
+}
+
+TEST(ModelConfig, InvalidFilesAreRejected) {
+  struct Case {
+    const char* what;
+    std::function<void(GGUFWriter&)> edit;
+    ErrorKind kind;
+    const char* phrase;
+  };
+  const Case cases[] = {
+      {"kv heads", [](GGUFWriter& w) { w.set_u32("llama.attention.head_count_kv", 3); }, ErrorKind::Format,
+       "n_head 4 is not a multiple of n_head_kv 3"},
+      {"experts used", [](GGUFWriter& w) { w.set_u32("llama.expert_count", 2); w.set_u32("llama.expert_used_count", 3); },
+       ErrorKind::Format, "n_expert_used is 3 (must be 1 to 2)"},
+      {"layers", [](GGUFWriter& w) { w.set_u32("llama.block_count", 5000); }, ErrorKind::Format,
+       "n_layer is 5000 (must be 1 to 1024)"},
+      {"embd", [](GGUFWriter& w) { w.set_u32("llama.embedding_length", 100000); }, ErrorKind::Format,
+       "n_embd is 100000"},
+      {"zero ff", [](GGUFWriter& w) { w.set_u32("llama.feed_forward_length", 0); }, ErrorKind::Format,
+       "n_ff is 0"},
+      {"head split", [](GGUFWriter& w) { w.set_u32("llama.attention.head_count", 3); w.set_u32("llama.attention.head_count_kv", 3); },
+       ErrorKind::Format, "embedding_length 16 is not a multiple of head_count 3"},
+      {"zero heads", [](GGUFWriter& w) { w.set_u32("llama.attention.head_count", 0); }, ErrorKind::Format,
+       "llama.attention.head_count is 0"},
+      {"huge value", [](GGUFWriter& w) { w.set_u64("llama.context_length", 1ull << 40); }, ErrorKind::Format,
+       "'llama.context_length' value 1099511627776 is out of range"},
+      {"wrong type", [](GGUFWriter& w) { w.set_string("llama.block_count", "three"); }, ErrorKind::Format,
+       "'llama.block_count' has type STRING"},
+      {"odd rope", [](GGUFWriter& w) { w.set_u32("llama.rope.dimension_count", 3); }, ErrorKind::Format,
+       "rope_dims 3 is odd"},
+      {"bad eps", [](GGUFWriter& w) { w.set_f32("llama.attention.layer_norm_rms_epsilon", -1.0f); }, ErrorKind::Format,
+       "norm_eps -1 is not in (0, 1)"},
+      {"vocab", [](GGUFWriter& w) { w.set_string_array("tokenizer.ggml.tokens", {}); }, ErrorKind::Format,
+       "n_vocab is 0"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    GGUFWriter w = base("llama");
+    c.edit(w);
+    expect_error(w, c.kind, c.phrase);
+  }
+}
+
+TEST(ModelConfig, MissingRequiredKey) {
+  // base() sets block_count; build the same header without it.
+  GGUFWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_u32("llama.context_length", 256);
+  w.set_u32("llama.embedding_length", 16);
+  w.set_u32("llama.attention.head_count", 4);
+  w.set_u32("llama.feed_forward_length", 40);
+  w.set_string_array("tokenizer.ggml.tokens", {"a", "b"});
+  expect_error(w, ErrorKind::Format, "metadata key 'llama.block_count' is missing");
+}
+
+TEST(ModelConfig, ValidateOnPlainStruct) {
+  ModelConfig c;
+  c.n_vocab = 32;
+  c.n_ctx_train = 64;
+  c.n_embd = 16;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_head_kv = 4;
+  c.head_dim = 4;
+  c.n_ff = 32;
+  c.rope_dims = 4;
+  EXPECT_NO_THROW(c.validate());
+  c.n_expert = 4;
+  c.n_expert_used = 0;
+  c.n_ff_expert = 8;
+  EXPECT_THROW(c.validate(), Error);  // experts but none used
+  c.n_expert_used = 2;
+  EXPECT_NO_THROW(c.validate());
+  c.n_vocab = (1 << 22) + 1;
+  EXPECT_THROW(c.validate(), Error);
+}

@@ -1,0 +1,336 @@
+// Quantized block formats: hand-made blocks with hand-computed values for every type (so the
+// layout matches ggml's, not just our own quantizer), then quantize -> dequantize error bounds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/quant.h"
+
+using namespace specmoe;
+using specmoe::kernels::cpu::dequantize_row;
+using specmoe::kernels::cpu::quantize_row;
+
+namespace {
+
+void put16(std::vector<uint8_t>& b, size_t at, uint16_t v) { std::memcpy(b.data() + at, &v, 2); }
+
+std::vector<float> dequant(DType t, const std::vector<uint8_t>& bytes, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(n), NAN);
+  dequantize_row(t, bytes.data(), y.data(), n);
+  return y;
+}
+
+// The K-quant scale field used by the Q4_K and Q5_K blocks below, packed by hand:
+//   scales = {1, 2, 3, 63, 17, 33, 48, 5}, mins = {0, 1, 2, 3, 60, 31, 16, 63}
+//   bytes 0-3: scale j (low 6 bits) | top 2 bits of scale j+4 << 6: 1|1<<6, 2|2<<6, 3|3<<6, 63|0
+//   bytes 4-7: min j | top 2 bits of min j+4 << 6:                  0|3<<6, 1|1<<6, 2|1<<6, 3|3<<6
+//   bytes 8-11: low 4 bits of scale j+4 | low 4 bits of min j+4 << 4: 1|12<<4, 1|15<<4, 0|0, 5|15<<4
+const uint8_t kScales12[12] = {65, 130, 195, 63, 192, 65, 66, 195, 193, 241, 0, 245};
+const int kSc[8] = {1, 2, 3, 63, 17, 33, 48, 5};
+const int kMn[8] = {0, 1, 2, 3, 60, 31, 16, 63};
+
+}  // namespace
+
+TEST(QuantBlocks, Q4_0HandMade) {
+  std::vector<uint8_t> b(18 * 2);
+  put16(b, 0, 0x3800);  // d = 0.5
+  for (int j = 0; j < 16; ++j) b[2 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  put16(b, 18, 0xC000);  // d = -2
+  for (int j = 0; j < 16; ++j) b[20 + j] = 0x8F;  // low nibble 15 -> +7, high 8 -> 0
+  const auto y = dequant(DType::Q4_0, b, 64);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], (j - 8) * 0.5f) << j;        // element j: low nibble of byte j
+    EXPECT_EQ(y[j + 16], (7 - j) * 0.5f) << j;   // element j+16: high nibble of byte j
+    EXPECT_EQ(y[32 + j], -14.0f);
+    EXPECT_EQ(y[48 + j], 0.0f);
+  }
+  EXPECT_EQ(y[0], -4.0f);
+  EXPECT_EQ(y[16], 3.5f);
+}
+
+TEST(QuantBlocks, Q4_1HandMade) {
+  std::vector<uint8_t> b(20);
+  put16(b, 0, 0x3400);  // d = 0.25
+  put16(b, 2, 0xBC00);  // m = -1
+  for (int j = 0; j < 16; ++j) b[4 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  const auto y = dequant(DType::Q4_1, b, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], j * 0.25f - 1.0f) << j;
+    EXPECT_EQ(y[j + 16], (15 - j) * 0.25f - 1.0f) << j;
+  }
+  EXPECT_EQ(y[15], 2.75f);
+  EXPECT_EQ(y[31], -1.0f);
+}
+
+TEST(QuantBlocks, Q8_0HandMade) {
+  std::vector<uint8_t> b(34);
+  put16(b, 0, 0x4000);  // d = 2
+  for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(4 * j - 64));
+  b[2 + 5] = 0x80;  // -128 is a valid code
+  const auto y = dequant(DType::Q8_0, b, 32);
+  for (int j = 0; j < 32; ++j)
+    if (j != 5) {
+      EXPECT_EQ(y[j], (4 * j - 64) * 2.0f) << j;
+    }
+  EXPECT_EQ(y[5], -256.0f);
+  EXPECT_EQ(y[31], 120.0f);
+}
+
+TEST(QuantBlocks, Q4_KHandMade) {
+  std::vector<uint8_t> b(144);
+  put16(b, 0, 0x3C00);  // d = 1
+  put16(b, 2, 0x3800);  // dmin = 0.5
+  std::memcpy(b.data() + 4, kScales12, 12);
+  for (int k = 0; k < 128; ++k) b[16 + k] = static_cast<uint8_t>((k % 16) | ((15 - k % 16) << 4));
+  const auto y = dequant(DType::Q4_K, b, 256);
+  // Element e lives in 64-element chunk c = e/64 at w = e%64: w < 32 is the low nibble of
+  // qs[32c + w], w >= 32 the high nibble of qs[32c + w - 32]; sub-block s = e/32.
+  for (int e = 0; e < 256; ++e) {
+    const int w = e % 64, s = e / 32;
+    const int q = w < 32 ? w % 16 : 15 - (w - 32) % 16;
+    EXPECT_EQ(y[e], 1.0f * kSc[s] * q - 0.5f * kMn[s]) << e;
+  }
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[70], 17.0f);     // s=2, q=6: 3*6 - 0.5*2
+  EXPECT_EQ(y[100], 691.5f);   // s=3, high nibble of qs[36] = 15-4 = 11: 63*11 - 0.5*3
+  EXPECT_EQ(y[130], 4.0f);     // s=4, q=2: 17*2 - 0.5*60
+  EXPECT_EQ(y[255], -31.5f);   // s=7, q=0: -0.5*63
+}
+
+TEST(QuantBlocks, Q5_KHandMade) {
+  std::vector<uint8_t> b(176);
+  put16(b, 0, 0x3C00);  // d = 1
+  put16(b, 2, 0x3800);  // dmin = 0.5
+  std::memcpy(b.data() + 4, kScales12, 12);
+  // qh: bytes 0-15 = 0x55 (even bits: the first half of every chunk gets +16),
+  // bytes 16-31 = 0xAA (odd bits: the second half of every chunk gets +16).
+  for (int l = 0; l < 32; ++l) b[16 + l] = l < 16 ? 0x55 : 0xAA;
+  for (int k = 0; k < 128; ++k) b[48 + k] = static_cast<uint8_t>((k % 16) | ((15 - k % 16) << 4));
+  const auto y = dequant(DType::Q5_K, b, 256);
+  for (int e = 0; e < 256; ++e) {
+    const int w = e % 64, s = e / 32;
+    const int l = w % 32;
+    const bool first_half = w < 32;
+    int q = first_half ? w % 16 : 15 - l % 16;
+    if (first_half && l < 16) q += 16;
+    if (!first_half && l >= 16) q += 16;
+    EXPECT_EQ(y[e], 1.0f * kSc[s] * q - 0.5f * kMn[s]) << e;
+  }
+  EXPECT_EQ(y[0], 16.0f);     // q = 0 + 16 (bit 0 of 0x55)
+  EXPECT_EQ(y[20], 4.0f);     // l=20: bit 0 of 0xAA clear, q = 4
+  EXPECT_EQ(y[100], 691.5f);  // l=4: bit 3 of 0x55 clear, q = 11
+  EXPECT_EQ(y[255], 48.5f);   // l=31: bit 7 of 0xAA set, q = 0 + 16: 5*16 - 31.5
+}
+
+TEST(QuantBlocks, Q6_KHandMade) {
+  std::vector<uint8_t> b(210);
+  for (int k = 0; k < 128; ++k) b[k] = static_cast<uint8_t>(k * 7);         // ql
+  for (int k = 0; k < 64; ++k) b[128 + k] = static_cast<uint8_t>(k * 13);   // qh
+  for (int s = 0; s < 16; ++s) b[192 + s] = static_cast<uint8_t>(static_cast<int8_t>(3 * s - 20));
+  put16(b, 208, 0x3400);  // d = 0.25
+  const auto y = dequant(DType::Q6_K, b, 256);
+  // Element e: half h = e/128, r = e%128, group g = r/32, l = r%32; low 4 bits from
+  // ql[64h + l + 32*(g&1)] (low nibble for g < 2, high for g >= 2), top 2 bits from
+  // qh[32h + l] >> 2g; value d * scales[e/16] * (q - 32).
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, r = e % 128, g = r / 32, l = r % 32;
+    const uint8_t qlb = b[64 * h + l + 32 * (g & 1)];
+    const int low = g < 2 ? (qlb & 0xF) : (qlb >> 4);
+    const int high = (b[128 + 32 * h + l] >> (2 * g)) & 3;
+    const int scale = 3 * (e / 16) - 20;
+    EXPECT_EQ(y[e], 0.25f * static_cast<float>(scale * ((low | (high << 4)) - 32))) << e;
+  }
+  EXPECT_EQ(y[0], 160.0f);   // ql 0, qh 0 -> q=-32; scale -20
+  EXPECT_EQ(y[33], -80.5f);  // ql[33]=0xE7 -> 7, qh[1]=13 -> bits 2-3 = 3: q = 55-32 = 23; scale -14
+  EXPECT_EQ(y[200], -68.0f); // ql[72]=0xF8 -> high 15, qh[40]=8 -> bits 4-5 = 0: q = -17; scale 16
+}
+
+TEST(QuantBlocks, FloatTypes) {
+  const std::vector<float> x = {1.0f, -2.5f, 65504.0f, std::ldexp(1.0f, -24), 3.14159f};
+  std::vector<uint8_t> b(x.size() * 4);
+  quantize_row(DType::F32, x.data(), b.data(), 5);
+  EXPECT_EQ(dequant(DType::F32, b, 5), x);
+  quantize_row(DType::F16, x.data(), b.data(), 5);
+  auto y = dequant(DType::F16, b, 5);
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_EQ(y[2], 65504.0f);
+  EXPECT_EQ(y[3], std::ldexp(1.0f, -24));
+  EXPECT_EQ(y[4], 3.140625f);  // nearest half to pi-ish: 3 + 0.140625 (step 2^-9 * ... )
+  quantize_row(DType::BF16, x.data(), b.data(), 5);
+  y = dequant(DType::BF16, b, 5);
+  EXPECT_EQ(y[1], -2.5f);
+  EXPECT_EQ(y[4], 3.140625f);
+}
+
+// The dequantizer's inline half conversion must agree with fp16_to_fp32 on every bit pattern.
+TEST(QuantBlocks, F16RowMatchesScalarConversionOnAllHalves) {
+  std::vector<uint8_t> b(65536 * 2);
+  for (uint32_t h = 0; h < 65536; ++h) put16(b, 2 * h, static_cast<uint16_t>(h));
+  const auto y = dequant(DType::F16, b, 65536);
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float ref = fp16_to_fp32(static_cast<uint16_t>(h));
+    if (std::isnan(ref)) {
+      ASSERT_TRUE(std::isnan(y[h])) << h;
+    } else {
+      ASSERT_EQ(std::bit_cast<uint32_t>(y[h]), std::bit_cast<uint32_t>(ref)) << h;
+    }
+  }
+}
+
+TEST(QuantBlocks, RejectsPartialBlocks) {
+  std::vector<float> x(300);
+  std::vector<uint8_t> b(1024);
+  EXPECT_THROW(quantize_row(DType::Q8_0, x.data(), b.data(), 33), Error);
+  EXPECT_THROW(quantize_row(DType::Q4_K, x.data(), b.data(), 100), Error);
+  EXPECT_THROW(dequantize_row(DType::Q6_K, b.data(), x.data(), 255), Error);
+}
+
+// ---------------------------------------------------------------- round trips
+
+namespace {
+
+// Random data with a per-32 scale spread over 3 decades and occasional outliers, so blocks and
+// sub-blocks have very different ranges (what real weight rows look like).
+std::vector<float> random_row(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t b = 0; b < n; b += 32) {
+    const float scale = std::pow(10.0f, -2.0f + 3.0f * static_cast<float>(rng() % 1000) / 1000.0f);
+    const float shift = (rng() % 4 == 0) ? scale : 0.0f;  // some blocks are not centred on zero
+    for (int64_t j = b; j < b + 32; ++j) x[j] = shift + scale * normal(rng) * ((rng() % 64 == 0) ? 5.0f : 1.0f);
+  }
+  return x;
+}
+
+float amax_of(const float* x, int64_t n) {
+  float a = 0.0f;
+  for (int64_t i = 0; i < n; ++i) a = std::max(a, std::fabs(x[i]));
+  return a;
+}
+float range_of(const float* x, int64_t n) {
+  float lo = x[0], hi = x[0];
+  for (int64_t i = 0; i < n; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
+  return hi - lo;
+}
+
+// Per-element error bound of each format, derived from how it quantizes (see quant.cpp):
+// half the code step from rounding, plus a full step where the format cannot represent one side
+// exactly (Q4_0/Q6_K map the largest magnitude to -8/-32, so +amax clamps to 7/31), plus the
+// fp16 rounding of the stored scales (relative 2^-11, times up to 63/127 code units: bounded
+// by 2^-8 of the block's magnitude).
+float error_bound(DType t, const float* x, int64_t e) {
+  constexpr float kFp16 = 1.0f / 256.0f;
+  switch (t) {
+    case DType::F32: return 0.0f;
+    case DType::F16: return std::fabs(x[e]) * std::ldexp(1.0f, -11) + std::ldexp(1.0f, -25);
+    case DType::BF16: return std::fabs(x[e]) * std::ldexp(1.0f, -8);
+    default: break;
+  }
+  const int64_t bs = dtype_info(t).block_size;
+  const float* blk = x + e / bs * bs;
+  const float A = amax_of(blk, bs);
+  switch (t) {
+    case DType::Q8_0: return 0.5f * A / 127.0f + kFp16 * A;
+    case DType::Q4_0: return A / 8.0f + kFp16 * A;
+    case DType::Q4_1: return 0.5f * range_of(blk, bs) / 15.0f + kFp16 * A;
+    case DType::Q4_K:
+    case DType::Q5_K: {
+      // Sub-block step = range_s/qmax rounded up to a multiple of d = max step / 63, and the
+      // 6-bit min is off by at most dmin/2 = (max |negative part|)/126, which clamping at code 0
+      // or qmax turns into at most that much error.
+      const int qmax = t == DType::Q4_K ? 15 : 31;
+      const float* sub = x + e / 32 * 32;
+      float max_step = 0.0f;
+      for (int s = 0; s < 8; ++s) {
+        const float* xs = blk + 32 * s;
+        float lo = 0.0f, hi = xs[0];
+        for (int l = 0; l < 32; ++l) lo = std::min(lo, xs[l]), hi = std::max(hi, xs[l]);
+        max_step = std::max(max_step, (hi - lo) / qmax);
+      }
+      float lo = 0.0f, hi = sub[0];
+      for (int l = 0; l < 32; ++l) lo = std::min(lo, sub[l]), hi = std::max(hi, sub[l]);
+      const float step = (hi - lo) / qmax + max_step / 63.0f;
+      return std::max(0.5f * step, A / 126.0f) + kFp16 * A;
+    }
+    case DType::Q6_K: {
+      // Sub-block scale amax_s/32 is stored as an int8 multiple of d = max scale / 127: off by
+      // d/2, which over 32 code units moves the edge by 16 d; plus the clamp at +31.
+      const float As = amax_of(x + e / 16 * 16, 16);
+      return As / 32.0f + 17.0f * A / (32.0f * 127.0f) + kFp16 * A;
+    }
+    default: return 0.0f;
+  }
+}
+
+}  // namespace
+
+class QuantRoundTrip : public ::testing::TestWithParam<DType> {};
+
+TEST_P(QuantRoundTrip, ErrorWithinFormatBound) {
+  const DType t = GetParam();
+  const int64_t bs = dtype_info(t).block_size;
+  for (int64_t n : {32, 96, 256, 768}) {
+    if (n % bs != 0) continue;
+    SCOPED_TRACE(fmt::format("{} n={}", dtype_name(t), n));
+    const auto x = random_row(n, static_cast<uint32_t>(n) * 31 + static_cast<uint32_t>(t));
+    std::vector<uint8_t> q(dtype_row_bytes(t, n));
+    quantize_row(t, x.data(), q.data(), n);
+    std::vector<float> y(static_cast<size_t>(n));
+    dequantize_row(t, q.data(), y.data(), n);
+    double err2 = 0.0, sig2 = 0.0;
+    int nonzero = 0;
+    for (int64_t e = 0; e < n; ++e) {
+      ASSERT_TRUE(std::isfinite(y[e])) << e;
+      const float bound = error_bound(t, x.data(), e) * 1.001f + 1e-12f;
+      ASSERT_LE(std::fabs(y[e] - x[e]), bound) << "element " << e << " x=" << x[e] << " y=" << y[e];
+      err2 += (y[e] - x[e]) * static_cast<double>(y[e] - x[e]);
+      sig2 += static_cast<double>(x[e]) * x[e];
+      nonzero += y[e] != 0.0f;
+    }
+    EXPECT_GT(nonzero, n / 2);  // guard: the dequantized row is not trivially zero
+    // Normalized MSE ceilings, about 2-4x the values measured on this data (F16 4e-8, BF16 3e-6,
+    // Q8_0 5e-5, Q4_0 1.8e-2, Q4_1 9e-3, Q4_K 6.5e-3, Q5_K 1.2e-3, Q6_K 4.4e-4): they catch a
+    // format that stays inside its per-element bound but is much worse on average. The error is
+    // dominated by the blocks with the largest scale, whose uniform rounding noise is step^2/12.
+    const double nmse = err2 / sig2;
+    double ceiling = 0.0;
+    switch (t) {
+      case DType::F32: ceiling = 0.0; break;
+      case DType::F16: ceiling = 2e-7; break;
+      case DType::BF16: ceiling = 1e-5; break;
+      case DType::Q8_0: ceiling = 2e-4; break;
+      case DType::Q4_0: ceiling = 4e-2; break;
+      case DType::Q4_1: ceiling = 2e-2; break;
+      case DType::Q4_K: ceiling = 2e-2; break;
+      case DType::Q5_K: ceiling = 4e-3; break;
+      case DType::Q6_K: ceiling = 1.5e-3; break;
+    }
+    EXPECT_LE(nmse, ceiling);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, QuantRoundTrip,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                                           DType::Q4_K, DType::Q5_K, DType::Q6_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(QuantRoundTrip, ZeroAndConstantBlocks) {
+  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  for (DType t : types) {
+    SCOPED_TRACE(dtype_name(t));
+    std::vector<float> zeros(256, 0.0f), y(256, NAN);
+    std::vector<uint8_t> q(dtype_row_bytes(t, 256));
+    quantize_row(t, zeros.data(), q.data(), 256);
+    dequantize_row(t, q.data(), y.data(), 256);
+    for (float v : y) ASSERT_EQ(v, 0.0f);
+    std::vector<float> c(256, -3.0f);
+    quantize_row(t, c.data(), q.data(), 256);
+    dequantize_row(t, q.data(), y.data(), 256);
+    for (float v : y) ASSERT_NEAR(v, -3.0f, 3.0f / 256.0f);  // fp16 scale rounding only
+  }
+}
