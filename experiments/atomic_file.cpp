@@ -1,0 +1,84 @@
+// Atomic writes by temporary file + rename (rename is atomic within one POSIX file system).
+#include "experiments/atomic_file.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+namespace specmoe::exp {
+namespace fs = std::filesystem;
+
+namespace {
+std::string temp_name_for(const fs::path& target) {
+  static std::atomic<uint64_t> counter{0};
+  return (target.parent_path() / fmt::format(".{}.tmp-{}-{}", target.filename().string(),
+                                             static_cast<long>(::getpid()), counter++))
+      .string();
+}
+}  // namespace
+
+void write_file_atomic(const std::string& path, std::string_view content) {
+  fs::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path()) {
+    fs::create_directories(target.parent_path(), ec);
+    if (ec) throw_error(ErrorKind::Io, "{}: cannot create folder: {}", path, ec.message());
+  }
+  std::string tmp = temp_name_for(target);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_error(ErrorKind::Io, "{}: cannot create temporary file: {}", path, std::strerror(errno));
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;  // SIGINT arrives here too: finish the write regardless
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw_error(ErrorKind::Io, "{}: write failed: {}", path, std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw_error(ErrorKind::Io, "{}: cannot flush: {}", path, std::strerror(err));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw_error(ErrorKind::Io, "{}: cannot rename temporary file into place: {}", path, std::strerror(err));
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error(ErrorKind::Io, "{}: cannot open for reading", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw_error(ErrorKind::Io, "{}: read failed", path);
+  return ss.str();
+}
+
+void check_folder_writable(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw_error(ErrorKind::Io, "{}: cannot create output folder: {}", dir, ec.message());
+  if (!fs::is_directory(dir)) throw_error(ErrorKind::Io, "{}: output path is not a folder", dir);
+  std::string probe = temp_name_for(fs::path(dir) / "write-probe");
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw_error(ErrorKind::Io, "{}: output folder is not writable: {}", dir, std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+}  // namespace specmoe::exp

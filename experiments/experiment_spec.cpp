@@ -1,0 +1,211 @@
+// ExperimentSpec helpers: source positions, the strategy/sampling field table, validation.
+#include "experiments/experiment_spec.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "core/error.h"
+
+namespace specmoe::exp {
+
+int SourceMap::line_of(const std::string& key) const {
+  std::string k = key;
+  while (!k.empty()) {
+    auto it = lines.find(k);
+    if (it != lines.end()) return it->second;
+    size_t cut = k.find_last_of(".[");
+    if (cut == std::string::npos) break;
+    k.resize(cut);
+  }
+  return 0;
+}
+
+std::string SourceMap::message(const std::string& key, const std::string& problem) const {
+  return fmt::format("{}:{}: key '{}': {}", file, line_of(key), key, problem);
+}
+
+void SourceMap::fail(const std::string& key, const std::string& problem) const {
+  throw Error(ErrorKind::Config, message(key, problem));
+}
+
+std::string FieldValue::text() const {
+  switch (type) {
+    case Type::Integer: return fmt::format("{}", i);
+    case Type::Float: return fmt::format("{}", f);
+    case Type::String: return s;
+    case Type::Bool: return b ? "true" : "false";
+  }
+  return "";
+}
+
+bool FieldValue::operator==(const FieldValue& o) const {
+  if (type != o.type) return false;
+  switch (type) {
+    case Type::Integer: return i == o.i;
+    case Type::Float: return f == o.f;
+    case Type::String: return s == o.s;
+    case Type::Bool: return b == o.b;
+  }
+  return false;
+}
+
+const char* strategy_kind_name(StrategyKind kind) {
+  return kind == StrategyKind::Speculative ? "speculative" : "autoregressive";
+}
+
+namespace {
+
+const char* type_name(FieldValue::Type t) {
+  switch (t) {
+    case FieldValue::Type::Integer: return "integer";
+    case FieldValue::Type::Float: return "float";
+    case FieldValue::Type::String: return "string";
+    case FieldValue::Type::Bool: return "boolean";
+  }
+  return "?";
+}
+
+// Integer field with an inclusive range.
+std::string set_int(const FieldValue& v, int& out, int64_t lo, int64_t hi) {
+  if (v.type != FieldValue::Type::Integer) return fmt::format("expected an integer, got {}", type_name(v.type));
+  if (v.i < lo) return fmt::format("must be >= {}, got {}", lo, v.i);
+  if (v.i > hi) return fmt::format("must be <= {}, got {}", hi, v.i);
+  out = static_cast<int>(v.i);
+  return "";
+}
+
+// Float field (integers accepted) in a range with open or closed ends.
+std::string set_float(const FieldValue& v, double& out, double lo, bool lo_open, double hi, bool hi_open) {
+  double x;
+  if (v.type == FieldValue::Type::Float) x = v.f;
+  else if (v.type == FieldValue::Type::Integer) x = static_cast<double>(v.i);
+  else return fmt::format("expected a number, got {}", type_name(v.type));
+  bool ok = std::isfinite(x) && (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
+  if (!ok) {
+    if (std::isinf(hi)) return fmt::format("must be {} {}, got {}", lo_open ? ">" : ">=", lo, x);
+    return fmt::format("must be in {}{}, {}{}, got {}", lo_open ? "(" : "[", lo, hi, hi_open ? ")" : "]", x);
+  }
+  out = x;
+  return "";
+}
+
+std::string set_string(const FieldValue& v, std::string& out) {
+  if (v.type != FieldValue::Type::String) return fmt::format("expected a string, got {}", type_name(v.type));
+  if (v.s.empty()) return "must not be empty";
+  out = v.s;
+  return "";
+}
+
+constexpr double kInf = INFINITY;
+constexpr int64_t kMaxDraft = 64;      // beyond this a verification batch is no longer cheap
+constexpr int64_t kMaxTokens = 1 << 20;
+
+struct FieldDef {
+  const char* name;
+  bool strategy;       // else sampling
+  const char* abbrev;  // run-name prefix of a swept value
+  std::string (*apply)(const FieldValue&, StrategySpec&, SamplingSpec&);
+};
+
+const FieldDef kFields[] = {
+    {"drafter", true, "", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_string(v, s.drafter); }},
+    {"draft", true, "d", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_string(v, s.draft); }},
+    {"verifier", true, "v", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_string(v, s.verifier); }},
+    {"draft_max", true, "g", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.draft_max, 1, kMaxDraft); }},
+    {"draft_min", true, "gmin", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.draft_min, 0, kMaxDraft); }},
+    {"draft_p_min", true, "pmin", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_float(v, s.draft_p_min, 0, false, 1, false); }},
+    {"ngram_min", true, "nmin", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.ngram_min, 1, 64); }},
+    {"ngram_max", true, "nmax", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.ngram_max, 1, 64); }},
+    {"layerskip_layers", true, "L", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.layerskip_layers, 0, 100000); }},
+    {"temperature", false, "t", [](const FieldValue& v, StrategySpec&, SamplingSpec& p) { return set_float(v, p.temperature, 0, false, kInf, false); }},
+    {"top_k", false, "k", [](const FieldValue& v, StrategySpec&, SamplingSpec& p) { return set_int(v, p.top_k, 0, 1 << 30); }},
+    {"top_p", false, "p", [](const FieldValue& v, StrategySpec&, SamplingSpec& p) { return set_float(v, p.top_p, 0, true, 1, false); }},
+    {"min_p", false, "mp", [](const FieldValue& v, StrategySpec&, SamplingSpec& p) { return set_float(v, p.min_p, 0, false, 1, false); }},
+    {"max_tokens", false, "n", [](const FieldValue& v, StrategySpec&, SamplingSpec& p) { return set_int(v, p.max_tokens, 1, kMaxTokens); }},
+    {"repeat_penalty", false, "rp", [](const FieldValue& v, StrategySpec&, SamplingSpec& p) { return set_float(v, p.repeat_penalty, 0, true, kInf, false); }},
+};
+
+const FieldDef* find_field(std::string_view key) {
+  for (const auto& f : kFields)
+    if (key == f.name) return &f;
+  return nullptr;
+}
+
+}  // namespace
+
+bool is_strategy_field(std::string_view key) {
+  const FieldDef* f = find_field(key);
+  return f && f->strategy;
+}
+
+bool is_sampling_field(std::string_view key) {
+  const FieldDef* f = find_field(key);
+  return f && !f->strategy;
+}
+
+std::vector<std::string> sweepable_field_names() {
+  std::vector<std::string> names;
+  for (const auto& f : kFields) names.push_back(f.name);
+  return names;
+}
+
+std::string field_abbreviation(std::string_view key) {
+  const FieldDef* f = find_field(key);
+  return f ? f->abbrev : std::string(key) + "=";
+}
+
+std::string apply_field(std::string_view key, const FieldValue& value, StrategySpec& strategy,
+                        SamplingSpec& sampling) {
+  const FieldDef* f = find_field(key);
+  if (!f) return "unknown field";
+  return f->apply(value, strategy, sampling);
+}
+
+const ModelSpec* ExperimentSpec::find_model(std::string_view name) const {
+  for (const auto& m : models)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+std::string ExperimentSpec::strategy_key(int strategy_index, const std::string& field) const {
+  return fmt::format("strategy[{}]{}{}", strategy_index, field.empty() ? "" : ".", field);
+}
+
+void ExperimentSpec::validate() const {
+  if (models.empty()) src.fail("models", "no models defined (add a [models.NAME] table with path or synth)");
+  if (strategies.empty()) src.fail("strategy", "no strategies defined (add a [[strategy]] table)");
+  if (prompts.empty()) src.fail("prompts", "the prompt set is empty");
+
+  std::string model_names;
+  for (const auto& m : models) model_names += (model_names.empty() ? "" : ", ") + m.name;
+  std::set<std::string> names;
+  for (const auto& s : strategies) {
+    auto key = [&](const std::string& field) { return strategy_key(s.index, field); };
+    if (!names.insert(s.name).second) src.fail(key("name"), fmt::format("duplicate strategy name '{}'", s.name));
+    if (!find_model(s.target))
+      src.fail(key("target"), fmt::format("undefined model '{}' (defined: {})", s.target, model_names));
+    if (s.kind == StrategyKind::Autoregressive) {
+      if (!s.drafter.empty()) src.fail(key("drafter"), "only speculative strategies take a drafter");
+      continue;
+    }
+    if (s.drafter.empty()) src.fail(key(""), "missing required key 'drafter' for a speculative strategy");
+    if (s.drafter == "model" && s.draft.empty())
+      src.fail(key(""), "missing required key 'draft' (the draft model) for drafter 'model'");
+    if (!s.draft.empty() && !find_model(s.draft))
+      src.fail(key("draft"), fmt::format("undefined model '{}' (defined: {})", s.draft, model_names));
+  }
+  for (const auto& name : sweep.only)
+    if (!names.count(name)) src.fail("sweep.only", fmt::format("undefined strategy '{}'", name));
+}
+
+std::string synth_cache_dir() {
+  namespace fs = std::filesystem;
+  if (const char* d = std::getenv("SPECMOE_CACHE_DIR"); d && *d) return d;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return (fs::path(d) / "specmoe").string();
+  if (const char* h = std::getenv("HOME"); h && *h) return (fs::path(h) / ".cache" / "specmoe").string();
+  return (fs::temp_directory_path() / "specmoe-cache").string();
+}
+
+}  // namespace specmoe::exp

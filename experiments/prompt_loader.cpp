@@ -1,0 +1,121 @@
+// Loading prompts from inline lists, text files and MT-bench style JSONL question files.
+#include "experiments/prompt_loader.h"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace specmoe::exp {
+namespace {
+
+std::string unescape_line(const std::string& line) {
+  std::string out;
+  out.reserve(line.size());
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\\' && i + 1 < line.size()) {
+      if (line[i + 1] == 'n') { out += '\n'; ++i; continue; }
+      if (line[i + 1] == '\\') { out += '\\'; ++i; continue; }
+    }
+    out += line[i];
+  }
+  return out;
+}
+
+void strip_cr(std::string& line) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+}
+
+void load_text_file(const PromptSource& source, const SourceMap& src, std::vector<Prompt>& out) {
+  std::ifstream in(source.file, std::ios::binary);
+  if (!in) src.fail("prompts.file", fmt::format("cannot open '{}'", source.file));
+  std::string line;
+  while (std::getline(in, line)) {
+    strip_cr(line);
+    size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    out.push_back({"", "", unescape_line(line)});
+  }
+}
+
+void load_jsonl(const PromptSource& source, const SourceMap& src, std::vector<Prompt>& out) {
+  std::ifstream in(source.jsonl, std::ios::binary);
+  if (!in) src.fail("prompts.jsonl", fmt::format("cannot open '{}'", source.jsonl));
+  std::set<std::string> wanted(source.categories.begin(), source.categories.end());
+  std::set<std::string> seen_categories, matched_categories;
+  std::string line;
+  int line_no = 0;
+  auto fail = [&](const std::string& problem) {
+    src.fail("prompts.jsonl", fmt::format("{} line {}: {}", source.jsonl, line_no, problem));
+  };
+  while (std::getline(in, line)) {
+    ++line_no;
+    strip_cr(line);
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    nlohmann::json q;
+    try {
+      q = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      fail(fmt::format("invalid JSON ({})", e.what()));
+    }
+    if (!q.is_object()) fail("expected a JSON object");
+    Prompt p;
+    const char* id_key = q.contains("question_id") ? "question_id" : "task_id";
+    if (q.contains(id_key)) {
+      const auto& id = q[id_key];
+      if (id.is_string()) p.id = id.get<std::string>();
+      else if (id.is_number_integer()) p.id = std::to_string(id.get<int64_t>());
+      else fail(fmt::format("'{}' must be a string or an integer", id_key));
+    }
+    if (q.contains("category")) {
+      if (!q["category"].is_string()) fail("'category' must be a string");
+      p.category = q["category"].get<std::string>();
+    }
+    if (q.contains("turns")) {
+      const auto& turns = q["turns"];
+      if (!turns.is_array()) fail("'turns' must be an array of strings");
+      if (static_cast<size_t>(source.turn) >= turns.size())
+        fail(fmt::format("question '{}' has {} turn(s); prompts.turn = {} is out of range", p.id,
+                         turns.size(), source.turn));
+      if (!turns[source.turn].is_string()) fail("'turns' must be an array of strings");
+      p.text = turns[source.turn].get<std::string>();
+    } else if (q.contains("prompt") && q["prompt"].is_string()) {
+      p.text = q["prompt"].get<std::string>();
+    } else {
+      fail("expected 'turns' (array of strings) or 'prompt' (string)");
+    }
+    seen_categories.insert(p.category);
+    if (!wanted.empty() && !wanted.count(p.category)) continue;
+    matched_categories.insert(p.category);
+    out.push_back(std::move(p));
+  }
+  for (const auto& c : source.categories) {
+    if (!matched_categories.count(c)) {
+      std::string have;
+      for (const auto& s : seen_categories) have += (have.empty() ? "" : ", ") + s;
+      src.fail("prompts.categories", fmt::format("no question of category '{}' in {} (categories: {})",
+                                                 c, source.jsonl, have));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<Prompt> load_prompts(const PromptSource& source, const SourceMap& src) {
+  std::vector<Prompt> prompts;
+  for (const auto& text : source.list) prompts.push_back({"", "", text});
+  if (!source.file.empty()) load_text_file(source, src, prompts);
+  if (!source.jsonl.empty()) load_jsonl(source, src, prompts);
+  if (source.limit > 0 && prompts.size() > static_cast<size_t>(source.limit)) prompts.resize(source.limit);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (prompts[i].id.empty()) prompts[i].id = fmt::format("p{}", i);
+    if (prompts[i].text.empty()) src.fail("prompts", fmt::format("prompt {} ('{}') is empty", i, prompts[i].id));
+  }
+  if (prompts.empty()) src.fail("prompts", "the prompt set is empty (check list/file/jsonl, categories and limit)");
+  return prompts;
+}
+
+}  // namespace specmoe::exp

@@ -1,0 +1,138 @@
+// Plain results of an experiment: one PromptRecord per (run, prompt, repeat) as the executor
+// measured it, and the per-run aggregates the report shows. Field names are DESIGN.md's metric
+// names ("Metrics"), so report.json, runs.csv and records.jsonl use them verbatim.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace specmoe::exp {
+
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Seconds spent in each phase of one generation (time_breakdown).
+struct TimeBreakdown {
+  double draft_s = 0.0;   // drafter proposing tokens (draft model forwards, n-gram lookup, ...)
+  double verify_s = 0.0;  // target forwards (prefill and verification)
+  double sample_s = 0.0;  // logits processing, sampling and accept/reject decisions
+  double other_s = 0.0;   // everything else (cache rollback, bookkeeping)
+};
+
+// Expert routing counters of the target's MoE layers for one generation (absent for dense models).
+struct MoeRecord {
+  std::vector<std::vector<int64_t>> expert_tokens;  // [layer][expert]: tokens routed there
+  std::vector<int64_t> dropped_tokens;              // [layer]: tokens dropped by capacity limits
+  int n_expert_used = 0;                            // k
+  // distinct_experts_sum[T] / distinct_experts_count[T]: mean number of distinct experts one
+  // layer touched in a target forward of T tokens (U(T)); index 0 unused.
+  std::vector<double> distinct_experts_sum;
+  std::vector<int64_t> distinct_experts_count;
+  double expert_bytes_read = 0.0;  // bytes of expert weights read over the whole generation
+};
+
+// One generation: a run's strategy on one prompt, one repeat.
+struct PromptRecord {
+  std::string run;            // run name
+  int prompt_index = 0;       // index into the experiment's prompt list
+  std::string prompt_id;      // question_id, or "p<index>" for inline/file prompts
+  std::string category;       // MT-bench category, "" when the source has none
+  int repeat = 0;
+  int n_prompt_tokens = 0;
+  std::vector<int32_t> tokens;  // generated token ids (prompt excluded)
+  std::string text;             // their detokenized text
+  bool stopped_at_eog = false;  // ended on an end-of-generation token rather than max_tokens
+
+  int64_t n_generated = 0;  // tokens generated (== tokens.size())
+  int64_t n_drafted = 0;    // draft tokens proposed
+  int64_t n_accepted = 0;   // draft tokens accepted
+  int64_t n_steps = 0;      // target verification forwards during decoding
+  // position_drafted[i]: steps that drafted at least i+1 tokens; position_accepted[i]: of those,
+  // steps that accepted draft token i+1 (per_position_acceptance = accepted / drafted).
+  std::vector<int64_t> position_drafted, position_accepted;
+
+  double wall_s = 0.0;              // whole generation (prefill + decode), seconds
+  double ttft_ms = kNaN;            // time to first generated token, milliseconds
+  double tokens_per_second = kNaN;  // n_generated / wall_s unless the engine measured otherwise
+  double cost_ratio = kNaN;         // draft step time / single-token target step time (c)
+  double draft_step_ms = kNaN;      // mean time of one draft step, milliseconds
+  double target_step_ms = kNaN;     // mean time of one single-token target step, milliseconds
+  TimeBreakdown time_breakdown;
+  std::optional<MoeRecord> moe;
+
+  double acceptance_rate() const {
+    return n_drafted > 0 ? static_cast<double>(n_accepted) / static_cast<double>(n_drafted) : kNaN;
+  }
+  double mean_accepted_length() const {  // tau = (n_accepted + n_steps) / n_steps
+    return n_steps > 0 ? static_cast<double>(n_accepted + n_steps) / static_cast<double>(n_steps)
+                       : kNaN;
+  }
+  double seconds_per_token() const {
+    return n_generated > 0 ? wall_s / static_cast<double>(n_generated) : kNaN;
+  }
+};
+
+// A sample mean with its 95% confidence half-width (Student t, n-1 degrees of freedom).
+struct Estimate {
+  double mean = kNaN;
+  double ci95 = kNaN;  // half-width: the interval is mean +- ci95 (NaN when n < 2)
+  double sd = kNaN;    // sample standard deviation
+  int n = 0;           // finite samples used
+};
+
+struct CategoryAggregate {
+  std::string category;
+  int n_records = 0;
+  Estimate tokens_per_second, acceptance_rate, mean_accepted_length, speedup;
+};
+
+// MoE load statistics of one layer over all of a run's records.
+struct MoeLayerAggregate {
+  std::vector<int64_t> expert_tokens;
+  double load_cv = kNaN;          // std / mean of expert_tokens
+  double max_over_mean = kNaN;    // max / mean of expert_tokens
+  double jain_index = kNaN;       // (sum x)^2 / (E * sum x^2), 1 = perfectly balanced
+  double routing_entropy = kNaN;  // entropy of the expert share distribution, nats
+  int64_t dropped_tokens = 0;
+};
+
+struct MoeAggregate {
+  std::vector<MoeLayerAggregate> layers;
+  int n_expert = 0, n_expert_used = 0;
+  // By target forward size T (index = T, 0 unused): mean distinct experts U(T), U(T)/k, and the
+  // uniform-routing expectation E * (1 - (1 - k/E)^T).
+  std::vector<double> distinct_experts, amplification, uniform_expectation;
+  double expert_bytes_per_token = kNaN;
+};
+
+// What the report says about one run (computed from its records and its baseline's records).
+struct RunAggregate {
+  std::string name, strategy, kind, target, drafter, draft, verifier, baseline;
+  bool is_baseline = false;
+  int draft_max = 0;
+  double temperature = 0.0;
+  std::string config_hash;
+  int n_records = 0;
+
+  int64_t n_generated = 0, n_drafted = 0, n_accepted = 0, n_steps = 0;  // totals
+  double acceptance_rate = kNaN;       // pooled: sum n_accepted / sum n_drafted
+  double mean_accepted_length = kNaN;  // pooled tau
+  std::vector<double> per_position_acceptance;
+  std::vector<int64_t> position_drafted, position_accepted;
+
+  Estimate tokens_per_second, ttft_ms, acceptance_rate_by_record, mean_accepted_length_by_record,
+      cost_ratio;
+  Estimate speedup;  // paired per (prompt, repeat): baseline seconds/token over this run's
+  double speedup_pooled = kNaN;  // baseline total seconds/token over this run's
+  double alpha_fit = kNaN;
+  double predicted_speedup = kNaN;
+  TimeBreakdown time_breakdown;  // summed over records, seconds
+  std::optional<bool> identical_to_baseline;  // only at temperature 0 with a baseline present
+  std::string output_digest;  // hash of every record's tokens, for compare_reports
+  std::vector<CategoryAggregate> categories;
+  std::optional<MoeAggregate> moe;
+};
+
+}  // namespace specmoe::exp
