@@ -75,7 +75,7 @@ summary() {
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   time=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | tail -1 | grep -o 'in [0-9]*' | grep -o '[0-9]*')
   corpus=$(find "$BUILD_DIR/corpus/$t" -type f | wc -l)
-  findings=$(find "$BUILD_DIR/findings/$t" -type f | wc -l)
+  findings=$(find "$BUILD_DIR/findings/$t" -type f -newer "$STAMP" | wc -l)  # from this run only
   local crash_lines
   crash_lines=$(grep -E '^==[0-9]+==ERROR|^SUMMARY|deadly signal|fuzz oracle failed|libFuzzer: (timeout|out-of-memory)' "$log" | head -3 || true)
   printf '%-10s seconds=%-6s execs=%-10s corpus=%-6s findings=%s\n' "$t" "${time:-?}" "${execs:-?}" "$corpus" "$findings"
@@ -84,6 +84,9 @@ summary() {
 }
 
 echo "fuzzing ${TARGETS[*]} for ${SECONDS_PER_TARGET}s each, $JOBS at a time (logs: $BUILD_DIR/logs)"
+STAMP=$BUILD_DIR/logs/.started
+mkdir -p "$BUILD_DIR/logs"
+touch "$STAMP"
 running=0
 for t in "${TARGETS[@]}"; do
   run_one "$t" &
@@ -99,6 +102,6 @@ echo "== summary"
 status=0
 for t in "${TARGETS[@]}"; do
   summary "$t"
-  [[ -z $(find "$BUILD_DIR/findings/$t" -type f) ]] || status=1
+  [[ -z $(find "$BUILD_DIR/findings/$t" -type f -newer "$STAMP") ]] || status=1
 done
 exit $status
