@@ -11,6 +11,12 @@ if(NOT SPECMOE_CUDA STREQUAL "OFF")
       # A100 (sm_80), RTX 30xx (sm_86), L4/RTX 40xx (sm_89), H100/H200 (sm_90).
       set(CMAKE_CUDA_ARCHITECTURES 80 86 89 90)
     endif()
+    # .cu files are C++17: CMake 3.25 does not know nvcc's C++20 flag and would otherwise inherit
+    # CMAKE_CXX_STANDARD (20) for CUDA and fail to generate. Host .cpp files stay C++20.
+    if(NOT DEFINED CMAKE_CUDA_STANDARD)
+      set(CMAKE_CUDA_STANDARD 17)
+      set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    endif()
     enable_language(CUDA)
     find_package(CUDAToolkit)
     if(CUDAToolkit_FOUND AND TARGET CUDA::cublas)

@@ -26,7 +26,10 @@ struct AttentionMask {
 
 struct ForwardOptions {
   int n_layers = -1;                      // early exit: run only the first n_layers blocks, then
-                                          // the final norm and head (-1 = all layers)
+                                          // the final norm and head (-1 = all layers). The cache
+                                          // still counts the new tokens, but layers >= n_layers
+                                          // hold no keys/values for them: truncate them away
+                                          // before a full-depth forward reads those rows.
   const AttentionMask* mask = nullptr;    // nullptr = causal among the new tokens
   bool logits_all = true;                 // false: only the last token's logits are computed
 };

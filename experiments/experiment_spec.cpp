@@ -23,7 +23,9 @@ int SourceMap::line_of(const std::string& key) const {
 }
 
 std::string SourceMap::message(const std::string& key, const std::string& problem) const {
-  return fmt::format("{}:{}: key '{}': {}", file, line_of(key), key, problem);
+  int line = line_of(key);
+  if (line <= 0) return fmt::format("{}: key '{}': {}", file, key, problem);  // the key is not in the file
+  return fmt::format("{}:{}: key '{}': {}", file, line, key, problem);
 }
 
 void SourceMap::fail(const std::string& key, const std::string& problem) const {

@@ -313,7 +313,7 @@ ExperimentSpec parse_experiment_string(std::string_view toml_text, const std::st
     throw_error(ErrorKind::Config, "{}:{}: TOML syntax error: {}", path, e.source().begin.line, e.description());
   }
   Parser(spec).parse_root(root);
-  if (spec.prompt_source.list.empty() && spec.prompt_source.file.empty() && spec.prompt_source.jsonl.empty())
+  if (!spec.src.lines.count("prompts.list") && !spec.src.lines.count("prompts.file") && !spec.src.lines.count("prompts.jsonl"))
     spec.src.fail("prompts", "no prompts (give [prompts] list, file or jsonl)");
   spec.prompts = load_prompts(spec.prompt_source, spec.src);
   spec.validate();

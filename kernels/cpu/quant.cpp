@@ -28,22 +28,21 @@ namespace {
 constexpr int QK = 32;    // elements per Q4_0/Q4_1/Q8_0 block
 constexpr int QK_K = 256; // elements per K-quant super-block
 
-// Inline half -> float for the hot dequantization loops (same results as fp16_to_fp32): shift the
-// exponent and mantissa into place and rebias; subnormals are renormalised by a float subtraction.
+// Inline half -> float for the hot dequantization loops (same results as fp16_to_fp32), written
+// with selects instead of branches so row loops vectorise: shift exponent and mantissa into place
+// and rebias; subnormals are renormalised by a float subtraction; exponent 31 is Inf/NaN.
 inline float half_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t em = static_cast<uint32_t>(h & 0x7fffu) << 13;
   const uint32_t exp = em & 0x0f800000u;
-  float mag;
-  if (exp == 0x0f800000u) {
-    mag = std::bit_cast<float>(em | 0x7f800000u);  // Inf / NaN
-  } else if (exp == 0) {
-    // value = mant * 2^-24: build 2^-14 * (1 + mant/1024) and subtract 2^-14.
-    mag = std::bit_cast<float>(em + (113u << 23)) - std::bit_cast<float>(113u << 23);
-  } else {
-    mag = std::bit_cast<float>(em + (112u << 23));
-  }
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(mag) | sign);
+  const uint32_t normal = em + (112u << 23);
+  const uint32_t sub = std::bit_cast<uint32_t>(std::bit_cast<float>(em + (113u << 23)) -
+                                               std::bit_cast<float>(113u << 23));
+  // All-ones masks from the comparisons keep the loop free of branches.
+  const uint32_t is_special = 0u - static_cast<uint32_t>(exp == 0x0f800000u);
+  const uint32_t is_sub = 0u - static_cast<uint32_t>(exp == 0);
+  uint32_t mag = (normal & ~is_special) | ((em | 0x7f800000u) & is_special);
+  mag = (mag & ~is_sub) | (sub & is_sub);
+  return std::bit_cast<float>(mag | (static_cast<uint32_t>(h & 0x8000u) << 16));
 }
 
 inline uint16_t load_u16(const uint8_t* p) {
@@ -81,31 +80,40 @@ inline void set_scale_min(const uint8_t ls[8], const uint8_t lm[8], uint8_t* q) 
 inline int nearest(float x) { return static_cast<int>(std::lrintf(x)); }
 
 // ---------------------------------------------------------------- dequantization
+// __restrict: the source is bytes, which may alias anything, so without it the compiler must
+// assume each float store can change the source and will not vectorise.
 
-void dequant_q4_0(const uint8_t* src, float* y, int64_t nb) {
+void dequant_f16(const uint16_t* __restrict h, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = half_to_float(h[i]);
+}
+
+void dequant_bf16(const uint16_t* __restrict h, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::bit_cast<float>(static_cast<uint32_t>(h[i]) << 16);
+}
+
+void dequant_q4_0(const uint8_t* __restrict src, float* __restrict y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, src += 18, y += QK) {
     const float d = half_to_float(load_u16(src));
     const uint8_t* qs = src + 2;
-    for (int j = 0; j < 16; ++j) {
-      y[j] = static_cast<float>((qs[j] & 0xF) - 8) * d;
-      y[j + 16] = static_cast<float>((qs[j] >> 4) - 8) * d;
-    }
+    // (q - 8) * d == q * d - 8 * d exactly: d has 11 significant bits and q 4, so both products
+    // and their difference are exact in float; this form vectorises better.
+    const float m = -8.0f * d;
+    for (int j = 0; j < 16; ++j) y[j] = static_cast<float>(qs[j] & 0xF) * d + m;
+    for (int j = 0; j < 16; ++j) y[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
   }
 }
 
-void dequant_q4_1(const uint8_t* src, float* y, int64_t nb) {
+void dequant_q4_1(const uint8_t* __restrict src, float* __restrict y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, src += 20, y += QK) {
     const float d = half_to_float(load_u16(src));
     const float m = half_to_float(load_u16(src + 2));
     const uint8_t* qs = src + 4;
-    for (int j = 0; j < 16; ++j) {
-      y[j] = static_cast<float>(qs[j] & 0xF) * d + m;
-      y[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
-    }
+    for (int j = 0; j < 16; ++j) y[j] = static_cast<float>(qs[j] & 0xF) * d + m;
+    for (int j = 0; j < 16; ++j) y[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
   }
 }
 
-void dequant_q8_0(const uint8_t* src, float* y, int64_t nb) {
+void dequant_q8_0(const uint8_t* __restrict src, float* __restrict y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, src += 34, y += QK) {
     const float d = half_to_float(load_u16(src));
     const auto* qs = reinterpret_cast<const int8_t*>(src + 2);
@@ -113,7 +121,7 @@ void dequant_q8_0(const uint8_t* src, float* y, int64_t nb) {
   }
 }
 
-void dequant_q4_K(const uint8_t* src, float* y, int64_t nb) {
+void dequant_q4_K(const uint8_t* __restrict src, float* __restrict y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, src += 144) {
     const float d = half_to_float(load_u16(src));
     const float dmin = half_to_float(load_u16(src + 2));
@@ -131,7 +139,7 @@ void dequant_q4_K(const uint8_t* src, float* y, int64_t nb) {
   }
 }
 
-void dequant_q5_K(const uint8_t* src, float* y, int64_t nb) {
+void dequant_q5_K(const uint8_t* __restrict src, float* __restrict y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, src += 176) {
     const float d = half_to_float(load_u16(src));
     const float dmin = half_to_float(load_u16(src + 2));
@@ -153,23 +161,23 @@ void dequant_q5_K(const uint8_t* src, float* y, int64_t nb) {
   }
 }
 
-void dequant_q6_K(const uint8_t* src, float* y, int64_t nb) {
+void dequant_q6_K(const uint8_t* __restrict src, float* __restrict y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, src += 210) {
     const uint8_t* ql = src;
     const uint8_t* qh = src + 128;
     const auto* sc = reinterpret_cast<const int8_t*>(src + 192);
     const float d = half_to_float(load_u16(src + 208));
     for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, y += 128) {
-      for (int l = 0; l < 32; ++l) {
-        const int is = l / 16;
-        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-        y[l] = d * static_cast<float>(sc[is] * q1);
-        y[l + 32] = d * static_cast<float>(sc[is + 2] * q2);
-        y[l + 64] = d * static_cast<float>(sc[is + 4] * q3);
-        y[l + 96] = d * static_cast<float>(sc[is + 6] * q4);
+      // Four groups of 32: low or high nibble of ql[l] / ql[l+32], bits 2g..2g+1 of qh[l].
+      for (int g = 0; g < 4; ++g) {
+        const uint8_t* q = ql + 32 * (g & 1);
+        const int nib_shift = g < 2 ? 0 : 4, hi_shift = 2 * g;
+        const float d0 = d * sc[2 * g], d1 = d * sc[2 * g + 1];  // sub-blocks of 16
+        float* yg = y + 32 * g;
+        for (int l = 0; l < 32; ++l) {
+          const int v = (((q[l] >> nib_shift) & 0xF) | (((qh[l] >> hi_shift) & 3) << 4)) - 32;
+          yg[l] = (l < 16 ? d0 : d1) * static_cast<float>(v);
+        }
       }
     }
   }
@@ -328,12 +336,8 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   const auto* s = static_cast<const uint8_t*>(src);
   switch (type) {
     case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
-    case DType::F16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(load_u16(s + 2 * i));
-      return;
-    case DType::BF16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(static_cast<uint32_t>(load_u16(s + 2 * i)) << 16);
-      return;
+    case DType::F16: dequant_f16(static_cast<const uint16_t*>(src), dst, n); return;
+    case DType::BF16: dequant_bf16(static_cast<const uint16_t*>(src), dst, n); return;
     case DType::Q4_0: dequant_q4_0(s, dst, n / QK); return;
     case DType::Q4_1: dequant_q4_1(s, dst, n / QK); return;
     case DType::Q8_0: dequant_q8_0(s, dst, n / QK); return;

@@ -1,0 +1,243 @@
+// Model: the transformer forward over a batch of new tokens (llama, qwen2, gpt2). One code path,
+// configured by ModelConfig: pre-norm blocks x += attn(norm(x)); x += ffn(norm(x)); then the
+// final norm and the output head. Every matmul reads its weights once for the whole batch.
+#include "core/model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/gguf.h"
+#include "core/model_ffn.h"
+#include "core/model_weights.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+
+namespace specmoe::core {
+
+namespace cpu = kernels::cpu;
+
+AttentionMask AttentionMask::causal(int n) {
+  AttentionMask m;
+  m.n = n;
+  m.allowed.assign(static_cast<size_t>(n) * n, 0);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j <= i; ++j) m.allowed[static_cast<size_t>(i) * n + j] = 1;
+  return m;
+}
+
+struct Model::Impl {
+  std::shared_ptr<GGUFFile> file;
+  ModelConfig config;
+  std::unique_ptr<Tokenizer> tokenizer;
+  ModelWeights w;
+  std::unique_ptr<cpu::ThreadPool> pool;
+
+  // Activations, resized per call. // [T, n_embd] unless noted
+  std::vector<float> x, xn, q /*[T, q_dim]*/, kv_new /*[T, 2*kv_dim] or qkv [T, q_dim+2*kv_dim]*/,
+      att /*[T, q_dim]*/, tmp;
+
+  bool norm_is_layernorm() const { return config.arch == Arch::Gpt2; }
+  void norm(const std::vector<float>& wt, const std::vector<float>& bias, const float* in, float* out, int64_t T) {
+    if (norm_is_layernorm())
+      cpu::layernorm(*pool, in, wt.data(), bias.empty() ? nullptr : bias.data(), out, T, config.n_embd,
+                     config.norm_eps);
+    else
+      cpu::rmsnorm(*pool, in, wt.data(), out, T, config.n_embd, config.norm_eps);
+  }
+  void attention_block(int l, int64_t T, std::span<const int32_t> positions, KVCache& kv, const uint8_t* allowed);
+};
+
+Model::Model() : impl_(std::make_unique<Impl>()) {}
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
+  std::unique_ptr<Model> m(new Model());
+  Impl& I = *m->impl_;
+  I.file = GGUFFile::open(path);
+  I.config = ModelConfig::from_gguf(*I.file);
+  I.config.validate();
+  const ModelConfig& c = I.config;
+  if (c.arch == Arch::Gpt2 && c.rope_style != RopeStyle::None)
+    throw_error(ErrorKind::Format, "{}: gpt2 uses learned positions, not RoPE", path);
+  if (c.arch != Arch::Gpt2 && c.rope_style == RopeStyle::None)
+    throw_error(ErrorKind::Format, "{}: architecture '{}' needs RoPE", path, c.arch_name);
+  if (c.rope_style != RopeStyle::None && (c.rope_dims <= 0 || c.rope_dims > c.head_dim || c.rope_dims % 2))
+    throw_error(ErrorKind::Format, "{}: rope dimension count {} must be even and at most head_dim {}", path,
+                c.rope_dims, c.head_dim);
+  I.w = bind_weights(*I.file, c);
+  I.tokenizer = Tokenizer::from_gguf(*I.file);
+  if (I.tokenizer->n_vocab() != c.n_vocab)
+    throw_error(ErrorKind::Format, "{}: tokenizer has {} tokens but the model's vocabulary is {}", path,
+                I.tokenizer->n_vocab(), c.n_vocab);
+  I.pool = std::make_unique<cpu::ThreadPool>(options.n_threads);
+  return m;
+}
+
+const ModelConfig& Model::config() const { return impl_->config; }
+const Tokenizer& Model::tokenizer() const { return *impl_->tokenizer; }
+const GGUFFile& Model::file() const { return *impl_->file; }
+void Model::set_threads(int n_threads) { impl_->pool = std::make_unique<cpu::ThreadPool>(n_threads); }
+int Model::threads() const { return impl_->pool->n_threads(); }
+
+size_t Model::weight_bytes_per_token() const {
+  const ModelWeights& w = impl_->w;
+  size_t total = w.output.bytes();
+  for (const LayerWeights& L : w.layers) {
+    total += L.wq.bytes() + L.wk.bytes() + L.wv.bytes() + L.wqkv.bytes() + L.wo.bytes();
+    total += L.ffn->weight_bytes_per_token();
+  }
+  return total;
+}
+
+KVCache Model::new_cache(int n_ctx) const {
+  const ModelConfig& c = impl_->config;
+  if (n_ctx <= 0) n_ctx = c.n_ctx_train;
+  if (c.arch == Arch::Gpt2 && n_ctx > c.n_ctx_train)
+    throw_error(ErrorKind::Limit, "{}: gpt2 context {} exceeds its {} learned positions", impl_->file->path(), n_ctx,
+                c.n_ctx_train);
+  return KVCache(c.n_layer, n_ctx, c.kv_dim());
+}
+
+// x += attn_output(attention(rope(q), rope(k), v)) for layer l; writes the new tokens' K/V into
+// cache rows kv.size() .. kv.size()+T-1 (marked as stored by the caller after the last layer).
+void Model::Impl::attention_block(int l, int64_t T, std::span<const int32_t> positions, KVCache& kv,
+                                  const uint8_t* allowed) {
+  const ModelConfig& c = config;
+  const LayerWeights& L = w.layers[l];
+  const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
+  const int64_t kvd = c.kv_dim();
+  const int64_t n_past = kv.size();
+  norm(L.attn_norm, L.attn_norm_b, x.data(), xn.data(), T);
+
+  q.resize(T * q_dim);
+  tmp.resize(T * kvd * 2);  // new keys [T, kvd] then values [T, kvd]
+  float* k_new = tmp.data();
+  float* v_new = tmp.data() + T * kvd;
+  if (L.fused_qkv()) {
+    kv_new.resize(T * (q_dim + 2 * kvd));  // [T, q_dim + 2 kvd]
+    cpu::matmul(*pool, xn.data(), T, L.wqkv, kv_new.data());
+    cpu::add_bias(kv_new.data(), L.bqkv.data(), T, q_dim + 2 * kvd);
+    for (int64_t t = 0; t < T; ++t) {
+      const float* row = kv_new.data() + t * (q_dim + 2 * kvd);
+      std::copy(row, row + q_dim, q.data() + t * q_dim);
+      std::copy(row + q_dim, row + q_dim + kvd, k_new + t * kvd);
+      std::copy(row + q_dim + kvd, row + q_dim + 2 * kvd, v_new + t * kvd);
+    }
+  } else {
+    cpu::matmul(*pool, xn.data(), T, L.wq, q.data());
+    cpu::matmul(*pool, xn.data(), T, L.wk, k_new);
+    cpu::matmul(*pool, xn.data(), T, L.wv, v_new);
+    if (!L.bq.empty()) {
+      cpu::add_bias(q.data(), L.bq.data(), T, q_dim);
+      cpu::add_bias(k_new, L.bk.data(), T, kvd);
+      cpu::add_bias(v_new, L.bv.data(), T, kvd);
+    }
+  }
+  if (c.rope_style != RopeStyle::None) {
+    cpu::RopeParams rp;
+    rp.head_dim = c.head_dim;
+    rp.rope_dims = c.rope_dims;
+    rp.freq_base = c.rope_freq_base;
+    rp.freq_scale = c.rope_freq_scale;
+    rp.pairing = c.rope_style == RopeStyle::SplitHalves ? cpu::RopePairing::SplitHalves : cpu::RopePairing::Adjacent;
+    rp.n_head = c.n_head;
+    cpu::rope(*pool, q.data(), T, positions, rp);
+    rp.n_head = c.n_head_kv;
+    cpu::rope(*pool, k_new, T, positions, rp);
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    std::copy(k_new + t * kvd, k_new + (t + 1) * kvd, kv.k(l, static_cast<int>(n_past + t)));
+    std::copy(v_new + t * kvd, v_new + (t + 1) * kvd, kv.v(l, static_cast<int>(n_past + t)));
+  }
+
+  cpu::KVView view;
+  view.k = kv.k(l, 0);
+  view.v = kv.v(l, 0);
+  view.kv_stride = kvd;
+  view.n_past = n_past;
+  cpu::AttentionParams ap;
+  ap.n_head = c.n_head;
+  ap.n_head_kv = c.n_head_kv;
+  ap.head_dim = c.head_dim;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  att.resize(T * q_dim);
+  cpu::attention(*pool, q.data(), T, view, allowed, ap, att.data());
+
+  cpu::matmul(*pool, att.data(), T, L.wo, xn.data());
+  if (!L.bo.empty()) cpu::add_bias(xn.data(), L.bo.data(), T, c.n_embd);
+  cpu::add_inplace(x.data(), xn.data(), T * c.n_embd);
+}
+
+void Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
+                    std::vector<float>& logits, const ForwardOptions& options) {
+  Impl& I = *impl_;
+  const ModelConfig& c = I.config;
+  const std::string& path = I.file->path();
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  if (T == 0) throw_error(ErrorKind::InvalidArgument, "{}: forward called with no tokens", path);
+  if (kv.n_layer() != c.n_layer || kv.kv_dim() != c.kv_dim())
+    throw_error(ErrorKind::InvalidArgument, "{}: KV cache made for {} layers x {} kv dims, model has {} x {}", path,
+                kv.n_layer(), kv.kv_dim(), c.n_layer, c.kv_dim());
+  if (kv.size() + T > kv.capacity())
+    throw_error(ErrorKind::Limit, "{}: KV cache full: {} tokens stored + {} new > capacity {}", path, kv.size(), T,
+                kv.capacity());
+  if (!positions.empty() && static_cast<int64_t>(positions.size()) != T)
+    throw_error(ErrorKind::InvalidArgument, "{}: {} positions for {} tokens", path, positions.size(), T);
+  std::vector<int32_t> pos_storage;
+  if (positions.empty()) {
+    pos_storage.resize(T);
+    for (int64_t t = 0; t < T; ++t) pos_storage[t] = static_cast<int32_t>(kv.size() + t);
+    positions = pos_storage;
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= c.n_vocab)
+      throw_error(ErrorKind::InvalidArgument, "{}: token id {} outside the vocabulary [0, {})", path, tokens[t],
+                  c.n_vocab);
+    if (positions[t] < 0 || (c.arch == Arch::Gpt2 && positions[t] >= c.n_ctx_train))
+      throw_error(ErrorKind::Limit, "{}: position {} outside [0, {})", path, positions[t],
+                  c.arch == Arch::Gpt2 ? c.n_ctx_train : INT32_MAX);
+  }
+  const uint8_t* allowed = nullptr;
+  if (options.mask) {
+    if (options.mask->n != T || options.mask->allowed.size() != static_cast<size_t>(T * T))
+      throw_error(ErrorKind::InvalidArgument, "{}: attention mask is {}x{} ({} entries) for {} tokens", path,
+                  options.mask->n, options.mask->n, options.mask->allowed.size(), T);
+    allowed = options.mask->allowed.data();
+  }
+  const int n_layers = options.n_layers < 0 ? c.n_layer : options.n_layers;
+  if (n_layers > c.n_layer)
+    throw_error(ErrorKind::InvalidArgument, "{}: early exit after {} layers, model has {}", path, n_layers, c.n_layer);
+
+  const int64_t d = c.n_embd;
+  I.x.resize(T * d);
+  I.xn.resize(T * d);
+  // Embeddings: one row of token_embd per token (+ learned position row for gpt2).
+  for (int64_t t = 0; t < T; ++t) {
+    float* xt = I.x.data() + t * d;
+    cpu::dequantize_row(I.w.token_embd.type, I.w.token_embd.row(tokens[t]), xt, d);
+    if (c.arch == Arch::Gpt2) {
+      cpu::dequantize_row(I.w.position_embd.type, I.w.position_embd.row(positions[t]), I.xn.data(), d);
+      cpu::add_inplace(xt, I.xn.data(), d);
+    }
+  }
+
+  for (int l = 0; l < n_layers; ++l) {
+    I.attention_block(l, T, positions, kv, allowed);
+    LayerWeights& L = I.w.layers[l];
+    I.norm(L.ffn_norm, L.ffn_norm_b, I.x.data(), I.xn.data(), T);
+    I.tmp.resize(T * d);
+    L.ffn->forward(*I.pool, I.xn.data(), T, I.tmp.data());
+    cpu::add_inplace(I.x.data(), I.tmp.data(), T * d);
+  }
+
+  // Final norm and head, for all tokens or only the last one.
+  const int64_t first = options.logits_all ? 0 : T - 1;
+  const int64_t n_out = T - first;
+  I.norm(I.w.output_norm, I.w.output_norm_b, I.x.data() + first * d, I.xn.data(), n_out);
+  logits.resize(static_cast<size_t>(n_out) * c.n_vocab);
+  cpu::matmul(*I.pool, I.xn.data(), n_out, I.w.output, logits.data());
+  kv.append(positions);
+}
+
+}  // namespace specmoe::core

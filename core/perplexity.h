@@ -1,0 +1,28 @@
+// Perplexity as llama.cpp's `perplexity` tool computes it, so figures are comparable:
+// tokenize the whole text with BOS; split into floor(n / ctx) non-overlapping chunks of ctx
+// tokens; replace each chunk's first token by BOS when the vocabulary adds BOS; score positions
+// ctx/2 .. ctx-2 (the logits at position i predict token i+1); ppl = exp(mean negative log-lik.).
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace specmoe::core {
+
+class Model;
+
+struct PerplexityResult {
+  double perplexity = 0.0;
+  double mean_nll = 0.0;
+  int n_chunks = 0;
+  int n_tokens = 0;            // tokens in the text (with BOS)
+  int n_scored = 0;            // predictions scored
+  std::vector<double> chunk_ppl;  // running perplexity after each chunk (llama.cpp prints these)
+};
+
+// Throws Error(InvalidArgument) when the text has fewer than 2 * ctx tokens, naming both numbers.
+// on_chunk (optional) is called after each chunk with (chunk index, running perplexity).
+PerplexityResult compute_perplexity(Model& model, const std::string& text, int ctx,
+                                    const std::function<void(int, double)>& on_chunk = {});
+
+}  // namespace specmoe::core

@@ -1,0 +1,246 @@
+// Synthetic model writer. Weights are uniform with the variance a trained model's layer keeps
+// activations at unit scale (std 1/sqrt(n_in)); each value is a hash of (seed, tensor name,
+// index) (SplitMix64, Steele et al. 2014), so the draft's tensors equal the target's.
+// The head favours printable ASCII byte tokens (larger output rows) so greedy text looks like
+// text rather than control bytes and padding tokens.
+#include "core/synth.h"
+
+#include <cmath>
+#include <span>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/gguf.h"
+#include "core/model.h"
+#include "core/tokenizer.h"
+
+namespace specmoe::core {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t name_hash(const std::string& s) {  // FNV-1a
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// n values uniform in [-sqrt(3) std, sqrt(3) std) (variance std^2), a function of
+// (seed, name, index) only.
+std::vector<float> random_values(uint64_t seed, const std::string& name, size_t n, float std_dev) {
+  std::vector<float> v(n);
+  const uint64_t key = splitmix64(seed ^ name_hash(name));
+  const float a = std::sqrt(3.0f) * std_dev;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t r = splitmix64(key + i);
+    const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);  // [0, 1), 24 bits
+    v[i] = (2.0f * u - 1.0f) * a;
+  }
+  return v;
+}
+
+void check_spec(const SynthSpec& s) {
+  const bool ok_arch = s.arch == "llama" || s.arch == "qwen2" || s.arch == "gpt2";
+  if (!ok_arch) throw_error(ErrorKind::InvalidArgument, "synth: unknown architecture '{}' (llama, qwen2, gpt2)", s.arch);
+  const int n_head_kv = s.arch == "gpt2" ? s.n_head : s.n_head_kv;
+  if (s.n_vocab < 259 || s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || n_head_kv <= 0 ||
+      s.n_embd % s.n_head != 0 || s.n_head % n_head_kv != 0 || (s.n_embd / s.n_head) % 2 != 0 || s.n_ff <= 0 ||
+      s.n_ctx <= 0 || s.keep_layers > s.n_layer || s.keep_layers == 0)
+    throw_error(ErrorKind::InvalidArgument,
+                "synth: inconsistent sizes (vocab {} >= 259, embd {} divisible by heads {} into even head dims, "
+                "heads divisible by kv heads {}, ff {}, ctx {}, keep_layers {} in 1..{})",
+                s.n_vocab, s.n_embd, s.n_head, n_head_kv, s.n_ff, s.n_ctx, s.keep_layers, s.n_layer);
+}
+
+}  // namespace
+
+SynthSpec synth_spec(const std::string& preset) {
+  SynthSpec s;
+  if (preset == "tiny" || preset == "tiny-draft") {
+    // ~0.2M parameters, F32: unit tests. Layers 1..3 are scaled for ~70% greedy agreement
+    // with tiny-draft (its first layer).
+    s.n_vocab = 320;
+    s.n_embd = 64;
+    s.n_layer = 4;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ff = 192;
+    s.n_ctx = 512;
+    s.n_full_layers = 1;
+    s.deep_residual_scale = 0.3f;
+    s.name = preset;
+    if (preset == "tiny-draft") s.keep_layers = 1;
+    return s;
+  }
+  if (preset == "target" || preset == "draft") {
+    // ~144M parameters, F16 (~288 MB): weights far exceed CPU caches, so decode is memory bound.
+    s.type = DType::F16;
+    s.n_vocab = 4096;
+    s.n_embd = 1024;
+    s.n_layer = 12;
+    s.n_head = 16;
+    s.n_head_kv = 4;
+    s.n_ff = 2816;
+    s.n_ctx = 2048;
+    s.n_full_layers = 2;
+    s.deep_residual_scale = 0.15f;
+    s.name = preset;
+    if (preset == "draft") s.keep_layers = 2;
+    return s;
+  }
+  std::string known;
+  for (const auto& p : synth_presets()) known += (known.empty() ? "" : ", ") + p.substr(0, p.find(':'));
+  throw_error(ErrorKind::InvalidArgument, "synth: unknown preset '{}' (known: {})", preset, known);
+}
+
+std::vector<std::string> synth_presets() {
+  return {
+      "tiny: llama, F32, 4 layers, dim 64, vocab 320 (~0.2M params): unit tests, writes in milliseconds",
+      "tiny-draft: the first layer of tiny with its embedding and head: a draft for tiny",
+      "target: llama, F16, 12 layers, dim 1024, ff 2816, 16/4 heads, vocab 4096 (~144M params): benchmarks",
+      "draft: the first 2 layers of target with its embedding and head (~31M params): a draft for target",
+  };
+}
+
+void synth_write(const std::string& preset, const std::string& path, uint64_t seed) {
+  synth_write(synth_spec(preset), path, seed);
+}
+
+void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
+  check_spec(s);
+  const std::string& a = s.arch;
+  const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2";
+  const int n_head_kv = gpt2 ? s.n_head : s.n_head_kv;
+  const int head_dim = s.n_embd / s.n_head;
+  const int64_t q_dim = s.n_embd, kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
+  const int n_write = s.keep_layers > 0 ? s.keep_layers : s.n_layer;
+
+  GGUFWriter w;
+  w.set_string("general.architecture", a);
+  w.set_string("general.name", s.name);
+  w.set_u32(a + ".context_length", s.n_ctx);
+  w.set_u32(a + ".embedding_length", s.n_embd);
+  w.set_u32(a + ".block_count", n_write);
+  w.set_u32(a + ".feed_forward_length", s.n_ff);
+  w.set_u32(a + ".attention.head_count", s.n_head);
+  if (gpt2) {
+    w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
+  } else {
+    w.set_u32(a + ".attention.head_count_kv", n_head_kv);
+    w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+    w.set_u32(a + ".rope.dimension_count", head_dim);
+    w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
+  }
+  w.set_u64("specmoe.synth.seed", seed);
+  write_byte_vocab(w, s.n_vocab);  // core/tokenizer.h: <unk> <s> </s>, 256 byte tokens, padding
+
+  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, float scale) {
+    // (n_in -> n_out): std 1/sqrt(n_in) keeps the output at the input's scale.
+    const auto v = random_values(seed, name, static_cast<size_t>(n_in * n_out), scale / std::sqrt(float(n_in)));
+    w.add_tensor_f32(name, s.type, {n_in, n_out}, v);
+  };
+  auto vec = [&](const std::string& name, int64_t n, float base, float noise) {
+    auto v = random_values(seed, name, static_cast<size_t>(n), noise);
+    for (auto& x : v) x += base;
+    w.add_tensor_f32(name, DType::F32, {n}, v);
+  };
+
+  // Token embedding: unit-variance rows. (n_embd, n_vocab)
+  const auto embd = random_values(seed, "token_embd.weight", static_cast<size_t>(s.n_embd) * s.n_vocab, 1.0f);
+  w.add_tensor_f32("token_embd.weight", s.type, {s.n_embd, s.n_vocab}, embd);
+  if (gpt2) w.add_tensor_f32("position_embd.weight", s.type, {s.n_embd, s.n_ctx},
+                             random_values(seed, "position_embd.weight", static_cast<size_t>(s.n_embd) * s.n_ctx, 0.3f));
+  vec("output_norm.weight", s.n_embd, 1.0f, 0.0f);
+  if (gpt2) vec("output_norm.bias", s.n_embd, 0.0f, 0.0f);
+  if (!s.tied_output) {
+    // Head rows: std 4 for printable ASCII bytes (byte b is token 3 + b) and 3 for newline, 0.5
+    // for the rest: logits of a unit-RMS hidden state then have those spreads, so printable
+    // bytes win most argmaxes and the distribution is peaked but not one-hot. Each row also
+    // gets minus its token's embedding (scaled like the row), which lowers the logit of the
+    // token just read: random models otherwise fall into repeating one token ("NNNN...").
+    // (n_embd, n_vocab)
+    const float inv_sqrt_n = 1.0f / std::sqrt(float(s.n_embd));
+    auto v = random_values(seed, "output.weight", static_cast<size_t>(s.n_embd) * s.n_vocab, inv_sqrt_n);
+    for (int tok = 0; tok < s.n_vocab; ++tok) {
+      const bool printable = tok >= 3 + 0x20 && tok <= 3 + 0x7E;
+      const bool newline = tok == 3 + 0x0A;
+      const float scale = printable ? 4.0f : newline ? 3.0f : 0.5f;
+      for (int i = 0; i < s.n_embd; ++i) {
+        const size_t k = static_cast<size_t>(tok) * s.n_embd + i;
+        v[k] = v[k] * scale - s.repeat_penalty * inv_sqrt_n * embd[k];
+      }
+    }
+    w.add_tensor_f32("output.weight", s.type, {s.n_embd, s.n_vocab}, v);
+  }
+
+  for (int l = 0; l < n_write; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    // Residual branches of the layers the draft does not have are scaled down.
+    const float rs = (s.n_full_layers >= 0 && l >= s.n_full_layers) ? s.deep_residual_scale : 1.0f;
+    vec(p + "attn_norm.weight", s.n_embd, 1.0f, 0.0f);
+    vec(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.0f);
+    if (gpt2) {
+      vec(p + "attn_norm.bias", s.n_embd, 0.0f, 0.0f);
+      vec(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.0f);
+      matrix(p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim, 1.0f);
+      vec(p + "attn_qkv.bias", q_dim + 2 * kv_dim, 0.0f, 0.1f);
+      vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
+      matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
+      vec(p + "ffn_up.bias", s.n_ff, 0.0f, 0.1f);
+      vec(p + "ffn_down.bias", s.n_embd, 0.0f, 0.1f * rs);
+    } else {
+      matrix(p + "attn_q.weight", s.n_embd, q_dim, 1.0f);
+      matrix(p + "attn_k.weight", s.n_embd, kv_dim, 1.0f);
+      matrix(p + "attn_v.weight", s.n_embd, kv_dim, 1.0f);
+      if (qwen2) {
+        vec(p + "attn_q.bias", q_dim, 0.0f, 0.1f);
+        vec(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);
+        vec(p + "attn_v.bias", kv_dim, 0.0f, 0.1f);
+      }
+      matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
+      matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
+    }
+    matrix(p + "attn_output.weight", q_dim, s.n_embd, rs);
+    matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
+  }
+  w.write(path);
+}
+
+double synth_greedy_agreement(Model& target, Model& draft, const std::vector<std::string>& prompts, int n_tokens) {
+  auto argmax = [](const std::vector<float>& v) {
+    size_t best = 0;
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i] > v[best]) best = i;
+    return static_cast<int32_t>(best);
+  };
+  int64_t matches = 0, total = 0;
+  ForwardOptions last_only;
+  last_only.logits_all = false;
+  for (const std::string& prompt : prompts) {
+    std::vector<int32_t> ids = target.tokenizer().encode(prompt, true);
+    KVCache tkv = target.new_cache(static_cast<int>(ids.size()) + n_tokens);
+    KVCache dkv = draft.new_cache(static_cast<int>(ids.size()) + n_tokens);
+    std::vector<float> tl, dl;
+    target.forward(ids, {}, tkv, tl, last_only);
+    draft.forward(ids, {}, dkv, dl, last_only);
+    for (int step = 0; step < n_tokens; ++step) {
+      const int32_t t = argmax(tl);
+      matches += argmax(dl) == t;
+      ++total;
+      if (step + 1 == n_tokens) break;
+      const int32_t one[1] = {t};
+      target.forward(one, {}, tkv, tl, last_only);
+      draft.forward(one, {}, dkv, dl, last_only);
+    }
+  }
+  return total ? static_cast<double>(matches) / static_cast<double>(total) : 0.0;
+}
+
+}  // namespace specmoe::core

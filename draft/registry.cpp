@@ -1,0 +1,91 @@
+// The drafter registry: see registry.h.
+#include "draft/registry.h"
+
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "draft/layerskip_drafter.h"
+#include "draft/model_drafter.h"
+#include "draft/ngram_drafter.h"
+#include "draft/vocab_check.h"
+
+namespace specmoe::draft {
+namespace {
+
+std::unique_ptr<Drafter> make_model_drafter(const DrafterOptions& o) {
+  if (o.target == nullptr)
+    throw_error(ErrorKind::InvalidArgument, "drafter 'model': the target model is required (vocabulary check)");
+  std::shared_ptr<core::Model> model = o.draft_model;
+  if (!model) {
+    if (o.draft_model_path.empty())
+      throw_error(ErrorKind::InvalidArgument, "drafter 'model': no draft model given (draft_model path)");
+    core::LoadOptions load;
+    load.n_threads = o.n_threads;
+    model = core::Model::load(o.draft_model_path, load);
+  }
+  check_vocab_compatible(*o.target, *model);
+  return std::make_unique<ModelDrafter>(std::move(model), o.target->config().n_vocab, -1, o.n_ctx);
+}
+
+std::unique_ptr<Drafter> make_layerskip_drafter(const DrafterOptions& o) {
+  if (o.target == nullptr)
+    throw_error(ErrorKind::InvalidArgument, "drafter 'layerskip': the target model is required");
+  const int exit_layer = o.exit_layer > 0 ? o.exit_layer : std::max(1, o.target->config().n_layer / 2);
+  return std::make_unique<LayerSkipDrafter>(*o.target, exit_layer, o.n_ctx);
+}
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, DrafterFactory> factories;
+};
+
+Registry& registry() {
+  static Registry* r = [] {
+    auto* reg = new Registry;  // never destroyed: usable during static destruction too
+    reg->factories["model"] = make_model_drafter;
+    reg->factories["ngram"] = [](const DrafterOptions& o) -> std::unique_ptr<Drafter> {
+      return std::make_unique<NgramDrafter>(o.ngram_min, o.ngram_max);
+    };
+    reg->factories["layerskip"] = make_layerskip_drafter;
+    return reg;
+  }();
+  return *r;
+}
+
+}  // namespace
+
+void register_drafter(const std::string& name, DrafterFactory factory) {
+  if (name.empty() || !factory)
+    throw_error(ErrorKind::InvalidArgument, "register_drafter: empty name or factory");
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.factories[name] = std::move(factory);
+}
+
+std::vector<std::string> drafter_names() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<std::string> names;
+  for (const auto& [name, f] : r.factories) names.push_back(name);
+  return names;
+}
+
+std::unique_ptr<Drafter> make_drafter(const std::string& name, const DrafterOptions& options) {
+  DrafterFactory factory;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    auto it = r.factories.find(name);
+    if (it != r.factories.end()) factory = it->second;
+  }
+  if (!factory)
+    throw_error(ErrorKind::InvalidArgument, "unknown drafter '{}' (known: {})", name,
+                fmt::join(drafter_names(), ", "));
+  return factory(options);
+}
+
+}  // namespace specmoe::draft

@@ -1,0 +1,37 @@
+// Drafters by name, so the CLI and the experiment harness pick one from a string. The built-in
+// table is built inside one function (not by static initialisers, which a static library's
+// linker may drop); register_drafter adds more at run time.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "draft/drafter.h"
+
+namespace specmoe::draft {
+
+// Everything any built-in drafter may need; each uses only its own fields.
+struct DrafterOptions {
+  core::Model* target = nullptr;             // "model" (vocabulary check, vocab size), "layerskip"
+                                             // (drafts with it); not owned
+  std::shared_ptr<core::Model> draft_model;  // "model": an already loaded draft model, or
+  std::string draft_model_path;              // "model": a GGUF file to load
+  int n_threads = 0;                         // "model": threads when loading (0 = all)
+  int n_ctx = 0;                             // draft KV cache capacity (<= 0: the model's context)
+  int ngram_min = 1;                         // "ngram": shortest n-gram matched
+  int ngram_max = 3;                         // "ngram": longest n-gram matched
+  int exit_layer = 0;                        // "layerskip": blocks run (0 = half the target's)
+};
+
+using DrafterFactory = std::function<std::unique_ptr<Drafter>(const DrafterOptions&)>;
+
+// Adds or replaces a drafter.
+void register_drafter(const std::string& name, DrafterFactory factory);
+// Throws Error(InvalidArgument) "unknown drafter 'x' (known: layerskip, model, ngram)" for an
+// unknown name; the factory throws Error for missing or bad options.
+std::unique_ptr<Drafter> make_drafter(const std::string& name, const DrafterOptions& options);
+std::vector<std::string> drafter_names();  // sorted
+
+}  // namespace specmoe::draft

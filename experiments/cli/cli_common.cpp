@@ -1,0 +1,105 @@
+#include "cli_common.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace specmoe::cli {
+
+void add_model_options(CLI::App* cmd, ModelOptions& opt, bool required) {
+  auto* m = cmd->add_option("-m,--model", opt.model_path, "GGUF model file");
+  if (required) m->required();
+  cmd->add_option("-t,--threads", opt.threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", opt.device, "cpu or cuda[:N]");
+}
+
+void add_input_options(CLI::App* cmd, InputOptions& opt) {
+  cmd->add_option("-p,--prompt", opt.prompt, "prompt text");
+  cmd->add_option("-f,--file", opt.file, "read the prompt from a file");
+  cmd->add_option("-n,--n-predict", opt.n_predict, "tokens to generate")->check(CLI::PositiveNumber);
+  cmd->add_option("-c,--ctx-size", opt.ctx_size, "context size (0 = the model's)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", opt.json, "print one JSON object instead of text");
+}
+
+void add_sampling_options(CLI::App* cmd, core::SamplingParams& p) {
+  cmd->add_option("--temp", p.temperature, "temperature (0 = greedy)")->capture_default_str();
+  cmd->add_option("--top-k", p.top_k, "top-k (0 = off)")->capture_default_str();
+  cmd->add_option("--top-p", p.top_p, "top-p in (0, 1] (1 = off)")->capture_default_str();
+  cmd->add_option("--min-p", p.min_p, "min-p in [0, 1] (0 = off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", p.repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
+  cmd->add_option("--repeat-last-n", p.repeat_last_n, "tokens the penalty looks back")->capture_default_str();
+  cmd->add_option("--no-repeat-ngram", p.no_repeat_ngram, "ban repeating n-grams of this size (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("-s,--seed", p.seed, "random seed")->capture_default_str();
+}
+
+std::unique_ptr<core::Model> load_model(const ModelOptions& opt, const std::string& path) {
+  if (opt.device != "cpu") {
+    throw_error(ErrorKind::Unsupported, "--device {}: this build runs models on the CPU only", opt.device);
+  }
+  core::LoadOptions lo;
+  lo.n_threads = opt.threads;
+  return core::Model::load(path, lo);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error(ErrorKind::Io, "{}: cannot open file", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw_error(ErrorKind::Io, "{}: read error", path);
+  return ss.str();
+}
+
+std::string read_prompt(const InputOptions& opt) {
+  if (!opt.prompt.empty() && !opt.file.empty())
+    throw_error(ErrorKind::InvalidArgument, "give either -p/--prompt or -f/--file, not both");
+  if (opt.prompt.empty() && opt.file.empty())
+    throw_error(ErrorKind::InvalidArgument, "no prompt: give -p TEXT or -f FILE");
+  if (!opt.file.empty()) {
+    std::string text = read_file(opt.file);
+    if (text.empty()) throw_error(ErrorKind::InvalidArgument, "{}: the prompt file is empty", opt.file);
+    return text;
+  }
+  return opt.prompt;
+}
+
+int context_for(const core::Model& model, int n_prompt, const InputOptions& opt) {
+  const int limit = opt.ctx_size > 0 ? opt.ctx_size : model.config().n_ctx_train;
+  if (n_prompt >= limit) {
+    throw_error(ErrorKind::Limit, "prompt has {} tokens, longer than the context ({}); use a shorter prompt or -c",
+                n_prompt, limit);
+  }
+  return std::min<int64_t>(limit, static_cast<int64_t>(n_prompt) + opt.n_predict);
+}
+
+void Utf8Stream::write(const std::string& bytes) {
+  pending_ += bytes;
+  // Emit everything up to the last complete UTF-8 character.
+  size_t end = pending_.size();
+  size_t i = end;
+  int back = 0;
+  while (i > 0 && back < 4) {
+    --i;
+    ++back;
+    const unsigned char c = static_cast<unsigned char>(pending_[i]);
+    if ((c & 0xC0) != 0x80) {  // a lead byte (or ASCII)
+      const int need = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+      if (back < need) end = i;  // incomplete character at the end: keep it
+      break;
+    }
+  }
+  std::fwrite(pending_.data(), 1, end, stdout);
+  std::fflush(stdout);
+  pending_.erase(0, end);
+}
+
+void Utf8Stream::flush() {
+  std::fwrite(pending_.data(), 1, pending_.size(), stdout);
+  std::fflush(stdout);
+  pending_.clear();
+}
+
+}  // namespace specmoe::cli

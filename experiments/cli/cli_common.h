@@ -1,0 +1,67 @@
+// Shared pieces of the `specmoe` subcommands: option groups that several commands take
+// (model, input, sampling), and small helpers for reading input and printing.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/model.h"
+#include "core/sampling.h"
+
+namespace specmoe::cli {
+
+struct ModelOptions {
+  std::string model_path;
+  int threads = 0;          // 0 = all cores
+  std::string device = "cpu";
+};
+
+struct InputOptions {
+  std::string prompt;       // -p
+  std::string file;         // -f
+  int n_predict = 128;      // -n
+  int ctx_size = 0;         // -c (0 = the model's training context)
+  bool json = false;
+};
+
+void add_model_options(CLI::App* cmd, ModelOptions& opt, bool required = true);
+void add_input_options(CLI::App* cmd, InputOptions& opt);
+void add_sampling_options(CLI::App* cmd, core::SamplingParams& params);
+
+// Loads the model named by -m on the selected device with the selected thread count.
+std::unique_ptr<core::Model> load_model(const ModelOptions& opt, const std::string& path);
+
+// The prompt text from -p or -f; Error(InvalidArgument) when neither or both are given, when the
+// file cannot be read, or when the prompt is empty.
+std::string read_prompt(const InputOptions& opt);
+
+// Reads a whole file; Error(Io) naming it when it cannot be read.
+std::string read_file(const std::string& path);
+
+// Checks the prompt fits: Error(Limit) "prompt has N tokens, longer than the context (C)".
+// Returns the context size to allocate (prompt + n_predict, capped by the context).
+int context_for(const core::Model& model, int n_prompt, const InputOptions& opt);
+
+// Writes pieces of UTF-8 to stdout as they become complete characters (a token may end in the
+// middle of a multi-byte character).
+class Utf8Stream {
+ public:
+  void write(const std::string& bytes);
+  void flush();
+
+ private:
+  std::string pending_;
+};
+
+// Registration of the subcommands (one file each).
+void add_generate_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
+void add_info_command(CLI::App& app);
+void add_perplexity_command(CLI::App& app);
+void add_synth_command(CLI::App& app);
+void add_speculate_command(CLI::App& app);
+
+}  // namespace specmoe::cli

@@ -1,0 +1,240 @@
+// The engine-backed executor: model loading and checks before any run, then one generation per
+// request with the run's drafter/verifier (built once per run and reused across its prompts).
+#include "experiments/engine_executor.h"
+
+#include <filesystem>
+#include <set>
+
+#include "core/error.h"
+#include "core/model.h"
+#include "core/sampling.h"
+#include "core/synth.h"
+#include "draft/registry.h"
+#include "verify/autoregressive.h"
+#include "verify/registry.h"
+#include "verify/speculative_decoder.h"
+#include "experiments/experiment.h"
+
+namespace specmoe::exp {
+namespace fs = std::filesystem;
+
+struct EngineExecutor::RunState {
+  std::unique_ptr<draft::Drafter> drafter;
+  std::unique_ptr<verify::Verifier> verifier;
+  std::unique_ptr<verify::SpeculativeDecoder> decoder;
+  core::KVCache kv;  // autoregressive runs: reused so allocation is not timed per prompt
+};
+
+namespace {
+
+core::SamplingParams to_params(const SamplingSpec& s, uint64_t seed) {
+  core::SamplingParams p;
+  p.temperature = static_cast<float>(s.temperature);
+  p.top_k = s.top_k;
+  p.top_p = static_cast<float>(s.top_p);
+  p.min_p = static_cast<float>(s.min_p);
+  p.repeat_penalty = static_cast<float>(s.repeat_penalty);
+  p.seed = seed;
+  return p;
+}
+
+verify::DecodeOptions to_decode_options(const RunSpec& run) {
+  verify::DecodeOptions o;
+  o.max_tokens = run.sampling.max_tokens;
+  o.stop_at_eog = true;
+  if (run.strategy.kind == StrategyKind::Speculative) {
+    o.draft_max = run.strategy.draft_max;
+    o.draft_min = run.strategy.draft_min;
+    o.draft_p_min = static_cast<float>(run.strategy.draft_p_min);
+  }
+  return o;
+}
+
+std::string key_of(const ExperimentSpec& spec, const RunSpec& run, const std::string& field) {
+  for (const auto& [k, v] : run.point)
+    if (k == field) return "sweep." + field;
+  return spec.strategy_key(run.strategy.index, field);
+}
+
+double finite_or_nan(double v) { return v > 0.0 ? v : kNaN; }
+
+}  // namespace
+
+std::string ensure_synth_model(const ModelSpec& model) {
+  core::SynthSpec spec = core::synth_spec(model.synth);  // throws for an unknown preset
+  std::error_code ec;
+  if (fs::is_regular_file(model.path, ec)) return model.path;
+  fs::create_directories(fs::path(model.path).parent_path(), ec);
+  if (ec) throw_error(ErrorKind::Io, "{}: cannot create the synth cache folder: {}", model.path, ec.message());
+  core::synth_write(spec, model.path, model.synth_seed);  // GGUFWriter writes atomically
+  return model.path;
+}
+
+EngineExecutor::EngineExecutor() = default;
+EngineExecutor::~EngineExecutor() = default;
+
+std::vector<std::string> EngineExecutor::drafter_names() const { return draft::drafter_names(); }
+std::vector<std::string> EngineExecutor::verifier_names() const { return verify::verifier_names(); }
+
+std::shared_ptr<core::Model> EngineExecutor::model(const std::string& path, int threads) {
+  auto it = models_.find(path);
+  if (it != models_.end()) return it->second;
+  core::LoadOptions load;
+  load.n_threads = threads;
+  std::shared_ptr<core::Model> m = core::Model::load(path, load);
+  models_[path] = m;
+  return m;
+}
+
+void EngineExecutor::prepare(const ExperimentSpec& spec, const std::vector<RunSpec>& runs) {
+  std::set<std::string> used;
+  for (const auto& run : runs) {
+    used.insert(run.strategy.target);
+    if (!run.strategy.draft.empty()) used.insert(run.strategy.draft);
+  }
+  for (const auto& m : spec.models) {
+    if (!used.count(m.name)) continue;
+    std::string key = "models." + m.name + (m.is_synth() ? ".synth" : ".path");
+    try {
+      if (m.is_synth()) ensure_synth_model(m);
+      model(m.path, spec.threads);
+    } catch (const Error& e) {
+      spec.src.fail(key, e.what());
+    }
+  }
+
+  // Prompt lengths against each target's context.
+  for (const auto& run : runs) {
+    const ModelSpec* t = spec.find_model(run.strategy.target);
+    auto target = model(t->path, spec.threads);
+    const int n_ctx = target->config().n_ctx_train;
+    for (size_t i = 0; i < spec.prompts.size(); ++i) {
+      auto& toks = prompt_tokens_[{t->path, static_cast<int>(i)}];
+      if (toks.empty()) {
+        const auto& tok = target->tokenizer();
+        toks = tok.encode(spec.prompts[i].text, tok.add_bos_by_default());
+        if (toks.empty() && tok.bos() >= 0) toks.push_back(tok.bos());
+      }
+      const int need = static_cast<int>(toks.size()) + run.sampling.max_tokens + run.strategy.draft_max + 1;
+      if (n_ctx > 0 && need > n_ctx) {
+        bool swept = false;
+        for (const auto& [k, v] : run.point) swept |= k == "max_tokens";
+        spec.src.fail(swept ? "sweep.max_tokens" : "sampling.max_tokens",
+                      fmt::format("run '{}': prompt '{}' has {} tokens; with max_tokens {} it needs {} positions, more "
+                                  "than the context of model '{}' ({})",
+                                  run.name, spec.prompts[i].id, toks.size(), run.sampling.max_tokens, need, t->name, n_ctx));
+      }
+    }
+  }
+
+  // Every speculative run's drafter and verifier, built once now so that option and vocabulary
+  // problems surface before the first generation.
+  for (const auto& run : runs) {
+    if (run.strategy.kind != StrategyKind::Speculative) continue;
+    const StrategySpec& s = run.strategy;
+    auto target = model(spec.find_model(s.target)->path, spec.threads);
+    if (s.drafter == "layerskip" && s.layerskip_layers >= target->config().n_layer)
+      spec.src.fail(key_of(spec, run, "layerskip_layers"),
+                    fmt::format("run '{}': layerskip_layers {} must be below the target's {} layers", run.name,
+                                s.layerskip_layers, target->config().n_layer));
+    draft::DrafterOptions o;
+    o.target = target.get();
+    if (!s.draft.empty()) o.draft_model = model(spec.find_model(s.draft)->path, spec.threads);
+    o.n_threads = spec.threads;
+    o.ngram_min = s.ngram_min;
+    o.ngram_max = s.ngram_max;
+    o.exit_layer = s.layerskip_layers;
+    try {
+      draft::make_drafter(s.drafter, o);
+    } catch (const Error& e) {
+      spec.src.fail(key_of(spec, run, s.drafter == "model" ? "draft" : "drafter"), fmt::format("run '{}': {}", run.name, e.what()));
+    }
+    try {
+      verify::make_verifier(s.verifier);
+    } catch (const Error& e) {
+      spec.src.fail(key_of(spec, run, "verifier"), e.what());
+    }
+  }
+}
+
+void EngineExecutor::describe_environment(nlohmann::json& environment) const {
+  // CPU engine: the CUDA backend reports its device here once it drives generation.
+  environment["backend"] = "cpu";
+}
+
+EngineExecutor::RunState& EngineExecutor::state_for(const ExecutionRequest& req) {
+  auto& slot = runs_[req.run->name];
+  if (slot) return *slot;
+  slot = std::make_unique<RunState>();
+  const ExperimentSpec& spec = *req.spec;
+  const RunSpec& run = *req.run;
+  if (run.strategy.kind == StrategyKind::Speculative) {
+    const StrategySpec& s = run.strategy;
+    auto target = model(spec.find_model(s.target)->path, req.threads);
+    draft::DrafterOptions o;
+    o.target = target.get();
+    if (!s.draft.empty()) o.draft_model = model(spec.find_model(s.draft)->path, req.threads);
+    o.n_threads = req.threads;
+    o.ngram_min = s.ngram_min;
+    o.ngram_max = s.ngram_max;
+    o.exit_layer = s.layerskip_layers;
+    slot->drafter = draft::make_drafter(s.drafter, o);
+    slot->verifier = verify::make_verifier(s.verifier);
+    slot->decoder = std::make_unique<verify::SpeculativeDecoder>(*target, *slot->drafter, *slot->verifier,
+                                                                  to_params(run.sampling, req.seed), to_decode_options(run));
+  }
+  return *slot;
+}
+
+PromptRecord EngineExecutor::execute(const ExecutionRequest& req) {
+  const ExperimentSpec& spec = *req.spec;
+  const RunSpec& run = *req.run;
+  const ModelSpec* target_spec = spec.find_model(run.strategy.target);
+  auto target = model(target_spec->path, req.threads);
+  target->set_threads(req.threads);
+  if (!run.strategy.draft.empty()) model(spec.find_model(run.strategy.draft)->path, req.threads)->set_threads(req.threads);
+  const auto& tokens = prompt_tokens_.at({target_spec->path, req.prompt_index});
+  RunState& st = state_for(req);
+
+  verify::GenerationResult res;
+  if (run.strategy.kind == StrategyKind::Autoregressive) {
+    const int need = static_cast<int>(tokens.size()) + run.sampling.max_tokens + 1;
+    if (st.kv.capacity() < need) st.kv = target->new_cache(need);
+    res = verify::generate_autoregressive(*target, tokens, to_params(run.sampling, req.seed), to_decode_options(run),
+                                          req.stream, &st.kv);
+  } else {
+    res = st.decoder->generate(tokens, req.stream);
+  }
+
+  const verify::Metrics& m = res.metrics;
+  PromptRecord r;
+  r.n_prompt_tokens = static_cast<int>(m.n_prompt);
+  r.tokens = res.tokens;
+  r.text = target->tokenizer().decode(res.tokens);
+  r.stopped_at_eog = res.stopped_at_eog;
+  r.n_generated = m.n_generated;
+  r.n_drafted = m.n_drafted;
+  r.n_accepted = m.n_accepted;
+  r.n_steps = m.n_steps;
+  r.position_drafted = m.position_drafted;
+  r.position_accepted = m.position_accepted;
+  r.wall_s = m.total_s;
+  r.ttft_ms = m.ttft_ms();
+  r.tokens_per_second = m.total_s > 0 ? m.tokens_per_second() : kNaN;
+  r.target_step_ms = finite_or_nan(m.target_step_s) * 1000.0;
+  if (run.strategy.kind == StrategyKind::Speculative) {
+    r.cost_ratio = finite_or_nan(m.cost_ratio());
+    r.draft_step_ms = finite_or_nan(m.draft_token_s) * 1000.0;
+  }
+  r.time_breakdown = {m.time.draft_s, m.time.verify_forward_s, m.time.sampling_s, m.time.other_s};
+  return r;
+}
+
+void EngineExecutor::finish_run(const RunSpec& run) { runs_.erase(run.name); }
+
+int run_experiment(const std::string& path, const RunOptions& options) {
+  EngineExecutor executor;
+  return run_experiment(path, options, executor);
+}
+
+}  // namespace specmoe::exp

@@ -1,0 +1,68 @@
+// report.md: the summary, per-position acceptance, category, time and MoE tables, the seeds and
+// the command that reproduces the experiment.
+
+#include <fmt/format.h>
+
+#include "experiments/report_tables.h"
+#include "experiments/report_writer.h"
+
+namespace specmoe::exp {
+namespace {
+
+std::string escape_cell(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+std::string render_table(const TextTable& t) {
+  std::string out = fmt::format("## {}\n\n|", t.title);
+  for (const auto& h : t.headers) out += fmt::format(" {} |", escape_cell(h));
+  out += "\n|";
+  for (size_t i = 0; i < t.headers.size(); ++i) out += i == 0 ? "---|" : "---:|";
+  out += "\n";
+  for (const auto& row : t.rows) {
+    out += "|";
+    for (const auto& c : row) out += fmt::format(" {} |", escape_cell(c));
+    out += "\n";
+  }
+  return out + "\n";
+}
+
+class MarkdownReportWriter : public ReportWriter {
+ public:
+  std::string file_name() const override { return "report.md"; }
+  std::string render(const Report& r) const override {
+    const auto& exp = r.experiment.config.at("experiment");
+    std::string out = fmt::format("# {}\n\n", exp.value("name", "experiment"));
+    if (!exp.value("description", "").empty()) out += exp.value("description", "") + "\n\n";
+    out += fmt::format("Generated {} by specmoe {}; config hash `{}`. Speedup is the baseline's wall time per "
+                       "generated token over the run's (mean ± 95% CI over prompts × repeats, Student t); "
+                       "predicted speedup is Leviathan et al. 2023 Thm 3.8 with the fitted acceptance rate.\n\n",
+                       r.created, r.environment.value("specmoe_commit", "?"), r.experiment.config_hash);
+    out += render_table(summary_table(r));
+    if (TextTable t = position_table(r); !t.empty()) out += render_table(t);
+    if (TextTable t = category_table(r); !t.empty()) out += render_table(t);
+    out += render_table(time_table(r));
+    if (TextTable t = moe_table(r); !t.empty()) out += render_table(t);
+    if (!r.missing_runs.empty()) {
+      out += "## Missing runs\n\nNot finished (or finished with another config): ";
+      for (size_t i = 0; i < r.missing_runs.size(); ++i) out += (i ? ", " : "") + r.missing_runs[i];
+      out += "\n\n";
+    }
+    out += render_table(seeds_table(r));
+    out += render_table(environment_table(r));
+    out += fmt::format("## Reproduce\n\n```sh\n{}\n```\n", reproduce_command(r));
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ReportWriter> make_markdown_report_writer() { return std::make_unique<MarkdownReportWriter>(); }
+
+}  // namespace specmoe::exp

@@ -1,0 +1,127 @@
+// Report tables shared by the Markdown and HTML writers.
+
+#include "experiments/report_tables.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace specmoe::exp {
+
+std::string format_number(double v, int precision) {
+  if (!std::isfinite(v)) return "-";
+  return fmt::format("{:.{}f}", v, precision);
+}
+
+std::string format_estimate(const Estimate& e, int precision) {
+  if (!std::isfinite(e.mean)) return "-";
+  if (!std::isfinite(e.ci95)) return format_number(e.mean, precision);
+  return fmt::format("{} ± {}", format_number(e.mean, precision), format_number(e.ci95, precision));
+}
+
+TextTable summary_table(const Report& r) {
+  TextTable t;
+  t.title = "Summary";
+  t.headers = {"run", "kind", "tokens/s", "speedup", "predicted speedup", "acceptance rate",
+               "mean accepted length", "cost ratio", "identical to baseline"};
+  for (const auto& a : r.runs) {
+    bool spec = a.kind == "speculative";
+    std::string identical = a.identical_to_baseline ? (*a.identical_to_baseline ? "yes" : "NO") : "-";
+    std::string kind = spec ? fmt::format("{} g={}", a.drafter, a.draft_max) : (a.is_baseline ? "baseline" : "autoregressive");
+    t.rows.push_back({a.name, kind, format_estimate(a.tokens_per_second, 1), format_estimate(a.speedup, 2),
+                      format_number(a.predicted_speedup, 2), format_number(a.acceptance_rate, 3),
+                      format_number(a.mean_accepted_length, 2), format_estimate(a.cost_ratio, 3), identical});
+  }
+  return t;
+}
+
+TextTable position_table(const Report& r) {
+  TextTable t;
+  t.title = "Acceptance by draft position";
+  size_t width = 0;
+  for (const auto& a : r.runs) width = std::max(width, a.per_position_acceptance.size());
+  t.headers = {"run"};
+  for (size_t i = 0; i < width; ++i) t.headers.push_back(fmt::format("{}", i + 1));
+  for (const auto& a : r.runs) {
+    if (a.kind != "speculative") continue;
+    std::vector<std::string> row = {a.name};
+    for (size_t i = 0; i < width; ++i)
+      row.push_back(i < a.per_position_acceptance.size() ? format_number(a.per_position_acceptance[i], 3) : "-");
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+TextTable category_table(const Report& r) {
+  TextTable t;
+  t.title = "By category";
+  t.headers = {"run", "category", "records", "tokens/s", "speedup", "acceptance rate", "mean accepted length"};
+  for (const auto& a : r.runs)
+    for (const auto& c : a.categories)
+      t.rows.push_back({a.name, c.category, std::to_string(c.n_records), format_estimate(c.tokens_per_second, 1),
+                        format_estimate(c.speedup, 2), format_estimate(c.acceptance_rate, 3),
+                        format_estimate(c.mean_accepted_length, 2)});
+  return t;
+}
+
+TextTable time_table(const Report& r) {
+  TextTable t;
+  t.title = "Time breakdown (seconds, summed over records)";
+  t.headers = {"run", "draft", "target verify", "sampling/verification", "other", "ttft (ms)", "tokens"};
+  for (const auto& a : r.runs)
+    t.rows.push_back({a.name, format_number(a.time_breakdown.draft_s, 3), format_number(a.time_breakdown.verify_s, 3),
+                      format_number(a.time_breakdown.sample_s, 3), format_number(a.time_breakdown.other_s, 3),
+                      format_estimate(a.ttft_ms, 2), std::to_string(a.n_generated)});
+  return t;
+}
+
+TextTable moe_table(const Report& r) {
+  TextTable t;
+  t.title = "Expert load (target MoE layers)";
+  t.headers = {"run", "layer", "load_cv", "max_over_mean", "jain_index", "routing_entropy", "dropped_tokens"};
+  for (const auto& a : r.runs) {
+    if (!a.moe) continue;
+    for (size_t l = 0; l < a.moe->layers.size(); ++l) {
+      const auto& L = a.moe->layers[l];
+      t.rows.push_back({a.name, std::to_string(l), format_number(L.load_cv, 3), format_number(L.max_over_mean, 3),
+                        format_number(L.jain_index, 3), format_number(L.routing_entropy, 3),
+                        std::to_string(L.dropped_tokens)});
+    }
+  }
+  return t;
+}
+
+TextTable environment_table(const Report& r) {
+  TextTable t;
+  t.title = "Environment";
+  t.headers = {"key", "value"};
+  if (r.environment.is_object())
+    for (const auto& [k, v] : r.environment.items())
+      t.rows.push_back({k, v.is_string() ? v.get<std::string>() : v.dump()});
+  t.rows.push_back({"config_hash", r.experiment.config_hash});
+  if (r.mixed_environments) t.rows.push_back({"note", "runs came from different machines or builds; see report.json"});
+  return t;
+}
+
+TextTable seeds_table(const Report& r) {
+  TextTable t;
+  t.title = "Seeds";
+  t.headers = {"what", "value"};
+  const auto& exp = r.experiment.config.at("experiment");
+  t.rows.push_back({"experiment seed", exp.at("seed").dump()});
+  t.rows.push_back({"repeats", exp.at("repeats").dump()});
+  t.rows.push_back({"rng", "Philox4x32-10, one stream per (prompt index, repeat)"});
+  if (r.experiment.config.contains("models"))
+    for (const auto& m : r.experiment.config.at("models"))
+      if (m.contains("synth"))
+        t.rows.push_back({"synth model " + m.value("name", ""),
+                          fmt::format("preset {} seed {}", m.value("synth", ""), m.at("seed").dump())});
+  return t;
+}
+
+std::string reproduce_command(const Report& r) {
+  if (!r.experiment.command.empty()) return r.experiment.command;
+  return "specmoe run " + r.experiment.config.at("experiment").value("file", std::string("EXPERIMENT.toml"));
+}
+
+}  // namespace specmoe::exp

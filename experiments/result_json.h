@@ -1,0 +1,56 @@
+// On-disk results: runs/<run-name>.json holds one finished run (its resolved spec, config hash,
+// environment and every PromptRecord); experiment.json holds the resolved config the runs belong
+// to. Both are what report building and merging read, so a report can always be rebuilt from disk.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "experiments/run_result.h"
+
+namespace specmoe::exp {
+
+inline constexpr const char* kRunFileFormat = "specmoe-run/1";
+inline constexpr const char* kExperimentFileFormat = "specmoe-experiment/1";
+
+// A finished run as stored in runs/<name>.json.
+struct RunFile {
+  nlohmann::json run;           // run_to_json(RunSpec): name, strategy, sampling, point, baseline
+  std::string name;
+  std::string config_hash;      // of the run (resume compares this)
+  std::string experiment_hash;  // of the experiment it was produced for
+  nlohmann::json environment;
+  std::string started, finished;  // ISO 8601 UTC
+  std::vector<PromptRecord> records;
+};
+
+// experiment.json: what the output folder is a report of.
+struct ExperimentFile {
+  nlohmann::json config;  // spec_to_json: resolved config including the run list
+  std::string config_hash;
+  std::string toml;       // the TOML as written
+  std::string command;    // the command that reproduces the experiment
+};
+
+// JSON numbers for doubles: NaN and infinities become null (JSON has no NaN).
+nlohmann::json number_or_null(double v);
+double number_from_json(const nlohmann::json& j);  // null -> NaN
+
+nlohmann::json record_to_json(const PromptRecord& r);
+// Throws Error(Format) "<where>: <problem>" on missing or mistyped fields.
+PromptRecord record_from_json(const nlohmann::json& j, const std::string& where);
+
+nlohmann::json run_file_to_json(const RunFile& f);
+RunFile run_file_from_json(const nlohmann::json& j, const std::string& where);
+RunFile load_run_file(const std::string& path);  // throws Error(Io / Format) naming the path
+void save_run_file(const std::string& path, const RunFile& f);  // atomic
+
+nlohmann::json experiment_file_to_json(const ExperimentFile& f);
+ExperimentFile load_experiment_file(const std::string& path);
+void save_experiment_file(const std::string& path, const ExperimentFile& f);  // atomic
+
+// "runs/<name>.json" inside an output folder.
+std::string run_file_path(const std::string& output_dir, const std::string& run_name);
+
+}  // namespace specmoe::exp

@@ -1,0 +1,246 @@
+// The experiment runner: validation before anything runs, then every selected run over every
+// prompt and repeat (after unrecorded warmups), each finished run saved atomically and the report
+// rebuilt; SIGINT stops after the current generation and keeps what is finished.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "experiments/atomic_file.h"
+#include "experiments/config_hash.h"
+#include "experiments/environment.h"
+#include "experiments/experiment.h"
+#include "experiments/progress.h"
+#include "experiments/report_writer.h"
+#include "experiments/result_json.h"
+#include "experiments/sweep.h"
+
+namespace specmoe::exp {
+namespace fs = std::filesystem;
+
+uint64_t prompt_stream_id(int prompt_index, int repeat) {
+  // Warmups (negative repeats) map to their own streams, far from any recorded repeat.
+  return core::Rng::stream_id({static_cast<uint64_t>(prompt_index), static_cast<uint64_t>(static_cast<int64_t>(repeat))});
+}
+
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+extern "C" void on_sigint(int) {
+  if (g_interrupted) {  // second Ctrl-C: give up at once
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+    return;
+  }
+  g_interrupted = 1;
+  static const char msg[] =
+      "\nspecmoe: interrupted; saving finished runs after the current generation (Ctrl-C again to abort)\n";
+  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+  (void)ignored;
+}
+
+// Installs the SIGINT handler for the duration of a run and restores the previous one.
+class SigintGuard {
+ public:
+  SigintGuard() {
+    g_interrupted = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: a blocking read returns EINTR rather than hanging
+    sigaction(SIGINT, &sa, &old_);
+  }
+  ~SigintGuard() { sigaction(SIGINT, &old_, nullptr); }
+  bool interrupted() const { return g_interrupted != 0; }
+
+ private:
+  struct sigaction old_ {};
+};
+
+struct Plan {
+  ExperimentSpec spec;
+  std::vector<RunSpec> runs;
+  std::string output;
+  int threads = 1;
+  std::string experiment_hash;
+};
+
+void check_registry_names(const ExperimentSpec& spec, const std::vector<RunSpec>& runs, const RunExecutor& executor) {
+  auto drafters = executor.drafter_names();
+  auto verifiers = executor.verifier_names();
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  };
+  auto key_of = [&](const RunSpec& run, const std::string& field) {
+    for (const auto& [k, v] : run.point)
+      if (k == field) return "sweep." + field;
+    return spec.strategy_key(run.strategy.index, field);
+  };
+  for (const auto& run : runs) {
+    const StrategySpec& s = run.strategy;
+    if (s.kind != StrategyKind::Speculative) continue;
+    if (std::find(drafters.begin(), drafters.end(), s.drafter) == drafters.end())
+      spec.src.fail(key_of(run, "drafter"), fmt::format("unknown drafter '{}' (known: {})", s.drafter, join(drafters)));
+    if (std::find(verifiers.begin(), verifiers.end(), s.verifier) == verifiers.end())
+      spec.src.fail(key_of(run, "verifier"), fmt::format("unknown verifier '{}' (known: {})", s.verifier, join(verifiers)));
+  }
+}
+
+void check_model_files(const ExperimentSpec& spec, const std::vector<RunSpec>& runs) {
+  std::set<std::string> used;
+  for (const auto& run : runs) {
+    used.insert(run.strategy.target);
+    if (!run.strategy.draft.empty()) used.insert(run.strategy.draft);
+  }
+  for (const auto& m : spec.models) {
+    if (!used.count(m.name) || m.is_synth()) continue;
+    std::error_code ec;
+    if (!fs::is_regular_file(m.path, ec))
+      spec.src.fail("models." + m.name + ".path", fmt::format("file not found: {}", m.path));
+  }
+}
+
+Plan make_plan(const std::string& path, const RunOptions& options) {
+  Plan plan;
+  plan.spec = parse_experiment_file(path);
+  if (options.threads_override >= 0) plan.spec.threads = options.threads_override;
+  if (!options.output_override.empty()) plan.spec.output = options.output_override;
+  if (options.shard_n < 1 || options.shard_i < 0 || options.shard_i >= options.shard_n)
+    throw_error(ErrorKind::InvalidArgument, "--shard {}/{}: expected i/n with 0 <= i < n", options.shard_i, options.shard_n);
+  plan.runs = expand_runs(plan.spec);
+  plan.output = plan.spec.output;
+  plan.threads = plan.spec.threads > 0 ? plan.spec.threads : std::max(1u, std::thread::hardware_concurrency());
+  plan.experiment_hash = experiment_config_hash(plan.spec, plan.runs);
+  return plan;
+}
+
+}  // namespace
+
+void describe_experiment(const std::string& path, const RunOptions& options, std::ostream& out) {
+  Plan plan = make_plan(path, options);
+  out << fmt::format("experiment {} ({} runs x {} prompts x {} repeats), config hash {}, output {}\n", plan.spec.name,
+                     plan.runs.size(), plan.spec.prompts.size(), plan.spec.repeats, plan.experiment_hash, plan.output);
+  for (const auto& r : plan.runs) {
+    bool mine = r.index % options.shard_n == options.shard_i;
+    out << fmt::format("{:3} {:<32} {:<24} {}{}\n", r.index, r.name,
+                       r.is_baseline ? "(baseline)" : (r.baseline.empty() ? "(no baseline)" : "vs " + r.baseline),
+                       r.config_hash, mine ? "" : "  [other shard]");
+  }
+}
+
+int run_experiment(const std::string& path, const RunOptions& options, RunExecutor& executor) {
+  Plan plan = make_plan(path, options);
+  const ExperimentSpec& spec = plan.spec;
+
+  // Everything is checked before the first generation.
+  check_registry_names(spec, plan.runs, executor);
+  check_model_files(spec, plan.runs);
+  try {
+    check_folder_writable(plan.output);
+  } catch (const Error& e) {
+    if (!options.output_override.empty()) throw_error(ErrorKind::Config, "--output: {}", e.what());
+    spec.src.fail("experiment.output", e.what());
+  }
+  executor.prepare(spec, plan.runs);
+
+  ExperimentFile ef;
+  ef.config = spec_to_json(spec, plan.runs);
+  ef.config_hash = plan.experiment_hash;
+  ef.toml = spec.source_text;
+  ef.command = options.command_line.empty() ? "specmoe run " + path : options.command_line;
+  save_experiment_file((fs::path(plan.output) / "experiment.json").string(), ef);
+
+  nlohmann::json environment = capture_environment(plan.threads);
+  executor.describe_environment(environment);
+
+  // This shard's runs, minus finished ones when resuming.
+  std::vector<const RunSpec*> todo;
+  std::vector<std::string> skipped;
+  for (const auto& run : plan.runs) {
+    if (run.index % options.shard_n != options.shard_i) continue;
+    if (options.resume) {
+      std::string file = run_file_path(plan.output, run.name);
+      std::error_code ec;
+      if (fs::exists(file, ec)) {
+        try {
+          if (load_run_file(file).config_hash == run.config_hash) {
+            skipped.push_back(run.name);
+            continue;
+          }
+        } catch (const Error&) {
+          // An unreadable run file is re-run (and overwritten).
+        }
+      }
+    }
+    todo.push_back(&run);
+  }
+
+  const int n_prompts = static_cast<int>(spec.prompts.size());
+  Progress progress(options.progress, static_cast<long>(todo.size()) * n_prompts * spec.repeats);
+  for (const auto& name : skipped) progress.message("resume: run " + name + " is finished, skipping");
+
+  SigintGuard sigint;
+  const std::vector<std::string>& formats = options.report_formats;
+  for (size_t k = 0; k < todo.size() && !sigint.interrupted(); ++k) {
+    const RunSpec& run = *todo[k];
+    RunFile file;
+    file.name = run.name;
+    file.run = run_to_json(run);
+    file.config_hash = run.config_hash;
+    file.experiment_hash = plan.experiment_hash;
+    file.environment = environment;
+    file.environment["date"] = utc_now_iso8601();
+    file.started = utc_now_iso8601();
+
+    auto request = [&](int prompt_index, int repeat) {
+      ExecutionRequest req;
+      req.spec = &spec;
+      req.run = &run;
+      req.prompt = &spec.prompts[prompt_index];
+      req.prompt_index = prompt_index;
+      req.repeat = repeat;
+      req.seed = spec.seed;
+      req.stream = prompt_stream_id(prompt_index, repeat);
+      req.threads = plan.threads;
+      return req;
+    };
+    for (int w = 0; w < spec.warmup && !sigint.interrupted(); ++w) executor.execute(request(w % n_prompts, -1 - w));
+
+    for (int p = 0; p < n_prompts && !sigint.interrupted(); ++p) {
+      for (int r = 0; r < spec.repeats && !sigint.interrupted(); ++r) {
+        PromptRecord rec = executor.execute(request(p, r));
+        rec.run = run.name;
+        rec.prompt_index = p;
+        rec.repeat = r;
+        rec.prompt_id = spec.prompts[p].id;
+        rec.category = spec.prompts[p].category;
+        if (rec.n_generated == 0) rec.n_generated = static_cast<int64_t>(rec.tokens.size());
+        if (!std::isfinite(rec.tokens_per_second) && rec.wall_s > 0)
+          rec.tokens_per_second = static_cast<double>(rec.n_generated) / rec.wall_s;
+        file.records.push_back(std::move(rec));
+        progress.step(static_cast<int>(k) + 1, static_cast<int>(todo.size()), run.name, p + 1, n_prompts);
+      }
+    }
+    if (sigint.interrupted()) break;  // a run cut short is not saved: resume re-runs it whole
+    file.finished = utc_now_iso8601();
+    save_run_file(run_file_path(plan.output, run.name), file);
+    executor.finish_run(run);
+    rebuild_report(plan.output, formats);
+  }
+  progress.finish();
+  rebuild_report(plan.output, formats);
+  if (sigint.interrupted()) return kRunInterrupted;
+  return kRunOk;
+}
+
+}  // namespace specmoe::exp

@@ -1,0 +1,64 @@
+// Softmax, SwiGLU (Shazeer 2020) and GELU (tanh approximation, Hendrycks & Gimpel 2016; the form
+// GPT-2 and llama.cpp's ggml_gelu use). Element-wise ops split the vector into fixed chunks
+// over threads; each element is computed exactly as the reference computes it.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/ops.h"
+
+namespace specmoe::kernels::cpu {
+
+namespace {
+constexpr int64_t kElemGrain = 4096;
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  float mx = x[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void softmax_rows(ThreadPool& pool, float* x, int64_t T, int64_t n) {
+  pool.parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) softmax(x + t * n, n);
+  });
+}
+
+float gelu(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+
+void swiglu_ref(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
+}
+
+void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, int64_t n) {
+  pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) { swiglu_ref(gate + b, up + b, out + b, e - b); });
+}
+
+void gelu_ref(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = gelu(x[i]);
+}
+
+void gelu_inplace(ThreadPool& pool, float* x, int64_t n) {
+  pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) { gelu_ref(x + b, e - b); });
+}
+
+void add_bias(float* y, const float* b, int64_t T, int64_t n) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < n; ++i) y[t * n + i] += b[i];
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace specmoe::kernels::cpu

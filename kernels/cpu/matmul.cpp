@@ -1,0 +1,108 @@
+// Matrix multiplication over every weight dtype: the reference, the portable fast path and the
+// dispatch to the AVX2 kernels. Weight rows are the outer loop and tokens the inner one, so a
+// decode-time batch of T tokens reads each weight row from memory once (DESIGN.md: verification
+// of k draft tokens must cost about one forward).
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/simd_avx2.h"
+
+namespace specmoe::kernels::cpu {
+
+namespace {
+
+bool cpu_has_avx2() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+  return has;
+#else
+  return false;
+#endif
+}
+
+// Rows per chunk handed to a thread: big enough to amortise the hand-out, small enough to
+// balance. Only affects which thread computes a row, never the row's value.
+constexpr int64_t kRowGrain = 16;
+
+// Converts row j of w to floats. F32 rows are returned in place (no copy).
+const float* row_as_f32(const MatrixView& w, int64_t j, float* scratch) {
+  const uint8_t* src = w.row(j);
+  if (w.type == DType::F32) return reinterpret_cast<const float*>(src);
+  dequantize_row(w.type, src, scratch, w.n_in);
+  return scratch;
+}
+
+// Portable dot product with 8 independent partial sums (lets the compiler vectorise without
+// reassociating), combined in a fixed order.
+float dot_portable(const float* a, const float* b, int64_t n) {
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) s[l] += a[i + l] * b[i + l];
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + tail;
+}
+
+}  // namespace
+
+Isa best_isa() { return cpu_has_avx2() ? Isa::Avx2 : Isa::Scalar; }
+
+Isa usable_isa(Isa want) { return (want == Isa::Avx2 && cpu_has_avx2()) ? Isa::Avx2 : Isa::Scalar; }
+
+const char* isa_name(Isa isa) { return isa == Isa::Avx2 ? "avx2" : "scalar"; }
+
+MatrixView MatrixView::make(DType type, const void* data, int64_t n_in, int64_t n_out) {
+  MatrixView v;
+  v.type = type;
+  v.data = data;
+  v.n_in = n_in;
+  v.n_out = n_out;
+  v.row_bytes = dtype_row_bytes(type, n_in);  // throws when n_in is not a multiple of the block
+  return v;
+}
+
+void matmul_ref(const float* x, int64_t T, const MatrixView& w, float* y) {
+  std::vector<float> row(static_cast<size_t>(w.n_in));
+  for (int64_t j = 0; j < w.n_out; ++j) {
+    const float* r = row_as_f32(w, j, row.data());
+    for (int64_t t = 0; t < T; ++t) {
+      const float* xt = x + t * w.n_in;
+      float acc = 0.0f;
+      for (int64_t i = 0; i < w.n_in; ++i) acc += xt[i] * r[i];
+      y[t * w.n_out + j] = acc;
+    }
+  }
+}
+
+void matmul(ThreadPool& pool, const float* x, int64_t T, const MatrixView& w, float* y, Isa isa) {
+  if (T <= 0 || w.n_out <= 0) return;
+  if (w.n_in == 0) {
+    std::fill(y, y + T * w.n_out, 0.0f);
+    return;
+  }
+  isa = usable_isa(isa);
+  pool.parallel_for(w.n_out, kRowGrain, [&](int64_t j0, int64_t j1) {
+    // One scratch row per chunk: the dequantized row stays in L1 while all T tokens use it.
+    std::vector<float> scratch(w.type == DType::F32 ? 0 : static_cast<size_t>(w.n_in));
+    if (isa == Isa::Avx2) {
+      avx2::matmul_rows(w, x, T, y, j0, j1, scratch.data());
+      return;
+    }
+    for (int64_t j = j0; j < j1; ++j) {
+      const float* r = row_as_f32(w, j, scratch.data());
+      for (int64_t t = 0; t < T; ++t) y[t * w.n_out + j] = dot_portable(x + t * w.n_in, r, w.n_in);
+    }
+  });
+}
+
+float dot_f32(const float* a, const float* b, int64_t n, Isa isa) {
+  if (usable_isa(isa) == Isa::Avx2) return avx2::dot_f32(a, b, n);
+  return dot_portable(a, b, n);
+}
+
+}  // namespace specmoe::kernels::cpu

@@ -1,0 +1,189 @@
+// CPU ops of the transformer forward: a plain scalar reference for every op (`*_ref`, the
+// definition the fast paths are tested against) and the fast paths the model runs (threaded,
+// AVX2+FMA+F16C where the CPU has it, portable otherwise).
+//
+// Determinism contract: the fast paths split work by OUTPUT element (weight rows, tokens, heads),
+// never along a reduction, and each output is computed in an order that does not depend on the
+// thread count or on how many tokens share the batch. Results are therefore bit-identical for
+// any n_threads, and a token's result in a batch equals the result of a one-token call.
+#pragma once
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "kernels/dtype.h"
+
+namespace specmoe::kernels::cpu {
+
+// ---------------------------------------------------------------------------------------------
+// Thread pool: persistent workers owned by one instance (a draft and a target model each own one).
+
+class ThreadPool {
+ public:
+  // n_threads counts the calling thread; 0 = std::thread::hardware_concurrency().
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int n_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) on disjoint chunks covering [0, n), each chunk `grain` items (the last
+  // one shorter), spread over the workers and the caller; returns when all are done. Chunks are
+  // handed out dynamically, so callers must make each item's result independent of which thread
+  // runs it. An exception thrown by fn is rethrown here. A call made from inside fn (nested) or
+  // while another thread is using the pool runs serially on the calling thread.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void worker_loop();
+  void run_chunks();
+
+  std::vector<std::thread> workers_;
+  std::mutex call_mu_;  // one parallel_for at a time
+  std::mutex mu_;
+  std::condition_variable cv_start_, cv_done_;
+  uint64_t generation_ = 0;
+  int running_ = 0;
+  bool stop_ = false;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t n_ = 0, grain_ = 1;
+  std::atomic<int64_t> next_{0};
+  std::exception_ptr error_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Instruction-set selection.
+
+enum class Isa { Scalar, Avx2 };  // Avx2 = AVX2 + FMA + F16C
+// The best path this CPU supports (checked once at runtime with __builtin_cpu_supports).
+Isa best_isa();
+// `want` if the CPU supports it, else Scalar.
+Isa usable_isa(Isa want);
+const char* isa_name(Isa isa);
+
+// ---------------------------------------------------------------------------------------------
+// Matrix multiplication y[T, n_out] = x[T, n_in] * W^T.
+
+// A weight matrix in GGUF layout: ne = {n_in, n_out}; row j (n_in elements of `type`) starts at
+// data + j * row_bytes. Usually points into a memory-mapped file.
+struct MatrixView {
+  DType type = DType::F32;
+  const void* data = nullptr;
+  int64_t n_in = 0;
+  int64_t n_out = 0;
+  size_t row_bytes = 0;
+
+  const uint8_t* row(int64_t j) const { return static_cast<const uint8_t*>(data) + j * row_bytes; }
+  size_t bytes() const { return row_bytes * static_cast<size_t>(n_out); }
+  // Builds a view, checking n_in against the type's block size (throws Error(Format)).
+  static MatrixView make(DType type, const void* data, int64_t n_in, int64_t n_out);
+};
+
+// Reference: dequantizes each row and accumulates in float, index order. x: [T, n_in], y: [T, n_out].
+void matmul_ref(const float* x, int64_t T, const MatrixView& w, float* y);
+// Fast path: threads split the output rows; each weight row is read once for all T tokens
+// (quantized rows are dequantized once into a per-thread f32 scratch).
+void matmul(ThreadPool& pool, const float* x, int64_t T, const MatrixView& w, float* y,
+            Isa isa = best_isa());
+
+// Dot product of two float vectors (fixed summation order for a given n and isa).
+float dot_f32(const float* a, const float* b, int64_t n, Isa isa = best_isa());
+
+// ---------------------------------------------------------------------------------------------
+// Norms (one row of n per token; x and out may alias).
+
+// out = x / sqrt(mean(x^2) + eps) * w          (w may be null = 1). x, out: [T, n]
+void rmsnorm_ref(const float* x, const float* w, float* out, int64_t T, int64_t n, float eps);
+void rmsnorm(ThreadPool& pool, const float* x, const float* w, float* out, int64_t T, int64_t n, float eps);
+// out = (x - mean) / sqrt(var + eps) * w + b   (w, b may be null). x, out: [T, n]
+void layernorm_ref(const float* x, const float* w, const float* b, float* out, int64_t T, int64_t n, float eps);
+void layernorm(ThreadPool& pool, const float* x, const float* w, const float* b, float* out, int64_t T,
+               int64_t n, float eps);
+
+// ---------------------------------------------------------------------------------------------
+// Rotary position embedding (Su et al. 2021, RoFormer), in place.
+
+enum class RopePairing {
+  Adjacent,     // rotates (x[2i], x[2i+1])            llama.cpp LLAMA_ROPE_TYPE_NORM (llama)
+  SplitHalves,  // rotates (x[i], x[i + rope_dims/2])  llama.cpp LLAMA_ROPE_TYPE_NEOX (qwen2)
+};
+
+struct RopeParams {
+  int n_head = 0;
+  int head_dim = 0;
+  int rope_dims = 0;          // dims rotated at the start of each head (<= head_dim, even)
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;    // positions are multiplied by it (linear scaling)
+  RopePairing pairing = RopePairing::Adjacent;
+};
+
+// x: [T, n_head * head_dim]; token t is at positions[t]. Pair i (i < rope_dims/2) turns by
+// angle pos * freq_scale * freq_base^(-2i/rope_dims); dims >= rope_dims are left unchanged.
+void rope_ref(float* x, int64_t T, std::span<const int32_t> positions, const RopeParams& p);
+void rope(ThreadPool& pool, float* x, int64_t T, std::span<const int32_t> positions, const RopeParams& p);
+
+// ---------------------------------------------------------------------------------------------
+// Attention over a KV cache (scaled dot product, Vaswani et al. 2017) with grouped-query heads
+// (Ainslie et al. 2023): query head h reads KV head h / (n_head / n_head_kv).
+
+struct AttentionParams {
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;
+  float scale = 0.0f;        // usually 1/sqrt(head_dim)
+};
+
+// Where the keys/values live: row r (0 <= r < n_past + T) has kv_dim = n_head_kv * head_dim
+// floats at k + r * kv_stride (likewise v). Rows [0, n_past) are the cached tokens, always
+// visible; row n_past + j is new token j.
+struct KVView {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t kv_stride = 0;   // floats between rows
+  int64_t n_past = 0;
+};
+
+// q: [T, n_head * head_dim]; out: [T, n_head * head_dim]. allowed: null = causal among the new
+// tokens, else allowed[i * T + j] != 0 lets new token i see new token j. A token that sees
+// nothing at all gets a zero output.
+void attention_ref(const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
+                   const AttentionParams& p, float* out);
+void attention(ThreadPool& pool, const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
+               const AttentionParams& p, float* out, Isa isa = best_isa());
+
+// ---------------------------------------------------------------------------------------------
+// Softmax and activations.
+
+// In place over one row of n: x = exp(x - max) / sum. Both reference and fast path (the op is a
+// negligible share of a forward, so there is one implementation).
+void softmax(float* x, int64_t n);
+// x: [T, n], softmax over each row.
+void softmax_rows(ThreadPool& pool, float* x, int64_t T, int64_t n);
+
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+// GELU, tanh approximation (Hendrycks & Gimpel 2016), as GPT-2 and llama.cpp use.
+float gelu(float x);
+
+// out[i] = silu(gate[i]) * up[i]  (SwiGLU, Shazeer 2020); out may alias gate or up.
+void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
+void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, int64_t n);
+// x[i] = gelu(x[i]) in place.
+void gelu_ref(float* x, int64_t n);
+void gelu_inplace(ThreadPool& pool, float* x, int64_t n);
+
+// Small helpers the forward uses.
+// y[t, i] += b[i] for each of T rows of n.
+void add_bias(float* y, const float* b, int64_t T, int64_t n);
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, int64_t n);
+
+}  // namespace specmoe::kernels::cpu

@@ -1,0 +1,97 @@
+// Elementwise ops: SiLU, SwiGLU, GELU (tanh approximation), add, add_bias. Grid-stride loops; each
+// thread reads element i before writing element i, so outputs may alias inputs.
+#include <initializer_list>
+
+#include "kernels/cuda/kernel_util.h"
+#include "kernels/cuda/ops.h"
+
+namespace specmoe::kernels::cuda {
+namespace detail {
+
+constexpr int kElemThreads = 256;
+
+__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
+
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (Hendrycks & Gimpel 2016)
+__device__ __forceinline__ float gelu_f(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+
+#define SPECMOE_GRID_STRIDE(i, n)                                                                  \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__global__ void silu_kernel(const float* x, float* y, int64_t n) {
+  SPECMOE_GRID_STRIDE(i, n) y[i] = silu_f(x[i]);
+}
+__global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  SPECMOE_GRID_STRIDE(i, n) out[i] = silu_f(gate[i]) * up[i];
+}
+__global__ void gelu_kernel(const float* x, float* y, int64_t n) {
+  SPECMOE_GRID_STRIDE(i, n) y[i] = gelu_f(x[i]);
+}
+__global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
+  SPECMOE_GRID_STRIDE(i, n) y[i] = a[i] + b[i];
+}
+__global__ void add_bias_kernel(float* y, const float* b, int64_t total, int64_t n) {
+  SPECMOE_GRID_STRIDE(i, total) y[i] += b[i % n];
+}
+
+#undef SPECMOE_GRID_STRIDE
+
+void check_elementwise(const char* op, int64_t n, std::initializer_list<const void*> ptrs) {
+  require(n >= 0, op, "n < 0");
+  if (n == 0) return;
+  for (const void* p : ptrs) require_ptr(p, op, "an input or output pointer");
+}
+
+}  // namespace detail
+
+void silu(Context& ctx, const float* x, float* y, int64_t n) {
+  detail::check_elementwise("silu", n, {x, y});
+  if (n == 0) return;
+  DeviceGuard guard(ctx.device());
+  detail::silu_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0, detail::stream_of(ctx)>>>(
+      x, y, n);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void swiglu(Context& ctx, const float* gate, const float* up, float* out, int64_t n) {
+  detail::check_elementwise("swiglu", n, {gate, up, out});
+  if (n == 0) return;
+  DeviceGuard guard(ctx.device());
+  detail::swiglu_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0,
+                          detail::stream_of(ctx)>>>(gate, up, out, n);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void gelu(Context& ctx, const float* x, float* y, int64_t n) {
+  detail::check_elementwise("gelu", n, {x, y});
+  if (n == 0) return;
+  DeviceGuard guard(ctx.device());
+  detail::gelu_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0, detail::stream_of(ctx)>>>(
+      x, y, n);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void add(Context& ctx, const float* a, const float* b, float* y, int64_t n) {
+  detail::check_elementwise("add", n, {a, b, y});
+  if (n == 0) return;
+  DeviceGuard guard(ctx.device());
+  detail::add_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0, detail::stream_of(ctx)>>>(
+      a, b, y, n);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void add_bias(Context& ctx, float* y, const float* b, int64_t T, int64_t n) {
+  detail::require(T >= 0 && n >= 0, "add_bias", "negative size");
+  detail::check_elementwise("add_bias", T * n, {y, b});
+  if (T == 0 || n == 0) return;
+  DeviceGuard guard(ctx.device());
+  detail::add_bias_kernel<<<detail::grid_for(T * n, detail::kElemThreads), detail::kElemThreads, 0,
+                            detail::stream_of(ctx)>>>(y, b, T * n, n);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace specmoe::kernels::cuda

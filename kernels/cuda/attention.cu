@@ -1,0 +1,117 @@
+// Scaled dot-product attention over a KV cache with GQA and an optional mask among the new tokens.
+// One simple kernel: one block per (token, head) does three passes over the visible keys --
+// scores (one warp per key) into a scratch row, exp and sum, then the weighted sum of values.
+#include <algorithm>
+
+#include "kernels/cuda/kernel_util.h"
+#include "kernels/cuda/ops.h"
+
+namespace specmoe::kernels::cuda {
+namespace detail {
+
+constexpr int kAttentionThreads = 128;
+
+// grid = (n_head, tokens in this chunk); token t = t0 + blockIdx.y.
+// q, out: [T, n_head, head_dim]; k, v rows r < n_past + T at r * kv_stride, KV head g at g * head_dim.
+// scores: [chunk tokens, n_head, n_kv] scratch. Dynamic shared memory: head_dim floats (scaled q).
+__global__ void attention_kernel(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t n_past,
+                                 int64_t T, int64_t t0, const uint8_t* allowed, int n_head, int group, int head_dim,
+                                 float scale, float* scores, float* out) {
+  extern __shared__ float q_s[];
+  const int h = blockIdx.x;
+  const int64_t t = t0 + blockIdx.y;
+  const int kvh = h / group;
+  const int64_t n_kv = n_past + T;
+  // Causal: new token t sees new tokens 0..t, so keys beyond n_past + t are never visible.
+  const int64_t n_scan = allowed != nullptr ? n_kv : n_past + t + 1;
+  const float* qr = q + (t * n_head + h) * head_dim;
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) q_s[d] = qr[d] * scale;
+  __syncthreads();
+
+  float* s = scores + (static_cast<int64_t>(blockIdx.y) * n_head + h) * n_kv;
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, n_warps = blockDim.x / kWarp;
+  const float* kh = k + static_cast<int64_t>(kvh) * head_dim;
+  const float* vh = v + static_cast<int64_t>(kvh) * head_dim;
+
+  // Pass 1: scores, one warp per key (lanes split the head dimension: coalesced reads of K).
+  float local_max = -INFINITY;
+  for (int64_t j = warp; j < n_scan; j += n_warps) {
+    const bool visible = j < n_past || allowed == nullptr || allowed[t * T + (j - n_past)] != 0;
+    float score = -INFINITY;
+    if (visible) {  // warp-uniform (same j for all lanes)
+      const float* kr = kh + j * kv_stride;
+      float acc = 0.0f;
+      for (int d = lane; d < head_dim; d += kWarp) acc += q_s[d] * kr[d];
+      score = warp_sum(acc);
+    }
+    if (lane == 0) s[j] = score;
+    local_max = fmaxf(local_max, score);
+  }
+  const float max_score = block_max(local_max);  // its barriers also publish s[] to the block
+  if (max_score == -INFINITY) {  // sees no key at all (block-uniform branch)
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) out[(t * n_head + h) * head_dim + d] = 0.0f;
+    return;
+  }
+
+  // Pass 2: unnormalized probabilities in place, and their sum.
+  float local_sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < n_scan; j += blockDim.x) {
+    const float p = expf(s[j] - max_score);  // exp(-inf) = 0 for masked keys
+    s[j] = p;
+    local_sum += p;
+  }
+  const float inv_sum = 1.0f / block_sum(local_sum);  // >= 1 term equals exp(0) = 1, so sum >= 1
+
+  // Pass 3: out[d] = sum_j p_j v_j[d] / sum; threads split d (coalesced reads of V rows).
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < n_scan; ++j) {
+      const float p = s[j];
+      if (p != 0.0f) acc += p * vh[j * kv_stride + d];  // skipping masked rows keeps 0 * inf out
+    }
+    out[(t * n_head + h) * head_dim + d] = acc * inv_sum;
+  }
+}
+
+}  // namespace detail
+
+void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
+               const AttentionParams& p, float* out) {
+  using detail::require;
+  require(T >= 0, "attention", "T < 0");
+  require(p.n_head > 0 && p.n_head_kv > 0 && p.head_dim > 0, "attention",
+          "n_head, n_head_kv and head_dim must be positive");
+  require(p.n_head % p.n_head_kv == 0, "attention",
+          "n_head = " + std::to_string(p.n_head) + " is not a multiple of n_head_kv = " + std::to_string(p.n_head_kv));
+  require(kv.n_past >= 0, "attention", "n_past < 0");
+  require(kv.kv_stride >= static_cast<int64_t>(p.n_head_kv) * p.head_dim, "attention",
+          "kv_stride = " + std::to_string(kv.kv_stride) + " is less than kv_dim = n_head_kv * head_dim");
+  // q_s (head_dim floats) must fit the 48 KiB of shared memory a launch gets without opt-in.
+  require(p.head_dim <= 4096, "attention", "head_dim = " + std::to_string(p.head_dim) + " exceeds 4096");
+  if (T == 0) return;
+  detail::require_ptr(q, "attention", "q");
+  detail::require_ptr(kv.k, "attention", "kv.k");
+  detail::require_ptr(kv.v, "attention", "kv.v");
+  detail::require_ptr(out, "attention", "out");
+  require(static_cast<const void*>(q) != static_cast<const void*>(out), "attention", "out aliases q");
+  DeviceGuard guard(ctx.device());
+
+  // Scores scratch: tokens are processed in chunks so that it stays under kDequantSliceBytes
+  // (a long prompt against a long cache would otherwise need T * n_head * n_kv floats).
+  const int64_t n_kv = kv.n_past + T;
+  const size_t row_bytes = static_cast<size_t>(p.n_head) * static_cast<size_t>(n_kv) * sizeof(float);
+  int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kDequantSliceBytes / row_bytes));
+  chunk = std::min<int64_t>({chunk, T, 65535});  // gridDim.y limit
+  auto* scores = static_cast<float*>(ctx.scratch(Context::Scratch::Attention, static_cast<size_t>(chunk) * row_bytes));
+  const size_t smem = static_cast<size_t>(p.head_dim) * sizeof(float);
+  for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+    const int64_t n = std::min(chunk, T - t0);
+    const dim3 grid(static_cast<unsigned>(p.n_head), static_cast<unsigned>(n));
+    detail::attention_kernel<<<grid, detail::kAttentionThreads, smem, detail::stream_of(ctx)>>>(
+        q, kv.k, kv.v, kv.kv_stride, kv.n_past, T, t0, allowed, p.n_head, p.n_head / p.n_head_kv, p.head_dim,
+        p.scale, scores, out);
+    SPECMOE_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace specmoe::kernels::cuda

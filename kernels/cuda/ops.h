@@ -1,0 +1,182 @@
+// Host launchers of the CUDA ops of the transformer forward and of sampling. Plain C++ (no CUDA
+// headers), so .cpp files compiled without nvcc can call them.
+//
+// Conventions, for every function below:
+// - Pointers are device pointers (cudaMalloc'ed, e.g. DeviceBuffer), row-major, F32 unless stated.
+// - Work is queued on ctx.stream() and returns before it finishes (ctx.synchronize() or
+//   ctx.download() to wait). Ops of one Context run in call order.
+// - Arguments are checked on the host: a bad size, type or null pointer throws
+//   Error(InvalidArgument); a failed CUDA/cuBLAS call throws Error(Runtime) (kernels/cuda/check.h).
+// - Semantics match the CPU reference ops (kernels/cpu/ops.h, branch `transformer`); the
+//   parameter structs mirror theirs field for field.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/device.h"
+#include "kernels/dtype.h"
+
+namespace specmoe::kernels::cuda {
+
+// ---------------------------------------------------------------------------------------------
+// Matrix multiplication y[T, n_out] = x[T, n_in] * W^T.
+
+// A weight matrix on the device in GGUF layout: row j (n_in elements of `type`, the GGUF block
+// layout for quantized types) starts at data + j * row_bytes; row_bytes >= dtype_row_bytes.
+struct DeviceMatrix {
+  DType type = DType::F32;
+  const void* data = nullptr;
+  int64_t n_in = 0;
+  int64_t n_out = 0;
+  size_t row_bytes = 0;
+};
+
+// Row bytes of n elements of `type` (n a multiple of the block size; throws Error(InvalidArgument)
+// otherwise). Same as dtype_row_bytes, local to this library.
+size_t row_bytes_of(DType type, int64_t n);
+
+// x: [T, n_in], y: [T, n_out] (must not alias x).
+// - F32, F16, BF16 weights: cuBLAS GEMM (cublasGemmEx, fp32 accumulation, CUBLAS_COMPUTE_32F).
+//   For F16/BF16 the activations are first rounded to the weight type (cuBLAS needs A and B of
+//   one type); F16 rounding saturates at +-65504 instead of overflowing to infinity.
+// - Quantized weights (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K): for T <= kMatvecMaxTokens a
+//   dequantizing matrix-vector kernel that reads each weight once for all T tokens; for larger T
+//   the weights are dequantized to F16 in slices of at most kDequantSliceBytes and multiplied by
+//   cuBLAS.
+constexpr int64_t kMatvecMaxTokens = 8;
+constexpr size_t kDequantSliceBytes = size_t{64} << 20;
+void matmul(Context& ctx, const float* x, int64_t T, const DeviceMatrix& w, float* y);
+
+// ---------------------------------------------------------------------------------------------
+// Dequantization (GGUF block layouts, kernels/dtype.h).
+
+// n elements (a multiple of the block size) at src -> dst as IEEE half bits / as F32.
+// Supported: every DType (F32/F16/BF16 are converted).
+void dequantize_f16(Context& ctx, DType type, const void* src, int64_t n, uint16_t* dst);
+void dequantize_f32(Context& ctx, DType type, const void* src, int64_t n, float* dst);
+
+// Embedding lookup: out[i, :] = dequantized row ids[i] of `table` (n_in elements each).
+// ids: [n_ids] int32 on the device. An id outside [0, n_out) cannot be reported from the device:
+// its output row is filled with NaN so that it cannot pass unnoticed.
+void get_rows(Context& ctx, const DeviceMatrix& table, const int32_t* ids, int64_t n_ids, float* out);
+
+// ---------------------------------------------------------------------------------------------
+// Norms (one row of n per token; x and out may alias). x, out: [T, n]; w, b: [n] or null.
+
+// out = x / sqrt(mean(x^2) + eps) * w          (Zhang & Sennrich 2019)
+void rms_norm(Context& ctx, const float* x, const float* w, float* out, int64_t T, int64_t n, float eps);
+// out = (x - mean) / sqrt(var + eps) * w + b   (Ba et al. 2016; biased variance, two passes)
+void layer_norm(Context& ctx, const float* x, const float* w, const float* b, float* out, int64_t T,
+                int64_t n, float eps);
+
+// ---------------------------------------------------------------------------------------------
+// Rotary position embedding (Su et al. 2021, RoFormer), in place.
+
+enum class RopePairing {
+  Adjacent,     // rotates (x[2i], x[2i+1])            llama.cpp LLAMA_ROPE_TYPE_NORM (llama)
+  SplitHalves,  // rotates (x[i], x[i + rope_dims/2])  llama.cpp LLAMA_ROPE_TYPE_NEOX (qwen2)
+};
+
+struct RopeParams {
+  int n_head = 0;
+  int head_dim = 0;
+  int rope_dims = 0;          // dims rotated at the start of each head (<= head_dim, even)
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;    // positions are multiplied by it (linear scaling)
+  RopePairing pairing = RopePairing::Adjacent;
+};
+
+// x: [T, n_head * head_dim]; positions: [T] int32 on the device. Pair i (i < rope_dims/2) turns
+// by angle pos * freq_scale * freq_base^(-2i/rope_dims); dims >= rope_dims are left unchanged.
+void rope(Context& ctx, float* x, int64_t T, const int32_t* positions, const RopeParams& p);
+
+// ---------------------------------------------------------------------------------------------
+// Attention over a KV cache (Vaswani et al. 2017) with grouped-query heads (Ainslie et al. 2023):
+// query head h reads KV head h / (n_head / n_head_kv).
+
+struct AttentionParams {
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;
+  float scale = 0.0f;  // usually 1/sqrt(head_dim)
+};
+
+// Row r (0 <= r < n_past + T) of keys/values has kv_dim = n_head_kv * head_dim floats at
+// k + r * kv_stride (likewise v). Rows [0, n_past) are cached tokens, always visible; row
+// n_past + j is new token j (its K/V must already be written there).
+struct KVView {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t kv_stride = 0;  // floats between rows (>= kv_dim)
+  int64_t n_past = 0;
+};
+
+// q, out: [T, n_head * head_dim] (must not alias). allowed: null = causal among the new tokens,
+// else a device [T, T] uint8 mask, allowed[i * T + j] != 0 lets new token i see new token j (tree
+// verification). A token that sees nothing gets a zero output. Decode is T = 1.
+// One block per (token, head); scores go to context scratch (tokens are processed in chunks so
+// that scratch stays under kDequantSliceBytes).
+void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
+               const AttentionParams& p, float* out);
+
+// ---------------------------------------------------------------------------------------------
+// Softmax, argmax, activations, elementwise helpers.
+
+// y[r, :] = softmax(x[r, :]) for rows r < rows (x and y may alias).
+void softmax_rows(Context& ctx, const float* x, float* y, int64_t rows, int64_t n);
+// out[r] = index of the largest x[r, :] (lowest index among ties; NaN never wins; 0 if all NaN).
+void argmax_rows(Context& ctx, const float* x, int64_t rows, int64_t n, int32_t* out);
+
+// y = x / (1 + exp(-x))  (SiLU, Elfwing et al. 2017). x and y may alias.
+void silu(Context& ctx, const float* x, float* y, int64_t n);
+// out = silu(gate) * up  (SwiGLU, Shazeer 2020). out may alias gate or up.
+void swiglu(Context& ctx, const float* gate, const float* up, float* out, int64_t n);
+// y = GELU(x), tanh approximation (Hendrycks & Gimpel 2016) as GPT-2 and llama.cpp use.
+void gelu(Context& ctx, const float* x, float* y, int64_t n);
+// y = a + b (y may alias a or b).
+void add(Context& ctx, const float* a, const float* b, float* y, int64_t n);
+// y[t, i] += b[i] for T rows of n.
+void add_bias(Context& ctx, float* y, const float* b, int64_t T, int64_t n);
+
+// ---------------------------------------------------------------------------------------------
+// Sampling on the device (same chain and order as core::SamplerChain; penalties are applied
+// before, with repeat_penalty).
+
+struct SamplingConfig {
+  float temperature = 0.8f;  // <= 0: greedy, the distribution is one-hot on the argmax
+  int top_k = 40;            // <= 0 (or >= n_vocab) disables
+  float top_p = 0.95f;       // 1 disables; in (0, 1]
+  float min_p = 0.05f;       // 0 disables; in [0, 1]
+};
+
+// probs[r, :] = the processed distribution of logits[r, :]: logits / temperature; keep the top_k
+// largest (ties: lower id first); keep the smallest prefix of them, in descending order, whose
+// probability mass reaches top_p (Holtzman et al. 2020); keep those with p >= min_p * p_max
+// (Nguyen et al. 2024); softmax over the kept set, zero elsewhere. Sorting uses CUB radix sort,
+// the cumulative mass a CUB scan. logits and probs: [rows, n_vocab], must not alias.
+void sampling_distribution(Context& ctx, const float* logits, float* probs, int64_t rows, int64_t n_vocab,
+                           const SamplingConfig& config);
+
+// CTRL repetition penalty (Keskar et al. 2019) in place on one row of logits: every distinct
+// token id among tokens[0, n_tokens) has its logit divided by penalty if positive, else
+// multiplied by it. Ids outside [0, n_vocab) are ignored.
+void repeat_penalty(Context& ctx, float* logits, int64_t n_vocab, const int32_t* tokens, int64_t n_tokens,
+                    float penalty);
+
+// Draws one token from a processed distribution probs[n_vocab] by inverse CDF in vocabulary
+// order: *token = the smallest i with cumsum(probs)[i] > u * sum(probs), which is always a token
+// of non-zero probability (as core::SamplerChain::sample does on the CPU). u in [0, 1).
+void sample_from_probs(Context& ctx, const float* probs, int64_t n_vocab, float u, int32_t* token);
+
+// Philox4x32-10 (Salmon et al. 2011, Random123) on the device, laid out like core::Rng: block c
+// of stream (seed, stream) is philox(counter = {c lo, c hi, stream lo, stream hi},
+// key = {seed lo, seed hi}); out[i] = (word i % 4 of block counter + i / 4) >> 8) * 2^-24,
+// i.e. the same floats core::Rng::uniform_float() returns when started at that block.
+void philox_uniforms(Context& ctx, uint64_t seed, uint64_t stream, uint64_t counter, int64_t n, float* out);
+
+// sample_from_probs with u = philox_uniforms(seed, stream, counter, 1)[0], drawn on the device so
+// the host never waits: for a whole decode loop on the GPU.
+void sample_philox(Context& ctx, const float* probs, int64_t n_vocab, uint64_t seed, uint64_t stream,
+                   uint64_t counter, int32_t* token);
+
+}  // namespace specmoe::kernels::cuda

@@ -1,0 +1,104 @@
+// MoELayer: the gated mixture-of-experts feed-forward block (Shazeer et al. 2017; Mixtral,
+// Qwen-MoE, DeepSeek-V3 variants through the Router):
+//   logits = x W_inp                       (router, ffn_gate_inp)
+//   (experts, weights) = router(logits, x)  (k per token, capacity dropping optional)
+//   y_t = sum_j w_tj * FFN_{e_tj}(x_t)  +  [sigmoid(w_sh . x_t)] * FFN_shared(x_t)
+//   FFN_e(x) = W_down_e (silu(W_gate_e x) * (W_up_e x))      (SwiGLU)
+// Tokens are grouped by expert (histogram, prefix sum, stable scatter in token order), so each
+// routed expert's weights are read once per forward for all of its tokens, and only experts
+// that received a token are read at all. Work is split over (expert, row chunk) items on a
+// ThreadPool; every output element is computed by one item in a fixed order, so results are
+// bitwise identical for any thread count.
+//
+// Weights are GGUF tensors as llama.cpp names them (any DType dequantize_row supports):
+//   ffn_gate_inp    ne {n_embd, n_expert}
+//   ffn_gate_exps   ne {n_embd, n_ff, n_expert}     ffn_up_exps the same
+//   ffn_down_exps   ne {n_ff, n_embd, n_expert}
+//   ffn_gate_shexp  ne {n_embd, n_ff_sh}            ffn_up_shexp the same   (optional)
+//   ffn_down_shexp  ne {n_ff_sh, n_embd}                                     (optional)
+//   ffn_gate_inp_shexp ne {n_embd} (optional; Qwen-MoE's sigmoid gate of the shared expert)
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "moe/expert_stats.h"
+#include "moe/router.h"
+#include "moe/thread_pool.h"
+#include "moe/weight_view.h"
+
+namespace specmoe::moe {
+
+struct MoEWeights {
+  WeightView gate_inp;        // [n_expert, n_embd]
+  WeightView gate_exps;       // [n_expert, n_ff, n_embd]
+  WeightView up_exps;         // [n_expert, n_ff, n_embd]
+  WeightView down_exps;       // [n_expert, n_embd, n_ff]
+  WeightView gate_shexp;      // [n_ff_sh, n_embd]   (empty = no shared expert)
+  WeightView up_shexp;        // [n_ff_sh, n_embd]
+  WeightView down_shexp;      // [n_embd, n_ff_sh]
+  WeightView gate_inp_shexp;  // [n_embd]            (empty = shared expert always weight 1)
+};
+
+class MoELayer {
+ public:
+  // Sizes come from the weight shapes, which are checked against each other and the router
+  // (throws Error(InvalidArgument) naming the tensor). pool: shared by the caller's layers;
+  // nullptr runs on the calling thread.
+  MoELayer(MoEWeights weights, std::unique_ptr<Router> router,
+           std::shared_ptr<ThreadPool> pool = nullptr);
+
+  // x: [T, n_embd] row-major; out: [T, n_embd], overwritten with the MoE output (the caller
+  // adds the residual; a token whose every assignment was dropped gets 0 here unless a shared
+  // expert is present). stats: when non-null, this forward is recorded into it.
+  // Not reentrant: one forward at a time per layer (scratch buffers are members).
+  void forward(const float* x, int T, float* out, ExpertStats* stats = nullptr);
+
+  int n_embd() const { return n_embd_; }
+  int n_ff() const { return n_ff_; }
+  int n_expert() const { return n_expert_; }
+  int n_ff_shared() const { return n_ff_sh_; }
+  bool has_shared_expert() const { return n_ff_sh_ > 0; }
+  Router& router() { return *router_; }
+  const Router& router() const { return *router_; }
+  void set_pool(std::shared_ptr<ThreadPool> pool) { pool_ = std::move(pool); }
+
+  // Weight bytes of one routed expert (gate + up + down slices), of the shared expert (with its
+  // gate vector) and of the router matrix: what a forward reads is
+  // router_bytes + U(T) * expert_bytes + shared_bytes.
+  size_t expert_bytes() const { return expert_bytes_; }
+  size_t shared_bytes() const { return shared_bytes_; }
+  size_t router_bytes() const { return router_bytes_; }
+
+  // The last forward's router logits [T, n_expert] and routing.
+  const std::vector<float>& last_logits() const { return logits_; }
+  const Routing& last_routing() const { return routing_; }
+
+ private:
+  struct Group;  // one FFN (routed expert or shared) and the tokens it runs on
+  void run_items(int64_t n, const std::function<void(int64_t, int)>& fn);
+  void compute_logits(const float* x, int T);
+  void dispatch(int T);
+  void run_ffns(const float* x, int T);
+  void combine(int T, float* out);
+
+  MoEWeights w_;
+  std::unique_ptr<Router> router_;
+  std::shared_ptr<ThreadPool> pool_;
+  int n_embd_ = 0, n_ff_ = 0, n_expert_ = 0, n_ff_sh_ = 0;
+  size_t expert_bytes_ = 0, shared_bytes_ = 0, router_bytes_ = 0;
+
+  // Scratch of the last forward.
+  std::vector<float> logits_;            // [T, n_expert]
+  Routing routing_;
+  std::vector<int64_t> offset_;          // [n_expert + 1] prefix sum of tokens per expert
+  std::vector<int32_t> sorted_token_;    // [n_assign] token of each assignment, grouped by expert
+  std::vector<int64_t> slot_pos_;        // [T, k] position of (t, j) in the sorted order, -1 dropped
+  std::vector<float> h_;                 // [n_assign, n_ff] silu(gate) * up, sorted order
+  std::vector<float> y_;                 // [n_assign, n_embd] expert outputs, sorted order
+  std::vector<float> h_sh_, y_sh_;       // [T, n_ff_sh], [T, n_embd]
+  std::vector<float> gate_sh_;           // [T] shared-expert gate
+  std::vector<int32_t> all_tokens_;      // 0..T-1 for the shared expert
+  std::vector<std::vector<float>> row_scratch_;  // per worker: dequantized weight rows
+};
+
+}  // namespace specmoe::moe

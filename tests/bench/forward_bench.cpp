@@ -1,0 +1,147 @@
+// Forward-pass speed on the synthetic `target` (~144M parameters, F16, ~288 MB of weights):
+// one-token decode and 2/4/8/16-token batched forwards at a context of 128 tokens, with the
+// achieved weight-read bandwidth (weight bytes per forward / time) next to a plain memory
+// bandwidth measurement (summing 1 GiB), plus the draft's forward and the target/draft greedy
+// agreement. Models are synthesized once into $TMPDIR/specmoe-bench (seed 1).
+//   ./build/tests/bench_forward                      (SPECMOE_THREADS=n to set threads)
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "core/model.h"
+#include "core/synth.h"
+#include "kernels/cpu/ops.h"
+
+using namespace specmoe;
+using namespace specmoe::core;
+
+namespace {
+
+constexpr int kContext = 128;
+
+int bench_threads() {
+  if (const char* t = std::getenv("SPECMOE_THREADS")) return std::atoi(t);
+  return 0;  // all hardware threads
+}
+
+std::string synth_path(const std::string& preset) {
+  const auto dir = std::filesystem::temp_directory_path() / "specmoe-bench";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / ("synth-" + preset + "-seed1.gguf");
+  // Rewritten when the synth recipe is newer than the cached file would be hard to detect;
+  // delete the folder after changing core/synth.cpp.
+  if (!std::filesystem::exists(path)) synth_write(preset, path.string(), 1);
+  return path.string();
+}
+
+Model& model(const std::string& preset) {
+  static std::unique_ptr<Model> target, draft;
+  auto& m = preset == "target" ? target : draft;
+  if (!m) {
+    LoadOptions o;
+    o.n_threads = bench_threads();
+    m = Model::load(synth_path(preset), o);
+  }
+  return *m;
+}
+
+// A cache holding kContext tokens of byte text, for the forwards to attend over.
+KVCache prefilled_cache(Model& m) {
+  KVCache kv = m.new_cache(kContext + 64);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < kContext; ++i) ids.push_back(3 + 'a' + i % 26);
+  std::vector<float> logits;
+  ForwardOptions o;
+  o.logits_all = false;
+  m.forward(ids, {}, kv, logits, o);
+  return kv;
+}
+
+void run_forward(benchmark::State& state, const std::string& preset) {
+  Model& m = model(preset);
+  const int T = static_cast<int>(state.range(0));
+  KVCache kv = prefilled_cache(m);
+  std::vector<int32_t> ids(T);
+  for (int t = 0; t < T; ++t) ids[t] = 3 + 'e' + t;
+  std::vector<float> logits;
+  for (auto _ : state) {
+    m.forward(ids, {}, kv, logits);  // logits for every token, as verification needs
+    kv.truncate(kContext);
+    benchmark::DoNotOptimize(logits.data());
+  }
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(T), benchmark::Counter::kIsIterationInvariantRate);
+  // Each forward reads every weight once, whatever T is.
+  state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(m.weight_bytes_per_token()) / 1e9,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weight_MB"] = static_cast<double>(m.weight_bytes_per_token()) / 1e6;
+  state.counters["threads"] = m.threads();
+}
+
+void BM_TargetForward(benchmark::State& state) { run_forward(state, "target"); }
+BENCHMARK(BM_TargetForward)->ArgName("tokens")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_DraftForward(benchmark::State& state) { run_forward(state, "draft"); }
+BENCHMARK(BM_DraftForward)->ArgName("tokens")->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One F16 matmul of the target's FFN shape (1024 -> 2816, 5.8 MB: fits in L3, so this shows the
+// kernel's arithmetic rate rather than memory): GFLOP/s at T tokens, single thread.
+void BM_MatmulF16(benchmark::State& state) {
+  const int64_t n_in = 1024, n_out = 2816, T = state.range(0);
+  std::vector<uint16_t> w(static_cast<size_t>(n_in * n_out));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = fp32_to_fp16(static_cast<float>((i * 2654435761u) % 1000) * 1e-3f - 0.5f);
+  const auto view = kernels::cpu::MatrixView::make(DType::F16, w.data(), n_in, n_out);
+  std::vector<float> x(static_cast<size_t>(T * n_in), 0.25f), y(static_cast<size_t>(T * n_out));
+  kernels::cpu::ThreadPool pool(1);
+  for (auto _ : state) {
+    kernels::cpu::matmul(pool, x.data(), T, view, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n_in * n_out * T / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_MatmulF16)->ArgName("tokens")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kMicrosecond);
+
+// Streaming read of 1 GiB of floats split over the same number of threads as the model: the
+// ceiling for weight_GB/s above.
+void BM_MemoryBandwidth(benchmark::State& state) {
+  const size_t n = (size_t{1} << 30) / sizeof(float);
+  std::vector<float> buf(n, 1.0f);
+  kernels::cpu::ThreadPool pool(bench_threads());
+  const int64_t chunk = 1 << 20;
+  std::vector<double> partial((n + chunk - 1) / chunk);
+  for (auto _ : state) {
+    pool.parallel_for(static_cast<int64_t>(partial.size()), 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        const float* p = buf.data() + c * chunk;
+        const int64_t len = std::min<int64_t>(chunk, static_cast<int64_t>(n) - c * chunk);
+        float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int64_t i = 0; i + 8 <= len; i += 8)
+          for (int l = 0; l < 8; ++l) s[l] += p[i + l];
+        partial[c] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+      }
+    });
+    benchmark::DoNotOptimize(std::accumulate(partial.begin(), partial.end(), 0.0));
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(n * sizeof(float)) / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = pool.n_threads();
+}
+BENCHMARK(BM_MemoryBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+
+// Greedy agreement of draft with target (acceptance rate at temperature 0), measured once.
+void BM_TargetDraftAgreement(benchmark::State& state) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The quick brown fox", "int main() {",
+                                            "In 1905, Einstein", "Hello"};
+  double agreement = 0.0;
+  for (auto _ : state) agreement = synth_greedy_agreement(model("target"), model("draft"), prompts, 200);
+  state.counters["agreement"] = agreement;
+  state.counters["tokens"] = 200.0 * prompts.size();
+}
+BENCHMARK(BM_TargetDraftAgreement)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

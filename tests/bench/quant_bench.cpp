@@ -1,0 +1,44 @@
+// dequantize_row throughput per type on a 4096-element row (one row of a 4096-wide weight, the
+// unit the CPU matmul dequantizes). Reports elements/s and source bytes/s.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/quant.h"
+
+using namespace specmoe;
+
+static void BM_Dequantize(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  constexpr int64_t n = 4096;
+  std::vector<float> x(n), y(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  std::vector<uint8_t> q(dtype_row_bytes(type, n));
+  kernels::cpu::quantize_row(type, x.data(), q.data(), n);
+  for (auto _ : state) {
+    kernels::cpu::dequantize_row(type, q.data(), y.data(), n);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(dtype_name(type));
+  state.SetItemsProcessed(state.iterations() * n);
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(q.size()));
+}
+BENCHMARK(BM_Dequantize)->Arg(0)->Arg(1)->Arg(30)->Arg(8)->Arg(2)->Arg(3)->Arg(12)->Arg(13)->Arg(14);
+
+static void BM_Quantize(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  constexpr int64_t n = 4096;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  std::vector<uint8_t> q(dtype_row_bytes(type, n));
+  for (auto _ : state) {
+    kernels::cpu::quantize_row(type, x.data(), q.data(), n);
+    benchmark::DoNotOptimize(q.data());
+  }
+  state.SetLabel(dtype_name(type));
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_Quantize)->Arg(8)->Arg(12)->Arg(14);
+BENCHMARK_MAIN();

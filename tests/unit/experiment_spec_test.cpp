@@ -1,0 +1,327 @@
+// Experiment TOML schema: every error names FILE:LINE and the key; sweep expansion counts, names,
+// baselines and config hashes.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "experiments/config_hash.h"
+#include "experiments/experiment_spec.h"
+#include "experiments/sweep.h"
+#include "test_data.h"
+
+namespace specmoe::exp {
+namespace {
+
+const std::string kBase = R"([experiment]
+name = "t"
+seed = 7
+
+[models.target]
+path = "target.gguf"
+
+[models.draft]
+path = "draft.gguf"
+
+[prompts]
+list = ["hello", "world"]
+
+[sampling]
+temperature = 0.0
+max_tokens = 8
+
+[[strategy]]
+name = "ar"
+kind = "autoregressive"
+target = "target"
+
+[[strategy]]
+name = "model"
+kind = "speculative"
+target = "target"
+drafter = "model"
+draft = "draft"
+)";
+
+// 1-based line of the first line containing `needle`.
+int line_of(const std::string& text, const std::string& needle) {
+  size_t pos = text.find(needle);
+  EXPECT_NE(pos, std::string::npos) << needle;
+  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(pos), '\n'));
+}
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  size_t pos = text.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  return text.replace(pos, from.size(), to);
+}
+
+// The Config error message of parsing `text` (as file "dir/t.toml"), or "" when it parses.
+std::string config_error(const std::string& text) {
+  try {
+    ExperimentSpec spec = parse_experiment_string(text, "dir/t.toml");
+    expand_runs(spec);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Config) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ExperimentSpec, ParsesTheBaseConfig) {
+  ExperimentSpec spec = parse_experiment_string(kBase, "dir/t.toml");
+  EXPECT_EQ(spec.name, "t");
+  EXPECT_EQ(spec.seed, 7u);
+  ASSERT_EQ(spec.models.size(), 2u);
+  const ModelSpec* target = spec.find_model("target");
+  ASSERT_NE(target, nullptr);
+  // Relative model paths start at the TOML file's folder.
+  EXPECT_EQ(target->path, (std::filesystem::absolute("dir") / "target.gguf").lexically_normal().string());
+  ASSERT_EQ(spec.prompts.size(), 2u);
+  EXPECT_EQ(spec.prompts[1].text, "world");
+  EXPECT_EQ(spec.prompts[1].id, "p1");
+  EXPECT_EQ(spec.sampling.max_tokens, 8);
+  ASSERT_EQ(spec.strategies.size(), 2u);
+  EXPECT_EQ(spec.strategies[1].kind, StrategyKind::Speculative);
+  EXPECT_EQ(spec.strategies[1].draft_max, 4);        // default
+  EXPECT_EQ(spec.strategies[1].verifier, "speculative");  // default
+  EXPECT_EQ(spec.output, "specmoe-results/t");
+}
+
+TEST(ExperimentSpec, UnknownKeyNamesFileLineAndKey) {
+  std::string text = replace(kBase, "seed = 7\n", "seed = 7\nbogus = 1\n");
+  EXPECT_TRUE(config_error(text).starts_with(fmt::format("dir/t.toml:{}: key 'experiment.bogus': unknown key", line_of(text, "bogus"))))
+      << config_error(text);
+  std::string text2 = replace(kBase, "draft = \"draft\"\n", "draft = \"draft\"\ndraft_maxx = 3\n");
+  EXPECT_TRUE(config_error(text2).starts_with(fmt::format("dir/t.toml:{}: key 'strategy[1].draft_maxx': unknown key", line_of(text2, "draft_maxx"))))
+      << config_error(text2);
+  std::string text3 = kBase + "\n[sampling2]\nx = 1\n";
+  EXPECT_TRUE(config_error(text3).starts_with(fmt::format("dir/t.toml:{}: key 'sampling2': unknown key", line_of(text3, "[sampling2]"))))
+      << config_error(text3);
+}
+
+TEST(ExperimentSpec, WrongTypes) {
+  std::string text = replace(kBase, "temperature = 0.0", "temperature = \"hot\"");
+  EXPECT_EQ(config_error(text), fmt::format("dir/t.toml:{}: key 'sampling.temperature': expected a number, got string",
+                                            line_of(text, "temperature")));
+  std::string text2 = replace(kBase, "seed = 7", "seed = 7.5");
+  EXPECT_EQ(config_error(text2), "dir/t.toml:3: key 'experiment.seed': expected an integer, got float");
+  std::string text3 = replace(kBase, "list = [\"hello\", \"world\"]", "list = [\"hello\", 3]");
+  EXPECT_EQ(config_error(text3), fmt::format("dir/t.toml:{}: key 'prompts.list': element 1: expected a string, got integer",
+                                             line_of(text3, "list =")));
+  std::string text4 = replace(kBase, "draft = \"draft\"\n", "draft = \"draft\"\ndraft_max = 2.5\n");
+  EXPECT_EQ(config_error(text4), fmt::format("dir/t.toml:{}: key 'strategy[1].draft_max': expected an integer, got float",
+                                             line_of(text4, "draft_max")));
+}
+
+TEST(ExperimentSpec, MissingRequiredKeysPointAtTheTable) {
+  std::string text = replace(kBase, "name = \"model\"\nkind = \"speculative\"\ntarget = \"target\"\n",
+                             "name = \"model\"\nkind = \"speculative\"\n");
+  int header = line_of(text, "[[strategy]]\nname = \"model\"");
+  EXPECT_EQ(config_error(text), fmt::format("dir/t.toml:{}: key 'strategy[1].target': missing required key", header));
+  std::string text2 = replace(kBase, "kind = \"autoregressive\"\n", "");
+  EXPECT_EQ(config_error(text2),
+            fmt::format("dir/t.toml:{}: key 'strategy[0].kind': missing required key (autoregressive or speculative)",
+                        line_of(text2, "[[strategy]]")));
+  std::string text3 = replace(kBase, "path = \"target.gguf\"", "");
+  EXPECT_EQ(config_error(text3),
+            fmt::format("dir/t.toml:{}: key 'models.target': give exactly one of 'path' (a GGUF file) or 'synth' (a synthetic preset)",
+                        line_of(text3, "[models.target]")));
+}
+
+TEST(ExperimentSpec, UndefinedModelNames) {
+  std::string text = replace(kBase, "draft = \"draft\"", "draft = \"nope\"");
+  EXPECT_EQ(config_error(text), fmt::format("dir/t.toml:{}: key 'strategy[1].draft': undefined model 'nope' (defined: draft, target)",
+                                            line_of(text, "draft = \"nope\"")));
+  std::string text2 = replace(kBase, "kind = \"autoregressive\"\ntarget = \"target\"", "kind = \"autoregressive\"\ntarget = \"big\"");
+  EXPECT_EQ(config_error(text2), fmt::format("dir/t.toml:{}: key 'strategy[0].target': undefined model 'big' (defined: draft, target)",
+                                             line_of(text2, "target = \"big\"")));
+}
+
+TEST(ExperimentSpec, RangeChecks) {
+  std::string text = replace(kBase, "draft = \"draft\"\n", "draft = \"draft\"\ndraft_max = -2\n");
+  EXPECT_EQ(config_error(text), fmt::format("dir/t.toml:{}: key 'strategy[1].draft_max': must be >= 1, got -2", line_of(text, "draft_max")));
+  std::string text2 = replace(kBase, "draft = \"draft\"\n", "draft = \"draft\"\ndraft_min = -1\n");
+  EXPECT_EQ(config_error(text2), fmt::format("dir/t.toml:{}: key 'strategy[1].draft_min': must be >= 0, got -1", line_of(text2, "draft_min")));
+  std::string text3 = replace(kBase, "temperature = 0.0", "temperature = -0.5");
+  EXPECT_EQ(config_error(text3), fmt::format("dir/t.toml:{}: key 'sampling.temperature': must be >= 0, got -0.5", line_of(text3, "temperature")));
+  std::string text4 = replace(kBase, "temperature = 0.0", "temperature = 0.0\ntop_p = 1.5");
+  EXPECT_EQ(config_error(text4), fmt::format("dir/t.toml:{}: key 'sampling.top_p': must be in (0, 1], got 1.5", line_of(text4, "top_p")));
+  std::string text5 = replace(kBase, "temperature = 0.0", "temperature = 0.0\ntop_p = 0");
+  EXPECT_EQ(config_error(text5), fmt::format("dir/t.toml:{}: key 'sampling.top_p': must be in (0, 1], got 0", line_of(text5, "top_p")));
+  std::string text6 = replace(kBase, "seed = 7", "seed = 7\nrepeats = 0");
+  EXPECT_EQ(config_error(text6), "dir/t.toml:4: key 'experiment.repeats': must be >= 1, got 0");
+  // Cross-field: draft_min above draft_max, found per run.
+  std::string text7 = replace(kBase, "draft = \"draft\"\n", "draft = \"draft\"\ndraft_max = 2\ndraft_min = 3\n");
+  EXPECT_EQ(config_error(text7), fmt::format("dir/t.toml:{}: key 'strategy[1].draft_min': run 'model': draft_min 3 exceeds draft_max 2",
+                                             line_of(text7, "draft_min")));
+}
+
+TEST(ExperimentSpec, EmptyPromptSet) {
+  std::string text = replace(kBase, "list = [\"hello\", \"world\"]", "list = []");
+  EXPECT_TRUE(config_error(text).starts_with(fmt::format("dir/t.toml:{}: key 'prompts': the prompt set is empty", line_of(text, "[prompts]"))))
+      << config_error(text);
+  std::string text2 = replace(kBase, "[prompts]\nlist = [\"hello\", \"world\"]\n", "");
+  EXPECT_EQ(config_error(text2), "dir/t.toml: key 'prompts': no prompts (give [prompts] list, file or jsonl)");
+  std::string text3 = replace(kBase, "list = [\"hello\", \"world\"]", "list = [\"hello\", \"\"]");
+  EXPECT_EQ(config_error(text3), fmt::format("dir/t.toml:{}: key 'prompts': prompt 1 ('p1') is empty", line_of(text3, "[prompts]")));
+}
+
+TEST(ExperimentSpec, SweepErrors) {
+  std::string text = kBase + "\n[sweep]\ndraft_max = [2, -1]\n";
+  EXPECT_EQ(config_error(text), fmt::format("dir/t.toml:{}: key 'sweep.draft_max': element 1: must be >= 1, got -1", line_of(text, "draft_max = [")));
+  std::string text2 = kBase + "\n[sweep]\ntemperature = [0.0, -1.0]\n";
+  EXPECT_EQ(config_error(text2), fmt::format("dir/t.toml:{}: key 'sweep.temperature': element 1: must be >= 0, got -1", line_of(text2, "temperature = [")));
+  std::string text3 = kBase + "\n[sweep]\nwarp = [1]\n";
+  EXPECT_TRUE(config_error(text3).starts_with(fmt::format("dir/t.toml:{}: key 'sweep.warp': unknown key", line_of(text3, "warp")))) << config_error(text3);
+  std::string text4 = kBase + "\n[sweep]\ndraft_max = 4\n";
+  EXPECT_EQ(config_error(text4), fmt::format("dir/t.toml:{}: key 'sweep.draft_max': expected an array of values, got integer", line_of(text4, "draft_max = 4")));
+  std::string text5 = kBase + "\n[sweep]\ndraft_max = [2, 2]\n";
+  EXPECT_EQ(config_error(text5), fmt::format("dir/t.toml:{}: key 'sweep.draft_max': element 1: duplicate value 2", line_of(text5, "draft_max = [")));
+  // A swept draft_max below the strategy's draft_min blames the sweep list.
+  std::string text6 = replace(kBase, "draft = \"draft\"\n", "draft = \"draft\"\ndraft_min = 3\n") + "\n[sweep]\ndraft_max = [4, 2]\n";
+  EXPECT_EQ(config_error(text6), fmt::format("dir/t.toml:{}: key 'strategy[1].draft_min': run 'model-g2': draft_min 3 exceeds draft_max 2",
+                                             line_of(text6, "draft_min")));
+  std::string text7 = kBase + "\n[sweep]\nonly = [\"nope\"]\ndraft_max = [2]\n";
+  EXPECT_EQ(config_error(text7), fmt::format("dir/t.toml:{}: key 'sweep.only': undefined strategy 'nope'", line_of(text7, "only")));
+}
+
+TEST(ExperimentSpec, TomlSyntaxErrorHasFileAndLine) {
+  std::string text = replace(kBase, "seed = 7", "seed = = 7");
+  std::string msg = config_error(text);
+  EXPECT_EQ(msg.rfind("dir/t.toml:3: TOML syntax error: ", 0), 0u) << msg;
+}
+
+TEST(ExperimentSpec, StrategyNamesMustBeUniqueAndFileSafe) {
+  std::string text = replace(kBase, "name = \"model\"", "name = \"ar\"");
+  EXPECT_EQ(config_error(text), fmt::format("dir/t.toml:{}: key 'strategy[1].name': duplicate strategy name 'ar'",
+                                            line_of(text, "name = \"ar\"\nkind = \"speculative\"")));
+  std::string text2 = replace(kBase, "name = \"model\"", "name = \"a/b\"");
+  EXPECT_TRUE(config_error(text2).starts_with(fmt::format("dir/t.toml:{}: key 'strategy[1].name': use only", line_of(text2, "a/b"))));
+}
+
+TEST(Sweep, CartesianProductNamesAndBaselines) {
+  std::string text = kBase + R"(
+[[strategy]]
+name = "ngram"
+kind = "speculative"
+target = "target"
+drafter = "ngram"
+
+[sweep]
+draft_max = [2, 4, 6, 8]
+temperature = [0.0, 0.7]
+)";
+  ExperimentSpec spec = parse_experiment_string(text, "dir/t.toml");
+  auto runs = expand_runs(spec);
+  // ar: 2 temperatures; model and ngram: 4 draft lengths x 2 temperatures each.
+  ASSERT_EQ(runs.size(), 2u + 8u + 8u);
+  EXPECT_EQ(runs[0].name, "ar-t0");
+  EXPECT_EQ(runs[1].name, "ar-t0.7");
+  EXPECT_EQ(runs[2].name, "model-g2-t0");
+  EXPECT_EQ(runs[3].name, "model-g2-t0.7");
+  EXPECT_EQ(runs[9].name, "model-g8-t0.7");
+  EXPECT_EQ(runs[10].name, "ngram-g2-t0");
+  EXPECT_EQ(runs[9].strategy.draft_max, 8);
+  EXPECT_DOUBLE_EQ(runs[9].sampling.temperature, 0.7);
+  EXPECT_TRUE(runs[0].is_baseline);
+  EXPECT_TRUE(runs[1].is_baseline);
+  EXPECT_EQ(runs[9].baseline, "ar-t0.7");
+  EXPECT_EQ(runs[10].baseline, "ar-t0");
+  for (size_t i = 0; i < runs.size(); ++i) EXPECT_EQ(runs[i].index, static_cast<int>(i));
+
+  // sweep.only restricts strategy-field sweeps; sampling sweeps still apply to all.
+  std::string text2 = replace(text, "[sweep]\n", "[sweep]\nonly = [\"model\"]\n");
+  auto runs2 = expand_runs(parse_experiment_string(text2, "dir/t.toml"));
+  ASSERT_EQ(runs2.size(), 2u + 8u + 2u);
+  EXPECT_EQ(runs2[10].name, "ngram-t0");
+  EXPECT_EQ(runs2[11].name, "ngram-t0.7");
+}
+
+TEST(Sweep, SingleValueListsDoNotRenameAndSecondAutoregressiveUsesTheFirst) {
+  std::string text = kBase + R"(
+[[strategy]]
+name = "ar2"
+kind = "autoregressive"
+target = "target"
+
+[sweep]
+draft_max = [3]
+verifier = ["greedy", "speculative"]
+)";
+  auto runs = expand_runs(parse_experiment_string(text, "dir/t.toml"));
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0].name, "ar");
+  EXPECT_EQ(runs[1].name, "model-vgreedy");
+  EXPECT_EQ(runs[2].name, "model-vspeculative");
+  EXPECT_EQ(runs[1].strategy.draft_max, 3);
+  EXPECT_EQ(runs[3].name, "ar2");
+  EXPECT_FALSE(runs[3].is_baseline);
+  EXPECT_EQ(runs[3].baseline, "ar");
+}
+
+TEST(Sweep, RunNameCollisionIsAnError) {
+  std::string text = kBase + R"(
+[[strategy]]
+name = "model-g2"
+kind = "speculative"
+target = "target"
+drafter = "ngram"
+
+[sweep]
+draft_max = [2, 4]
+only = ["model"]
+)";
+  std::string msg = config_error(text);
+  EXPECT_NE(msg.find("run name 'model-g2' is produced twice"), std::string::npos) << msg;
+}
+
+TEST(ConfigHash, ChangesOnlyForTheRunsThatChanged) {
+  std::string text = kBase + "\n[sweep]\ntemperature = [0.0, 0.7]\n";
+  auto a = expand_runs(parse_experiment_string(text, "dir/t.toml"));
+  auto same = expand_runs(parse_experiment_string(text, "other/t.toml"));
+  auto b = expand_runs(parse_experiment_string(replace(text, "draft = \"draft\"\n", "draft = \"draft\"\ndraft_max = 5\n"), "dir/t.toml"));
+  auto c = expand_runs(parse_experiment_string(replace(text, "max_tokens = 8", "max_tokens = 9"), "dir/t.toml"));
+  ASSERT_EQ(a.size(), 4u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].config_hash.size(), 16u);
+    EXPECT_EQ(a[i].config_hash, same[i].config_hash);  // the folder does not matter
+    bool speculative = a[i].strategy.kind == StrategyKind::Speculative;
+    EXPECT_EQ(a[i].config_hash != b[i].config_hash, speculative) << a[i].name;
+    EXPECT_NE(a[i].config_hash, c[i].config_hash) << a[i].name;
+  }
+  EXPECT_NE(a[0].config_hash, a[1].config_hash);
+  EXPECT_EQ(fnv1a64_hex(""), "cbf29ce484222325");
+  EXPECT_EQ(fnv1a64_hex("a"), "af63dc4c8601ec8c");
+}
+
+TEST(ExperimentSpec, SynthModelsGoToTheCacheFolder) {
+  std::string text = replace(kBase, "path = \"target.gguf\"", "synth = \"tiny\"\nseed = 3");
+  setenv("SPECMOE_CACHE_DIR", "/tmp/specmoe-cache-test", 1);
+  ExperimentSpec spec = parse_experiment_string(text, "dir/t.toml");
+  unsetenv("SPECMOE_CACHE_DIR");
+  const ModelSpec* m = spec.find_model("target");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->path, "/tmp/specmoe-cache-test/synth-tiny-seed3.gguf");
+  EXPECT_EQ(m->synth_seed, 3u);
+  std::string text2 = replace(kBase, "path = \"target.gguf\"", "path = \"target.gguf\"\nseed = 3");
+  EXPECT_EQ(config_error(text2), fmt::format("dir/t.toml:{}: key 'models.target.seed': 'seed' only applies to synth models",
+                                             line_of(text2, "seed = 3")));
+}
+
+TEST(ExperimentSpec, ShippedConfigsParse) {
+  for (const char* name : {"quickstart.toml", "draft-length-sweep.toml"}) {
+    std::string path = std::string(SPECMOE_SOURCE_DIR) + "/experiments/configs/" + name;
+    ExperimentSpec spec = parse_experiment_file(path);
+    auto runs = expand_runs(spec);
+    EXPECT_GE(runs.size(), 4u) << name;
+    EXPECT_FALSE(spec.prompts.empty()) << name;
+    for (const auto& r : runs)
+      if (r.strategy.kind == StrategyKind::Speculative) EXPECT_FALSE(r.baseline.empty()) << r.name;
+  }
+}
+
+}  // namespace
+}  // namespace specmoe::exp

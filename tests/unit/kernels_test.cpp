@@ -1,0 +1,452 @@
+// CPU kernels: every fast path against the scalar reference on random inputs of awkward sizes,
+// determinism across thread counts and batch sizes, and a few hand-computed values.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/dtype.h"
+
+namespace cpu = specmoe::kernels::cpu;
+using specmoe::DType;
+
+namespace {
+
+std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+bool any_nonzero(const std::vector<float>& v) {
+  for (float x : v)
+    if (x != 0.0f) return true;
+  return false;
+}
+
+// A weight matrix quantized from random floats, with its bytes kept alive.
+struct TestMatrix {
+  std::vector<float> values;  // [n_out, n_in] the float weights before quantization
+  std::vector<uint8_t> bytes;
+  cpu::MatrixView view;
+};
+
+TestMatrix make_matrix(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
+  TestMatrix m;
+  m.values = random_vec(static_cast<size_t>(n_in * n_out), seed, 0.5f);
+  const size_t rb = specmoe::dtype_row_bytes(type, n_in);
+  m.bytes.resize(rb * n_out);
+  for (int64_t j = 0; j < n_out; ++j) cpu::quantize_row(type, m.values.data() + j * n_in, m.bytes.data() + j * rb, n_in);
+  m.view = cpu::MatrixView::make(type, m.bytes.data(), n_in, n_out);
+  return m;
+}
+
+// Bound on the difference between two float summations of the same n products in different
+// orders: each partial sum is rounded at most n times, so |a - b| <= 2 n eps sum|x_i w_i|.
+// (Wilkinson's bound for recursive summation, applied to both orders.)
+float sum_order_tolerance(const float* x, const std::vector<float>& w_row, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += std::fabs(static_cast<double>(x[i]) * w_row[i]);
+  return static_cast<float>(2.0 * (n + 1) * FLT_EPSILON * s) + 1e-30f;
+}
+
+struct DtypeCase {
+  DType type;
+  int64_t block;        // n_in must be a multiple of it
+  double max_nmse;      // quantization error of y vs the float weights' product, normalized MSE
+};
+
+// Normalized MSE budget per type (weights ~ N(0, 0.5^2), x ~ N(0, 1)): round-off for F32; half
+// precision has 11 (F16) / 8 (BF16) significant bits, relative error^2 ~ 2^-22 / 2^-16; block
+// quantizers with b bits have a step of about range/2^b, error variance step^2/12 relative to
+// a weight variance of (range/4.4)^2, i.e. ~1.6/4^b: 8 bits 2.5e-5, 6 bits 4e-4, 5 bits 1.6e-3,
+// 4 bits 6e-3. Budgets are 2-5x those estimates (K-quant scales are 6-bit and the scale search
+// is simple), and still far below what a wrong layout gives (nMSE ~ 1).
+const DtypeCase kDtypes[] = {
+    {DType::F32, 1, 1e-10},  {DType::F16, 1, 2e-6},    {DType::BF16, 1, 5e-5},
+    {DType::Q8_0, 32, 1e-4}, {DType::Q4_0, 32, 2.5e-2}, {DType::Q4_1, 32, 2.5e-2},
+    {DType::Q4_K, 256, 2.5e-2}, {DType::Q5_K, 256, 8e-3}, {DType::Q6_K, 256, 2e-3},
+};
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// Thread pool
+
+TEST(ThreadPool, CoversEveryItemOnce) {
+  for (int threads : {1, 2, 3, 5}) {
+    cpu::ThreadPool pool(threads);
+    EXPECT_EQ(pool.n_threads(), threads);
+    for (int64_t n : {1, 3, 17, 1000}) {
+      std::vector<std::atomic<int>> hits(n);
+      pool.parallel_for(n, 4, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[i]++;
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
+    }
+  }
+}
+
+TEST(ThreadPool, RethrowsAndStaysUsable) {
+  cpu::ThreadPool pool(3);
+  EXPECT_THROW(pool.parallel_for(100, 1, [](int64_t b, int64_t) {
+    if (b == 57) throw std::runtime_error("boom");
+  }),
+               std::runtime_error);
+  std::atomic<int64_t> sum{0};
+  pool.parallel_for(100, 7, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) sum += i;
+  });
+  EXPECT_EQ(sum.load(), 4950);
+}
+
+TEST(ThreadPool, NestedCallRunsSerially) {
+  cpu::ThreadPool pool(2);
+  std::atomic<int> count{0};
+  pool.parallel_for(4, 1, [&](int64_t, int64_t) {
+    pool.parallel_for(5, 1, [&](int64_t b, int64_t e) { count += static_cast<int>(e - b); });
+  });
+  EXPECT_EQ(count.load(), 20);
+}
+
+// ------------------------------------------------------------------------------------------
+// Matmul
+
+TEST(Matmul, FastPathsMatchReferenceForEveryDtype) {
+  cpu::ThreadPool pool(3);
+  for (const DtypeCase& dc : kDtypes) {
+    std::vector<int64_t> n_ins;
+    if (dc.block == 1)
+      n_ins = {1, 3, 17, 33, 257};
+    else
+      n_ins = {dc.block, 3 * dc.block};
+    for (int64_t n_in : n_ins)
+      for (int64_t n_out : {1, 3, 17, 33})
+        for (int64_t T : {1, 3, 8, 16}) {
+          SCOPED_TRACE(testing::Message() << specmoe::dtype_name(dc.type) << " n_in=" << n_in << " n_out=" << n_out
+                                          << " T=" << T);
+          TestMatrix m = make_matrix(dc.type, n_in, n_out, static_cast<uint32_t>(n_in * 131 + n_out));
+          const std::vector<float> x = random_vec(static_cast<size_t>(T * n_in), static_cast<uint32_t>(T + 7));
+          std::vector<float> y_ref(T * n_out), y_fast(T * n_out, NAN), y_scalar(T * n_out, NAN);
+          cpu::matmul_ref(x.data(), T, m.view, y_ref.data());
+          cpu::matmul(pool, x.data(), T, m.view, y_fast.data());
+          cpu::matmul(pool, x.data(), T, m.view, y_scalar.data(), cpu::Isa::Scalar);
+          ASSERT_TRUE(any_nonzero(y_ref));
+          // Dequantized weights (for the per-element tolerance, which uses |w|).
+          std::vector<float> w_deq(n_in);
+          for (int64_t j = 0; j < n_out; ++j) {
+            cpu::dequantize_row(dc.type, m.view.row(j), w_deq.data(), n_in);
+            for (int64_t t = 0; t < T; ++t) {
+              const float tol = sum_order_tolerance(x.data() + t * n_in, w_deq, n_in);
+              const float r = y_ref[t * n_out + j];
+              ASSERT_NEAR(y_fast[t * n_out + j], r, tol) << "j=" << j << " t=" << t;
+              ASSERT_NEAR(y_scalar[t * n_out + j], r, tol) << "j=" << j << " t=" << t;
+            }
+          }
+        }
+  }
+}
+
+// The product with quantized weights stays close to the product with the original float
+// weights (normalized MSE over 64 x 16 = 1024 outputs, so one near-zero output cannot dominate).
+TEST(Matmul, QuantizedProductCloseToFloatProduct) {
+  cpu::ThreadPool pool(2);
+  for (const DtypeCase& dc : kDtypes) {
+    SCOPED_TRACE(specmoe::dtype_name(dc.type));
+    const int64_t n_in = std::max<int64_t>(256, dc.block), n_out = 64, T = 16;
+    TestMatrix m = make_matrix(dc.type, n_in, n_out, 7);
+    const std::vector<float> x = random_vec(T * n_in, 8);
+    std::vector<float> y(T * n_out);
+    cpu::matmul(pool, x.data(), T, m.view, y.data());
+    double err = 0.0, energy = 0.0;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < n_out; ++j) {
+        double exact = 0.0;
+        for (int64_t i = 0; i < n_in; ++i) exact += static_cast<double>(x[t * n_in + i]) * m.values[j * n_in + i];
+        err += (y[t * n_out + j] - exact) * (y[t * n_out + j] - exact);
+        energy += exact * exact;
+      }
+    const double nmse = err / energy;
+    EXPECT_LE(nmse, dc.max_nmse);
+    std::printf("%-5s nMSE %.3g (budget %.3g)\n", specmoe::dtype_name(dc.type), nmse, dc.max_nmse);
+  }
+}
+
+TEST(Matmul, BitIdenticalAcrossThreadCountsAndBatchSizes) {
+  for (const DtypeCase& dc : kDtypes) {
+    SCOPED_TRACE(specmoe::dtype_name(dc.type));
+    const int64_t n_in = dc.block == 1 ? 257 : 2 * dc.block, n_out = 67, T = 11;
+    TestMatrix m = make_matrix(dc.type, n_in, n_out, 99);
+    const std::vector<float> x = random_vec(T * n_in, 5);
+    std::vector<std::vector<float>> ys;
+    for (int threads : {1, 2, 3}) {
+      cpu::ThreadPool pool(threads);
+      ys.emplace_back(T * n_out);
+      cpu::matmul(pool, x.data(), T, m.view, ys.back().data());
+    }
+    ASSERT_TRUE(any_nonzero(ys[0]));
+    EXPECT_EQ(std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * 4), 0);
+    EXPECT_EQ(std::memcmp(ys[0].data(), ys[2].data(), ys[0].size() * 4), 0);
+    // Token t alone gives exactly its row of the batched result.
+    cpu::ThreadPool pool(2);
+    std::vector<float> y1(n_out);
+    for (int64_t t = 0; t < T; ++t) {
+      cpu::matmul(pool, x.data() + t * n_in, 1, m.view, y1.data());
+      ASSERT_EQ(std::memcmp(y1.data(), ys[0].data() + t * n_out, n_out * 4), 0) << "t=" << t;
+    }
+  }
+}
+
+TEST(Matmul, RejectsRowsThatAreNotWholeBlocks) {
+  std::vector<uint8_t> bytes(1024);
+  EXPECT_THROW(cpu::MatrixView::make(DType::Q4_K, bytes.data(), 100, 1), specmoe::Error);
+}
+
+TEST(Dot, MatchesReference) {
+  for (int64_t n : {1, 3, 17, 33, 257}) {
+    const auto a = random_vec(n, 1), b = random_vec(n, 2);
+    double exact = 0.0, abs_sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      exact += static_cast<double>(a[i]) * b[i];
+      abs_sum += std::fabs(a[i] * b[i]);
+    }
+    const double tol = 2.0 * (n + 1) * FLT_EPSILON * abs_sum;  // summation-order bound
+    EXPECT_NEAR(cpu::dot_f32(a.data(), b.data(), n), exact, tol) << n;
+    EXPECT_NEAR(cpu::dot_f32(a.data(), b.data(), n, cpu::Isa::Scalar), exact, tol) << n;
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Norms
+
+TEST(Norms, RmsNormMatchesDefinitionAndReference) {
+  cpu::ThreadPool pool(3);
+  for (int64_t n : {1, 3, 17, 257})
+    for (int64_t T : {1, 3, 8}) {
+      const auto x = random_vec(T * n, 3), w = random_vec(n, 4);
+      std::vector<float> ref(T * n), fast(T * n);
+      cpu::rmsnorm_ref(x.data(), w.data(), ref.data(), T, n, 1e-5f);
+      cpu::rmsnorm(pool, x.data(), w.data(), fast.data(), T, n, 1e-5f);
+      ASSERT_TRUE(any_nonzero(ref));
+      EXPECT_EQ(std::memcmp(ref.data(), fast.data(), ref.size() * 4), 0);  // same code per row
+      for (int64_t t = 0; t < T; ++t) {
+        double ss = 0;
+        for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[t * n + i]) * x[t * n + i];
+        const double s = 1.0 / std::sqrt(ss / n + 1e-5);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_NEAR(ref[t * n + i], x[t * n + i] * s * w[i], 1e-5 * (1 + std::fabs(x[t * n + i] * s * w[i])));
+      }
+    }
+}
+
+TEST(Norms, LayerNormMatchesDefinitionAndReference) {
+  cpu::ThreadPool pool(2);
+  for (int64_t n : {3, 17, 257})
+    for (int64_t T : {1, 3}) {
+      const auto x = random_vec(T * n, 5, 3.0f), w = random_vec(n, 6), b = random_vec(n, 7);
+      std::vector<float> ref(T * n), fast(T * n);
+      cpu::layernorm_ref(x.data(), w.data(), b.data(), ref.data(), T, n, 1e-5f);
+      cpu::layernorm(pool, x.data(), w.data(), b.data(), fast.data(), T, n, 1e-5f);
+      EXPECT_EQ(std::memcmp(ref.data(), fast.data(), ref.size() * 4), 0);
+      for (int64_t t = 0; t < T; ++t) {
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < n; ++i) mean += x[t * n + i];
+        mean /= n;
+        for (int64_t i = 0; i < n; ++i) var += (x[t * n + i] - mean) * (x[t * n + i] - mean);
+        var /= n;
+        for (int64_t i = 0; i < n; ++i) {
+          const double want = (x[t * n + i] - mean) / std::sqrt(var + 1e-5) * w[i] + b[i];
+          ASSERT_NEAR(ref[t * n + i], want, 1e-5 * (1 + std::fabs(want)));
+        }
+      }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// RoPE
+
+TEST(Rope, FastMatchesReferenceAndPairsAsSpecified) {
+  cpu::ThreadPool pool(3);
+  for (auto pairing : {cpu::RopePairing::Adjacent, cpu::RopePairing::SplitHalves})
+    for (int rope_dims : {8, 6}) {
+      cpu::RopeParams p;
+      p.n_head = 3;
+      p.head_dim = 8;
+      p.rope_dims = rope_dims;
+      p.freq_base = 500.0f;
+      p.freq_scale = 0.5f;
+      p.pairing = pairing;
+      const int64_t T = 4;
+      const std::vector<int32_t> pos = {0, 1, 7, 300};
+      const auto x = random_vec(T * 24, 11);
+      auto ref = x, fast = x;
+      cpu::rope_ref(ref.data(), T, pos, p);
+      cpu::rope(pool, fast.data(), T, pos, p);
+      EXPECT_EQ(std::memcmp(ref.data(), fast.data(), ref.size() * 4), 0);
+      for (int64_t t = 0; t < T; ++t)
+        for (int h = 0; h < 3; ++h) {
+          const float* in = x.data() + (t * 3 + h) * 8;
+          const float* out = ref.data() + (t * 3 + h) * 8;
+          const int half = rope_dims / 2;
+          for (int i = 0; i < half; ++i) {
+            const int a = pairing == cpu::RopePairing::Adjacent ? 2 * i : i;
+            const int b = pairing == cpu::RopePairing::Adjacent ? 2 * i + 1 : i + half;
+            const double theta = pos[t] * 0.5 * std::pow(500.0, -2.0 * i / rope_dims);
+            EXPECT_NEAR(out[a], in[a] * std::cos(theta) - in[b] * std::sin(theta), 1e-5);
+            EXPECT_NEAR(out[b], in[a] * std::sin(theta) + in[b] * std::cos(theta), 1e-5);
+          }
+          for (int i = rope_dims; i < 8; ++i) EXPECT_EQ(out[i], in[i]);  // not rotated
+          if (pos[t] == 0) {
+            for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], in[i]);  // angle 0
+          }
+        }
+    }
+}
+
+TEST(Rope, RejectsOddRopeDims) {
+  cpu::RopeParams p;
+  p.n_head = 1;
+  p.head_dim = 8;
+  p.rope_dims = 5;
+  std::vector<float> x(8);
+  const std::vector<int32_t> pos = {0};
+  EXPECT_THROW(cpu::rope_ref(x.data(), 1, pos, p), specmoe::Error);
+}
+
+// ------------------------------------------------------------------------------------------
+// Attention
+
+namespace {
+struct AttnCase {
+  int n_head, n_head_kv, head_dim;
+  int64_t n_past, T;
+};
+}  // namespace
+
+TEST(Attention, FastMatchesReferenceWithGqaAndMasks) {
+  const AttnCase cases[] = {{1, 1, 1, 0, 1}, {4, 2, 3, 5, 3}, {8, 2, 17, 33, 8}, {6, 3, 33, 1, 16}, {2, 1, 64, 257, 1}};
+  for (const auto& c : cases)
+    for (bool custom : {false, true}) {
+      SCOPED_TRACE(testing::Message() << c.n_head << "/" << c.n_head_kv << " d=" << c.head_dim << " past=" << c.n_past
+                                      << " T=" << c.T << " custom=" << custom);
+      const int64_t kvd = c.n_head_kv * c.head_dim, qd = c.n_head * c.head_dim, rows = c.n_past + c.T;
+      const auto q = random_vec(c.T * qd, 21), k = random_vec(rows * kvd, 22), v = random_vec(rows * kvd, 23);
+      std::vector<uint8_t> allowed;
+      if (custom) {  // a tree: token i sees itself and every even j < i
+        allowed.assign(c.T * c.T, 0);
+        for (int64_t i = 0; i < c.T; ++i)
+          for (int64_t j = 0; j <= i; ++j) allowed[i * c.T + j] = (j == i || j % 2 == 0);
+      }
+      cpu::KVView kv{k.data(), v.data(), kvd, c.n_past};
+      cpu::AttentionParams p{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+      std::vector<float> ref(c.T * qd), fast(c.T * qd);
+      const uint8_t* mask = custom ? allowed.data() : nullptr;
+      cpu::attention_ref(q.data(), c.T, kv, mask, p, ref.data());
+      ASSERT_TRUE(any_nonzero(ref));
+      // Outputs are convex combinations of values with |v| ~ 3 at most: summation-order
+      // differences in scores and sums stay below 1e-5.
+      std::vector<std::vector<float>> outs;
+      for (int threads : {1, 2, 3}) {
+        cpu::ThreadPool pool(threads);
+        cpu::attention(pool, q.data(), c.T, kv, mask, p, fast.data());
+        for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-5) << i;
+        outs.push_back(fast);
+      }
+      cpu::ThreadPool pool(2);
+      cpu::attention(pool, q.data(), c.T, kv, mask, p, fast.data(), cpu::Isa::Scalar);  // portable path
+      for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-5) << i;
+      EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4), 0);
+      EXPECT_EQ(std::memcmp(outs[0].data(), outs[2].data(), outs[0].size() * 4), 0);
+    }
+}
+
+TEST(Attention, MaskedTokenIsInvisible) {
+  // Two new tokens; token 1 may not see token 0: its output must equal attention over the cache
+  // plus itself alone (its key/value moved to row n_past).
+  const int n_head = 2, n_head_kv = 1, d = 4;
+  const int64_t n_past = 3, kvd = n_head_kv * d;
+  const auto q = random_vec(2 * n_head * d, 31), k = random_vec((n_past + 2) * kvd, 32),
+             v = random_vec((n_past + 2) * kvd, 33);
+  cpu::AttentionParams p{n_head, n_head_kv, d, 0.5f};
+  const std::vector<uint8_t> allowed = {1, 0, 0, 1};
+  std::vector<float> out(2 * n_head * d);
+  cpu::ThreadPool pool(2);
+  cpu::attention(pool, q.data(), 2, cpu::KVView{k.data(), v.data(), kvd, n_past}, allowed.data(), p, out.data());
+  // Without token 0: copy the cache and token 1's row.
+  std::vector<float> k2(k.begin(), k.begin() + n_past * kvd), v2(v.begin(), v.begin() + n_past * kvd);
+  k2.insert(k2.end(), k.begin() + (n_past + 1) * kvd, k.end());
+  v2.insert(v2.end(), v.begin() + (n_past + 1) * kvd, v.end());
+  std::vector<float> alone(n_head * d);
+  cpu::attention(pool, q.data() + n_head * d, 1, cpu::KVView{k2.data(), v2.data(), kvd, n_past}, nullptr, p,
+                 alone.data());
+  EXPECT_EQ(std::memcmp(alone.data(), out.data() + n_head * d, alone.size() * 4), 0);
+}
+
+TEST(Attention, SingleVisibleKeyReturnsItsValue) {
+  const auto q = random_vec(4, 41), k = random_vec(4, 42), v = random_vec(4, 43);
+  cpu::AttentionParams p{1, 1, 4, 0.5f};
+  std::vector<float> out(4);
+  cpu::attention_ref(q.data(), 1, cpu::KVView{k.data(), v.data(), 4, 0}, nullptr, p, out.data());
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(out[i], v[i]);
+}
+
+// ------------------------------------------------------------------------------------------
+// Softmax and activations
+
+TEST(Activations, SoftmaxMatchesDouble) {
+  cpu::ThreadPool pool(2);
+  for (int64_t n : {1, 3, 17, 257}) {
+    auto x = random_vec(3 * n, 51, 5.0f);
+    const auto orig = x;
+    cpu::softmax_rows(pool, x.data(), 3, n);
+    for (int64_t t = 0; t < 3; ++t) {
+      double mx = -1e30, sum = 0;
+      for (int64_t i = 0; i < n; ++i) mx = std::max<double>(mx, orig[t * n + i]);
+      for (int64_t i = 0; i < n; ++i) sum += std::exp(orig[t * n + i] - mx);
+      double total = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(x[t * n + i], std::exp(orig[t * n + i] - mx) / sum, 1e-6);
+        total += x[t * n + i];
+      }
+      EXPECT_NEAR(total, 1.0, 1e-5);
+    }
+  }
+}
+
+TEST(Activations, GeluAndSiluKnownValues) {
+  // tanh-approximation GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  EXPECT_FLOAT_EQ(cpu::gelu(0.0f), 0.0f);
+  EXPECT_NEAR(cpu::gelu(1.0f), 0.8411919906, 1e-6);
+  EXPECT_NEAR(cpu::gelu(-1.0f), -0.1588080094, 1e-6);
+  EXPECT_NEAR(cpu::gelu(3.0f), 2.9963625, 1e-5);
+  EXPECT_NEAR(cpu::silu(1.0f), 0.7310585786, 1e-6);
+  EXPECT_NEAR(cpu::silu(-2.0f), -0.2384058440, 1e-6);
+}
+
+TEST(Activations, FastMatchesReference) {
+  cpu::ThreadPool pool(3);
+  for (int64_t n : {1, 3, 17, 33, 257, 10007}) {
+    const auto g = random_vec(n, 61, 3.0f), u = random_vec(n, 62, 3.0f);
+    std::vector<float> ref(n), fast(n);
+    cpu::swiglu_ref(g.data(), u.data(), ref.data(), n);
+    cpu::swiglu(pool, g.data(), u.data(), fast.data(), n);
+    ASSERT_TRUE(any_nonzero(ref));
+    EXPECT_EQ(std::memcmp(ref.data(), fast.data(), n * 4), 0);
+    auto a = g, b = g;
+    cpu::gelu_ref(a.data(), n);
+    cpu::gelu_inplace(pool, b.data(), n);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), n * 4), 0);
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(ref[i], cpu::silu(g[i]) * u[i], 1e-6 * (1 + std::fabs(ref[i])));
+  }
+}

@@ -1,0 +1,370 @@
+// Tokenizers against llama.cpp's tokenizer test vectors (exact token ids), round trips, the
+// stories260K reference text, and the byte vocabulary of synthetic models.
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/gguf.h"
+#include "core/tokenizer.h"
+#include "test_data.h"
+
+namespace specmoe::core {
+namespace {
+
+using specmoe::testing::data_path;
+using specmoe::testing::scratch_dir;
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::vector<int32_t> parse_ids(const std::string& line) {
+  std::vector<int32_t> ids;
+  std::istringstream is(line);
+  for (int64_t v; is >> v;) ids.push_back(static_cast<int32_t>(v));
+  return ids;
+}
+
+// llama.cpp's test-tokenizer-0 format: every string is followed by "\n__ggml_vocab_test__\n"
+// (so a string may be empty or contain newlines); the .out file has one line of ids per string.
+struct Vectors {
+  std::vector<std::string> inputs;
+  std::vector<std::vector<int32_t>> expected;
+};
+Vectors read_vectors(const std::string& name) {
+  const std::string base = "tokenizer/ggml-vocab-" + name + ".gguf";
+  const std::string raw = read_file(data_path(base + ".inp"));
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  Vectors v;
+  for (size_t pos = 0; pos < raw.size();) {
+    const size_t next = raw.find(sep, pos);
+    if (next == std::string::npos) {
+      v.inputs.push_back(raw.substr(pos));
+      break;
+    }
+    v.inputs.push_back(raw.substr(pos, next - pos));
+    pos = next + sep.size();
+  }
+  std::ifstream out(data_path(base + ".out"));
+  for (std::string line; std::getline(out, line);) v.expected.push_back(parse_ids(line));
+  return v;
+}
+
+std::string printable(const std::string& s) {
+  std::string r;
+  for (unsigned char c : s) r += c == '\n' ? std::string("\\n") : c == '\t' ? std::string("\\t") : std::string(1, c);
+  return r;
+}
+
+std::string join(const std::vector<int32_t>& ids) {
+  std::string r;
+  for (int32_t id : ids) {
+    if (!r.empty()) r += ' ';
+    r += std::to_string(id);
+  }
+  return r;
+}
+
+std::unique_ptr<Tokenizer> load(const std::string& rel) {
+  auto file = GGUFFile::open(data_path(rel).string());
+  return Tokenizer::from_gguf(*file);
+}
+
+class VocabVectors : public ::testing::TestWithParam<const char*> {};
+
+// Every test string must encode (no BOS, parse_special = false, as test-tokenizer-0) to exactly
+// the ids llama.cpp produced, and decode back to itself.
+TEST_P(VocabVectors, EncodesLikeLlamaCpp) {
+  const std::string name = GetParam();
+  SPECMOE_REQUIRE_DATA("tokenizer/ggml-vocab-" + name + ".gguf.inp");
+  SPECMOE_REQUIRE_DATA("tokenizer/ggml-vocab-" + name + ".gguf");
+  const auto tok = load("tokenizer/ggml-vocab-" + name + ".gguf");
+  const Vectors v = read_vectors(name);
+  ASSERT_EQ(v.inputs.size(), v.expected.size()) << name << ": .inp and .out disagree on the number of tests";
+  ASSERT_GE(v.inputs.size(), 40u) << name << ": suspiciously few test strings";
+  size_t matched = 0, nonempty = 0;
+  for (size_t i = 0; i < v.inputs.size(); ++i) {
+    const auto ids = tok->encode(v.inputs[i], /*add_bos=*/false, /*parse_special=*/false);
+    nonempty += !ids.empty();
+    if (ids == v.expected[i]) {
+      ++matched;
+    } else {
+      ADD_FAILURE() << name << " string " << i << " '" << printable(v.inputs[i]) << "'\n  expected: "
+                    << join(v.expected[i]) << "\n  got:      " << join(ids);
+    }
+    EXPECT_EQ(tok->decode(ids), v.inputs[i]) << name << " round trip of string " << i;
+  }
+  std::printf("[ vectors  ] %-15s %zu / %zu strings match llama.cpp\n", name.c_str(), matched, v.inputs.size());
+  EXPECT_EQ(matched, v.inputs.size());
+  EXPECT_GT(nonempty, v.inputs.size() / 2);  // guard: the tokenizer does produce ids
+}
+
+INSTANTIATE_TEST_SUITE_P(Required, VocabVectors, ::testing::Values("llama-spm", "phi-3", "gpt-2", "starcoder"));
+INSTANTIATE_TEST_SUITE_P(Extra, VocabVectors,
+                         ::testing::Values("deepseek-coder", "deepseek-llm", "falcon", "mpt", "refact"));
+
+TEST(Tokenizer, KindsAndSpecialIds) {
+  SPECMOE_REQUIRE_DATA("tokenizer/ggml-vocab-llama-spm.gguf");
+  SPECMOE_REQUIRE_DATA("tokenizer/ggml-vocab-gpt-2.gguf");
+  const auto spm = load("tokenizer/ggml-vocab-llama-spm.gguf");
+  EXPECT_EQ(spm->kind(), TokenizerKind::SentencePiece);
+  EXPECT_EQ(spm->n_vocab(), 32000);
+  EXPECT_EQ(spm->bos(), 1);
+  EXPECT_EQ(spm->eos(), 2);
+  EXPECT_TRUE(spm->add_bos_by_default());
+  EXPECT_FALSE(spm->add_eos_by_default());
+  EXPECT_TRUE(spm->is_eog(2));
+  EXPECT_FALSE(spm->is_eog(1));
+  EXPECT_FALSE(spm->is_eog(13));
+  EXPECT_EQ(spm->token_text(13), "<0x0A>");
+  EXPECT_EQ(spm->token_type(13), TokenType::Byte);
+  EXPECT_EQ(spm->token_to_piece(13), "\n");
+  EXPECT_EQ(spm->token_to_piece(15043), " Hello");   // "▁Hello"
+  EXPECT_EQ(spm->token_to_piece(1), "");             // control renders empty...
+  EXPECT_EQ(spm->token_to_piece(1, true), "<s>");    // ...unless asked for
+  // With BOS: the space prefix still applies to the text; decode drops it after BOS.
+  const auto ids = spm->encode("Hello world", /*add_bos=*/true);
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 15043, 3186}));
+  EXPECT_EQ(spm->decode(ids), "Hello world");
+  EXPECT_EQ(spm->encode("", true), std::vector<int32_t>{1});
+  EXPECT_TRUE(spm->encode("", false).empty());
+
+  const auto bpe = load("tokenizer/ggml-vocab-gpt-2.gguf");
+  EXPECT_EQ(bpe->kind(), TokenizerKind::BytePairEncoding);
+  EXPECT_EQ(bpe->n_vocab(), 50257);
+  EXPECT_EQ(bpe->eos(), 50256);
+  EXPECT_TRUE(bpe->is_eog(50256));
+  EXPECT_EQ(bpe->token_to_piece(50256), "");
+  EXPECT_EQ(bpe->token_to_piece(50256, true), "<|endoftext|>");
+  EXPECT_EQ(bpe->token_to_piece(220), " ");  // "Ġ"
+  EXPECT_EQ(bpe->token_to_piece(198), "\n");  // "Ċ"
+
+  EXPECT_THROW(spm->token_to_piece(32000), Error);
+  EXPECT_THROW(spm->token_to_piece(-1), Error);
+  const std::vector<int32_t> bad{5, 99999};
+  EXPECT_THROW(bpe->decode(bad), Error);
+}
+
+// parse_special: control texts in the input become their token only when asked for.
+TEST(Tokenizer, ParseSpecial) {
+  SPECMOE_REQUIRE_DATA("tokenizer/ggml-vocab-gpt-2.gguf");
+  SPECMOE_REQUIRE_DATA("tokenizer/ggml-vocab-llama-spm.gguf");
+  const auto bpe = load("tokenizer/ggml-vocab-gpt-2.gguf");
+  const std::string text = "a<|endoftext|>b";
+  const auto special = bpe->encode(text, false, true);
+  ASSERT_EQ(special.size(), 3u);
+  EXPECT_EQ(special[1], 50256);
+  const auto plain = bpe->encode(text, false, false);
+  EXPECT_GT(plain.size(), 3u);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 50256), 0);
+  EXPECT_EQ(bpe->decode(plain), text);
+
+  const auto spm = load("tokenizer/ggml-vocab-llama-spm.gguf");
+  const auto ids = spm->encode("<s>Hi</s>", false, true);
+  ASSERT_GE(ids.size(), 3u);
+  EXPECT_EQ(ids.front(), 1);
+  EXPECT_EQ(ids.back(), 2);
+  EXPECT_EQ(spm->decode(ids), "Hi");  // the space prefixed after <s> is dropped again
+}
+
+TEST(Tokenizer, RoundTripsUtf8) {
+  const std::vector<std::string> texts = {
+      "a", "The quick brown fox jumps over the lazy dog.", "  two leading spaces\tand a tab\n\nlines",
+      "naïve café — ½ × 3 ≠ 7", "Привет, мир", "日本語のテキスト、句読点。", "emoji 🦙🚀 and ZWJ 👩‍💻",
+      "mixed 123 4567 89.0 x=y+z; // code", " ", "\n",
+  };
+  for (const char* name : {"llama-spm", "phi-3", "gpt-2", "starcoder"}) {
+    const std::string rel = std::string("tokenizer/ggml-vocab-") + name + ".gguf";
+    if (!std::filesystem::exists(data_path(rel))) GTEST_SKIP() << "shared test data not found: " << data_path(rel);
+    const auto tok = load(rel);
+    for (const auto& t : texts) {
+      const auto ids = tok->encode(t, false);
+      EXPECT_FALSE(ids.empty()) << name;
+      EXPECT_EQ(tok->decode(ids), t) << name << ": '" << t << "'";
+    }
+  }
+}
+
+// stories260K's published greedy output: decoding its 200 generated ids (after BOS) gives the
+// text byte for byte, the leading space of "▁Once" dropped after BOS as llama2.c does.
+TEST(Tokenizer, Stories260KGreedyText) {
+  SPECMOE_REQUIRE_DATA("models/stories260K.gguf");
+  SPECMOE_REQUIRE_DATA("models/stories260K.greedy_200_token_ids.txt");
+  SPECMOE_REQUIRE_DATA("models/stories260K.expected_greedy_200steps.txt");
+  const auto tok = load("models/stories260K.gguf");
+  EXPECT_EQ(tok->kind(), TokenizerKind::SentencePiece);
+  EXPECT_EQ(tok->n_vocab(), 512);
+  const auto ids = parse_ids(read_file(data_path("models/stories260K.greedy_200_token_ids.txt")));
+  const std::string expected = read_file(data_path("models/stories260K.expected_greedy_200steps.txt"));
+  ASSERT_EQ(ids.size(), 201u);  // BOS + 200 steps
+  ASSERT_EQ(ids[0], tok->bos());
+  ASSERT_FALSE(expected.empty());
+  EXPECT_EQ(tok->decode(ids), expected);
+  // Prefixes decode to prefixes of the text (what a streaming printer relies on).
+  for (size_t n : {1u, 2u, 17u, 100u}) {
+    const std::string part = tok->decode(std::span<const int32_t>(ids.data(), n));
+    EXPECT_EQ(expected.compare(0, part.size(), part), 0) << n << " ids: '" << part << "'";
+  }
+  EXPECT_EQ(tok->decode(std::span<const int32_t>(ids.data(), 2)), "Once");
+  // And encoding the text back gives the same ids (the model's own tokenization).
+  EXPECT_EQ(tok->encode(expected, /*add_bos=*/true), ids);
+}
+
+TEST(Tokenizer, ByteVocabularyThroughGguf) {
+  const int n_vocab = 300;  // 259 + 41 padding tokens
+  GGUFWriter w;
+  w.set_string("general.architecture", "llama");
+  write_byte_vocab(w, n_vocab);
+  const auto path = scratch_dir() / "tokenizer_byte_vocab_300.gguf";
+  w.write(path.string());
+  auto file = GGUFFile::open(path.string());
+  const auto tok = Tokenizer::from_gguf(*file);
+  EXPECT_EQ(tok->kind(), TokenizerKind::SentencePiece);
+  EXPECT_EQ(tok->n_vocab(), n_vocab);
+  EXPECT_EQ(tok->bos(), 1);
+  EXPECT_EQ(tok->eos(), 2);
+  EXPECT_TRUE(tok->is_eog(2));
+  EXPECT_TRUE(tok->add_bos_by_default());
+  EXPECT_EQ(tok->token_text(3 + 0x41), "<0x41>");
+  EXPECT_EQ(tok->token_type(258), TokenType::Byte);
+  EXPECT_EQ(tok->token_type(259), TokenType::Normal);
+
+  // Every byte is its own token at id 3 + byte; a space is "▁" = E2 96 81.
+  EXPECT_EQ(tok->encode("A b", true), (std::vector<int32_t>{1, 3 + 0x41, 3 + 0xE2, 3 + 0x96, 3 + 0x81, 3 + 0x62}));
+  const std::vector<std::string> texts = {"Hello, world!", " leading space", "tab\there\n", "½ é 🦙 日本", ""};
+  for (const auto& t : texts) {
+    const auto ids = tok->encode(t, true);
+    ASSERT_FALSE(ids.empty());
+    EXPECT_EQ(ids[0], 1);
+    for (size_t i = 1; i < ids.size(); ++i) {
+      EXPECT_GE(ids[i], 3);
+      EXPECT_LE(ids[i], 258);
+    }
+    EXPECT_EQ(tok->decode(ids), t);
+  }
+  // All 256 byte values in one string (invalid UTF-8 included) survive the round trip, except
+  // that the literal "▁" character reads back as a space (SentencePiece's own ambiguity).
+  std::string all;
+  for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
+  EXPECT_EQ(tok->decode(tok->encode(all, false)), all);
+
+  EXPECT_THROW(byte_vocab(258), Error);
+}
+
+TEST(Tokenizer, UnknownPreTokenizerIsUnsupported) {
+  Vocab v;
+  v.model = "gpt2";
+  v.pre = "no-such-pre";
+  v.tokens = {"a", "b", "ab"};
+  v.merges = {"a b"};
+  GGUFWriter w;
+  write_vocab(w, v);
+  const auto path = scratch_dir() / "tokenizer_unknown_pre.gguf";
+  w.write(path.string());
+  auto file = GGUFFile::open(path.string());
+  try {
+    Tokenizer::from_gguf(*file);
+    FAIL() << "expected Error(Unsupported)";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("no-such-pre"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+  }
+  v.model = "wordpiece";
+  EXPECT_THROW(Tokenizer::from_vocab(v), Error);
+}
+
+// A tiny hand-made BPE vocabulary: merge order decides, not token length.
+TEST(Tokenizer, BpeMergesByRank) {
+  Vocab v;
+  v.model = "gpt2";
+  v.pre = "gpt-2";
+  v.tokens = {"a", "b", "c", "ab", "bc", "abc", "Ġ", "Ġa"};
+  v.merges = {"b c", "a b", "a bc", "Ġ a"};
+  const auto tok = Tokenizer::from_vocab(v);
+  EXPECT_EQ(tok->encode("abc", false), (std::vector<int32_t>{5}));     // b+c first, then a+bc
+  EXPECT_EQ(tok->encode("ab", false), (std::vector<int32_t>{3}));
+  EXPECT_EQ(tok->encode("cab", false), (std::vector<int32_t>{2, 3}));  // no "c a" merge
+  EXPECT_EQ(tok->encode("ab a", false), (std::vector<int32_t>{3, 7}));  // " a" is one pre-token
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{3, 7}), "ab a");
+  // Bytes without a symbol in this vocabulary are dropped, as llama.cpp does.
+  EXPECT_EQ(tok->encode("z", false), std::vector<int32_t>{});
+}
+
+// SentencePiece merges by score: the highest-scoring adjacent pair first.
+TEST(Tokenizer, SpmMergesByScore) {
+  Vocab v;
+  v.model = "llama";
+  v.tokens = {"<unk>", "<s>", "</s>", "▁", "a", "b", "c", "ab", "bc", "▁a"};
+  v.types = {TokenType::Unknown, TokenType::Control, TokenType::Control, TokenType::Normal, TokenType::Normal,
+             TokenType::Normal,  TokenType::Normal,  TokenType::Normal,  TokenType::Normal, TokenType::Normal};
+  v.scores = {0, 0, 0, -1, -1, -1, -1, -2, -1.5f, -3};
+  v.unk = 0;
+  v.bos = 1;
+  v.eos = 2;
+  const auto tok = Tokenizer::from_vocab(v);
+  // "▁abc": bc (-1.5) beats ab (-2) and ▁a (-3); then ▁a (-3) is the only merge left.
+  EXPECT_EQ(tok->encode("abc", false), (std::vector<int32_t>{9, 8}));
+  // No byte tokens: an unknown character falls back to <unk>.
+  EXPECT_EQ(tok->encode("ax", false), (std::vector<int32_t>{9, 0}));
+}
+
+// Every supported pre-tokenizer name compiles its regexes and splits text losslessly. The
+// vocabulary holds the 256 byte symbols of GPT-2's byte-to-unicode map (no merges beyond one),
+// so ids are per byte and decode must reproduce the input whatever the split was.
+TEST(Tokenizer, EveryPreTokenizerCompilesAndRoundTrips) {
+  Vocab base;
+  base.model = "gpt2";
+  int extra = 0;
+  for (int b = 0; b < 256; ++b) {  // id = byte value
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    const uint32_t cp = printable ? b : 256 + extra++;
+    std::string u;
+    if (cp < 0x80) {
+      u += static_cast<char>(cp);
+    } else {
+      u += static_cast<char>(0xC0 | (cp >> 6));
+      u += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    base.tokens.push_back(u);
+  }
+  base.tokens.push_back("ab");
+  base.merges = {"a b"};
+  const std::string text = "Hello, World! It's 2024: naïve café ½ 12345 日本語 한국어 🦙  \t\n\n  x'LL  ";
+  for (const char* pre : {"", "default", "gpt-2", "llama3", "llama-bpe", "qwen2", "starcoder", "smollm", "refact",
+                          "deepseek-coder", "deepseek-llm", "deepseek-v3", "falcon", "mpt", "olmo", "dbrx",
+                          "stablelm2", "command-r", "poro-chat", "viking", "tekken", "gpt-4o", "chatglm-bpe"}) {
+    Vocab v = base;
+    v.pre = pre;
+    std::unique_ptr<Tokenizer> tok;
+    ASSERT_NO_THROW(tok = Tokenizer::from_vocab(v)) << "pre '" << pre << "'";
+    const auto ids = tok->encode(text, false);
+    EXPECT_GE(ids.size(), 40u) << pre;
+    EXPECT_EQ(tok->decode(ids), text) << "pre '" << pre << "'";
+    EXPECT_EQ(tok->encode("cab", false), (std::vector<int32_t>{'c', 256})) << pre;
+  }
+}
+
+// Long runs (one huge pre-token, a long whitespace run) neither fail in PCRE2 nor lose bytes.
+TEST(Tokenizer, LongRuns) {
+  SPECMOE_REQUIRE_DATA("tokenizer/ggml-vocab-gpt-2.gguf");
+  SPECMOE_REQUIRE_DATA("tokenizer/ggml-vocab-llama-spm.gguf");
+  const std::string spaces = std::string(100000, ' ') + "x" + std::string(3, '\n');
+  const std::string letters(50000, 'a');
+  for (const char* name : {"gpt-2", "llama-spm"}) {
+    const auto tok = load(std::string("tokenizer/ggml-vocab-") + name + ".gguf");
+    for (const std::string* t : {&spaces, &letters}) {
+      const auto ids = tok->encode(*t, false);
+      EXPECT_GT(ids.size(), 10u) << name;
+      EXPECT_EQ(tok->decode(ids), *t) << name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace specmoe::core

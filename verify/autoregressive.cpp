@@ -1,0 +1,76 @@
+// Plain autoregressive decoding: see autoregressive.h.
+#include "verify/autoregressive.h"
+
+#include <chrono>
+
+#include "core/error.h"
+
+namespace specmoe::verify {
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+GenerationResult generate_autoregressive(core::Model& model, std::span<const int32_t> prompt,
+                                         const core::SamplingParams& sampling, const DecodeOptions& options,
+                                         uint64_t stream, core::KVCache* kv) {
+  options.validate();
+  sampling.validate();
+  if (prompt.empty()) throw_error(ErrorKind::InvalidArgument, "generate: empty prompt (add BOS)");
+  // The last generated token is never fed: prompt + max_tokens - 1 tokens are stored.
+  const int needed = static_cast<int>(prompt.size()) + std::max(options.max_tokens - 1, 0);
+  core::KVCache local;
+  if (kv == nullptr) {
+    local = model.new_cache(options.n_ctx > 0 ? options.n_ctx : needed);
+    kv = &local;
+  }
+  if (kv->capacity() < needed)
+    throw_error(ErrorKind::Limit, "generate: the KV cache holds {} tokens, the prompt ({}) + max_tokens ({}) need {}",
+                kv->capacity(), prompt.size(), options.max_tokens, needed);
+  kv->clear();
+
+  const core::SamplerChain sampler(sampling);
+  core::Rng rng(sampling.seed, stream);
+  const core::Tokenizer& tok = model.tokenizer();
+  GenerationResult out;
+  Metrics& m = out.metrics;
+  m.n_prompt = static_cast<int64_t>(prompt.size());
+  if (options.max_tokens == 0) return out;
+
+  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  std::vector<float> logits, probs;
+  core::ForwardOptions fwd;
+  fwd.logits_all = false;
+  const auto t_start = Clock::now();
+  double step_forward_s = 0.0;
+
+  auto t = Clock::now();
+  model.forward(prompt, {}, *kv, logits, fwd);
+  m.time.verify_forward_s += seconds_since(t);
+  while (true) {
+    t = Clock::now();
+    const int32_t next = sampler.sample_logits(logits, history, rng, probs);
+    m.time.sampling_s += seconds_since(t);
+    history.push_back(next);
+    out.tokens.push_back(next);
+    if (out.tokens.size() == 1) m.ttft_s = seconds_since(t_start);
+    if (options.stop_at_eog && tok.is_eog(next)) {
+      out.stopped_at_eog = true;
+      break;
+    }
+    if (static_cast<int>(out.tokens.size()) >= options.max_tokens) break;
+    t = Clock::now();
+    model.forward(std::span<const int32_t>(&history.back(), 1), {}, *kv, logits, fwd);
+    const double dt = seconds_since(t);
+    m.time.verify_forward_s += dt;
+    step_forward_s += dt;
+    m.record_step(0, 0);
+  }
+  m.total_s = seconds_since(t_start);
+  m.n_generated = static_cast<int64_t>(out.tokens.size());
+  if (m.n_steps > 0) m.target_step_s = step_forward_s / static_cast<double>(m.n_steps);
+  m.time.other_s = std::max(0.0, m.total_s - m.time.verify_forward_s - m.time.sampling_s);
+  return out;
+}
+
+}  // namespace specmoe::verify

@@ -1,0 +1,33 @@
+// What a generation is asked to do and what it returns; shared by plain autoregressive decoding
+// (autoregressive.h) and speculative decoding (speculative_decoder.h) so the two compare directly.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "verify/metrics.h"
+
+namespace specmoe::verify {
+
+struct DecodeOptions {
+  int max_tokens = 64;       // generate at most this many tokens (never more)
+  bool stop_at_eog = true;   // stop after emitting an end-of-generation token (EOS, EOT, ...)
+  int draft_max = 4;         // g: draft tokens per step (speculative only)
+  int draft_min = 0;         // a draft shorter than this is discarded: a plain target step instead
+  float draft_p_min = 0.0f;  // adaptive length: the drafter stops when its confidence < this
+  int n_ctx = 0;             // target KV cache capacity (<= 0: just enough for the request)
+  int cost_probe_forwards = 3;  // single-token target forwards timed after a speculative run to
+                                // measure cost_ratio (0 = skip); their time is not in total_s
+  void validate() const;     // throws Error(InvalidArgument) naming the field
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;  // generated tokens (prompt excluded; a final EOG token included)
+  bool stopped_at_eog = false;
+  Metrics metrics;
+};
+
+// The stream the drafter samples from, independent of the target's stream `stream` for the same
+// seed (so drafting never shifts the target's random numbers).
+uint64_t draft_stream_id(uint64_t stream);
+
+}  // namespace specmoe::verify

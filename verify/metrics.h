@@ -1,0 +1,64 @@
+// Speculative decoding metrics, named as in DESIGN.md "Metrics". Counts are accumulated by the
+// decoding loop; derived figures are computed on demand, so Metrics of several prompts can be
+// merged by adding counts and times.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace specmoe::verify {
+
+// Seconds spent in each part of a generation.
+struct TimeBreakdown {
+  double draft_s = 0.0;           // drafter: begin (its prefill), propose, accepted
+  double verify_forward_s = 0.0;  // target forwards (prefill, verification, plain steps)
+  double sampling_s = 0.0;        // target logits processors + verifier / sampling
+  double other_s = 0.0;           // the rest of the wall time (bookkeeping)
+};
+
+struct Metrics {
+  int64_t n_prompt = 0;      // prompt tokens
+  int64_t n_generated = 0;   // tokens emitted (<= max_tokens)
+  int64_t n_drafted = 0;     // draft tokens proposed and verified
+  int64_t n_accepted = 0;    // draft tokens accepted
+  int64_t n_steps = 0;       // target forwards during decoding (verifications and plain steps).
+                             // Speculative: every emitted token comes from a step, so
+                             // n_generated = n_accepted + n_steps (less any cut at EOG/max).
+                             // Autoregressive: the first token comes from the prefill.
+  int draft_max = 0;         // g configured (alpha_fit and predicted_speedup use it)
+  // [i]: steps that drafted at least i+1 tokens / that accepted draft token i+1 (size draft_max).
+  std::vector<int64_t> position_drafted, position_accepted;
+  // [k]: steps that accepted exactly k draft tokens, k = 0..draft_max.
+  std::vector<int64_t> accept_length_histogram;
+
+  // Timing (seconds).
+  double total_s = 0.0;          // wall time of the whole generation, prefill included
+  double ttft_s = 0.0;           // prompt in -> first token out
+  double target_step_s = 0.0;    // one single-token target forward (measured, see cost_ratio)
+  double draft_token_s = 0.0;    // drafter time per drafted token
+  TimeBreakdown time;
+
+  void resize_positions(int g);                // sets draft_max and sizes the per-position arrays
+  void record_step(int n_drafted, int n_accepted);  // one target forward over n_drafted draft tokens
+  // Adds counts and times (for several prompts): total_s, ttft_s and time are then sums (divide
+  // ttft_s by the number of runs for a mean); target_step_s and draft_token_s become weighted means.
+  void merge(const Metrics& other);
+
+  double acceptance_rate() const;         // n_accepted / n_drafted (0 when nothing was drafted)
+  double mean_accepted_length() const;    // tau = (n_accepted + n_steps) / n_steps (1 when no steps)
+  std::vector<double> per_position_acceptance() const;
+  double cost_ratio() const;              // c = draft_token_s / target_step_s (0 when unmeasured)
+  double alpha_fit() const;               // fit_alpha(tau, draft_max)
+  double predicted_speedup() const;       // speedup_model(alpha_fit, draft_max, c)
+  double tokens_per_second() const;       // n_generated / total_s
+  double ttft_ms() const { return ttft_s * 1000.0; }
+};
+
+// The i.i.d. acceptance probability a with (1 - a^(g+1)) / (1 - a) = tau, i.e. sum_{k=0..g} a^k =
+// tau (Leviathan et al. 2023, eq. 1), by bisection on [0, 1] where the sum is increasing from 1
+// to g+1. tau <= 1 gives 0, tau >= g+1 gives 1; g <= 0 gives 0.
+double fit_alpha(double tau, int g);
+// Leviathan et al. 2023, Thm 3.8: expected walltime improvement (1 - a^(g+1)) / ((1 - a)(g c + 1)),
+// with its limit (g+1) / (g c + 1) at a = 1.
+double speedup_model(double alpha, int g, double c);
+
+}  // namespace specmoe::verify
