@@ -24,6 +24,7 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/model.h"
 #include "core/model_config.h"
 #include "core/tokenizer.h"
 #include "experiments/config_hash.h"
@@ -173,6 +174,35 @@ inline void walk_gguf(const core::GGUFFile& f) {
   }
 }
 
+// The whole model: Model::load binds every tensor against the config, then a KV cache and a
+// two-token forward run on whatever weights the file holds (NaNs are fine; reads out of bounds
+// are not). Model::load takes a path, so the bytes go through a scratch file.
+inline void load_model(std::span<const uint8_t> bytes) {
+  const std::string path = (scratch_dir() / kGgufName).string();
+  write_file(path, bytes);
+  std::unique_ptr<core::Model> m;
+  try {
+    m = core::Model::load(path, core::LoadOptions{1});
+  } catch (const Error& e) {
+    check_names_input(e, kGgufName);
+    return;
+  }
+  const core::ModelConfig& c = m->config();
+  (void)m->weight_bytes_per_token();
+  try {
+    // The default cache is the training context: checked against memory, not allocated blindly.
+    // Only build it when small, since a legitimate big one would make every input slow.
+    const double cache_bytes = 8.0 * c.n_layer * c.n_ctx_train * static_cast<double>(c.kv_dim());
+    core::KVCache kv = cache_bytes < (64 << 20) ? m->new_cache(0) : m->new_cache(8);
+    std::vector<float> logits;
+    const std::vector<int32_t> tokens = {0, std::min(1, c.n_vocab - 1)};
+    m->forward(tokens, {}, kv, logits);
+    SPECMOE_FUZZ_CHECK(logits.size() == 2 * static_cast<size_t>(c.n_vocab), "forward wrote the wrong logits size");
+  } catch (const Error& e) {
+    check_names_input(e, kGgufName);
+  }
+}
+
 inline Outcome run_gguf(std::span<const uint8_t> bytes) {
   std::shared_ptr<core::GGUFFile> f;
   try {
@@ -212,6 +242,7 @@ inline Outcome run_gguf(std::span<const uint8_t> bytes) {
     check_names_input(e, kGgufName);
     if (has_vocab) out = Outcome::Rejected;
   }
+  if (out == Outcome::Accepted && has_config && has_vocab) load_model(bytes);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "core/synth.h"
 #include "fuzz_entry.h"
 
 namespace fs = std::filesystem;
@@ -115,6 +116,24 @@ void gguf_seeds() {
     w.set_i32_array("gpt2.attention.head_count_kv", {4});
     w.set_u32("gpt2.vocab_size", 50);
     put_gguf("valid-gpt2.gguf", w);
+  }
+  // Whole tiny models (every tensor Model::load binds), so the fuzzer reaches the forward pass.
+  // The smallest useful shape: 259 byte tokens, 8-wide, F16 weights, tied head (~11 KB).
+  for (const char* arch : {"llama", "gpt2"}) {
+    SynthSpec spec;
+    spec.arch = arch;
+    spec.type = DType::F16;
+    spec.n_vocab = 259;
+    spec.n_embd = 8;
+    spec.n_layer = 1;
+    spec.n_head = 2;
+    spec.n_head_kv = 1;
+    spec.n_ff = 8;
+    spec.n_ctx = 16;
+    spec.tied_output = true;
+    const fs::path tmp = fuzz::scratch_dir() / "synth.gguf";
+    synth_write(spec, tmp.string(), 1);
+    put("gguf", fmt::format("valid-model-{}.gguf", arch), slurp(tmp));
   }
   {  // every metadata value type, nested arrays
     GGUFWriter w;

@@ -5,18 +5,28 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <csignal>
 #include <functional>
+#include <map>
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/model.h"
 #include "core/model_config.h"
+#include "core/synth.h"
 #include "core/tokenizer.h"
+#include "experiments/executor.h"
+#include "experiments/experiment.h"
 #include "experiments/experiment_spec.h"
 #include "experiments/sweep.h"
 #include "test_data.h"
@@ -314,6 +324,284 @@ TEST(BadPrompts, BadJsonlLine) {
   write_text(jsonl, "{\"question_id\": 1, \"turns\": [\"ok\"]}\n{\"question_id\": 2, \"turns\": [1e999]}\n");
   expect_toml_error(fmt::format("[models.m]\nsynth = \"tiny\"\n[prompts]\njsonl = \"{}\"\n", jsonl),
                     ErrorKind::Config, {":4:", "prompts.jsonl", jsonl, "line 2"}, "number overflow in JSONL");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Models: vocabulary against the weights, draft against target.
+
+// A small synth model (n_ctx 64), written once per test binary.
+const std::string& synth_model() {
+  static const std::string path = [] {
+    core::SynthSpec spec;
+    spec.n_vocab = 300;
+    spec.n_embd = 32;
+    spec.n_layer = 2;
+    spec.n_ff = 64;
+    spec.n_ctx = 64;
+    const std::string p = scratch("synth.gguf");
+    core::synth_write(spec, p, 7);
+    return p;
+  }();
+  return path;
+}
+
+// Copies a GGUF file, passing its tokenizer.ggml.tokens through `edit` first.
+std::string rewrite_tokens(const std::string& src, const std::function<void(std::vector<std::string>&)>& edit,
+                           const std::string& stem) {
+  auto f = GGUFFile::open(src);
+  GGUFWriter w;
+  for (const auto& [key, value] : f->metadata()) {
+    if (key == "general.alignment") continue;
+    if (key == "tokenizer.ggml.tokens") {
+      std::vector<std::string> tokens = value.strings;
+      edit(tokens);
+      w.set_string_array(key, tokens);
+      continue;
+    }
+    if ((key == "tokenizer.ggml.scores" || key == "tokenizer.ggml.token_type")) {
+      // Keep these arrays as long as the tokens (the reader would reject a mismatch first).
+      std::vector<std::string> probe = f->get_string_array("tokenizer.ggml.tokens");
+      edit(probe);
+      GGUFValue v = value;
+      v.items.resize(std::min(v.items.size(), probe.size()));
+      w.set_value(key, v);
+      continue;
+    }
+    w.set_value(key, value);
+  }
+  for (const auto& t : f->tensors()) w.add_tensor(t.name, t.type, t.ne, {t.data, t.nbytes});
+  const std::string out = scratch(stem);
+  w.write(out);
+  return out;
+}
+
+TEST(BadModel, VocabularySizeDoesNotMatchTheWeights) {
+  const std::string path = rewrite_tokens(synth_model(), [](auto& t) { t.resize(290); }, "short-vocab.gguf");
+  expect_error([&] { core::Model::load(path); }, ErrorKind::Format, {path, "token_embd.weight", "290"},
+               "290 tokens for 300 embedding rows");
+}
+
+TEST(BadModel, DraftVocabularyDiffersFromTarget) {
+  // Same size, but two byte tokens swapped: ids would mean different text in draft and target.
+  const std::string draft =
+      rewrite_tokens(synth_model(), [](auto& t) { std::swap(t[100], t[101]); }, "swapped-vocab.gguf");
+  const std::string toml = scratch("vocab-mismatch.toml");
+  write_text(toml, fmt::format(R"([experiment]
+output = "{}"
+[models.target]
+path = "{}"
+[models.draft]
+path = "{}"
+[prompts]
+list = ["Hi"]
+[sampling]
+max_tokens = 4
+[[strategy]]
+name = "ar"
+kind = "autoregressive"
+target = "target"
+[[strategy]]
+name = "spec"
+kind = "speculative"
+target = "target"
+drafter = "model"
+draft = "draft"
+)",
+                               scratch("out-vocab"), synth_model(), draft));
+  exp::RunOptions o;
+  o.progress = false;
+  expect_error([&] { exp::run_experiment(toml, o); }, ErrorKind::Config, {toml, "draft", draft, "token 100"},
+               "draft/target vocabulary mismatch");
+}
+
+TEST(BadModel, PromptLongerThanTheContext) {
+  const std::string toml = scratch("long-prompt.toml");
+  write_text(toml, fmt::format(R"([experiment]
+output = "{}"
+[models.target]
+path = "{}"
+[prompts]
+list = ["{}"]
+[sampling]
+max_tokens = 8
+[[strategy]]
+name = "ar"
+kind = "autoregressive"
+target = "target"
+)",
+                               scratch("out-long"), synth_model(), std::string(100, 'a')));
+  exp::RunOptions o;
+  o.progress = false;
+  expect_error([&] { exp::run_experiment(toml, o); }, ErrorKind::Config,
+               {toml, "sampling.max_tokens", "p0", "context", "64"}, "101-token prompt, 64-token context");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The runner: output folder, interrupt and resume. A fake executor stands in for the engine.
+
+class CountingExecutor : public exp::RunExecutor {
+ public:
+  std::vector<std::string> drafter_names() const override { return {"ngram"}; }
+  std::vector<std::string> verifier_names() const override { return {"speculative", "greedy"}; }
+  void prepare(const exp::ExperimentSpec&, const std::vector<exp::RunSpec>&) override {}
+  exp::PromptRecord execute(const exp::ExecutionRequest& req) override {
+    ++calls[req.run->name];
+    if (--calls_until_sigint == 0) std::raise(SIGINT);  // as if the user pressed Ctrl-C now
+    exp::PromptRecord r;
+    r.tokens = {3, 4, 5};
+    r.text = "abc";
+    r.wall_s = 0.01;
+    return r;
+  }
+  void finish_run(const exp::RunSpec& run) override { ++finished[run.name]; }
+  std::map<std::string, int> calls, finished;
+  int calls_until_sigint = -1;
+};
+
+std::string runner_toml(const std::string& output) {
+  const std::string toml = scratch("runner.toml");
+  write_text(toml, fmt::format(R"([experiment]
+output = "{}"
+warmup = 0
+[models.m]
+synth = "tiny"
+[prompts]
+list = ["one", "two"]
+[[strategy]]
+name = "ar"
+kind = "autoregressive"
+target = "m"
+[[strategy]]
+name = "ngram-a"
+kind = "speculative"
+target = "m"
+drafter = "ngram"
+[[strategy]]
+name = "ngram-b"
+kind = "speculative"
+target = "m"
+drafter = "ngram"
+verifier = "greedy"
+)",
+                               output));
+  return toml;
+}
+
+TEST(BadRun, UnwritableOutputFolder) {
+  // A folder below a regular file can never be created (root ignores permission bits, so a
+  // read-only folder would not do).
+  const std::string file = scratch("not-a-folder");
+  write_text(file, "x");
+  const std::string toml = runner_toml(file + "/out");
+  CountingExecutor ex;
+  exp::RunOptions o;
+  o.progress = false;
+  expect_error([&] { exp::run_experiment(toml, o, ex); }, ErrorKind::Config,
+               {toml, "experiment.output", file + "/out"}, "output below a regular file");
+  EXPECT_TRUE(ex.calls.empty()) << "a generation ran before the output folder was checked";
+}
+
+TEST(BadRun, InterruptedRunResumesWithoutLossOrDuplicates) {
+  const std::string out = scratch("out-resume");
+  const std::string toml = runner_toml(out);
+  exp::RunOptions o;
+  o.progress = false;
+
+  CountingExecutor first;
+  first.calls_until_sigint = 3;  // run "ar" finishes (2 prompts); "ngram-a" is cut after its first prompt
+  EXPECT_EQ(exp::run_experiment(toml, o, first), exp::kRunInterrupted);
+  EXPECT_EQ(first.finished, (std::map<std::string, int>{{"ar", 1}}));
+  EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / "ar.json"));
+  EXPECT_FALSE(fs::exists(fs::path(out) / "runs" / "ngram-a.json")) << "a run cut short was saved";
+
+  CountingExecutor second;
+  o.resume = true;
+  EXPECT_EQ(exp::run_experiment(toml, o, second), exp::kRunOk);
+  // The finished run is skipped; the cut run is redone whole; the rest runs once.
+  EXPECT_EQ(second.calls, (std::map<std::string, int>{{"ngram-a", 2}, {"ngram-b", 2}}));
+  EXPECT_EQ(second.finished, (std::map<std::string, int>{{"ngram-a", 1}, {"ngram-b", 1}}));
+
+  std::ifstream in(fs::path(out) / "report.json");
+  ASSERT_TRUE(in) << "no report.json in " << out;
+  const auto report = nlohmann::json::parse(in);
+  std::map<std::string, int> in_report;
+  for (const auto& r : report.at("runs")) {
+    ++in_report[r.value("name", "")];
+  }
+  EXPECT_EQ(in_report, (std::map<std::string, int>{{"ar", 1}, {"ngram-a", 1}, {"ngram-b", 1}}));
+  for (const char* run : {"ar", "ngram-a", "ngram-b"}) EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / (std::string(run) + ".json")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CLI (build/specmoe): bad flags and files end in one "specmoe: error: ..." line and exit 1.
+// The error kind is not printed, so these check the exit status and that the line names the flag
+// or file and the value.
+
+struct CliResult {
+  int status = -1;
+  std::string output;  // stdout and stderr
+};
+
+std::string cli_binary() {
+  const char* dir = std::getenv("SPECMOE_BINARY_DIR");
+  return (fs::path(dir ? dir : SPECMOE_BINARY_DIR) / "specmoe").string();
+}
+
+CliResult run_cli(const std::string& args) {
+  CliResult r;
+  FILE* p = ::popen((cli_binary() + " " + args + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+#define SPECMOE_REQUIRE_CLI()                                                                          \
+  do {                                                                                                 \
+    if (!fs::exists(cli_binary()))                                                                     \
+      GTEST_SKIP() << "CLI binary " << cli_binary() << " not built (cmake --build build --target specmoe)"; \
+  } while (0)
+
+void expect_cli_error(const std::string& args, const std::vector<std::string>& phrases) {
+  const CliResult r = run_cli(args);
+  EXPECT_EQ(r.status, 1) << "specmoe " << args << "\n" << r.output;
+  EXPECT_EQ(r.output.rfind("specmoe: error: ", 0), 0u) << "specmoe " << args << "\n" << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << "not one line: " << r.output;
+  for (const auto& p : phrases)
+    EXPECT_NE(r.output.find(p), std::string::npos) << "specmoe " << args << ": '" << p << "' not in: " << r.output;
+}
+
+TEST(BadCli, SamplingFlagsOutOfRange) {
+  SPECMOE_REQUIRE_CLI();
+  const std::string m = synth_model();
+  expect_cli_error(fmt::format("generate -m {} -p hi -n 2 --temp -0.5", m), {"temperature", "-0.5"});
+  expect_cli_error(fmt::format("generate -m {} -p hi -n 2 --top-p 1.5", m), {"top_p", "1.5"});
+  expect_cli_error(fmt::format("generate -m {} -p hi -n 2 --top-p 0", m), {"top_p", "0"});
+}
+
+TEST(BadCli, NegativeDraftLength) {
+  SPECMOE_REQUIRE_CLI();
+  expect_cli_error(fmt::format("speculate -m {} -p hi -n 2 --drafter ngram --draft-max -2", synth_model()),
+                   {"draft", "-2"});
+}
+
+TEST(BadCli, TruncatedModelFile) {
+  SPECMOE_REQUIRE_CLI();
+  std::ifstream in(synth_model(), std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  bytes.resize(bytes.size() / 2);
+  const std::string path = scratch("half.gguf");
+  write_bytes(path, bytes);
+  expect_cli_error(fmt::format("info -m {}", path), {path, "truncated"});
+}
+
+TEST(BadCli, PromptLongerThanTheContext) {
+  SPECMOE_REQUIRE_CLI();
+  expect_cli_error(fmt::format("generate -m {} -c 16 -n 4 -p {}", synth_model(), std::string(40, 'a')),
+                   {"16"});
 }
 
 }  // namespace
