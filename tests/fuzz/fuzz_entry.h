@@ -177,7 +177,8 @@ inline void walk_gguf(const core::GGUFFile& f) {
 // The whole model: Model::load binds every tensor against the config, then a KV cache and a
 // two-token forward run on whatever weights the file holds (NaNs are fine; reads out of bounds
 // are not). Model::load takes a path, so the bytes go through a scratch file.
-inline void load_model(std::span<const uint8_t> bytes) {
+// Returns whether the model loaded and ran.
+inline bool load_model(std::span<const uint8_t> bytes) {
   const std::string path = (scratch_dir() / kGgufName).string();
   write_file(path, bytes);
   std::unique_ptr<core::Model> m;
@@ -185,7 +186,7 @@ inline void load_model(std::span<const uint8_t> bytes) {
     m = core::Model::load(path, core::LoadOptions{1});
   } catch (const Error& e) {
     check_names_input(e, kGgufName);
-    return;
+    return false;
   }
   const core::ModelConfig& c = m->config();
   (void)m->weight_bytes_per_token();
@@ -200,7 +201,9 @@ inline void load_model(std::span<const uint8_t> bytes) {
     SPECMOE_FUZZ_CHECK(logits.size() == 2 * static_cast<size_t>(c.n_vocab), "forward wrote the wrong logits size");
   } catch (const Error& e) {
     check_names_input(e, kGgufName);
+    return false;
   }
+  return true;
 }
 
 inline Outcome run_gguf(std::span<const uint8_t> bytes) {
@@ -242,7 +245,9 @@ inline Outcome run_gguf(std::span<const uint8_t> bytes) {
     check_names_input(e, kGgufName);
     if (has_vocab) out = Outcome::Rejected;
   }
-  if (out == Outcome::Accepted && has_config && has_vocab) load_model(bytes);
+  // A file with an embedding claims to be a whole model: then it must load and run too.
+  const bool has_model = f->find_tensor("token_embd.weight") != nullptr;
+  if (out == Outcome::Accepted && has_config && has_vocab && !load_model(bytes) && has_model) out = Outcome::Rejected;
   return out;
 }
 
