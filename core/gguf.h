@@ -52,6 +52,10 @@ class GGUFFile {
   // Opens and validates a file: every tensor lies inside the file, every count and length is
   // bounded by the file size before anything is allocated. Throws specmoe::Error naming the path.
   static std::shared_ptr<GGUFFile> open(const std::string& path);
+  // The same checks on bytes already in memory (copied into an exact-size buffer the GGUFFile
+  // owns, so a sanitizer sees any read past the end); `name` stands in for the path in messages.
+  // Used by the fuzz targets and by code that receives a GGUF image rather than a file.
+  static std::shared_ptr<GGUFFile> open_memory(std::span<const uint8_t> bytes, const std::string& name);
   ~GGUFFile();
   GGUFFile(const GGUFFile&) = delete;
   GGUFFile& operator=(const GGUFFile&) = delete;
@@ -93,6 +97,8 @@ class GGUFFile {
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;
   int fd_ = -1;
+  bool mapped_ = false;                 // base_ is an mmap (open) rather than owned_ (open_memory)
+  std::unique_ptr<uint8_t[]> owned_;
   std::vector<std::pair<std::string, GGUFValue>> kv_;
   std::map<std::string, size_t, std::less<>> kv_index_;
   std::vector<GGUFTensorInfo> tensors_;

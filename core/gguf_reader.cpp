@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -25,6 +26,11 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 constexpr int kMaxDims = 4;              // GGML_MAX_DIMS
 constexpr int kMaxArrayDepth = 8;        // nested arrays deeper than this are not real metadata
 constexpr uint32_t kMaxAlignment = 1u << 30;
+// Decoded metadata costs more than its encoding (a one-byte UINT8 array element becomes a whole
+// GGUFValue), so the memory the decoded values need is added up before each array is reserved and
+// capped here. The biggest real metadata (256k-token vocabularies with scores, types and merges)
+// needs well under 200 MiB.
+constexpr size_t kMaxMetadataBytes = size_t{1} << 30;
 
 // ggml_type names, so an unsupported type is reported by the name users see in llama.cpp.
 const char* ggml_type_name(uint32_t id) {
@@ -55,6 +61,16 @@ struct Cursor {
   const uint8_t* base;
   size_t size;
   size_t pos = 0;
+  size_t metadata_bytes = 0;  // memory the decoded metadata values need so far
+
+  // Adds `bytes` of decoded metadata for `key`, throwing Error(Limit) past kMaxMetadataBytes.
+  void charge(size_t bytes, std::string_view key) {
+    if (bytes > kMaxMetadataBytes - metadata_bytes)
+      throw_error(ErrorKind::Limit,
+                  "{}: metadata key '{}' at offset {} would need more than {} MiB of memory for decoded metadata",
+                  path, key, pos, kMaxMetadataBytes >> 20);
+    metadata_bytes += bytes;
+  }
 
   size_t remaining() const { return size - pos; }
 
@@ -78,6 +94,7 @@ struct Cursor {
     if (len > remaining())
       throw_error(ErrorKind::Format, "{}: truncated file: {}{}{} at offset {} has length {} but only {} bytes remain",
                   path, what, ctx.empty() ? "" : " of ", ctx, pos, len, remaining());
+    if (len > 15) charge(static_cast<size_t>(len) + 1, ctx);  // beyond std::string's inline buffer
     std::string s(reinterpret_cast<const char*>(base + pos), static_cast<size_t>(len));
     pos += static_cast<size_t>(len);
     return s;
@@ -120,6 +137,8 @@ struct Cursor {
       throw_error(ErrorKind::Format,
                   "{}: truncated file: array '{}' at offset {} claims {} elements of {} but only {} bytes remain",
                   path, key, pos, count, gguf_type_name(v.elem_type), remaining());
+    charge(static_cast<size_t>(count) * (v.elem_type == GGUFType::STRING ? sizeof(std::string) : sizeof(GGUFValue)),
+           key);
     if (v.elem_type == GGUFType::STRING) {
       v.strings.reserve(count);
       for (uint64_t k = 0; k < count; ++k) v.strings.push_back(read_string("array string", key));
@@ -135,7 +154,7 @@ bool checked_mul(int64_t a, int64_t b, int64_t& out) { return !__builtin_mul_ove
 }  // namespace
 
 GGUFFile::~GGUFFile() {
-  if (base_) munmap(const_cast<uint8_t*>(base_), size_);
+  if (base_ && mapped_) munmap(const_cast<uint8_t*>(base_), size_);
   if (fd_ >= 0) close(fd_);
 }
 
@@ -164,6 +183,19 @@ std::shared_ptr<GGUFFile> GGUFFile::open(const std::string& path) {
   close(fd);  // the mapping keeps the file alive
   if (m == MAP_FAILED) throw_error(ErrorKind::Io, "{}: cannot mmap {} bytes: {}", path, f->size_, std::strerror(err));
   f->base_ = static_cast<const uint8_t*>(m);
+  f->mapped_ = true;
+  f->parse();
+  return f;
+}
+
+std::shared_ptr<GGUFFile> GGUFFile::open_memory(std::span<const uint8_t> bytes, const std::string& name) {
+  std::shared_ptr<GGUFFile> f(new GGUFFile());
+  f->path_ = name;
+  if (bytes.empty()) throw_error(ErrorKind::Format, "{}: truncated file: empty (0 bytes), not a GGUF file", name);
+  f->owned_.reset(new uint8_t[bytes.size()]);
+  std::memcpy(f->owned_.get(), bytes.data(), bytes.size());
+  f->base_ = f->owned_.get();
+  f->size_ = bytes.size();
   f->parse();
   return f;
 }
@@ -241,9 +273,11 @@ void GGUFFile::parse() {
     info.type = dt->type;
     info.offset = c.read<uint64_t>("tensor offset", info.name);
 
-    int64_t n = 1;
+    // Every partial product must fit too, not just the total: with a zero dimension the total is 0
+    // however large the others are, yet rows() (the product of ne[1..]) would overflow.
+    int64_t n = 1, nonzero = 1;
     for (int64_t ne : info.ne)
-      if (!checked_mul(n, ne, n))
+      if (!checked_mul(n, ne, n) || !checked_mul(nonzero, std::max<int64_t>(ne, 1), nonzero))
         throw_error(ErrorKind::Format, "{}: tensor '{}' element count overflows (shape has {} dimensions)", path_,
                     info.name, n_dims);
     info.n_elements = n;

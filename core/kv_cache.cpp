@@ -3,7 +3,10 @@
 // a row is never overwritten before it is read).
 #include "core/kv_cache.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -16,7 +19,22 @@ KVCache::KVCache(int n_layer, int capacity, int kv_dim)
   if (n_layer <= 0 || capacity <= 0 || kv_dim <= 0)
     throw_error(ErrorKind::InvalidArgument, "KVCache: n_layer {}, capacity {} and kv_dim {} must be positive",
                 n_layer, capacity, kv_dim);
-  const size_t n = static_cast<size_t>(n_layer) * capacity * kv_dim;
+  // A model's training context can be 128k tokens or more; at the default (new_cache(0)) the cache
+  // of a mid-size model then needs tens of GiB. Compute the bytes first and refuse, with the
+  // numbers, what this machine's physical memory cannot hold, instead of dying in the allocator.
+  size_t n = 0, bytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(n_layer) * static_cast<size_t>(capacity), static_cast<size_t>(kv_dim),
+                             &n) ||
+      __builtin_mul_overflow(n, 2 * sizeof(float), &bytes))
+    bytes = SIZE_MAX;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  const size_t physical = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : SIZE_MAX;
+  if (bytes > physical)
+    throw_error(ErrorKind::Limit,
+                "KV cache of {} tokens x {} layers x {} kv dims needs {:.1f} GiB, more than this machine's {:.1f} GiB "
+                "of memory; use a shorter context",
+                capacity, n_layer, kv_dim, static_cast<double>(bytes) / (1u << 30),
+                static_cast<double>(physical) / (1u << 30));
   k_.assign(n, 0.0f);
   v_.assign(n, 0.0f);
   pos_.assign(capacity, 0);

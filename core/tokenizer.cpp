@@ -12,8 +12,12 @@ void Vocab::validate() const {
   const std::string& src = source.empty() ? std::string("vocabulary") : source;
   const size_t n = tokens.size();
   if (n == 0) throw_error(ErrorKind::Format, "{}: tokenizer.ggml.tokens is empty", src);
-  if (n > static_cast<size_t>(INT32_MAX))
-    throw_error(ErrorKind::Limit, "{}: tokenizer.ggml.tokens has {} entries (more than int32 ids)", src, n);
+  if (n > detail::kMaxVocabTokens)
+    throw_error(ErrorKind::Limit, "{}: tokenizer.ggml.tokens has {} entries (limit {})", src, n,
+                detail::kMaxVocabTokens);
+  if (merges.size() > detail::kMaxMerges)
+    throw_error(ErrorKind::Limit, "{}: tokenizer.ggml.merges has {} entries (limit {})", src, merges.size(),
+                detail::kMaxMerges);
   if (!scores.empty() && scores.size() != n)
     throw_error(ErrorKind::Format, "{}: tokenizer.ggml.scores has {} entries, tokenizer.ggml.tokens {}", src,
                 scores.size(), n);

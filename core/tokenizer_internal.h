@@ -13,6 +13,11 @@
 
 namespace specmoe::core::detail {
 
+// Limits checked before per-token tables are built (a tokenizer needs ~200 bytes per token), well
+// above any published vocabulary (256k tokens) and equal to ModelConfig's vocabulary limit.
+inline constexpr size_t kMaxVocabTokens = size_t{1} << 22;
+inline constexpr size_t kMaxMerges = size_t{1} << 23;
+
 // Length of the UTF-8 sequence starting with byte `c`, from its high nibble only (continuation
 // and invalid lead bytes count as 1), as llama.cpp's unicode_len_utf8.
 inline size_t utf8_len(unsigned char c) {

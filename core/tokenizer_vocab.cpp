@@ -37,7 +37,12 @@ Vocab read_vocab(const GGUFFile& file) {
   v.model = file.get_string(kModel);
   v.pre = file.get_string(kPre, "");
   v.name = file.get_string("general.name", "");
-  v.tokens = file.get_string_array(kTokens);
+  // Bounded before anything per token is copied or built (the reader bounds it by the file size).
+  const std::vector<std::string>& tokens = file.get_string_array(kTokens);
+  if (tokens.size() > detail::kMaxVocabTokens)
+    throw_error(ErrorKind::Limit, "{}: {} has {} entries (limit {})", v.source, kTokens, tokens.size(),
+                detail::kMaxVocabTokens);
+  v.tokens = tokens;
   const size_t n = v.tokens.size();
 
   if (file.has(kScores)) {
@@ -54,7 +59,13 @@ Vocab read_vocab(const GGUFFile& file) {
     for (size_t i = 0; i < n; ++i)
       v.types[i] = (t[i] >= 0 && t[i] <= 6) ? static_cast<TokenType>(t[i]) : TokenType::Undefined;
   }
-  if (file.has(kMerges)) v.merges = file.get_string_array(kMerges);
+  if (file.has(kMerges)) {
+    const std::vector<std::string>& merges = file.get_string_array(kMerges);
+    if (merges.size() > detail::kMaxMerges)
+      throw_error(ErrorKind::Limit, "{}: {} has {} entries (limit {})", v.source, kMerges, merges.size(),
+                  detail::kMaxMerges);
+    v.merges = merges;
+  }
 
   // llama.cpp's defaults per model type, used when the key is absent or out of range.
   if (v.model == "llama") {

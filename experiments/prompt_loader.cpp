@@ -2,6 +2,7 @@
 #include "experiments/prompt_loader.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -25,13 +26,31 @@ std::string unescape_line(const std::string& line) {
   return out;
 }
 
+// Prompt sets are text: far below this. The cap keeps a mistyped path (a device such as /dev/zero,
+// a FIFO, a huge binary) from hanging the loader or exhausting memory.
+constexpr std::uintmax_t kMaxPromptFileBytes = std::uintmax_t{1} << 30;
+
+// Opens a prompt file after checking it is a regular file of bounded size.
+std::ifstream open_prompt_file(const std::string& path, const char* key, const SourceMap& src) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) src.fail(key, fmt::format("cannot open '{}': no such file", path));
+  if (!std::filesystem::is_regular_file(status)) src.fail(key, fmt::format("'{}' is not a regular file", path));
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxPromptFileBytes)
+    src.fail(key, fmt::format("'{}' has {} bytes, more than the {} MiB a prompt file may have", path, size,
+                              kMaxPromptFileBytes >> 20));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) src.fail(key, fmt::format("cannot open '{}'", path));
+  return in;
+}
+
 void strip_cr(std::string& line) {
   if (!line.empty() && line.back() == '\r') line.pop_back();
 }
 
 void load_text_file(const PromptSource& source, const SourceMap& src, std::vector<Prompt>& out) {
-  std::ifstream in(source.file, std::ios::binary);
-  if (!in) src.fail("prompts.file", fmt::format("cannot open '{}'", source.file));
+  std::ifstream in = open_prompt_file(source.file, "prompts.file", src);
   std::string line;
   while (std::getline(in, line)) {
     strip_cr(line);
@@ -42,8 +61,7 @@ void load_text_file(const PromptSource& source, const SourceMap& src, std::vecto
 }
 
 void load_jsonl(const PromptSource& source, const SourceMap& src, std::vector<Prompt>& out) {
-  std::ifstream in(source.jsonl, std::ios::binary);
-  if (!in) src.fail("prompts.jsonl", fmt::format("cannot open '{}'", source.jsonl));
+  std::ifstream in = open_prompt_file(source.jsonl, "prompts.jsonl", src);
   std::set<std::string> wanted(source.categories.begin(), source.categories.end());
   std::set<std::string> seen_categories, matched_categories;
   std::string line;
@@ -58,7 +76,7 @@ void load_jsonl(const PromptSource& source, const SourceMap& src, std::vector<Pr
     nlohmann::json q;
     try {
       q = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999
       fail(fmt::format("invalid JSON ({})", e.what()));
     }
     if (!q.is_object()) fail("expected a JSON object");

@@ -323,6 +323,11 @@ ExperimentSpec parse_experiment_string(std::string_view toml_text, const std::st
 ExperimentSpec parse_experiment_file(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw_error(ErrorKind::Config, "{}: experiment file not found", path);
+  // Experiment files are hand-written and small; a huge file is a wrong path, not a config.
+  constexpr std::uintmax_t kMaxExperimentFileBytes = 16u << 20;
+  if (const auto size = fs::file_size(path, ec); !ec && size > kMaxExperimentFileBytes)
+    throw_error(ErrorKind::Limit, "{}: experiment file has {} bytes (limit {} MiB)", path, size,
+                kMaxExperimentFileBytes >> 20);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_error(ErrorKind::Config, "{}: cannot open experiment file", path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -11,6 +11,10 @@
 namespace specmoe::exp {
 namespace {
 
+// A sweep is a cartesian product, so a short file can name astronomically many runs; the count is
+// checked before any run is built (and baselines are matched in O(runs^2)).
+constexpr size_t kMaxRuns = 10000;
+
 bool applies(const SweepAxis& axis, const StrategySpec& s, const SweepSpec& sweep) {
   if (!axis.strategy_field) return true;
   if (s.kind != StrategyKind::Speculative) return false;
@@ -48,6 +52,15 @@ std::vector<RunSpec> expand_runs(const ExperimentSpec& spec) {
     std::vector<const SweepAxis*> axes;
     for (const auto& a : spec.sweep.axes)
       if (applies(a, strategy, spec.sweep)) axes.push_back(&a);
+    size_t n_points = 1;
+    for (const SweepAxis* a : axes) {
+      if (a->values.size() > kMaxRuns / n_points) { n_points = kMaxRuns + 1; break; }
+      n_points *= a->values.size();
+    }
+    if (n_points > kMaxRuns - runs.size())
+      spec.src.fail("sweep", fmt::format("the sweep expands to more than {} runs (strategy '{}' alone: {}{})", kMaxRuns,
+                                         strategy.name, n_points > kMaxRuns ? "over " : "",
+                                         std::min(n_points, kMaxRuns)));
     std::vector<size_t> at(axes.size(), 0);
     while (true) {
       RunSpec run;

@@ -2,6 +2,10 @@
 // dispatch to the AVX2 kernels. Weight rows are the outer loop and tokens the inner one, so a
 // decode-time batch of T tokens reads each weight row from memory once (DESIGN.md: verification
 // of k draft tokens must cost about one forward).
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <vector>
 
@@ -16,8 +20,12 @@ namespace {
 
 bool cpu_has_avx2() {
 #if defined(__x86_64__) || defined(__i386__)
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+  // F16C through CPUID (leaf 1, ECX bit 29): clang before 16 rejects __builtin_cpu_supports("f16c").
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+  }();
   return has;
 #else
   return false;

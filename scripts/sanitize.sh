@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds the whole suite with AddressSanitizer + UndefinedBehaviorSanitizer (gcc, the default
+# compiler) into build-asan/ and runs ctest there. Any sanitizer report aborts the test that hit it
+# (-fno-sanitize-recover=all), so a pass means no report.
+#   scripts/sanitize.sh                 all tests
+#   CTEST_ARGS="-R gguf" scripts/sanitize.sh     a subset (any ctest arguments)
+# Environment: BUILD_DIR (default build-asan), JOBS (build and test parallelism, default 2),
+#   SANITIZERS (default address,undefined), CC/CXX to pick another compiler.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build-asan}
+JOBS=${JOBS:-2}
+SANITIZERS=${SANITIZERS:-address,undefined}
+
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECMOE_CUDA=OFF \
+  -DSPECMOE_SANITIZE="$SANITIZERS" -DSPECMOE_FUZZ=OFF
+# Tests only: benchmarks are not run by ctest, so building them would only cost time.
+targets=$(cmake --build "$BUILD_DIR" --target help | sed -n 's/^\.\.\. \(test_[A-Za-z0-9_]*\).*/\1/p')
+targets="$targets $(cmake --build "$BUILD_DIR" --target help | sed -n 's/^\.\.\. \(specmoe\)$/\1/p')"
+# shellcheck disable=SC2086
+cmake --build "$BUILD_DIR" -j"$JOBS" --target $targets
+
+# detect_leaks: leaks fail the run too. halt_on_error: first report ends the test with its stack.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# shellcheck disable=SC2086
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" --timeout 600 ${CTEST_ARGS:-}
