@@ -55,6 +55,7 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (m.is_synth()) {
     j["synth"] = m.synth;
     j["seed"] = m.synth_seed;
+    j["fingerprint"] = m.synth_fingerprint;
   } else {
     std::error_code ec;
     auto size = std::filesystem::file_size(m.path, ec);

@@ -62,7 +62,7 @@ double finite_or_nan(double v) { return v > 0.0 ? v : kNaN; }
 }  // namespace
 
 std::string ensure_synth_model(const ModelSpec& model) {
-  core::SynthSpec spec = core::synth_spec(model.synth);  // throws for an unknown preset
+  core::SynthSpec spec = core::synth_spec(model.synth);
   std::error_code ec;
   if (fs::is_regular_file(model.path, ec)) return model.path;
   fs::create_directories(fs::path(model.path).parent_path(), ec);

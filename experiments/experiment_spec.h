@@ -45,6 +45,7 @@ struct ModelSpec {
   std::string path;   // absolute; for synth models, the cache file (built on first use)
   std::string synth;  // synth preset, "" for GGUF files given by path
   uint64_t synth_seed = 0;
+  std::string synth_fingerprint;  // hash of the preset's definition (part of the cache file name)
   bool is_synth() const { return !synth.empty(); }
 };
 

@@ -9,6 +9,8 @@
 #include <toml++/toml.h>
 
 #include "core/error.h"
+#include "core/synth.h"
+#include "experiments/config_hash.h"
 #include "experiments/experiment_spec.h"
 #include "experiments/prompt_loader.h"
 
@@ -16,6 +18,16 @@ namespace specmoe::exp {
 namespace fs = std::filesystem;
 
 namespace {
+
+// A fingerprint of a synth preset's definition, so that a changed preset gets a new cache file
+// (and a new run config hash) instead of silently reusing the old one.
+std::string synth_fingerprint(const core::SynthSpec& s) {
+  std::string desc = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", s.arch, static_cast<int>(s.type),
+                                 s.n_vocab, s.n_embd, s.n_layer, s.n_head, s.n_head_kv, s.n_ff, s.n_ctx, s.tied_output,
+                                 s.rope_freq_base, s.n_full_layers, s.deep_residual_scale, s.repeat_penalty,
+                                 s.keep_layers, s.n_expert, s.n_expert_used, s.n_ff_shared);
+  return fnv1a64_hex(desc).substr(0, 8);
+}
 
 const char* node_type_name(const toml::node& n) {
   switch (n.type()) {
@@ -170,8 +182,18 @@ class Parser {
       if (m.path.empty() == m.synth.empty())
         src_.fail(key, "give exactly one of 'path' (a GGUF file) or 'synth' (a synthetic preset)");
       if (has_seed && !m.is_synth()) src_.fail(key + ".seed", "'seed' only applies to synth models");
-      if (m.is_synth())
-        m.path = (fs::path(synth_cache_dir()) / fmt::format("synth-{}-seed{}.gguf", m.synth, m.synth_seed)).string();
+      if (m.is_synth()) {
+        core::SynthSpec synth;
+        try {
+          synth = core::synth_spec(m.synth);
+        } catch (const Error& e) {
+          src_.fail(key + ".synth", e.what());
+        }
+        m.synth_fingerprint = synth_fingerprint(synth);
+        m.path = (fs::path(synth_cache_dir()) /
+                  fmt::format("synth-{}-seed{}-{}.gguf", m.synth, m.synth_seed, m.synth_fingerprint))
+                     .string();
+      }
       spec_.models.push_back(std::move(m));
     }
   }

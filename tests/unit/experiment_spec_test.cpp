@@ -304,7 +304,14 @@ TEST(ExperimentSpec, SynthModelsGoToTheCacheFolder) {
   unsetenv("SPECMOE_CACHE_DIR");
   const ModelSpec* m = spec.find_model("target");
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(m->path, "/tmp/specmoe-cache-test/synth-tiny-seed3.gguf");
+  EXPECT_EQ(m->synth_fingerprint.size(), 8u);
+  EXPECT_EQ(m->path, "/tmp/specmoe-cache-test/synth-tiny-seed3-" + m->synth_fingerprint + ".gguf");
+  // Another preset has another fingerprint.
+  ExperimentSpec spec2 = parse_experiment_string(replace(text, "synth = \"tiny\"", "synth = \"tiny-draft\""), "dir/t.toml");
+  EXPECT_NE(spec2.find_model("target")->synth_fingerprint, m->synth_fingerprint);
+  std::string text3 = replace(kBase, "path = \"target.gguf\"", "synth = \"huge\"");
+  EXPECT_TRUE(config_error(text3).starts_with(fmt::format("dir/t.toml:{}: key 'models.target.synth': ", line_of(text3, "huge"))))
+      << config_error(text3);
   EXPECT_EQ(m->synth_seed, 3u);
   std::string text2 = replace(kBase, "path = \"target.gguf\"", "path = \"target.gguf\"\nseed = 3");
   EXPECT_EQ(config_error(text2), fmt::format("dir/t.toml:{}: key 'models.target.seed': 'seed' only applies to synth models",
