@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   specmoe::cli::add_perplexity_command(app);
   specmoe::cli::add_synth_command(app);
   specmoe::cli::add_speculate_command(app);
+  specmoe::cli::add_run_commands(app, argc, argv);
 
   std::vector<std::string> args = rewrite_aliases(argc, argv);
   std::vector<char*> cargs;

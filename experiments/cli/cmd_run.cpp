@@ -1,0 +1,92 @@
+// specmoe run / merge / compare: the experiment harness from the command line.
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "cli_common.h"
+#include "core/error.h"
+#include "experiments/experiment.h"
+
+namespace specmoe::cli {
+namespace {
+
+// "--shard 2/4" -> (1, 4): shards are numbered from 1 on the command line, from 0 inside.
+void parse_shard(const std::string& text, exp::RunOptions& o) {
+  int i = 0, n = 0;
+  char slash = 0;
+  std::istringstream in(text);
+  if (!(in >> i >> slash >> n) || slash != '/' || n < 1 || i < 1 || i > n || !in.eof())
+    throw_error(ErrorKind::InvalidArgument, "--shard {}: expected i/n with 1 <= i <= n", text);
+  o.shard_i = i - 1;
+  o.shard_n = n;
+}
+
+}  // namespace
+
+void add_run_commands(CLI::App& app, int argc, char** argv) {
+  struct Args {
+    std::string config, shard, output;
+    bool resume = false, dry_run = false, quiet = false;
+    int threads = -1;
+    std::vector<std::string> formats;
+    std::string command_line;
+  };
+  auto a = std::make_shared<Args>();
+  for (int i = 0; i < argc; ++i) a->command_line += (i ? " " : "") + std::string(argv[i]);
+
+  CLI::App* run = app.add_subcommand("run", "run an experiment TOML against the autoregressive baseline");
+  run->add_option("config", a->config, "experiment TOML file")->required();
+  run->add_flag("--resume", a->resume, "skip runs whose results exist and match the config");
+  run->add_option("--shard", a->shard, "run every n-th run: i/n (1-based), for cluster job arrays");
+  run->add_option("-o,--output", a->output, "output folder (overrides [experiment] output)");
+  run->add_option("-t,--threads", a->threads, "threads (overrides [experiment] threads; 0 = all)");
+  run->add_option("--format", a->formats, "report writers to use (default: all)");
+  run->add_flag("--dry-run", a->dry_run, "list the resolved runs and exit");
+  run->add_flag("-q,--quiet", a->quiet, "no progress line");
+  run->callback([a] {
+    exp::RunOptions o;
+    o.resume = a->resume;
+    if (!a->shard.empty()) parse_shard(a->shard, o);
+    o.output_override = a->output;
+    o.threads_override = a->threads;
+    o.progress = !a->quiet;
+    o.report_formats = a->formats;
+    o.command_line = a->command_line;
+    if (a->dry_run) {
+      exp::describe_experiment(a->config, o, std::cout);
+      return;
+    }
+    const int rc = exp::run_experiment(a->config, o);
+    if (rc != 0) std::exit(rc);  // 130: interrupted, finished runs kept on disk
+  });
+
+  struct MergeArgs {
+    std::vector<std::string> dirs;
+    std::string output;
+  };
+  auto m = std::make_shared<MergeArgs>();
+  CLI::App* merge = app.add_subcommand("merge", "combine the output folders of shards into one report");
+  merge->add_option("dirs", m->dirs, "shard output folders")->required();
+  merge->add_option("-o,--output", m->output, "merged output folder")->required();
+  merge->callback([m] {
+    const exp::MergeSummary s = exp::merge_reports(m->dirs, m->output);
+    std::fprintf(stderr, "merged %d runs into %s\n", s.runs, m->output.c_str());
+    for (const auto& name : s.missing) std::fprintf(stderr, "missing run: %s\n", name.c_str());
+    if (!s.missing.empty()) std::exit(1);
+  });
+
+  struct CompareArgs {
+    std::string a, b;
+  };
+  auto c = std::make_shared<CompareArgs>();
+  CLI::App* compare = app.add_subcommand("compare", "compare two reports; flags changed outputs or counts");
+  compare->add_option("a", c->a, "report.json or output folder")->required();
+  compare->add_option("b", c->b, "report.json or output folder")->required();
+  compare->callback([c] {
+    const int rc = exp::compare_reports(c->a, c->b, std::cout);
+    std::cout.flush();
+    if (rc != 0) std::exit(rc);
+  });
+}
+
+}  // namespace specmoe::cli
