@@ -87,6 +87,33 @@ BENCHMARK(BM_TargetForward)->ArgName("tokens")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->
 void BM_DraftForward(benchmark::State& state) { run_forward(state, "draft"); }
 BENCHMARK(BM_DraftForward)->ArgName("tokens")->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// stories260K (dim 64, 5 layers, F32; shared test data, $SPECMOE_DATA_DIR/models): a one-token forward is ~40 tiny ops, so
+// this measures the per-op overhead (thread pool hand-off, dispatch) rather than arithmetic.
+// Arg = threads of the model's pool.
+void BM_Stories260KForward(benchmark::State& state) {
+  const char* env = std::getenv("SPECMOE_DATA_DIR");  // as tests/test_data.h
+  const auto dir = env ? std::filesystem::path(env) : std::filesystem::path(SPECMOE_SOURCE_DIR) / ".." / "shared" / "data";
+  const auto path = dir / "models" / "stories260K.gguf";
+  if (!std::filesystem::exists(path)) {
+    state.SkipWithError("models/stories260K.gguf not found (set SPECMOE_DATA_DIR)");
+    return;
+  }
+  LoadOptions o;
+  o.n_threads = static_cast<int>(state.range(0));
+  auto m = Model::load(path.string(), o);
+  KVCache kv = m->new_cache(256);
+  std::vector<int32_t> ids = {1};
+  std::vector<float> logits;
+  for (int i = 0; i < 64; ++i) m->forward(ids, {}, kv, logits);  // a context of 64 tokens
+  for (auto _ : state) {
+    m->forward(ids, {}, kv, logits);
+    kv.truncate(64);
+    benchmark::DoNotOptimize(logits.data());
+  }
+  state.counters["tokens/s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Stories260KForward)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // One F16 matmul of the target's FFN shape (1024 -> 2816, 5.8 MB: fits in L3, so this shows the
 // kernel's arithmetic rate rather than memory): GFLOP/s at T tokens, single thread.
 void BM_MatmulF16(benchmark::State& state) {
