@@ -1,9 +1,10 @@
 // AVX2+FMA+F16C micro-kernels for float weights (compiled with -mavx2 -mfma -mf16c; called only
 // after the runtime check in matmul.cpp). Register blocking: R weight rows x G tokens of
-// accumulators (4 x 1-2 or 2 x 1-4); each step converts R x 8 weights (F16: vcvtph2ps, BF16: a
-// 16-bit shift), loads G x 8 activations and issues R x G FMAs, so at T = 4..16 an FMA needs
-// 0.75 loads instead of 1.25 for one row at a time. Rows stay in L1 across the token groups, so
-// memory reads each weight once per batch.
+// accumulators (1 x 1-2 for decode, 2 x 1-4 for batches); each step converts R x 8 weights
+// (F16: vcvtph2ps, BF16: a 16-bit shift), loads G x 8 activations and issues R x G FMAs, so at
+// T = 4..16 an FMA needs 0.75 loads instead of 1.25 for one row at a time. Rows stay in L1
+// across the token groups, so memory reads each weight once per batch, and the rows two blocks
+// ahead are prefetched during the first token group so memory and FMAs overlap.
 //
 // Summation order (fixed, for determinism): one 8-lane accumulator per output; lane l takes the
 // products of elements 8k + l in increasing k; then a fixed-lane-order horizontal sum, then the
@@ -32,6 +33,7 @@ inline float hsum(__m256 v) {
 }
 
 struct LoadF32 {
+  static constexpr int kBytes = 4;
   const float* p = nullptr;
   static LoadF32 at(const uint8_t* row) { return {reinterpret_cast<const float*>(row)}; }
   __m256 load(int64_t i) const { return _mm256_loadu_ps(p + i); }
@@ -39,6 +41,7 @@ struct LoadF32 {
 };
 
 struct LoadF16 {
+  static constexpr int kBytes = 2;
   const uint16_t* p = nullptr;
   static LoadF16 at(const uint8_t* row) { return {reinterpret_cast<const uint16_t*>(row)}; }
   __m256 load(int64_t i) const {
@@ -48,6 +51,7 @@ struct LoadF16 {
 };
 
 struct LoadBF16 {
+  static constexpr int kBytes = 2;
   const uint16_t* p = nullptr;
   static LoadBF16 at(const uint8_t* row) { return {reinterpret_cast<const uint16_t*>(row)}; }
   __m256 load(int64_t i) const {
@@ -92,12 +96,12 @@ inline void row_dot(const Load& w, const float* x, int64_t x_stride, int64_t n, 
 // y[g * y_stride + r] = dot(row r, token g) for R rows (row r at w0 + r * row_stride elements of
 // the loader's type) and G tokens (token g at x + g * n).
 template <int R, int G, class Load>
-inline void block_dot(const Load (&w)[R], const float* x, int64_t n, float* y, int64_t y_stride) {
+inline void block_dot(const Load (&w)[R], const float* x, int64_t n, float* y, int64_t y_stride,
+                      const uint8_t* prefetch = nullptr, int64_t row_bytes = 0) {
   __m256 acc[R][G];
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g) acc[r][g] = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
+  auto step = [&](int64_t i) {
     __m256 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = w[r].load(i);
     for (int g = 0; g < G; ++g) {
@@ -107,7 +111,18 @@ inline void block_dot(const Load (&w)[R], const float* x, int64_t n, float* y, i
       if constexpr (R > 1) asm("" : "+x"(xv));
       for (int r = 0; r < R; ++r) acc[r][g] = _mm256_fmadd_ps(wv[r], xv, acc[r][g]);
     }
+  };
+  int64_t i = 0;
+  if (prefetch) {
+    // One prefetch per 64-byte line of each of the R rows at `prefetch` (rows read later),
+    // spread over the loop so memory works while the FMAs run.
+    constexpr int64_t kLine = 64 / Load::kBytes;  // elements per cache line
+    for (; i + kLine <= n; i += kLine) {
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(prefetch + r * row_bytes + i * Load::kBytes), _MM_HINT_T0);
+      for (int64_t k = 0; k < kLine; k += 8) step(i + k);
+    }
   }
+  for (; i + 8 <= n; i += 8) step(i);
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g) {
       float s = hsum(acc[r][g]);
@@ -116,13 +131,28 @@ inline void block_dot(const Load (&w)[R], const float* x, int64_t n, float* y, i
     }
 }
 
+// How many row blocks ahead rows_block prefetches. Measured on the synth target (8-token forward,
+// 1 thread, CPU ms, min of 8): none 92, 1 block 77, 2 blocks 66-69, 4 blocks 72, 8 blocks 72.
+constexpr int64_t kPrefetchBlocks = 2;
+
 // Rows [j, j + R) x tokens [0, T) in groups of 4 tokens.
 template <int R, class Load>
 inline void rows_block(const MatrixView& w, int64_t j, const float* x, int64_t T, float* y) {
   Load ld[R];
   for (int r = 0; r < R; ++r) ld[r] = Load::at(w.row(j + r));
   const int64_t n = w.n_in;
-  int64_t t = 0;
+  // While the first token group runs, prefetch the rows kPrefetchBlocks blocks ahead (the
+  // hardware prefetcher alone left the batched kernel waiting on memory).
+  const uint8_t* pf = j + (kPrefetchBlocks + 1) * R <= w.n_out ? w.row(j + kPrefetchBlocks * R) : nullptr;
+  const int64_t rb = static_cast<int64_t>(w.row_bytes);
+  switch (std::min<int64_t>(T, 4)) {
+    case 4: block_dot<R, 4>(ld, x, n, y + j, w.n_out, pf, rb); break;
+    case 3: block_dot<R, 3>(ld, x, n, y + j, w.n_out, pf, rb); break;
+    case 2: block_dot<R, 2>(ld, x, n, y + j, w.n_out, pf, rb); break;
+    case 1: block_dot<R, 1>(ld, x, n, y + j, w.n_out, pf, rb); break;
+    default: return;
+  }
+  int64_t t = 4;
   for (; t + 4 <= T; t += 4) block_dot<R, 4>(ld, x + t * n, n, y + t * w.n_out + j, w.n_out);
   switch (T - t) {
     case 3: block_dot<R, 3>(ld, x + t * n, n, y + t * w.n_out + j, w.n_out); break;
@@ -144,11 +174,12 @@ void rows_all_tokens(const MatrixView& w, const float* x, int64_t T, float* y, i
     const float* xt = x + t0 * w.n_in;
     float* yt = y + t0 * w.n_out;
     int64_t j = j0;
-    if (tt <= 2) {  // 4 x (1..2) accumulators; at T = 1 four independent FMA chains
-      for (; j + 4 <= j1; j += 4) rows_block<4, Load>(w, j, xt, tt, yt);
-    } else {        // 2 x 4 accumulators
+    // T <= 2 (decode): one row at a time, so the weights stream from memory in address order
+    // as the previous kernel did (rows of the 1024-wide synth target are 2 KB; 2 or 4 rows at a
+    // time make interleaved streams within a 4 KB page, and measured slower at T = 1). One FMA
+    // chain per token reads 16 B of F16 per 4-cycle FMA latency, above one core's memory share.
+    if (tt > 2)  // 2 x 4 accumulators: 0.75 loads per FMA
       for (; j + 2 <= j1; j += 2) rows_block<2, Load>(w, j, xt, tt, yt);
-    }
     for (; j < j1; ++j) rows_block<1, Load>(w, j, xt, tt, yt);
   }
 }
