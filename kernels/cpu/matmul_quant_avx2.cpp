@@ -29,6 +29,9 @@ namespace specmoe::kernels::cpu::avx2 {
 namespace {
 
 constexpr int kGroup = 4;  // tokens sharing one unpacked weight block
+// Rows ahead that rows_with prefetches. Synth target with Q4_K weights, 1 thread, CPU ms (min of
+// 8, noisy +-15%): 1 token: same row 15.2, 2 ahead 12.0, 4 ahead 10.4, 8 ahead 12.5.
+constexpr int64_t kPrefetchRows = 4;
 
 inline float hsum(__m256 v) {
   const __m128 lo = _mm256_castps256_ps128(v);
@@ -252,6 +255,12 @@ void rows_with(const MatrixView& w, const uint8_t* acts, size_t act_stride, int6
   float r[kGroup];
   for (int64_t j = j0; j < j1; ++j) {
     const uint8_t* row = w.row(j);
+    // Prefetch the row kPrefetchRows ahead (a quantized row is a few hundred bytes to a few KB):
+    // its loads then overlap this row's integer work.
+    if (j + kPrefetchRows < w.n_out) {
+      const char* next = reinterpret_cast<const char*>(w.row(j + kPrefetchRows));
+      for (size_t off = 0; off < w.row_bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+    }
     for (int64_t t = 0; t < T; t += kGroup) {
       const int64_t G = std::min<int64_t>(kGroup, T - t);
       for (int64_t g = 0; g < G; ++g) ap[g] = reinterpret_cast<const Act*>(acts + (t + g) * act_stride);
