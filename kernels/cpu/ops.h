@@ -111,8 +111,12 @@ struct MatrixView {
 
 // Reference: dequantizes each row and accumulates in float, index order. x: [T, n_in], y: [T, n_out].
 void matmul_ref(const float* x, int64_t T, const MatrixView& w, float* y);
-// Fast path: threads split the output rows; each weight row is read once for all T tokens
-// (quantized rows are dequantized once into a per-thread f32 scratch).
+// Fast path: threads split the output rows; each weight row is read once for all T tokens.
+// On AVX2, block-quantized weights (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K) are multiplied in
+// integers with the activations quantized to 8 bits per block (llama.cpp's scheme), so results
+// differ from matmul_ref by the activation rounding (bounded in kernels_test); float weights and
+// the Scalar path dequantize and accumulate in float. Either way a token's result is the same
+// for any T, batch position and thread count.
 void matmul(ThreadPool& pool, const float* x, int64_t T, const MatrixView& w, float* y,
             Isa isa = best_isa());
 
