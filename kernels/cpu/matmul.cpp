@@ -36,6 +36,21 @@ bool cpu_has_avx2() {
 // balance. Only affects which thread computes a row, never the row's value.
 constexpr int64_t kRowGrain = 16;
 
+// Below this many multiply-adds (T * n_in * n_out) a matmul runs on the calling thread: a
+// hand-off to the workers costs a few microseconds, as much as the whole product of a tiny model
+// (stories260K's 64 x 64 projections are 4K multiply-adds). Serial or not only changes who
+// computes a row, never its value.
+constexpr int64_t kMinParallelMacs = int64_t{1} << 16;
+
+// Runs fn over the rows, in parallel when the product is big enough.
+template <class Fn>
+void for_rows(ThreadPool& pool, const MatrixView& w, int64_t T, Fn&& fn) {
+  if (T * w.n_in * w.n_out < kMinParallelMacs)
+    fn(int64_t{0}, w.n_out);
+  else
+    pool.parallel_for(w.n_out, kRowGrain, fn);
+}
+
 // Converts row j of w to floats. F32 rows are returned in place (no copy).
 const float* row_as_f32(const MatrixView& w, int64_t j, float* scratch) {
   const uint8_t* src = w.row(j);
@@ -94,9 +109,26 @@ void matmul(ThreadPool& pool, const float* x, int64_t T, const MatrixView& w, fl
     return;
   }
   isa = usable_isa(isa);
-  pool.parallel_for(w.n_out, kRowGrain, [&](int64_t j0, int64_t j1) {
-    // One scratch row per chunk: the dequantized row stays in L1 while all T tokens use it.
-    std::vector<float> scratch(w.type == DType::F32 ? 0 : static_cast<size_t>(w.n_in));
+  if (isa == Isa::Avx2 && avx2::act_block_size(w.type) > 0) {
+    // Integer path: the activations are quantized once here, then every row reads them. The
+    // buffer is per calling thread and reused across calls (no allocation per matmul).
+    thread_local std::vector<uint8_t> acts;
+    const size_t stride = avx2::act_row_bytes(w.type, w.n_in);
+    if (acts.size() < stride * static_cast<size_t>(T)) acts.resize(stride * static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) avx2::quantize_acts(w.type, x + t * w.n_in, w.n_in, acts.data() + t * stride);
+    const uint8_t* a = acts.data();
+    for_rows(pool, w, T, [&](int64_t j0, int64_t j1) {
+      avx2::matmul_quant_rows(w, a, stride, T, y, j0, j1);
+    });
+    return;
+  }
+  // Dequantized-row scratch, only where a row must be converted to f32 first (the portable path
+  // for non-F32 weights; types without an integer kernel on the AVX2 path never reach here).
+  const bool need_scratch = isa == Isa::Avx2 ? (w.type != DType::F32 && w.type != DType::F16 && w.type != DType::BF16)
+                                             : w.type != DType::F32;
+  for_rows(pool, w, T, [&](int64_t j0, int64_t j1) {
+    thread_local std::vector<float> scratch;
+    if (need_scratch && scratch.size() < static_cast<size_t>(w.n_in)) scratch.resize(static_cast<size_t>(w.n_in));
     if (isa == Isa::Avx2) {
       avx2::matmul_rows(w, x, T, y, j0, j1, scratch.data());
       return;

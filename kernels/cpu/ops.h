@@ -17,6 +17,7 @@
 #include <mutex>
 #include <span>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/dtype.h"
@@ -42,19 +43,39 @@ class ThreadPool {
   // runs it. An exception thrown by fn is rethrown here. A call made from inside fn (nested) or
   // while another thread is using the pool runs serially on the calling thread.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // The same for any callable (a lambda), without wrapping it in a std::function: no allocation
+  // per call (a lambda capturing more than two references does not fit std::function's buffer).
+  template <class F>
+    requires std::is_invocable_v<F&, int64_t, int64_t>
+  void parallel_for(int64_t n, int64_t grain, F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    run_job(n, grain, const_cast<void*>(static_cast<const void*>(&fn)),
+            [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); });
+  }
 
  private:
+  using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
+  void run_job(int64_t n, int64_t grain, void* ctx, ChunkFn fn);
   void worker_loop();
   void run_chunks();
+  void leave_job();
 
+  // A job is published by writing its fields, opening `state_` (count of workers inside it, with
+  // kClosed clear) and bumping `generation_`. Workers spin briefly on generation_, then sleep on
+  // cv_start_. The caller runs chunks too; when they run out it closes the job and waits only for
+  // the workers that joined it, never for one that has not woken up yet (on a loaded machine a
+  // sleeping worker may not be scheduled for milliseconds).
+  static constexpr int64_t kClosed = int64_t{1} << 40;
   std::vector<std::thread> workers_;
   std::mutex call_mu_;  // one parallel_for at a time
   std::mutex mu_;
   std::condition_variable cv_start_, cv_done_;
-  uint64_t generation_ = 0;
-  int running_ = 0;
-  bool stop_ = false;
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> state_{kClosed};
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
+  void* ctx_ = nullptr;
+  ChunkFn fn_ = nullptr;
   int64_t n_ = 0, grain_ = 1;
   std::atomic<int64_t> next_{0};
   std::exception_ptr error_;
@@ -90,8 +111,12 @@ struct MatrixView {
 
 // Reference: dequantizes each row and accumulates in float, index order. x: [T, n_in], y: [T, n_out].
 void matmul_ref(const float* x, int64_t T, const MatrixView& w, float* y);
-// Fast path: threads split the output rows; each weight row is read once for all T tokens
-// (quantized rows are dequantized once into a per-thread f32 scratch).
+// Fast path: threads split the output rows; each weight row is read once for all T tokens.
+// On AVX2, block-quantized weights (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K) are multiplied in
+// integers with the activations quantized to 8 bits per block (llama.cpp's scheme), so results
+// differ from matmul_ref by the activation rounding (bounded in kernels_test); float weights and
+// the Scalar path dequantize and accumulate in float. Either way a token's result is the same
+// for any T, batch position and thread count.
 void matmul(ThreadPool& pool, const float* x, int64_t T, const MatrixView& w, float* y,
             Isa isa = best_isa());
 

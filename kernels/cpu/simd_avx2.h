@@ -1,6 +1,7 @@
 // Internal: AVX2+FMA+F16C kernels (kernels/cpu/*_avx2.cpp). Call only when
 // usable_isa(Isa::Avx2) == Isa::Avx2; the rest of the library dispatches through ops.h.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/ops.h"
@@ -14,5 +15,29 @@ void matmul_rows(const MatrixView& w, const float* x, int64_t T, float* y, int64
 float dot_f32(const float* a, const float* b, int64_t n);
 // y[i] += a * x[i]
 void axpy_f32(float a, const float* x, float* y, int64_t n);
+
+// ---- Integer kernels for block-quantized weights (matmul_quant_avx2.cpp).
+// Activations are quantized once per matmul to 8-bit blocks (the role of llama.cpp's Q8_0 / Q8_K,
+// with a float scale): x[i] ~ d * qs[i], qs in [-127, 127].
+struct ActQ8x32 {   // for Q8_0, Q4_0, Q4_1 weights
+  float d;
+  int32_t sum;      // sum of qs (Q4_1's min term)
+  int8_t qs[32];
+};
+struct ActQ8x256 {  // for Q4_K, Q5_K, Q6_K weights
+  float d;
+  int16_t bsums[16];  // bsums[k] = sum of qs[16k, 16k + 16) (the K-quants' min / offset terms)
+  int8_t qs[256];
+};
+// Elements per activation block for weights of `type`: 32, 256, or 0 when the type has no
+// integer kernel (float types).
+int64_t act_block_size(DType type);
+// Bytes of one token's quantized activations (n_in a multiple of the weight block size).
+size_t act_row_bytes(DType type, int64_t n_in);
+// Quantizes one token's n_in activations into act_row_bytes(type, n_in) bytes at dst.
+void quantize_acts(DType type, const float* x, int64_t n_in, uint8_t* dst);
+// y[t * w.n_out + j] for rows [j0, j1) and T tokens, token t's activations at acts + t * act_stride.
+void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y,
+                       int64_t j0, int64_t j1);
 
 }  // namespace specmoe::kernels::cpu::avx2

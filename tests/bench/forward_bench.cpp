@@ -2,8 +2,10 @@
 // one-token decode and 2/4/8/16-token batched forwards at a context of 128 tokens, with the
 // achieved weight-read bandwidth (weight bytes per forward / time) next to a plain memory
 // bandwidth measurement (summing 1 GiB), plus the draft's forward and the target/draft greedy
-// agreement. Models are synthesized once into $TMPDIR/specmoe-bench (seed 1).
+// agreement; the target with Q8_0 and Q4_K weights (end-to-end tokens/s per type); stories260K's
+// one-token forward (per-op overhead). Models are synthesized once into $TMPDIR/specmoe-bench (seed 1).
 //   ./build/tests/bench_forward                      (SPECMOE_THREADS=n to set threads)
+//   ./build/tests/bench_forward --benchmark_filter='TargetForward' --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -28,25 +30,31 @@ int bench_threads() {
   return 0;  // all hardware threads
 }
 
-std::string synth_path(const std::string& preset) {
+// The preset's model with its 2-D weights in `type` (F16 = the preset as is).
+std::string synth_path(const std::string& preset, DType type = DType::F16) {
   const auto dir = std::filesystem::temp_directory_path() / "specmoe-bench";
   std::filesystem::create_directories(dir);
-  const auto path = dir / ("synth-" + preset + "-seed1.gguf");
+  const std::string suffix = type == DType::F16 ? "" : std::string("-") + dtype_name(type);
+  const auto path = dir / ("synth-" + preset + suffix + "-seed1.gguf");
   // Rewritten when the synth recipe is newer than the cached file would be hard to detect;
   // delete the folder after changing core/synth.cpp.
-  if (!std::filesystem::exists(path)) synth_write(preset, path.string(), 1);
+  if (!std::filesystem::exists(path)) {
+    SynthSpec spec = synth_spec(preset);
+    if (type != DType::F16) spec.type = type;
+    synth_write(spec, path.string(), 1);
+  }
   return path.string();
 }
 
-Model& model(const std::string& preset) {
-  static std::unique_ptr<Model> target, draft;
-  auto& m = preset == "target" ? target : draft;
-  if (!m) {
-    LoadOptions o;
-    o.n_threads = bench_threads();
-    m = Model::load(synth_path(preset), o);
-  }
-  return *m;
+Model& model(const std::string& preset, DType type = DType::F16) {
+  static std::vector<std::pair<std::string, std::unique_ptr<Model>>> models;
+  const std::string key = preset + "/" + dtype_name(type);
+  for (auto& [k, m] : models)
+    if (k == key) return *m;
+  LoadOptions o;
+  o.n_threads = bench_threads();
+  models.emplace_back(key, Model::load(synth_path(preset, type), o));
+  return *models.back().second;
 }
 
 // A cache holding kContext tokens of byte text, for the forwards to attend over.
@@ -61,9 +69,8 @@ KVCache prefilled_cache(Model& m) {
   return kv;
 }
 
-void run_forward(benchmark::State& state, const std::string& preset) {
-  Model& m = model(preset);
-  const int T = static_cast<int>(state.range(0));
+void run_forward(benchmark::State& state, const std::string& preset, DType type, int T) {
+  Model& m = model(preset, type);
   KVCache kv = prefilled_cache(m);
   std::vector<int32_t> ids(T);
   for (int t = 0; t < T; ++t) ids[t] = 3 + 'e' + t;
@@ -81,11 +88,50 @@ void run_forward(benchmark::State& state, const std::string& preset) {
   state.counters["threads"] = m.threads();
 }
 
-void BM_TargetForward(benchmark::State& state) { run_forward(state, "target"); }
+void BM_TargetForward(benchmark::State& state) { run_forward(state, "target", DType::F16, static_cast<int>(state.range(0))); }
 BENCHMARK(BM_TargetForward)->ArgName("tokens")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_DraftForward(benchmark::State& state) { run_forward(state, "draft"); }
+// The target with quantized weights (end-to-end tokens/s per type). Args: ggml type id, tokens.
+void BM_TargetForwardQuant(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  state.SetLabel(dtype_name(type));
+  run_forward(state, "target", type, static_cast<int>(state.range(1)));
+}
+BENCHMARK(BM_TargetForwardQuant)
+    ->ArgNames({"dtype", "tokens"})
+    ->ArgsProduct({{static_cast<int64_t>(DType::Q8_0), static_cast<int64_t>(DType::Q4_K)}, {1, 8}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_DraftForward(benchmark::State& state) { run_forward(state, "draft", DType::F16, static_cast<int>(state.range(0))); }
 BENCHMARK(BM_DraftForward)->ArgName("tokens")->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// stories260K (dim 64, 5 layers, F32; shared test data, $SPECMOE_DATA_DIR/models): a one-token forward is ~40 tiny ops, so
+// this measures the per-op overhead (thread pool hand-off, dispatch) rather than arithmetic.
+// Arg = threads of the model's pool.
+void BM_Stories260KForward(benchmark::State& state) {
+  const char* env = std::getenv("SPECMOE_DATA_DIR");  // as tests/test_data.h
+  const auto dir = env ? std::filesystem::path(env) : std::filesystem::path(SPECMOE_SOURCE_DIR) / ".." / "shared" / "data";
+  const auto path = dir / "models" / "stories260K.gguf";
+  if (!std::filesystem::exists(path)) {
+    state.SkipWithError("models/stories260K.gguf not found (set SPECMOE_DATA_DIR)");
+    return;
+  }
+  LoadOptions o;
+  o.n_threads = static_cast<int>(state.range(0));
+  auto m = Model::load(path.string(), o);
+  KVCache kv = m->new_cache(256);
+  std::vector<int32_t> ids = {1};
+  std::vector<float> logits;
+  for (int i = 0; i < 64; ++i) m->forward(ids, {}, kv, logits);  // a context of 64 tokens
+  for (auto _ : state) {
+    m->forward(ids, {}, kv, logits);
+    kv.truncate(64);
+    benchmark::DoNotOptimize(logits.data());
+  }
+  state.counters["tokens/s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Stories260KForward)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One F16 matmul of the target's FFN shape (1024 -> 2816, 5.8 MB: fits in L3, so this shows the
 // kernel's arithmetic rate rather than memory): GFLOP/s at T tokens, single thread.

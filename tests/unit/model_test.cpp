@@ -507,7 +507,8 @@ class ReferenceForward {
   ModelConfig c_;
 };
 
-void check_against_reference(const SynthSpec& spec, const std::string& file) {
+// rel_tol: allowed max |logit - reference| as a fraction of max |reference logit|.
+void check_against_reference(const SynthSpec& spec, const std::string& file, double rel_tol = 1e-4) {
   const std::string path = scratch(file);
   synth_write(spec, path, 42);
   auto m = Model::load(path);
@@ -527,7 +528,7 @@ void check_against_reference(const SynthSpec& spec, const std::string& file) {
   ASSERT_GT(max_ref, 1.0);  // logits are not trivially small
   // float32 activations through a few layers of dot products over <= 192 terms: relative error
   // well below 1e-4 of the logit range; a wrong op (RoPE pairing, bias, norm) gives O(1).
-  EXPECT_LE(max_diff, 1e-4 * max_ref) << "max |logit| " << max_ref;
+  EXPECT_LE(max_diff, rel_tol * max_ref) << "max |logit| " << max_ref;
   // And the cached path agrees with the batch: last token re-run alone after truncation.
   kv.truncate(static_cast<int>(ids.size()) - 1);
   std::vector<float> last;
@@ -540,9 +541,13 @@ void check_against_reference(const SynthSpec& spec, const std::string& file) {
 TEST(Architectures, LlamaMatchesReference) {
   SynthSpec s = synth_spec("tiny");
   check_against_reference(s, "arch_llama.gguf");
-  s.type = DType::Q8_0;  // quantized weights take the dequantize-then-dot path
+  s.type = DType::Q8_0;
   s.tied_output = true;
-  check_against_reference(s, "arch_llama_q8.gguf");
+  // On AVX2 CPUs Q8_0 weights are multiplied with activations quantized to 8 bits per block of
+  // 32 (llama.cpp's scheme): each element moves by up to 1/254 of its block's largest, about
+  // 0.1-0.3% of a matmul output per layer; through 4 layers and the head that is ~0.5% of the
+  // logit range (measured 0.47%). 1.5% still catches any wrong op, which gives O(1).
+  check_against_reference(s, "arch_llama_q8.gguf", 1.5e-2);
 }
 
 TEST(Architectures, Qwen2MatchesReference) {

@@ -1,0 +1,102 @@
+// Matmul speed per weight dtype at decode-sized batches: y[T, n_out] = x[T, n_in] * W^T for
+// T = 1, 4, 8, 16 and shapes (n_in x n_out) 0: 4096 x 4096, 1: 1024 x 2816, 2: 2816 x 1024 (the
+// synth target's FFN). Reports the weight bytes read per second (each call reads W once, whatever
+// T is) and GFLOP/s (2 * T * n_in * n_out per call). Several copies of W (>= 128 MB in all) are used
+// in turn so the weights come from memory, not from the 32 MB L3, as in a real model's forward.
+//   ./build/tests/bench_matmul                           (single thread)
+//   SPECMOE_THREADS=2 ./build/tests/bench_matmul         (threads of the pool)
+//   ./build/tests/bench_matmul --benchmark_filter='Q4_K'
+// The ratio time(T=8) / time(T=1) inside one run is the figure that matters for verification
+// (a (g+1)-token verify forward should cost about a 1-token forward); absolute rates on a busy
+// machine are noisy.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/dtype.h"
+
+using namespace specmoe;
+namespace cpu = specmoe::kernels::cpu;
+
+namespace {
+
+// Shapes {n_in, n_out}: a 4096-wide layer and the synth target's FFN up / down projections.
+constexpr int64_t kShapes[][2] = {{4096, 4096}, {1024, 2816}, {2816, 1024}};
+constexpr size_t kMinBytes = size_t{128} << 20;
+
+int bench_threads() {
+  if (const char* t = std::getenv("SPECMOE_THREADS")) return std::max(1, std::atoi(t));
+  return 1;
+}
+
+// Copies of one random matrix of `type` and shape, quantized once and duplicated.
+struct Weights {
+  std::vector<std::vector<uint8_t>> copies;
+  std::vector<cpu::MatrixView> views;
+};
+
+const Weights& weights(DType type, int shape) {
+  static std::vector<std::pair<std::pair<DType, int>, Weights>> cache;
+  for (auto& [key, w] : cache)
+    if (key == std::make_pair(type, shape)) return w;
+  const int64_t n_in = kShapes[shape][0], n_out = kShapes[shape][1];
+  Weights w;
+  const size_t rb = dtype_row_bytes(type, n_in);
+  std::vector<uint8_t> bytes(rb * n_out);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  std::vector<float> row(n_in);
+  for (int64_t j = 0; j < n_out; ++j) {
+    for (auto& v : row) v = dist(rng);
+    cpu::quantize_row(type, row.data(), bytes.data() + j * rb, n_in);
+  }
+  const size_t n_copies = std::max<size_t>(1, (kMinBytes + bytes.size() - 1) / bytes.size());
+  for (size_t c = 0; c < n_copies; ++c) w.copies.push_back(bytes);
+  for (auto& c : w.copies) w.views.push_back(cpu::MatrixView::make(type, c.data(), n_in, n_out));
+  cache.emplace_back(std::make_pair(type, shape), std::move(w));
+  return cache.back().second;
+}
+
+void BM_Matmul(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t T = state.range(1);
+  const int shape = static_cast<int>(state.range(2));
+  const int64_t n_in = kShapes[shape][0], n_out = kShapes[shape][1];
+  const Weights& w = weights(type, shape);
+  std::vector<float> x(static_cast<size_t>(T * n_in)), y(static_cast<size_t>(T * n_out));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& v : x) v = dist(rng);
+  cpu::ThreadPool pool(bench_threads());
+  size_t i = 0;
+  for (auto _ : state) {
+    cpu::matmul(pool, x.data(), T, w.views[i], y.data());
+    i = (i + 1) % w.views.size();
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(dtype_name(type));
+  state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(w.views[0].bytes()) / 1e9,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(T) * n_in * n_out / 1e9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = pool.n_threads();
+}
+
+void dtype_args(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K,
+                  DType::Q5_K, DType::Q6_K})
+    for (int64_t T : {1, 4, 8, 16})
+      for (int64_t shape : {0, 1, 2}) b->Args({static_cast<int64_t>(t), T, shape});
+}
+
+}  // namespace
+
+// Wall time: with threads > 1 the CPU time of the caller alone would understate the cost.
+BENCHMARK(BM_Matmul)->ArgNames({"dtype", "T", "shape"})->Apply(dtype_args)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+BENCHMARK_MAIN();
