@@ -204,7 +204,7 @@ class ReferenceForward {
 
 // Model vs reference on kIds with k experts per token (0 = the file's); also checks that the
 // model routed every token of every layer to the reference's experts.
-void check_against_reference(const std::string& path, int k = 0) {
+void check_against_reference(const std::string& path, int k = 0, double rel_tol = 1e-5) {
   LoadOptions o;
   o.n_threads = 2;
   o.moe_k_override = k;
@@ -239,7 +239,7 @@ void check_against_reference(const std::string& path, int k = 0) {
   // float32 activations through 2-3 layers of dot products over <= 128 terms against double:
   // measured max error 1.9e-7 to 2.4e-7 of the logit range (F32 and Q8_0, k = 1..E); 1e-5 leaves
   // 40x room, while flipping the weight renormalisation alone gives 0.2-0.6.
-  EXPECT_LE(max_diff, 1e-5 * max_ref) << path << " k " << kk << ": max |logit| " << max_ref;
+  EXPECT_LE(max_diff, rel_tol * max_ref) << path << " k " << kk << ": max |logit| " << max_ref;
 }
 
 }  // namespace
@@ -323,8 +323,10 @@ TEST(MoEForward, KOverrideMatchesReferenceForOneAndAllExperts) {
 
 TEST(MoEForward, Q8_0ExpertsMatchReference) {
   // The reference reads the same dequantized weights, so the bound is the same as for F32.
-  check_against_reference(write_preset("moe-tiny", "moe_ref_q8.gguf", DType::Q8_0));
-  check_against_reference(write_preset("qwen2moe-tiny", "qwen2moe_ref_q8.gguf", DType::Q8_0));
+  // Q8_0 matmuls quantize activations to 8 bits per block (kernels/cpu integer path): measured
+  // 1.0-1.5% of the logit range through 2-3 layers; 4e-2 leaves room, a wrong expert is O(1).
+  check_against_reference(write_preset("moe-tiny", "moe_ref_q8.gguf", DType::Q8_0), 0, 4e-2);
+  check_against_reference(write_preset("qwen2moe-tiny", "qwen2moe_ref_q8.gguf", DType::Q8_0), 0, 4e-2);
   auto f = GGUFFile::open(scratch("moe_ref_q8.gguf"));
   EXPECT_EQ(f->tensor("blk.0.ffn_down_exps.weight").type, DType::Q8_0);
 }
