@@ -23,3 +23,10 @@ echo "== specmoe generate (greedy, 32 tokens)"
 echo
 echo "== specmoe speculate --compare (model drafter, g = 4, greedy)"
 ./build/specmoe speculate -m "$target" -md "$draft" -p "Once upon a time" -n 64 --temp 0 --draft-max 4 --compare
+echo
+echo "== specmoe run experiments/configs/quickstart.toml (4 strategies x 2 temperatures)"
+out="${SPECMOE_QUICKSTART_OUT:-$cache/quickstart-report}"
+./build/specmoe run experiments/configs/quickstart.toml -o "$out"
+echo
+sed -n '/^| run/,/^$/p' "$out/report.md"
+echo "HTML report: $out/report.html"

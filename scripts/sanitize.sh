@@ -4,6 +4,7 @@
 # (-fno-sanitize-recover=all), so a pass means no report.
 #   scripts/sanitize.sh                 all tests
 #   CTEST_ARGS="-R gguf" scripts/sanitize.sh     a subset (any ctest arguments)
+#   SANITIZE_TARGETS="test_gguf test_quant" scripts/sanitize.sh   build and run only these
 # Environment: BUILD_DIR (default build-asan), JOBS (build and test parallelism, default 2),
 #   SANITIZERS (default address,undefined), CC/CXX to pick another compiler.
 set -euo pipefail
@@ -15,8 +16,13 @@ SANITIZERS=${SANITIZERS:-address,undefined}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECMOE_CUDA=OFF \
   -DSPECMOE_SANITIZE="$SANITIZERS" -DSPECMOE_FUZZ=OFF
 # Tests only: benchmarks are not run by ctest, so building them would only cost time.
-targets=$(cmake --build "$BUILD_DIR" --target help | sed -n 's/^\.\.\. \(test_[A-Za-z0-9_]*\).*/\1/p')
-targets="$targets $(cmake --build "$BUILD_DIR" --target help | sed -n 's/^\.\.\. \(specmoe\)$/\1/p')"
+# SANITIZE_TARGETS (space-separated test executables) limits the build to a subset.
+if [ -n "${SANITIZE_TARGETS:-}" ]; then
+  targets=$SANITIZE_TARGETS
+else
+  targets=$(cmake --build "$BUILD_DIR" --target help | sed -n 's/^\.\.\. \(test_[A-Za-z0-9_]*\).*/\1/p')
+  targets="$targets $(cmake --build "$BUILD_DIR" --target help | sed -n 's/^\.\.\. \(specmoe\)$/\1/p')"
+fi
 # shellcheck disable=SC2086
 cmake --build "$BUILD_DIR" -j"$JOBS" --target $targets
 
@@ -24,4 +30,13 @@ cmake --build "$BUILD_DIR" -j"$JOBS" --target $targets
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # shellcheck disable=SC2086
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" --timeout 600 ${CTEST_ARGS:-}
+if [ -n "${SANITIZE_TARGETS:-}" ] && [ -z "${CTEST_ARGS:-}" ]; then
+  # Only the executables that were built: ctest -R on their test names would be fragile, so run
+  # them directly (each is a GoogleTest binary that exits non-zero on any failure).
+  for t in $SANITIZE_TARGETS; do
+    echo "== $t (address,undefined)"
+    "$BUILD_DIR/tests/$t" --gtest_brief=1
+  done
+else
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" --timeout 600 ${CTEST_ARGS:-}
+fi
