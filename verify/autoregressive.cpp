@@ -1,6 +1,7 @@
 // Plain autoregressive decoding: see autoregressive.h.
 #include "verify/autoregressive.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
@@ -47,6 +48,7 @@ GenerationResult generate_autoregressive(core::Model& model, std::span<const int
   auto t = Clock::now();
   model.forward(prompt, {}, *kv, logits, fwd);
   m.time.verify_forward_s += seconds_since(t);
+  m.prefill_s = seconds_since(t_start);
   while (true) {
     t = Clock::now();
     const int32_t next = sampler.sample_logits(logits, history, rng, probs);
@@ -69,6 +71,7 @@ GenerationResult generate_autoregressive(core::Model& model, std::span<const int
   }
   m.total_s = seconds_since(t_start);
   m.n_generated = static_cast<int64_t>(out.tokens.size());
+  m.n_decoded = std::max<int64_t>(0, m.n_generated - 1);  // the first token came from the prefill
   if (m.n_steps > 0) m.target_step_s = step_forward_s / static_cast<double>(m.n_steps);
   m.time.other_s = std::max(0.0, m.total_s - m.time.verify_forward_s - m.time.sampling_s);
   return out;

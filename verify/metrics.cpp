@@ -56,6 +56,8 @@ void Metrics::merge(const Metrics& o) {
   for (size_t i = 0; i < o.position_accepted.size(); ++i) position_accepted[i] += o.position_accepted[i];
   for (size_t i = 0; i < o.accept_length_histogram.size(); ++i) accept_length_histogram[i] += o.accept_length_histogram[i];
   total_s += o.total_s;
+  prefill_s += o.prefill_s;
+  n_decoded += o.n_decoded;
   moe.merge(o.moe);
   ttft_s += o.ttft_s;
   time.draft_s += o.time.draft_s;
@@ -88,6 +90,13 @@ double Metrics::predicted_speedup() const { return speedup_model(alpha_fit(), dr
 
 double Metrics::tokens_per_second() const {
   return total_s > 0.0 ? static_cast<double>(n_generated) / total_s : 0.0;
+}
+
+double Metrics::decode_s() const { return std::max(0.0, total_s - prefill_s); }
+
+double Metrics::decode_tokens_per_second() const {
+  const double d = decode_s();
+  return d > 0.0 && n_decoded > 0 ? static_cast<double>(n_decoded) / d : 0.0;
 }
 
 double fit_alpha(double tau, int g) {

@@ -35,6 +35,15 @@ struct Metrics {
   // Timing (seconds).
   double total_s = 0.0;          // wall time of the whole generation, prefill included
   double ttft_s = 0.0;           // prompt in -> first token out
+  // Prompt processing before the decode loop (the target's prefill and the drafter's), and the
+  // tokens the decode phase produced: autoregressive decoding takes its first token from the
+  // prefill (n_decoded = n_generated - 1); speculative decoding prefills all but the last prompt
+  // token and every emitted token comes from a decode step (n_decoded = n_generated), as in
+  // llama.cpp's speculative example. Speculation changes only the decode phase, so
+  // decode_speedup (baseline's decode_seconds_per_token / this one's) is the figure
+  // predicted_speedup models; speedup (whole wall time) also carries the prompt's prefill.
+  double prefill_s = 0.0;
+  int64_t n_decoded = 0;
   double target_step_s = 0.0;    // one single-token target forward (measured, see cost_ratio)
   double draft_token_s = 0.0;    // drafter time per drafted token
   TimeBreakdown time;
@@ -53,6 +62,8 @@ struct Metrics {
   double alpha_fit() const;               // fit_alpha(tau, draft_max)
   double predicted_speedup() const;       // speedup_model(alpha_fit, draft_max, c)
   double tokens_per_second() const;       // n_generated / total_s
+  double decode_s() const;                // total_s - prefill_s (>= 0)
+  double decode_tokens_per_second() const;  // n_decoded / decode_s (0 when either is 0)
   double ttft_ms() const { return ttft_s * 1000.0; }
 };
 

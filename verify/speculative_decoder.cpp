@@ -71,6 +71,7 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
     target_.forward(prompt.first(prompt.size() - 1), {}, kv_, logits_, last_only);
     m.time.verify_forward_s += seconds_since(t);
   }
+  m.prefill_s = seconds_since(t_start);
 
   while (!done()) {
     // Invariant: kv_ holds history_ but its last token, which this step feeds.
@@ -141,6 +142,7 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
   }
   m.total_s = seconds_since(t_start);
   m.n_generated = static_cast<int64_t>(out.tokens.size());
+  m.n_decoded = m.n_generated;  // every token came from a decode step
   m.time.other_s = std::max(0.0, m.total_s - m.time.draft_s - m.time.verify_forward_s - m.time.sampling_s);
   if (m.n_drafted > 0) m.draft_token_s = propose_s / static_cast<double>(m.n_drafted);
 

@@ -1,8 +1,10 @@
 // AVX2+FMA+F16C micro-kernels for float weights (compiled with -mavx2 -mfma -mf16c; called only
 // after the runtime check in matmul.cpp). Register blocking: R weight rows x G tokens of
-// accumulators (1 x 1-2 for decode, 2 x 1-4 for batches); each step converts R x 8 weights
-// (F16: vcvtph2ps, BF16: a 16-bit shift), loads G x 8 activations and issues R x G FMAs, so at
-// T = 4..16 an FMA needs 0.75 loads instead of 1.25 for one row at a time. Rows stay in L1
+// accumulators (1 x 1-2 for decode; 2 x up to 6 or 3 x up to 4 for batches, see
+// rows_all_tokens); each step converts R x 8 weights (F16: vcvtph2ps, BF16: a 16-bit shift),
+// loads G x 8 activations and issues R x G FMAs, so a batched FMA needs 7/12 to 8/12 loads
+// instead of 1.25 for one row at a time (single thread, weights in L3: 1024 -> 2816 at T = 8 went
+// from 41 to 52 GFLOP/s going from 2 x 4 to 3 x 4 blocks). Rows stay in L1
 // across the token groups, so memory reads each weight once per batch, and the rows two blocks
 // ahead are prefetched during the first token group so memory and FMAs overlap.
 //
@@ -108,7 +110,7 @@ inline void block_dot(const Load (&w)[R], const float* x, int64_t n, float* y, i
       __m256 xv = _mm256_loadu_ps(x + g * n + i);
       // Keeps xv in a register: otherwise GCC folds the load into each of the R FMAs, which
       // makes the kernel load-port bound.
-      if constexpr (R > 1) asm("" : "+x"(xv));
+      if constexpr (R == 2) asm("" : "+x"(xv));
       for (int r = 0; r < R; ++r) acc[r][g] = _mm256_fmadd_ps(wv[r], xv, acc[r][g]);
     }
   };
@@ -135,9 +137,28 @@ inline void block_dot(const Load (&w)[R], const float* x, int64_t n, float* y, i
 // 1 thread, CPU ms, min of 8): none 92, 1 block 77, 2 blocks 66-69, 4 blocks 72, 8 blocks 72.
 constexpr int64_t kPrefetchBlocks = 2;
 
-// Rows [j, j + R) x tokens [0, T) in groups of 4 tokens.
+// block_dot over the R rows at j for the G tokens at x (G in 1..6, a runtime value; 5 and 6
+// only with R <= 2, which keeps R x G accumulators within the 16 vector registers).
 template <int R, class Load>
+inline void group_dot(const Load (&ld)[R], int64_t G, const float* x, int64_t n, float* y, int64_t y_stride,
+                      const uint8_t* pf = nullptr, int64_t rb = 0) {
+  switch (G) {
+    case 6: if constexpr (R <= 2) block_dot<R, 6>(ld, x, n, y, y_stride, pf, rb); break;
+    case 5: if constexpr (R <= 2) block_dot<R, 5>(ld, x, n, y, y_stride, pf, rb); break;
+    case 4: block_dot<R, 4>(ld, x, n, y, y_stride, pf, rb); break;
+    case 3: block_dot<R, 3>(ld, x, n, y, y_stride, pf, rb); break;
+    case 2: block_dot<R, 2>(ld, x, n, y, y_stride, pf, rb); break;
+    case 1: block_dot<R, 1>(ld, x, n, y, y_stride, pf, rb); break;
+    default: break;
+  }
+}
+
+// Rows [j, j + R) x tokens [0, T) in ceil(T / Gmax) groups of near-equal size (with Gmax = 4,
+// T = 5 runs as 2 + 3 and T = 9 as 3 + 3 + 3: a group of 1 would convert the rows' weights again
+// for only R FMAs per step).
+template <int R, int Gmax, class Load>
 inline void rows_block(const MatrixView& w, int64_t j, const float* x, int64_t T, float* y) {
+  static_assert(R * Gmax <= 12, "accumulators must fit in registers");
   Load ld[R];
   for (int r = 0; r < R; ++r) ld[r] = Load::at(w.row(j + r));
   const int64_t n = w.n_in;
@@ -145,20 +166,12 @@ inline void rows_block(const MatrixView& w, int64_t j, const float* x, int64_t T
   // hardware prefetcher alone left the batched kernel waiting on memory).
   const uint8_t* pf = j + (kPrefetchBlocks + 1) * R <= w.n_out ? w.row(j + kPrefetchBlocks * R) : nullptr;
   const int64_t rb = static_cast<int64_t>(w.row_bytes);
-  switch (std::min<int64_t>(T, 4)) {
-    case 4: block_dot<R, 4>(ld, x, n, y + j, w.n_out, pf, rb); break;
-    case 3: block_dot<R, 3>(ld, x, n, y + j, w.n_out, pf, rb); break;
-    case 2: block_dot<R, 2>(ld, x, n, y + j, w.n_out, pf, rb); break;
-    case 1: block_dot<R, 1>(ld, x, n, y + j, w.n_out, pf, rb); break;
-    default: return;
-  }
-  int64_t t = 4;
-  for (; t + 4 <= T; t += 4) block_dot<R, 4>(ld, x + t * n, n, y + t * w.n_out + j, w.n_out);
-  switch (T - t) {
-    case 3: block_dot<R, 3>(ld, x + t * n, n, y + t * w.n_out + j, w.n_out); break;
-    case 2: block_dot<R, 2>(ld, x + t * n, n, y + t * w.n_out + j, w.n_out); break;
-    case 1: block_dot<R, 1>(ld, x + t * n, n, y + t * w.n_out + j, w.n_out); break;
-    default: break;
+  const int64_t groups = (T + Gmax - 1) / Gmax;
+  int64_t t = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t size = (T - t) / (groups - g);  // the larger groups come last
+    group_dot<R>(ld, size, x + t * n, n, y + t * w.n_out + j, w.n_out, g == 0 ? pf : nullptr, rb);
+    t += size;
   }
 }
 
@@ -178,9 +191,20 @@ void rows_all_tokens(const MatrixView& w, const float* x, int64_t T, float* y, i
     // as the previous kernel did (rows of the 1024-wide synth target are 2 KB; 2 or 4 rows at a
     // time make interleaved streams within a 4 KB page, and measured slower at T = 1). One FMA
     // chain per token reads 16 B of F16 per 4-cycle FMA latency, above one core's memory share.
-    if (tt > 2)  // 2 x 4 accumulators: 0.75 loads per FMA
-      for (; j + 2 <= j1; j += 2) rows_block<2, Load>(w, j, xt, tt, yt);
-    for (; j < j1; ++j) rows_block<1, Load>(w, j, xt, tt, yt);
+    //
+    // T > 2: the first pass over a row block streams it from memory (with the prefetch) and
+    // hides its FMAs behind the reads; every further token group re-reads the rows from L1 and
+    // costs pure compute. So the block shape minimises the passes: 2 rows x up to 6 tokens
+    // for T <= 6 and T >= 9 (where it needs fewer passes), 3 rows x 4 tokens (7 loads per 12
+    // FMAs) for T = 7, 8 where both need two. Synth target, 2 threads, min of 25 interleaved
+    // forwards, ms, 3 x 4 vs 2 x 6: T = 4 23.2 / 22.7, 5 29.3 / 24.5, 6 27.3 / 24.1,
+    // 8 35.5 / 38.5, 9 41.7 / 41.7 (T = 1: 20.2).
+    const bool wide = tt <= 6 || (tt + 5) / 6 < (tt + 3) / 4;
+    if (tt > 2 && wide)
+      for (; j + 2 <= j1; j += 2) rows_block<2, 6, Load>(w, j, xt, tt, yt);
+    if (tt > 2)
+      for (; j + 3 <= j1; j += 3) rows_block<3, 4, Load>(w, j, xt, tt, yt);
+    for (; j < j1; ++j) rows_block<1, 4, Load>(w, j, xt, tt, yt);
   }
 }
 

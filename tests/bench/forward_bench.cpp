@@ -89,7 +89,7 @@ void run_forward(benchmark::State& state, const std::string& preset, DType type,
 }
 
 void BM_TargetForward(benchmark::State& state) { run_forward(state, "target", DType::F16, static_cast<int>(state.range(0))); }
-BENCHMARK(BM_TargetForward)->ArgName("tokens")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_TargetForward)->ArgName("tokens")->Arg(1)->Arg(2)->Arg(3)->Arg(4)->Arg(5)->Arg(8)->Arg(9)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The target with quantized weights (end-to-end tokens/s per type). Args: ggml type id, tokens.
 void BM_TargetForwardQuant(benchmark::State& state) {
