@@ -21,8 +21,8 @@ echo
 echo "== specmoe generate (greedy, 32 tokens)"
 ./build/specmoe generate -m "$target" -p "Once upon a time" -n 32 --temp 0
 echo
-echo "== specmoe speculate --compare (model drafter, g = 4, greedy)"
-./build/specmoe speculate -m "$target" -md "$draft" -p "Once upon a time" -n 64 --temp 0 --draft-max 4 --compare
+echo "== specmoe speculate --compare (model drafter, g = 3, greedy; median of 3 alternated baseline/speculative pairs)"
+./build/specmoe speculate -m "$target" -md "$draft" -p "Once upon a time" -n 64 --temp 0 --draft-max 3 --compare --repeat 3
 echo
 echo "== specmoe run experiments/configs/quickstart.toml (4 strategies x 2 temperatures)"
 out="${SPECMOE_QUICKSTART_OUT:-$cache/quickstart-report}"

@@ -2,8 +2,9 @@
 //   bench_speculative --benchmark_filter=Synth      synth `target` (144M params, F16) with its
 //                                                    `draft` (its first 2 layers): model drafter,
 //                                                    g = 1..8, temperature 0 and 1
-//   bench_speculative --benchmark_filter=Stories    stories260K with layerskip and ngram (needs
-//                                                    ../shared/data or $SPECMOE_DATA_DIR)
+//   bench_speculative --benchmark_filter=Stories    stories260K with ngram and layerskip (exit
+//                                                    layer 1..4), g = 1..8, temperature 0 and 1
+//                                                    (needs ../shared/data or $SPECMOE_DATA_DIR)
 // Each case generates 64 tokens after a 32-token prompt; counters report acceptance, tau, the
 // measured cost ratio c, alpha_fit, the predicted speedup (Leviathan et al. 2023, Thm 3.8), the
 // measured speedup over autoregressive decoding of the same prompt in the same process (median
@@ -190,7 +191,7 @@ BENCHMARK(BM_SynthSpeculative)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
-// Args: drafter (0 = ngram, 1..4 = layerskip exit layer), g. Temperature 0.
+// Args: drafter (0 = ngram, 1..4 = layerskip exit layer), temperature (0 or 1), g.
 void BM_StoriesSpeculative(benchmark::State& state) {
   Pair* pair = stories();
   if (pair == nullptr) {
@@ -204,10 +205,10 @@ void BM_StoriesSpeculative(benchmark::State& state) {
   o.exit_layer = which;
   auto drafter = draft::make_drafter(which == 0 ? "ngram" : "layerskip", o);
   state.SetLabel(which == 0 ? "ngram" : "layerskip exit " + std::to_string(which));
-  run_speculative(state, *pair, *drafter, 0.0, static_cast<int>(state.range(1)));
+  run_speculative(state, *pair, *drafter, static_cast<double>(state.range(1)), static_cast<int>(state.range(2)));
 }
 BENCHMARK(BM_StoriesSpeculative)
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {2, 4}})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1}, {1, 2, 3, 4, 5, 6, 7, 8}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 

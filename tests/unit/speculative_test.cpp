@@ -113,6 +113,15 @@ Metrics expect_identical(core::Model& target, draft::Drafter& drafter, const Ver
     EXPECT_EQ(sd.stopped_at_eog, ar.stopped_at_eog);
     EXPECT_LE(static_cast<int>(sd.tokens.size()), o.max_tokens);
     EXPECT_EQ(sd.metrics.n_generated, static_cast<int64_t>(sd.tokens.size()));
+    // Decode-phase accounting: speculative decoding emits every token from a decode step, the
+    // baseline its first from the prefill; the prefill is timed inside the whole run.
+    EXPECT_EQ(sd.metrics.n_decoded, sd.metrics.n_generated);
+    EXPECT_EQ(ar.metrics.n_decoded, std::max<int64_t>(0, ar.metrics.n_generated - 1));
+    for (const Metrics* m : {&sd.metrics, &ar.metrics}) {
+      EXPECT_GT(m->prefill_s, 0.0);
+      EXPECT_LE(m->prefill_s, m->total_s);
+      EXPECT_DOUBLE_EQ(m->decode_s(), m->total_s - m->prefill_s);
+    }
     all.merge(sd.metrics);
   }
   return all;

@@ -402,6 +402,29 @@ TEST(Metrics, CountsAndDerivedFigures) {
   EXPECT_NEAR(m.cost_ratio(), 0.2, 1e-12);
 }
 
+TEST(Metrics, DecodePhaseThroughputExcludesThePrefill) {
+  Metrics m;
+  EXPECT_EQ(m.decode_tokens_per_second(), 0.0);  // nothing measured
+  m.n_generated = 64;
+  m.n_decoded = 64;
+  m.total_s = 2.5;
+  m.prefill_s = 0.5;
+  EXPECT_DOUBLE_EQ(m.decode_s(), 2.0);
+  EXPECT_DOUBLE_EQ(m.decode_tokens_per_second(), 32.0);
+  EXPECT_DOUBLE_EQ(m.tokens_per_second(), 64.0 / 2.5);
+  Metrics other = m;
+  other.n_decoded = 63;  // a baseline run: its first token came from the prefill
+  other.total_s = 3.0;
+  other.prefill_s = 0.2;
+  m.merge(other);
+  EXPECT_EQ(m.n_decoded, 127);
+  EXPECT_DOUBLE_EQ(m.prefill_s, 0.7);
+  EXPECT_DOUBLE_EQ(m.decode_tokens_per_second(), 127.0 / (5.5 - 0.7));
+  m.prefill_s = 9.0;  // inconsistent input never gives a negative time
+  EXPECT_EQ(m.decode_s(), 0.0);
+  EXPECT_EQ(m.decode_tokens_per_second(), 0.0);
+}
+
 TEST(Metrics, AlphaFitAndPredictedSpeedup) {
   // tau = sum_{k<=g} a^k: a = 0.5, g = 3 -> 1.875.
   EXPECT_NEAR(fit_alpha(1.875, 3), 0.5, 1e-9);
