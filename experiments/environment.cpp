@@ -1,6 +1,8 @@
 // Environment capture for reports.
 #include "experiments/environment.h"
 
+#include "experiments/git_commit.h"
+
 #include <ctime>
 #include <fstream>
 #include <thread>
@@ -8,9 +10,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#ifndef SPECMOE_GIT_COMMIT
-#define SPECMOE_GIT_COMMIT "unknown"
-#endif
 #ifndef SPECMOE_BUILD_TYPE
 #define SPECMOE_BUILD_TYPE "unknown"
 #endif
@@ -66,7 +65,7 @@ nlohmann::json capture_environment(int threads_used) {
   std::string os = uname(&uts) == 0 ? std::string(uts.sysname) + " " + uts.release + " " + uts.machine : "unknown";
   char host[256] = {0};
   if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
-  return {{"specmoe_commit", SPECMOE_GIT_COMMIT},
+  return {{"specmoe_commit", kGitCommit},
           {"compiler", SPECMOE_COMPILER},
           {"build_type", SPECMOE_BUILD_TYPE},
           {"cpu_model", cpu_model()},
