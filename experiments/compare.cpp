@@ -65,8 +65,9 @@ int compare_reports(const std::string& a_path, const std::string& b_path, std::o
   for (const auto& r : b["runs"])
     if (!runs_a.count(r.value("name", ""))) order.push_back(r.value("name", ""));
 
-  static const char* kMetrics[] = {"tokens_per_second", "speedup",    "predicted_speedup", "acceptance_rate",
-                                   "mean_accepted_length", "cost_ratio", "alpha_fit",         "ttft_ms"};
+  static const char* kMetrics[] = {"tokens_per_second", "decode_tokens_per_second", "speedup", "decode_speedup",
+                                   "predicted_speedup", "acceptance_rate", "mean_accepted_length", "cost_ratio",
+                                   "alpha_fit", "ttft_ms"};
   static const char* kCounts[] = {"n_records", "n_generated", "n_drafted", "n_accepted", "n_steps"};
   for (const auto& name : order) {
     auto ia = runs_a.find(name);

@@ -222,6 +222,8 @@ PromptRecord EngineExecutor::execute(const ExecutionRequest& req) {
   r.position_drafted = m.position_drafted;
   r.position_accepted = m.position_accepted;
   r.wall_s = m.total_s;
+  r.prefill_s = m.prefill_s;
+  r.n_decoded = m.n_decoded;
   r.ttft_ms = m.ttft_ms();
   r.tokens_per_second = m.total_s > 0 ? m.tokens_per_second() : kNaN;
   r.target_step_ms = finite_or_nan(m.target_step_s) * 1000.0;
@@ -254,6 +256,12 @@ PromptRecord EngineExecutor::execute(const ExecutionRequest& req) {
       mr.distinct_experts_count[T] += b.n_forwards;
     }
     mr.expert_bytes_read = static_cast<double>(m.moe.expert_bytes);
+    mr.n_expert = m.moe.n_expert > 0 ? m.moe.n_expert : target->config().n_expert;
+    mr.n_moe_layers = m.moe.n_moe_layers;
+    mr.n_forwards = m.moe.n_forwards;
+    mr.sum_distinct = m.moe.sum_distinct;
+    mr.sum_uniform = m.moe.sum_uniform;
+    mr.sum_rejected_reads = m.moe.sum_rejected_reads;
     r.moe = std::move(mr);
   }
   return r;

@@ -49,6 +49,9 @@ std::optional<MoeAggregate> aggregate_moe(const std::vector<PromptRecord>& recor
   std::vector<int64_t> u_count;
   double bytes = 0.0;
   int64_t generated = 0;
+  // Pooled MoEMetrics sums over forwards x layers; `complete` turns false when a record predates them.
+  double sum_distinct = 0, sum_uniform = 0, sum_rejected = 0, layer_forwards = 0;
+  bool complete = true;
   for (const auto& r : records) {
     if (!r.moe) continue;
     any = true;
@@ -60,6 +63,7 @@ std::optional<MoeAggregate> aggregate_moe(const std::vector<PromptRecord>& recor
       for (size_t e = 0; e < mr.expert_tokens[l].size(); ++e) dst[e] += mr.expert_tokens[l][e];
       m.n_expert = std::max(m.n_expert, static_cast<int>(mr.expert_tokens[l].size()));
     }
+    m.n_expert = std::max(m.n_expert, mr.n_expert);
     for (size_t l = 0; l < mr.dropped_tokens.size() && l < m.layers.size(); ++l)
       m.layers[l].dropped_tokens += mr.dropped_tokens[l];
     m.n_expert_used = std::max(m.n_expert_used, mr.n_expert_used);
@@ -68,6 +72,14 @@ std::optional<MoeAggregate> aggregate_moe(const std::vector<PromptRecord>& recor
     for (size_t t = 0; t < n; ++t) u_sum[t] += mr.distinct_experts_sum[t], u_count[t] += mr.distinct_experts_count[t];
     bytes += mr.expert_bytes_read;
     generated += r.n_generated;
+    if (!std::isfinite(mr.sum_distinct) || !std::isfinite(mr.sum_uniform) || !std::isfinite(mr.sum_rejected_reads)) {
+      complete = false;
+      continue;
+    }
+    sum_distinct += mr.sum_distinct;
+    sum_uniform += mr.sum_uniform;
+    sum_rejected += mr.sum_rejected_reads;
+    layer_forwards += static_cast<double>(mr.n_forwards) * mr.n_moe_layers;
   }
   if (!any) return std::nullopt;
   for (auto& layer : m.layers) {
@@ -89,13 +101,25 @@ std::optional<MoeAggregate> aggregate_moe(const std::vector<PromptRecord>& recor
   m.distinct_experts.assign(u_sum.size(), kNaN);
   m.amplification.assign(u_sum.size(), kNaN);
   m.uniform_expectation.assign(u_sum.size(), kNaN);
+  double all_sum = 0;
+  int64_t all_count = 0;
   for (size_t t = 1; t < u_sum.size(); ++t) {
     if (u_count[t] == 0) continue;
+    all_sum += u_sum[t];
+    all_count += u_count[t];
     m.distinct_experts[t] = u_sum[t] / u_count[t];
     if (k > 0) m.amplification[t] = m.distinct_experts[t] / k;
     if (E > 0 && k > 0) m.uniform_expectation[t] = E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(t)));
   }
   if (generated > 0) m.expert_bytes_per_token = bytes / generated;
+  // Mean U over every recorded forward: the by-size sums are per-forward layer means, so this is
+  // MoEMetrics::mean_distinct whenever every forward ran the same MoE layers (always, per model).
+  if (all_count > 0) {
+    m.mean_distinct = all_sum / all_count;
+    if (k > 0) m.amplification_mean = m.mean_distinct / k;
+  }
+  if (complete && layer_forwards > 0 && k > 0) m.uniform_amplification = sum_uniform / layer_forwards / k;
+  if (complete && sum_distinct > 0) m.rejected_read_share = sum_rejected / sum_distinct;
   return m;
 }
 
@@ -148,6 +172,7 @@ RunAggregate aggregate_run(const nlohmann::json& run_spec, const std::vector<Pro
   a.acceptance_rate_by_record = estimate_of(all, [](const PromptRecord& r) { return r.acceptance_rate(); });
   a.mean_accepted_length_by_record = estimate_of(all, [](const PromptRecord& r) { return r.mean_accepted_length(); });
   a.cost_ratio = estimate_of(all, [](const PromptRecord& r) { return r.cost_ratio; });
+  a.decode_tokens_per_second = estimate_of(all, [](const PromptRecord& r) { return r.decode_tokens_per_second(); });
   if (a.kind == "speculative") {
     a.alpha_fit = alpha_fit(a.mean_accepted_length, a.draft_max);
     a.predicted_speedup = predicted_speedup(a.alpha_fit, a.draft_max, a.cost_ratio.mean);
@@ -158,8 +183,8 @@ RunAggregate aggregate_run(const nlohmann::json& run_spec, const std::vector<Pro
   std::map<Key, const PromptRecord*> base;
   if (baseline_records)
     for (const auto& r : *baseline_records) base[{r.prompt_index, r.repeat}] = &r;
-  std::map<std::string, std::vector<double>> speedup_by_category;
-  std::vector<double> speedups;
+  std::map<std::string, std::vector<double>> speedup_by_category, decode_speedup_by_category;
+  std::vector<double> speedups, decode_speedups;
   bool identical = true, all_paired = baseline_records != nullptr;
   double base_wall = 0.0;
   int64_t base_gen = 0;
@@ -168,18 +193,23 @@ RunAggregate aggregate_run(const nlohmann::json& run_spec, const std::vector<Pro
     if (it == base.end()) {
       all_paired = false;
       speedups.push_back(kNaN);
+      decode_speedups.push_back(kNaN);
       continue;
     }
     const PromptRecord& b = *it->second;
     double s = b.seconds_per_token() / r.seconds_per_token();
     speedups.push_back(s);
     speedup_by_category[r.category].push_back(s);
+    double ds = b.decode_seconds_per_token() / r.decode_seconds_per_token();  // NaN when either is unknown
+    decode_speedups.push_back(ds);
+    decode_speedup_by_category[r.category].push_back(ds);
     if (b.tokens != r.tokens) identical = false;
     base_wall += b.wall_s;
     base_gen += b.n_generated;
   }
   if (baseline_records) {
     a.speedup = estimate_mean(speedups);
+    a.decode_speedup = estimate_mean(decode_speedups);
     if (base_gen > 0 && a.n_generated > 0 && wall > 0)
       a.speedup_pooled = (base_wall / base_gen) / (wall / a.n_generated);
     if (a.temperature == 0.0 && all_paired) a.identical_to_baseline = identical;
@@ -195,7 +225,10 @@ RunAggregate aggregate_run(const nlohmann::json& run_spec, const std::vector<Pro
       c.tokens_per_second = estimate_of(recs, [](const PromptRecord& r) { return r.tokens_per_second; });
       c.acceptance_rate = estimate_of(recs, [](const PromptRecord& r) { return r.acceptance_rate(); });
       c.mean_accepted_length = estimate_of(recs, [](const PromptRecord& r) { return r.mean_accepted_length(); });
-      if (baseline_records) c.speedup = estimate_mean(speedup_by_category[cat]);
+      if (baseline_records) {
+        c.speedup = estimate_mean(speedup_by_category[cat]);
+        c.decode_speedup = estimate_mean(decode_speedup_by_category[cat]);
+      }
       a.categories.push_back(std::move(c));
     }
   }
@@ -306,7 +339,9 @@ nlohmann::json aggregate_to_json(const RunAggregate& a) {
       {"acceptance_rate_by_record", estimate_to_json(a.acceptance_rate_by_record)},
       {"mean_accepted_length_by_record", estimate_to_json(a.mean_accepted_length_by_record)},
       {"cost_ratio", estimate_to_json(a.cost_ratio)},
+      {"decode_tokens_per_second", estimate_to_json(a.decode_tokens_per_second)},
       {"speedup", estimate_to_json(a.speedup)},
+      {"decode_speedup", estimate_to_json(a.decode_speedup)},
       {"speedup_pooled", number_or_null(a.speedup_pooled)},
       {"alpha_fit", number_or_null(a.alpha_fit)},
       {"predicted_speedup", number_or_null(a.predicted_speedup)},
@@ -325,7 +360,8 @@ nlohmann::json aggregate_to_json(const RunAggregate& a) {
                     {"tokens_per_second", estimate_to_json(c.tokens_per_second)},
                     {"acceptance_rate", estimate_to_json(c.acceptance_rate)},
                     {"mean_accepted_length", estimate_to_json(c.mean_accepted_length)},
-                    {"speedup", estimate_to_json(c.speedup)}});
+                    {"speedup", estimate_to_json(c.speedup)},
+                    {"decode_speedup", estimate_to_json(c.decode_speedup)}});
   j["categories"] = cats;
   if (a.moe) {
     nlohmann::json layers = nlohmann::json::array();
@@ -347,7 +383,12 @@ nlohmann::json aggregate_to_json(const RunAggregate& a) {
                 {"distinct_experts_by_forward_tokens", vec(a.moe->distinct_experts)},
                 {"amplification_by_forward_tokens", vec(a.moe->amplification)},
                 {"uniform_expectation_by_forward_tokens", vec(a.moe->uniform_expectation)},
-                {"expert_bytes_per_token", number_or_null(a.moe->expert_bytes_per_token)}};
+                {"expert_bytes_per_token", number_or_null(a.moe->expert_bytes_per_token)},
+                {"expert_mb_per_token", number_or_null(a.moe->expert_bytes_per_token / 1e6)},
+                {"mean_distinct_experts", number_or_null(a.moe->mean_distinct)},
+                {"amplification", number_or_null(a.moe->amplification_mean)},
+                {"uniform_amplification", number_or_null(a.moe->uniform_amplification)},
+                {"rejected_read_share", number_or_null(a.moe->rejected_read_share)}};
   }
   return j;
 }

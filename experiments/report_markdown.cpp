@@ -19,8 +19,8 @@ std::string escape_cell(const std::string& s) {
   return out;
 }
 
-std::string render_table(const TextTable& t) {
-  std::string out = fmt::format("## {}\n\n|", t.title);
+std::string render_table(const TextTable& t, const char* heading = "##") {
+  std::string out = fmt::format("{} {}\n\n|", heading, t.title);
   for (const auto& h : t.headers) out += fmt::format(" {} |", escape_cell(h));
   out += "\n|";
   for (size_t i = 0; i < t.headers.size(); ++i) out += i == 0 ? "---|" : "---:|";
@@ -41,13 +41,27 @@ class MarkdownReportWriter : public ReportWriter {
     std::string out = fmt::format("# {}\n\n", exp.value("name", "experiment"));
     if (!exp.value("description", "").empty()) out += exp.value("description", "") + "\n\n";
     out += fmt::format("Generated {} by specmoe {}; config hash `{}`. Speedup is the baseline's wall time per "
-                       "generated token over the run's (mean ± 95% CI over prompts × repeats, Student t); "
+                       "generated token over the run's (mean ± 95% CI over prompts × repeats, Student t), prompt "
+                       "prefill included; decode speedup is the same ratio over the decode phase only (decode "
+                       "seconds per decoded token, prefill excluded), the figure predicted speedup models; "
                        "predicted speedup is Leviathan et al. 2023 Thm 3.8 with the fitted acceptance rate.\n\n",
                        r.created, r.environment.value("specmoe_commit", "?"), r.experiment.config_hash);
     out += render_table(summary_table(r));
     if (TextTable t = position_table(r); !t.empty()) out += render_table(t);
     if (TextTable t = category_table(r); !t.empty()) out += render_table(t);
     out += render_table(time_table(r));
+    if (TextTable t = moe_traffic_table(r); !t.empty()) {
+      out += "## MoE expert traffic\n\n"
+             "A target forward over T tokens reads, in each MoE layer, the U(T) distinct experts its tokens were "
+             "routed to (k <= U(T) <= min(E, T·k)); U/k is that read amplification against one token, and "
+             "uniform U/k what uniformly random routing would give over the same forwards, "
+             "E(1-(1-k/E)^T)/k. Reads on rejected tokens: experts only rejected draft positions were routed to, "
+             "as a share of all expert reads (pooled over the run's decode forwards). Expert MB: routed-expert "
+             "weight bytes read per generated token (10^6 bytes).\n\n";
+      t.title = "Per run";
+      out += render_table(t, "###");
+      out += render_table(moe_distinct_table(r), "###");
+    }
     if (TextTable t = moe_table(r); !t.empty()) out += render_table(t);
     if (!r.missing_runs.empty()) {
       out += "## Missing runs\n\nNot finished (or finished with another config): ";

@@ -2,6 +2,7 @@
 
 #include "experiments/report_tables.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -22,14 +23,14 @@ std::string format_estimate(const Estimate& e, int precision) {
 TextTable summary_table(const Report& r) {
   TextTable t;
   t.title = "Summary";
-  t.headers = {"run", "kind", "tokens/s", "speedup", "predicted speedup", "acceptance rate",
+  t.headers = {"run", "kind", "tokens/s", "speedup", "decode speedup", "predicted speedup", "acceptance rate",
                "mean accepted length", "cost ratio", "identical to baseline"};
   for (const auto& a : r.runs) {
     bool spec = a.kind == "speculative";
     std::string identical = a.identical_to_baseline ? (*a.identical_to_baseline ? "yes" : "NO") : "-";
     std::string kind = spec ? fmt::format("{} g={}", a.drafter, a.draft_max) : (a.is_baseline ? "baseline" : "autoregressive");
     t.rows.push_back({a.name, kind, format_estimate(a.tokens_per_second, 1), format_estimate(a.speedup, 2),
-                      format_number(a.predicted_speedup, 2), format_number(a.acceptance_rate, 3),
+                      format_estimate(a.decode_speedup, 2), format_number(a.predicted_speedup, 2), format_number(a.acceptance_rate, 3),
                       format_number(a.mean_accepted_length, 2), format_estimate(a.cost_ratio, 3), identical});
   }
   return t;
@@ -55,11 +56,13 @@ TextTable position_table(const Report& r) {
 TextTable category_table(const Report& r) {
   TextTable t;
   t.title = "By category";
-  t.headers = {"run", "category", "records", "tokens/s", "speedup", "acceptance rate", "mean accepted length"};
+  t.headers = {"run",     "category",        "records",        "tokens/s",
+               "speedup", "decode speedup", "acceptance rate", "mean accepted length"};
   for (const auto& a : r.runs)
     for (const auto& c : a.categories)
       t.rows.push_back({a.name, c.category, std::to_string(c.n_records), format_estimate(c.tokens_per_second, 1),
-                        format_estimate(c.speedup, 2), format_estimate(c.acceptance_rate, 3),
+                        format_estimate(c.speedup, 2), format_estimate(c.decode_speedup, 2),
+                        format_estimate(c.acceptance_rate, 3),
                         format_estimate(c.mean_accepted_length, 2)});
   return t;
 }
@@ -87,6 +90,59 @@ TextTable moe_table(const Report& r) {
                         format_number(L.jain_index, 3), format_number(L.routing_entropy, 3),
                         std::to_string(L.dropped_tokens)});
     }
+  }
+  return t;
+}
+
+TextTable moe_traffic_table(const Report& r) {
+  TextTable t;
+  t.title = "MoE expert traffic (target decode forwards)";
+  t.headers = {"run",         "kind", "k", "E", "mean U(T)", "U/k", "uniform U/k", "expert MB / token",
+               "% reads on rejected tokens"};
+  for (const auto& a : r.runs) {
+    if (!a.moe) continue;
+    const MoeAggregate& m = *a.moe;
+    std::string kind = a.kind == "speculative" ? fmt::format("{} g={}", a.drafter, a.draft_max) : "autoregressive";
+    t.rows.push_back({a.name, kind, std::to_string(m.n_expert_used), std::to_string(m.n_expert),
+                      format_number(m.mean_distinct, 2), format_number(m.amplification_mean, 2),
+                      format_number(m.uniform_amplification, 2), format_number(m.expert_bytes_per_token / 1e6, 2),
+                      format_number(100.0 * m.rejected_read_share, 1)});
+  }
+  return t;
+}
+
+TextTable moe_distinct_table(const Report& r) {
+  TextTable t;
+  t.title = "Distinct experts per layer per target forward, U(T), by forward size T";
+  std::vector<const RunAggregate*> runs;
+  std::vector<std::pair<int, int>> ek;  // distinct (E, k) for the uniform columns, in run order
+  size_t width = 0;
+  for (const auto& a : r.runs) {
+    if (!a.moe) continue;
+    runs.push_back(&a);
+    width = std::max(width, a.moe->distinct_experts.size());
+    std::pair<int, int> p{a.moe->n_expert, a.moe->n_expert_used};
+    if (std::find(ek.begin(), ek.end(), p) == ek.end()) ek.push_back(p);
+  }
+  if (runs.empty()) return t;
+  t.headers = {"T"};
+  for (const auto* a : runs) t.headers.push_back(a->name);
+  for (const auto& [E, k] : ek)
+    t.headers.push_back(ek.size() == 1 ? "uniform E(1-(1-k/E)^T)" : fmt::format("uniform E={} k={}", E, k));
+  for (size_t T = 1; T < width; ++T) {
+    std::vector<std::string> row = {std::to_string(T)};
+    bool seen = false;
+    for (const auto* a : runs) {
+      const auto& u = a->moe->distinct_experts;
+      double v = T < u.size() ? u[T] : kNaN;
+      seen |= std::isfinite(v);
+      row.push_back(format_number(v, 2));
+    }
+    if (!seen) continue;  // no run had a forward of this size
+    for (const auto& [E, k] : ek)
+      row.push_back(E > 0 && k > 0 ? format_number(E * (1.0 - std::pow(1.0 - static_cast<double>(k) / E, T)), 2)
+                                   : "-");
+    t.rows.push_back(std::move(row));
   }
   return t;
 }

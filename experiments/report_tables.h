@@ -24,6 +24,12 @@ TextTable position_table(const Report& r);   // speculative runs only
 TextTable category_table(const Report& r);   // empty when no run has categories
 TextTable time_table(const Report& r);
 TextTable moe_table(const Report& r);        // empty without MoE statistics
+// MoE expert traffic per MoE run: k, E, mean U(T), U/k against uniform routing, expert MB per
+// generated token, share of expert reads on rejected tokens. Empty when no run has an MoE target.
+TextTable moe_traffic_table(const Report& r);
+// Mean U(T) by forward size T (rows) per MoE run (columns), with the uniform-routing expectation
+// E(1-(1-k/E)^T) per distinct (E, k). Empty when no run has an MoE target.
+TextTable moe_distinct_table(const Report& r);
 TextTable environment_table(const Report& r);
 TextTable seeds_table(const Report& r);
 

@@ -40,6 +40,12 @@ struct Reader {
     if (!v.is_number_integer()) throw_error(ErrorKind::Format, "{}: field '{}' must be an integer", where, key);
     return v.get<int64_t>();
   }
+  int64_t optional_integer(const char* key, int64_t absent) const {  // absent or null -> `absent`
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return absent;
+    if (!it->is_number_integer()) throw_error(ErrorKind::Format, "{}: field '{}' must be an integer", where, key);
+    return it->get<int64_t>();
+  }
   double real(const char* key) const {  // absent or null -> NaN
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return kNaN;
@@ -69,7 +75,13 @@ nlohmann::json moe_to_json(const MoeRecord& m) {
           {"n_expert_used", m.n_expert_used},
           {"distinct_experts_sum", m.distinct_experts_sum},
           {"distinct_experts_count", m.distinct_experts_count},
-          {"expert_bytes_read", m.expert_bytes_read}};
+          {"expert_bytes_read", m.expert_bytes_read},
+          {"n_expert", m.n_expert},
+          {"n_moe_layers", m.n_moe_layers},
+          {"n_forwards", m.n_forwards},
+          {"sum_distinct", number_or_null(m.sum_distinct)},
+          {"sum_uniform", number_or_null(m.sum_uniform)},
+          {"sum_rejected_reads", number_or_null(m.sum_rejected_reads)}};
 }
 
 MoeRecord moe_from_json(const nlohmann::json& j, const std::string& where) {
@@ -81,6 +93,13 @@ MoeRecord moe_from_json(const nlohmann::json& j, const std::string& where) {
   m.distinct_experts_sum = r.array<double>("distinct_experts_sum");
   m.distinct_experts_count = r.array<int64_t>("distinct_experts_count");
   m.expert_bytes_read = r.real("expert_bytes_read");
+  // Absent in records written before the MoE-aware speculative metrics: unknown (0 / NaN).
+  m.n_expert = static_cast<int>(r.optional_integer("n_expert", 0));
+  m.n_moe_layers = static_cast<int>(r.optional_integer("n_moe_layers", 0));
+  m.n_forwards = r.optional_integer("n_forwards", 0);
+  m.sum_distinct = r.real("sum_distinct");
+  m.sum_uniform = r.real("sum_uniform");
+  m.sum_rejected_reads = r.real("sum_rejected_reads");
   return m;
 }
 
@@ -106,6 +125,8 @@ nlohmann::json record_to_json(const PromptRecord& r) {
       {"position_drafted", r.position_drafted},
       {"position_accepted", r.position_accepted},
       {"wall_s", r.wall_s},
+      {"prefill_s", number_or_null(r.prefill_s)},
+      {"n_decoded", r.n_decoded >= 0 ? nlohmann::json(r.n_decoded) : nlohmann::json()},
       {"ttft_ms", number_or_null(r.ttft_ms)},
       {"tokens_per_second", number_or_null(r.tokens_per_second)},
       {"cost_ratio", number_or_null(r.cost_ratio)},
@@ -141,6 +162,8 @@ PromptRecord record_from_json(const nlohmann::json& j, const std::string& where)
   p.position_drafted = r.array<int64_t>("position_drafted");
   p.position_accepted = r.array<int64_t>("position_accepted");
   p.wall_s = r.real("wall_s");
+  p.prefill_s = r.real("prefill_s");             // absent in older records: unknown
+  p.n_decoded = r.optional_integer("n_decoded", -1);
   p.ttft_ms = r.real("ttft_ms");
   p.tokens_per_second = r.real("tokens_per_second");
   p.cost_ratio = r.real("cost_ratio");

@@ -31,6 +31,16 @@ struct MoeRecord {
   std::vector<double> distinct_experts_sum;
   std::vector<int64_t> distinct_experts_count;
   double expert_bytes_read = 0.0;  // bytes of expert weights read over the whole generation
+  // verify::MoEMetrics of the decode forwards (records written before these existed load with
+  // n_expert 0 and NaN sums: unknown, never zero). Sums run over forwards and MoE layers:
+  // U(T), the uniform-routing expectation E(1-(1-k/E)^T), and the reads of experts that only
+  // rejected draft positions were routed to (MoEMetrics::rejected_read_share = rejected / distinct).
+  int n_expert = 0;                 // E
+  int n_moe_layers = 0;
+  int64_t n_forwards = 0;           // decode forwards recorded
+  double sum_distinct = kNaN;
+  double sum_uniform = kNaN;
+  double sum_rejected_reads = kNaN;
 };
 
 // One generation: a run's strategy on one prompt, one repeat.
@@ -54,6 +64,12 @@ struct PromptRecord {
   std::vector<int64_t> position_drafted, position_accepted;
 
   double wall_s = 0.0;              // whole generation (prefill + decode), seconds
+  // Prompt processing before the decode loop, and the tokens the decode loop produced
+  // (verify::Metrics: autoregressive n_generated - 1, speculative n_generated). Speculation only
+  // changes the decode phase, so decode_speedup is what predicted_speedup models. NaN / -1:
+  // unknown (records written before these fields existed).
+  double prefill_s = kNaN;
+  int64_t n_decoded = -1;
   double ttft_ms = kNaN;            // time to first generated token, milliseconds
   double tokens_per_second = kNaN;  // n_generated / wall_s unless the engine measured otherwise
   double cost_ratio = kNaN;         // draft step time / single-token target step time (c)
@@ -72,6 +88,13 @@ struct PromptRecord {
   double seconds_per_token() const {
     return n_generated > 0 ? wall_s / static_cast<double>(n_generated) : kNaN;
   }
+  double decode_s() const { return std::isfinite(prefill_s) ? wall_s - prefill_s : kNaN; }
+  // Decode seconds per decoded token; NaN when unknown or when nothing was decoded.
+  double decode_seconds_per_token() const {
+    const double d = decode_s();
+    return n_decoded > 0 && d > 0.0 ? d / static_cast<double>(n_decoded) : kNaN;
+  }
+  double decode_tokens_per_second() const { return 1.0 / decode_seconds_per_token(); }
 };
 
 // A sample mean with its 95% confidence half-width (Student t, n-1 degrees of freedom).
@@ -85,7 +108,7 @@ struct Estimate {
 struct CategoryAggregate {
   std::string category;
   int n_records = 0;
-  Estimate tokens_per_second, acceptance_rate, mean_accepted_length, speedup;
+  Estimate tokens_per_second, acceptance_rate, mean_accepted_length, speedup, decode_speedup;
 };
 
 // MoE load statistics of one layer over all of a run's records.
@@ -105,6 +128,13 @@ struct MoeAggregate {
   // uniform-routing expectation E * (1 - (1 - k/E)^T).
   std::vector<double> distinct_experts, amplification, uniform_expectation;
   double expert_bytes_per_token = kNaN;
+  // Over every recorded decode forward of every record (pooled): mean U(T) per layer, U/k, the
+  // uniform-routing U/k over the same forwards, and the share of expert reads spent on rejected
+  // tokens (sum rejected reads / sum U). NaN when a record predates the field.
+  double mean_distinct = kNaN;
+  double amplification_mean = kNaN;
+  double uniform_amplification = kNaN;
+  double rejected_read_share = kNaN;
 };
 
 // What the report says about one run (computed from its records and its baseline's records).
@@ -124,7 +154,11 @@ struct RunAggregate {
 
   Estimate tokens_per_second, ttft_ms, acceptance_rate_by_record, mean_accepted_length_by_record,
       cost_ratio;
+  Estimate decode_tokens_per_second;  // per record: n_decoded / (wall_s - prefill_s)
   Estimate speedup;  // paired per (prompt, repeat): baseline seconds/token over this run's
+  // Paired like speedup, over the decode phase only: the baseline's decode seconds per decoded
+  // token over this run's (the figure predicted_speedup models; prefill excluded).
+  Estimate decode_speedup;
   double speedup_pooled = kNaN;  // baseline total seconds/token over this run's
   double alpha_fit = kNaN;
   double predicted_speedup = kNaN;

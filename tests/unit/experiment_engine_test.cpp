@@ -1,6 +1,7 @@
 // The harness on the real engine: a tiny synthetic target/draft pair, every built-in drafter,
 // greedy and sampled. Same TOML twice -> identical tokens and counts; greedy speculative runs
 // reproduce the autoregressive baseline token for token; engine-side validation errors.
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -265,8 +266,39 @@ layerskip_layers = 1
     EXPECT_GE(run.moe->distinct_experts[1], 2.0 - 1e-9);  // one token touches exactly k experts
     EXPECT_LE(run.moe->distinct_experts[1], 2.0 + 1e-9);
   }
+  // Decode-phase timing and the pooled MoE traffic sums reach the records and the aggregates.
+  for (size_t i = 0; i < r.runs.size(); ++i) {
+    SCOPED_TRACE(r.runs[i].name);
+    const bool ar = i == 0;
+    for (const auto& rec : r.records[i]) {
+      EXPECT_GT(rec.prefill_s, 0.0);
+      EXPECT_LT(rec.prefill_s, rec.wall_s);
+      EXPECT_EQ(rec.n_decoded, ar ? rec.n_generated - 1 : rec.n_generated);
+      ASSERT_TRUE(rec.moe.has_value());
+      EXPECT_EQ(rec.moe->n_expert, 4);
+      EXPECT_EQ(rec.moe->n_moe_layers, 3);
+      EXPECT_GT(rec.moe->sum_distinct, 0.0);
+    }
+    EXPECT_TRUE(std::isfinite(r.runs[i].decode_speedup.mean));
+    const MoeAggregate& m = *r.runs[i].moe;
+    if (ar) {
+      // One token per forward reads exactly k experts per layer; nothing is ever rejected.
+      EXPECT_NEAR(m.amplification_mean, 1.0, 1e-12);
+      EXPECT_NEAR(m.uniform_amplification, 1.0, 1e-12);
+      EXPECT_DOUBLE_EQ(m.rejected_read_share, 0.0);
+    } else {
+      // Forwards of up to 3 tokens through 4 experts top-2: 1 <= U/k <= 2.
+      EXPECT_GE(m.amplification_mean, 1.0);
+      EXPECT_LE(m.amplification_mean, 2.0);
+      EXPECT_GT(m.uniform_amplification, 1.0);
+      EXPECT_GE(m.rejected_read_share, 0.0);
+      EXPECT_LT(m.rejected_read_share, 1.0);
+    }
+  }
   std::string html = read_file((dir_ / "moe" / "report.html").string());
   EXPECT_NE(html.find("Expert load"), std::string::npos);
+  EXPECT_NE(html.find("MoE expert traffic"), std::string::npos);
+  EXPECT_NE(read_file((dir_ / "moe" / "report.md").string()).find("## MoE expert traffic"), std::string::npos);
   EXPECT_TRUE(r.runs[1].identical_to_baseline.value_or(false));
 }
 
