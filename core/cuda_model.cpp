@@ -3,7 +3,11 @@
 // weights uploaded once at load, activations and the KV cache in device memory, and every op a
 // kernels/cuda launcher queued on the model's one stream. Per forward the host uploads the token
 // ids, positions and mask (one copy) and downloads the logits (one copy); sampling stays on the
-// host, on those logits. Only in builds with SPECMOE_HAVE_CUDA.
+// host, on those logits, or for greedy decoding only the argmax ids come back (forward_argmax).
+// MoE blocks (Mixtral-style llama, qwen2moe) route, group and combine on the device
+// (kernels/cuda/moe_ops.h) and run one SwiGLU per active expert on its slice of the stacked
+// expert tensors; their routing is copied back per layer for the host statistics. Only in builds
+// with SPECMOE_HAVE_CUDA.
 #ifdef SPECMOE_HAVE_CUDA
 #include "core/cuda_model.h"
 
@@ -20,6 +24,7 @@
 #include "core/model_weights.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/moe_ops.h"
 #include "kernels/cuda/ops.h"
 
 namespace specmoe::core {
@@ -104,8 +109,24 @@ struct CudaLayer {
   const float* ffn_norm_b = nullptr;
   cu::DeviceMatrix gate, up, down;   // SwiGLU: gate/up (n_embd -> n_ff), down (n_ff -> n_embd); gpt2: no gate
   const float *b_up = nullptr, *b_down = nullptr;  // gpt2
+  // MoE blocks: the router and the stacked experts as one matrix each, expert e being rows
+  // [e * n_ff_expert, (e + 1) * n_ff_expert) of gate_exps/up_exps and [e * n_embd, (e + 1) * n_embd)
+  // of down_exps (GGUF ne {n_in, n_out, n_expert}: experts are contiguous slices).
+  cu::DeviceMatrix gate_inp;                      // (n_embd -> n_expert)
+  cu::DeviceMatrix gate_exps, up_exps, down_exps;  // (n_embd -> E * n_ff_exp) x2, (n_ff_exp -> E * n_embd)
+  cu::DeviceMatrix gate_sh, up_sh, down_sh;        // qwen2moe shared expert (n_embd -> n_ff_sh) x2, (n_ff_sh -> n_embd)
+  cu::DeviceMatrix gate_inp_sh;                    // qwen2moe: (n_embd -> 1), F32; absent = shared weight 1
   bool fused_qkv() const { return wqkv.data != nullptr; }
+  bool moe() const { return gate_inp.data != nullptr; }
 };
+
+// Rows [r0, r0 + n) of m as a matrix of n outputs.
+cu::DeviceMatrix row_slice(const cu::DeviceMatrix& m, int64_t r0, int64_t n) {
+  cu::DeviceMatrix s = m;
+  s.data = static_cast<const uint8_t*>(m.data) + static_cast<size_t>(r0) * m.row_bytes;
+  s.n_out = n;
+  return s;
+}
 
 class CudaBackend final : public ModelBackend {
  public:
@@ -116,8 +137,11 @@ class CudaBackend final : public ModelBackend {
     return std::make_unique<CudaKVStorage>(ctx_, c_.n_layer, capacity, c_.kv_dim());
   }
   void forward(const ForwardBatch& batch, KVCache& kv, std::vector<float>& logits) override;
+  void forward_argmax(const ForwardBatch& batch, KVCache& kv, std::vector<int32_t>& ids) override;
 
  private:
+  // The forward up to the head; returns the device logits [*n_out, n_vocab].
+  const float* run(const ForwardBatch& b, KVCache& kv, int64_t* n_out);
   // --- load
   // Copies `bytes` at `host` to a new device buffer. `stable` host memory (the file's memory map)
   // is uploaded once per address, so a tied head shares the embedding's copy; temporaries are not
@@ -130,6 +154,10 @@ class CudaBackend final : public ModelBackend {
   void attention_block(int l, int64_t T, int64_t n_past, const int32_t* d_pos, const uint8_t* d_mask,
                        CudaKVStorage& kv);
   void ffn_block(int l, int64_t T);
+  // x += moe(norm(x)) with k experts per token; the routing goes to *rec (when non-null).
+  void moe_block(int l, int64_t T, int k, MoELayerRecord* rec);
+  // Stacked expert tensor `name` (GGUF ne {n_in, n_out, E}) as one matrix of n_out * E rows.
+  cu::DeviceMatrix upload_stacked(const GGUFFile& file, const std::string& name, int64_t n_in, int64_t n_rows);
   template <typename E>
   E* ensure(cu::DeviceBuffer& buf, size_t count);
 
@@ -145,8 +173,16 @@ class CudaBackend final : public ModelBackend {
 
   // Activations, grown on demand and reused. // [T, n_embd] unless noted
   cu::DeviceBuffer x_, xn_, q_ /*[T, q_dim]*/, qkv_ /*[T, q_dim + 2 kv_dim]*/, att_ /*[T, q_dim]*/,
-      g_ /*[T, n_ff]*/, u_ /*[T, n_ff]*/, logits_ /*[T, n_vocab]*/, io_ /*ids, positions, mask*/;
+      g_ /*[T, n_ff]*/, u_ /*[T, n_ff]*/, logits_ /*[T, n_vocab]*/, io_ /*ids, positions, mask*/,
+      ids_ /*[T] argmax ids*/;
   std::vector<uint8_t> io_host_;
+  // MoE activations (n = T * k assignments): router logits [T, E]; the record [E + 2n] int32
+  // words (tokens per expert | expert ids [T, k] | weights [T, k] as float bits), copied back
+  // per layer; the grouping [E + 1 + 2n] (offsets | sorted assignments | slot positions);
+  // gathered inputs xs [n, n_embd], hidden [n, n_ff_exp] x2, expert outputs [n, n_embd]; the
+  // shared expert's hidden [T, n_ff_sh] x2, output [T, n_embd] and gate logit [T].
+  cu::DeviceBuffer rl_, rec_, grp_, xs_, eh_, eu_, ey_, sh_h_, sh_u_, sh_y_, sh_z_;
+  std::vector<int32_t> rec_host_;
 };
 
 CudaBackend::CudaBackend(int device, const GGUFFile& file, const ModelConfig& config, const ModelWeights& w)
@@ -157,11 +193,11 @@ CudaBackend::CudaBackend(int device, const GGUFFile& file, const ModelConfig& co
     throw_error(ErrorKind::Runtime, "{}: device cuda:{} is not available: {} CUDA device(s) present ({})", path_,
                 device, count, info.available() ? "ok" : info.status);
   }
-  if (c_.is_moe())
+  if (c_.is_moe() && c_.expert_gating != ExpertGating::Softmax)
     throw_error(ErrorKind::Unsupported,
-                "{}: architecture '{}' has {} experts per layer: the CUDA backend runs dense models only (MoE layers "
-                "run on --device cpu)",
-                path_, c_.arch_name, c_.n_expert);
+                "{}: expert_gating_func {} (sigmoid, group-limited top-k routing) is not ported to the CUDA backend, "
+                "which routes by softmax top-k only: use --device cpu",
+                path_, static_cast<int>(c_.expert_gating));
   ctx_ = std::make_shared<cu::Context>(device);
 
   // Fail with a clear message before uploading what cannot fit.
@@ -169,8 +205,14 @@ CudaBackend::CudaBackend(int device, const GGUFFile& file, const ModelConfig& co
   const TensorBinder binder(file);
   for (int l = 0; l < c_.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
-    need += L.wq.bytes() + L.wk.bytes() + L.wv.bytes() + L.wqkv.bytes() + L.wo.bytes() +
-            L.ffn->weight_bytes_per_token();
+    need += L.wq.bytes() + L.wk.bytes() + L.wv.bytes() + L.wqkv.bytes() + L.wo.bytes();
+    if (!c_.is_moe()) {
+      need += L.ffn->weight_bytes_per_token();
+      continue;
+    }
+    for (const char* t : {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "ffn_gate_shexp",
+                          "ffn_up_shexp", "ffn_down_shexp", "ffn_gate_inp_shexp"})  // every expert is uploaded
+      if (const GGUFTensorInfo* ti = file.find_tensor(fmt::format("blk.{}.{}.weight", l, t))) need += ti->nbytes;
   }
   {
     cu::DeviceGuard guard(device);
@@ -212,7 +254,28 @@ CudaBackend::CudaBackend(int device, const GGUFFile& file, const ModelConfig& co
     D.bo = upload_vector(L.bo);
     // The FFN's tensors are private to the CPU FeedForward: bind them again by name (the same
     // names and shapes as core/model_ffn.cpp checks).
-    if (gpt2) {
+    if (c_.is_moe()) {
+      // Shapes were checked when the CPU side bound them (core/model_moe.cpp).
+      const int64_t d = c_.n_embd, E = c_.n_expert, ff = c_.n_ff_expert;
+      D.gate_inp = upload_matrix(binder.matrix(p + "ffn_gate_inp.weight", d, E), p + "ffn_gate_inp.weight");
+      D.gate_exps = upload_stacked(file, p + "ffn_gate_exps.weight", d, ff * E);
+      D.up_exps = upload_stacked(file, p + "ffn_up_exps.weight", d, ff * E);
+      D.down_exps = upload_stacked(file, p + "ffn_down_exps.weight", ff, d * E);
+      if (c_.arch == Arch::Qwen2Moe) {
+        const int64_t sh = c_.n_ff_shared_expert;
+        D.gate_sh = upload_matrix(binder.matrix(p + "ffn_gate_shexp.weight", d, sh), p + "ffn_gate_shexp.weight");
+        D.up_sh = upload_matrix(binder.matrix(p + "ffn_up_shexp.weight", d, sh), p + "ffn_up_shexp.weight");
+        D.down_sh = upload_matrix(binder.matrix(p + "ffn_down_shexp.weight", sh, d), p + "ffn_down_shexp.weight");
+        // The gate vector as F32 (the CPU dequantizes it too), one output row.
+        if (binder.has(p + "ffn_gate_inp_shexp.weight")) {
+          D.gate_inp_sh.type = DType::F32;
+          D.gate_inp_sh.data = upload_vector(binder.vector(p + "ffn_gate_inp_shexp.weight", d));
+          D.gate_inp_sh.n_in = d;
+          D.gate_inp_sh.n_out = 1;
+          D.gate_inp_sh.row_bytes = static_cast<size_t>(d) * sizeof(float);
+        }
+      }
+    } else if (gpt2) {
       D.up = upload_matrix(binder.matrix(p + "ffn_up.weight", c_.n_embd, c_.n_ff), p + "ffn_up.weight");
       D.b_up = upload_vector(binder.vector(p + "ffn_up.bias", c_.n_ff));
       D.down = upload_matrix(binder.matrix(p + "ffn_down.weight", c_.n_ff, c_.n_embd), p + "ffn_down.weight");
@@ -251,6 +314,16 @@ cu::DeviceMatrix CudaBackend::upload_matrix(const cpu::MatrixView& m, const std:
   d.row_bytes = m.row_bytes;
   d.data = upload(m.data, m.bytes(), /*stable=*/true);  // matrices point into the memory map
   return d;
+}
+
+cu::DeviceMatrix CudaBackend::upload_stacked(const GGUFFile& file, const std::string& name, int64_t n_in,
+                                             int64_t n_rows) {
+  const GGUFTensorInfo* t = file.find_tensor(name);
+  if (t == nullptr) throw_error(ErrorKind::Format, "{}: tensor '{}' is missing", path_, name);
+  const cpu::MatrixView m = cpu::MatrixView::make(t->type, t->data, n_in, n_rows);
+  if (m.bytes() != t->nbytes)
+    throw_error(ErrorKind::Format, "{}: tensor '{}' holds {} bytes, expected {}", path_, name, t->nbytes, m.bytes());
+  return upload_matrix(m, name);
 }
 
 const float* CudaBackend::upload_vector(const std::vector<float>& v) {
@@ -369,7 +442,98 @@ void CudaBackend::ffn_block(int l, int64_t T) {
   cu::add(ctx, x, xn, x, T * d);
 }
 
+// x += moe(norm(x)) (moe::MoELayer on the device):
+//   logits = xn W_inp^T; (experts, weights) = softmax top-k; group the T*k assignments by expert
+//   (histogram, scan, stable radix sort) and gather their inputs; per active expert e, in expert
+//   order: y = down_e(silu(gate_e xs) * up_e xs) over its contiguous rows; shared expert over all
+//   T tokens; combine per token over its slots in rank order (+ sigmoid-gated shared output).
+// The host needs the tokens per expert to size each expert's GEMM: the record (counts, ids,
+// weights) is copied back once per MoE layer, which also gives Model the routing it records.
+void CudaBackend::moe_block(int l, int64_t T, int k, MoELayerRecord* rec) {
+  cu::Context& ctx = *ctx_;
+  const CudaLayer& L = layers_[l];
+  const int64_t d = c_.n_embd, ff = c_.n_ff_expert;
+  const int E = c_.n_expert;
+  const int64_t n = T * k;
+  float* x = x_.as<float>();
+  float* xn = xn_.as<float>();
+  norm(L.ffn_norm, L.ffn_norm_b, x, xn, T);
+
+  float* rl = rl_.as<float>();                     // [T, E]
+  int32_t* counts = rec_.as<int32_t>();            // [E]
+  int32_t* experts = counts + E;                   // [T, k]
+  float* weights = reinterpret_cast<float*>(experts + n);  // [T, k]
+  int32_t* offsets = grp_.as<int32_t>();           // [E + 1]
+  int32_t* sorted = offsets + E + 1;               // [n]
+  int32_t* slot_pos = sorted + n;                  // [n]
+  cu::matmul(ctx, xn, T, L.gate_inp, rl);
+  cu::moe_softmax_topk(ctx, rl, T, E, k, c_.expert_weights_norm, experts, weights);
+  cu::moe_group_by_expert(ctx, experts, n, E, counts, offsets, sorted);
+  cu::moe_gather(ctx, xn, d, sorted, n, k, xs_.as<float>(), slot_pos);
+
+  // The shared expert does not depend on the routing: queue it before the host waits.
+  const float* sh_y = nullptr;
+  const float* sh_z = nullptr;
+  if (L.gate_sh.data != nullptr) {
+    const int64_t sh = L.gate_sh.n_out;
+    cu::matmul(ctx, xn, T, L.gate_sh, sh_h_.as<float>());
+    cu::matmul(ctx, xn, T, L.up_sh, sh_u_.as<float>());
+    cu::swiglu(ctx, sh_h_.as<float>(), sh_u_.as<float>(), sh_h_.as<float>(), T * sh);
+    cu::matmul(ctx, sh_h_.as<float>(), T, L.down_sh, sh_y_.as<float>());
+    sh_y = sh_y_.as<float>();
+    if (L.gate_inp_sh.data != nullptr) {
+      cu::matmul(ctx, xn, T, L.gate_inp_sh, sh_z_.as<float>());  // [T, 1]
+      sh_z = sh_z_.as<float>();
+    }
+  }
+
+  rec_host_.resize(static_cast<size_t>(E + 2 * n));
+  ctx.download(rec_host_.data(), counts, rec_host_.size() * sizeof(int32_t));  // waits for the routing
+  int64_t off = 0;
+  for (int e = 0; e < E; ++e) {
+    const int64_t ne = rec_host_[e];
+    if (ne == 0) continue;  // an expert no token chose is never read
+    float* h = eh_.as<float>() + off * ff;
+    float* u = eu_.as<float>() + off * ff;
+    cu::matmul(ctx, xs_.as<float>() + off * d, ne, row_slice(L.gate_exps, e * ff, ff), h);
+    cu::matmul(ctx, xs_.as<float>() + off * d, ne, row_slice(L.up_exps, e * ff, ff), u);
+    cu::swiglu(ctx, h, u, h, ne * ff);
+    cu::matmul(ctx, h, ne, row_slice(L.down_exps, e * d, d), ey_.as<float>() + off * d);
+    off += ne;
+  }
+  if (off != n)
+    throw_error(ErrorKind::Runtime, "{}: layer {}: the device routed {} of {} (token, expert) assignments", path_, l,
+                off, n);
+  cu::moe_combine(ctx, x, T, d, k, ey_.as<float>(), slot_pos, weights, sh_y, sh_z);
+
+  if (rec != nullptr) {
+    rec->ran = true;
+    rec->n_tokens = static_cast<int>(T);
+    rec->k = k;
+    rec->tokens_per_expert.assign(rec_host_.begin(), rec_host_.begin() + E);
+    rec->experts.assign(rec_host_.begin() + E, rec_host_.begin() + E + n);
+    rec->weights.resize(static_cast<size_t>(n));
+    std::memcpy(rec->weights.data(), rec_host_.data() + E + n, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
 void CudaBackend::forward(const ForwardBatch& b, KVCache& kv, std::vector<float>& logits) {
+  int64_t n_out = 0;
+  const float* d_logits = run(b, kv, &n_out);
+  logits.resize(static_cast<size_t>(n_out) * c_.n_vocab);
+  ctx_->download(logits.data(), d_logits, logits.size() * sizeof(float));  // waits for the forward
+}
+
+void CudaBackend::forward_argmax(const ForwardBatch& b, KVCache& kv, std::vector<int32_t>& ids) {
+  int64_t n_out = 0;
+  const float* d_logits = run(b, kv, &n_out);
+  int32_t* d_ids = ensure<int32_t>(ids_, static_cast<size_t>(n_out));
+  cu::argmax_rows(*ctx_, d_logits, n_out, c_.n_vocab, d_ids);
+  ids.resize(static_cast<size_t>(n_out));
+  ctx_->download(ids.data(), d_ids, ids.size() * sizeof(int32_t));  // T ids instead of T x n_vocab floats
+}
+
+const float* CudaBackend::run(const ForwardBatch& b, KVCache& kv, int64_t* n_out_ptr) {
   auto* st = dynamic_cast<CudaKVStorage*>(kv.device_storage());
   if (st == nullptr || st->context() != ctx_.get())
     throw_error(ErrorKind::InvalidArgument,
@@ -406,8 +570,36 @@ void CudaBackend::forward(const ForwardBatch& b, KVCache& kv, std::vector<float>
   ensure<float>(q_, T * q_dim);
   ensure<float>(att_, T * q_dim);
   if (!layers_.empty() && layers_[0].fused_qkv()) ensure<float>(qkv_, T * (q_dim + 2 * kvd));
-  ensure<float>(g_, T * c_.n_ff);
-  if (!gpt2) ensure<float>(u_, T * c_.n_ff);
+  const bool moe = c_.is_moe();
+  if (moe) {
+    const int k = b.moe_k, E = c_.n_expert;
+    if (k < 1 || k > E)
+      throw_error(ErrorKind::InvalidArgument, "{}: MoE k = {} outside [1, {}]", path_, k, E);
+    if (b.moe_capacity_factor > 0.0)
+      throw_error(ErrorKind::Unsupported,
+                  "{}: MoE capacity factor {} (Switch token dropping) is not ported to the CUDA backend: use --device "
+                  "cpu or a capacity factor of 0 (dropless)",
+                  path_, b.moe_capacity_factor);
+    const int64_t n = T * k, ff = c_.n_ff_expert, sh = c_.n_ff_shared_expert;
+    ensure<float>(rl_, T * E);
+    ensure<int32_t>(rec_, E + 2 * n);
+    ensure<int32_t>(grp_, E + 1 + 2 * n);
+    ensure<float>(xs_, n * d);
+    ensure<float>(eh_, n * ff);
+    ensure<float>(eu_, n * ff);
+    ensure<float>(ey_, n * d);
+    if (c_.arch == Arch::Qwen2Moe) {
+      ensure<float>(sh_h_, T * sh);
+      ensure<float>(sh_u_, T * sh);
+      ensure<float>(sh_y_, T * d);
+      ensure<float>(sh_z_, T);
+    }
+    if (b.moe_records != nullptr && static_cast<int>(b.moe_records->size()) < c_.n_layer)
+      b.moe_records->resize(c_.n_layer);
+  } else {
+    ensure<float>(g_, T * c_.n_ff);
+    if (!gpt2) ensure<float>(u_, T * c_.n_ff);
+  }
   float* x = x_.as<float>();
   float* xn = xn_.as<float>();
 
@@ -419,7 +611,10 @@ void CudaBackend::forward(const ForwardBatch& b, KVCache& kv, std::vector<float>
   }
   for (int l = 0; l < b.n_layers; ++l) {
     attention_block(l, T, n_past, d_pos, d_mask, *st);
-    ffn_block(l, T);
+    if (layers_[l].moe())
+      moe_block(l, T, b.moe_k, b.moe_records ? &(*b.moe_records)[l] : nullptr);
+    else
+      ffn_block(l, T);
   }
 
   // Final norm and head, for all tokens or only the last one; then the one download.
@@ -428,8 +623,8 @@ void CudaBackend::forward(const ForwardBatch& b, KVCache& kv, std::vector<float>
   norm(output_norm_, output_norm_b_, x + first * d, xn, n_out);
   float* d_logits = ensure<float>(logits_, static_cast<size_t>(n_out) * c_.n_vocab);
   cu::matmul(ctx, xn, n_out, output_, d_logits);
-  logits.resize(static_cast<size_t>(n_out) * c_.n_vocab);
-  ctx.download(logits.data(), d_logits, logits.size() * sizeof(float));  // waits for the forward
+  *n_out_ptr = n_out;
+  return d_logits;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "core/model_ffn.h"
 #include "core/model_moe.h"
 #include "core/model_weights.h"
+#include "core/sampling.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 
@@ -51,6 +52,16 @@ struct Model::Impl {
       cpu::rmsnorm(*pool, in, wt.data(), out, T, config.n_embd, config.norm_eps);
   }
   void attention_block(int l, int64_t T, std::span<const int32_t> positions, KVCache& kv, const uint8_t* allowed);
+  // Checks a forward's arguments (throwing as Model::forward documents) and resolves them into a
+  // batch; pos_storage holds the default positions the batch points to.
+  ForwardBatch prepare(std::span<const int32_t> tokens, std::span<const int32_t> positions, const KVCache& kv,
+                       const ForwardOptions& options, std::vector<int32_t>& pos_storage);
+  void forward_cpu(const ForwardBatch& b, KVCache& kv, std::vector<float>& logits);
+  // After a backend forward: each MoE layer it ran is recorded as the CPU forward records it.
+  void record_backend_moe(const ForwardBatch& b);
+
+  std::vector<MoELayerRecord> moe_records;  // [n_layer] filled by a backend forward
+  std::vector<float> argmax_logits;         // CPU forward_argmax scratch
 };
 
 Model::Model() : impl_(std::make_unique<Impl>()) {}
@@ -78,13 +89,14 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
                 I.tokenizer->n_vocab(), c.n_vocab);
   I.pool = std::make_unique<cpu::ThreadPool>(options.n_threads);
   I.last_distinct.assign(c.n_layer, -1);
+  // The backend first: a device that cannot run the MoE options refuses them (set_moe_*).
+  if (I.device.kind != Device::Kind::Cpu) I.backend = make_model_backend(I.device, *I.file, c, I.w);
   if (options.moe_k_override != 0 || options.moe_capacity_factor != 0.0) {
     if (!c.is_moe())
       throw_error(ErrorKind::InvalidArgument, "{}: MoE k override / capacity factor given for a dense model", path);
     if (options.moe_k_override != 0) m->set_moe_k(options.moe_k_override);
     m->set_moe_capacity_factor(options.moe_capacity_factor);
   }
-  if (I.device.kind != Device::Kind::Cpu) I.backend = make_model_backend(I.device, *I.file, c, I.w);
   return m;
 }
 
@@ -185,26 +197,25 @@ void Model::Impl::attention_block(int l, int64_t T, std::span<const int32_t> pos
   cpu::add_inplace(x.data(), xn.data(), T * c.n_embd);
 }
 
-void Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
-                    std::vector<float>& logits, const ForwardOptions& options) {
-  Impl& I = *impl_;
-  const ModelConfig& c = I.config;
-  const std::string& path = I.file->path();
+ForwardBatch Model::Impl::prepare(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                                  const KVCache& kv, const ForwardOptions& options,
+                                  std::vector<int32_t>& pos_storage) {
+  const ModelConfig& c = config;
+  const std::string& path = file->path();
   const int64_t T = static_cast<int64_t>(tokens.size());
   if (T == 0) throw_error(ErrorKind::InvalidArgument, "{}: forward called with no tokens", path);
   if (kv.n_layer() != c.n_layer || kv.kv_dim() != c.kv_dim())
     throw_error(ErrorKind::InvalidArgument, "{}: KV cache made for {} layers x {} kv dims, model has {} x {}", path,
                 kv.n_layer(), kv.kv_dim(), c.n_layer, c.kv_dim());
-  if ((kv.device_storage() != nullptr) != (I.backend != nullptr))
+  if ((kv.device_storage() != nullptr) != (backend != nullptr))
     throw_error(ErrorKind::InvalidArgument, "{}: KV cache lives on {} but the model runs on {}: make the cache with "
                 "this model's new_cache", path, kv.device_storage() ? kv.device_storage()->device() : "cpu",
-                I.device.name());
+                device.name());
   if (kv.size() + T > kv.capacity())
     throw_error(ErrorKind::Limit, "{}: KV cache full: {} tokens stored + {} new > capacity {}", path, kv.size(), T,
                 kv.capacity());
   if (!positions.empty() && static_cast<int64_t>(positions.size()) != T)
     throw_error(ErrorKind::InvalidArgument, "{}: {} positions for {} tokens", path, positions.size(), T);
-  std::vector<int32_t> pos_storage;
   if (positions.empty()) {
     pos_storage.resize(T);
     for (int64_t t = 0; t < T; ++t) pos_storage[t] = static_cast<int32_t>(kv.size() + t);
@@ -229,18 +240,80 @@ void Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> po
   if (n_layers > c.n_layer)
     throw_error(ErrorKind::InvalidArgument, "{}: early exit after {} layers, model has {}", path, n_layers, c.n_layer);
 
+  ForwardBatch batch;
+  batch.tokens = tokens;
+  batch.positions = positions;
+  batch.allowed = allowed;
+  batch.n_layers = n_layers;
+  batch.logits_all = options.logits_all;
+  for (LayerWeights& L : w.layers)
+    if (MoEFeedForward* moe = L.ffn->moe()) {
+      batch.moe_k = moe->layer().router().k();
+      batch.moe_capacity_factor = moe->layer().router().capacity_factor();
+      moe_records.resize(c.n_layer);
+      batch.moe_records = &moe_records;
+      break;
+    }
+  return batch;
+}
+
+void Model::Impl::record_backend_moe(const ForwardBatch& b) {
+  if (b.moe_records == nullptr) return;
+  std::fill(last_distinct.begin(), last_distinct.end(), -1);
+  for (int l = 0; l < b.n_layers; ++l) {
+    MoEFeedForward* moe = w.layers[l].ffn->moe();
+    MoELayerRecord& rec = moe_records[l];
+    if (moe == nullptr || !rec.ran) continue;
+    moe::Routing r;
+    r.reset(rec.n_tokens, rec.k, config.n_expert);
+    r.expert = std::move(rec.experts);
+    r.weight = std::move(rec.weights);
+    moe->record_routing(std::move(r), rec.tokens_per_expert);
+    last_distinct[l] = moe->last_distinct();
+    rec = MoELayerRecord{};
+  }
+}
+
+void Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
+                    std::vector<float>& logits, const ForwardOptions& options) {
+  Impl& I = *impl_;
+  std::vector<int32_t> pos_storage;
+  const ForwardBatch b = I.prepare(tokens, positions, kv, options, pos_storage);
   if (I.backend) {
-    ForwardBatch batch;
-    batch.tokens = tokens;
-    batch.positions = positions;
-    batch.allowed = allowed;
-    batch.n_layers = n_layers;
-    batch.logits_all = options.logits_all;
-    I.backend->forward(batch, kv, logits);
-    kv.append(positions);
+    I.backend->forward(b, kv, logits);
+    I.record_backend_moe(b);
+    kv.append(b.positions);
     return;
   }
+  I.forward_cpu(b, kv, logits);
+}
 
+void Model::forward_argmax(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
+                           std::vector<int32_t>& argmax, const ForwardOptions& options) {
+  Impl& I = *impl_;
+  std::vector<int32_t> pos_storage;
+  const ForwardBatch b = I.prepare(tokens, positions, kv, options, pos_storage);
+  if (I.backend) {
+    I.backend->forward_argmax(b, kv, argmax);
+    I.record_backend_moe(b);
+    kv.append(b.positions);
+    return;
+  }
+  I.forward_cpu(b, kv, I.argmax_logits);
+  const size_t n_vocab = static_cast<size_t>(I.config.n_vocab);
+  const size_t rows = I.argmax_logits.size() / n_vocab;
+  argmax.resize(rows);
+  for (size_t r = 0; r < rows; ++r)
+    argmax[r] = core::argmax(std::span<const float>(I.argmax_logits.data() + r * n_vocab, n_vocab));
+}
+
+void Model::Impl::forward_cpu(const ForwardBatch& b, KVCache& kv, std::vector<float>& logits) {
+  Impl& I = *this;
+  const ModelConfig& c = I.config;
+  const std::span<const int32_t> tokens = b.tokens, positions = b.positions;
+  const uint8_t* allowed = b.allowed;
+  const int n_layers = b.n_layers;
+  const int64_t T = static_cast<int64_t>(tokens.size());
   const int64_t d = c.n_embd;
   I.x.resize(T * d);
   I.xn.resize(T * d);
@@ -266,7 +339,7 @@ void Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> po
   }
 
   // Final norm and head, for all tokens or only the last one.
-  const int64_t first = options.logits_all ? 0 : T - 1;
+  const int64_t first = b.logits_all ? 0 : T - 1;
   const int64_t n_out = T - first;
   I.norm(I.w.output_norm, I.w.output_norm_b, I.x.data() + first * d, I.xn.data(), n_out);
   logits.resize(static_cast<size_t>(n_out) * c.n_vocab);
@@ -301,6 +374,11 @@ void Model::set_moe_capacity_factor(double capacity_factor) {
   if (!std::isfinite(capacity_factor))
     throw_error(ErrorKind::InvalidArgument, "{}: MoE capacity factor {} is not finite", impl_->file->path(),
                 capacity_factor);
+  if (impl_->backend && capacity_factor > 0.0)
+    throw_error(ErrorKind::Unsupported,
+                "{}: MoE capacity factor {} (Switch token dropping) is not ported to the {} backend: use --device cpu "
+                "or a capacity factor of 0 (dropless)",
+                impl_->file->path(), capacity_factor, impl_->backend->device());
   for (LayerWeights& L : impl_->w.layers)
     if (MoEFeedForward* moe = L.ffn->moe()) moe->layer().router().set_capacity_factor(capacity_factor);
 }

@@ -77,13 +77,21 @@ class Model {
   // full.
   void forward(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
                std::vector<float>& logits, const ForwardOptions& options = {});
+  // The same forward, returning only each logits row's argmax ([n_tokens] or [1] ids; lowest id
+  // among equal maxima, NaN never wins: core::argmax) for greedy decoding. On the CPU it is
+  // forward + core::argmax (bit-identical to taking the argmax of forward's logits); on a device
+  // the argmax runs there and only the ids are copied back (a row of all NaN gives id 0 there
+  // instead of the CPU's Error). MoE statistics are recorded as by forward.
+  void forward_argmax(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
+                      std::vector<int32_t>& argmax, const ForwardOptions& options = {});
 
   // Mixture of experts. Every forward records each MoE layer's routing into that layer's
   // statistics (tokens per expert, balance, drops, U(T) per forward size).
   int moe_k() const;  // experts per token now (0 for a dense model)
   // Throw Error(InvalidArgument) on a dense model or outside [1, the router's max k].
   void set_moe_k(int k);
-  void set_moe_capacity_factor(double capacity_factor);  // <= 0: dropless
+  // <= 0: dropless. A CUDA model accepts only dropless routing (> 0: Error(Unsupported)).
+  void set_moe_capacity_factor(double capacity_factor);
   // Layer `layer`'s statistics; nullptr for a dense layer or a layer out of range.
   const moe::ExpertStats* expert_stats(int layer) const;
   void reset_expert_stats();

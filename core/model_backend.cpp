@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/gguf.h"
+#include "core/sampling.h"
 #ifdef SPECMOE_HAVE_CUDA
 #include "core/cuda_model.h"
 #endif
@@ -32,6 +33,15 @@ Device parse_device(const std::string& text) {
     }
   }
   throw_error(ErrorKind::InvalidArgument, "device '{}': expected cpu, cuda or cuda:N (N = 0, 1, ...)", text);
+}
+
+void ModelBackend::forward_argmax(const ForwardBatch& batch, KVCache& kv, std::vector<int32_t>& ids) {
+  std::vector<float> logits;
+  forward(batch, kv, logits);
+  const size_t rows = batch.logits_all ? batch.tokens.size() : 1;
+  const size_t n_vocab = rows ? logits.size() / rows : 0;
+  ids.resize(rows);
+  for (size_t r = 0; r < rows; ++r) ids[r] = argmax(std::span<const float>(logits.data() + r * n_vocab, n_vocab));
 }
 
 std::unique_ptr<ModelBackend> make_model_backend(const Device& device, const GGUFFile& file, const ModelConfig& config,

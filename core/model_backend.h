@@ -1,7 +1,8 @@
 // The seam between Model and the device that runs its forward. Model keeps the file, the config,
 // the tokenizer, the argument checks and the CPU forward; a ModelBackend (today only CUDA,
 // core/cuda_model.cpp) owns device copies of the weights and runs the same forward there,
-// returning logits to the host. Selected by LoadOptions::device ("cpu", "cuda", "cuda:N").
+// returning logits (or, for greedy decoding, only the argmax ids) to the host. Selected by
+// LoadOptions::device ("cpu", "cuda", "cuda:N").
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -27,6 +28,16 @@ struct Device {
 // Parses "cpu", "cuda" (= cuda:0) or "cuda:N"; throws Error(InvalidArgument) naming the string.
 Device parse_device(const std::string& text);
 
+// One MoE layer's routing in a backend forward, copied back to the host so that Model records it
+// into the layer's statistics and last routing exactly as the CPU forward does.
+struct MoELayerRecord {
+  bool ran = false;                        // the forward ran this MoE layer
+  int n_tokens = 0, k = 0;
+  std::vector<int32_t> experts;            // [T, k], rank order (best first)
+  std::vector<float> weights;              // [T, k] combine weights
+  std::vector<int64_t> tokens_per_expert;  // [n_expert], counted on the device (histogram)
+};
+
 // One forward's inputs, already checked by Model::forward (token ids in the vocabulary,
 // positions in range, mask n x n, n_layers <= the model's, the cache has room).
 struct ForwardBatch {
@@ -35,6 +46,11 @@ struct ForwardBatch {
   const uint8_t* allowed = nullptr;    // host [T, T] mask (AttentionMask::allowed) or null = causal
   int n_layers = 0;                    // blocks to run (early exit when < n_layer)
   bool logits_all = true;              // false: only the last token's logits
+  // MoE models: experts per token (Model's current k), the router's capacity factor (<= 0:
+  // dropless), and where the backend reports each MoE layer it ran ([n_layer], may be null).
+  int moe_k = 0;
+  double moe_capacity_factor = 0.0;
+  std::vector<MoELayerRecord>* moe_records = nullptr;
 };
 
 class ModelBackend {
@@ -49,10 +65,16 @@ class ModelBackend {
   // calls kv.append afterwards, as on the CPU path. Throws Error(InvalidArgument) for a cache this
   // backend did not make.
   virtual void forward(const ForwardBatch& batch, KVCache& kv, std::vector<float>& logits) = 0;
+  // The same forward, but returns only the argmax of each logits row ([T or 1] ids: the lowest
+  // index among equal maxima, NaN never wins) instead of the logits: greedy decoding then copies
+  // T int32 ids instead of T x n_vocab floats. The default runs forward() and takes the argmax on
+  // the host (core::argmax).
+  virtual void forward_argmax(const ForwardBatch& batch, KVCache& kv, std::vector<int32_t>& ids);
 };
 
 // The backend of `device` (not Kind::Cpu) for a loaded model. Throws Error(Unsupported) when this
-// build has no CUDA backend or the model has a layer the backend cannot run (MoE), and
+// build has no CUDA backend or the model has a layer the backend cannot run (an MoE router it
+// does not port), and
 // Error(Runtime) naming the device when it is absent or the upload fails.
 std::unique_ptr<ModelBackend> make_model_backend(const Device& device, const GGUFFile& file, const ModelConfig& config,
                                                  const ModelWeights& weights);

@@ -83,7 +83,25 @@ MoEFeedForward::MoEFeedForward(const TensorBinder& b, const ModelConfig& c, int 
 }
 
 void MoEFeedForward::forward(kernels::cpu::ThreadPool& pool, const float* x, int64_t T, float* out) {
+  routed_elsewhere_ = false;
   layer_->forward(pool, x, static_cast<int>(T), out, &stats_);
+}
+
+void MoEFeedForward::record_routing(moe::Routing routing, std::span<const int64_t> tokens_per_expert) {
+  const size_t n = static_cast<size_t>(routing.n_tokens) * routing.k;
+  if (routing.n_expert != layer_->n_expert() || routing.expert.size() != n || routing.weight.size() != n ||
+      tokens_per_expert.size() != static_cast<size_t>(layer_->n_expert()))
+    throw_error(ErrorKind::InvalidArgument,
+                "moe layer {}: device routing of {} tokens x {} slots over {} experts ({} ids, {} weights, {} counts) "
+                "does not fit the layer's {} experts",
+                stats_.layer(), routing.n_tokens, routing.k, routing.n_expert, routing.expert.size(),
+                routing.weight.size(), tokens_per_expert.size(), layer_->n_expert());
+  elsewhere_distinct_ = 0;
+  for (int64_t c : tokens_per_expert) elsewhere_distinct_ += c > 0;
+  stats_.record_forward(tokens_per_expert, routing.n_tokens, routing.k, routing.n_dropped_assignments,
+                        routing.n_dropped_tokens, layer_->expert_bytes());
+  elsewhere_routing_ = std::move(routing);
+  routed_elsewhere_ = true;
 }
 
 size_t MoEFeedForward::weight_bytes_per_token() const {

@@ -17,6 +17,7 @@
 // and expert_weights_scale.
 #pragma once
 #include <memory>
+#include <span>
 
 #include "core/model_ffn.h"
 #include "core/rng.h"
@@ -41,12 +42,20 @@ class MoEFeedForward : public FeedForward {
   // Every forward is recorded here (the per-forward U(T) is in by_size() and last_distinct()).
   const moe::ExpertStats& stats() const { return stats_; }
   void reset_stats();
-  int last_distinct() const { return layer_->last_distinct_experts(); }
-  const moe::Routing& last_routing() const { return layer_->last_routing(); }
+  // Of the last forward of this layer, on the CPU or on a device (record_routing).
+  int last_distinct() const { return routed_elsewhere_ ? elsewhere_distinct_ : layer_->last_distinct_experts(); }
+  const moe::Routing& last_routing() const { return routed_elsewhere_ ? elsewhere_routing_ : layer_->last_routing(); }
+  // A forward of this layer that ran on a device (core/cuda_model.cpp): records its routing and
+  // its tokens per expert ([n_expert], counted there) into the statistics, as forward() does,
+  // and makes it the last routing. Throws Error(InvalidArgument) on mismatched sizes.
+  void record_routing(moe::Routing routing, std::span<const int64_t> tokens_per_expert);
 
  private:
   std::unique_ptr<moe::MoELayer> layer_;
   moe::ExpertStats stats_;
+  bool routed_elsewhere_ = false;  // the last forward was recorded by record_routing
+  moe::Routing elsewhere_routing_;
+  int elsewhere_distinct_ = 0;
 };
 
 // The router the model's metadata describes, with k = config.n_expert_used.

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 BUILD=${GPU_CHECK_BUILD:-build-gpu}
 LOGS=${GPU_CHECK_OUT:-$BUILD/gpu-check}
 ARCH=${CUDA_ARCH:-90}
-TESTS=(test_cuda_ops test_cuda_model)
+TESTS=(test_cuda_ops test_cuda_model test_cuda_moe)
 BENCH=${GPU_CHECK_BENCH:-1}
 JOBS=$(nproc)
 mkdir -p "$LOGS"

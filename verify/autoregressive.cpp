@@ -42,16 +42,26 @@ GenerationResult generate_autoregressive(core::Model& model, std::span<const int
   std::vector<float> logits, probs;
   core::ForwardOptions fwd;
   fwd.logits_all = false;
+  // Temperature 0 without penalties: the next token is the argmax of the logits, so only the ids
+  // come back from the model (Model::forward_argmax: one int32 instead of n_vocab floats on a GPU).
+  const bool argmax_only = sampling.greedy() && sampling.repeat_penalty == 1.0f && sampling.no_repeat_ngram == 0;
+  std::vector<int32_t> ids;
+  auto step = [&](std::span<const int32_t> tokens) {
+    if (argmax_only)
+      model.forward_argmax(tokens, {}, *kv, ids, fwd);
+    else
+      model.forward(tokens, {}, *kv, logits, fwd);
+  };
   const auto t_start = Clock::now();
   double step_forward_s = 0.0;
 
   auto t = Clock::now();
-  model.forward(prompt, {}, *kv, logits, fwd);
+  step(prompt);
   m.time.verify_forward_s += seconds_since(t);
   m.prefill_s = seconds_since(t_start);
   while (true) {
     t = Clock::now();
-    const int32_t next = sampler.sample_logits(logits, history, rng, probs);
+    const int32_t next = argmax_only ? ids.at(0) : sampler.sample_logits(logits, history, rng, probs);
     m.time.sampling_s += seconds_since(t);
     history.push_back(next);
     out.tokens.push_back(next);
@@ -62,7 +72,7 @@ GenerationResult generate_autoregressive(core::Model& model, std::span<const int
     }
     if (static_cast<int>(out.tokens.size()) >= options.max_tokens) break;
     t = Clock::now();
-    model.forward(std::span<const int32_t>(&history.back(), 1), {}, *kv, logits, fwd);
+    step(std::span<const int32_t>(&history.back(), 1));
     const double dt = seconds_since(t);
     m.time.verify_forward_s += dt;
     step_forward_s += dt;

@@ -6,6 +6,12 @@
 
 namespace specmoe::verify {
 
+// The greedy rule on the target's argmax ids (target_argmax[i] = argmax of position i's logits,
+// g + 1 of them for g draft tokens): what GreedyVerifier::verify decides from one-hot p rows.
+// Used by the speculative loop when it takes only argmax ids from the target (Model::forward_argmax).
+// Throws Error(InvalidArgument) when target_argmax does not have draft_tokens.size() + 1 entries.
+VerifyResult verify_greedy_argmax(std::span<const int32_t> draft_tokens, std::span<const int32_t> target_argmax);
+
 class GreedyVerifier : public Verifier {
  public:
   std::string name() const override { return "greedy"; }

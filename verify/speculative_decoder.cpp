@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "verify/greedy_verifier.h"
 
 namespace specmoe::verify {
 namespace {
@@ -17,6 +18,8 @@ SpeculativeDecoder::SpeculativeDecoder(core::Model& target, draft::Drafter& draf
     : target_(target), drafter_(drafter), verifier_(verifier), sampler_(sampling), options_(options) {
   options_.validate();
   sampling.validate();
+  argmax_only_ = dynamic_cast<const GreedyVerifier*>(&verifier) != nullptr && sampling.greedy() &&
+                 sampling.repeat_penalty == 1.0f && sampling.no_repeat_ngram == 0;
 }
 
 void SpeculativeDecoder::ensure_capacity(int needed) {
@@ -105,12 +108,18 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
     core::ForwardOptions fwd;
     fwd.logits_all = g > 0;
     t = Clock::now();
-    target_.forward(batch_, positions_, kv_, logits_, fwd);
+    if (argmax_only_)
+      target_.forward_argmax(batch_, positions_, kv_, argmax_, fwd);
+    else
+      target_.forward(batch_, positions_, kv_, logits_, fwd);
     m.time.verify_forward_s += seconds_since(t);
 
     t = Clock::now();
     VerifyResult r;
-    if (g == 0) {
+    if (argmax_only_) {
+      // argmax_ has g + 1 ids (one when g = 0: the plain greedy step).
+      r = verify_greedy_argmax(draft_.tokens, argmax_);
+    } else if (g == 0) {
       // Plain step: exactly the baseline's sampling.
       r.next_token = sampler_.sample_logits(logits_, history_, rng, probs);
     } else {
@@ -154,7 +163,10 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
     std::vector<double> times;
     for (int i = 0; i < probes; ++i) {
       t = Clock::now();
-      target_.forward(std::span<const int32_t>(&last, 1), {}, kv_, logits_, last_only);
+      if (argmax_only_)  // the step cost of this run's own forward kind
+        target_.forward_argmax(std::span<const int32_t>(&last, 1), {}, kv_, argmax_, last_only);
+      else
+        target_.forward(std::span<const int32_t>(&last, 1), {}, kv_, logits_, last_only);
       times.push_back(seconds_since(t));
       kv_.truncate(n);
     }

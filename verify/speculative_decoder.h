@@ -40,12 +40,16 @@ class SpeculativeDecoder {
   const Verifier& verifier_;
   core::SamplerChain sampler_;
   DecodeOptions options_;
+  // Greedy verifier, temperature 0 and no penalties: the target returns only argmax ids
+  // (Model::forward_argmax; on a GPU T ids come back instead of T x n_vocab logits). The tokens
+  // are the same as through the processed distributions, which are one-hot on those ids.
+  bool argmax_only_ = false;
   core::KVCache kv_;
   // Scratch reused across steps (vocab-sized rows are allocated once).
   draft::Draft draft_;
   std::vector<std::vector<float>> p_;  // (g+1, n_vocab) processed target distributions
   std::vector<float> logits_;          // (g+1, n_vocab)
-  std::vector<int32_t> batch_, positions_, history_;
+  std::vector<int32_t> batch_, positions_, history_, argmax_;
 };
 
 }  // namespace specmoe::verify
