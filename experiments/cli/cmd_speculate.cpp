@@ -184,7 +184,7 @@ void run_speculate(const SpeculateArgs& a) {
     if (a.compare) {
       j["baseline"] = {{"tokens", base.tokens}, {"metrics", metrics_json(base.metrics)}};
       j["speedup"] = speedup;
-      j["decode_speedup"] = decode_speedup;
+      j["decode_speedup"] = decode_speedups.empty() ? nlohmann::json(nullptr) : nlohmann::json(decode_speedup);
       j["repeat"] = pairs;
       j["identical_to_baseline"] = identical;
     }
@@ -201,11 +201,15 @@ void run_speculate(const SpeculateArgs& a) {
                  static_cast<long long>(base.metrics.n_generated), base.metrics.tokens_per_second(),
                  base.metrics.decode_tokens_per_second());
     const double predicted = spec.metrics.predicted_speedup();
-    std::fprintf(stderr,
-                 "speedup %.3fx (wall, prompt included) | decode phase %.3fx vs %.3fx predicted (%.0f%% of it)%s | "
-                 "identical to baseline: %s%s\n",
-                 speedup, decode_speedup, predicted, predicted > 0 ? 100.0 * decode_speedup / predicted : 0.0,
-                 pairs > 1 ? fmt::format(" | median of {} pairs", pairs).c_str() : "", identical ? "yes" : "no",
+    // A decode phase needs a token after the first (the baseline's first comes from its prefill).
+    const std::string decode =
+        decode_speedups.empty()
+            ? std::string("decode phase n/a (no decoded tokens to time)")
+            : fmt::format("decode phase {:.3f}x vs {:.3f}x predicted ({:.0f}% of it)", decode_speedup, predicted,
+                          predicted > 0 ? 100.0 * decode_speedup / predicted : 0.0);
+    std::fprintf(stderr, "speedup %.3fx (wall, prompt included) | %s%s | identical to baseline: %s%s\n", speedup,
+                 decode.c_str(), pairs > 1 ? fmt::format(" | median of {} pairs", pairs).c_str() : "",
+                 identical ? "yes" : "no",
                  a.sampling.greedy() ? "" : " (temperature > 0: outputs match in distribution, not token for token)");
   }
 }
@@ -231,7 +235,7 @@ void add_speculate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--compare", a->compare, "also run the autoregressive baseline and report the speedup");
   cmd->add_option("--repeat", a->repeat, "--compare: alternated baseline/speculative pairs (median speedup)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   cmd->callback([a] { run_speculate(*a); });
 }
