@@ -21,8 +21,15 @@
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "kernels/op_params.h"
 
 namespace specmoe::kernels::cpu {
+
+// RoPE, attention and KV-cache parameters: kernels/op_params.h (shared with the CUDA ops).
+using kernels::AttentionParams;
+using kernels::KVView;
+using kernels::RopePairing;
+using kernels::RopeParams;
 
 // ---------------------------------------------------------------------------------------------
 // Thread pool: persistent workers owned by one instance (a draft and a target model each own one).
@@ -137,20 +144,6 @@ void layernorm(ThreadPool& pool, const float* x, const float* w, const float* b,
 // ---------------------------------------------------------------------------------------------
 // Rotary position embedding (Su et al. 2021, RoFormer), in place.
 
-enum class RopePairing {
-  Adjacent,     // rotates (x[2i], x[2i+1])            llama.cpp LLAMA_ROPE_TYPE_NORM (llama)
-  SplitHalves,  // rotates (x[i], x[i + rope_dims/2])  llama.cpp LLAMA_ROPE_TYPE_NEOX (qwen2)
-};
-
-struct RopeParams {
-  int n_head = 0;
-  int head_dim = 0;
-  int rope_dims = 0;          // dims rotated at the start of each head (<= head_dim, even)
-  float freq_base = 10000.0f;
-  float freq_scale = 1.0f;    // positions are multiplied by it (linear scaling)
-  RopePairing pairing = RopePairing::Adjacent;
-};
-
 // x: [T, n_head * head_dim]; token t is at positions[t]. Pair i (i < rope_dims/2) turns by
 // angle pos * freq_scale * freq_base^(-2i/rope_dims); dims >= rope_dims are left unchanged.
 void rope_ref(float* x, int64_t T, std::span<const int32_t> positions, const RopeParams& p);
@@ -158,24 +151,8 @@ void rope(ThreadPool& pool, float* x, int64_t T, std::span<const int32_t> positi
 
 // ---------------------------------------------------------------------------------------------
 // Attention over a KV cache (scaled dot product, Vaswani et al. 2017) with grouped-query heads
-// (Ainslie et al. 2023): query head h reads KV head h / (n_head / n_head_kv).
-
-struct AttentionParams {
-  int n_head = 0;
-  int n_head_kv = 0;
-  int head_dim = 0;
-  float scale = 0.0f;        // usually 1/sqrt(head_dim)
-};
-
-// Where the keys/values live: row r (0 <= r < n_past + T) has kv_dim = n_head_kv * head_dim
-// floats at k + r * kv_stride (likewise v). Rows [0, n_past) are the cached tokens, always
-// visible; row n_past + j is new token j.
-struct KVView {
-  const float* k = nullptr;
-  const float* v = nullptr;
-  int64_t kv_stride = 0;   // floats between rows
-  int64_t n_past = 0;
-};
+// (Ainslie et al. 2023): query head h reads KV head h / (n_head / n_head_kv). The keys/values
+// are described by a KVView (kernels/op_params.h).
 
 // q: [T, n_head * head_dim]; out: [T, n_head * head_dim]. allowed: null = causal among the new
 // tokens, else allowed[i * T + j] != 0 lets new token i see new token j. A token that sees

@@ -7,16 +7,23 @@
 //   ctx.download() to wait). Ops of one Context run in call order.
 // - Arguments are checked on the host: a bad size, type or null pointer throws
 //   Error(InvalidArgument); a failed CUDA/cuBLAS call throws Error(Runtime) (kernels/cuda/check.h).
-// - Semantics match the CPU reference ops (kernels/cpu/ops.h, branch `transformer`); the
-//   parameter structs mirror theirs field for field.
+// - Semantics match the CPU reference ops (kernels/cpu/ops.h); both take the parameter structs
+//   of kernels/op_params.h.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/device.h"
 #include "kernels/dtype.h"
+#include "kernels/op_params.h"
 
 namespace specmoe::kernels::cuda {
+
+// RoPE, attention and KV-cache parameters: kernels/op_params.h (shared with the CPU ops).
+using kernels::AttentionParams;
+using kernels::KVView;
+using kernels::RopePairing;
+using kernels::RopeParams;
 
 // ---------------------------------------------------------------------------------------------
 // Matrix multiplication y[T, n_out] = x[T, n_in] * W^T.
@@ -72,44 +79,14 @@ void layer_norm(Context& ctx, const float* x, const float* w, const float* b, fl
 // ---------------------------------------------------------------------------------------------
 // Rotary position embedding (Su et al. 2021, RoFormer), in place.
 
-enum class RopePairing {
-  Adjacent,     // rotates (x[2i], x[2i+1])            llama.cpp LLAMA_ROPE_TYPE_NORM (llama)
-  SplitHalves,  // rotates (x[i], x[i + rope_dims/2])  llama.cpp LLAMA_ROPE_TYPE_NEOX (qwen2)
-};
-
-struct RopeParams {
-  int n_head = 0;
-  int head_dim = 0;
-  int rope_dims = 0;          // dims rotated at the start of each head (<= head_dim, even)
-  float freq_base = 10000.0f;
-  float freq_scale = 1.0f;    // positions are multiplied by it (linear scaling)
-  RopePairing pairing = RopePairing::Adjacent;
-};
-
 // x: [T, n_head * head_dim]; positions: [T] int32 on the device. Pair i (i < rope_dims/2) turns
 // by angle pos * freq_scale * freq_base^(-2i/rope_dims); dims >= rope_dims are left unchanged.
 void rope(Context& ctx, float* x, int64_t T, const int32_t* positions, const RopeParams& p);
 
 // ---------------------------------------------------------------------------------------------
 // Attention over a KV cache (Vaswani et al. 2017) with grouped-query heads (Ainslie et al. 2023):
-// query head h reads KV head h / (n_head / n_head_kv).
-
-struct AttentionParams {
-  int n_head = 0;
-  int n_head_kv = 0;
-  int head_dim = 0;
-  float scale = 0.0f;  // usually 1/sqrt(head_dim)
-};
-
-// Row r (0 <= r < n_past + T) of keys/values has kv_dim = n_head_kv * head_dim floats at
-// k + r * kv_stride (likewise v). Rows [0, n_past) are cached tokens, always visible; row
-// n_past + j is new token j (its K/V must already be written there).
-struct KVView {
-  const float* k = nullptr;
-  const float* v = nullptr;
-  int64_t kv_stride = 0;  // floats between rows (>= kv_dim)
-  int64_t n_past = 0;
-};
+// query head h reads KV head h / (n_head / n_head_kv). KVView (kernels/op_params.h) points at
+// device rows; row n_past + j is new token j, whose K/V must already be written there.
 
 // q, out: [T, n_head * head_dim] (must not alias). allowed: null = causal among the new tokens,
 // else a device [T, T] uint8 mask, allowed[i * T + j] != 0 lets new token i see new token j (tree
