@@ -1,8 +1,11 @@
 // Summary statistics and the speculative-decoding speedup model.
 #include "experiments/statistics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "verify/metrics.h"
 
 namespace specmoe::exp {
 namespace {
@@ -91,25 +94,24 @@ Estimate estimate_mean(std::span<const double> values) {
   return e;
 }
 
+// Both formulas are verify's (the decoding loop's Metrics use the same ones); these wrappers add
+// the report's convention of NaN for unknown input.
 double alpha_fit(double tau, double g) {
   if (!std::isfinite(tau) || !std::isfinite(g) || g < 1.0) return kNaN;
-  if (tau <= 1.0) return 0.0;
-  if (tau >= g + 1.0) return 1.0;
-  // sum_{i=0..g} a^i is increasing in a on [0, 1): bisection.
-  auto expected_length = [g](double a) { return (1.0 - std::pow(a, g + 1.0)) / (1.0 - a); };
-  double lo = 0.0, hi = 1.0;
-  for (int i = 0; i < 200; ++i) {
-    double mid = 0.5 * (lo + hi);
-    (expected_length(mid) < tau ? lo : hi) = mid;
-  }
-  return 0.5 * (lo + hi);
+  return verify::fit_alpha(tau, static_cast<int>(g));
 }
 
 double predicted_speedup(double a, double g, double c) {
   if (!std::isfinite(a) || !std::isfinite(g) || !std::isfinite(c)) return kNaN;
-  double denom = g * c + 1.0;
-  if (a >= 1.0) return (g + 1.0) / denom;
-  return (1.0 - std::pow(a, g + 1.0)) / ((1.0 - a) * denom);
+  return verify::speedup_model(a, static_cast<int>(g), c);
+}
+
+double median(std::vector<double> values) {
+  std::erase_if(values, [](double v) { return !std::isfinite(v); });
+  if (values.empty()) return kNaN;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 }  // namespace specmoe::exp

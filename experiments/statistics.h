@@ -3,6 +3,7 @@
 // speculative-decoding formulas of Leviathan et al. 2023 (alpha fit, Thm 3.8 speedup).
 #pragma once
 #include <span>
+#include <vector>
 
 #include "experiments/run_result.h"
 
@@ -23,5 +24,8 @@ double alpha_fit(double tau, double g);
 // Leviathan et al. 2023, Thm 3.8: expected walltime improvement
 // (1 - a^(g+1)) / ((1 - a)(g c + 1)); the a -> 1 limit is (g+1) / (g c + 1).
 double predicted_speedup(double a, double g, double c);
+
+// The median of the finite values (NaN when there are none).
+double median(std::vector<double> values);
 
 }  // namespace specmoe::exp

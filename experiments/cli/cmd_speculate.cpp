@@ -13,6 +13,7 @@
 #include "cli_common.h"
 #include "core/error.h"
 #include "draft/registry.h"
+#include "experiments/statistics.h"
 #include "verify/autoregressive.h"
 #include "verify/registry.h"
 #include "verify/speculative_decoder.h"
@@ -34,13 +35,6 @@ struct SpeculateArgs {
   bool compare = false;
   int repeat = 1;
 };
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 nlohmann::json metrics_json(const verify::Metrics& m) {
   nlohmann::json j;
@@ -161,8 +155,8 @@ void run_speculate(const SpeculateArgs& a) {
     if (sm.decode_tokens_per_second() > 0 && bm.decode_tokens_per_second() > 0)
       decode_speedups.push_back(sm.decode_tokens_per_second() / bm.decode_tokens_per_second());
   }
-  const double speedup = median_of(speedups);
-  const double decode_speedup = median_of(decode_speedups);
+  const double speedup = speedups.empty() ? 0.0 : exp::median(speedups);
+  const double decode_speedup = decode_speedups.empty() ? 0.0 : exp::median(decode_speedups);
   const bool identical = a.compare && base.tokens == spec.tokens;
 
   if (a.input.json) {

@@ -24,6 +24,7 @@
 #include "core/model.h"
 #include "core/synth.h"
 #include "draft/registry.h"
+#include "experiments/statistics.h"
 #include "verify/autoregressive.h"
 #include "verify/registry.h"
 #include "verify/speculative_decoder.h"
@@ -120,13 +121,6 @@ int bench_pairs() {
   return 5;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 void run_speculative(benchmark::State& state, Pair& pair, draft::Drafter& drafter, double temperature, int g) {
   const auto verifier = verify::make_verifier(temperature == 0.0 ? "greedy" : "speculative");
   verify::SpeculativeDecoder dec(*pair.target, drafter, *verifier, sampling(temperature), decode(g));
@@ -148,13 +142,13 @@ void run_speculative(benchmark::State& state, Pair& pair, draft::Drafter& drafte
     }
   }
   // Acceptance counts are the same in every pair (fixed seed); timings are medians.
-  state.counters["tok_per_s"] = median(spec_tps);
-  state.counters["base_tok_per_s"] = median(base_tps);
+  state.counters["tok_per_s"] = exp::median(spec_tps);
+  state.counters["base_tok_per_s"] = exp::median(base_tps);
   state.counters["acceptance"] = m.acceptance_rate();
   state.counters["tau"] = m.mean_accepted_length();
   state.counters["c"] = m.cost_ratio();
   state.counters["alpha"] = m.alpha_fit();
-  const double pred = median(predicted), speedup = median(ratios), decode_speedup = median(decode_ratios);
+  const double pred = exp::median(predicted), speedup = exp::median(ratios), decode_speedup = exp::median(decode_ratios);
   state.counters["predicted_speedup"] = pred;
   state.counters["speedup"] = speedup;
   state.counters["decode_speedup"] = decode_speedup;

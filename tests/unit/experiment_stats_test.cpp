@@ -64,6 +64,10 @@ TEST(Statistics, AlphaFitAndPredictedSpeedup) {
   EXPECT_NEAR(alpha_fit(1.5, 1), 0.5, 1e-12);                // g=1: tau = 1 + a
   EXPECT_TRUE(std::isnan(alpha_fit(NAN, 4)));
   EXPECT_TRUE(std::isnan(predicted_speedup(0.5, 4, NAN)));
+  EXPECT_EQ(median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_EQ(median({4.0, 1.0, 3.0, 2.0}), 2.5);
+  EXPECT_EQ(median({NAN, 5.0, 1.0}), 3.0);  // NaNs are skipped
+  EXPECT_TRUE(std::isnan(median({})));
 }
 
 TEST(AtomicFile, WritesCreatesFoldersAndLeavesNoTemporaries) {
