@@ -18,6 +18,7 @@
 #include "core/synth.h"
 #include "kernels/cpu/quant.h"
 #include "moe/expert_stats.h"
+#include "reference_forward.h"
 #include "test_data.h"
 
 using namespace specmoe;
@@ -44,56 +45,17 @@ const std::vector<int32_t> kIds = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
 // ------------------------------------------------------------------------------------------
 // Double-precision reference forward for llama (Mixtral-style MoE) and qwen2moe, no cache.
 
-class ReferenceForward {
+// The shared reference forward (tests/reference_forward.h) with the MoE block as its
+// feed-forward, recording each token's experts.
+class MoEReferenceForward : public specmoe::testing::ReferenceForward {
  public:
   // k: experts per token (the model's expert_used_count unless overridden).
-  ReferenceForward(const std::string& path, int k) : f_(GGUFFile::open(path)), c_(ModelConfig::from_gguf(*f_)), k_(k) {}
+  MoEReferenceForward(const std::string& path, int k) : ReferenceForward(path), k_(k) {}
 
   // logits [T][n_vocab]; routing[l][t] = the k experts chosen for token t in layer l.
   std::vector<std::vector<double>> run(const std::vector<int32_t>& ids) {
-    const int T = static_cast<int>(ids.size()), d = c_.n_embd, hd = c_.head_dim;
-    const int qd = c_.n_head * hd, kvd = c_.kv_dim();
-    routing.assign(c_.n_layer, std::vector<std::vector<int>>(T));
-    std::vector<std::vector<double>> x(T);
-    const auto emb = tensor("token_embd.weight");
-    for (int t = 0; t < T; ++t)
-      x[t].assign(emb.begin() + static_cast<size_t>(ids[t]) * d, emb.begin() + static_cast<size_t>(ids[t] + 1) * d);
-    for (int l = 0; l < c_.n_layer; ++l) {
-      const std::string p = "blk." + std::to_string(l) + ".";
-      std::vector<std::vector<double>> q(T), k(T), v(T);
-      for (int t = 0; t < T; ++t) {
-        const auto h = norm(x[t], p + "attn_norm");
-        q[t] = linear(h, p + "attn_q", qd);
-        k[t] = linear(h, p + "attn_k", kvd);
-        v[t] = linear(h, p + "attn_v", kvd);
-        rope(q[t], c_.n_head, t);
-        rope(k[t], c_.n_head_kv, t);
-      }
-      for (int t = 0; t < T; ++t) {
-        std::vector<double> att(qd, 0.0);
-        for (int h = 0; h < c_.n_head; ++h) {
-          const int kh = h / (c_.n_head / c_.n_head_kv);
-          std::vector<double> s(t + 1);
-          double mx = -1e300, sum = 0;
-          for (int j = 0; j <= t; ++j) {
-            double dot = 0;
-            for (int i = 0; i < hd; ++i) dot += q[t][h * hd + i] * k[j][kh * hd + i];
-            s[j] = dot / std::sqrt(static_cast<double>(hd));
-            mx = std::max(mx, s[j]);
-          }
-          for (int j = 0; j <= t; ++j) sum += (s[j] = std::exp(s[j] - mx));
-          for (int j = 0; j <= t; ++j)
-            for (int i = 0; i < hd; ++i) att[h * hd + i] += s[j] / sum * v[j][kh * hd + i];
-        }
-        const auto o = linear(att, p + "attn_output", d);
-        for (int i = 0; i < d; ++i) x[t][i] += o[i];
-      }
-      for (int t = 0; t < T; ++t) moe_block(x[t], l, routing[l][t]);
-    }
-    std::vector<std::vector<double>> logits(T);
-    const std::string head = f_->find_tensor("output.weight") ? "output" : "token_embd";
-    for (int t = 0; t < T; ++t) logits[t] = linear(norm(x[t], "output_norm"), head, c_.n_vocab);
-    return logits;
+    routing.assign(c_.n_layer, std::vector<std::vector<int>>(ids.size()));
+    return ReferenceForward::run(ids, [this](std::vector<double>& x, int l, int t) { moe_block(x, l, routing[l][t]); });
   }
 
   // The MoE block of layer l on one token, in place: x += MoE(norm(x)).
@@ -139,7 +101,6 @@ class ReferenceForward {
   }
 
   std::vector<std::vector<std::vector<int>>> routing;  // [layer][token] chosen experts
-  const ModelConfig& config() const { return c_; }
 
  private:
   std::vector<double> swiglu(const std::vector<double>& h, const double* wg, const double* wu, const double* wd, int ff) {
@@ -157,48 +118,6 @@ class ReferenceForward {
       for (int r = 0; r < ff; ++r) out[o] += wd[static_cast<size_t>(o) * ff + r] * a[r];
     return out;
   }
-  std::vector<double> tensor(const std::string& name) {
-    const GGUFTensorInfo& t = f_->tensor(name);
-    std::vector<float> v(t.n_elements);
-    kernels::cpu::dequantize_row(t.type, t.data, v.data(), t.n_elements);
-    return std::vector<double>(v.begin(), v.end());
-  }
-  std::vector<double> linear(const std::vector<double>& in, const std::string& name, int n_out) {
-    const auto w = tensor(name + ".weight");
-    const size_t n_in = in.size();
-    std::vector<double> y(n_out, 0.0);
-    for (int j = 0; j < n_out; ++j)
-      for (size_t i = 0; i < n_in; ++i) y[j] += w[j * n_in + i] * in[i];
-    if (f_->find_tensor(name + ".bias")) {
-      const auto b = tensor(name + ".bias");
-      for (int j = 0; j < n_out; ++j) y[j] += b[j];
-    }
-    return y;
-  }
-  std::vector<double> norm(const std::vector<double>& in, const std::string& name) {
-    const auto w = tensor(name + ".weight");
-    double ss = 0;
-    for (double e : in) ss += e * e / static_cast<double>(in.size());
-    std::vector<double> out(in.size());
-    for (size_t i = 0; i < in.size(); ++i) out[i] = in[i] / std::sqrt(ss + c_.norm_eps) * w[i];
-    return out;
-  }
-  void rope(std::vector<double>& v, int n_head, int pos) {
-    const int hd = c_.head_dim, nd = c_.rope_dims;
-    const bool neox = c_.rope_style == RopeStyle::SplitHalves;
-    for (int h = 0; h < n_head; ++h)
-      for (int i = 0; i < nd / 2; ++i) {
-        const double th = pos * std::pow(static_cast<double>(c_.rope_freq_base), -2.0 * i / nd);
-        double& a = v[h * hd + (neox ? i : 2 * i)];
-        double& b = v[h * hd + (neox ? i + nd / 2 : 2 * i + 1)];
-        const double a0 = a, b0 = b;
-        a = a0 * std::cos(th) - b0 * std::sin(th);
-        b = a0 * std::sin(th) + b0 * std::cos(th);
-      }
-  }
-
-  std::shared_ptr<GGUFFile> f_;
-  ModelConfig c_;
   int k_;
 };
 
@@ -214,7 +133,7 @@ void check_against_reference(const std::string& path, int k = 0, double rel_tol 
   KVCache kv = m->new_cache(32);
   std::vector<float> logits;
   m->forward(kIds, {}, kv, logits);
-  ReferenceForward ref(path, kk);
+  MoEReferenceForward ref(path, kk);
   const auto want = ref.run(kIds);
   const int V = m->config().n_vocab, T = static_cast<int>(kIds.size());
   for (int l = 0; l < m->config().n_layer; ++l) {
@@ -417,7 +336,7 @@ TEST(MoEForward, ExpertStatsMatchTheRouting) {
   std::vector<float> logits;
   m->forward(kIds, {}, kv, logits);
   // Independently routed by the double reference: the model's counts per expert agree.
-  ReferenceForward ref(path, 2);
+  MoEReferenceForward ref(path, 2);
   ref.run(kIds);
   for (int l = 0; l < L; ++l) {
     const moe::ExpertStats* s = m->expert_stats(l);
