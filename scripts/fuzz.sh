@@ -2,10 +2,12 @@
 # Builds the libFuzzer targets (clang, ASan + UBSan) into build-fuzz/ and runs each for SECONDS.
 #   scripts/fuzz.sh SECONDS [TARGET...]      targets: gguf tokenizer toml prompts (default: all)
 #   scripts/fuzz.sh --seeds                  regenerate tests/fuzz/corpus/ from tests/fuzz/make_corpus.cpp
+#                                            (its gguf/ folder is not committed: .gitignore)
 # Environment: JOBS (fuzzers run at once, default 1), BUILD_DIR (default build-fuzz),
 #   SPECMOE_FUZZ_VOCAB (a GGUF vocabulary added to the tokenizer target, e.g.
 #   ../shared/data/tokenizer/ggml-vocab-gpt-2.gguf), NICE (default 10).
-# Each target's working corpus lives in BUILD_DIR/corpus/<target> (seeded from tests/fuzz/corpus);
+# Each target's working corpus lives in BUILD_DIR/corpus/<target> (seeded from BUILD_DIR/seeds,
+# which make_corpus.cpp writes before every run);
 # crashes, leaks, timeouts and OOMs are written to BUILD_DIR/findings/<target>/. Copy a fixed
 # finding into tests/regression/<target>/ so tests/unit/fuzz_regression_test.cpp replays it.
 set -euo pipefail
@@ -47,6 +49,8 @@ for t in "${TARGETS[@]}"; do
 done
 
 configure_and_build "${TARGETS[@]}"
+rm -rf "$BUILD_DIR/seeds"
+"$BUILD_DIR/fuzz/fuzz_corpus" "$BUILD_DIR/seeds"
 
 max_len() {
   case $1 in
@@ -63,7 +67,7 @@ run_one() {
   [[ -f tests/fuzz/$t.dict ]] && dicts=(-dict="tests/fuzz/$t.dict")
   # -rss_limit_mb/-malloc_limit_mb: a loader that allocates beyond 2 GiB is a finding (OOM), as is
   # any input running over 10 s (timeout). Exit status is non-zero on a finding; keep going.
-  nice -n "$NICE" "$BUILD_DIR/fuzz/fuzz_$t" "$corpus" "tests/fuzz/corpus/$t" \
+  nice -n "$NICE" "$BUILD_DIR/fuzz/fuzz_$t" "$corpus" "$BUILD_DIR/seeds/$t" \
     -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 \
     -max_len="$(max_len "$t")" -artifact_prefix="$findings/" -print_final_stats=1 "${dicts[@]}" \
     >"$log" 2>&1 || true

@@ -1,7 +1,9 @@
 // Writes the seed corpus of every fuzz target: small valid inputs the fuzzer mutates from.
 //   fuzz_corpus OUT_DIR   ->  OUT_DIR/{gguf,tokenizer,toml,prompts}/<seed files>
-// The committed seeds in tests/fuzz/corpus/ come from this program (scripts/fuzz.sh --seeds
-// regenerates them). Every file is a few KB at most; files named "valid-*" must be accepted by
+// The text seeds committed in tests/fuzz/corpus/ come from this program (scripts/fuzz.sh --seeds
+// regenerates them); the GGUF seeds are not committed: every build writes them into
+// build/fuzz-seeds/ (target fuzz_seeds) and scripts/fuzz.sh into its build folder. Every file is a
+// few KB at most; files named "valid-*" must be accepted by
 // their target (tests/unit/fuzz_regression_test.cpp checks it).
 #include <cstdio>
 #include <filesystem>
