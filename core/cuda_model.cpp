@@ -3,7 +3,9 @@
 // weights uploaded once at load, activations and the KV cache in device memory, and every op a
 // kernels/cuda launcher queued on the model's one stream. Per forward the host uploads the token
 // ids, positions and mask (one copy) and downloads the logits (one copy); sampling stays on the
-// host, on those logits, or for greedy decoding only the argmax ids come back (forward_argmax).
+// host, on those logits, or for greedy decoding only the argmax ids come back (forward_argmax), or
+// nothing comes back (forward_device) when sampling and verification run on the device too
+// (verify/device_sampling.h).
 // MoE blocks (Mixtral-style llama, qwen2moe) route, group and combine on the device
 // (kernels/cuda/moe_ops.h) and run one SwiGLU per active expert on its slice of the stacked
 // expert tensors; their routing is copied back per layer for the host statistics. Only in builds
@@ -138,6 +140,10 @@ class CudaBackend final : public ModelBackend {
   }
   void forward(const ForwardBatch& batch, KVCache& kv, std::vector<float>& logits) override;
   void forward_argmax(const ForwardBatch& batch, KVCache& kv, std::vector<int32_t>& ids) override;
+  const float* forward_device(const ForwardBatch& batch, KVCache& kv, int64_t* rows) override {
+    return run(batch, kv, rows);
+  }
+  cu::Context& cuda_context() override { return *ctx_; }
 
  private:
   // The forward up to the head; returns the device logits [*n_out, n_vocab].

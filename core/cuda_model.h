@@ -10,7 +10,8 @@ namespace specmoe::core {
 
 // Uploads the weights of a dense llama / qwen2 / gpt2 model to CUDA device `device` (F32, F16,
 // BF16 as they are; quantized types as their GGUF blocks). Throws Error(Runtime) naming the
-// device when it is absent or the weights do not fit, Error(Unsupported) for MoE models.
+// device when it is absent or the weights do not fit, Error(Unsupported) for a tensor type or an
+// MoE routing option the backend does not run.
 std::unique_ptr<ModelBackend> make_cuda_backend(int device, const GGUFFile& file, const ModelConfig& config,
                                                 const ModelWeights& weights);
 

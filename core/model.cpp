@@ -307,6 +307,26 @@ void Model::forward_argmax(std::span<const int32_t> tokens, std::span<const int3
     argmax[r] = core::argmax(std::span<const float>(I.argmax_logits.data() + r * n_vocab, n_vocab));
 }
 
+const float* Model::forward_device(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
+                                   int64_t* n_rows, const ForwardOptions& options) {
+  Impl& I = *impl_;
+  if (!I.backend)
+    throw_error(ErrorKind::Unsupported, "{}: forward_device needs a model on a device; this one runs on the cpu",
+                I.file->path());
+  std::vector<int32_t> pos_storage;
+  const ForwardBatch b = I.prepare(tokens, positions, kv, options, pos_storage);
+  int64_t rows = 0;
+  const float* logits = I.backend->forward_device(b, kv, &rows);
+  I.record_backend_moe(b);
+  kv.append(b.positions);
+  if (n_rows != nullptr) *n_rows = rows;
+  return logits;
+}
+
+kernels::cuda::Context* Model::cuda_context() const {
+  return impl_->backend ? &impl_->backend->cuda_context() : nullptr;
+}
+
 void Model::Impl::forward_cpu(const ForwardBatch& b, KVCache& kv, std::vector<float>& logits) {
   Impl& I = *this;
   const ModelConfig& c = I.config;

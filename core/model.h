@@ -16,6 +16,10 @@ class ExpertStats;
 struct Routing;
 }  // namespace specmoe::moe
 
+namespace specmoe::kernels::cuda {
+class Context;
+}  // namespace specmoe::kernels::cuda
+
 namespace specmoe::core {
 
 class GGUFFile;
@@ -84,6 +88,16 @@ class Model {
   // instead of the CPU's Error). MoE statistics are recorded as by forward.
   void forward_argmax(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
                       std::vector<int32_t>& argmax, const ForwardOptions& options = {});
+
+  // A model on a device only (Error(Unsupported) on the CPU): the same forward, but the logits
+  // stay in device memory. Returns a device pointer to them, row-major [*n_rows, n_vocab] F32
+  // (n_rows = n_tokens, or 1 when !logits_all), valid until this model's next forward; the
+  // forward is queued on cuda_context()'s stream and not waited for. For decoding loops that
+  // sample and verify on the device (verify/device_sampling.h).
+  const float* forward_device(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
+                              int64_t* n_rows, const ForwardOptions& options = {});
+  // The CUDA context this model's forwards run on; nullptr for a CPU model.
+  kernels::cuda::Context* cuda_context() const;
 
   // Mixture of experts. Every forward records each MoE layer's routing into that layer's
   // statistics (tokens per expert, balance, drops, U(T) per forward size).

@@ -13,6 +13,10 @@
 #include "core/kv_cache.h"
 #include "core/model_config.h"
 
+namespace specmoe::kernels::cuda {
+class Context;
+}  // namespace specmoe::kernels::cuda
+
 namespace specmoe::core {
 
 class GGUFFile;
@@ -70,6 +74,13 @@ class ModelBackend {
   // T int32 ids instead of T x n_vocab floats. The default runs forward() and takes the argmax on
   // the host (core::argmax).
   virtual void forward_argmax(const ForwardBatch& batch, KVCache& kv, std::vector<int32_t>& ids);
+  // The same forward, leaving the logits in device memory: returns a device pointer to them,
+  // row-major [*rows = T or 1, n_vocab] F32, valid until this backend's next forward. Nothing is
+  // copied back (MoE routing records aside), and the call does not wait for the forward.
+  virtual const float* forward_device(const ForwardBatch& batch, KVCache& kv, int64_t* rows) = 0;
+  // The CUDA context (device, stream) every forward of this backend is queued on: work queued
+  // there after forward_device runs after it.
+  virtual kernels::cuda::Context& cuda_context() = 0;
 };
 
 // The backend of `device` (not Kind::Cpu) for a loaded model. Throws Error(Unsupported) when this

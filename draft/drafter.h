@@ -21,10 +21,17 @@ struct Draft {
   std::vector<int32_t> tokens;
   std::vector<std::vector<float>> q;  // (g, n_vocab); only the first size() rows are meaningful
   bool one_hot = false;
+  // Set by a drafter that kept q on the device the loop verifies on (DraftParams::device): the q
+  // rows there, [g, n_vocab target] F32 device memory owned by the drafter, valid until its next
+  // proposal; the host rows q are then not filled.
+  const float* q_device = nullptr;
 
   int size() const { return static_cast<int>(tokens.size()); }
   bool empty() const { return tokens.empty(); }
-  void clear() { tokens.clear(); }  // keeps the q rows' storage for the next step
+  void clear() {  // keeps the q rows' storage for the next step
+    tokens.clear();
+    q_device = nullptr;
+  }
 };
 
 // What the loop asks of one proposal.
@@ -36,6 +43,9 @@ struct DraftParams {
   float p_min = 0.0f;
   const core::SamplerChain* sampler = nullptr;  // the target's logits processors (required)
   core::Rng* rng = nullptr;                     // the draft's own random stream (required)
+  // The device the loop verifies on ("cuda:N"; empty: the host). A drafter whose model runs
+  // there may sample on the device and leave q there (Draft::q_device) instead of copying it.
+  std::string device;
 };
 
 class Drafter {

@@ -33,24 +33,28 @@ void ModelDrafter::init(int n_ctx) {
   cache_ = model_->new_cache(n_ctx);
 }
 
-void ModelDrafter::forward(std::span<const int32_t> tokens) {
+void ModelDrafter::forward(std::span<const int32_t> tokens, bool on_device) {
   positions_.resize(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) positions_[i] = cache_.size() + static_cast<int32_t>(i);
   core::ForwardOptions opt;
   opt.n_layers = n_layers_;
   opt.logits_all = false;
-  model_->forward(tokens, positions_, cache_, logits_, opt);
+  if (on_device)
+    d_logits_ = model_->forward_device(tokens, positions_, cache_, nullptr, opt);
+  else
+    model_->forward(tokens, positions_, cache_, logits_, opt);
   cached_.insert(cached_.end(), tokens.begin(), tokens.end());
 }
 
 void ModelDrafter::begin(std::span<const int32_t> prompt) {
   cache_.clear();
   cached_.clear();
-  // Prefill all but the last prompt token; the first proposal feeds it and gets its logits.
-  if (prompt.size() > 1) forward(prompt.first(prompt.size() - 1));
+  // Prefill all but the last prompt token; the first proposal feeds it and gets its logits. The
+  // prefill's logits are not used: on a device they need not come back.
+  if (prompt.size() > 1) forward(prompt.first(prompt.size() - 1), model_->cuda_context() != nullptr);
 }
 
-void ModelDrafter::sync(std::span<const int32_t> context) {
+void ModelDrafter::sync(std::span<const int32_t> context, bool on_device) {
   if (context.empty()) throw_error(ErrorKind::InvalidArgument, "model drafter: empty context");
   const size_t c = context.size();
   size_t common = 0;
@@ -59,7 +63,7 @@ void ModelDrafter::sync(std::span<const int32_t> context) {
   common = std::min(common, c - 1);  // always re-feed the last token to get its logits
   cache_.truncate(static_cast<int>(common));
   cached_.resize(common);
-  forward(context.subspan(common));
+  forward(context.subspan(common), on_device);
 }
 
 void ModelDrafter::accepted(int n_accepted, int32_t) {
@@ -80,9 +84,15 @@ void ModelDrafter::propose(std::span<const int32_t> context, const DraftParams& 
   const int room = cache_.capacity() - static_cast<int>(context.size()) + 1;
   const int g = std::min(params.max_tokens, room);
   if (g <= 0) return;
-  sync(context);
+  const bool on_device = !params.device.empty() && params.device == model_->device() &&
+                         core::DeviceSampler::supported(*model_, params.sampler->params());
+  sync(context, on_device);
   proposed_from_ = context.size();
   history_.assign(context.begin(), context.end());
+  if (on_device) {
+    propose_on_device(params, g, out);
+    return;
+  }
   const int n_vocab_draft = static_cast<int>(logits_.size());
   const bool greedy = params.sampler->params().greedy();
   for (int i = 0; i < g; ++i) {
@@ -119,9 +129,48 @@ void ModelDrafter::propose(std::span<const int32_t> context, const DraftParams& 
     history_.push_back(x);
     if (i + 1 < g) {
       const int32_t tok = x;
-      forward(std::span<const int32_t>(&tok, 1));
+      forward(std::span<const int32_t>(&tok, 1), false);
     }
   }
+}
+
+void ModelDrafter::propose_on_device(const DraftParams& params, int g, Draft& out) {
+  if (!device_sampler_) device_sampler_ = std::make_unique<core::DeviceSampler>(*model_);
+  core::DeviceSampler& dev = *device_sampler_;
+  const core::SamplingParams& sp = params.sampler->params();
+  const int64_t n_draft = model_->config().n_vocab, n_target = target_n_vocab_;
+  // Slot 0: the q rows handed to the verifier; slot 1: a draft-vocabulary row (distribution before
+  // it is moved into the target's vocabulary, or the plain softmax for a greedy confidence).
+  float* q_rows = dev.buffer(0, static_cast<size_t>(g) * static_cast<size_t>(n_target));
+  float* row = dev.buffer(1, static_cast<size_t>(n_draft));
+  for (int i = 0; i < g; ++i) {
+    float* q = q_rows + static_cast<size_t>(i) * static_cast<size_t>(n_target);
+    if (n_draft == n_target) {
+      dev.distributions(d_logits_, 1, n_draft, sp, q);
+    } else {
+      dev.distributions(d_logits_, 1, n_draft, sp, row);
+      dev.restrict_to(row, n_draft, q, n_target);
+    }
+    const float* confidence_row = nullptr;
+    int64_t confidence_n = 0;
+    if (params.p_min > 0.0f) {
+      if (sp.greedy()) {  // q is one-hot: the plain softmax's top probability, as on the host
+        dev.softmax(d_logits_, n_draft, row);
+        confidence_row = row;
+        confidence_n = n_draft;
+      } else {
+        confidence_row = q;
+        confidence_n = n_target;
+      }
+    }
+    float confidence = 1.0f;
+    const int32_t x = dev.sample(q, n_target, *params.rng, confidence_row, confidence_n, &confidence);
+    if (params.p_min > 0.0f && confidence < params.p_min) break;
+    out.tokens.push_back(x);
+    history_.push_back(x);
+    if (i + 1 < g) forward(std::span<const int32_t>(&x, 1), true);
+  }
+  if (!out.tokens.empty()) out.q_device = q_rows;
 }
 
 }  // namespace specmoe::draft

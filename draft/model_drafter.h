@@ -4,10 +4,13 @@
 // feeds the context tokens the cache lacks (one batched forward; it finds them by comparing the
 // cached tokens with the context, so any context works), then decodes g tokens one at a time,
 // sampling each from the processed distribution of the shared SamplerChain with the draft's own
-// Rng.
+// Rng. When the loop verifies on the device the draft model runs on (DraftParams::device), the
+// distributions are computed and sampled there (core::DeviceSampler): q stays in device memory
+// (Draft::q_device) and only each drafted id comes back.
 #pragma once
 #include <memory>
 
+#include "core/device_sampler.h"
 #include "core/model.h"
 #include "draft/drafter.h"
 
@@ -34,9 +37,13 @@ class ModelDrafter : public Drafter {
 
  private:
   void init(int n_ctx);
-  // Makes the cache hold context[0..c) and leaves the logits of context[c-1] in logits_.
-  void sync(std::span<const int32_t> context);
-  void forward(std::span<const int32_t> tokens);  // appends to the cache; last token's logits
+  // Makes the cache hold context[0..c) and leaves the logits of context[c-1] in logits_ (or, with
+  // on_device, in device memory at d_logits_).
+  void sync(std::span<const int32_t> context, bool on_device);
+  // Appends to the cache; the last token's logits go to logits_ or d_logits_.
+  void forward(std::span<const int32_t> tokens, bool on_device);
+  // propose() with distributions and sampling on the model's device.
+  void propose_on_device(const DraftParams& params, int g, Draft& out);
 
   std::shared_ptr<core::Model> owned_;
   core::Model* model_;
@@ -48,6 +55,8 @@ class ModelDrafter : public Drafter {
   std::vector<int32_t> positions_;  // scratch
   std::vector<int32_t> history_;    // context + drafted tokens, for the repetition penalties
   std::vector<float> logits_;       // (n_vocab_draft) of the last fed token
+  std::unique_ptr<core::DeviceSampler> device_sampler_;  // made on the first on-device proposal
+  const float* d_logits_ = nullptr;  // device (n_vocab_draft) logits of the last fed token
 };
 
 }  // namespace specmoe::draft

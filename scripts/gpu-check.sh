@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU check: builds the CUDA backend for sm_90 (H100/H200) in build-gpu/, runs the GPU test
-# executables (CUDA ops against CPU references; the CUDA model forward against the CPU forward),
+# executables (CUDA ops against CPU references; the CUDA model forward against the CPU forward;
+# device-resident speculative decoding: the device verifier's losslessness, the whole loop),
 # then a short benchmark on the synthetic ~1.1B-parameter F16 model `target-1b`: decode tokens/s
 # and achieved weight-read bandwidth, 1/9/64-token forwards, and the cost of a 9-token verify
 # forward relative to a 1-token forward; and, when the `speculate` command exists, the
@@ -19,7 +20,7 @@ cd "$(dirname "$0")/.."
 BUILD=${GPU_CHECK_BUILD:-build-gpu}
 LOGS=${GPU_CHECK_OUT:-$BUILD/gpu-check}
 ARCH=${CUDA_ARCH:-90}
-TESTS=(test_cuda_ops test_cuda_model test_cuda_moe)
+TESTS=(test_cuda_ops test_cuda_model test_cuda_moe test_cuda_speculative)
 BENCH=${GPU_CHECK_BENCH:-1}
 JOBS=$(nproc)
 mkdir -p "$LOGS"
@@ -91,14 +92,20 @@ if [ "$BENCH" = 1 ]; then
     mkdir -p "$SYN"
     [ -f "$SYN/synth-target-seed1.gguf" ] || "./$BUILD/specmoe" synth --preset target -o "$SYN/synth-target-seed1.gguf" -s 1
     [ -f "$SYN/synth-draft-seed1.gguf" ] || "./$BUILD/specmoe" synth --preset draft -o "$SYN/synth-draft-seed1.gguf" -s 1
-    if timeout 120 "./$BUILD/specmoe" speculate -m "$SYN/synth-target-seed1.gguf" -md "$SYN/synth-draft-seed1.gguf" \
-        -p "The quick brown fox" -n 256 --temp 0 --draft-max 4 --compare --device cuda > "$LOGS/speculate.log" 2>&1; then
-      tail -15 "$LOGS/speculate.log"
-      summary+="speculate --compare --device cuda: ok (see $LOGS/speculate.log)"$'\n'
-    else
-      tail -15 "$LOGS/speculate.log"
-      summary+="speculate --compare --device cuda: FAILED (see $LOGS/speculate.log)"$'\n'
-    fi
+    # The speculative verifier at temperature 0 and 0.8: device-resident sampling and
+    # verification (only drafted ids and the verdict cross the bus).
+    for temp in 0 0.8; do
+      if timeout 120 "./$BUILD/specmoe" speculate -m "$SYN/synth-target-seed1.gguf" -md "$SYN/synth-draft-seed1.gguf" \
+          -p "The quick brown fox" -n 256 --temp "$temp" --draft-max 4 --compare --repeat 3 --device cuda \
+          > "$LOGS/speculate-t$temp.log" 2>&1; then
+        tail -15 "$LOGS/speculate-t$temp.log"
+        summary+="speculate --compare --temp $temp --device cuda: ok (see $LOGS/speculate-t$temp.log)"$'\n'
+        summary+="$(grep -iE "speedup" "$LOGS/speculate-t$temp.log" | head -4)"$'\n'
+      else
+        tail -15 "$LOGS/speculate-t$temp.log"
+        summary+="speculate --compare --temp $temp --device cuda: FAILED (see $LOGS/speculate-t$temp.log)"$'\n'
+      fi
+    done
   else
     echo "no 'specmoe speculate' command in this build: skipped"
     summary+="speculate: skipped (command not in this build)"$'\n'

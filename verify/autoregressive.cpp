@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
+#include "core/device_sampler.h"
 #include "core/error.h"
 
 namespace specmoe::verify {
@@ -46,11 +48,30 @@ GenerationResult generate_autoregressive(core::Model& model, std::span<const int
   // come back from the model (Model::forward_argmax: one int32 instead of n_vocab floats on a GPU).
   const bool argmax_only = sampling.greedy() && sampling.repeat_penalty == 1.0f && sampling.no_repeat_ngram == 0;
   std::vector<int32_t> ids;
+  // A model on a GPU, any other sampling without penalties: the logits stay on the device, the
+  // chain and the draw run there (core::DeviceSampler) and one id comes back per step. Philox
+  // blocks of the same stream: the speculative loop's undrafted steps sample identically.
+  std::unique_ptr<core::DeviceSampler> device;
+  if (!argmax_only && core::DeviceSampler::supported(model, sampling))
+    device = std::make_unique<core::DeviceSampler>(model);
+  const float* d_logits = nullptr;
   auto step = [&](std::span<const int32_t> tokens) {
-    if (argmax_only)
+    if (device) {
+      d_logits = model.forward_device(tokens, {}, *kv, nullptr, fwd);
+      device->wait();  // the forward's time is counted as the forward's
+    } else if (argmax_only) {
       model.forward_argmax(tokens, {}, *kv, ids, fwd);
-    else
+    } else {
       model.forward(tokens, {}, *kv, logits, fwd);
+    }
+  };
+  auto next_token = [&]() -> int32_t {
+    if (argmax_only) return ids.at(0);
+    if (!device) return sampler.sample_logits(logits, history, rng, probs);
+    const int64_t n_vocab = model.config().n_vocab;
+    float* p = device->buffer(0, static_cast<size_t>(n_vocab));
+    device->distributions(d_logits, 1, n_vocab, sampling, p);
+    return device->sample(p, n_vocab, rng);
   };
   const auto t_start = Clock::now();
   double step_forward_s = 0.0;
@@ -61,7 +82,7 @@ GenerationResult generate_autoregressive(core::Model& model, std::span<const int
   m.prefill_s = seconds_since(t_start);
   while (true) {
     t = Clock::now();
-    const int32_t next = argmax_only ? ids.at(0) : sampler.sample_logits(logits, history, rng, probs);
+    const int32_t next = next_token();
     m.time.sampling_s += seconds_since(t);
     history.push_back(next);
     out.tokens.push_back(next);

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "verify/greedy_verifier.h"
+#include "verify/speculative_verifier.h"
 
 namespace specmoe::verify {
 namespace {
@@ -20,6 +21,9 @@ SpeculativeDecoder::SpeculativeDecoder(core::Model& target, draft::Drafter& draf
   sampling.validate();
   argmax_only_ = dynamic_cast<const GreedyVerifier*>(&verifier) != nullptr && sampling.greedy() &&
                  sampling.repeat_penalty == 1.0f && sampling.no_repeat_ngram == 0;
+  if (!argmax_only_ && dynamic_cast<const SpeculativeVerifier*>(&verifier) != nullptr &&
+      core::DeviceSampler::supported(target, sampling))
+    device_ = std::make_unique<core::DeviceSampler>(target);
 }
 
 void SpeculativeDecoder::ensure_capacity(int needed) {
@@ -71,7 +75,12 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
   last_only.logits_all = false;
   if (prompt.size() > 1) {
     t = Clock::now();
-    target_.forward(prompt.first(prompt.size() - 1), {}, kv_, logits_, last_only);
+    if (device_) {  // the prefill's logits are not used: they stay on the device
+      target_.forward_device(prompt.first(prompt.size() - 1), {}, kv_, nullptr, last_only);
+      device_->wait();
+    } else {
+      target_.forward(prompt.first(prompt.size() - 1), {}, kv_, logits_, last_only);
+    }
     m.time.verify_forward_s += seconds_since(t);
   }
   m.prefill_s = seconds_since(t_start);
@@ -90,6 +99,7 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
       dp.p_min = options_.draft_p_min;
       dp.sampler = &sampler_;
       dp.rng = &draft_rng;
+      if (device_) dp.device = target_.device();
       t = Clock::now();
       drafter_.propose(history_, dp, draft_);
       const double dt = seconds_since(t);
@@ -108,15 +118,42 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
     core::ForwardOptions fwd;
     fwd.logits_all = g > 0;
     t = Clock::now();
-    if (argmax_only_)
+    const float* d_logits = nullptr;
+    if (device_) {
+      device_->stage_draft(draft_.tokens);  // before the forward is queued: the upload does not wait for it
+      d_logits = target_.forward_device(batch_, positions_, kv_, nullptr, fwd);
+      device_->wait();  // so that the forward's time is counted as the forward's
+    } else if (argmax_only_) {
       target_.forward_argmax(batch_, positions_, kv_, argmax_, fwd);
-    else
+    } else {
       target_.forward(batch_, positions_, kv_, logits_, fwd);
+    }
     m.time.verify_forward_s += seconds_since(t);
 
     t = Clock::now();
     VerifyResult r;
-    if (argmax_only_) {
+    if (device_) {
+      // p for the g + 1 positions, then the verdict: the only copy back. A plain step (g = 0)
+      // samples exactly as the device-resident autoregressive loop does.
+      float* p = device_->buffer(0, static_cast<size_t>(g + 1) * n_vocab);
+      device_->distributions(d_logits, g + 1, n_vocab, sampler_.params(), p);
+      if (g == 0) {
+        r.next_token = device_->sample(p, n_vocab, rng);
+      } else {
+        const float* q = nullptr;
+        if (!draft_.one_hot) {
+          q = draft_.q_device;
+          if (q == nullptr) {  // a drafter that kept q on the host (another device, or the CPU)
+            float* up = device_->buffer(1, static_cast<size_t>(g) * n_vocab);
+            device_->upload_rows(std::span<const std::vector<float>>(draft_.q.data(), g), n_vocab, up);
+            q = up;
+          }
+        }
+        const core::DeviceSampler::Verdict v = device_->verify(p, q, n_vocab, rng);
+        r.n_accepted = v.n_accepted;
+        r.next_token = v.next_token;
+      }
+    } else if (argmax_only_) {
       // argmax_ has g + 1 ids (one when g = 0: the plain greedy step).
       r = verify_greedy_argmax(draft_.tokens, argmax_);
     } else if (g == 0) {
@@ -163,7 +200,10 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
     std::vector<double> times;
     for (int i = 0; i < probes; ++i) {
       t = Clock::now();
-      if (argmax_only_)  // the step cost of this run's own forward kind
+      if (device_) {  // the step cost of this run's own forward kind
+        target_.forward_device(std::span<const int32_t>(&last, 1), {}, kv_, nullptr, last_only);
+        device_->wait();
+      } else if (argmax_only_)
         target_.forward_argmax(std::span<const int32_t>(&last, 1), {}, kv_, argmax_, last_only);
       else
         target_.forward(std::span<const int32_t>(&last, 1), {}, kv_, logits_, last_only);

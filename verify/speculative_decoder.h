@@ -3,8 +3,10 @@
 // tokens in ONE batched forward (g+1 positions), the verifier accepts a prefix and emits one
 // more token, and the target's KV cache is truncated to what was accepted.
 #pragma once
+#include <memory>
 #include <span>
 
+#include "core/device_sampler.h"
 #include "core/model.h"
 #include "core/sampling.h"
 #include "draft/drafter.h"
@@ -32,6 +34,14 @@ class SpeculativeDecoder {
   // stopped at an accepted EOG draft token, when it may hold more).
   const core::KVCache& target_cache() const { return kv_; }
 
+  // True when the loop runs device-resident: a target on a GPU, the speculative verifier and no
+  // penalties. The target's logits and distributions, the draft's q (a draft model on the same
+  // device keeps it there) and the verification stay in device memory; per step only the drafted
+  // ids go up and the verdict (two ids) comes back. Random numbers are Philox blocks of the same
+  // streams, drawn on the device (core::DeviceSampler), so tokens differ from the host loop's
+  // but the same seed and stream still give the same tokens.
+  bool device_resident() const { return device_ != nullptr; }
+
  private:
   void ensure_capacity(int needed);
 
@@ -44,6 +54,7 @@ class SpeculativeDecoder {
   // (Model::forward_argmax; on a GPU T ids come back instead of T x n_vocab logits). The tokens
   // are the same as through the processed distributions, which are one-hot on those ids.
   bool argmax_only_ = false;
+  std::unique_ptr<core::DeviceSampler> device_;  // device-resident loop (device_resident())
   core::KVCache kv_;
   // Scratch reused across steps (vocab-sized rows are allocated once).
   draft::Draft draft_;

@@ -16,6 +16,9 @@ void check_verify_inputs(const char* verifier, const draft::Draft& draft, std::s
     if (p[i].size() != n_vocab)
       throw_error(ErrorKind::InvalidArgument, "{} verifier: target distribution {} has {} entries, expected {}",
                   verifier, i, p[i].size(), n_vocab);
+  if (!draft.one_hot && draft.q_device != nullptr && g > 0)
+    throw_error(ErrorKind::InvalidArgument,
+                "{} verifier: the draft's q rows live on the device; verify them there (core::DeviceSampler)", verifier);
   if (!draft.one_hot && static_cast<int>(draft.q.size()) < g)
     throw_error(ErrorKind::InvalidArgument, "{} verifier: {} draft distributions for {} draft tokens", verifier,
                 draft.q.size(), g);

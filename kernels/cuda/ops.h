@@ -156,4 +156,29 @@ void philox_uniforms(Context& ctx, uint64_t seed, uint64_t stream, uint64_t coun
 void sample_philox(Context& ctx, const float* probs, int64_t n_vocab, uint64_t seed, uint64_t stream,
                    uint64_t counter, int32_t* token);
 
+// ---------------------------------------------------------------------------------------------
+// Speculative decoding on the device (kernels/cuda/speculative.cu).
+
+// Lossless speculative verification, the rule of verify::SpeculativeVerifier (Leviathan et al.
+// 2023, Alg. 1): draft token x_i = draft_tokens[i] (device, i < g) is accepted with probability
+// min(1, p_i(x_i) / q_i(x_i)); at the first rejection the emitted token is drawn from
+// norm(max(0, p_i - q_i)) (from p_i when that is empty), after g acceptances from p_g.
+// p: [g + 1, n_vocab]; q: [g, n_vocab], or null for a one-hot draft (q_i(x_i) = 1).
+// Randomness: test i uses the 53-bit uniform of Philox block counter + i of (seed, stream)
+// (as core::Rng::uniform on a fresh block), the draw block counter + g; certain outcomes (ratio
+// >= 1 or 0) draw nothing, so one-hot p and q reproduce the greedy rule. The caller reserves the
+// g + 1 blocks (core::Rng::take_blocks). result (device int32[2]): n_accepted, emitted token
+// (-1 only when p's row has no mass). One block; the draw is a block scan in double.
+void speculative_verify(Context& ctx, const float* p, const float* q, const int32_t* draft_tokens, int g,
+                        int64_t n_vocab, uint64_t seed, uint64_t stream, uint64_t counter, int32_t* result);
+
+// A draft distribution moved into the target's vocabulary: dst[j] = src[j] / sum(src[0, m)) for
+// j < m = min(n_src, n_dst) and 0 for m <= j < n_dst (draft-only padding ids are masked out, ids
+// the draft lacks get 0). A row with no mass on [0, m) becomes one-hot on id 0 (still exact: the
+// verifier sees the q the token is then drawn from). src and dst must not alias.
+void restrict_distribution(Context& ctx, const float* src, int64_t n_src, float* dst, int64_t n_dst);
+
+// *out = max(x[0, n)) (one float on the device): the drafter's confidence for adaptive drafting.
+void row_max(Context& ctx, const float* x, int64_t n, float* out);
+
 }  // namespace specmoe::kernels::cuda

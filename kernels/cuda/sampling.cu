@@ -1,8 +1,6 @@
 // The sampling chain on the device: temperature, top-k, top-p, min-p and softmax producing the
 // processed distribution (CUB radix sort + scan), the CTRL repetition penalty, and the draw (inverse
 // CDF with a uniform from the host or from Philox4x32-10 on the device, Random123).
-#include <Random123/philox.h>
-
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -11,6 +9,7 @@
 
 #include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/philox_device.h"
 
 namespace specmoe::kernels::cuda {
 namespace detail {
@@ -79,19 +78,6 @@ __global__ void penalize_kernel(float* logits, const uint8_t* marks, int64_t n_v
 }
 
 #undef SPECMOE_GRID_STRIDE
-
-// Word `word` (0..3) of Philox4x32-10 block `counter` of stream (seed, stream), as core::Rng.
-__device__ __forceinline__ uint32_t philox_word(uint64_t seed, uint64_t stream, uint64_t counter, int word) {
-  r123::Philox4x32_R<10> gen;
-  const r123::Philox4x32_R<10>::ctr_type c = {{static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32),
-                                               static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)}};
-  const r123::Philox4x32_R<10>::key_type k = {{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
-  const r123::Philox4x32_R<10>::ctr_type r = gen(c, k);
-  return r[word];
-}
-
-// 24 random bits -> [0, 1), exactly as core::Rng::uniform_float.
-__device__ __forceinline__ float to_uniform(uint32_t bits) { return static_cast<float>(bits >> 8) * 0x1.0p-24f; }
 
 __global__ void philox_uniforms_kernel(uint64_t seed, uint64_t stream, uint64_t counter, int64_t n, float* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;

@@ -25,11 +25,16 @@
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/ops.h"
 
+#include "cuda_device_array.h"
+
 namespace specmoe::kernels::cuda {
 namespace {
 
+using specmoe::testing::DeviceArray;
+
 // ---------------------------------------------------------------------------------------------
-// Host helpers: half/bfloat16 conversion (round to nearest even), device arrays, comparisons.
+// Host helpers: half/bfloat16 conversion (round to nearest even), comparisons (device arrays:
+// tests/cuda_device_array.h).
 
 uint16_t f32_to_f16(float f) {
   uint32_t x;
@@ -76,25 +81,6 @@ float bf16_to_f32(uint16_t h) {
 }
 
 bool has_device() { return cuda_device_count() > 0; }
-
-// A device copy of a host vector, and back.
-template <typename T>
-struct DeviceArray {
-  DeviceBuffer buf;
-  size_t n = 0;
-  DeviceArray(Context& ctx, const std::vector<T>& host) : buf(std::max<size_t>(host.size(), 1) * sizeof(T), ctx.device()), n(host.size()) {
-    ctx.upload(buf.data(), host.data(), n * sizeof(T));
-  }
-  DeviceArray(Context& ctx, size_t count) : buf(std::max<size_t>(count, 1) * sizeof(T), ctx.device()), n(count) {
-    ctx.zero(buf.data(), n * sizeof(T));
-  }
-  T* ptr() const { return buf.as<T>(); }
-  std::vector<T> get(Context& ctx) const {
-    std::vector<T> out(n);
-    ctx.download(out.data(), buf.data(), n * sizeof(T));
-    return out;
-  }
-};
 
 std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo, float hi) {
   std::uniform_real_distribution<float> dist(lo, hi);

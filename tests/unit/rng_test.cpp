@@ -55,6 +55,20 @@ TEST(Rng, LayoutIsKeySeedCounterBlockAndStream) {
   }
 }
 
+TEST(Rng, TakeBlocksReservesWholeBlocksAndResumesAfterThem) {
+  const uint64_t seed = 5, stream = 9;
+  Rng rng(seed, stream);
+  rng.next_u32();  // block 0, word 0: the rest of block 0 is dropped by take_blocks
+  EXPECT_EQ(rng.take_blocks(3), 1u);  // blocks 1, 2, 3 go to the caller
+  EXPECT_EQ(rng.counter(), 4u);
+  EXPECT_EQ(rng.seed(), seed);
+  EXPECT_EQ(rng.stream(), stream);
+  const auto want = philox4x32_10({4, 0, 9, 0}, {5, 0});
+  EXPECT_EQ(rng.next_u32(), want[0]);
+  EXPECT_EQ(rng.take_blocks(0), 5u);  // reserving nothing still drops the partial block
+  EXPECT_EQ(rng.next_u32(), philox4x32_10({5, 0, 9, 0}, {5, 0})[0]);
+}
+
 TEST(Rng, SameSeedSameSequence) {
   Rng a(42, 7), b(42, 7);
   for (int i = 0; i < 1001; ++i) ASSERT_EQ(a.next_u32(), b.next_u32()) << i;

@@ -20,6 +20,7 @@
 #include "draft/model_drafter.h"
 #include "draft/ngram_drafter.h"
 #include "draft/registry.h"
+#include "lossless.h"
 #include "test_data.h"
 #include "verify/autoregressive.h"
 #include "verify/greedy_verifier.h"
@@ -359,162 +360,7 @@ TEST_F(SpeculativeTest, SameSeedAndStreamGiveTheSameTokens) {
   EXPECT_EQ(a.tokens.size(), 30u);
 }
 
-// ---- Losslessness at temperature > 0 with real (tiny) models ---------------------------------
-
-// The target's exact distribution of the first two generated tokens, by enumeration: p(t1) from
-// the prompt, then p(t2 | t1) for every t1 in p(t1)'s support. joint[t1 * V + t2].
-std::vector<double> exact_joint(core::Model& target, const Tokens& prompt, const core::SamplingParams& sp) {
-  const int V = target.config().n_vocab;
-  const core::SamplerChain chain(sp);
-  core::KVCache kv = target.new_cache(64);
-  std::vector<float> logits, p1, p2;
-  core::ForwardOptions fo;
-  fo.logits_all = false;
-  target.forward(prompt, {}, kv, logits, fo);
-  chain.distribution(logits, prompt, p1);
-  std::vector<double> joint(static_cast<size_t>(V) * V, 0.0);
-  Tokens history = prompt;
-  history.push_back(0);
-  for (int32_t t1 = 0; t1 < V; ++t1) {
-    if (p1[t1] <= 0.0f) continue;
-    kv.truncate(static_cast<int>(prompt.size()));
-    target.forward(std::span<const int32_t>(&t1, 1), {}, kv, logits, fo);
-    history.back() = t1;
-    chain.distribution(logits, history, p2);
-    for (int32_t t2 = 0; t2 < V; ++t2) joint[static_cast<size_t>(t1) * V + t2] = double(p1[t1]) * p2[t2];
-  }
-  return joint;
-}
-
-// Pearson's chi-square over cells, pooling every cell whose expected count is below 5 into one
-// bucket (the usual validity condition of the chi-square approximation). Counts in cells with
-// probability 0 are impossible events, reported separately.
-struct ChiSquare {
-  double stat = 0.0;
-  int df = 0;
-  int64_t impossible = 0;
-};
-ChiSquare pooled_chi_square(const std::map<size_t, int64_t>& counts, const std::vector<double>& p, int64_t n) {
-  ChiSquare r;
-  double pooled_e = 0.0;
-  int64_t pooled_o = 0;
-  int cells = 0;
-  for (size_t i = 0; i < p.size(); ++i) {
-    const auto it = counts.find(i);
-    const int64_t o = it == counts.end() ? 0 : it->second;
-    if (p[i] <= 0.0) {
-      r.impossible += o;
-      continue;
-    }
-    const double e = static_cast<double>(n) * p[i];
-    if (e < 5.0) {
-      pooled_e += e;
-      pooled_o += o;
-      continue;
-    }
-    r.stat += (o - e) * (o - e) / e;
-    ++cells;
-  }
-  if (pooled_e > 0.0) {
-    r.stat += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
-    ++cells;
-  }
-  r.df = cells - 1;
-  return r;
-}
-
-// Upper 0.001 quantile of chi-square(df), Wilson-Hilferty (within 1% for df >= 5; conservative).
-double chi2_critical_0001(int df) {
-  const double k = df, z = 3.0902;
-  const double a = 1.0 - 2.0 / (9.0 * k) + z * std::sqrt(2.0 / (9.0 * k));
-  return k * a * a * a;
-}
-
-// Emits the draft and a bonus: samples from q, not p. Must fail the test below (power check).
-class AlwaysAcceptVerifier : public Verifier {
- public:
-  std::string name() const override { return "always-accept"; }
-  VerifyResult verify(const draft::Draft& d, std::span<const std::vector<float>> p, core::Rng& rng) const override {
-    return {d.size(), sample_weights(p[d.size()], rng)};
-  }
-};
-
-// Joint counts of the first two tokens over n_trials generations (streams 0..n-1), max_tokens 3
-// so the first step drafts 2 tokens and the second token comes from an accepted draft, a
-// correction, a bonus or the next step.
-std::map<size_t, int64_t> two_token_counts(core::Model& target, draft::Drafter& drafter, const Verifier& verifier,
-                                           const Tokens& prompt, const core::SamplingParams& sp, int n_trials) {
-  DecodeOptions o = decode_options(3, 3);
-  o.cost_probe_forwards = 0;
-  o.stop_at_eog = false;
-  SpeculativeDecoder dec(target, drafter, verifier, sp, o);
-  const size_t V = static_cast<size_t>(target.config().n_vocab);
-  std::map<size_t, int64_t> counts;
-  for (int i = 0; i < n_trials; ++i) {
-    const GenerationResult r = dec.generate(prompt, static_cast<uint64_t>(i));
-    ++counts[static_cast<size_t>(r.tokens[0]) * V + r.tokens[1]];
-  }
-  return counts;
-}
-
-// Significance 0.001 (fixed seeds: deterministic). Power: with N = 6,000 generations, a wrong
-// output distribution at total variation delta from the target's gives a noncentrality of at
-// least N (2 delta)^2 (Cauchy-Schwarz over the pooled cells). With the ~140 pooled cells of the
-// temperature-1 case (critical value ~194) the test detects delta = 0.071 with probability 0.99;
-// with the ~50 cells of the top-p case (critical ~91), delta = 0.060. The hand-built tests in
-// verifier_test.cpp cover 2% errors; this one proves the whole loop (draft sampling, batched
-// target forward, per-position distributions with the drafted prefix as history, rollback,
-// bonus and next step) on a real forward, and the always-accept verifier must fail it.
-constexpr int kModelTrials = 6000;
-
-// Among short prompts (BOS + one byte token), the one whose first token is the most uncertain
-// (highest entropy of the processed distribution): the most cells for the test to check,
-// whatever the synthetic weights are. Fills `joint` with its exact two-token distribution.
-Tokens most_uncertain_prompt(core::Model& target, const core::SamplingParams& sp, std::vector<double>& joint) {
-  const core::SamplerChain chain(sp);
-  core::KVCache kv = target.new_cache(8);
-  std::vector<float> logits, p1;
-  core::ForwardOptions fo;
-  fo.logits_all = false;
-  Tokens best;
-  double best_entropy = -1.0;
-  for (int32_t byte = 32; byte < 127; ++byte) {
-    const Tokens prompt = {1, 3 + byte};  // BOS, then the byte token <0xNN> (ids 3..258)
-    kv.clear();
-    target.forward(prompt, {}, kv, logits, fo);
-    chain.distribution(logits, prompt, p1);
-    double h = 0.0;
-    for (float p : p1)
-      if (p > 0.0f) h -= p * std::log(static_cast<double>(p));
-    if (h > best_entropy) {
-      best_entropy = h;
-      best = prompt;
-    }
-  }
-  joint = exact_joint(target, best, sp);
-  return best;
-}
-
-void check_lossless(core::Model& target, core::Model& draft_model, const core::SamplingParams& sp, bool power_check) {
-  std::vector<double> expect;
-  const Tokens prompt = most_uncertain_prompt(target, sp, expect);
-  draft::ModelDrafter drafter(&draft_model, target.config().n_vocab, -1, 64);
-  const SpeculativeVerifier spec;
-  const auto counts = two_token_counts(target, drafter, spec, prompt, sp, kModelTrials);
-  const ChiSquare cs = pooled_chi_square(counts, expect, kModelTrials);
-  EXPECT_EQ(cs.impossible, 0);
-  EXPECT_GE(cs.df, 5) << "enough cells to mean something";
-  std::printf("lossless T=%.1f top_p=%.2f: chi2 %.1f df %d critical %.1f\n", sp.temperature, sp.top_p, cs.stat,
-              cs.df, chi2_critical_0001(cs.df));
-  EXPECT_LT(cs.stat, chi2_critical_0001(cs.df)) << "df " << cs.df;
-  if (power_check) {
-    const AlwaysAcceptVerifier bad;
-    const auto bad_counts = two_token_counts(target, drafter, bad, prompt, sp, kModelTrials);
-    const ChiSquare bcs = pooled_chi_square(bad_counts, expect, kModelTrials);
-    EXPECT_GT(bcs.stat, chi2_critical_0001(bcs.df)) << "df " << bcs.df;
-    std::printf("always-accept: chi2 %.1f df %d critical %.1f\n", bcs.stat, bcs.df, chi2_critical_0001(bcs.df));
-  }
-}
+// ---- Losslessness at temperature > 0 with real (tiny) models: tests/lossless.h ----------
 
 TEST_F(SpeculativeTest, LosslessAtTemperatureOne) {
   core::SamplingParams sp;
@@ -523,7 +369,7 @@ TEST_F(SpeculativeTest, LosslessAtTemperatureOne) {
   sp.top_p = 1.0f;
   sp.min_p = 0.0f;
   sp.seed = 21;
-  check_lossless(*tiny_, *tiny_draft_, sp, true);
+  testing::check_lossless(*tiny_, *tiny_draft_, sp, true);
 }
 
 TEST_F(SpeculativeTest, LosslessAtTemperature07TopP09) {
@@ -533,7 +379,7 @@ TEST_F(SpeculativeTest, LosslessAtTemperature07TopP09) {
   sp.top_p = 0.9f;
   sp.min_p = 0.0f;
   sp.seed = 22;
-  check_lossless(*tiny_, *tiny_draft_, sp, false);
+  testing::check_lossless(*tiny_, *tiny_draft_, sp, false);
 }
 
 }  // namespace
