@@ -5,11 +5,12 @@
 // ids, positions and mask (one copy) and downloads the logits (one copy); sampling stays on the
 // host, on those logits, or for greedy decoding only the argmax ids come back (forward_argmax), or
 // nothing comes back (forward_device) when sampling and verification run on the device too
-// (verify/device_sampling.h).
-// MoE blocks (Mixtral-style llama, qwen2moe) route, group and combine on the device
-// (kernels/cuda/moe_ops.h) and run one SwiGLU per active expert on its slice of the stacked
-// expert tensors; their routing is copied back per layer for the host statistics. Only in builds
-// with SPECMOE_HAVE_CUDA.
+// (core/device_sampler.h).
+// MoE blocks (Mixtral-style llama, qwen2moe) route (softmax top-k, or sigmoid + bias +
+// group-limited top-k as DeepSeek-V3), apply the Switch capacity limit when one is set, group and
+// combine on the device (kernels/cuda/moe_ops.h) and run one SwiGLU per active expert on its
+// slice of the stacked expert tensors; their routing (dropped slots included) is copied back per
+// layer for the host statistics. Only in builds with SPECMOE_HAVE_CUDA.
 #ifdef SPECMOE_HAVE_CUDA
 #include "core/cuda_model.h"
 
@@ -28,6 +29,7 @@
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/moe_ops.h"
 #include "kernels/cuda/ops.h"
+#include "moe/router.h"
 
 namespace specmoe::core {
 
@@ -118,6 +120,7 @@ struct CudaLayer {
   cu::DeviceMatrix gate_exps, up_exps, down_exps;  // (n_embd -> E * n_ff_exp) x2, (n_ff_exp -> E * n_embd)
   cu::DeviceMatrix gate_sh, up_sh, down_sh;        // qwen2moe shared expert (n_embd -> n_ff_sh) x2, (n_ff_sh -> n_embd)
   cu::DeviceMatrix gate_inp_sh;                    // qwen2moe: (n_embd -> 1), F32; absent = shared weight 1
+  const float* exp_probs_b = nullptr;              // sigmoid gating: [n_expert] selection bias; null = none
   bool fused_qkv() const { return wqkv.data != nullptr; }
   bool moe() const { return gate_inp.data != nullptr; }
 };
@@ -189,6 +192,7 @@ class CudaBackend final : public ModelBackend {
   // shared expert's hidden [T, n_ff_sh] x2, output [T, n_embd] and gate logit [T].
   cu::DeviceBuffer rl_, rec_, grp_, xs_, eh_, eu_, ey_, sh_h_, sh_u_, sh_y_, sh_z_;
   std::vector<int32_t> rec_host_;
+  double moe_capacity_factor_ = 0.0;  // of the forward in progress (run() sets it; <= 0: dropless)
 };
 
 CudaBackend::CudaBackend(int device, const GGUFFile& file, const ModelConfig& config, const ModelWeights& w)
@@ -199,11 +203,6 @@ CudaBackend::CudaBackend(int device, const GGUFFile& file, const ModelConfig& co
     throw_error(ErrorKind::Runtime, "{}: device cuda:{} is not available: {} CUDA device(s) present ({})", path_,
                 device, count, info.available() ? "ok" : info.status);
   }
-  if (c_.is_moe() && c_.expert_gating != ExpertGating::Softmax)
-    throw_error(ErrorKind::Unsupported,
-                "{}: expert_gating_func {} (sigmoid, group-limited top-k routing) is not ported to the CUDA backend, "
-                "which routes by softmax top-k only: use --device cpu",
-                path_, static_cast<int>(c_.expert_gating));
   ctx_ = std::make_shared<cu::Context>(device);
 
   // Fail with a clear message before uploading what cannot fit.
@@ -267,6 +266,9 @@ CudaBackend::CudaBackend(int device, const GGUFFile& file, const ModelConfig& co
       D.gate_exps = upload_stacked(file, p + "ffn_gate_exps.weight", d, ff * E);
       D.up_exps = upload_stacked(file, p + "ffn_up_exps.weight", d, ff * E);
       D.down_exps = upload_stacked(file, p + "ffn_down_exps.weight", ff, d * E);
+      // The sigmoid router's bias, read as the CPU side reads it (core/model_moe.cpp).
+      if (c_.expert_gating == ExpertGating::Sigmoid && binder.has(p + "exp_probs_b.bias"))
+        D.exp_probs_b = upload_vector(binder.vector(p + "exp_probs_b.bias", E));
       if (c_.arch == Arch::Qwen2Moe) {
         const int64_t sh = c_.n_ff_shared_expert;
         D.gate_sh = upload_matrix(binder.matrix(p + "ffn_gate_shexp.weight", d, sh), p + "ffn_gate_shexp.weight");
@@ -449,12 +451,16 @@ void CudaBackend::ffn_block(int l, int64_t T) {
 }
 
 // x += moe(norm(x)) (moe::MoELayer on the device):
-//   logits = xn W_inp^T; (experts, weights) = softmax top-k; group the T*k assignments by expert
-//   (histogram, scan, stable radix sort) and gather their inputs; per active expert e, in expert
-//   order: y = down_e(silu(gate_e xs) * up_e xs) over its contiguous rows; shared expert over all
-//   T tokens; combine per token over its slots in rank order (+ sigmoid-gated shared output).
-// The host needs the tokens per expert to size each expert's GEMM: the record (counts, ids,
-// weights) is copied back once per MoE layer, which also gives Model the routing it records.
+//   logits = xn W_inp^T; (experts, weights) = softmax top-k or sigmoid group-limited top-k (the
+//   router core/model_moe.cpp builds from the same metadata); with a capacity factor, the Switch
+//   limit marks assignments beyond each expert's capacity dropped (-1, weight 0); group the kept
+//   assignments by expert (histogram, scan, stable radix sort; dropped ones sort last) and
+//   gather their inputs; per active expert e, in expert order: y = down_e(silu(gate_e xs) *
+//   up_e xs) over its contiguous rows; shared expert over all T tokens; combine per token over
+//   its kept slots in rank order (+ sigmoid-gated shared output).
+// The host needs the tokens per expert to size each expert's GEMM: the record (kept counts, ids
+// with -1 for dropped slots, weights) is copied back once per MoE layer, which also gives Model
+// the routing it records.
 void CudaBackend::moe_block(int l, int64_t T, int k, MoELayerRecord* rec) {
   cu::Context& ctx = *ctx_;
   const CudaLayer& L = layers_[l];
@@ -473,9 +479,23 @@ void CudaBackend::moe_block(int l, int64_t T, int k, MoELayerRecord* rec) {
   int32_t* sorted = offsets + E + 1;               // [n]
   int32_t* slot_pos = sorted + n;                  // [n]
   cu::matmul(ctx, xn, T, L.gate_inp, rl);
-  cu::moe_softmax_topk(ctx, rl, T, E, k, c_.expert_weights_norm, experts, weights);
+  if (c_.expert_gating == ExpertGating::Sigmoid) {
+    cu::SigmoidGroupParams sp;
+    sp.n_group = c_.n_expert_group;
+    sp.topk_group = c_.n_expert_group_used;
+    sp.normalize = c_.expert_weights_norm;
+    sp.scale = c_.expert_weights_scale;
+    sp.bias = L.exp_probs_b;
+    cu::moe_sigmoid_group_topk(ctx, rl, T, E, k, sp, experts, weights);
+  } else {
+    cu::moe_softmax_topk(ctx, rl, T, E, k, c_.expert_weights_norm, experts, weights);
+  }
+  const bool capacity = moe_capacity_factor_ > 0.0;
+  if (capacity)
+    cu::moe_apply_capacity(ctx, experts, weights, T, k, E,
+                           moe::expert_capacity(moe_capacity_factor_, static_cast<int>(T), k, E));
   cu::moe_group_by_expert(ctx, experts, n, E, counts, offsets, sorted);
-  cu::moe_gather(ctx, xn, d, sorted, n, k, xs_.as<float>(), slot_pos);
+  cu::moe_gather(ctx, xn, d, sorted, n, k, xs_.as<float>(), slot_pos, capacity ? experts : nullptr);
 
   // The shared expert does not depend on the routing: queue it before the host waits.
   const float* sh_y = nullptr;
@@ -507,9 +527,13 @@ void CudaBackend::moe_block(int l, int64_t T, int k, MoELayerRecord* rec) {
     cu::matmul(ctx, h, ne, row_slice(L.down_exps, e * d, d), ey_.as<float>() + off * d);
     off += ne;
   }
-  if (off != n)
-    throw_error(ErrorKind::Runtime, "{}: layer {}: the device routed {} of {} (token, expert) assignments", path_, l,
-                off, n);
+  // Every assignment is kept (counted once) or dropped (-1).
+  const int64_t n_dropped =
+      std::count(rec_host_.begin() + E, rec_host_.begin() + E + n, static_cast<int32_t>(moe::Routing::kDropped));
+  if (off + n_dropped != n)
+    throw_error(ErrorKind::Runtime,
+                "{}: layer {}: the device routed {} and dropped {} of {} (token, expert) assignments", path_, l,
+                off, n_dropped, n);
   cu::moe_combine(ctx, x, T, d, k, ey_.as<float>(), slot_pos, weights, sh_y, sh_z);
 
   if (rec != nullptr) {
@@ -581,11 +605,10 @@ const float* CudaBackend::run(const ForwardBatch& b, KVCache& kv, int64_t* n_out
     const int k = b.moe_k, E = c_.n_expert;
     if (k < 1 || k > E)
       throw_error(ErrorKind::InvalidArgument, "{}: MoE k = {} outside [1, {}]", path_, k, E);
-    if (b.moe_capacity_factor > 0.0)
-      throw_error(ErrorKind::Unsupported,
-                  "{}: MoE capacity factor {} (Switch token dropping) is not ported to the CUDA backend: use --device "
-                  "cpu or a capacity factor of 0 (dropless)",
-                  path_, b.moe_capacity_factor);
+    if (!std::isfinite(b.moe_capacity_factor))
+      throw_error(ErrorKind::InvalidArgument, "{}: MoE capacity factor {} is not finite", path_,
+                  b.moe_capacity_factor);
+    moe_capacity_factor_ = b.moe_capacity_factor;
     const int64_t n = T * k, ff = c_.n_ff_expert, sh = c_.n_ff_shared_expert;
     ensure<float>(rl_, T * E);
     ensure<int32_t>(rec_, E + 2 * n);

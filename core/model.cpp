@@ -268,6 +268,7 @@ void Model::Impl::record_backend_moe(const ForwardBatch& b) {
     r.reset(rec.n_tokens, rec.k, config.n_expert);
     r.expert = std::move(rec.experts);
     r.weight = std::move(rec.weights);
+    moe::count_drops(r);  // the backend marks capacity-dropped slots kDropped, as apply_capacity
     moe->record_routing(std::move(r), rec.tokens_per_expert);
     last_distinct[l] = moe->last_distinct();
     rec = MoELayerRecord{};
@@ -394,11 +395,6 @@ void Model::set_moe_capacity_factor(double capacity_factor) {
   if (!std::isfinite(capacity_factor))
     throw_error(ErrorKind::InvalidArgument, "{}: MoE capacity factor {} is not finite", impl_->file->path(),
                 capacity_factor);
-  if (impl_->backend && capacity_factor > 0.0)
-    throw_error(ErrorKind::Unsupported,
-                "{}: MoE capacity factor {} (Switch token dropping) is not ported to the {} backend: use --device cpu "
-                "or a capacity factor of 0 (dropless)",
-                impl_->file->path(), capacity_factor, impl_->backend->device());
   for (LayerWeights& L : impl_->w.layers)
     if (MoEFeedForward* moe = L.ffn->moe()) moe->layer().router().set_capacity_factor(capacity_factor);
 }

@@ -93,7 +93,7 @@ class Model {
   // stay in device memory. Returns a device pointer to them, row-major [*n_rows, n_vocab] F32
   // (n_rows = n_tokens, or 1 when !logits_all), valid until this model's next forward; the
   // forward is queued on cuda_context()'s stream and not waited for. For decoding loops that
-  // sample and verify on the device (verify/device_sampling.h).
+  // sample and verify on the device (core/device_sampler.h).
   const float* forward_device(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
                               int64_t* n_rows, const ForwardOptions& options = {});
   // The CUDA context this model's forwards run on; nullptr for a CPU model.

@@ -37,9 +37,9 @@ Device parse_device(const std::string& text);
 struct MoELayerRecord {
   bool ran = false;                        // the forward ran this MoE layer
   int n_tokens = 0, k = 0;
-  std::vector<int32_t> experts;            // [T, k], rank order (best first)
-  std::vector<float> weights;              // [T, k] combine weights
-  std::vector<int64_t> tokens_per_expert;  // [n_expert], counted on the device (histogram)
+  std::vector<int32_t> experts;            // [T, k], rank order (best first); -1 (kDropped): capacity-dropped
+  std::vector<float> weights;              // [T, k] combine weights (0 for a dropped slot)
+  std::vector<int64_t> tokens_per_expert;  // [n_expert] kept assignments, counted on the device (histogram)
 };
 
 // One forward's inputs, already checked by Model::forward (token ids in the vocabulary,
@@ -84,8 +84,7 @@ class ModelBackend {
 };
 
 // The backend of `device` (not Kind::Cpu) for a loaded model. Throws Error(Unsupported) when this
-// build has no CUDA backend or the model has a layer the backend cannot run (an MoE router it
-// does not port), and
+// build has no CUDA backend or the model has a tensor type the backend cannot multiply, and
 // Error(Runtime) naming the device when it is absent or the upload fails.
 std::unique_ptr<ModelBackend> make_model_backend(const Device& device, const GGUFFile& file, const ModelConfig& config,
                                                  const ModelWeights& weights);

@@ -53,6 +53,20 @@ void apply_capacity(Routing& r, double capacity_factor) {
   }
 }
 
+void count_drops(Routing& r) {
+  if (r.n_tokens < 0 || r.k < 0 || r.expert.size() != static_cast<size_t>(r.n_tokens) * r.k)
+    throw_error(ErrorKind::InvalidArgument, "count_drops: {} expert ids for {} tokens x {} slots", r.expert.size(),
+                r.n_tokens, r.k);
+  r.n_dropped_assignments = 0;
+  r.n_dropped_tokens = 0;
+  for (int t = 0; t < r.n_tokens; ++t) {
+    int dropped = 0;
+    for (int j = 0; j < r.k; ++j) dropped += r.expert[static_cast<size_t>(t) * r.k + j] == Routing::kDropped;
+    r.n_dropped_assignments += dropped;
+    if (r.k > 0 && dropped == r.k) ++r.n_dropped_tokens;
+  }
+}
+
 void top_k_indices(const float* scores, int n, int k, int32_t* out, const uint8_t* allowed) {
   // k scans of n (k <= 8 and n <= 256 in released models): simple, stable, and safe with NaN,
   // unlike a sort whose comparator NaN would break. The scan keeps the first index among equal

@@ -41,6 +41,13 @@ int64_t expert_capacity(double capacity_factor, int T, int k, int E);
 // Switch / GShard). capacity_factor <= 0 means dropless (no-op).
 void apply_capacity(Routing& routing, double capacity_factor);
 
+// Sets n_dropped_assignments (kDropped slots) and n_dropped_tokens (tokens, k > 0, whose every
+// slot is kDropped) from routing.expert: for a routing capacity-limited elsewhere (on a device)
+// that carries only ids and weights. Equals apply_capacity's counts when no slot was kDropped
+// before it ran (every router fills all k slots). Throws Error(InvalidArgument) when expert does
+// not hold n_tokens * k ids.
+void count_drops(Routing& routing);
+
 // Indices of the k largest scores, in descending order; equal scores: lowest index first.
 // NaN scores rank below every number. `allowed` (optional, [n]) excludes entries that are 0.
 // Writes k indices to `out`; k must be <= the number of allowed entries.

@@ -1,4 +1,4 @@
-// Mixture-of-experts routing, grouping, gather and combine on the GPU (see moe_ops.h).
+// Mixture-of-experts routing, capacity limit, grouping, gather and combine on the GPU (see moe_ops.h).
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -51,6 +51,109 @@ __global__ void softmax_topk_kernel(const float* logits, int64_t T, int E, int k
   for (int j = 0; j < k; ++j) w[j] = static_cast<float>(exp(static_cast<double>(l[ex[j]]) - mx) / sum);
 }
 
+// The largest v[i] over i in [0, n) with eligible[i] != 0, or -1 when none is eligible: one scan
+// of moe::top_k_indices (replaces the best only on a strictly greater value, so the lowest index
+// wins among equals; NaN loses to every number).
+__device__ int best_eligible(const float* v, int n, const uint8_t* eligible) {
+  int best = -1;
+  for (int i = 0; i < n; ++i) {
+    if (!eligible[i]) continue;
+    if (best < 0) {
+      best = i;
+      continue;
+    }
+    const float s = v[i], b = v[best];
+    if (s > b || (isnan(b) && !isnan(s))) best = i;
+  }
+  return best;
+}
+
+// Bytes of dynamic shared memory of sigmoid_group_kernel: score, biased [E] and group score
+// [G] floats, then the eligibility flags of experts [E] and groups [G].
+size_t sigmoid_group_shared_bytes(int E, int G) {
+  return (2 * static_cast<size_t>(E) + G) * sizeof(float) + static_cast<size_t>(E) + G;
+}
+
+// One block per token. The block computes the E sigmoid scores (the only O(E) arithmetic), then
+// thread 0 alone runs moe::SigmoidGroupRouter::select step by step (a few scans of E entries for
+// the k <= 8 of released models): the same float/double operations in the same order, so the
+// CPU and GPU results agree exactly unless a double exp rounds differently (at most 1 ulp of
+// double before the rounding to float). An expert or group already picked is made ineligible,
+// which is top_k_indices' "taken".
+__global__ void sigmoid_group_kernel(const float* logits, int E, int k, int G, int topk_group, bool normalize,
+                                     float scale, const float* bias, int32_t* experts, float* weights) {
+  extern __shared__ float shm[];
+  float* score = shm;                // [E] unbiased sigmoid scores
+  float* biased = score + E;         // [E] selection scores
+  float* gscore = biased + E;        // [G]
+  auto* elig = reinterpret_cast<uint8_t*>(gscore + G);  // [E]
+  uint8_t* gelig = elig + E;         // [G]
+  const int64_t t = blockIdx.x;
+  const float* l = logits + t * E;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    score[e] = static_cast<float>(1.0 / (1.0 + exp(-static_cast<double>(l[e]))));
+    biased[e] = score[e] + (bias ? bias[e] : 0.0f);
+  }
+  __syncthreads();  // the last barrier: only thread 0 continues
+  if (threadIdx.x != 0) return;
+
+  const int gs = E / G;  // experts per group
+  if (G > 1) {
+    // A group's score: the sum of its (up to) two best biased scores.
+    const int top = gs >= 2 ? 2 : 1;
+    for (int g = 0; g < G; ++g) {
+      const float* s = biased + g * gs;
+      uint8_t* el = elig + g * gs;
+      for (int i = 0; i < gs; ++i) el[i] = 1;
+      const int b0 = best_eligible(s, gs, el);
+      int b1 = 0;
+      if (top == 2) {
+        el[b0] = 0;
+        b1 = best_eligible(s, gs, el);
+      }
+      gscore[g] = s[b0] + (top == 2 ? s[b1] : 0.0f);
+    }
+    for (int g = 0; g < G; ++g) gelig[g] = 1;
+    for (int j = 0; j < topk_group; ++j) gelig[best_eligible(gscore, G, gelig)] = 0;  // 0 = kept group
+    for (int e = 0; e < E; ++e) elig[e] = gelig[e / gs] == 0 ? 1 : 0;
+  } else {
+    for (int e = 0; e < E; ++e) elig[e] = 1;
+  }
+  int32_t* ex = experts + t * k;
+  float* w = weights + t * k;
+  for (int j = 0; j < k; ++j) {
+    const int best = best_eligible(biased, E, elig);  // k <= eligible experts (host check): >= 0
+    elig[best] = 0;
+    ex[j] = best;
+  }
+  // Weights from the unbiased scores, in double, rounded once (as the CPU router).
+  double sum = 0.0;
+  for (int j = 0; j < k; ++j) sum += score[ex[j]];
+  for (int j = 0; j < k; ++j) {
+    const double wj = normalize ? score[ex[j]] / (sum + 1e-20) : score[ex[j]];
+    w[j] = static_cast<float>(wj * scale);
+  }
+}
+
+// One thread per expert e: scans the n assignments in (token, slot) order in the read-only copy
+// `ids` and drops e's assignments after the first `capacity` (moe::apply_capacity). Only thread
+// ids[a] writes experts[a] and weights[a], and no thread reads them: no race.
+__global__ void capacity_kernel(const int32_t* ids, int64_t n, int E, int64_t capacity, int32_t* experts,
+                                float* weights) {
+  const int e = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (e >= E) return;
+  int64_t used = 0;
+  for (int64_t a = 0; a < n; ++a) {
+    if (ids[a] != e) continue;
+    if (used < capacity) {
+      ++used;
+    } else {
+      experts[a] = -1;
+      weights[a] = 0.0f;
+    }
+  }
+}
+
 // counts[experts[a]] += 1 (integer atomics: the result does not depend on the order); values[a] = a.
 __global__ void histogram_iota_kernel(const int32_t* experts, int64_t n, int E, int32_t* counts, int32_t* values) {
   for (int64_t a = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; a < n;
@@ -61,17 +164,24 @@ __global__ void histogram_iota_kernel(const int32_t* experts, int64_t n, int E, 
   }
 }
 
-// One block per sorted position p: copies row sorted[p] / k of x to row p of xs.
-__global__ void gather_kernel(const float* x, int64_t d, const int32_t* sorted, int k, float* xs, int32_t* slot_pos) {
+// One block per sorted position p: copies row sorted[p] / k of x to row p of xs; a dropped
+// assignment (experts given and experts[a] < 0) is not copied and gets slot_pos -1.
+__global__ void gather_kernel(const float* x, int64_t d, const int32_t* sorted, int k, float* xs, int32_t* slot_pos,
+                              const int32_t* experts) {
   const int64_t p = blockIdx.x;
   const int32_t a = sorted[p];
+  if (experts != nullptr && experts[a] < 0) {
+    if (threadIdx.x == 0) slot_pos[a] = -1;
+    return;
+  }
   if (threadIdx.x == 0) slot_pos[a] = static_cast<int32_t>(p);
   const float* src = x + static_cast<int64_t>(a / k) * d;
   float* dst = xs + p * d;
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) dst[i] = src[i];
 }
 
-// One block per token; each thread owns output elements i and sums the slots in rank order.
+// One block per token; each thread owns output elements i and sums the kept slots in rank order
+// (a dropped slot, slot_pos -1, is skipped as in moe::MoELayer::combine).
 __global__ void combine_kernel(float* x, int64_t d, int k, const float* y, const int32_t* slot_pos,
                                const float* weights, const float* shared, const float* shared_gate) {
   const int64_t t = blockIdx.x;
@@ -81,7 +191,8 @@ __global__ void combine_kernel(float* x, int64_t d, int k, const float* y, const
   if (shared_gate) gs = 1.0f / (1.0f + expf(-shared_gate[t]));
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
     float o = 0.0f;
-    for (int j = 0; j < k; ++j) o += w[j] * y[static_cast<int64_t>(pos[j]) * d + i];
+    for (int j = 0; j < k; ++j)
+      if (pos[j] >= 0) o += w[j] * y[static_cast<int64_t>(pos[j]) * d + i];
     if (shared) o += gs * shared[t * d + i];
     x[t * d + i] += o;
   }
@@ -109,6 +220,53 @@ void moe_softmax_topk(Context& ctx, const float* logits, int64_t T, int E, int k
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 
+void moe_sigmoid_group_topk(Context& ctx, const float* logits, int64_t T, int E, int k,
+                            const SigmoidGroupParams& p, int32_t* experts, float* weights) {
+  using detail::require;
+  const char* op = "moe_sigmoid_group_topk";
+  require(T >= 0 && T <= 0x7fffffffLL, op, "T = " + std::to_string(T) + " outside [0, INT_MAX]");
+  require(E >= 1 && E <= 2048, op, "E = " + std::to_string(E) + " outside [1, 2048]");
+  require(p.n_group >= 1 && E % p.n_group == 0, op,
+          "n_group = " + std::to_string(p.n_group) + " must be >= 1 and divide E = " + std::to_string(E));
+  require(p.topk_group >= 1 && p.topk_group <= p.n_group, op,
+          "topk_group = " + std::to_string(p.topk_group) + " outside [1, n_group = " + std::to_string(p.n_group) + "]");
+  const int max_k = p.topk_group * (E / p.n_group);
+  require(k >= 1 && k <= max_k, op,
+          "k = " + std::to_string(k) + " outside [1, " + std::to_string(max_k) + "] (experts of the kept groups)");
+  require(std::isfinite(p.scale), op, "scale is not finite");
+  if (T == 0) return;
+  detail::require_ptr(logits, op, "logits");
+  detail::require_ptr(experts, op, "experts");
+  detail::require_ptr(weights, op, "weights");
+  DeviceGuard guard(ctx.device());
+  const size_t shared = detail::sigmoid_group_shared_bytes(E, p.n_group);  // <= 14 * 2048 bytes
+  detail::sigmoid_group_kernel<<<static_cast<unsigned>(T), detail::kMoEThreads, shared, detail::stream_of(ctx)>>>(
+      logits, E, k, p.n_group, p.topk_group, p.normalize, p.scale, p.bias, experts, weights);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void moe_apply_capacity(Context& ctx, int32_t* experts, float* weights, int64_t T, int k, int E, int64_t capacity) {
+  using detail::require;
+  const char* op = "moe_apply_capacity";
+  require(T >= 0 && T <= 0x7fffffffLL && k >= 1 && T * k <= 0x7fffffffLL, op,
+          "T = " + std::to_string(T) + ", k = " + std::to_string(k) + ": T >= 0, k >= 1 and T * k <= INT_MAX needed");
+  require(E >= 1, op, "E = " + std::to_string(E) + " < 1");
+  require(capacity >= 0, op, "capacity = " + std::to_string(capacity) + " < 0");
+  const int64_t n = T * k;
+  if (n == 0) return;
+  detail::require_ptr(experts, op, "experts");
+  detail::require_ptr(weights, op, "weights");
+  DeviceGuard guard(ctx.device());
+  cudaStream_t s = detail::stream_of(ctx);
+  // The kernel reads a copy of the ids, so that its writes to `experts` race with no read.
+  auto* ids = static_cast<int32_t*>(ctx.scratch(Context::Scratch::CubTemp, static_cast<size_t>(n) * sizeof(int32_t)));
+  SPECMOE_CUDA_CHECK(
+      cudaMemcpyAsync(ids, experts, static_cast<size_t>(n) * sizeof(int32_t), cudaMemcpyDeviceToDevice, s));
+  const unsigned blocks = static_cast<unsigned>((E + detail::kMoEThreads - 1) / detail::kMoEThreads);
+  detail::capacity_kernel<<<blocks, detail::kMoEThreads, 0, s>>>(ids, n, E, capacity, experts, weights);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
 void moe_group_by_expert(Context& ctx, const int32_t* experts, int64_t n, int E, int32_t* counts, int32_t* offsets,
                          int32_t* sorted) {
   using detail::require;
@@ -126,9 +284,10 @@ void moe_group_by_expert(Context& ctx, const int32_t* experts, int64_t n, int E,
   }
   detail::require_ptr(experts, "moe_group_by_expert", "experts");
   detail::require_ptr(sorted, "moe_group_by_expert", "sorted");
-  // Radix sort over the bits that can be set in an expert id: ceil(log2 E), at least 1.
+  // Radix sort over the low end_bit bits, 2^end_bit > E: every expert id fits, and a dropped -1
+  // (all those bits set; CUB's sign twiddle only touches bit 31) sorts after every expert.
   int end_bit = 1;
-  while ((1LL << end_bit) < E) ++end_bit;
+  while ((1LL << end_bit) <= E) ++end_bit;
   const int n_items = static_cast<int>(n);
 
   size_t sort_bytes = 0, scan_bytes = 0;
@@ -154,7 +313,7 @@ void moe_group_by_expert(Context& ctx, const int32_t* experts, int64_t n, int E,
 }
 
 void moe_gather(Context& ctx, const float* x, int64_t d, const int32_t* sorted, int64_t n, int k, float* xs,
-                int32_t* slot_pos) {
+                int32_t* slot_pos, const int32_t* experts) {
   using detail::require;
   require(d >= 1 && k >= 1, "moe_gather", "d and k must be >= 1");
   require(n >= 0 && n <= 0x7fffffffLL, "moe_gather", "n = " + std::to_string(n) + " outside [0, INT_MAX]");
@@ -164,8 +323,8 @@ void moe_gather(Context& ctx, const float* x, int64_t d, const int32_t* sorted, 
   detail::require_ptr(xs, "moe_gather", "xs");
   detail::require_ptr(slot_pos, "moe_gather", "slot_pos");
   DeviceGuard guard(ctx.device());
-  detail::gather_kernel<<<static_cast<unsigned>(n), detail::kMoEThreads, 0, detail::stream_of(ctx)>>>(x, d, sorted, k,
-                                                                                                    xs, slot_pos);
+  detail::gather_kernel<<<static_cast<unsigned>(n), detail::kMoEThreads, 0, detail::stream_of(ctx)>>>(
+      x, d, sorted, k, xs, slot_pos, experts);
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 

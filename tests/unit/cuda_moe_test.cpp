@@ -1,13 +1,19 @@
 // MoE models on a CUDA device (core/cuda_model.cpp, kernels/cuda/moe.cu) against the CPU forward:
 // Mixtral-style llama and qwen2moe synth models (F32, F16, Q8_0 experts), batched = one-token
-// forwards for T = 1, 3, 9, expert counts and routing equal to the CPU's, k overrides, refused
-// router options; and the greedy argmax path (Model::forward_argmax) on the CPU and the GPU,
+// forwards for T = 1, 3, 9, expert counts and routing equal to the CPU's, k overrides;
+// DeepSeek-V3-style sigmoid + bias + group-limited routing and Switch capacity dropping (T = 1,
+// 3, 17) equal to the CPU's, with the routing kernels checked one by one against moe::
+// (moe_sigmoid_group_topk, moe_apply_capacity, grouping/gather/combine of dropped slots); and
+// the greedy argmax path (Model::forward_argmax) on the CPU and the GPU,
 // with greedy speculative decoding equal to autoregressive decoding on the GPU. GPU tests skip
 // without a device (GTEST_SKIP); the CPU tests of forward_argmax run everywhere.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
+#include <random>
 
 #include "core/environment.h"
 #include "core/error.h"
@@ -19,10 +25,16 @@
 #include "draft/ngram_drafter.h"
 #include "moe/expert_stats.h"
 #include "moe/router.h"
+#include "moe/sigmoid_group_router.h"
 #include "test_data.h"
 #include "verify/autoregressive.h"
 #include "verify/greedy_verifier.h"
 #include "verify/speculative_decoder.h"
+
+#ifdef SPECMOE_HAVE_CUDA
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/moe_ops.h"
+#endif
 
 using namespace specmoe;
 using namespace specmoe::core;
@@ -58,6 +70,37 @@ std::unique_ptr<Model> load(const std::string& path, const std::string& device) 
 }
 
 const std::vector<int32_t> kIds = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
+const std::vector<int32_t> kIds17 = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17, 64, 129, 11, 301, 58, 260};
+
+// DeepSeek-V3-style routing on the synth Mixtral layout (llama.cpp's metadata keys): 8 experts
+// in 4 groups of 2, 2 groups kept, k = 3; sigmoid scores (expert_gating_func 2) with a per-layer
+// selection bias exp_probs_b.bias [8] when `with_bias`, renormalised and scaled by 2.5. The bias
+// (+-0.3) is large against the spread of the synth router's sigmoid scores, so it changes the
+// selection (checked by SigmoidFixtureBiasAndGroupsShapeTheRouting).
+std::string write_deepseek_style(const std::string& file, DType type = DType::F32, bool with_bias = true) {
+  SynthSpec s = synth_spec("moe-tiny");
+  s.n_expert = 8;
+  s.n_expert_used = 3;
+  const std::string base = write_spec(s, "base_" + file, type);
+  auto f = GGUFFile::open(base);
+  GGUFWriter w;
+  for (const auto& [key, value] : f->metadata())
+    if (key != "general.alignment") w.set_value(key, value);
+  w.set_u32("llama.expert_gating_func", 2);
+  w.set_u32("llama.expert_group_count", 4);
+  w.set_u32("llama.expert_group_used_count", 2);
+  w.set_f32("llama.expert_weights_scale", 2.5f);
+  for (const auto& t : f->tensors()) w.add_tensor(t.name, t.type, t.ne, std::span<const uint8_t>(t.data, t.nbytes));
+  if (with_bias)
+    for (int l = 0; l < s.n_layer; ++l) {
+      std::vector<float> bias(8);
+      for (int e = 0; e < 8; ++e) bias[e] = 0.15f * static_cast<float>((e * 3 + l) % 5 - 2);
+      w.add_tensor_f32("blk." + std::to_string(l) + ".exp_probs_b.bias", DType::F32, {8}, bias);
+    }
+  const std::string path = scratch(file);
+  w.write(path);
+  return path;
+}
 
 // max |got - want| <= rel * max |want|, finite values, non-trivial reference (as cuda_model_test).
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel, const std::string& what) {
@@ -194,6 +237,36 @@ TEST(ForwardArgmax, CpuGreedyDecodingMatchesTheLogitsPath) {
   EXPECT_EQ(r.tokens, want);
 }
 
+TEST(SigmoidFixture, BiasAndGroupsShapeTheRouting) {
+  // The DeepSeek-style file the GPU tests compare exercises what it claims (runs everywhere):
+  // every token's k = 3 experts come from at most 2 of the 4 groups, the weights sum to the
+  // scale 2.5, and the bias changes some selection against the same weights without it.
+  auto with = load(write_deepseek_style("sigmoid_fixture.gguf"), "cpu");
+  auto without = load(write_deepseek_style("sigmoid_fixture_nobias.gguf", DType::F32, false), "cpu");
+  KVCache ka = with->new_cache(32), kb = without->new_cache(32);
+  std::vector<float> a, b;
+  with->forward(kIds, {}, ka, a);
+  without->forward(kIds, {}, kb, b);
+  int differing = 0;
+  for (int l = 0; l < with->config().n_layer; ++l) {
+    const moe::Routing& r = *with->last_routing(l);
+    ASSERT_EQ(r.k, 3);
+    for (int t = 0; t < r.n_tokens; ++t) {
+      std::vector<int> groups;
+      float sum = 0;
+      for (int j = 0; j < 3; ++j) {
+        groups.push_back(r.expert_at(t, j) / 2);
+        sum += r.weight_at(t, j);
+      }
+      std::sort(groups.begin(), groups.end());
+      EXPECT_LE(std::unique(groups.begin(), groups.end()) - groups.begin(), 2) << "layer " << l << " token " << t;
+      EXPECT_NEAR(sum, 2.5f, 1e-5f) << "layer " << l << " token " << t;
+    }
+    differing += r.expert != without->last_routing(l)->expert;
+  }
+  EXPECT_GT(differing, 0) << "the bias never changed the selection: the fixture would not test it";
+}
+
 // ------------------------------------------------------------------------------------------
 // On a device.
 
@@ -259,40 +332,85 @@ TEST(CudaMoE, KOverrideOneAndAllExpertsMatchTheCpu) {
   }
 }
 
-TEST(CudaMoE, UnportedRouterOptionsAreRefusedByName) {
+TEST(CudaMoE, CapacityFactorAndSigmoidGatingRunOnTheDevice) {
+  // Both were refused (Error(Unsupported)) before the device router and capacity kernels.
   SPECMOE_REQUIRE_CUDA();
-  const std::string path = write_preset("moe-tiny", "cuda_moe_refuse.gguf");
+  const std::string path = write_preset("moe-tiny", "cuda_moe_options.gguf");
   auto gpu = load(path, "cuda");
-  try {
-    gpu->set_moe_capacity_factor(1.25);
-    FAIL() << "capacity factor accepted on cuda";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
-    EXPECT_NE(std::string(e.what()).find("capacity factor"), std::string::npos) << e.what();
-  }
-  gpu->set_moe_capacity_factor(0.0);  // dropless stays allowed
+  EXPECT_NO_THROW(gpu->set_moe_capacity_factor(1.25));
+  EXPECT_THROW(gpu->set_moe_capacity_factor(std::nan("")), Error);  // still checked, as on the CPU
+  gpu->set_moe_capacity_factor(0.0);
   LoadOptions o;
   o.device = "cuda";
   o.moe_capacity_factor = 1.0;
-  EXPECT_THROW(Model::load(path, o), Error);
+  EXPECT_NO_THROW(Model::load(path, o));
 
-  // Sigmoid gating (DeepSeek-V3 style group-limited routing) loads on the CPU, not on cuda.
-  auto f = GGUFFile::open(path);
-  GGUFWriter w;
-  for (const auto& [key, value] : f->metadata())
-    if (key != "general.alignment") w.set_value(key, value);
-  w.set_u32("llama.expert_gating_func", 2);
-  for (const auto& t : f->tensors()) w.add_tensor(t.name, t.type, t.ne, std::span<const uint8_t>(t.data, t.nbytes));
-  const std::string sig = scratch("cuda_moe_sigmoid.gguf");
-  w.write(sig);
-  EXPECT_NO_THROW(load(sig, "cpu"));
-  try {
-    load(sig, "cuda");
-    FAIL() << "sigmoid gating accepted on cuda";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
-    EXPECT_NE(std::string(e.what()).find("expert_gating_func"), std::string::npos) << e.what();
-  }
+  const std::string sig = write_deepseek_style("cuda_moe_sigmoid.gguf");
+  auto m = load(sig, "cuda");
+  EXPECT_EQ(m->config().expert_gating, ExpertGating::Sigmoid);
+  KVCache kv = m->new_cache(32);
+  std::vector<float> logits;
+  EXPECT_NO_THROW(m->forward(kIds, {}, kv, logits));
+  // k beyond the experts of the kept groups (2 groups of 2) is refused by the router.
+  EXPECT_THROW(m->set_moe_k(5), Error);
+}
+
+TEST(CudaMoE, DeepSeekStyleSigmoidRoutingMatchesTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  compare_moe_with_cpu(write_deepseek_style("cuda_deepseek_f32.gguf"), kRelF32);
+  compare_moe_with_cpu(write_deepseek_style("cuda_deepseek_nobias.gguf", DType::F32, false), kRelF32);
+}
+
+TEST(CudaMoE, CapacityDroppingMatchesTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  // Capacity ceil(cf * T * k / E) per expert; at T = 17 and cf 0.5 both models must drop
+  // (moe-tiny: 34 assignments, 4 x 5 kept at most; DeepSeek-style: 51, 8 x 4 at most).
+  const std::string paths[] = {write_preset("moe-tiny", "cuda_cap_mixtral.gguf"),
+                               write_preset("qwen2moe-tiny", "cuda_cap_qwen.gguf"),
+                               write_deepseek_style("cuda_cap_deepseek.gguf")};
+  for (const std::string& path : paths)
+    for (double cf : {0.5, 1.0})
+      for (size_t T : {size_t{1}, size_t{3}, size_t{17}}) {
+        const std::string what = path + " cf " + std::to_string(cf) + " T " + std::to_string(T);
+        auto cpu = load(path, "cpu");
+        auto gpu = load(path, "cuda");
+        cpu->set_moe_capacity_factor(cf);
+        gpu->set_moe_capacity_factor(cf);
+        const std::span<const int32_t> ids = std::span<const int32_t>(kIds17).first(T);
+        KVCache kc = cpu->new_cache(32), kg = gpu->new_cache(32);
+        std::vector<float> a, b;
+        cpu->forward(ids, {}, kc, a);
+        gpu->forward(ids, {}, kg, b);
+        expect_close(b, a, kRelF32, what);
+        int64_t cpu_drops = 0;
+        for (int l = 0; l < cpu->config().n_layer; ++l) {
+          const moe::Routing* rc = cpu->last_routing(l);
+          const moe::Routing* rg = gpu->last_routing(l);
+          ASSERT_NE(rc, nullptr);
+          ASSERT_NE(rg, nullptr);
+          EXPECT_EQ(rg->expert, rc->expert) << what << " layer " << l;  // kDropped slots included
+          ASSERT_EQ(rg->weight.size(), rc->weight.size());
+          for (size_t i = 0; i < rc->weight.size(); ++i)
+            EXPECT_NEAR(rg->weight[i], rc->weight[i], 10 * kRelF32) << what << " layer " << l << " slot " << i;
+          EXPECT_EQ(rg->n_dropped_assignments, rc->n_dropped_assignments) << what << " layer " << l;
+          EXPECT_EQ(rg->n_dropped_tokens, rc->n_dropped_tokens) << what << " layer " << l;
+          const moe::ExpertStats& sc = *cpu->expert_stats(l);
+          const moe::ExpertStats& sg = *gpu->expert_stats(l);
+          EXPECT_EQ(sg.expert_tokens(), sc.expert_tokens()) << what << " layer " << l;
+          EXPECT_EQ(sg.dropped_assignments(), sc.dropped_assignments()) << what << " layer " << l;
+          EXPECT_EQ(sg.dropped_tokens(), sc.dropped_tokens()) << what << " layer " << l;
+          EXPECT_EQ(gpu->last_distinct_experts()[l], cpu->last_distinct_experts()[l]) << what << " layer " << l;
+          cpu_drops += sc.dropped_assignments();
+        }
+        if (cf == 0.5 && T == 17) {
+          EXPECT_GT(cpu_drops, 0) << what << ": the test should drop";
+        }
+        // A decode step after the dropping prefill still agrees (capacity at T = 1).
+        const int32_t one[1] = {66};
+        cpu->forward(one, {}, kc, a);
+        gpu->forward(one, {}, kg, b);
+        expect_close(b, a, kRelF32, what + " decode");
+      }
 }
 
 TEST(CudaGreedy, ForwardArgmaxEqualsArgmaxOfTheLogits) {
@@ -345,3 +463,211 @@ TEST(CudaGreedy, SpeculativeDecodingEqualsAutoregressive) {
     }
   }
 }
+
+// ------------------------------------------------------------------------------------------
+// The routing kernels one by one against moe:: on the host (exact: same rules, same precision).
+
+#ifdef SPECMOE_HAVE_CUDA
+namespace {
+
+namespace cu = specmoe::kernels::cuda;
+
+template <typename E>
+cu::DeviceBuffer to_device(cu::Context& ctx, const std::vector<E>& v) {
+  cu::DeviceBuffer buf(std::max<size_t>(v.size(), 1) * sizeof(E), ctx.device());
+  ctx.upload(buf.data(), v.data(), v.size() * sizeof(E));
+  return buf;
+}
+
+template <typename E>
+std::vector<E> to_host(cu::Context& ctx, const cu::DeviceBuffer& buf, size_t n) {
+  std::vector<E> v(n);
+  ctx.download(v.data(), buf.data(), n * sizeof(E));
+  return v;
+}
+
+}  // namespace
+
+TEST(CudaMoEKernels, SigmoidGroupTopKEqualsTheCpuRouter) {
+  SPECMOE_REQUIRE_CUDA();
+  cu::Context ctx(0);
+  struct Case {
+    int E, n_group, topk_group, k;
+    bool normalize;
+    float scale;
+    bool bias;
+  };
+  // DeepSeek-like groups of 2; no groups; groups of 4 with one kept; groups of one expert (the
+  // group score is the single score); one expert; k = every eligible expert.
+  const Case cases[] = {{8, 4, 2, 3, true, 2.5f, true},  {16, 1, 1, 5, false, 1.0f, false},
+                        {12, 3, 1, 4, true, 1.0f, true}, {6, 6, 3, 2, true, 1.5f, true},
+                        {1, 1, 1, 1, true, 1.0f, false}, {8, 4, 2, 4, false, 2.0f, true}};
+  for (const Case& c : cases) {
+    const int T = 17, E = c.E;
+    const std::string what = "E " + std::to_string(E) + " groups " + std::to_string(c.n_group) + " k " +
+                             std::to_string(c.k);
+    std::mt19937 gen(static_cast<uint32_t>(E * 131 + c.k));
+    std::normal_distribution<float> nd(0.0f, 1.5f);
+    std::uniform_real_distribution<float> ud(-0.2f, 0.2f);
+    std::vector<float> logits(static_cast<size_t>(T) * E);
+    for (float& v : logits) v = nd(gen);
+    // Row 3: all equal (ties everywhere: lowest index, lowest group); row 5: NaN at 0 and E-1
+    // (NaN ranks last); row 7: values repeated in pairs.
+    for (int e = 0; e < E; ++e) logits[3 * E + e] = 0.25f;
+    logits[5 * E] = std::nanf("");
+    logits[5 * E + E - 1] = std::nanf("");
+    for (int e = 1; e < E; e += 2) logits[7 * E + e] = logits[7 * E + e - 1];
+    std::vector<float> bias;
+    if (c.bias) {
+      bias.resize(E);
+      for (float& v : bias) v = ud(gen);
+      // Equal biased scores in row 3 stay equal only with equal biases: make two equal.
+      if (E >= 2) bias[1] = bias[0];
+    }
+
+    moe::SigmoidGroupOptions o;
+    o.n_group = c.n_group;
+    o.topk_group = c.topk_group;
+    o.normalize = c.normalize;
+    o.scale = c.scale;
+    o.bias = bias;
+    moe::SigmoidGroupRouter router(E, c.k, o);
+    moe::Routing want;
+    router.route(logits.data(), nullptr, T, want);
+
+    cu::DeviceBuffer d_logits = to_device(ctx, logits), d_bias = to_device(ctx, bias);
+    cu::DeviceBuffer d_ex(static_cast<size_t>(T) * c.k * sizeof(int32_t), 0);
+    cu::DeviceBuffer d_w(static_cast<size_t>(T) * c.k * sizeof(float), 0);
+    cu::SigmoidGroupParams p;
+    p.n_group = c.n_group;
+    p.topk_group = c.topk_group;
+    p.normalize = c.normalize;
+    p.scale = c.scale;
+    p.bias = c.bias ? d_bias.as<float>() : nullptr;
+    cu::moe_sigmoid_group_topk(ctx, d_logits.as<float>(), T, E, c.k, p, d_ex.as<int32_t>(), d_w.as<float>());
+    const auto ex = to_host<int32_t>(ctx, d_ex, static_cast<size_t>(T) * c.k);
+    const auto w = to_host<float>(ctx, d_w, static_cast<size_t>(T) * c.k);
+    EXPECT_EQ(ex, want.expert) << what;
+    // The same operations in the same precision; the device's double exp may differ from the
+    // host's by 1 ulp of double, which rarely moves a float score by 1 ulp and the weight built
+    // from it by a few: 1e-6 relative.
+    for (size_t i = 0; i < w.size(); ++i) {
+      if (std::isnan(want.weight[i])) {
+        EXPECT_TRUE(std::isnan(w[i])) << what << " slot " << i;
+        continue;
+      }
+      EXPECT_NEAR(w[i], want.weight[i], 1e-6 * std::fabs(want.weight[i])) << what << " slot " << i;
+    }
+  }
+  // k beyond the kept groups' experts is refused by name.
+  cu::DeviceBuffer buf(64 * sizeof(float), 0);
+  cu::SigmoidGroupParams p;
+  p.n_group = 4;
+  p.topk_group = 1;
+  EXPECT_THROW(cu::moe_sigmoid_group_topk(ctx, buf.as<float>(), 1, 8, 3, p, buf.as<int32_t>(), buf.as<float>()),
+               Error);
+}
+
+TEST(CudaMoEKernels, CapacityAndTheDroppedSlotsPathEqualTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  cu::Context ctx(0);
+  const int d = 3;  // gathered row width
+  for (int E : {1, 5, 8})
+    for (int k : {1, 3})
+      for (int T : {1, 3, 17})
+        for (double cf : {0.3, 0.5, 1.0, 2.0}) {
+          if (k > E) continue;
+          const std::string what = "E " + std::to_string(E) + " k " + std::to_string(k) + " T " + std::to_string(T) +
+                                   " cf " + std::to_string(cf);
+          const int64_t n = static_cast<int64_t>(T) * k;
+          // k distinct experts per token (as routers pick), skewed towards low ids so some
+          // experts overflow; weights 1 + a / 100.
+          std::mt19937 gen(static_cast<uint32_t>(E * 1000 + k * 100 + T));
+          moe::Routing r;
+          r.reset(T, k, E);
+          for (int t = 0; t < T; ++t) {
+            std::vector<int32_t> perm(E);
+            std::iota(perm.begin(), perm.end(), 0);
+            std::shuffle(perm.begin(), perm.end(), gen);
+            if (t % 2 == 0) std::sort(perm.begin(), perm.begin() + std::min(E, k + 1));
+            for (int j = 0; j < k; ++j) r.expert[static_cast<size_t>(t) * k + j] = perm[j];
+          }
+          for (int64_t a = 0; a < n; ++a) r.weight[a] = 1.0f + static_cast<float>(a) / 100.0f;
+          moe::Routing want = r;
+          moe::apply_capacity(want, cf);
+
+          cu::DeviceBuffer d_ex = to_device(ctx, r.expert), d_w = to_device(ctx, r.weight);
+          cu::moe_apply_capacity(ctx, d_ex.as<int32_t>(), d_w.as<float>(), T, k, E,
+                                 moe::expert_capacity(cf, T, k, E));
+          const auto ex = to_host<int32_t>(ctx, d_ex, n);
+          EXPECT_EQ(ex, want.expert) << what;
+          EXPECT_EQ(to_host<float>(ctx, d_w, n), want.weight) << what;  // kept untouched, dropped 0
+
+          // Grouping counts only kept assignments; they come first, by expert, in token order.
+          cu::DeviceBuffer d_counts(E * sizeof(int32_t), 0), d_off((E + 1) * sizeof(int32_t), 0),
+              d_sorted(n * sizeof(int32_t), 0), d_pos(n * sizeof(int32_t), 0);
+          cu::moe_group_by_expert(ctx, d_ex.as<int32_t>(), n, E, d_counts.as<int32_t>(), d_off.as<int32_t>(),
+                                  d_sorted.as<int32_t>());
+          const auto counts = to_host<int32_t>(ctx, d_counts, E);
+          const auto offsets = to_host<int32_t>(ctx, d_off, E + 1);
+          const auto sorted = to_host<int32_t>(ctx, d_sorted, n);
+          const std::vector<int64_t> want_counts = want.tokens_per_expert();
+          const int64_t kept = n - want.n_dropped_assignments;
+          ASSERT_EQ(offsets[E], kept) << what;
+          std::vector<int32_t> want_sorted;
+          for (int e = 0; e < E; ++e) {
+            EXPECT_EQ(counts[e], want_counts[e]) << what << " expert " << e;
+            for (int64_t a = 0; a < n; ++a)
+              if (want.expert[a] == e) want_sorted.push_back(static_cast<int32_t>(a));
+          }
+          EXPECT_EQ(std::vector<int32_t>(sorted.begin(), sorted.begin() + kept), want_sorted) << what;
+          for (int64_t p = kept; p < n; ++p) EXPECT_EQ(want.expert[sorted[p]], moe::Routing::kDropped) << what;
+
+          // Gather skips dropped slots (slot_pos -1); combine adds only the kept ones:
+          // out[t] = x0[t] + sum_kept w * y[pos], with y = the gathered rows times 2.
+          std::vector<float> x(static_cast<size_t>(T) * d);
+          for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 2.5f;
+          cu::DeviceBuffer d_x = to_device(ctx, x), d_xs(std::max<int64_t>(n, 1) * d * sizeof(float), 0);
+          ctx.zero(d_xs.data(), d_xs.bytes());
+          cu::moe_gather(ctx, d_x.as<float>(), d, d_sorted.as<int32_t>(), n, k, d_xs.as<float>(), d_pos.as<int32_t>(),
+                         d_ex.as<int32_t>());
+          const auto pos = to_host<int32_t>(ctx, d_pos, n);
+          std::vector<float> xs = to_host<float>(ctx, d_xs, static_cast<size_t>(n) * d);
+          for (int64_t a = 0; a < n; ++a) {
+            if (want.expert[a] < 0) {
+              EXPECT_EQ(pos[a], -1) << what << " assignment " << a;
+              continue;
+            }
+            ASSERT_GE(pos[a], 0);
+            ASSERT_LT(pos[a], kept);
+            EXPECT_EQ(sorted[pos[a]], a) << what;
+            for (int i = 0; i < d; ++i) EXPECT_EQ(xs[pos[a] * d + i], x[(a / k) * d + i]) << what;
+          }
+          for (float& v : xs) v *= 2.0f;
+          // Rows at positions >= kept were never written: poison them, combine must not read them.
+          for (int64_t p = kept; p < n; ++p)
+            for (int i = 0; i < d; ++i) xs[p * d + i] = std::nanf("");
+          cu::DeviceBuffer d_y = to_device(ctx, xs);
+          cu::moe_combine(ctx, d_x.as<float>(), T, d, k, d_y.as<float>(), d_pos.as<int32_t>(), d_w.as<float>(),
+                          nullptr, nullptr);
+          const auto out = to_host<float>(ctx, d_x, x.size());
+          for (int t = 0; t < T; ++t)
+            for (int i = 0; i < d; ++i) {
+              float o = 0.0f;
+              for (int j = 0; j < k; ++j) {
+                const int64_t a = static_cast<int64_t>(t) * k + j;
+                if (want.expert[a] >= 0) o += want.weight[a] * (2.0f * x[t * d + i]);
+              }
+              // nvcc may fuse w * y into the sum (FMA): a few float ulps of the result.
+              const float ref = x[t * d + i] + o;
+              EXPECT_NEAR(out[t * d + i], ref, 1e-6f * (1.0f + std::fabs(ref))) << what << " token " << t;
+            }
+        }
+  // Capacity 0 drops everything; a negative capacity is refused.
+  cu::DeviceBuffer d_ex = to_device(ctx, std::vector<int32_t>{0, 1, 1});
+  cu::DeviceBuffer d_w = to_device(ctx, std::vector<float>{1, 1, 1});
+  cu::moe_apply_capacity(ctx, d_ex.as<int32_t>(), d_w.as<float>(), 3, 1, 2, 0);
+  EXPECT_EQ(to_host<int32_t>(ctx, d_ex, 3), (std::vector<int32_t>{-1, -1, -1}));
+  EXPECT_THROW(cu::moe_apply_capacity(ctx, d_ex.as<int32_t>(), d_w.as<float>(), 3, 1, 2, -1), Error);
+}
+#endif  // SPECMOE_HAVE_CUDA

@@ -150,6 +150,40 @@ TEST(Capacity, RouterAppliesItAndDroplessIsDefault) {
   EXPECT_EQ(out.n_dropped_tokens, 3);
 }
 
+TEST(Capacity, CountDropsRecountsWhatApplyCapacityCounted) {
+  // T = 17 tokens, k = 3, E = 5 (awkward sizes), capacity factors that drop none, some and most:
+  // a copy of the routing with its counters cleared (what a device sends back) recounts to the
+  // same numbers.
+  for (double cf : {0.0, 0.3, 0.5, 1.0}) {
+    Routing r;
+    r.reset(17, 3, 5);
+    for (int t = 0; t < 17; ++t)
+      for (int j = 0; j < 3; ++j) {
+        r.expert[static_cast<size_t>(t) * 3 + j] = (t * 2 + j * (t % 3 + 1)) % 5 == 4 && j > 0 ? 3 : (t + 2 * j) % 5;
+        r.weight[static_cast<size_t>(t) * 3 + j] = 0.25f;
+      }
+    apply_capacity(r, cf);
+    Routing copy = r;
+    copy.n_dropped_assignments = -7;
+    copy.n_dropped_tokens = -7;
+    count_drops(copy);
+    EXPECT_EQ(copy.n_dropped_assignments, r.n_dropped_assignments) << "cf " << cf;
+    EXPECT_EQ(copy.n_dropped_tokens, r.n_dropped_tokens) << "cf " << cf;
+    if (cf == 0.3) {
+      EXPECT_GT(r.n_dropped_tokens, 0);  // capacity 4 of 51 assignments: whole tokens drop
+    }
+  }
+  // Hand-made: token 0 all dropped, token 1 one of two, token 2 none.
+  Routing h;
+  h.reset(3, 2, 4);
+  h.expert = {Routing::kDropped, Routing::kDropped, 1, Routing::kDropped, 2, 3};
+  count_drops(h);
+  EXPECT_EQ(h.n_dropped_assignments, 3);
+  EXPECT_EQ(h.n_dropped_tokens, 1);
+  h.expert.pop_back();  // 5 ids for 3 x 2 slots
+  EXPECT_THROW(count_drops(h), Error);
+}
+
 // DeepSeek-V3 example, E = 8 in 4 groups of 2, topk_group = 2, k = 2, scale 2.5.
 //   logits  g0 {3, -3}   g1 {1, 0.9}   g2 {0.5, 1.2}   g3 {-1, -2}
 //   sigmoid g0 {.953,.047} g1 {.731,.711} g2 {.622,.769} g3 {.269,.119}
