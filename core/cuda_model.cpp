@@ -590,6 +590,8 @@ const float* CudaBackend::run(const ForwardBatch& b, KVCache& kv, int64_t* n_out
   if (b.allowed) std::memcpy(io_host_.data() + 2 * ids_bytes, b.allowed, mask_bytes);
   uint8_t* io = ensure<uint8_t>(io_, io_host_.size());
   ctx.upload(io, io_host_.data(), io_host_.size());
+  if (b.device_tokens != nullptr)  // ids sampled on the device: a device-to-device copy, no wait
+    SPECMOE_CUDA_CHECK(cudaMemcpyAsync(io, b.device_tokens, ids_bytes, cudaMemcpyDeviceToDevice, stream_of(ctx)));
   const auto* d_ids = reinterpret_cast<const int32_t*>(io);
   const auto* d_pos = reinterpret_cast<const int32_t*>(io + ids_bytes);
   const uint8_t* d_mask = b.allowed ? io + 2 * ids_bytes : nullptr;

@@ -31,6 +31,7 @@ struct DeviceSampler::Impl {
   cu::Context* ctx = nullptr;
   cu::DeviceBuffer slots[4];
   cu::DeviceBuffer io;  // [0, 16): token / verdict / confidence; then uploaded draft ids
+  cu::DeviceBuffer ids;  // id_slots
   std::vector<float> staging;
   int staged = 0;  // draft ids staged for the next verify
 
@@ -93,6 +94,19 @@ int32_t DeviceSampler::sample(const float* probs, int64_t n, Rng& rng, const flo
   return host[0];
 }
 
+int32_t* DeviceSampler::id_slots(size_t n) {
+  return static_cast<int32_t*>(impl_->ensure(impl_->ids, std::max<size_t>(n, 1) * sizeof(int32_t)));
+}
+
+void DeviceSampler::sample_into(const float* probs, int64_t n, Rng& rng, int32_t* device_token) {
+  const uint64_t block = rng.take_blocks(1);
+  cu::sample_philox(*impl_->ctx, probs, n, rng.seed(), rng.stream(), block, device_token);
+}
+
+void DeviceSampler::download_ids(const int32_t* device_ids, int n, int32_t* host) {
+  if (n > 0) impl_->ctx->download(host, device_ids, static_cast<size_t>(n) * sizeof(int32_t));
+}
+
 void DeviceSampler::stage_draft(std::span<const int32_t> draft) {
   Impl& I = *impl_;
   auto* io = static_cast<int32_t*>(I.ensure(I.io, 16 + draft.size() * sizeof(int32_t)));
@@ -143,6 +157,9 @@ void DeviceSampler::distributions(const float*, int64_t, int64_t, const Sampling
 void DeviceSampler::restrict_to(const float*, int64_t, float*, int64_t) {}
 void DeviceSampler::softmax(const float*, int64_t, float*) {}
 int32_t DeviceSampler::sample(const float*, int64_t, Rng&, const float*, int64_t, float*) { return -1; }
+int32_t* DeviceSampler::id_slots(size_t) { return nullptr; }
+void DeviceSampler::sample_into(const float*, int64_t, Rng&, int32_t*) {}
+void DeviceSampler::download_ids(const int32_t*, int, int32_t*) {}
 void DeviceSampler::stage_draft(std::span<const int32_t>) {}
 DeviceSampler::Verdict DeviceSampler::verify(const float*, const float*, int64_t, Rng&) { return {}; }
 void DeviceSampler::wait() {}

@@ -48,6 +48,14 @@ class DeviceSampler {
   int32_t sample(const float* probs, int64_t n, Rng& rng, const float* confidence_row = nullptr,
                  int64_t confidence_n = 0, float* confidence = nullptr);
 
+  // Device int32 slots owned by the sampler (at least n; growing invalidates what they held).
+  int32_t* id_slots(size_t n);
+  // Queues the same draw as sample() into *device_token without waiting: the id can feed the
+  // next forward on the device (Model::forward_device_ids) before the host sees it.
+  void sample_into(const float* probs, int64_t n, Rng& rng, int32_t* device_token);
+  // Copies n ids back to the host (waits for what is queued).
+  void download_ids(const int32_t* device_ids, int n, int32_t* host);
+
   // Lossless speculative verification on the device (kernels/cuda/ops.h speculative_verify) in
   // two calls: stage_draft uploads the g drafted ids (call it before queuing the target forward:
   // the upload then does not wait for that forward), verify runs the rule on p: device

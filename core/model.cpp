@@ -62,6 +62,7 @@ struct Model::Impl {
 
   std::vector<MoELayerRecord> moe_records;  // [n_layer] filled by a backend forward
   std::vector<float> argmax_logits;         // CPU forward_argmax scratch
+  std::vector<int32_t> placeholder_ids;     // forward_device_ids: what the host checks see
 };
 
 Model::Model() : impl_(std::make_unique<Impl>()) {}
@@ -316,6 +317,29 @@ const float* Model::forward_device(std::span<const int32_t> tokens, std::span<co
                 I.file->path());
   std::vector<int32_t> pos_storage;
   const ForwardBatch b = I.prepare(tokens, positions, kv, options, pos_storage);
+  int64_t rows = 0;
+  const float* logits = I.backend->forward_device(b, kv, &rows);
+  I.record_backend_moe(b);
+  kv.append(b.positions);
+  if (n_rows != nullptr) *n_rows = rows;
+  return logits;
+}
+
+const float* Model::forward_device_ids(const int32_t* device_tokens, int n_tokens, std::span<const int32_t> positions,
+                                       KVCache& kv, int64_t* n_rows, const ForwardOptions& options) {
+  Impl& I = *impl_;
+  if (!I.backend)
+    throw_error(ErrorKind::Unsupported, "{}: forward_device_ids needs a model on a device; this one runs on the cpu",
+                I.file->path());
+  if (device_tokens == nullptr || n_tokens <= 0)
+    throw_error(ErrorKind::InvalidArgument, "{}: forward_device_ids needs {} device ids at a non-null address",
+                I.file->path(), n_tokens);
+  // The host checks see placeholder ids (0 is always in the vocabulary); the backend reads the
+  // real ones from device_tokens.
+  I.placeholder_ids.assign(static_cast<size_t>(n_tokens), 0);
+  std::vector<int32_t> pos_storage;
+  ForwardBatch b = I.prepare(I.placeholder_ids, positions, kv, options, pos_storage);
+  b.device_tokens = device_tokens;
   int64_t rows = 0;
   const float* logits = I.backend->forward_device(b, kv, &rows);
   I.record_backend_moe(b);

@@ -96,6 +96,11 @@ class Model {
   // sample and verify on the device (core/device_sampler.h).
   const float* forward_device(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
                               int64_t* n_rows, const ForwardOptions& options = {});
+  // The same, with the n_tokens ids read from device memory on this model's device (ids sampled
+  // there: nothing goes through the host). They are not range-checked on the host; an id outside
+  // the vocabulary gives NaN embeddings (kernels/cuda/ops.h get_rows), never a wild read.
+  const float* forward_device_ids(const int32_t* device_tokens, int n_tokens, std::span<const int32_t> positions,
+                                  KVCache& kv, int64_t* n_rows, const ForwardOptions& options = {});
   // The CUDA context this model's forwards run on; nullptr for a CPU model.
   kernels::cuda::Context* cuda_context() const;
 

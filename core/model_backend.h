@@ -47,6 +47,9 @@ struct MoELayerRecord {
 struct ForwardBatch {
   std::span<const int32_t> tokens;     // [T]
   std::span<const int32_t> positions;  // [T] (resolved: never empty)
+  // When set: the T ids are already in the backend's device memory here (tokens then only gives
+  // T; a drafter feeding back the token it sampled on the device needs no copy to the host).
+  const int32_t* device_tokens = nullptr;
   const uint8_t* allowed = nullptr;    // host [T, T] mask (AttentionMask::allowed) or null = causal
   int n_layers = 0;                    // blocks to run (early exit when < n_layer)
   bool logits_all = true;              // false: only the last token's logits

@@ -143,6 +143,14 @@ void ModelDrafter::propose_on_device(const DraftParams& params, int g, Draft& ou
   // it is moved into the target's vocabulary, or the plain softmax for a greedy confidence).
   float* q_rows = dev.buffer(0, static_cast<size_t>(g) * static_cast<size_t>(n_target));
   float* row = dev.buffer(1, static_cast<size_t>(n_draft));
+  int32_t* ids = dev.id_slots(static_cast<size_t>(g));
+  // Without adaptive drafting nothing needs the host inside the loop: each id is drawn into a
+  // device slot and fed to the next draft forward from there, and the g ids come back in one copy
+  // at the end. Adaptive drafting reads the confidence per token (one wait per token).
+  const bool adaptive = params.p_min > 0.0f;
+  core::ForwardOptions opt;
+  opt.n_layers = n_layers_;
+  opt.logits_all = false;
   for (int i = 0; i < g; ++i) {
     float* q = q_rows + static_cast<size_t>(i) * static_cast<size_t>(n_target);
     if (n_draft == n_target) {
@@ -151,24 +159,31 @@ void ModelDrafter::propose_on_device(const DraftParams& params, int g, Draft& ou
       dev.distributions(d_logits_, 1, n_draft, sp, row);
       dev.restrict_to(row, n_draft, q, n_target);
     }
-    const float* confidence_row = nullptr;
-    int64_t confidence_n = 0;
-    if (params.p_min > 0.0f) {
-      if (sp.greedy()) {  // q is one-hot: the plain softmax's top probability, as on the host
-        dev.softmax(d_logits_, n_draft, row);
-        confidence_row = row;
-        confidence_n = n_draft;
-      } else {
-        confidence_row = q;
-        confidence_n = n_target;
-      }
+    if (!adaptive) {
+      dev.sample_into(q, n_target, *params.rng, ids + i);
+      if (i + 1 < g) d_logits_ = model_->forward_device_ids(ids + i, 1, {}, cache_, nullptr, opt);
+      continue;
+    }
+    const float* confidence_row = q;
+    int64_t confidence_n = n_target;
+    if (sp.greedy()) {  // q is one-hot: the plain softmax's top probability, as on the host
+      dev.softmax(d_logits_, n_draft, row);
+      confidence_row = row;
+      confidence_n = n_draft;
     }
     float confidence = 1.0f;
     const int32_t x = dev.sample(q, n_target, *params.rng, confidence_row, confidence_n, &confidence);
-    if (params.p_min > 0.0f && confidence < params.p_min) break;
+    if (confidence < params.p_min) break;
     out.tokens.push_back(x);
     history_.push_back(x);
     if (i + 1 < g) forward(std::span<const int32_t>(&x, 1), true);
+  }
+  if (!adaptive) {
+    out.tokens.resize(static_cast<size_t>(g));
+    dev.download_ids(ids, g, out.tokens.data());  // the step's one wait for the draft
+    history_.insert(history_.end(), out.tokens.begin(), out.tokens.end());
+    // The cache now holds x_1..x_{g-1} too (fed from the device): mirror them.
+    cached_.insert(cached_.end(), out.tokens.begin(), out.tokens.end() - 1);
   }
   if (!out.tokens.empty()) out.q_device = q_rows;
 }

@@ -6,7 +6,9 @@
 // sampling each from the processed distribution of the shared SamplerChain with the draft's own
 // Rng. When the loop verifies on the device the draft model runs on (DraftParams::device), the
 // distributions are computed and sampled there (core::DeviceSampler): q stays in device memory
-// (Draft::q_device) and only each drafted id comes back.
+// (Draft::q_device), each drawn id feeds the next draft forward from device memory, and the g
+// ids come back in one copy per proposal (one per token with adaptive drafting, which reads the
+// confidence).
 #pragma once
 #include <memory>
 

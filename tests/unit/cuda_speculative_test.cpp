@@ -13,6 +13,7 @@
 #include <random>
 
 #include "core/device_sampler.h"
+#include "kernels/cuda/device.h"
 #include "core/environment.h"
 #include "core/error.h"
 #include "core/model.h"
@@ -74,6 +75,7 @@ TEST(DeviceResidency, CpuModelsUseTheHostLoop) {
   core::KVCache kv = m->new_cache(8);
   const Tokens ids = {1, 70};
   EXPECT_THROW(m->forward_device(ids, {}, kv, nullptr), Error);
+  EXPECT_THROW(m->forward_device_ids(ids.data(), 2, {}, kv, nullptr), Error);
   EXPECT_EQ(kv.size(), 0) << "a refused forward stores nothing";
   draft::NgramDrafter ngram(1, 3);
   const verify::SpeculativeVerifier spec;
@@ -308,6 +310,32 @@ class CudaSpeculative : public ::testing::Test {
   void SetUp() override { SPECMOE_REQUIRE_CUDA(); }
   static inline std::unique_ptr<core::Model> target_, draft_;
 };
+
+// The device forwards run the same kernels as forward(): bit-identical logits, whether the ids
+// come from the host or from device memory, and the cache advances the same way.
+TEST_F(CudaSpeculative, DeviceForwardsEqualTheHostForward) {
+  const Tokens ids = {1, 72, 105, 33, 200};
+  const int V = target_->config().n_vocab;
+  core::KVCache a = target_->new_cache(16), b = target_->new_cache(16), c = target_->new_cache(16);
+  std::vector<float> want;
+  target_->forward(ids, {}, a, want);
+  int64_t rows = 0;
+  const float* d = target_->forward_device(ids, {}, b, &rows);
+  ASSERT_EQ(rows, static_cast<int64_t>(ids.size()));
+  std::vector<float> got(want.size());
+  target_->cuda_context()->download(got.data(), d, got.size() * sizeof(float));
+  EXPECT_EQ(got, want);
+  DeviceArray<int32_t> d_ids(*target_->cuda_context(), ids);
+  core::ForwardOptions last;
+  last.logits_all = false;
+  d = target_->forward_device_ids(d_ids.ptr(), static_cast<int>(ids.size()), {}, c, &rows, last);
+  ASSERT_EQ(rows, 1);
+  std::vector<float> last_row(static_cast<size_t>(V));
+  target_->cuda_context()->download(last_row.data(), d, last_row.size() * sizeof(float));
+  EXPECT_EQ(last_row, std::vector<float>(want.end() - V, want.end()));
+  EXPECT_EQ(b.size(), a.size());
+  EXPECT_EQ(c.size(), a.size());
+}
 
 TEST_F(CudaSpeculative, LosslessAtTemperatureOne) {
   core::SamplingParams sp;
