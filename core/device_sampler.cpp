@@ -81,12 +81,11 @@ int32_t DeviceSampler::sample(const float* probs, int64_t n, Rng& rng, const flo
                               int64_t confidence_n, float* confidence) {
   Impl& I = *impl_;
   auto* out = static_cast<int32_t*>(I.ensure(I.io, 16));
-  const uint64_t block = rng.take_blocks(1);
-  cu::sample_philox(*I.ctx, probs, n, rng.seed(), rng.stream(), block, out);
+  sample_into(probs, n, rng, out);
   int32_t host[2] = {-1, 0};
   if (confidence_row != nullptr) {
     cu::row_max(*I.ctx, confidence_row, confidence_n, reinterpret_cast<float*>(out + 1));
-    I.ctx->download(host, out, 2 * sizeof(int32_t));
+    I.ctx->download(host, out, 2 * sizeof(int32_t));  // token and confidence in one copy
     if (confidence != nullptr) std::memcpy(confidence, &host[1], sizeof(float));
   } else {
     I.ctx->download(host, out, sizeof(int32_t));

@@ -63,6 +63,11 @@ struct Model::Impl {
   std::vector<MoELayerRecord> moe_records;  // [n_layer] filled by a backend forward
   std::vector<float> argmax_logits;         // CPU forward_argmax scratch
   std::vector<int32_t> placeholder_ids;     // forward_device_ids: what the host checks see
+  // forward_device / forward_device_ids (`what` names the caller in errors): the backend forward
+  // with the logits left on the device.
+  const float* forward_on_device(const char* what, std::span<const int32_t> tokens, const int32_t* device_tokens,
+                                 std::span<const int32_t> positions, KVCache& kv, int64_t* n_rows,
+                                 const ForwardOptions& options);
 };
 
 Model::Model() : impl_(std::make_unique<Impl>()) {}
@@ -309,43 +314,38 @@ void Model::forward_argmax(std::span<const int32_t> tokens, std::span<const int3
     argmax[r] = core::argmax(std::span<const float>(I.argmax_logits.data() + r * n_vocab, n_vocab));
 }
 
-const float* Model::forward_device(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
-                                   int64_t* n_rows, const ForwardOptions& options) {
-  Impl& I = *impl_;
-  if (!I.backend)
-    throw_error(ErrorKind::Unsupported, "{}: forward_device needs a model on a device; this one runs on the cpu",
-                I.file->path());
+const float* Model::Impl::forward_on_device(const char* what, std::span<const int32_t> tokens,
+                                            const int32_t* device_tokens, std::span<const int32_t> positions,
+                                            KVCache& kv, int64_t* n_rows, const ForwardOptions& options) {
+  if (!backend)
+    throw_error(ErrorKind::Unsupported, "{}: {} needs a model on a device; this one runs on the cpu", file->path(),
+                what);
   std::vector<int32_t> pos_storage;
-  const ForwardBatch b = I.prepare(tokens, positions, kv, options, pos_storage);
+  ForwardBatch b = prepare(tokens, positions, kv, options, pos_storage);
+  b.device_tokens = device_tokens;
   int64_t rows = 0;
-  const float* logits = I.backend->forward_device(b, kv, &rows);
-  I.record_backend_moe(b);
+  const float* logits = backend->forward_device(b, kv, &rows);
+  record_backend_moe(b);
   kv.append(b.positions);
   if (n_rows != nullptr) *n_rows = rows;
   return logits;
 }
 
+const float* Model::forward_device(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
+                                   int64_t* n_rows, const ForwardOptions& options) {
+  return impl_->forward_on_device("forward_device", tokens, nullptr, positions, kv, n_rows, options);
+}
+
 const float* Model::forward_device_ids(const int32_t* device_tokens, int n_tokens, std::span<const int32_t> positions,
                                        KVCache& kv, int64_t* n_rows, const ForwardOptions& options) {
   Impl& I = *impl_;
-  if (!I.backend)
-    throw_error(ErrorKind::Unsupported, "{}: forward_device_ids needs a model on a device; this one runs on the cpu",
-                I.file->path());
   if (device_tokens == nullptr || n_tokens <= 0)
     throw_error(ErrorKind::InvalidArgument, "{}: forward_device_ids needs {} device ids at a non-null address",
                 I.file->path(), n_tokens);
   // The host checks see placeholder ids (0 is always in the vocabulary); the backend reads the
   // real ones from device_tokens.
   I.placeholder_ids.assign(static_cast<size_t>(n_tokens), 0);
-  std::vector<int32_t> pos_storage;
-  ForwardBatch b = I.prepare(I.placeholder_ids, positions, kv, options, pos_storage);
-  b.device_tokens = device_tokens;
-  int64_t rows = 0;
-  const float* logits = I.backend->forward_device(b, kv, &rows);
-  I.record_backend_moe(b);
-  kv.append(b.positions);
-  if (n_rows != nullptr) *n_rows = rows;
-  return logits;
+  return I.forward_on_device("forward_device_ids", I.placeholder_ids, device_tokens, positions, kv, n_rows, options);
 }
 
 kernels::cuda::Context* Model::cuda_context() const {

@@ -17,6 +17,7 @@
 #include "core/model.h"
 #include "core/model_backend.h"
 #include "core/synth.h"
+#include "require_cuda.h"
 #include "test_data.h"
 
 using namespace specmoe;
@@ -25,13 +26,6 @@ using specmoe::testing::data_path;
 using specmoe::testing::scratch_dir;
 
 namespace {
-
-#define SPECMOE_REQUIRE_CUDA()                                                                    \
-  do {                                                                                            \
-    if (::specmoe::core::cuda_device_count() == 0)                                                \
-      GTEST_SKIP() << "no CUDA device (" << ::specmoe::core::query_compute_environment().cuda_status \
-                   << "): GPU test skipped";                                                      \
-  } while (0)
 
 const char* kStories = "models/stories260K.gguf";
 

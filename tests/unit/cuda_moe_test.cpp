@@ -26,6 +26,7 @@
 #include "moe/expert_stats.h"
 #include "moe/router.h"
 #include "moe/sigmoid_group_router.h"
+#include "require_cuda.h"
 #include "test_data.h"
 #include "verify/autoregressive.h"
 #include "verify/greedy_verifier.h"
@@ -41,13 +42,6 @@ using namespace specmoe::core;
 using specmoe::testing::scratch_dir;
 
 namespace {
-
-#define SPECMOE_REQUIRE_CUDA()                                                                    \
-  do {                                                                                            \
-    if (::specmoe::core::cuda_device_count() == 0)                                                \
-      GTEST_SKIP() << "no CUDA device (" << ::specmoe::core::query_compute_environment().cuda_status \
-                   << "): GPU test skipped";                                                      \
-  } while (0)
 
 std::string scratch(const std::string& name) { return (scratch_dir() / name).string(); }
 

@@ -21,6 +21,7 @@
 #include "draft/model_drafter.h"
 #include "draft/ngram_drafter.h"
 #include "lossless.h"
+#include "require_cuda.h"
 #include "test_data.h"
 #include "verify/autoregressive.h"
 #include "verify/greedy_verifier.h"
@@ -35,13 +36,6 @@ namespace specmoe {
 namespace {
 
 using Tokens = std::vector<int32_t>;
-
-#define SPECMOE_REQUIRE_CUDA()                                                                        \
-  do {                                                                                                \
-    if (::specmoe::core::cuda_device_count() == 0)                                                    \
-      GTEST_SKIP() << "no CUDA device (" << ::specmoe::core::query_compute_environment().cuda_status \
-                   << "): GPU test skipped";                                                          \
-  } while (0)
 
 std::string synth_file(const std::string& preset, uint64_t seed) {
   const std::string name = "cuda-spec-" + preset + "-" + std::to_string(seed) + ".gguf";
