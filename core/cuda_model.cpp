@@ -21,7 +21,7 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "core/model_ffn.h"
 #include "core/model_weights.h"

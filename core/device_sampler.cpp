@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #ifdef SPECMOE_HAVE_CUDA
 #include "kernels/cuda/device.h"

@@ -1,7 +1,7 @@
 // GGUF metadata values and the typed getters of GGUFFile (parsing is in gguf_reader.cpp).
 #include "core/gguf.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace specmoe::core {
 

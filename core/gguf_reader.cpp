@@ -16,7 +16,7 @@
 #include <cstring>
 #include <limits>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 
 namespace specmoe::core {

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "kernels/cpu/quant.h"
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <utility>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace specmoe::core {
 

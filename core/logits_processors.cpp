@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace specmoe::core {
 

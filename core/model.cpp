@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "core/model_backend.h"
 #include "core/model_ffn.h"

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/device.h"
 #include "core/kv_cache.h"
 #include "core/model_config.h"
 
@@ -21,16 +22,6 @@ namespace specmoe::core {
 
 class GGUFFile;
 struct ModelWeights;
-
-struct Device {
-  enum class Kind { Cpu, Cuda };
-  Kind kind = Kind::Cpu;
-  int index = 0;            // cuda:N
-  std::string name() const;  // "cpu", "cuda:0"
-};
-
-// Parses "cpu", "cuda" (= cuda:0) or "cuda:N"; throws Error(InvalidArgument) naming the string.
-Device parse_device(const std::string& text);
 
 // One MoE layer's routing in a backend forward, copied back to the host so that Model records it
 // into the layer's statistics and last routing exactly as the CPU forward does.

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <optional>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 
 namespace specmoe::core {

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model_moe.h"
 
 namespace specmoe::core {

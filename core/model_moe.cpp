@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "moe/sigmoid_group_router.h"
 #include "moe/softmax_router.h"

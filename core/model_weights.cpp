@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model_ffn.h"
 #include "kernels/cpu/quant.h"
 

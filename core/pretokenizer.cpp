@@ -9,7 +9,7 @@
 
 #include <memory>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tokenizer_internal.h"
 
 namespace specmoe::core::detail {

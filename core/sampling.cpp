@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/logits_processors.h"
 
 namespace specmoe::core {

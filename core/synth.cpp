@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "core/model.h"
 #include "core/tokenizer.h"

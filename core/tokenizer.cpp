@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tokenizer_internal.h"
 
 namespace specmoe::core {

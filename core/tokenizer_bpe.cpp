@@ -7,7 +7,7 @@
 #include <array>
 #include <queue>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tokenizer_internal.h"
 
 namespace specmoe::core::detail {

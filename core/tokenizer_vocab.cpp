@@ -2,7 +2,7 @@
 // (llama.cpp src/llama-vocab.cpp, llama_vocab::impl::load; gguf-py constants.py).
 #include <fmt/format.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "core/tokenizer_internal.h"
 

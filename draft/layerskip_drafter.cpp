@@ -1,7 +1,7 @@
 // Self-speculation by early exit: see layerskip_drafter.h.
 #include "draft/layerskip_drafter.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace specmoe::draft {
 namespace {

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "draft/layerskip_drafter.h"
 #include "draft/model_drafter.h"
 #include "draft/ngram_drafter.h"

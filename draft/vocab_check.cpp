@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "core/tokenizer.h"
 

@@ -12,7 +12,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace specmoe::exp {
 namespace fs = std::filesystem;

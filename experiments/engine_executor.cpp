@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <set>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model.h"
 #include "core/sampling.h"
 #include "core/synth.h"

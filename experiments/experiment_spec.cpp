@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <set>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace specmoe::exp {
 

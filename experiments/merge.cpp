@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <map>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "experiments/atomic_file.h"
 #include "experiments/experiment.h"
 #include "experiments/report_writer.h"

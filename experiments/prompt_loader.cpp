@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace specmoe::exp {
 namespace {

@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "experiments/config_hash.h"
 #include "experiments/environment.h"
 #include "experiments/statistics.h"

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "experiments/atomic_file.h"
 
 namespace specmoe::exp {

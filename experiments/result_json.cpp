@@ -4,7 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "experiments/atomic_file.h"
 
 namespace specmoe::exp {

@@ -11,7 +11,7 @@
 
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/rng.h"
 #include "experiments/atomic_file.h"
 #include "experiments/config_hash.h"

@@ -8,7 +8,7 @@
 
 #include <toml++/toml.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/synth.h"
 #include "experiments/config_hash.h"
 #include "experiments/experiment_spec.h"

@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "experiments/config_hash.h"
 
 namespace specmoe::exp {

@@ -7,7 +7,7 @@
 #include <cctype>
 #include <cmath>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace specmoe {
 namespace {

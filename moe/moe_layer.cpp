@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/quant.h"
 
 namespace specmoe::moe {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "moe/softmax_router.h"
 
 namespace specmoe::moe {

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "core/device_sampler.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace specmoe::verify {
 namespace {

@@ -1,7 +1,7 @@
 // DecodeOptions checks and the draft stream convention: see generation.h.
 #include "verify/generation.h"
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/rng.h"
 
 namespace specmoe::verify {

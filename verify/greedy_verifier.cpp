@@ -1,7 +1,7 @@
 // Greedy verification: see greedy_verifier.h.
 #include "verify/greedy_verifier.h"
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/sampling.h"
 
 namespace specmoe::verify {

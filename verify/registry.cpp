@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "verify/greedy_verifier.h"
 #include "verify/speculative_verifier.h"
 

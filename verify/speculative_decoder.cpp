@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "verify/greedy_verifier.h"
 #include "verify/speculative_verifier.h"
 

@@ -1,7 +1,7 @@
 // Verifier helpers: see verifier.h.
 #include "verify/verifier.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace specmoe::verify {
 

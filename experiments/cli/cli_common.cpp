@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace specmoe::cli {
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/rng.h"
 #include "core/sampling.h"
 

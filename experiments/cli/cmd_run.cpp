@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "cli_common.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "experiments/experiment.h"
 
 namespace specmoe::cli {

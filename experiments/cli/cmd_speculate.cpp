@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "draft/registry.h"
 #include "experiments/statistics.h"
 #include "verify/autoregressive.h"

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "cli_common.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd_avx2.h"
 

@@ -20,7 +20,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace specmoe::kernels::cpu {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/ops.h"
 
 namespace specmoe::kernels::cpu {

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/check.h"
 
 namespace specmoe::kernels::cuda {

@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device.h"
 

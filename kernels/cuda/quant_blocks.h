@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/dtype.h"
 
 namespace specmoe::kernels::cuda::detail {

@@ -19,7 +19,7 @@
 #include <functional>
 #include <map>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "core/model.h"
 #include "core/model_config.h"

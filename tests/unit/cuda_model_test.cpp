@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "core/environment.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model.h"
 #include "core/model_backend.h"
 #include "core/synth.h"

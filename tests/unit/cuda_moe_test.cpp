@@ -16,7 +16,7 @@
 #include <random>
 
 #include "core/environment.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "core/model.h"
 #include "core/sampling.h"

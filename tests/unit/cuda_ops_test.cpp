@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/ops.h"

@@ -15,7 +15,7 @@
 #include "core/device_sampler.h"
 #include "kernels/cuda/device.h"
 #include "core/environment.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model.h"
 #include "core/synth.h"
 #include "draft/model_drafter.h"

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <functional>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "core/model.h"
 #include "core/synth.h"

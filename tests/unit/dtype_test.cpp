@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/dtype.h"
 
 using namespace specmoe;

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "experiments/experiment_spec.h"
 #include "experiments/prompt_loader.h"
 #include "test_data.h"

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "experiments/report_builder.h"
 #include "experiments/report_tables.h"
 #include "experiments/report_writer.h"

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "experiments/atomic_file.h"
 #include "experiments/experiment.h"
 #include "experiments/report_writer.h"

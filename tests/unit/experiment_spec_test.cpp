@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "experiments/config_hash.h"
 #include "experiments/experiment_spec.h"
 #include "experiments/sweep.h"

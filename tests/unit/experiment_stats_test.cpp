@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "experiments/atomic_file.h"
 #include "experiments/report_builder.h"
 #include "experiments/statistics.h"

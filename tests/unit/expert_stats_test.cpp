@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "moe/expert_stats.h"
 
 namespace specmoe::moe {

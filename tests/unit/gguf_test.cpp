@@ -7,7 +7,7 @@
 #include <fstream>
 #include <random>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "kernels/cpu/quant.h"
 #include "test_data.h"

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <functional>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "core/model_config.h"
 #include "test_data.h"

@@ -11,7 +11,7 @@
 #include <numeric>
 #include <set>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "core/model.h"
 #include "core/model_moe.h"

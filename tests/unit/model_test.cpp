@@ -11,7 +11,7 @@
 #include <iterator>
 #include <sstream>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "core/model.h"
 #include "core/synth.h"

@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/quant.h"
 #include "moe/moe_layer.h"
 #include "moe/router_factory.h"

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/quant.h"
 
 using namespace specmoe;

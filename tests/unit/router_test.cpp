@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model_moe.h"
 #include "moe/router_factory.h"
 

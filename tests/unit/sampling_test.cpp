@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/logits_processors.h"
 
 namespace specmoe::core {

@@ -9,7 +9,7 @@
 #include <iterator>
 #include <set>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "core/model.h"
 #include "core/synth.h"

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/gguf.h"
 #include "core/tokenizer.h"
 #include "test_data.h"

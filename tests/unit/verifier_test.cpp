@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/rng.h"
 #include "core/sampling.h"
 #include "verify/greedy_verifier.h"

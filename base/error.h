@@ -1,6 +1,6 @@
 // specmoe::Error: the one exception type for bad input and failed operations. Every message
 // names the input (file, key, tensor, flag) and the problem, so the CLI can print it as one line.
-// Header-only, so the kernels library (below core) can throw it too.
+// Header-only, at the bottom of the layering (base/), so every folder can throw it.
 #pragma once
 #include <stdexcept>
 #include <string>
