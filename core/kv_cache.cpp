@@ -1,57 +1,92 @@
-// KVCache storage and rollback. Layout (n_layer, capacity, kv_dim) floats for keys and values,
-// allocated once; truncate is O(1), keep compacts rows in place (indices strictly increasing, so
-// a row is never overwritten before it is read).
+// KVCache storage and rollback. Keys and values are one allocation each in the cache's memory,
+// layer after layer; truncate is O(1), keep compacts rows in place (indices strictly increasing,
+// so a row is never overwritten before it is read), one row copy per moved row and layer.
 #include "core/kv_cache.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <utility>
 
 #include "base/error.h"
+#include "core/backend.h"
 
 namespace specmoe::core {
 
+KVCache::KVCache(std::shared_ptr<Memory> memory, std::vector<KVLayerLayout> layers, int capacity)
+    : memory_(std::move(memory)), layers_(std::move(layers)), capacity_(capacity) {
+  allocate();
+}
+
 KVCache::KVCache(int n_layer, int capacity, int kv_dim)
-    : n_layer_(n_layer), capacity_(capacity), kv_dim_(kv_dim) {
-  if (n_layer <= 0 || capacity <= 0 || kv_dim <= 0)
+    : memory_(host_memory()), capacity_(capacity) {
+  if (n_layer <= 0 || kv_dim <= 0)
     throw_error(ErrorKind::InvalidArgument, "KVCache: n_layer {}, capacity {} and kv_dim {} must be positive",
                 n_layer, capacity, kv_dim);
+  layers_.assign(static_cast<size_t>(n_layer), KVLayerLayout{kv_dim, kv_dim, DType::F32, 0});
+  allocate();
+}
+
+void KVCache::allocate() {
+  if (!memory_) throw_error(ErrorKind::InvalidArgument, "KVCache: no memory to hold the rows");
+  if (layers_.empty() || capacity_ <= 0)
+    throw_error(ErrorKind::InvalidArgument, "KVCache: {} layers and capacity {} must be positive", layers_.size(),
+                capacity_);
   // A model's training context can be 128k tokens or more; at the default (new_cache(0)) the cache
   // of a mid-size model then needs tens of GiB. Compute the bytes first and refuse, with the
   // numbers, what this machine's physical memory cannot hold, instead of dying in the allocator.
-  size_t n = 0, bytes = 0;
-  if (__builtin_mul_overflow(static_cast<size_t>(n_layer) * static_cast<size_t>(capacity), static_cast<size_t>(kv_dim),
-                             &n) ||
-      __builtin_mul_overflow(n, 2 * sizeof(float), &bytes))
-    bytes = SIZE_MAX;
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  const size_t physical = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : SIZE_MAX;
-  if (bytes > physical)
-    throw_error(ErrorKind::Limit,
-                "KV cache of {} tokens x {} layers x {} kv dims needs {:.1f} GiB, more than this machine's {:.1f} GiB "
-                "of memory; use a shorter context",
-                capacity, n_layer, kv_dim, static_cast<double>(bytes) / (1u << 30),
-                static_cast<double>(physical) / (1u << 30));
-  k_.assign(n, 0.0f);
-  v_.assign(n, 0.0f);
-  pos_.assign(capacity, 0);
-}
-
-KVCache::KVCache(int n_layer, int capacity, int kv_dim, std::unique_ptr<KVDeviceStorage> storage)
-    : n_layer_(n_layer), capacity_(capacity), kv_dim_(kv_dim), device_(std::move(storage)) {
-  if (n_layer <= 0 || capacity <= 0 || kv_dim <= 0)
-    throw_error(ErrorKind::InvalidArgument, "KVCache: n_layer {}, capacity {} and kv_dim {} must be positive",
-                n_layer, capacity, kv_dim);
-  if (!device_) throw_error(ErrorKind::InvalidArgument, "KVCache: device storage is null");
-  pos_.assign(capacity, 0);
+  size_t k_bytes = 0, v_bytes = 0;
+  bool overflow = false;
+  k_offset_.resize(layers_.size());
+  v_offset_.resize(layers_.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const KVLayerLayout& L = layers_[l];
+    if (L.k_width <= 0 || L.v_width < 0 || L.window < 0)
+      throw_error(ErrorKind::InvalidArgument, "KVCache: layer {} has key width {}, value width {}, window {}", l,
+                  L.k_width, L.v_width, L.window);
+    size_t kl = 0, vl = 0;
+    overflow |= __builtin_mul_overflow(dtype_row_bytes(L.type, L.k_width), static_cast<size_t>(capacity_), &kl);
+    overflow |= __builtin_mul_overflow(L.v_width ? dtype_row_bytes(L.type, L.v_width) : size_t{0},
+                                       static_cast<size_t>(capacity_), &vl);
+    k_offset_[l] = k_bytes;
+    v_offset_[l] = v_bytes;
+    overflow |= __builtin_add_overflow(k_bytes, kl, &k_bytes);
+    overflow |= __builtin_add_overflow(v_bytes, vl, &v_bytes);
+  }
+  size_t bytes = SIZE_MAX;
+  if (!overflow && __builtin_add_overflow(k_bytes, v_bytes, &bytes)) bytes = SIZE_MAX;
+  if (memory_->device().is_cpu()) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const size_t physical = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : SIZE_MAX;
+    if (bytes > physical)
+      throw_error(ErrorKind::Limit,
+                  "KV cache of {} tokens x {} layers x {} key + {} value elements needs {:.1f} GiB, more than this "
+                  "machine's {:.1f} GiB of memory; use a shorter context",
+                  capacity_, layers_.size(), layers_[0].k_width, layers_[0].v_width,
+                  static_cast<double>(bytes) / (1u << 30), static_cast<double>(physical) / (1u << 30));
+  } else if (bytes == SIZE_MAX) {
+    throw_error(ErrorKind::Limit, "KV cache of {} tokens x {} layers overflows the address space", capacity_,
+                layers_.size());
+  }
+  k_mem_ = memory_->allocate(std::max<size_t>(k_bytes, 1));
+  v_mem_ = memory_->allocate(std::max<size_t>(v_bytes, 1));
+  pos_.assign(static_cast<size_t>(capacity_), 0);
+  size_ = 0;
 }
 
 KVCache::KVCache(const KVCache& o)
-    : n_layer_(o.n_layer_), capacity_(o.capacity_), kv_dim_(o.kv_dim_), size_(o.size_), k_(o.k_), v_(o.v_),
-      pos_(o.pos_), device_(o.device_ ? o.device_->clone() : nullptr) {}
+    : memory_(o.memory_), layers_(o.layers_), k_offset_(o.k_offset_), v_offset_(o.v_offset_),
+      capacity_(o.capacity_), size_(0), pos_(o.pos_) {
+  if (!o.memory_) return;  // a default-constructed cache
+  allocate();
+  size_ = o.size_;
+  pos_ = o.pos_;
+  for (int l = 0; l < n_layer(); ++l) {
+    memory_->copy(k_data(l), o.k_data(l), k_row_bytes(l) * static_cast<size_t>(capacity_));
+    if (v_row_bytes(l)) memory_->copy(v_data(l), o.v_data(l), v_row_bytes(l) * static_cast<size_t>(capacity_));
+  }
+}
 
 KVCache& KVCache::operator=(const KVCache& o) {
   if (this != &o) {
@@ -59,6 +94,22 @@ KVCache& KVCache::operator=(const KVCache& o) {
     *this = std::move(copy);
   }
   return *this;
+}
+
+Device KVCache::where() const { return memory_ ? memory_->device() : Device{}; }
+
+int KVCache::kv_dim() const {
+  if (layers_.empty()) return 0;
+  for (const KVLayerLayout& L : layers_)
+    if (!(L == layers_[0]) || L.k_width != L.v_width || L.type != DType::F32) return 0;
+  return layers_[0].k_width;
+}
+
+void* KVCache::k_data(int layer) const { return static_cast<uint8_t*>(k_mem_.get()) + k_offset_[layer]; }
+void* KVCache::v_data(int layer) const { return static_cast<uint8_t*>(v_mem_.get()) + v_offset_[layer]; }
+size_t KVCache::k_row_bytes(int layer) const { return dtype_row_bytes(layers_[layer].type, layers_[layer].k_width); }
+size_t KVCache::v_row_bytes(int layer) const {
+  return layers_[layer].v_width ? dtype_row_bytes(layers_[layer].type, layers_[layer].v_width) : 0;
 }
 
 void KVCache::truncate(int n) {
@@ -74,19 +125,25 @@ void KVCache::keep(std::span<const int> indices) {
                   "KVCache::keep: index {} at {} must be strictly increasing and below size {}",
                   indices[i], i, size_);
   }
-  if (device_) device_->keep(indices);  // the rows; positions below, on the host
-  const size_t row_bytes = static_cast<size_t>(kv_dim_) * sizeof(float);
   for (size_t i = 0; i < indices.size(); ++i) {
-    const int src = indices[i];
-    const int dst = static_cast<int>(i);
-    if (src == dst) continue;
-    for (int l = 0; l < n_layer_ && !device_; ++l) {  // host rows (a device cache moved its rows above)
-      std::memmove(k(l, dst), k(l, src), row_bytes);
-      std::memmove(v(l, dst), v(l, src), row_bytes);
+    const size_t src = static_cast<size_t>(indices[i]);
+    if (src == i) continue;
+    for (int l = 0; l < n_layer(); ++l) {
+      const size_t kb = k_row_bytes(l), vb = v_row_bytes(l);
+      memory_->copy(static_cast<uint8_t*>(k_data(l)) + i * kb, static_cast<uint8_t*>(k_data(l)) + src * kb, kb);
+      if (vb) memory_->copy(static_cast<uint8_t*>(v_data(l)) + i * vb, static_cast<uint8_t*>(v_data(l)) + src * vb, vb);
     }
-    pos_[dst] = pos_[src];
+    pos_[i] = pos_[src];
   }
   size_ = static_cast<int>(indices.size());
+}
+
+std::vector<uint8_t> KVCache::read_layer(int layer) const {
+  const size_t kb = k_row_bytes(layer) * static_cast<size_t>(size_), vb = v_row_bytes(layer) * static_cast<size_t>(size_);
+  std::vector<uint8_t> out(kb + vb);
+  if (kb) memory_->download(out.data(), k_data(layer), kb);
+  if (vb) memory_->download(out.data() + kb, v_data(layer), vb);
+  return out;
 }
 
 void KVCache::append(std::span<const int32_t> positions) {

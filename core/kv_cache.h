@@ -1,75 +1,93 @@
-// KVCache: per-layer keys and values of every token seen so far, in the order they were appended.
-// Speculative decoding rolls it back (truncate) after a rejection and compacts it after tree
-// verification (keep). Draft and target each own one.
+// KVCache: per-layer keys and values of every token seen so far, in the order they were appended,
+// held in the memory of the backend that made it (Model::new_cache). Speculative decoding rolls
+// it back (truncate) after a rejection and compacts it after tree verification (keep). Draft and
+// target each own one.
+//
+// Every layer has its own layout (KVLayerLayout): key and value widths (they differ for an
+// MLA-style latent cache, whose "key" row is the compressed latent plus the decoupled RoPE part
+// and whose value width is 0), the element type (F32 today; F16 and Q8_0 rows are laid out by
+// dtype_row_bytes), and a sliding window (a layer that attends to the last `window` positions
+// only). Rows of layer l are contiguous: row t starts at k(l) + t * k_row_bytes(l).
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <string>
 #include <vector>
+
+#include "base/device.h"
+#include "kernels/dtype.h"
 
 namespace specmoe::core {
 
-// Keys and values kept in an accelerator's memory (the CUDA backend's, core/cuda_model.cpp).
-// KVCache owns one when a device model made it; the cache's size and positions stay on the host,
-// so truncate is still an O(1) length change and only keep() touches the device rows.
-class KVDeviceStorage {
- public:
-  virtual ~KVDeviceStorage() = default;
-  // A deep copy of every row (same device), for copying a KVCache.
-  virtual std::unique_ptr<KVDeviceStorage> clone() const = 0;
-  // Row i := row indices[i] in every layer, keys and values (indices strictly increasing and
-  // already checked by KVCache::keep).
-  virtual void keep(std::span<const int> indices) = 0;
-  // "cuda:0": where the rows live (for error messages).
-  virtual std::string device() const = 0;
+class Memory;
+
+struct KVLayerLayout {
+  int k_width = 0;             // elements per key row (n_head_kv * head_dim; MLA: latent + rope dims)
+  int v_width = 0;             // elements per value row (0: no separate values, e.g. MLA)
+  DType type = DType::F32;     // element type of both
+  int window = 0;              // sliding window in positions (0: the whole context)
+  bool operator==(const KVLayerLayout&) const = default;
 };
 
 class KVCache {
  public:
   KVCache() = default;
-  // Room for `capacity` tokens of a model with n_layer layers and kv_dim = n_head_kv * head_dim.
+  // Room for `capacity` tokens with the given per-layer layouts, in `memory` (kept alive with the
+  // cache; a cache may outlive the model that made it). Throws Error(Limit) when the rows would
+  // not fit this machine's memory, Error(InvalidArgument) for empty sizes.
+  KVCache(std::shared_ptr<Memory> memory, std::vector<KVLayerLayout> layers, int capacity);
+  // A host cache of n_layer layers with k_width = v_width = kv_dim F32 (tests, tools).
   KVCache(int n_layer, int capacity, int kv_dim);
-  // The same, with the rows in device memory (`storage`, made by a device model's new_cache):
-  // the host accessors k() and v() below must not be used on such a cache.
-  KVCache(int n_layer, int capacity, int kv_dim, std::unique_ptr<KVDeviceStorage> storage);
-  KVCache(const KVCache& other);
+  KVCache(const KVCache& other);  // a deep copy, in the same memory
   KVCache& operator=(const KVCache& other);
   KVCache(KVCache&&) noexcept = default;
   KVCache& operator=(KVCache&&) noexcept = default;
   ~KVCache() = default;
 
-  // Non-null when the keys/values live on a device.
-  KVDeviceStorage* device_storage() const { return device_.get(); }
-
-  int size() const { return size_; }          // tokens stored
+  int size() const { return size_; }  // tokens stored
   int capacity() const { return capacity_; }
-  int n_layer() const { return n_layer_; }
-  int kv_dim() const { return kv_dim_; }
+  int n_layer() const { return static_cast<int>(layers_.size()); }
+  const KVLayerLayout& layout(int layer) const { return layers_[layer]; }
+  Device where() const;
+  const Memory* memory() const { return memory_.get(); }
+  // The common key width when every layer has the same F32 layout (0 otherwise).
+  int kv_dim() const;
 
   void clear() { size_ = 0; }
   // Drops every token after the first n (n <= size()). O(1).
   void truncate(int n);
   // Keeps the tokens at the given cache indices (strictly increasing, all < size()) in that order,
-  // e.g. the prefix plus the accepted branch of a token tree.
+  // e.g. the prefix plus the accepted branch of a token tree: their rows are moved into place in
+  // every layer, keys and values.
   void keep(std::span<const int> indices);
 
-  // Row of token t's keys/values in layer l: kv_dim floats. // (n_layer, capacity, kv_dim)
-  float* k(int layer, int t) { return &k_[(static_cast<size_t>(layer) * capacity_ + t) * kv_dim_]; }
-  float* v(int layer, int t) { return &v_[(static_cast<size_t>(layer) * capacity_ + t) * kv_dim_]; }
-  const float* k(int layer, int t) const { return &k_[(static_cast<size_t>(layer) * capacity_ + t) * kv_dim_]; }
-  const float* v(int layer, int t) const { return &v_[(static_cast<size_t>(layer) * capacity_ + t) * kv_dim_]; }
+  // Layer l's rows in the cache's memory (dereference on the host only for a host cache).
+  void* k_data(int layer) const;
+  void* v_data(int layer) const;
+  size_t k_row_bytes(int layer) const;
+  size_t v_row_bytes(int layer) const;
+  // Host F32 caches: token t's key / value row of layer l.
+  float* k(int layer, int t) { return static_cast<float*>(k_data(layer)) + static_cast<size_t>(t) * layers_[layer].k_width; }
+  float* v(int layer, int t) { return static_cast<float*>(v_data(layer)) + static_cast<size_t>(t) * layers_[layer].v_width; }
+  const float* k(int layer, int t) const { return const_cast<KVCache*>(this)->k(layer, t); }
+  const float* v(int layer, int t) const { return const_cast<KVCache*>(this)->v(layer, t); }
+  // Rows [0, size()) of layer l's keys and values as host bytes, wherever the cache lives (for
+  // comparing caches bit for bit).
+  std::vector<uint8_t> read_layer(int layer) const;
+
   // Positions (for RoPE) of the stored tokens.
   int position(int t) const { return pos_[t]; }
-
   // Used by the forward: marks n more tokens as stored at the given positions.
   void append(std::span<const int32_t> positions);
 
  private:
-  int n_layer_ = 0, capacity_ = 0, kv_dim_ = 0, size_ = 0;
-  std::vector<float> k_, v_;
+  void allocate();
+  std::shared_ptr<Memory> memory_;
+  std::vector<KVLayerLayout> layers_;
+  std::vector<size_t> k_offset_, v_offset_;  // [n_layer] byte offsets into k_mem_ / v_mem_
+  int capacity_ = 0, size_ = 0;
+  std::shared_ptr<void> k_mem_, v_mem_;
   std::vector<int32_t> pos_;
-  std::unique_ptr<KVDeviceStorage> device_;
 };
 
 }  // namespace specmoe::core

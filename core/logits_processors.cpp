@@ -19,34 +19,41 @@ void check_history(std::span<const int32_t> history, size_t n_vocab) {
   }
 }
 
-void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> history,
-                              float penalty, int last_n) {
-  if (penalty == 1.0f || last_n == 0 || history.empty()) return;
-  const size_t window = last_n < 0 ? history.size()
-                                   : std::min(history.size(), static_cast<size_t>(last_n));
+std::vector<int32_t> penalized_tokens(std::span<const int32_t> history, int last_n) {
+  if (last_n == 0 || history.empty()) return {};
+  const size_t window = last_n < 0 ? history.size() : std::min(history.size(), static_cast<size_t>(last_n));
   // The window is short (64 by default): sorting a copy is cheaper than marking the vocabulary.
   std::vector<int32_t> tokens(history.end() - window, history.end());
   std::sort(tokens.begin(), tokens.end());
   tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
-  for (const int32_t t : tokens) {
+  return tokens;
+}
+
+void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> history,
+                              float penalty, int last_n) {
+  if (penalty == 1.0f) return;
+  for (const int32_t t : penalized_tokens(history, last_n)) {
     float& l = logits[t];
     l = l > 0.0f ? l / penalty : l * penalty;
   }
 }
 
-void apply_no_repeat_ngram(std::span<float> logits, std::span<const int32_t> history, int n) {
-  if (n <= 0) return;
+std::vector<int32_t> banned_tokens(std::span<const int32_t> history, int n) {
+  std::vector<int32_t> banned;
+  if (n <= 0) return banned;
   const size_t len = history.size(), size = static_cast<size_t>(n);
-  if (len < size) return;  // no complete n-gram in history yet
+  if (len < size) return banned;  // no complete n-gram in history yet
   // The n-1 most recent tokens are the prefix; every earlier n-gram that starts with the same
   // n-1 tokens bans its last token.
   const auto prefix = history.subspan(len - (size - 1));
+  for (size_t start = 0; start + size <= len; ++start)
+    if (std::equal(prefix.begin(), prefix.end(), history.begin() + start)) banned.push_back(history[start + size - 1]);
+  return banned;
+}
+
+void apply_no_repeat_ngram(std::span<float> logits, std::span<const int32_t> history, int n) {
   constexpr float kBanned = -std::numeric_limits<float>::infinity();
-  for (size_t start = 0; start + size <= len; ++start) {
-    if (std::equal(prefix.begin(), prefix.end(), history.begin() + start)) {
-      logits[history[start + size - 1]] = kBanned;
-    }
-  }
+  for (const int32_t t : banned_tokens(history, n)) logits[t] = kBanned;
 }
 
 namespace {

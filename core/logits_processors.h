@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace specmoe::core {
 
@@ -15,6 +16,12 @@ void check_history(std::span<const int32_t> history, size_t n_vocab);
 // it occurs. History must be checked first.
 void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> history,
                               float penalty, int last_n);
+
+// The distinct tokens apply_repetition_penalty penalises (sorted), and the tokens
+// apply_no_repeat_ngram bans (in history order, with repeats): the lists a device applies to its
+// own copy of the logits (core/backend_cuda.cpp).
+std::vector<int32_t> penalized_tokens(std::span<const int32_t> history, int last_n);
+std::vector<int32_t> banned_tokens(std::span<const int32_t> history, int n);
 
 // No-repeat-n-gram ban (Paulus et al. 2017; Hugging Face NoRepeatNGramLogitsProcessor): sets to
 // -inf the logit of every token that, appended to history, would complete an n-gram already

@@ -1,6 +1,5 @@
-// Model: the transformer forward over a batch of new tokens (llama, qwen2, gpt2). One code path,
-// configured by ModelConfig: pre-norm blocks x += attn(norm(x)); x += ffn(norm(x)); then the
-// final norm and the output head. Every matmul reads its weights once for the whole batch.
+// Model: loading, the argument checks of a forward, and the KV cache layout; the forward itself
+// is core/transformer.cpp, on the backend the model was loaded onto.
 #include "core/model.h"
 
 #include <algorithm>
@@ -8,17 +7,10 @@
 
 #include "base/error.h"
 #include "core/gguf.h"
-#include "core/model_backend.h"
-#include "core/model_ffn.h"
-#include "core/model_moe.h"
 #include "core/model_weights.h"
-#include "core/sampling.h"
-#include "kernels/cpu/ops.h"
-#include "kernels/cpu/quant.h"
+#include "core/transformer.h"
 
 namespace specmoe::core {
-
-namespace cpu = kernels::cpu;
 
 AttentionMask AttentionMask::causal(int n) {
   AttentionMask m;
@@ -29,45 +21,45 @@ AttentionMask AttentionMask::causal(int n) {
   return m;
 }
 
+AttentionMask AttentionMask::from_parents(std::span<const int32_t> parents) {
+  const int n = static_cast<int>(parents.size());
+  AttentionMask m;
+  m.n = n;
+  m.allowed.assign(static_cast<size_t>(n) * n, 0);
+  for (int i = 0; i < n; ++i) {
+    const int32_t p = parents[i];
+    if (p < -1 || p >= i)
+      throw_error(ErrorKind::InvalidArgument, "tree batch: token {} has parent {}; a parent must be an earlier token "
+                  "or -1 (the last cached token)", i, p);
+    uint8_t* row = m.allowed.data() + static_cast<size_t>(i) * n;
+    if (p >= 0) std::copy_n(m.allowed.data() + static_cast<size_t>(p) * n, n, row);  // the parent's ancestors
+    row[i] = 1;
+  }
+  return m;
+}
+
+int ForwardStats::distinct_experts(int layer) const {
+  if (layer < 0 || layer >= static_cast<int>(moe.size())) return -1;
+  const moe::Routing& r = moe[layer];
+  if (r.n_tokens == 0) return -1;
+  std::vector<uint8_t> seen(static_cast<size_t>(r.n_expert), 0);
+  int u = 0;
+  for (int32_t e : r.expert)
+    if (e >= 0 && !seen[e]) seen[e] = 1, ++u;
+  return u;
+}
+
 struct Model::Impl {
   std::shared_ptr<GGUFFile> file;
   ModelConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
-  ModelWeights w;
-  std::unique_ptr<cpu::ThreadPool> pool;
-  std::vector<int> last_distinct;  // [n_layer] U(T) of the last forward per MoE layer, -1 otherwise
-  Device device;                          // cpu, or the device `backend` runs on
-  std::unique_ptr<ModelBackend> backend;  // null on the CPU
-
-  // Activations, resized per call. // [T, n_embd] unless noted
-  std::vector<float> x, xn, q /*[T, q_dim]*/, kv_new /*[T, 2*kv_dim] or qkv [T, q_dim+2*kv_dim]*/,
-      att /*[T, q_dim]*/, tmp;
-
-  bool norm_is_layernorm() const { return config.arch == Arch::Gpt2; }
-  void norm(const std::vector<float>& wt, const std::vector<float>& bias, const float* in, float* out, int64_t T) {
-    if (norm_is_layernorm())
-      cpu::layernorm(*pool, in, wt.data(), bias.empty() ? nullptr : bias.data(), out, T, config.n_embd,
-                     config.norm_eps);
-    else
-      cpu::rmsnorm(*pool, in, wt.data(), out, T, config.n_embd, config.norm_eps);
-  }
-  void attention_block(int l, int64_t T, std::span<const int32_t> positions, KVCache& kv, const uint8_t* allowed);
-  // Checks a forward's arguments (throwing as Model::forward documents) and resolves them into a
-  // batch; pos_storage holds the default positions the batch points to.
-  ForwardBatch prepare(std::span<const int32_t> tokens, std::span<const int32_t> positions, const KVCache& kv,
-                       const ForwardOptions& options, std::vector<int32_t>& pos_storage);
-  void forward_cpu(const ForwardBatch& b, KVCache& kv, std::vector<float>& logits);
-  // After a backend forward: each MoE layer it ran is recorded as the CPU forward records it.
-  void record_backend_moe(const ForwardBatch& b);
-
-  std::vector<MoELayerRecord> moe_records;  // [n_layer] filled by a backend forward
-  std::vector<float> argmax_logits;         // CPU forward_argmax scratch
-  std::vector<int32_t> placeholder_ids;     // forward_device_ids: what the host checks see
-  // forward_device / forward_device_ids (`what` names the caller in errors): the backend forward
-  // with the logits left on the device.
-  const float* forward_on_device(const char* what, std::span<const int32_t> tokens, const int32_t* device_tokens,
-                                 std::span<const int32_t> positions, KVCache& kv, int64_t* n_rows,
-                                 const ForwardOptions& options);
+  std::shared_ptr<Backend> backend;
+  std::unique_ptr<Transformer> transformer;
+  int moe_k = 0;
+  double moe_capacity = 0.0;
+  // Scratch of one forward's checks: resolved positions and a tree's mask.
+  std::vector<int32_t> positions;
+  AttentionMask tree_mask;
 };
 
 Model::Model() : impl_(std::make_unique<Impl>()) {}
@@ -76,7 +68,7 @@ Model::~Model() = default;
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
   std::unique_ptr<Model> m(new Model());
   Impl& I = *m->impl_;
-  I.device = parse_device(options.device);  // a mistyped device fails before the file is read
+  const Device device = parse_device(options.device);  // a mistyped device fails before the file is read
   I.file = GGUFFile::open(path);
   I.config = ModelConfig::from_gguf(*I.file);
   I.config.validate();
@@ -88,39 +80,53 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   if (c.rope_style != RopeStyle::None && (c.rope_dims <= 0 || c.rope_dims > c.head_dim || c.rope_dims % 2))
     throw_error(ErrorKind::Format, "{}: rope dimension count {} must be even and at most head_dim {}", path,
                 c.rope_dims, c.head_dim);
-  I.w = bind_weights(*I.file, c);
+  ModelWeights host = bind_weights(*I.file, c);
   I.tokenizer = Tokenizer::from_gguf(*I.file);
   if (I.tokenizer->n_vocab() != c.n_vocab)
     throw_error(ErrorKind::Format, "{}: tokenizer has {} tokens but the model's vocabulary is {}", path,
                 I.tokenizer->n_vocab(), c.n_vocab);
-  I.pool = std::make_unique<cpu::ThreadPool>(options.n_threads);
-  I.last_distinct.assign(c.n_layer, -1);
-  // The backend first: a device that cannot run the MoE options refuses them (set_moe_*).
-  if (I.device.kind != Device::Kind::Cpu) I.backend = make_model_backend(I.device, *I.file, c, I.w);
+
   if (options.moe_k_override != 0 || options.moe_capacity_factor != 0.0) {
     if (!c.is_moe())
       throw_error(ErrorKind::InvalidArgument, "{}: MoE k override / capacity factor given for a dense model", path);
-    if (options.moe_k_override != 0) m->set_moe_k(options.moe_k_override);
-    m->set_moe_capacity_factor(options.moe_capacity_factor);
+    if (!std::isfinite(options.moe_capacity_factor))
+      throw_error(ErrorKind::InvalidArgument, "{}: MoE capacity factor {} is not finite", path,
+                  options.moe_capacity_factor);
   }
+  I.moe_k = c.n_expert_used;
+  I.moe_capacity = options.moe_capacity_factor;
+  if (c.is_moe() && options.moe_k_override != 0) {
+    const int k = options.moe_k_override;
+    const auto router = moe::make_router(host.layers[0].moe.router);
+    if (k < 1 || k > router->max_k())
+      throw_error(ErrorKind::InvalidArgument, "{}: MoE k {} is outside [1, {}] ({} experts, {} router)", path, k,
+                  router->max_k(), c.n_expert, router->name());
+    I.moe_k = k;
+    for (LayerWeights& L : host.layers) L.moe.router.k = k;  // weight_bytes_per_token reads k experts
+  }
+
+  try {
+    I.backend = make_backend(device, options.n_threads);
+  } catch (const Error& e) {
+    throw Error(e.kind(), fmt::format("{}: {}", path, e.what()));
+  }
+  I.transformer = std::make_unique<Transformer>(I.backend, c, resident_weights(*I.backend, host));
   return m;
 }
 
 const ModelConfig& Model::config() const { return impl_->config; }
 const Tokenizer& Model::tokenizer() const { return *impl_->tokenizer; }
 const GGUFFile& Model::file() const { return *impl_->file; }
-void Model::set_threads(int n_threads) { impl_->pool = std::make_unique<cpu::ThreadPool>(n_threads); }
-int Model::threads() const { return impl_->pool->n_threads(); }
-std::string Model::device() const { return impl_->device.name(); }
+Backend& Model::backend() const { return *impl_->backend; }
+Device Model::device() const { return impl_->backend->device(); }
+size_t Model::weight_bytes_per_token() const { return impl_->transformer->weights().bytes_per_token(); }
+int Model::moe_k() const { return impl_->config.is_moe() ? impl_->moe_k : 0; }
+double Model::moe_capacity_factor() const { return impl_->moe_capacity; }
 
-size_t Model::weight_bytes_per_token() const {
-  const ModelWeights& w = impl_->w;
-  size_t total = w.output.bytes();
-  for (const LayerWeights& L : w.layers) {
-    total += L.wq.bytes() + L.wk.bytes() + L.wv.bytes() + L.wqkv.bytes() + L.wo.bytes();
-    total += L.ffn->weight_bytes_per_token();
-  }
-  return total;
+size_t Model::moe_expert_bytes(int layer) const {
+  const auto& layers = impl_->transformer->weights().layers;
+  if (layer < 0 || layer >= static_cast<int>(layers.size())) return 0;
+  return layers[layer].is_moe() ? layers[layer].moe.weights.expert_bytes() : 0;
 }
 
 KVCache Model::new_cache(int n_ctx) const {
@@ -129,103 +135,53 @@ KVCache Model::new_cache(int n_ctx) const {
   if (c.arch == Arch::Gpt2 && n_ctx > c.n_ctx_train)
     throw_error(ErrorKind::Limit, "{}: gpt2 context {} exceeds its {} learned positions", impl_->file->path(), n_ctx,
                 c.n_ctx_train);
-  if (impl_->backend) return KVCache(c.n_layer, n_ctx, c.kv_dim(), impl_->backend->new_kv_storage(n_ctx));
-  return KVCache(c.n_layer, n_ctx, c.kv_dim());
+  const KVLayerLayout layout{c.kv_dim(), c.kv_dim(), DType::F32, 0};
+  return KVCache(impl_->backend, std::vector<KVLayerLayout>(static_cast<size_t>(c.n_layer), layout), n_ctx);
 }
 
-// x += attn_output(attention(rope(q), rope(k), v)) for layer l; writes the new tokens' K/V into
-// cache rows kv.size() .. kv.size()+T-1 (marked as stored by the caller after the last layer).
-void Model::Impl::attention_block(int l, int64_t T, std::span<const int32_t> positions, KVCache& kv,
-                                  const uint8_t* allowed) {
-  const ModelConfig& c = config;
-  const LayerWeights& L = w.layers[l];
-  const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
-  const int64_t kvd = c.kv_dim();
-  const int64_t n_past = kv.size();
-  norm(L.attn_norm, L.attn_norm_b, x.data(), xn.data(), T);
-
-  q.resize(T * q_dim);
-  tmp.resize(T * kvd * 2);  // new keys [T, kvd] then values [T, kvd]
-  float* k_new = tmp.data();
-  float* v_new = tmp.data() + T * kvd;
-  if (L.fused_qkv()) {
-    kv_new.resize(T * (q_dim + 2 * kvd));  // [T, q_dim + 2 kvd]
-    cpu::matmul(*pool, xn.data(), T, L.wqkv, kv_new.data());
-    cpu::add_bias(kv_new.data(), L.bqkv.data(), T, q_dim + 2 * kvd);
-    for (int64_t t = 0; t < T; ++t) {
-      const float* row = kv_new.data() + t * (q_dim + 2 * kvd);
-      std::copy(row, row + q_dim, q.data() + t * q_dim);
-      std::copy(row + q_dim, row + q_dim + kvd, k_new + t * kvd);
-      std::copy(row + q_dim + kvd, row + q_dim + 2 * kvd, v_new + t * kvd);
-    }
-  } else {
-    cpu::matmul(*pool, xn.data(), T, L.wq, q.data());
-    cpu::matmul(*pool, xn.data(), T, L.wk, k_new);
-    cpu::matmul(*pool, xn.data(), T, L.wv, v_new);
-    if (!L.bq.empty()) {
-      cpu::add_bias(q.data(), L.bq.data(), T, q_dim);
-      cpu::add_bias(k_new, L.bk.data(), T, kvd);
-      cpu::add_bias(v_new, L.bv.data(), T, kvd);
-    }
-  }
-  if (c.rope_style != RopeStyle::None) {
-    cpu::RopeParams rp;
-    rp.head_dim = c.head_dim;
-    rp.rope_dims = c.rope_dims;
-    rp.freq_base = c.rope_freq_base;
-    rp.freq_scale = c.rope_freq_scale;
-    rp.pairing = c.rope_style == RopeStyle::SplitHalves ? cpu::RopePairing::SplitHalves : cpu::RopePairing::Adjacent;
-    rp.n_head = c.n_head;
-    cpu::rope(*pool, q.data(), T, positions, rp);
-    rp.n_head = c.n_head_kv;
-    cpu::rope(*pool, k_new, T, positions, rp);
-  }
-  for (int64_t t = 0; t < T; ++t) {
-    std::copy(k_new + t * kvd, k_new + (t + 1) * kvd, kv.k(l, static_cast<int>(n_past + t)));
-    std::copy(v_new + t * kvd, v_new + (t + 1) * kvd, kv.v(l, static_cast<int>(n_past + t)));
-  }
-
-  cpu::KVView view;
-  view.k = kv.k(l, 0);
-  view.v = kv.v(l, 0);
-  view.kv_stride = kvd;
-  view.n_past = n_past;
-  cpu::AttentionParams ap;
-  ap.n_head = c.n_head;
-  ap.n_head_kv = c.n_head_kv;
-  ap.head_dim = c.head_dim;
-  ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  att.resize(T * q_dim);
-  cpu::attention(*pool, q.data(), T, view, allowed, ap, att.data());
-
-  cpu::matmul(*pool, att.data(), T, L.wo, xn.data());
-  if (!L.bo.empty()) cpu::add_bias(xn.data(), L.bo.data(), T, c.n_embd);
-  cpu::add_inplace(x.data(), xn.data(), T * c.n_embd);
-}
-
-ForwardBatch Model::Impl::prepare(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                                  const KVCache& kv, const ForwardOptions& options,
-                                  std::vector<int32_t>& pos_storage) {
-  const ModelConfig& c = config;
-  const std::string& path = file->path();
+ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptions& options) {
+  Impl& I = *impl_;
+  const ModelConfig& c = I.config;
+  const std::string& path = I.file->path();
+  const std::span<const int32_t> tokens = batch.tokens;
   const int64_t T = static_cast<int64_t>(tokens.size());
   if (T == 0) throw_error(ErrorKind::InvalidArgument, "{}: forward called with no tokens", path);
+  if (kv.memory() != I.backend.get())
+    throw_error(ErrorKind::InvalidArgument, "{}: the KV cache ({}) was not made by this model ({}): make it with this "
+                "model's new_cache", path, kv.where().name(), I.backend->device().name());
   if (kv.n_layer() != c.n_layer || kv.kv_dim() != c.kv_dim())
     throw_error(ErrorKind::InvalidArgument, "{}: KV cache made for {} layers x {} kv dims, model has {} x {}", path,
                 kv.n_layer(), kv.kv_dim(), c.n_layer, c.kv_dim());
-  if ((kv.device_storage() != nullptr) != (backend != nullptr))
-    throw_error(ErrorKind::InvalidArgument, "{}: KV cache lives on {} but the model runs on {}: make the cache with "
-                "this model's new_cache", path, kv.device_storage() ? kv.device_storage()->device() : "cpu",
-                device.name());
   if (kv.size() + T > kv.capacity())
     throw_error(ErrorKind::Limit, "{}: KV cache full: {} tokens stored + {} new > capacity {}", path, kv.size(), T,
                 kv.capacity());
-  if (!positions.empty() && static_cast<int64_t>(positions.size()) != T)
-    throw_error(ErrorKind::InvalidArgument, "{}: {} positions for {} tokens", path, positions.size(), T);
+  if (!batch.parents.empty() && static_cast<int64_t>(batch.parents.size()) != T)
+    throw_error(ErrorKind::InvalidArgument, "{}: {} parents for {} tokens", path, batch.parents.size(), T);
+  if (!batch.parents.empty() && options.mask)
+    throw_error(ErrorKind::InvalidArgument, "{}: a tree batch and an explicit attention mask given together", path);
+  if (!batch.positions.empty() && static_cast<int64_t>(batch.positions.size()) != T)
+    throw_error(ErrorKind::InvalidArgument, "{}: {} positions for {} tokens", path, batch.positions.size(), T);
+
+  const uint8_t* mask = nullptr;
+  if (!batch.parents.empty()) {
+    I.tree_mask = AttentionMask::from_parents(batch.parents);
+    mask = I.tree_mask.allowed.data();
+  } else if (options.mask) {
+    if (options.mask->n != T || options.mask->allowed.size() != static_cast<size_t>(T * T))
+      throw_error(ErrorKind::InvalidArgument, "{}: attention mask is {}x{} ({} entries) for {} tokens", path,
+                  options.mask->n, options.mask->n, options.mask->allowed.size(), T);
+    mask = options.mask->allowed.data();
+  }
+  std::span<const int32_t> positions = batch.positions;
   if (positions.empty()) {
-    pos_storage.resize(T);
-    for (int64_t t = 0; t < T; ++t) pos_storage[t] = static_cast<int32_t>(kv.size() + t);
-    positions = pos_storage;
+    I.positions.resize(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t p = batch.parents.empty() ? -1 : batch.parents[t];
+      // a chain's token t sits at depth t; a tree node one below its parent
+      I.positions[t] = batch.parents.empty() ? static_cast<int32_t>(kv.size() + t)
+                                             : (p < 0 ? static_cast<int32_t>(kv.size()) : I.positions[p] + 1);
+    }
+    positions = I.positions;
   }
   for (int64_t t = 0; t < T; ++t) {
     if (tokens[t] < 0 || tokens[t] >= c.n_vocab)
@@ -235,217 +191,29 @@ ForwardBatch Model::Impl::prepare(std::span<const int32_t> tokens, std::span<con
       throw_error(ErrorKind::Limit, "{}: position {} outside [0, {})", path, positions[t],
                   c.arch == Arch::Gpt2 ? c.n_ctx_train : INT32_MAX);
   }
-  const uint8_t* allowed = nullptr;
-  if (options.mask) {
-    if (options.mask->n != T || options.mask->allowed.size() != static_cast<size_t>(T * T))
-      throw_error(ErrorKind::InvalidArgument, "{}: attention mask is {}x{} ({} entries) for {} tokens", path,
-                  options.mask->n, options.mask->n, options.mask->allowed.size(), T);
-    allowed = options.mask->allowed.data();
-  }
   const int n_layers = options.n_layers < 0 ? c.n_layer : options.n_layers;
   if (n_layers > c.n_layer)
     throw_error(ErrorKind::InvalidArgument, "{}: early exit after {} layers, model has {}", path, n_layers, c.n_layer);
-
-  ForwardBatch batch;
-  batch.tokens = tokens;
-  batch.positions = positions;
-  batch.allowed = allowed;
-  batch.n_layers = n_layers;
-  batch.logits_all = options.logits_all;
-  for (LayerWeights& L : w.layers)
-    if (MoEFeedForward* moe = L.ffn->moe()) {
-      batch.moe_k = moe->layer().router().k();
-      batch.moe_capacity_factor = moe->layer().router().capacity_factor();
-      moe_records.resize(c.n_layer);
-      batch.moe_records = &moe_records;
-      break;
-    }
-  return batch;
-}
-
-void Model::Impl::record_backend_moe(const ForwardBatch& b) {
-  if (b.moe_records == nullptr) return;
-  std::fill(last_distinct.begin(), last_distinct.end(), -1);
-  for (int l = 0; l < b.n_layers; ++l) {
-    MoEFeedForward* moe = w.layers[l].ffn->moe();
-    MoELayerRecord& rec = moe_records[l];
-    if (moe == nullptr || !rec.ran) continue;
-    moe::Routing r;
-    r.reset(rec.n_tokens, rec.k, config.n_expert);
-    r.expert = std::move(rec.experts);
-    r.weight = std::move(rec.weights);
-    moe::count_drops(r);  // the backend marks capacity-dropped slots kDropped, as apply_capacity
-    moe->record_routing(std::move(r), rec.tokens_per_expert);
-    last_distinct[l] = moe->last_distinct();
-    rec = MoELayerRecord{};
-  }
-}
-
-void Model::forward(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
-                    std::vector<float>& logits, const ForwardOptions& options) {
-  Impl& I = *impl_;
-  std::vector<int32_t> pos_storage;
-  const ForwardBatch b = I.prepare(tokens, positions, kv, options, pos_storage);
-  if (I.backend) {
-    I.backend->forward(b, kv, logits);
-    I.record_backend_moe(b);
-    kv.append(b.positions);
-    return;
-  }
-  I.forward_cpu(b, kv, logits);
-}
-
-void Model::forward_argmax(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
-                           std::vector<int32_t>& argmax, const ForwardOptions& options) {
-  Impl& I = *impl_;
-  std::vector<int32_t> pos_storage;
-  const ForwardBatch b = I.prepare(tokens, positions, kv, options, pos_storage);
-  if (I.backend) {
-    I.backend->forward_argmax(b, kv, argmax);
-    I.record_backend_moe(b);
-    kv.append(b.positions);
-    return;
-  }
-  I.forward_cpu(b, kv, I.argmax_logits);
-  const size_t n_vocab = static_cast<size_t>(I.config.n_vocab);
-  const size_t rows = I.argmax_logits.size() / n_vocab;
-  argmax.resize(rows);
-  for (size_t r = 0; r < rows; ++r)
-    argmax[r] = core::argmax(std::span<const float>(I.argmax_logits.data() + r * n_vocab, n_vocab));
-}
-
-const float* Model::Impl::forward_on_device(const char* what, std::span<const int32_t> tokens,
-                                            const int32_t* device_tokens, std::span<const int32_t> positions,
-                                            KVCache& kv, int64_t* n_rows, const ForwardOptions& options) {
-  if (!backend)
-    throw_error(ErrorKind::Unsupported, "{}: {} needs a model on a device; this one runs on the cpu", file->path(),
-                what);
-  std::vector<int32_t> pos_storage;
-  ForwardBatch b = prepare(tokens, positions, kv, options, pos_storage);
-  b.device_tokens = device_tokens;
-  int64_t rows = 0;
-  const float* logits = backend->forward_device(b, kv, &rows);
-  record_backend_moe(b);
-  kv.append(b.positions);
-  if (n_rows != nullptr) *n_rows = rows;
-  return logits;
-}
-
-const float* Model::forward_device(std::span<const int32_t> tokens, std::span<const int32_t> positions, KVCache& kv,
-                                   int64_t* n_rows, const ForwardOptions& options) {
-  return impl_->forward_on_device("forward_device", tokens, nullptr, positions, kv, n_rows, options);
-}
-
-const float* Model::forward_device_ids(const int32_t* device_tokens, int n_tokens, std::span<const int32_t> positions,
-                                       KVCache& kv, int64_t* n_rows, const ForwardOptions& options) {
-  Impl& I = *impl_;
-  if (device_tokens == nullptr || n_tokens <= 0)
-    throw_error(ErrorKind::InvalidArgument, "{}: forward_device_ids needs {} device ids at a non-null address",
-                I.file->path(), n_tokens);
-  // The host checks see placeholder ids (0 is always in the vocabulary); the backend reads the
-  // real ones from device_tokens.
-  I.placeholder_ids.assign(static_cast<size_t>(n_tokens), 0);
-  return I.forward_on_device("forward_device_ids", I.placeholder_ids, device_tokens, positions, kv, n_rows, options);
-}
-
-kernels::cuda::Context* Model::cuda_context() const {
-  return impl_->backend ? &impl_->backend->cuda_context() : nullptr;
-}
-
-void Model::Impl::forward_cpu(const ForwardBatch& b, KVCache& kv, std::vector<float>& logits) {
-  Impl& I = *this;
-  const ModelConfig& c = I.config;
-  const std::span<const int32_t> tokens = b.tokens, positions = b.positions;
-  const uint8_t* allowed = b.allowed;
-  const int n_layers = b.n_layers;
-  const int64_t T = static_cast<int64_t>(tokens.size());
-  const int64_t d = c.n_embd;
-  I.x.resize(T * d);
-  I.xn.resize(T * d);
-  // Embeddings: one row of token_embd per token (+ learned position row for gpt2).
-  for (int64_t t = 0; t < T; ++t) {
-    float* xt = I.x.data() + t * d;
-    cpu::dequantize_row(I.w.token_embd.type, I.w.token_embd.row(tokens[t]), xt, d);
-    if (c.arch == Arch::Gpt2) {
-      cpu::dequantize_row(I.w.position_embd.type, I.w.position_embd.row(positions[t]), I.xn.data(), d);
-      cpu::add_inplace(xt, I.xn.data(), d);
-    }
+  int moe_k = I.moe_k;
+  if (options.moe_k != 0) {
+    if (!c.is_moe())
+      throw_error(ErrorKind::InvalidArgument, "{}: MoE k {} given for a dense model", path, options.moe_k);
+    if (options.moe_k < 1 || options.moe_k > c.n_expert)
+      throw_error(ErrorKind::InvalidArgument, "{}: MoE k {} is outside [1, {}]", path, options.moe_k, c.n_expert);
+    moe_k = options.moe_k;
   }
 
-  std::fill(I.last_distinct.begin(), I.last_distinct.end(), -1);
-  for (int l = 0; l < n_layers; ++l) {
-    I.attention_block(l, T, positions, kv, allowed);
-    LayerWeights& L = I.w.layers[l];
-    I.norm(L.ffn_norm, L.ffn_norm_b, I.x.data(), I.xn.data(), T);
-    I.tmp.resize(T * d);
-    L.ffn->forward(*I.pool, I.xn.data(), T, I.tmp.data());
-    if (MoEFeedForward* moe = L.ffn->moe()) I.last_distinct[l] = moe->last_distinct();
-    cpu::add_inplace(I.x.data(), I.tmp.data(), T * d);
-  }
-
-  // Final norm and head, for all tokens or only the last one.
-  const int64_t first = b.logits_all ? 0 : T - 1;
-  const int64_t n_out = T - first;
-  I.norm(I.w.output_norm, I.w.output_norm_b, I.x.data() + first * d, I.xn.data(), n_out);
-  logits.resize(static_cast<size_t>(n_out) * c.n_vocab);
-  cpu::matmul(*I.pool, I.xn.data(), n_out, I.w.output, logits.data());
-  kv.append(positions);
-}
-
-// ---- mixture of experts ----------------------------------------------------------------------
-
-int Model::moe_k() const {
-  for (const LayerWeights& L : impl_->w.layers)
-    if (MoEFeedForward* moe = L.ffn->moe()) return moe->layer().router().k();
-  return 0;
-}
-
-void Model::set_moe_k(int k) {
-  const ModelConfig& c = impl_->config;
-  if (!c.is_moe()) throw_error(ErrorKind::InvalidArgument, "{}: MoE k {} given for a dense model", impl_->file->path(), k);
-  for (LayerWeights& L : impl_->w.layers)
-    if (MoEFeedForward* moe = L.ffn->moe()) {
-      moe::Router& r = moe->layer().router();
-      if (k < 1 || k > r.max_k())
-        throw_error(ErrorKind::InvalidArgument, "{}: MoE k {} is outside [1, {}] ({} experts, {} router)",
-                    impl_->file->path(), k, r.max_k(), c.n_expert, r.name());
-      r.set_k(k);
-    }
-}
-
-void Model::set_moe_capacity_factor(double capacity_factor) {
-  if (!impl_->config.is_moe())
-    throw_error(ErrorKind::InvalidArgument, "{}: MoE capacity factor given for a dense model", impl_->file->path());
-  if (!std::isfinite(capacity_factor))
-    throw_error(ErrorKind::InvalidArgument, "{}: MoE capacity factor {} is not finite", impl_->file->path(),
-                capacity_factor);
-  for (LayerWeights& L : impl_->w.layers)
-    if (MoEFeedForward* moe = L.ffn->moe()) moe->layer().router().set_capacity_factor(capacity_factor);
-}
-
-const moe::ExpertStats* Model::expert_stats(int layer) const {
-  if (layer < 0 || layer >= static_cast<int>(impl_->w.layers.size())) return nullptr;
-  const MoEFeedForward* moe = impl_->w.layers[layer].ffn->moe();
-  return moe ? &moe->stats() : nullptr;
-}
-
-void Model::reset_expert_stats() {
-  for (LayerWeights& L : impl_->w.layers)
-    if (MoEFeedForward* moe = L.ffn->moe()) moe->reset_stats();
-}
-
-size_t Model::moe_expert_bytes(int layer) const {
-  if (layer < 0 || layer >= static_cast<int>(impl_->w.layers.size())) return 0;
-  const MoEFeedForward* moe = impl_->w.layers[layer].ffn->moe();
-  return moe ? moe->layer().expert_bytes() : 0;
-}
-
-const std::vector<int>& Model::last_distinct_experts() const { return impl_->last_distinct; }
-
-const moe::Routing* Model::last_routing(int layer) const {
-  if (layer < 0 || layer >= static_cast<int>(impl_->w.layers.size())) return nullptr;
-  const MoEFeedForward* moe = impl_->w.layers[layer].ffn->moe();
-  return moe ? &moe->last_routing() : nullptr;
+  TransformerBatch b;
+  b.tokens = tokens;
+  b.positions = positions;
+  b.mask = mask;
+  b.n_layers = n_layers;
+  b.logits_all = options.logits_all;
+  b.moe_k = moe_k;
+  b.moe_capacity_factor = I.moe_capacity;
+  ForwardResult r;
+  r.logits = I.transformer->forward(b, kv, r.stats.moe);
+  return r;
 }
 
 }  // namespace specmoe::core

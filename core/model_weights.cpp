@@ -4,13 +4,21 @@
 //   qwen2: llama + blk.N.attn_{q,k,v}.bias
 //   gpt2:  token_embd, position_embd, output_norm{,.bias}, output (absent = tied),
 //          blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up, ffn_down}{.weight,.bias}
+//   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
+//     llama (Mixtral)  blk.N.ffn_gate_inp.weight   {n_embd, n_expert}
+//                      blk.N.ffn_gate_exps.weight  {n_embd, n_ff_exp, n_expert}   ffn_up_exps the same
+//                      blk.N.ffn_down_exps.weight  {n_ff_exp, n_embd, n_expert}
+//     qwen2moe         the above, plus the shared expert
+//                      blk.N.ffn_gate_shexp.weight {n_embd, n_ff_shexp}           ffn_up_shexp the same
+//                      blk.N.ffn_down_shexp.weight {n_ff_shexp, n_embd}
+//                      blk.N.ffn_gate_inp_shexp.weight {n_embd}   (sigmoid gate of the shared expert)
+//     sigmoid gating   blk.N.exp_probs_b.bias {n_expert} when present (selection bias, DeepSeek-V3)
 #include "core/model_weights.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "base/error.h"
-#include "core/model_ffn.h"
 #include "kernels/cpu/quant.h"
 
 namespace specmoe::core {
@@ -29,7 +37,7 @@ const GGUFTensorInfo& TensorBinder::find(const std::string& name) const {
   return *t;
 }
 
-cpu::MatrixView TensorBinder::matrix(const std::string& name, int64_t n_in, int64_t n_out) const {
+MatrixView TensorBinder::matrix(const std::string& name, int64_t n_in, int64_t n_out) const {
   const GGUFTensorInfo& t = find(name);
   if (t.ne.size() != 2 || t.ne[0] != n_in || t.ne[1] != n_out)
     throw_error(ErrorKind::Format, "{}: tensor '{}' has shape {}, expected [{}, {}]", file_.path(), name,
@@ -37,7 +45,22 @@ cpu::MatrixView TensorBinder::matrix(const std::string& name, int64_t n_in, int6
   if (n_in % dtype_info(t.type).block_size != 0)
     throw_error(ErrorKind::Format, "{}: tensor '{}' of type {} has rows of {} elements, not a multiple of {}",
                 file_.path(), name, dtype_name(t.type), n_in, dtype_info(t.type).block_size);
-  cpu::MatrixView v = cpu::MatrixView::make(t.type, t.data, n_in, n_out);
+  MatrixView v = MatrixView::make(t.type, t.data, n_in, n_out);
+  if (v.bytes() != t.nbytes)
+    throw_error(ErrorKind::Format, "{}: tensor '{}' holds {} bytes, expected {}", file_.path(), name, t.nbytes,
+                v.bytes());
+  return v;
+}
+
+MatrixView TensorBinder::stacked(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert) const {
+  const GGUFTensorInfo& t = find(name);
+  if (t.ne.size() != 3 || t.ne[0] != n_in || t.ne[1] != n_out || t.ne[2] != n_expert)
+    throw_error(ErrorKind::Format, "{}: tensor '{}' has shape {}, expected [{}, {}, {}]", file_.path(), name,
+                shape_str(t.ne), n_in, n_out, n_expert);
+  if (n_in % dtype_info(t.type).block_size != 0)
+    throw_error(ErrorKind::Format, "{}: tensor '{}' of type {} has rows of {} elements, not a multiple of {}",
+                file_.path(), name, dtype_name(t.type), n_in, dtype_info(t.type).block_size);
+  MatrixView v = MatrixView::make(t.type, t.data, n_in, n_out * n_expert);
   if (v.bytes() != t.nbytes)
     throw_error(ErrorKind::Format, "{}: tensor '{}' holds {} bytes, expected {}", file_.path(), name, t.nbytes,
                 v.bytes());
@@ -57,42 +80,164 @@ std::vector<float> TensorBinder::vector(const std::string& name, int64_t n) cons
   return out;
 }
 
+moe::RouterSpec config_router_spec(const ModelConfig& c, std::vector<float> bias) {
+  moe::RouterSpec s;
+  s.n_expert = c.n_expert;
+  s.k = c.n_expert_used;
+  if (c.expert_gating == ExpertGating::Sigmoid) {
+    s.kind = moe::RouterKind::SigmoidGroup;
+    s.sigmoid.n_group = c.n_expert_group;
+    s.sigmoid.topk_group = c.n_expert_group_used;
+    s.sigmoid.normalize = c.expert_weights_norm;
+    s.sigmoid.scale = c.expert_weights_scale;
+    s.sigmoid.bias = std::move(bias);
+  } else {
+    // Softmax over the logits, top-k; Mixtral renormalises the k weights, Qwen-MoE does not.
+    s.kind = c.expert_weights_norm ? moe::RouterKind::SoftmaxTopK : moe::RouterKind::SoftmaxTopKRaw;
+  }
+  return s;
+}
+
+namespace {
+
+// The MoE block of layer l (tensors above); throws Error(Format) naming the file and tensor.
+MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vector<std::vector<float>>& floats) {
+  const std::string p = fmt::format("blk.{}.", l);
+  const int64_t d = c.n_embd, E = c.n_expert, ff = c.n_ff_expert;
+  if (!b.has(p + "ffn_gate_exps.weight") && b.has(p + "ffn_gate.0.weight"))
+    throw_error(ErrorKind::Unsupported,
+                "{}: tensor '{}ffn_gate.0.weight': one tensor per expert is the old Mixtral GGUF layout; "
+                "specmoe reads the merged '{}ffn_gate_exps.weight' (re-convert with a current llama.cpp)",
+                b.file().path(), p, p);
+  MoEBlock m;
+  moe::MoEWeights& w = m.weights;
+  w.gate_inp = b.matrix(p + "ffn_gate_inp.weight", d, E);
+  w.gate_exps = b.stacked(p + "ffn_gate_exps.weight", d, ff, E);
+  w.up_exps = b.stacked(p + "ffn_up_exps.weight", d, ff, E);
+  w.down_exps = b.stacked(p + "ffn_down_exps.weight", ff, d, E);
+  if (c.arch == Arch::Qwen2Moe) {
+    const int64_t sh = c.n_ff_shared_expert;
+    w.gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", d, sh);
+    w.up_shexp = b.matrix(p + "ffn_up_shexp.weight", d, sh);
+    w.down_shexp = b.matrix(p + "ffn_down_shexp.weight", sh, d);
+    // A 1-D tensor of n_embd elements: one row of a (n_embd -> 1) matrix.
+    const GGUFTensorInfo* g = b.file().find_tensor(p + "ffn_gate_inp_shexp.weight");
+    if (!g) throw_error(ErrorKind::Format, "{}: tensor '{}ffn_gate_inp_shexp.weight' is missing", b.file().path(), p);
+    if (g->ne != std::vector<int64_t>{d})
+      throw_error(ErrorKind::Format, "{}: tensor '{}ffn_gate_inp_shexp.weight' has shape {}, expected [{}]",
+                  b.file().path(), p, shape_str(g->ne), d);
+    w.gate_inp_shexp = MatrixView::make(g->type, g->data, d, 1);
+    if (w.gate_inp_shexp.bytes() != g->nbytes)
+      throw_error(ErrorKind::Format, "{}: tensor '{}ffn_gate_inp_shexp.weight' holds {} bytes, expected {}",
+                  b.file().path(), p, g->nbytes, w.gate_inp_shexp.bytes());
+  }
+  std::vector<float> bias;
+  if (c.expert_gating == ExpertGating::Sigmoid && b.has(p + "exp_probs_b.bias")) bias = b.vector(p + "exp_probs_b.bias", E);
+  if (!bias.empty()) {
+    floats.push_back(bias);
+    m.bias = {floats.back().data(), E};
+  }
+  m.router = config_router_spec(c, std::move(bias));
+  try {
+    // The layer's own consistency checks (shapes against each other and the router), once at load.
+    (void)moe::MoELayer(w, moe::make_router(m.router));
+  } catch (const Error& e) {
+    throw Error(e.kind(), fmt::format("{}: layer {}: {}", b.file().path(), l, e.what()));
+  }
+  return m;
+}
+
+}  // namespace
+
 ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   const TensorBinder b(file);
   const bool gpt2 = c.arch == Arch::Gpt2;
   const bool qwen2 = c.arch == Arch::Qwen2 || c.arch == Arch::Qwen2Moe;
   const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
   ModelWeights w;
+  w.host_floats = std::make_shared<std::vector<std::vector<float>>>();
+  auto& floats = *w.host_floats;
+  auto vec = [&](const std::string& name, int64_t n) -> VectorView {
+    floats.push_back(b.vector(name, n));
+    return {floats.back().data(), n};
+  };
   w.token_embd = b.matrix("token_embd.weight", c.n_embd, c.n_vocab);
   if (gpt2) w.position_embd = b.matrix("position_embd.weight", c.n_embd, c.n_ctx_train);
-  w.output_norm = b.vector("output_norm.weight", c.n_embd);
-  if (gpt2) w.output_norm_b = b.vector("output_norm.bias", c.n_embd);
+  w.output_norm = vec("output_norm.weight", c.n_embd);
+  if (gpt2) w.output_norm_b = vec("output_norm.bias", c.n_embd);
   w.output = b.has("output.weight") ? b.matrix("output.weight", c.n_embd, c.n_vocab) : w.token_embd;
 
   w.layers.resize(c.n_layer);
   for (int l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[l];
     const std::string p = fmt::format("blk.{}.", l);
-    L.attn_norm = b.vector(p + "attn_norm.weight", c.n_embd);
-    L.ffn_norm = b.vector(p + "ffn_norm.weight", c.n_embd);
+    L.attn_norm = vec(p + "attn_norm.weight", c.n_embd);
+    L.ffn_norm = vec(p + "ffn_norm.weight", c.n_embd);
     if (gpt2) {
-      L.attn_norm_b = b.vector(p + "attn_norm.bias", c.n_embd);
-      L.ffn_norm_b = b.vector(p + "ffn_norm.bias", c.n_embd);
+      L.attn_norm_b = vec(p + "attn_norm.bias", c.n_embd);
+      L.ffn_norm_b = vec(p + "ffn_norm.bias", c.n_embd);
       L.wqkv = b.matrix(p + "attn_qkv.weight", c.n_embd, q_dim + 2 * c.kv_dim());
-      L.bqkv = b.vector(p + "attn_qkv.bias", q_dim + 2 * c.kv_dim());
-      L.bo = b.vector(p + "attn_output.bias", c.n_embd);
+      L.bqkv = vec(p + "attn_qkv.bias", q_dim + 2 * c.kv_dim());
+      L.bo = vec(p + "attn_output.bias", c.n_embd);
     } else {
       L.wq = b.matrix(p + "attn_q.weight", c.n_embd, q_dim);
       L.wk = b.matrix(p + "attn_k.weight", c.n_embd, c.kv_dim());
       L.wv = b.matrix(p + "attn_v.weight", c.n_embd, c.kv_dim());
       if (qwen2) {
-        L.bq = b.vector(p + "attn_q.bias", q_dim);
-        L.bk = b.vector(p + "attn_k.bias", c.kv_dim());
-        L.bv = b.vector(p + "attn_v.bias", c.kv_dim());
+        L.bq = vec(p + "attn_q.bias", q_dim);
+        L.bk = vec(p + "attn_k.bias", c.kv_dim());
+        L.bv = vec(p + "attn_v.bias", c.kv_dim());
       }
     }
     L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
-    L.ffn = make_feed_forward(b, c, l);
+    if (c.is_moe()) {
+      L.moe = bind_moe(b, c, l, floats);
+    } else if (gpt2) {
+      L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
+      L.ffn_up_b = vec(p + "ffn_up.bias", c.n_ff);
+      L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
+      L.ffn_down_b = vec(p + "ffn_down.bias", c.n_embd);
+    } else {
+      L.ffn_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
+      L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
+      L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
+    }
+  }
+  return w;
+}
+
+size_t ModelWeights::bytes_per_token() const {
+  size_t total = output.bytes();
+  for (const LayerWeights& L : layers) {
+    total += L.wq.bytes() + L.wk.bytes() + L.wv.bytes() + L.wqkv.bytes() + L.wo.bytes();
+    if (L.is_moe()) {
+      const moe::MoEWeights& m = L.moe.weights;
+      total += m.router_bytes() + static_cast<size_t>(L.moe.router.k) * m.expert_bytes() + m.shared_bytes();
+    } else {
+      total += L.ffn_gate.bytes() + L.ffn_up.bytes() + L.ffn_down.bytes();
+    }
+  }
+  return total;
+}
+
+ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
+  ModelWeights w = h;  // descriptions (router specs) and the host floats' owner come along
+  auto m = [&](MatrixView& v) { v = v.empty() ? v : be.resident(v); };
+  auto f = [&](VectorView& v) { v = v.empty() ? v : be.resident(v); };
+  m(w.token_embd);
+  m(w.position_embd);
+  m(w.output);
+  f(w.output_norm);
+  f(w.output_norm_b);
+  for (LayerWeights& L : w.layers) {
+    for (VectorView* v : {&L.attn_norm, &L.attn_norm_b, &L.bq, &L.bk, &L.bv, &L.bqkv, &L.bo, &L.ffn_norm,
+                          &L.ffn_norm_b, &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias})
+      f(*v);
+    moe::MoEWeights& e = L.moe.weights;
+    for (MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &e.gate_inp,
+                          &e.gate_exps, &e.up_exps, &e.down_exps, &e.gate_shexp, &e.up_shexp, &e.down_shexp,
+                          &e.gate_inp_shexp})
+      m(*v);
   }
   return w;
 }

@@ -1,18 +1,18 @@
-// Binding a GGUF file's tensors to the transformer's weights (llama.cpp tensor names), with every
-// tensor's shape and type checked at load. Matrices stay in the memory map; 1-D tensors (norms,
-// biases) are converted to small float vectors.
+// A transformer's weights as plain views, bound from a GGUF file's tensors (llama.cpp tensor
+// names) with every tensor's shape and type checked at load. The same struct describes the host
+// copy (matrices in the file's memory map, 1-D tensors converted to floats held by `host_floats`)
+// and a backend's resident copy (resident_weights: on the CPU the same pointers, on a device the
+// uploaded ones).
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/gguf.h"
 #include "core/model_config.h"
-#include "kernels/cpu/ops.h"
 
 namespace specmoe::core {
-
-class FeedForward;
 
 // Looks tensors up by name and checks them; errors name the file, the tensor and the problem.
 class TensorBinder {
@@ -21,7 +21,9 @@ class TensorBinder {
 
   // A matrix with GGUF ne = {n_in, n_out} (row j = output j). Throws Error(Format) when missing
   // or shaped otherwise, Error(Unsupported) for a type no matmul kernel handles.
-  kernels::cpu::MatrixView matrix(const std::string& name, int64_t n_in, int64_t n_out) const;
+  MatrixView matrix(const std::string& name, int64_t n_in, int64_t n_out) const;
+  // A stacked tensor with GGUF ne = {n_in, n_out, n_expert}, as one matrix of n_out * n_expert rows.
+  MatrixView stacked(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert) const;
   // A vector of n elements as floats (any float or quantized type is converted).
   std::vector<float> vector(const std::string& name, int64_t n) const;
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
@@ -32,32 +34,51 @@ class TensorBinder {
   const GGUFFile& file_;
 };
 
-// One transformer block. Empty vectors mean "absent" (no bias, no LayerNorm bias).
+// One transformer block. Empty views mean "absent" (no bias, no LayerNorm bias, no gate).
 struct LayerWeights {
-  std::vector<float> attn_norm, attn_norm_b;   // [n_embd]
+  VectorView attn_norm, attn_norm_b;           // [n_embd]
   // Separate projections (llama, qwen2) ...
-  kernels::cpu::MatrixView wq;                 // (n_embd -> n_head * head_dim)
-  kernels::cpu::MatrixView wk, wv;             // (n_embd -> kv_dim)
-  std::vector<float> bq, bk, bv;               // qwen2 biases
+  MatrixView wq;                               // (n_embd -> n_head * head_dim)
+  MatrixView wk, wv;                           // (n_embd -> kv_dim)
+  VectorView bq, bk, bv;                       // qwen2 biases
   // ... or one fused projection (gpt2): rows [q | k | v].
-  kernels::cpu::MatrixView wqkv;               // (n_embd -> n_head*head_dim + 2*kv_dim)
-  std::vector<float> bqkv;
-  kernels::cpu::MatrixView wo;                 // (n_head * head_dim -> n_embd)
-  std::vector<float> bo;
-  std::vector<float> ffn_norm, ffn_norm_b;     // [n_embd]
-  std::unique_ptr<FeedForward> ffn;
-  bool fused_qkv() const { return wqkv.data != nullptr; }
+  MatrixView wqkv;                             // (n_embd -> n_head*head_dim + 2*kv_dim)
+  VectorView bqkv;
+  MatrixView wo;                               // (n_head * head_dim -> n_embd)
+  VectorView bo;
+  VectorView ffn_norm, ffn_norm_b;             // [n_embd]
+  // Dense FFN: SwiGLU down(silu(gate x) * up x) (llama, qwen2), or gpt2's GELU MLP
+  // down(gelu(up x + up_b)) + down_b (no gate).
+  MatrixView ffn_gate, ffn_up;                 // (n_embd -> n_ff)
+  MatrixView ffn_down;                         // (n_ff -> n_embd)
+  VectorView ffn_up_b, ffn_down_b;             // gpt2
+  // Mixture of experts (Mixtral-style llama, qwen2moe): the experts, the router's description and
+  // its selection bias (core/backend.h MoEBlock). moe.weights.empty() for a dense layer.
+  MoEBlock moe;
+  bool fused_qkv() const { return !wqkv.empty(); }
+  bool is_moe() const { return !moe.weights.empty(); }
 };
 
 struct ModelWeights {
-  kernels::cpu::MatrixView token_embd;         // (n_embd, n_vocab): row = one token's embedding
-  kernels::cpu::MatrixView position_embd;      // gpt2 only: (n_embd, n_ctx_train)
-  std::vector<float> output_norm, output_norm_b;
-  kernels::cpu::MatrixView output;             // (n_embd -> n_vocab); token_embd when tied
+  MatrixView token_embd;                       // (n_embd, n_vocab): row = one token's embedding
+  MatrixView position_embd;                    // gpt2 only: (n_embd, n_ctx_train)
+  VectorView output_norm, output_norm_b;
+  MatrixView output;                           // (n_embd -> n_vocab); token_embd when tied
   std::vector<LayerWeights> layers;
+  // Owner of the 1-D tensors' floats of a host copy (the views above point into it).
+  std::shared_ptr<std::vector<std::vector<float>>> host_floats;
+
+  // Bytes of weights one single-token forward reads: every matrix but the embedding table (one row
+  // of it is read), and for an MoE layer the router, k routed experts and the shared expert.
+  size_t bytes_per_token() const;
 };
 
-// Binds every tensor the architecture needs; throws Error naming the file and the tensor.
+// Binds every tensor the architecture needs (host views); throws Error naming the file and tensor.
 ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& config);
+// The router of an MoE layer as the model's metadata describes it, with k = config.n_expert_used
+// (softmax top-k renormalised or raw; sigmoid + bias + group-limited with the weights' scale).
+moe::RouterSpec config_router_spec(const ModelConfig& config, std::vector<float> bias = {});
+// `host` as the backend holds it (core/backend.h Backend::resident for every tensor).
+ModelWeights resident_weights(Backend& backend, const ModelWeights& host);
 
 }  // namespace specmoe::core

@@ -36,7 +36,7 @@ PerplexityResult compute_perplexity(Model& model, const std::string& text, int c
               tokens.begin() + static_cast<ptrdiff_t>(c + 1) * ctx, chunk.begin());
     if (add_bos) chunk[0] = tok.bos();
     kv.clear();
-    model.forward(chunk, positions, kv, logits);
+    model.forward(Batch(chunk, positions), kv).logits.to_host(logits);
     for (int i = first; i <= ctx - 2; ++i) {
       // log softmax of row i evaluated at the next token, in double for a stable sum.
       const float* row = &logits[static_cast<size_t>(i) * n_vocab];

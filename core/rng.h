@@ -4,7 +4,9 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
+#include <memory>
 
 namespace specmoe::core {
 
@@ -45,5 +47,11 @@ class Rng {
   uint32_t buf_[4] = {0, 0, 0, 0};
   int pos_ = 4;
 };
+
+// Standard normal draws from a seeded Rng, as the noisy top-k router takes them
+// (moe::NormalSource; moe/ sits below core and cannot name core::Rng itself).
+inline std::function<double()> rng_normal_source(std::shared_ptr<Rng> rng) {
+  return [rng = std::move(rng)]() { return rng->normal(); };
+}
 
 }  // namespace specmoe::core

@@ -39,7 +39,15 @@ SamplerChain::SamplerChain(const SamplingParams& params) : params_(params) { par
 
 void SamplerChain::distribution(std::span<const float> logits, std::span<const int32_t> history,
                                 std::vector<float>& probs) const {
+  probs.resize(logits.size());
+  distribution(logits, history, std::span<float>(probs));
+}
+
+void SamplerChain::distribution(std::span<const float> logits, std::span<const int32_t> history,
+                                std::span<float> probs) const {
   if (logits.empty()) throw_error(ErrorKind::InvalidArgument, "sampling: logits row is empty");
+  if (probs.size() != logits.size())
+    throw_error(ErrorKind::InvalidArgument, "sampling: {} probabilities for {} logits", probs.size(), logits.size());
   for (size_t i = 0; i < logits.size(); ++i) {
     // -inf is a legitimate mask; NaN or +inf would poison the softmax.
     if (std::isnan(logits[i]) || logits[i] == std::numeric_limits<float>::infinity()) {
@@ -47,7 +55,7 @@ void SamplerChain::distribution(std::span<const float> logits, std::span<const i
     }
   }
   check_history(history, logits.size());
-  probs.assign(logits.begin(), logits.end());
+  if (probs.data() != logits.data()) std::copy(logits.begin(), logits.end(), probs.begin());
   apply_repetition_penalty(probs, history, params_.repeat_penalty, params_.repeat_last_n);
   apply_no_repeat_ngram(probs, history, params_.no_repeat_ngram);
   if (params_.greedy()) {
@@ -67,6 +75,11 @@ void SamplerChain::distribution(std::span<const float> logits, std::span<const i
 int32_t SamplerChain::sample(std::span<const float> probs, Rng& rng) const {
   if (probs.empty()) throw_error(ErrorKind::InvalidArgument, "sampling: distribution is empty");
   if (params_.greedy()) return argmax(probs);
+  return sample_with(probs, rng.uniform());
+}
+
+double SamplerChain::check_distribution(std::span<const float> probs) const {
+  if (probs.empty()) throw_error(ErrorKind::InvalidArgument, "sampling: distribution is empty");
   double total = 0.0;
   for (size_t i = 0; i < probs.size(); ++i) {
     if (!(probs[i] >= 0.0f) || std::isinf(probs[i])) {
@@ -80,11 +93,20 @@ int32_t SamplerChain::sample(std::span<const float> probs, Rng& rng) const {
     throw_error(ErrorKind::InvalidArgument, "sampling: distribution of {} tokens sums to 0",
                 probs.size());
   }
+  return total;
+}
+
+int32_t SamplerChain::sample_with(std::span<const float> probs, double u) const {
+  if (params_.greedy()) {
+    if (probs.empty()) throw_error(ErrorKind::InvalidArgument, "sampling: distribution is empty");
+    return argmax(probs);
+  }
+  const double total = check_distribution(probs);
   // Inverse CDF against the actual total, so a distribution that sums to 1 only up to rounding
   // is sampled without bias. The first token whose cumulative mass exceeds the target always has
   // positive probability (the sum only grows there); if rounding leaves the target at or past the
   // final sum, the last positive token is taken.
-  const double target = rng.uniform() * total;
+  const double target = u * total;
   double cum = 0.0;
   int32_t last_positive = 0;
   for (size_t i = 0; i < probs.size(); ++i) {

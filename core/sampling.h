@@ -35,16 +35,24 @@ class SamplerChain {
   // Writes the processed distribution (sums to 1, zeros outside the kept set) into probs.
   void distribution(std::span<const float> logits, std::span<const int32_t> history,
                     std::vector<float>& probs) const;
+  // The same into probs (logits.size() floats; may be the logits themselves).
+  void distribution(std::span<const float> logits, std::span<const int32_t> history, std::span<float> probs) const;
 
   // Draws a token from a processed distribution by inverse CDF over one uniform from rng
   // (argmax without touching rng when greedy).
   int32_t sample(std::span<const float> probs, Rng& rng) const;
+  // The same draw with the uniform u in [0, 1) given (the argmax when greedy, u unused): the
+  // first token, in id order, whose cumulative probability exceeds u * sum(probs).
+  int32_t sample_with(std::span<const float> probs, double u) const;
 
   // distribution + sample.
   int32_t sample_logits(std::span<const float> logits, std::span<const int32_t> history, Rng& rng,
                         std::vector<float>& probs_scratch) const;
 
  private:
+  // Throws Error(InvalidArgument) unless probs is a non-empty row of finite, non-negative values
+  // with a positive sum; returns the sum.
+  double check_distribution(std::span<const float> probs) const;
   SamplingParams params_;
 };
 

@@ -337,12 +337,6 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
 }
 
 double synth_greedy_agreement(Model& target, Model& draft, const std::vector<std::string>& prompts, int n_tokens) {
-  auto argmax = [](const std::vector<float>& v) {
-    size_t best = 0;
-    for (size_t i = 1; i < v.size(); ++i)
-      if (v[i] > v[best]) best = i;
-    return static_cast<int32_t>(best);
-  };
   int64_t matches = 0, total = 0;
   ForwardOptions last_only;
   last_only.logits_all = false;
@@ -350,17 +344,15 @@ double synth_greedy_agreement(Model& target, Model& draft, const std::vector<std
     std::vector<int32_t> ids = target.tokenizer().encode(prompt, true);
     KVCache tkv = target.new_cache(static_cast<int>(ids.size()) + n_tokens);
     KVCache dkv = draft.new_cache(static_cast<int>(ids.size()) + n_tokens);
-    std::vector<float> tl, dl;
-    target.forward(ids, {}, tkv, tl, last_only);
-    draft.forward(ids, {}, dkv, dl, last_only);
+    int32_t t = target.forward(ids, tkv, last_only).logits.argmax()[0];
+    int32_t d = draft.forward(ids, dkv, last_only).logits.argmax()[0];
     for (int step = 0; step < n_tokens; ++step) {
-      const int32_t t = argmax(tl);
-      matches += argmax(dl) == t;
+      matches += d == t;
       ++total;
       if (step + 1 == n_tokens) break;
       const int32_t one[1] = {t};
-      target.forward(one, {}, tkv, tl, last_only);
-      draft.forward(one, {}, dkv, dl, last_only);
+      t = target.forward(one, tkv, last_only).logits.argmax()[0];
+      d = draft.forward(one, dkv, last_only).logits.argmax()[0];
     }
   }
   return total ? static_cast<double>(matches) / static_cast<double>(total) : 0.0;

@@ -9,43 +9,38 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/rng.h"
-#include "core/sampling.h"
+#include "core/sampler.h"
 
 namespace specmoe::draft {
 
-// One proposal. tokens: x_1..x_g. q[i]: the distribution x_{i+1} was drawn from, n_vocab floats
-// in the TARGET's vocabulary (rows are reused between steps to avoid reallocating vocab-sized
-// vectors). When one_hot, q is unused and q_i(x_i) = 1.
+// One proposal. tokens: x_1..x_g (host). q: row i is the distribution x_{i+1} was drawn from, in
+// the TARGET's vocabulary ([g, n_vocab target]), in the memory of the backend the drafter drew it
+// on (a draft model's; q.where() says which), owned by the drafter and valid until its next
+// proposal. When one_hot, q is empty and q_i(x_i) = 1.
 struct Draft {
   std::vector<int32_t> tokens;
-  std::vector<std::vector<float>> q;  // (g, n_vocab); only the first size() rows are meaningful
+  core::Rows q;
   bool one_hot = false;
-  // Set by a drafter that kept q on the device the loop verifies on (DraftParams::device): the q
-  // rows there, [g, n_vocab target] F32 device memory owned by the drafter, valid until its next
-  // proposal; the host rows q are then not filled.
-  const float* q_device = nullptr;
 
   int size() const { return static_cast<int>(tokens.size()); }
   bool empty() const { return tokens.empty(); }
-  void clear() {  // keeps the q rows' storage for the next step
+  void clear() {
     tokens.clear();
-    q_device = nullptr;
+    q = {};
   }
 };
 
 // What the loop asks of one proposal.
 struct DraftParams {
-  int max_tokens = 4;            // g: propose at most this many tokens (0 = propose nothing)
+  int draft_max = 4;             // g: propose at most this many tokens (0 = propose nothing)
   // Adaptive draft length: stop drafting when the draft's confidence (its top probability) falls
   // below p_min (0 disables). At temperature 0 the processed q is one-hot, so the confidence is
   // the top probability of the plain softmax of the draft logits instead.
   float p_min = 0.0f;
-  const core::SamplerChain* sampler = nullptr;  // the target's logits processors (required)
-  core::Rng* rng = nullptr;                     // the draft's own random stream (required)
-  // The device the loop verifies on ("cuda:N"; empty: the host). A drafter whose model runs
-  // there may sample on the device and leave q there (Draft::q_device) instead of copying it.
-  std::string device;
+  const core::Sampler* sampler = nullptr;  // the target's logits processors (required)
+  core::Rng* rng = nullptr;                // the draft's own random stream (required)
 };
 
 class Drafter {
@@ -56,7 +51,7 @@ class Drafter {
   // Starts a new sequence: prefills the drafter's own state (e.g. its KV cache) on the prompt.
   virtual void begin(std::span<const int32_t> prompt) = 0;
 
-  // Proposes up to params.max_tokens tokens continuing `context` (prompt + generated so far)
+  // Proposes up to params.draft_max tokens continuing `context` (prompt + generated so far)
   // into `out` (cleared first). May propose fewer, or none.
   virtual void propose(std::span<const int32_t> context, const DraftParams& params, Draft& out) = 0;
 

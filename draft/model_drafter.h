@@ -3,16 +3,12 @@
 // step with the context: accepted() rolls it back to the accepted prefix; each proposal first
 // feeds the context tokens the cache lacks (one batched forward; it finds them by comparing the
 // cached tokens with the context, so any context works), then decodes g tokens one at a time,
-// sampling each from the processed distribution of the shared SamplerChain with the draft's own
-// Rng. When the loop verifies on the device the draft model runs on (DraftParams::device), the
-// distributions are computed and sampled there (core::DeviceSampler): q stays in device memory
-// (Draft::q_device), each drawn id feeds the next draft forward from device memory, and the g
-// ids come back in one copy per proposal (one per token with adaptive drafting, which reads the
-// confidence).
+// sampling each from the processed distribution of the shared Sampler with the draft's own Rng.
+// The distributions and draws run where the draft model runs (its backend); q stays there
+// (Draft::q), in the target's vocabulary.
 #pragma once
 #include <memory>
 
-#include "core/device_sampler.h"
 #include "core/model.h"
 #include "draft/drafter.h"
 
@@ -22,10 +18,10 @@ class ModelDrafter : public Drafter {
  public:
   // model: the draft model (owned; keep `model` alive otherwise, see the raw-pointer overload).
   // target_n_vocab: the q rows are written in the target's vocabulary size (the draft's extra
-  // padding ids are masked out; missing ids get probability 0). n_layers: early exit (-1 = all).
-  // n_ctx: the draft cache's capacity (<= 0: the model's training context).
-  ModelDrafter(std::shared_ptr<core::Model> model, int target_n_vocab, int n_layers = -1, int n_ctx = 0);
-  ModelDrafter(core::Model* model, int target_n_vocab, int n_layers = -1, int n_ctx = 0);  // not owned
+  // padding ids are masked out; missing ids get probability 0). exit_layer: early exit after that
+  // many blocks (-1 = all). n_ctx: the draft cache's capacity (<= 0: the model's training context).
+  ModelDrafter(std::shared_ptr<core::Model> model, int target_n_vocab, int exit_layer = -1, int n_ctx = 0);
+  ModelDrafter(core::Model* model, int target_n_vocab, int exit_layer = -1, int n_ctx = 0);  // not owned
 
   std::string name() const override { return "model"; }
   void begin(std::span<const int32_t> prompt) override;
@@ -39,26 +35,21 @@ class ModelDrafter : public Drafter {
 
  private:
   void init(int n_ctx);
-  // Makes the cache hold context[0..c) and leaves the logits of context[c-1] in logits_ (or, with
-  // on_device, in device memory at d_logits_).
-  void sync(std::span<const int32_t> context, bool on_device);
-  // Appends to the cache; the last token's logits go to logits_ or d_logits_.
-  void forward(std::span<const int32_t> tokens, bool on_device);
-  // propose() with distributions and sampling on the model's device.
-  void propose_on_device(const DraftParams& params, int g, Draft& out);
+  // Makes the cache hold context[0..c) and leaves the logits of context[c-1] in logits_.
+  void sync(std::span<const int32_t> context);
+  // Appends to the cache; the last token's logits go to logits_.
+  void forward(std::span<const int32_t> tokens);
 
   std::shared_ptr<core::Model> owned_;
   core::Model* model_;
   int target_n_vocab_;
-  int n_layers_;
+  int exit_layer_;
   core::KVCache cache_;
   std::vector<int32_t> cached_;     // mirror of the cache's tokens
   size_t proposed_from_ = 0;        // context length of the last proposal
-  std::vector<int32_t> positions_;  // scratch
   std::vector<int32_t> history_;    // context + drafted tokens, for the repetition penalties
-  std::vector<float> logits_;       // (n_vocab_draft) of the last fed token
-  std::unique_ptr<core::DeviceSampler> device_sampler_;  // made on the first on-device proposal
-  const float* d_logits_ = nullptr;  // device (n_vocab_draft) logits of the last fed token
+  core::Rows logits_;               // [1, n_vocab draft] of the last fed token (the model's memory)
+  core::RowBuffer q_, dist_;        // q rows [g, n_vocab target]; one draft-vocabulary row
 };
 
 }  // namespace specmoe::draft

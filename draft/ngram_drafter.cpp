@@ -39,7 +39,7 @@ void NgramDrafter::lookup(std::span<const int32_t> context, int ngram_min, int n
 void NgramDrafter::propose(std::span<const int32_t> context, const DraftParams& params, Draft& out) {
   out.clear();
   out.one_hot = true;
-  lookup(context, ngram_min_, ngram_max_, params.max_tokens, out.tokens);
+  lookup(context, ngram_min_, ngram_max_, params.draft_max, out.tokens);
 }
 
 }  // namespace specmoe::draft

@@ -151,7 +151,7 @@ void EngineExecutor::prepare(const ExperimentSpec& spec, const std::vector<RunSp
       spec.src.fail(key_of(spec, run, s.drafter == "model" ? "draft" : "drafter"), fmt::format("run '{}': {}", run.name, e.what()));
     }
     try {
-      verify::make_verifier(s.verifier);
+      verify::make_verifier(s.verifier, {target->device()});
     } catch (const Error& e) {
       spec.src.fail(key_of(spec, run, "verifier"), e.what());
     }
@@ -180,7 +180,7 @@ EngineExecutor::RunState& EngineExecutor::state_for(const ExecutionRequest& req)
     o.ngram_max = s.ngram_max;
     o.exit_layer = s.layerskip_layers;
     slot->drafter = draft::make_drafter(s.drafter, o);
-    slot->verifier = verify::make_verifier(s.verifier);
+    slot->verifier = verify::make_verifier(s.verifier, {target->device()});
     slot->decoder = std::make_unique<verify::SpeculativeDecoder>(*target, *slot->drafter, *slot->verifier,
                                                                   to_params(run.sampling, req.seed), to_decode_options(run));
   }
@@ -192,13 +192,10 @@ PromptRecord EngineExecutor::execute(const ExecutionRequest& req) {
   const RunSpec& run = *req.run;
   const ModelSpec* target_spec = spec.find_model(run.strategy.target);
   auto target = model(target_spec->path, req.threads);
-  target->set_threads(req.threads);
-  if (!run.strategy.draft.empty()) model(spec.find_model(run.strategy.draft)->path, req.threads)->set_threads(req.threads);
   const auto& tokens = prompt_tokens_.at({target_spec->path, req.prompt_index});
   RunState& st = state_for(req);
 
   const bool moe = target->moe_k() > 0;
-  if (moe) target->reset_expert_stats();  // per-generation expert counts
   verify::GenerationResult res;
   if (run.strategy.kind == StrategyKind::Autoregressive) {
     const int need = static_cast<int>(tokens.size()) + run.sampling.max_tokens + 1;
@@ -233,16 +230,16 @@ PromptRecord EngineExecutor::execute(const ExecutionRequest& req) {
   }
   r.time_breakdown = {m.time.draft_s, m.time.verify_forward_s, m.time.sampling_s, m.time.other_s};
   if (moe) {
-    // Expert counts cover every target forward of the generation (prefill and cost probes
-    // included); U(T) covers the decode forwards the loop recorded.
+    // Expert counts cover every target forward of the generation (prefill and decode steps, not
+    // the drafter's forwards nor the cost probes); U(T) covers the decode forwards.
     MoeRecord mr;
     const int n_layer = target->config().n_layer;
     mr.expert_tokens.resize(n_layer);
     mr.dropped_tokens.assign(n_layer, 0);
     for (int l = 0; l < n_layer; ++l) {
-      if (const moe::ExpertStats* st = target->expert_stats(l)) {
-        mr.expert_tokens[l] = st->expert_tokens();
-        mr.dropped_tokens[l] = st->dropped_tokens();
+      if (l < static_cast<int>(m.moe.layers.size()) && m.moe.layers[l].n_expert() > 0) {
+        mr.expert_tokens[l] = m.moe.layers[l].expert_tokens();
+        mr.dropped_tokens[l] = m.moe.layers[l].dropped_tokens();
       }
     }
     mr.n_expert_used = m.moe.k > 0 ? m.moe.k : target->moe_k();

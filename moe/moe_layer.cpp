@@ -10,39 +10,47 @@ namespace specmoe::moe {
 
 namespace {
 
-// Checks a tensor's shape and that its rows fit its block size; names the tensor on failure.
-void check_view(const WeightView& w, const char* role, std::array<int64_t, 3> want) {
-  const std::string name = w.name.empty() ? std::string(role) : w.name;
-  if (w.empty()) throw_error(ErrorKind::InvalidArgument, "moe layer: tensor '{}' is missing", name);
-  if (w.ne != want)
-    throw_error(ErrorKind::InvalidArgument,
-                "moe layer: tensor '{}' has ne {{{}, {}, {}}}, expected {{{}, {}, {}}}", name,
-                w.ne[0], w.ne[1], w.ne[2], want[0], want[1], want[2]);
+// Checks a tensor's shape (n_in, n_out) and that its rows fit its block size; names the tensor's
+// role on failure.
+void check_view(const MatrixView& w, const char* role, int64_t n_in, int64_t n_out) {
+  if (w.empty()) throw_error(ErrorKind::InvalidArgument, "moe layer: tensor '{}' is missing", role);
+  if (w.n_in != n_in || w.n_out != n_out)
+    throw_error(ErrorKind::InvalidArgument, "moe layer: tensor '{}' is ({} -> {}), expected ({} -> {})", role,
+                w.n_in, w.n_out, n_in, n_out);
   if (!dtype_info(static_cast<uint32_t>(w.type)))
-    throw_error(ErrorKind::Unsupported, "moe layer: tensor '{}' has unsupported type id {}", name,
+    throw_error(ErrorKind::Unsupported, "moe layer: tensor '{}' has unsupported type id {}", role,
                 static_cast<uint32_t>(w.type));
+  size_t want = 0;
   try {
-    (void)w.row_bytes();
+    want = dtype_row_bytes(w.type, w.n_in);
   } catch (const Error& e) {
-    throw_error(ErrorKind::InvalidArgument, "moe layer: tensor '{}': {}", name, e.what());
+    throw_error(ErrorKind::InvalidArgument, "moe layer: tensor '{}': {}", role, e.what());
   }
+  if (w.row_bytes != want)
+    throw_error(ErrorKind::InvalidArgument, "moe layer: tensor '{}' has rows of {} bytes, expected {}", role,
+                w.row_bytes, want);
 }
 
 constexpr int64_t kRowsPerItem = 16;  // rows of one weight matrix per work item (as matmul's grain)
 
-// Rows [r0, r1) of a stacked [ne2, ne1, ne0] tensor as a matrix (n_in = ne0).
-kernels::cpu::MatrixView rows_view(const WeightView& w, int64_t r0, int64_t r1) {
-  return kernels::cpu::MatrixView::make(w.type, w.row(r0), w.ne[0], r1 - r0);
+}  // namespace
+
+size_t MoEWeights::expert_bytes() const {
+  const int E = n_expert();
+  return E > 0 ? (gate_exps.bytes() + up_exps.bytes() + down_exps.bytes()) / static_cast<size_t>(E) : 0;
 }
 
-}  // namespace
+size_t MoEWeights::shared_bytes() const {
+  if (!has_shared_expert()) return 0;
+  return gate_shexp.bytes() + up_shexp.bytes() + down_shexp.bytes() + gate_inp_shexp.bytes();
+}
 
 // One SwiGLU FFN applied to a list of tokens: a routed expert's slice of the stacked tensors
 // or the shared expert.
 struct MoELayer::Group {
-  const WeightView* gate;
-  const WeightView* up;
-  const WeightView* down;
+  const MatrixView* gate;
+  const MatrixView* up;
+  const MatrixView* down;
   int64_t gate_up_row0;  // first row of this FFN in gate/up (expert * n_ff)
   int64_t down_row0;     // first row in down (expert * n_embd)
   int ff;                // hidden width
@@ -58,17 +66,17 @@ MoELayer::MoELayer(MoEWeights weights, std::unique_ptr<Router> router,
   if (!router_) throw_error(ErrorKind::InvalidArgument, "moe layer: no router");
   if (w_.gate_inp.empty())
     throw_error(ErrorKind::InvalidArgument, "moe layer: router tensor 'ffn_gate_inp' is missing");
-  n_embd_ = static_cast<int>(w_.gate_inp.ne[0]);
-  n_expert_ = static_cast<int>(w_.gate_inp.ne[1]);
-  n_ff_ = static_cast<int>(w_.gate_exps.ne[1]);
+  n_embd_ = static_cast<int>(w_.gate_inp.n_in);
+  n_expert_ = w_.n_expert();
+  n_ff_ = static_cast<int>(w_.n_ff());
   if (n_embd_ < 1 || n_expert_ < 1 || n_ff_ < 1)
     throw_error(ErrorKind::InvalidArgument,
                 "moe layer: sizes n_embd = {}, n_expert = {}, n_ff = {} must be >= 1", n_embd_,
                 n_expert_, n_ff_);
-  check_view(w_.gate_inp, "ffn_gate_inp", {n_embd_, n_expert_, 1});
-  check_view(w_.gate_exps, "ffn_gate_exps", {n_embd_, n_ff_, n_expert_});
-  check_view(w_.up_exps, "ffn_up_exps", {n_embd_, n_ff_, n_expert_});
-  check_view(w_.down_exps, "ffn_down_exps", {n_ff_, n_embd_, n_expert_});
+  check_view(w_.gate_inp, "ffn_gate_inp", n_embd_, n_expert_);
+  check_view(w_.gate_exps, "ffn_gate_exps", n_embd_, int64_t{n_ff_} * n_expert_);
+  check_view(w_.up_exps, "ffn_up_exps", n_embd_, int64_t{n_ff_} * n_expert_);
+  check_view(w_.down_exps, "ffn_down_exps", n_ff_, int64_t{n_embd_} * n_expert_);
   if (router_->n_expert() != n_expert_)
     throw_error(ErrorKind::InvalidArgument,
                 "moe layer: router has {} experts, ffn_gate_inp has {}", router_->n_expert(),
@@ -79,31 +87,29 @@ MoELayer::MoELayer(MoEWeights weights, std::unique_ptr<Router> router,
   const bool any_shared = !w_.gate_shexp.empty() || !w_.up_shexp.empty() ||
                           !w_.down_shexp.empty() || !w_.gate_inp_shexp.empty();
   if (any_shared) {
-    n_ff_sh_ = static_cast<int>(w_.gate_shexp.ne[1]);
+    n_ff_sh_ = static_cast<int>(w_.gate_shexp.n_out);
     if (n_ff_sh_ < 1)
       throw_error(ErrorKind::InvalidArgument, "moe layer: shared expert width {} must be >= 1",
                   n_ff_sh_);
-    check_view(w_.gate_shexp, "ffn_gate_shexp", {n_embd_, n_ff_sh_, 1});
-    check_view(w_.up_shexp, "ffn_up_shexp", {n_embd_, n_ff_sh_, 1});
-    check_view(w_.down_shexp, "ffn_down_shexp", {n_ff_sh_, n_embd_, 1});
+    check_view(w_.gate_shexp, "ffn_gate_shexp", n_embd_, n_ff_sh_);
+    check_view(w_.up_shexp, "ffn_up_shexp", n_embd_, n_ff_sh_);
+    check_view(w_.down_shexp, "ffn_down_shexp", n_ff_sh_, n_embd_);
     if (!w_.gate_inp_shexp.empty()) {
-      check_view(w_.gate_inp_shexp, "ffn_gate_inp_shexp", {n_embd_, 1, 1});
+      check_view(w_.gate_inp_shexp, "ffn_gate_inp_shexp", n_embd_, 1);
       gate_sh_w_.resize(n_embd_);
       kernels::cpu::dequantize_row(w_.gate_inp_shexp.type, w_.gate_inp_shexp.data,
                                    gate_sh_w_.data(), n_embd_);
     }
   }
-  router_bytes_ = w_.gate_inp.nbytes();
-  expert_bytes_ = (w_.gate_exps.nbytes() + w_.up_exps.nbytes() + w_.down_exps.nbytes()) / n_expert_;
-  if (n_ff_sh_ > 0)
-    shared_bytes_ = w_.gate_shexp.nbytes() + w_.up_shexp.nbytes() + w_.down_shexp.nbytes() +
-                    (w_.gate_inp_shexp.empty() ? 0 : w_.gate_inp_shexp.nbytes());
+  router_bytes_ = w_.router_bytes();
+  expert_bytes_ = w_.expert_bytes();
+  shared_bytes_ = w_.shared_bytes();
 }
 
 void MoELayer::compute_logits(ThreadPool& pool, const float* x, int T) {
   // [T, E] = x [T, n_embd] . W_inp^T: the router matrix is read once for all T tokens.
   logits_.assign(static_cast<size_t>(T) * n_expert_, 0.0f);
-  kernels::cpu::matmul(pool, x, T, rows_view(w_.gate_inp, 0, n_expert_), logits_.data());
+  kernels::cpu::matmul(pool, x, T, w_.gate_inp, logits_.data());
 }
 
 void MoELayer::dispatch(const float* x, int T) {
@@ -183,8 +189,8 @@ void MoELayer::run_ffns(ThreadPool& pool, const float* x, int T) {
       const int64_t nr = r1 - r0;
       g.resize(static_cast<size_t>(G.n_tok * nr));
       u.resize(g.size());
-      cpu::matmul(pool, G.x, G.n_tok, rows_view(*G.gate, G.gate_up_row0 + r0, G.gate_up_row0 + r1), g.data());
-      cpu::matmul(pool, G.x, G.n_tok, rows_view(*G.up, G.gate_up_row0 + r0, G.gate_up_row0 + r1), u.data());
+      cpu::matmul(pool, G.x, G.n_tok, G.gate->rows(G.gate_up_row0 + r0, nr), g.data());
+      cpu::matmul(pool, G.x, G.n_tok, G.up->rows(G.gate_up_row0 + r0, nr), u.data());
       for (int64_t i = 0; i < G.n_tok; ++i)
         for (int64_t r = 0; r < nr; ++r)
           G.h[i * G.ff + r0 + r] = cpu::silu(g[i * nr + r]) * u[i * nr + r];
@@ -201,7 +207,7 @@ void MoELayer::run_ffns(ThreadPool& pool, const float* x, int T) {
       const int64_t o1 = std::min<int64_t>(o0 + kRowsPerItem, n_embd_);
       const int64_t no = o1 - o0;
       d.resize(static_cast<size_t>(G.n_tok * no));
-      cpu::matmul(pool, G.h, G.n_tok, rows_view(*G.down, G.down_row0 + o0, G.down_row0 + o1), d.data());
+      cpu::matmul(pool, G.h, G.n_tok, G.down->rows(G.down_row0 + o0, no), d.data());
       for (int64_t i = 0; i < G.n_tok; ++i)
         std::copy(d.data() + i * no, d.data() + (i + 1) * no, G.y + i * n_embd_ + o0);
     }

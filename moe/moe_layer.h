@@ -13,7 +13,9 @@
 // bitwise identical for any thread count, and a token's output does not depend on which other
 // tokens share its batch (given the same routing).
 //
-// Weights are GGUF tensors as llama.cpp names them (any DType dequantize_row supports):
+// Weights are GGUF tensors as llama.cpp names them (any DType dequantize_row supports), each a
+// kernels::MatrixView (a stacked tensor of GGUF ne {n_in, n_out, n_expert} is one view of
+// n_out * n_expert rows, expert e owning rows [e * n_out, (e + 1) * n_out)):
 //   ffn_gate_inp    ne {n_embd, n_expert}
 //   ffn_gate_exps   ne {n_embd, n_ff, n_expert}     ffn_up_exps the same
 //   ffn_down_exps   ne {n_ff, n_embd, n_expert}
@@ -27,19 +29,31 @@
 #include "kernels/cpu/ops.h"
 #include "moe/expert_stats.h"
 #include "moe/router.h"
-#include "moe/weight_view.h"
 
 namespace specmoe::moe {
 
+using kernels::MatrixView;
+
 struct MoEWeights {
-  WeightView gate_inp;        // [n_expert, n_embd]
-  WeightView gate_exps;       // [n_expert, n_ff, n_embd]
-  WeightView up_exps;         // [n_expert, n_ff, n_embd]
-  WeightView down_exps;       // [n_expert, n_embd, n_ff]
-  WeightView gate_shexp;      // [n_ff_sh, n_embd]   (empty = no shared expert)
-  WeightView up_shexp;        // [n_ff_sh, n_embd]
-  WeightView down_shexp;      // [n_embd, n_ff_sh]
-  WeightView gate_inp_shexp;  // [n_embd]            (empty = shared expert always weight 1)
+  MatrixView gate_inp;        // (n_embd -> n_expert)
+  MatrixView gate_exps;       // (n_embd -> n_expert * n_ff)
+  MatrixView up_exps;         // (n_embd -> n_expert * n_ff)
+  MatrixView down_exps;       // (n_ff -> n_expert * n_embd)
+  MatrixView gate_shexp;      // (n_embd -> n_ff_sh)   (empty = no shared expert)
+  MatrixView up_shexp;        // (n_embd -> n_ff_sh)
+  MatrixView down_shexp;      // (n_ff_sh -> n_embd)
+  MatrixView gate_inp_shexp;  // (n_embd -> 1)         (empty = shared expert always weight 1)
+
+  bool empty() const { return gate_inp.empty(); }
+  int n_expert() const { return static_cast<int>(gate_inp.n_out); }
+  int64_t n_ff() const { return n_expert() > 0 ? gate_exps.n_out / n_expert() : 0; }
+  int64_t n_ff_shared() const { return gate_shexp.n_out; }
+  bool has_shared_expert() const { return !gate_shexp.empty(); }
+  // Weight bytes of one routed expert (gate + up + down slices), of the shared expert with its
+  // gate, and of the router matrix.
+  size_t expert_bytes() const;
+  size_t shared_bytes() const;
+  size_t router_bytes() const { return gate_inp.bytes(); }
 };
 
 class MoELayer {

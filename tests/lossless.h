@@ -15,6 +15,7 @@
 #include "core/sampling.h"
 #include "draft/model_drafter.h"
 #include "verify/speculative_decoder.h"
+#include "verify/registry.h"
 #include "verify/speculative_verifier.h"
 
 namespace specmoe::testing {
@@ -30,7 +31,7 @@ inline std::vector<double> exact_joint(core::Model& target, const Tokens& prompt
   std::vector<float> logits, p1, p2;
   core::ForwardOptions fo;
   fo.logits_all = false;
-  target.forward(prompt, {}, kv, logits, fo);
+  target.forward(prompt, kv, fo).logits.to_host(logits);
   chain.distribution(logits, prompt, p1);
   std::vector<double> joint(static_cast<size_t>(V) * V, 0.0);
   Tokens history = prompt;
@@ -38,7 +39,7 @@ inline std::vector<double> exact_joint(core::Model& target, const Tokens& prompt
   for (int32_t t1 = 0; t1 < V; ++t1) {
     if (p1[t1] <= 0.0f) continue;
     kv.truncate(static_cast<int>(prompt.size()));
-    target.forward(std::span<const int32_t>(&t1, 1), {}, kv, logits, fo);
+    target.forward(std::span<const int32_t>(&t1, 1), kv, fo).logits.to_host(logits);
     history.back() = t1;
     chain.distribution(logits, history, p2);
     for (int32_t t2 = 0; t2 < V; ++t2) joint[static_cast<size_t>(t1) * V + t2] = double(p1[t1]) * p2[t2];
@@ -91,13 +92,17 @@ inline double chi2_critical_0001(int df) {
 }
 
 // Emits the draft and a bonus: samples from q, not p. Must fail the test below (power check).
+// Works wherever p lives (it copies the bonus row to the host).
 class AlwaysAcceptVerifier : public verify::Verifier {
  public:
   std::string name() const override { return "always-accept"; }
-  verify::VerifyResult verify(const draft::Draft& d, std::span<const std::vector<float>> p,
-                              core::Rng& rng) const override {
-    return {d.size(), verify::sample_weights(p[d.size()], rng)};
+  verify::VerifyResult verify(const draft::Draft& d, const core::Rows& p, core::Rng& rng) const override {
+    p.slice(d.size(), 1).to_host(row_);
+    return {d.size(), verify::sample_weights(row_, rng)};
   }
+
+ private:
+  mutable std::vector<float> row_;
 };
 
 // Joint counts of the first two tokens over n_trials generations (streams 0..n-1), max_tokens 3
@@ -105,15 +110,13 @@ class AlwaysAcceptVerifier : public verify::Verifier {
 // correction, a bonus or the next step.
 inline std::map<size_t, int64_t> two_token_counts(core::Model& target, draft::Drafter& drafter,
                                                   const verify::Verifier& verifier, const Tokens& prompt,
-                                                  const core::SamplingParams& sp, int n_trials,
-                                                  bool* device_resident = nullptr) {
+                                                  const core::SamplingParams& sp, int n_trials) {
   verify::DecodeOptions o;
   o.max_tokens = 3;
   o.draft_max = 3;
   o.cost_probe_forwards = 0;
   o.stop_at_eog = false;
   verify::SpeculativeDecoder dec(target, drafter, verifier, sp, o);
-  if (device_resident != nullptr) *device_resident = dec.device_resident();
   const size_t V = static_cast<size_t>(target.config().n_vocab);
   std::map<size_t, int64_t> counts;
   for (int i = 0; i < n_trials; ++i) {
@@ -147,7 +150,7 @@ inline Tokens most_uncertain_prompt(core::Model& target, const core::SamplingPar
   for (int32_t byte = 32; byte < 127; ++byte) {
     const Tokens prompt = {1, 3 + byte};  // BOS, then the byte token <0xNN> (ids 3..258)
     kv.clear();
-    target.forward(prompt, {}, kv, logits, fo);
+    target.forward(prompt, kv, fo).logits.to_host(logits);
     chain.distribution(logits, prompt, p1);
     double h = 0.0;
     for (float p : p1)
@@ -161,16 +164,15 @@ inline Tokens most_uncertain_prompt(core::Model& target, const core::SamplingPar
   return best;
 }
 
-// expect_device_resident: whether the loop under test must run device-resident (a GPU target).
+// The loop on the target's device: the speculative verifier's implementation for that device
+// (the CUDA one for a GPU target), the draft model wherever it runs.
 inline void check_lossless(core::Model& target, core::Model& draft_model, const core::SamplingParams& sp,
-                           bool power_check, bool expect_device_resident = false) {
+                           bool power_check) {
   std::vector<double> expect;
   const Tokens prompt = most_uncertain_prompt(target, sp, expect);
   draft::ModelDrafter drafter(&draft_model, target.config().n_vocab, -1, 64);
-  const verify::SpeculativeVerifier spec;
-  bool resident = false;
-  const auto counts = two_token_counts(target, drafter, spec, prompt, sp, kModelTrials, &resident);
-  EXPECT_EQ(resident, expect_device_resident) << "the loop under test is not the intended one";
+  const auto spec = verify::make_verifier("speculative", {target.device()});
+  const auto counts = two_token_counts(target, drafter, *spec, prompt, sp, kModelTrials);
   const ChiSquare cs = pooled_chi_square(counts, expect, kModelTrials);
   EXPECT_EQ(cs.impossible, 0);
   EXPECT_GE(cs.df, 5) << "enough cells to mean something";

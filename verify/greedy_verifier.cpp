@@ -2,7 +2,6 @@
 #include "verify/greedy_verifier.h"
 
 #include "base/error.h"
-#include "core/sampling.h"
 
 namespace specmoe::verify {
 
@@ -22,20 +21,9 @@ VerifyResult verify_greedy_argmax(std::span<const int32_t> draft_tokens, std::sp
   return r;  // unreachable: the loop returns at i == g
 }
 
-VerifyResult GreedyVerifier::verify(const draft::Draft& draft, std::span<const std::vector<float>> p,
-                                    core::Rng&) const {
+VerifyResult GreedyVerifier::verify(const draft::Draft& draft, const core::Rows& p, core::Rng&) const {
   check_verify_inputs("greedy", draft, p);
-  const int g = draft.size();
-  VerifyResult r;
-  for (int i = 0; i <= g; ++i) {
-    const int32_t best = core::argmax(p[i]);
-    if (i == g || draft.tokens[i] != best) {
-      r.n_accepted = i;
-      r.next_token = best;
-      return r;
-    }
-  }
-  return r;  // unreachable: the loop returns at i == g
+  return verify_greedy_argmax(draft.tokens, p.argmax());
 }
 
 }  // namespace specmoe::verify

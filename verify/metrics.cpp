@@ -36,6 +36,13 @@ void Metrics::record_step(int drafted, int accepted) {
   ++accept_length_histogram[accepted];
 }
 
+void Metrics::finish(double total, int64_t generated, bool first_from_prefill) {
+  total_s = total;
+  n_generated = generated;
+  n_decoded = first_from_prefill ? std::max<int64_t>(0, generated - 1) : generated;
+  time.other_s = std::max(0.0, total_s - time.draft_s - time.verify_forward_s - time.sampling_s);
+}
+
 void Metrics::merge(const Metrics& o) {
   // Weighted per-token timings, before the counts change.
   const double steps_a = static_cast<double>(n_steps), steps_b = static_cast<double>(o.n_steps);

@@ -51,6 +51,10 @@ struct Metrics {
 
   void resize_positions(int g);                // sets draft_max and sizes the per-position arrays
   void record_step(int n_drafted, int n_accepted);  // one target forward over n_drafted draft tokens
+  // At the end of a generation of total_s seconds that emitted n_generated tokens: sets total_s,
+  // n_generated, n_decoded (all of them, or all but the first when it came from the prefill, as
+  // in autoregressive decoding) and time.other_s (the wall time no part accounts for).
+  void finish(double total_s, int64_t n_generated, bool first_from_prefill);
   // Adds counts and times (for several prompts): total_s, ttft_s and time are then sums (divide
   // ttft_s by the number of runs for a mean); target_step_s and draft_token_s become weighted means.
   void merge(const Metrics& other);

@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "core/model.h"
-#include "moe/expert_stats.h"
 #include "moe/router.h"
 
 namespace specmoe::verify {
@@ -24,35 +23,48 @@ int distinct(const moe::Routing& r, int n, std::vector<uint8_t>& seen) {
 
 }  // namespace
 
-void MoEMetrics::record_forward(const core::Model& target, int T, int n_kept) {
+void MoEMetrics::record_load(const core::ForwardStats& stats, const core::Model& target) {
   const core::ModelConfig& c = target.config();
-  if (!c.is_moe() || T <= 0) return;
+  if (!c.is_moe()) return;
   n_expert = c.n_expert;
   k = target.moe_k();
+  if (layers.size() != static_cast<size_t>(c.n_layer)) layers.resize(c.n_layer);
+  for (int l = 0; l < c.n_layer && l < static_cast<int>(stats.moe.size()); ++l) {
+    const moe::Routing& r = stats.moe[l];
+    if (r.n_tokens == 0) continue;
+    if (layers[l].n_expert() == 0) layers[l] = moe::ExpertStats(r.n_expert, r.k, l);
+    layers[l].record_forward(r, target.moe_expert_bytes(l));
+  }
+}
+
+void MoEMetrics::record_forward(const core::ForwardStats& stats, const core::Model& target, int T, int n_kept) {
+  const core::ModelConfig& c = target.config();
+  if (!c.is_moe() || T <= 0) return;
+  record_load(stats, target);
   layer_sum_distinct.resize(c.n_layer, 0.0);
   std::vector<uint8_t> seen;
-  int layers = 0;
+  int n_run = 0;  // MoE layers this forward ran
   double fwd_distinct = 0;
   for (int l = 0; l < c.n_layer; ++l) {
-    const moe::Routing* r = target.last_routing(l);
+    const moe::Routing* r = l < static_cast<int>(stats.moe.size()) ? &stats.moe[l] : nullptr;
     if (!r || r->n_tokens != T) continue;  // dense layer, or not run by this forward
     const int u_all = distinct(*r, T, seen);
     const int u_kept = distinct(*r, std::clamp(n_kept, 0, T), seen);
-    ++layers;
+    ++n_run;
     fwd_distinct += u_all;
     layer_sum_distinct[l] += u_all;
     sum_rejected_reads += u_all - u_kept;
     sum_uniform += moe::uniform_distinct_experts(n_expert, r->k, T);
     expert_bytes += static_cast<uint64_t>(u_all) * target.moe_expert_bytes(l);
   }
-  if (layers == 0) return;
-  n_moe_layers = std::max(n_moe_layers, layers);
+  if (n_run == 0) return;
+  n_moe_layers = std::max(n_moe_layers, n_run);
   ++n_forwards;
   n_tokens += T;
   sum_distinct += fwd_distinct;
   BySize& b = by_size[T];
   ++b.n_forwards;
-  b.sum_distinct += fwd_distinct / layers;
+  b.sum_distinct += fwd_distinct / n_run;
 }
 
 void MoEMetrics::merge(const MoEMetrics& o) {
@@ -71,6 +83,12 @@ void MoEMetrics::merge(const MoEMetrics& o) {
   for (const auto& [T, b] : o.by_size) {
     by_size[T].n_forwards += b.n_forwards;
     by_size[T].sum_distinct += b.sum_distinct;
+  }
+  if (layers.size() < o.layers.size()) layers.resize(o.layers.size());
+  for (size_t l = 0; l < o.layers.size(); ++l) {
+    if (o.layers[l].n_expert() == 0) continue;
+    if (layers[l].n_expert() == 0) layers[l] = moe::ExpertStats(o.layers[l].n_expert(), o.layers[l].k(), static_cast<int>(l));
+    layers[l].merge(o.layers[l]);
   }
 }
 

@@ -11,8 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "moe/expert_stats.h"
+
 namespace specmoe::core {
 class Model;
+struct ForwardStats;
 }
 
 namespace specmoe::verify {
@@ -33,10 +36,16 @@ struct MoEMetrics {
     double sum_distinct = 0;   // sum over forwards of the mean over MoE layers of U(T)
   };
   std::map<int, BySize> by_size;  // key T
+  // [n_layer] expert load of every target forward of the generation (prefill and decode steps;
+  // never the drafter's forwards, not even a layer-skip draft's on the same model). Dense
+  // layers: n_expert() == 0.
+  std::vector<moe::ExpertStats> layers;
 
-  // After a target forward of T tokens of which the first n_kept stay in the cache: reads the
-  // model's last routing of every MoE layer. No-op for a dense model.
-  void record_forward(const core::Model& target, int T, int n_kept);
+  // Adds a target forward's routing to the per-layer load. No-op for a dense model.
+  void record_load(const core::ForwardStats& stats, const core::Model& target);
+  // After a decode forward of T tokens of which the first n_kept stay in the cache: U(T), the
+  // uniform expectation, rejected reads and expert bytes from its routing, and record_load.
+  void record_forward(const core::ForwardStats& stats, const core::Model& target, int T, int n_kept);
   void merge(const MoEMetrics& other);
 
   double mean_distinct() const;              // U(T) per layer per forward

@@ -1,7 +1,9 @@
-// Lossless speculative sampling: see speculative_verifier.h.
+// Lossless speculative sampling on the host: see speculative_verifier.h.
 #include "verify/speculative_verifier.h"
 
 #include <algorithm>
+
+#include "base/error.h"
 
 namespace specmoe::verify {
 namespace {
@@ -31,15 +33,27 @@ int32_t sample_residual(std::span<const float> p, std::span<const float> q_row, 
 
 }  // namespace
 
-VerifyResult SpeculativeVerifier::verify(const draft::Draft& draft, std::span<const std::vector<float>> p,
-                                         core::Rng& rng) const {
+VerifyResult SpeculativeVerifier::verify(const draft::Draft& draft, const core::Rows& p, core::Rng& rng) const {
   check_verify_inputs("speculative", draft, p);
+  if (!p.where().is_cpu())
+    throw_error(ErrorKind::InvalidArgument, "speculative verifier (cpu): the target's distributions live on {}; "
+                "make the verifier for that device (verify::make_verifier)", p.where().name());
   const int g = draft.size();
+  const size_t n = static_cast<size_t>(p.cols);
+  const float* q = nullptr;
+  if (!draft.one_hot && g > 0) {
+    q = draft.q.data;
+    if (!draft.q.where().is_cpu()) {  // a draft model on another device
+      draft.q.slice(0, g).to_host(q_host_);
+      q = q_host_.data();
+    }
+  }
+  auto p_row = [&](int i) { return std::span<const float>(p.row(i), n); };
   VerifyResult r;
   for (int i = 0; i < g; ++i) {
     const int32_t x = draft.tokens[i];
-    const double px = p[i][x];
-    const double qx = draft.one_hot ? 1.0 : static_cast<double>(draft.q[i][x]);
+    const double px = p.row(i)[x];
+    const double qx = draft.one_hot ? 1.0 : static_cast<double>(q[static_cast<size_t>(i) * n + x]);
     // q(x) = 0 cannot happen for a token drawn from q; treat it as "accept if the target allows".
     const double ratio = qx > 0.0 ? px / qx : (px > 0.0 ? 1.0 : 0.0);
     // Draw only when the outcome is uncertain, so temperature 0 consumes no randomness here.
@@ -49,15 +63,16 @@ VerifyResult SpeculativeVerifier::verify(const draft::Draft& draft, std::span<co
     else accept = rng.uniform() < ratio;
     if (accept) continue;
     r.n_accepted = i;
-    const std::span<const float> q_row = draft.one_hot ? std::span<const float>() : std::span<const float>(draft.q[i]);
-    r.next_token = sample_residual(p[i], q_row, x, rng);
+    const std::span<const float> q_row =
+        draft.one_hot ? std::span<const float>() : std::span<const float>(q + static_cast<size_t>(i) * n, n);
+    r.next_token = sample_residual(p_row(i), q_row, x, rng);
     // An empty residual means p <= q everywhere, i.e. p == q up to rounding: then p itself is
     // the right fallback.
-    if (r.next_token < 0) r.next_token = sample_weights(p[i], rng);
+    if (r.next_token < 0) r.next_token = sample_weights(p_row(i), rng);
     return r;
   }
   r.n_accepted = g;
-  r.next_token = sample_weights(p[g], rng);
+  r.next_token = sample_weights(p_row(g), rng);
   return r;
 }
 

@@ -5,31 +5,27 @@
 
 namespace specmoe::verify {
 
-void check_verify_inputs(const char* verifier, const draft::Draft& draft, std::span<const std::vector<float>> p) {
+void check_verify_inputs(const char* verifier, const draft::Draft& draft, const core::Rows& p) {
   const int g = draft.size();
-  if (static_cast<int>(p.size()) != g + 1)
+  if (p.rows != g + 1)
     throw_error(ErrorKind::InvalidArgument, "{} verifier: {} target distributions for {} draft tokens (need {})",
-                verifier, p.size(), g, g + 1);
-  const size_t n_vocab = p[0].size();
-  if (n_vocab == 0) throw_error(ErrorKind::InvalidArgument, "{} verifier: empty target distribution", verifier);
-  for (size_t i = 1; i < p.size(); ++i)
-    if (p[i].size() != n_vocab)
-      throw_error(ErrorKind::InvalidArgument, "{} verifier: target distribution {} has {} entries, expected {}",
-                  verifier, i, p[i].size(), n_vocab);
-  if (!draft.one_hot && draft.q_device != nullptr && g > 0)
-    throw_error(ErrorKind::InvalidArgument,
-                "{} verifier: the draft's q rows live on the device; verify them there (core::DeviceSampler)", verifier);
-  if (!draft.one_hot && static_cast<int>(draft.q.size()) < g)
-    throw_error(ErrorKind::InvalidArgument, "{} verifier: {} draft distributions for {} draft tokens", verifier,
-                draft.q.size(), g);
+                verifier, p.rows, g, g + 1);
+  const int64_t n_vocab = p.cols;
+  if (n_vocab <= 0 || p.backend == nullptr)
+    throw_error(ErrorKind::InvalidArgument, "{} verifier: empty target distribution", verifier);
+  if (!draft.one_hot && g > 0) {
+    if (draft.q.rows < g || draft.q.backend == nullptr)
+      throw_error(ErrorKind::InvalidArgument, "{} verifier: {} draft distributions for {} draft tokens", verifier,
+                  draft.q.rows, g);
+    if (draft.q.cols != n_vocab)
+      throw_error(ErrorKind::InvalidArgument, "{} verifier: draft distributions have {} entries, expected {}",
+                  verifier, draft.q.cols, n_vocab);
+  }
   for (int i = 0; i < g; ++i) {
     const int32_t x = draft.tokens[i];
-    if (x < 0 || static_cast<size_t>(x) >= n_vocab)
+    if (x < 0 || x >= n_vocab)
       throw_error(ErrorKind::InvalidArgument, "{} verifier: draft token {} = {} outside the vocabulary of {}",
                   verifier, i, x, n_vocab);
-    if (!draft.one_hot && draft.q[i].size() != n_vocab)
-      throw_error(ErrorKind::InvalidArgument, "{} verifier: draft distribution {} has {} entries, expected {}",
-                  verifier, i, draft.q[i].size(), n_vocab);
   }
 }
 

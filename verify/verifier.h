@@ -1,11 +1,15 @@
 // Verifier: decides how many drafted tokens the target accepts and which token it emits next
-// (the correction at the first rejection, or the bonus token after a full acceptance).
+// (the correction at the first rejection, or the bonus token after a full acceptance). A verifier
+// runs where the target's distributions live: each rule has an implementation per device,
+// registered under one name (verify/registry.h), and the same rule draws its random numbers in
+// the same layout on every device.
 #pragma once
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/rng.h"
 #include "draft/drafter.h"
 
@@ -22,15 +26,14 @@ class Verifier {
   virtual std::string name() const = 0;
 
   // draft: g >= 0 tokens x_1..x_g and their q rows (unless one_hot). p: the target's processed
-  // distributions for the g+1 positions (p[i] predicts x_{i+1}; p[g] gives the bonus token), all
-  // of the same size n_vocab. Throws Error(InvalidArgument) on mismatched sizes or out-of-range
-  // draft tokens.
-  virtual VerifyResult verify(const draft::Draft& draft, std::span<const std::vector<float>> p,
-                              core::Rng& rng) const = 0;
+  // distributions [g + 1, n_vocab] (row i predicts x_{i+1}; row g gives the bonus token). Throws
+  // Error(InvalidArgument) on mismatched sizes, out-of-range draft tokens, or p rows on a device
+  // this implementation does not run on.
+  virtual VerifyResult verify(const draft::Draft& draft, const core::Rows& p, core::Rng& rng) const = 0;
 };
 
 // Shared argument checks for verifiers.
-void check_verify_inputs(const char* verifier, const draft::Draft& draft, std::span<const std::vector<float>> p);
+void check_verify_inputs(const char* verifier, const draft::Draft& draft, const core::Rows& p);
 
 // Draws an index with probability w[i] / sum(w) by inverse CDF over one uniform from rng (w >= 0,
 // not necessarily normalized). Returns -1 when sum(w) <= 0.

@@ -12,6 +12,7 @@
 
 #include "core/model.h"
 #include "core/sampling.h"
+#include "moe/expert_stats.h"
 
 namespace specmoe::cli {
 
@@ -60,11 +61,12 @@ class Utf8Stream {
   std::string pending_;
 };
 
-// MoE expert statistics accumulated by the model's forwards (moe_stats.cpp): a per-layer table
+// MoE expert statistics accumulated over a generation's target forwards (moe_stats.cpp; layers
+// as verify::MoEMetrics::layers holds them): a per-layer table
 // (tokens per expert, CV, max/mean, Jain, entropy, dropped, U(T)) and the same as JSON (null for
 // a dense model).
-void print_moe_stats(const core::Model& model, std::FILE* out);
-nlohmann::json moe_stats_json(const core::Model& model);
+void print_moe_stats(const core::Model& model, const std::vector<moe::ExpertStats>& layers, std::FILE* out);
+nlohmann::json moe_stats_json(const core::Model& model, const std::vector<moe::ExpertStats>& layers);
 
 // Registration of the subcommands (one file each).
 void add_generate_command(CLI::App& app);

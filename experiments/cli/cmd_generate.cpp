@@ -8,7 +8,9 @@
 #include "cli_common.h"
 #include "base/error.h"
 #include "core/rng.h"
+#include "core/sampler.h"
 #include "core/sampling.h"
+#include "verify/moe_metrics.h"
 
 namespace specmoe::cli {
 namespace {
@@ -35,21 +37,24 @@ void run_generate(const GenerateArgs& a) {
   const int n_predict = std::min(a.input.n_predict, n_ctx - n_prompt);
 
   core::KVCache kv = model->new_cache(n_ctx);
-  core::SamplerChain chain(a.sampling);
+  const core::Sampler sampler(a.sampling);
   core::Rng rng(a.sampling.seed);
-  std::vector<float> logits, probs;
+  core::RowBuffer probs(model->backend());
   core::ForwardOptions last_only;
   last_only.logits_all = false;
+  verify::MoEMetrics moe;  // expert load of every forward (--moe-stats)
 
   const auto t0 = Clock::now();
-  model->forward(tokens, {}, kv, logits, last_only);
+  core::ForwardResult f = model->forward(tokens, kv, last_only);
+  moe.record_load(f.stats, *model);
+  model->backend().synchronize();
   const auto t_prefill = Clock::now();
 
   Utf8Stream out;
   std::vector<int32_t> generated;
   double ttft_s = 0.0;
   for (int i = 0; i < n_predict; ++i) {
-    const int32_t next = chain.sample_logits(logits, tokens, rng, probs);
+    const int32_t next = sampler.sample(sampler.distributions(f.logits, tokens, {}, probs), 0, rng);
     if (i == 0) ttft_s = seconds(Clock::now() - t0);
     if (tok.is_eog(next)) break;
     tokens.push_back(next);
@@ -57,7 +62,8 @@ void run_generate(const GenerateArgs& a) {
     if (!a.input.json) out.write(tok.token_to_piece(next));
     if (i + 1 == n_predict) break;
     const int32_t one[1] = {next};
-    model->forward(one, {}, kv, logits, last_only);
+    f = model->forward(one, kv, last_only);
+    moe.record_load(f.stats, *model);
   }
   const auto t_end = Clock::now();
   const double prefill_s = seconds(t_prefill - t0);
@@ -68,7 +74,7 @@ void run_generate(const GenerateArgs& a) {
   if (a.input.json) {
     nlohmann::json j;
     j["model"] = a.model.model_path;
-    j["device"] = model->device();
+    j["device"] = model->device().name();
     j["prompt"] = prompt;
     j["prompt_tokens"] = std::vector<int32_t>(tokens.begin(), tokens.begin() + n_prompt);
     j["tokens"] = generated;
@@ -85,9 +91,9 @@ void run_generate(const GenerateArgs& a) {
                     {"prompt_seconds", prefill_s}, {"generation_seconds", gen_s},
                     {"prompt_tokens_per_second", prompt_tps},
                     {"generation_tokens_per_second", gen_tps}, {"ttft_ms", ttft_s * 1e3}};
-    if (a.moe_stats) j["moe"] = moe_stats_json(*model);
+    if (a.moe_stats) j["moe"] = moe_stats_json(*model, moe.layers);
     std::printf("%s\n", j.dump().c_str());
-    if (a.moe_stats) print_moe_stats(*model, stderr);
+    if (a.moe_stats) print_moe_stats(*model, moe.layers, stderr);
     return;
   }
   out.flush();
@@ -96,7 +102,7 @@ void run_generate(const GenerateArgs& a) {
   std::fprintf(stderr, "prompt: %d tokens, %.1f tokens/s | generation: %zu tokens, %.1f tokens/s | ttft %.1f ms | seed %llu\n",
                n_prompt, prompt_tps, generated.size(), gen_tps, ttft_s * 1e3,
                static_cast<unsigned long long>(a.sampling.seed));
-  if (a.moe_stats) print_moe_stats(*model, stderr);
+  if (a.moe_stats) print_moe_stats(*model, moe.layers, stderr);
 }
 
 }  // namespace

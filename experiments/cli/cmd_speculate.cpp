@@ -120,7 +120,7 @@ void run_speculate(const SpeculateArgs& a) {
     throw_error(ErrorKind::InvalidArgument, "-md is only used by --drafter model (got --drafter {})", drafter_name);
   }
   auto drafter = draft::make_drafter(drafter_name, dopt);
-  auto verifier = verify::make_verifier(a.verifier);
+  auto verifier = verify::make_verifier(a.verifier, {target->device()});
 
   verify::DecodeOptions opt;
   opt.max_tokens = std::min(a.input.n_predict, n_ctx - static_cast<int>(prompt.size()));
@@ -133,9 +133,8 @@ void run_speculate(const SpeculateArgs& a) {
   // One untimed forward pages the memory-mapped weights in, so neither timed run pays for it.
   {
     core::KVCache warm = target->new_cache(8);
-    std::vector<float> logits;
     const int32_t first[1] = {prompt[0]};
-    target->forward(first, {}, warm, logits);
+    target->forward(first, warm).logits.argmax();
   }
 
   // --compare: baseline and speculative runs alternate, --repeat pairs, so both see the same
@@ -162,7 +161,7 @@ void run_speculate(const SpeculateArgs& a) {
   if (a.input.json) {
     nlohmann::json j;
     j["model"] = a.model.model_path;
-    j["device"] = target->device();
+    j["device"] = target->device().name();
     j["draft_model"] = a.draft_path;
     j["drafter"] = drafter_name;
     j["verifier"] = a.verifier;

@@ -34,11 +34,15 @@ std::string loads(const moe::ExpertStats& s) {
   return out;
 }
 
-moe::ExpertStats merged(const core::Model& model) {
+const moe::ExpertStats* layer_stats(const std::vector<moe::ExpertStats>& layers, int l) {
+  return l < static_cast<int>(layers.size()) && layers[l].n_expert() > 0 ? &layers[l] : nullptr;
+}
+
+moe::ExpertStats merged(const core::Model& model, const std::vector<moe::ExpertStats>& layers) {
   moe::ExpertStats all;
   bool first = true;
   for (int l = 0; l < model.config().n_layer; ++l)
-    if (const moe::ExpertStats* s = model.expert_stats(l)) {
+    if (const moe::ExpertStats* s = layer_stats(layers, l)) {
       if (first) {
         all = moe::ExpertStats(s->n_expert(), s->k(), -1);
         first = false;
@@ -50,7 +54,7 @@ moe::ExpertStats merged(const core::Model& model) {
 
 }  // namespace
 
-void print_moe_stats(const core::Model& model, std::FILE* out) {
+void print_moe_stats(const core::Model& model, const std::vector<moe::ExpertStats>& layers, std::FILE* out) {
   const core::ModelConfig& c = model.config();
   if (!c.is_moe()) {
     std::fprintf(out, "moe stats: %s is a dense model (no experts)\n", c.arch_name.c_str());
@@ -68,20 +72,20 @@ void print_moe_stats(const core::Model& model, std::FILE* out) {
                  distinct_by_size(s).c_str());
   };
   for (int l = 0; l < c.n_layer; ++l)
-    if (const moe::ExpertStats* s = model.expert_stats(l)) row(std::to_string(l), *s);
-  row("all", merged(model));
+    if (const moe::ExpertStats* s = layer_stats(layers, l)) row(std::to_string(l), *s);
+  row("all", merged(model, layers));
 }
 
-nlohmann::json moe_stats_json(const core::Model& model) {
+nlohmann::json moe_stats_json(const core::Model& model, const std::vector<moe::ExpertStats>& layers) {
   const core::ModelConfig& c = model.config();
   nlohmann::json j;
   if (!c.is_moe()) return j;  // null
   j["n_expert"] = c.n_expert;
   j["k"] = model.moe_k();
-  auto& layers = j["layers"] = nlohmann::json::array();
+  auto& out = j["layers"] = nlohmann::json::array();
   for (int l = 0; l < c.n_layer; ++l)
-    if (const moe::ExpertStats* s = model.expert_stats(l)) layers.push_back(s->to_json());
-  j["all_layers"] = merged(model).to_json();
+    if (const moe::ExpertStats* s = layer_stats(layers, l)) out.push_back(s->to_json());
+  j["all_layers"] = merged(model, layers).to_json();
   return j;
 }
 

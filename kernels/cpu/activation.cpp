@@ -44,12 +44,12 @@ void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, in
   pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) { swiglu_ref(gate + b, up + b, out + b, e - b); });
 }
 
-void gelu_ref(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = gelu(x[i]);
+void gelu_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = gelu(x[i]);
 }
 
-void gelu_inplace(ThreadPool& pool, float* x, int64_t n) {
-  pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) { gelu_ref(x + b, e - b); });
+void gelu(ThreadPool& pool, const float* x, float* y, int64_t n) {
+  pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) { gelu_ref(x + b, y + b, e - b); });
 }
 
 void add_bias(float* y, const float* b, int64_t T, int64_t n) {
@@ -57,8 +57,8 @@ void add_bias(float* y, const float* b, int64_t T, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[t * n + i] += b[i];
 }
 
-void add_inplace(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+void add(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
 
 }  // namespace specmoe::kernels::cpu

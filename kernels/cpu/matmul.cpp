@@ -79,16 +79,6 @@ Isa usable_isa(Isa want) { return (want == Isa::Avx2 && cpu_has_avx2()) ? Isa::A
 
 const char* isa_name(Isa isa) { return isa == Isa::Avx2 ? "avx2" : "scalar"; }
 
-MatrixView MatrixView::make(DType type, const void* data, int64_t n_in, int64_t n_out) {
-  MatrixView v;
-  v.type = type;
-  v.data = data;
-  v.n_in = n_in;
-  v.n_out = n_out;
-  v.row_bytes = dtype_row_bytes(type, n_in);  // throws when n_in is not a multiple of the block
-  return v;
-}
-
 void matmul_ref(const float* x, int64_t T, const MatrixView& w, float* y) {
   std::vector<float> row(static_cast<size_t>(w.n_in));
   for (int64_t j = 0; j < w.n_out; ++j) {

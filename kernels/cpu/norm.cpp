@@ -31,22 +31,22 @@ void layernorm_row(const float* x, const float* w, const float* b, float* out, i
 
 }  // namespace
 
-void rmsnorm_ref(const float* x, const float* w, float* out, int64_t T, int64_t n, float eps) {
+void rms_norm_ref(const float* x, const float* w, float* out, int64_t T, int64_t n, float eps) {
   for (int64_t t = 0; t < T; ++t) rmsnorm_row(x + t * n, w, out + t * n, n, eps);
 }
 
-void rmsnorm(ThreadPool& pool, const float* x, const float* w, float* out, int64_t T, int64_t n, float eps) {
+void rms_norm(ThreadPool& pool, const float* x, const float* w, float* out, int64_t T, int64_t n, float eps) {
   pool.parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) rmsnorm_row(x + t * n, w, out + t * n, n, eps);
   });
 }
 
-void layernorm_ref(const float* x, const float* w, const float* b, float* out, int64_t T, int64_t n, float eps) {
+void layer_norm_ref(const float* x, const float* w, const float* b, float* out, int64_t T, int64_t n, float eps) {
   for (int64_t t = 0; t < T; ++t) layernorm_row(x + t * n, w, b, out + t * n, n, eps);
 }
 
-void layernorm(ThreadPool& pool, const float* x, const float* w, const float* b, float* out, int64_t T,
-               int64_t n, float eps) {
+void layer_norm(ThreadPool& pool, const float* x, const float* w, const float* b, float* out, int64_t T,
+                int64_t n, float eps) {
   pool.parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) layernorm_row(x + t * n, w, b, out + t * n, n, eps);
   });

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "kernels/matrix_view.h"
 #include "kernels/op_params.h"
 
 namespace specmoe::kernels::cpu {
@@ -101,20 +102,8 @@ const char* isa_name(Isa isa);
 // ---------------------------------------------------------------------------------------------
 // Matrix multiplication y[T, n_out] = x[T, n_in] * W^T.
 
-// A weight matrix in GGUF layout: ne = {n_in, n_out}; row j (n_in elements of `type`) starts at
-// data + j * row_bytes. Usually points into a memory-mapped file.
-struct MatrixView {
-  DType type = DType::F32;
-  const void* data = nullptr;
-  int64_t n_in = 0;
-  int64_t n_out = 0;
-  size_t row_bytes = 0;
-
-  const uint8_t* row(int64_t j) const { return static_cast<const uint8_t*>(data) + j * row_bytes; }
-  size_t bytes() const { return row_bytes * static_cast<size_t>(n_out); }
-  // Builds a view, checking n_in against the type's block size (throws Error(Format)).
-  static MatrixView make(DType type, const void* data, int64_t n_in, int64_t n_out);
-};
+// Weight matrices: kernels/matrix_view.h (one view type for the CPU and CUDA ops).
+using kernels::MatrixView;
 
 // Reference: dequantizes each row and accumulates in float, index order. x: [T, n_in], y: [T, n_out].
 void matmul_ref(const float* x, int64_t T, const MatrixView& w, float* y);
@@ -134,12 +123,12 @@ float dot_f32(const float* a, const float* b, int64_t n, Isa isa = best_isa());
 // Norms (one row of n per token; x and out may alias).
 
 // out = x / sqrt(mean(x^2) + eps) * w          (w may be null = 1). x, out: [T, n]
-void rmsnorm_ref(const float* x, const float* w, float* out, int64_t T, int64_t n, float eps);
-void rmsnorm(ThreadPool& pool, const float* x, const float* w, float* out, int64_t T, int64_t n, float eps);
+void rms_norm_ref(const float* x, const float* w, float* out, int64_t T, int64_t n, float eps);
+void rms_norm(ThreadPool& pool, const float* x, const float* w, float* out, int64_t T, int64_t n, float eps);
 // out = (x - mean) / sqrt(var + eps) * w + b   (w, b may be null). x, out: [T, n]
-void layernorm_ref(const float* x, const float* w, const float* b, float* out, int64_t T, int64_t n, float eps);
-void layernorm(ThreadPool& pool, const float* x, const float* w, const float* b, float* out, int64_t T,
-               int64_t n, float eps);
+void layer_norm_ref(const float* x, const float* w, const float* b, float* out, int64_t T, int64_t n, float eps);
+void layer_norm(ThreadPool& pool, const float* x, const float* w, const float* b, float* out, int64_t T,
+                int64_t n, float eps);
 
 // ---------------------------------------------------------------------------------------------
 // Rotary position embedding (Su et al. 2021, RoFormer), in place.
@@ -178,14 +167,14 @@ float gelu(float x);
 // out[i] = silu(gate[i]) * up[i]  (SwiGLU, Shazeer 2020); out may alias gate or up.
 void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
 void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, int64_t n);
-// x[i] = gelu(x[i]) in place.
-void gelu_ref(float* x, int64_t n);
-void gelu_inplace(ThreadPool& pool, float* x, int64_t n);
+// y[i] = gelu(x[i]); y may alias x.
+void gelu_ref(const float* x, float* y, int64_t n);
+void gelu(ThreadPool& pool, const float* x, float* y, int64_t n);
 
-// Small helpers the forward uses.
+// Small helpers the forward uses (one implementation each: the reference is the op).
 // y[t, i] += b[i] for each of T rows of n.
 void add_bias(float* y, const float* b, int64_t T, int64_t n);
-// y[i] += x[i]
-void add_inplace(float* y, const float* x, int64_t n);
+// y[i] = a[i] + b[i]; y may alias a or b.
+void add(const float* a, const float* b, float* y, int64_t n);
 
 }  // namespace specmoe::kernels::cpu

@@ -102,7 +102,7 @@ void dequantize_rows_impl(Context& ctx, DType type, const void* src, size_t row_
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 
-void check_matrix(const DeviceMatrix& m, const char* op) {
+void check_matrix(const MatrixView& m, const char* op) {
   int64_t elems = 0, bytes = 0;
   block_shape(m.type, elems, bytes);  // throws Unsupported for an unknown type id
   require(m.n_in >= 0 && m.n_out >= 0, op, "matrix has a negative dimension");
@@ -153,7 +153,7 @@ void dequantize_f32(Context& ctx, DType type, const void* src, int64_t n, float*
   detail::dequantize_rows_impl(ctx, type, src, bytes, 1, n, dst);
 }
 
-void get_rows(Context& ctx, const DeviceMatrix& table, const int32_t* ids, int64_t n_ids, float* out) {
+void get_rows(Context& ctx, const MatrixView& table, const int32_t* ids, int64_t n_ids, float* out) {
   detail::check_matrix(table, "get_rows");
   detail::require(n_ids >= 0, "get_rows", "n_ids < 0");
   if (n_ids == 0 || table.n_in == 0) return;

@@ -8,9 +8,9 @@
 
 namespace specmoe::kernels::cuda::detail {
 
-// Checks a DeviceMatrix (supported type, n_in a multiple of its block, row_bytes large enough,
+// Checks a MatrixView (supported type, n_in a multiple of its block, row_bytes large enough,
 // data non-null when not empty); throws Error(InvalidArgument / Unsupported) naming `op`.
-void check_matrix(const DeviceMatrix& m, const char* op);
+void check_matrix(const MatrixView& m, const char* op);
 
 // dst (IEEE half, [n_rows, n_in] contiguous) = rows [0, n_rows) of a matrix of `type` whose rows
 // are row_bytes apart. Queued on ctx's stream.

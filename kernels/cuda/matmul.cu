@@ -92,7 +92,7 @@ size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace detail
 
-void matmul(Context& ctx, const float* x, int64_t T, const DeviceMatrix& w, float* y) {
+void matmul(Context& ctx, const float* x, int64_t T, const MatrixView& w, float* y) {
   using namespace detail;
   check_matrix(w, "matmul");
   require(T >= 0, "matmul", "T < 0");

@@ -15,6 +15,7 @@
 
 #include "kernels/cuda/device.h"
 #include "kernels/dtype.h"
+#include "kernels/matrix_view.h"
 #include "kernels/op_params.h"
 
 namespace specmoe::kernels::cuda {
@@ -28,15 +29,9 @@ using kernels::RopeParams;
 // ---------------------------------------------------------------------------------------------
 // Matrix multiplication y[T, n_out] = x[T, n_in] * W^T.
 
-// A weight matrix on the device in GGUF layout: row j (n_in elements of `type`, the GGUF block
-// layout for quantized types) starts at data + j * row_bytes; row_bytes >= dtype_row_bytes.
-struct DeviceMatrix {
-  DType type = DType::F32;
-  const void* data = nullptr;
-  int64_t n_in = 0;
-  int64_t n_out = 0;
-  size_t row_bytes = 0;
-};
+// Weight matrices: kernels/matrix_view.h, the view the CPU ops take too; here `data` is device
+// memory and row_bytes >= dtype_row_bytes.
+using kernels::MatrixView;
 
 // Row bytes of n elements of `type` (n a multiple of the block size; throws Error(InvalidArgument)
 // otherwise). Same as dtype_row_bytes, local to this library.
@@ -52,7 +47,7 @@ size_t row_bytes_of(DType type, int64_t n);
 //   cuBLAS.
 constexpr int64_t kMatvecMaxTokens = 8;
 constexpr size_t kDequantSliceBytes = size_t{64} << 20;
-void matmul(Context& ctx, const float* x, int64_t T, const DeviceMatrix& w, float* y);
+void matmul(Context& ctx, const float* x, int64_t T, const MatrixView& w, float* y);
 
 // ---------------------------------------------------------------------------------------------
 // Dequantization (GGUF block layouts, kernels/dtype.h).
@@ -65,7 +60,7 @@ void dequantize_f32(Context& ctx, DType type, const void* src, int64_t n, float*
 // Embedding lookup: out[i, :] = dequantized row ids[i] of `table` (n_in elements each).
 // ids: [n_ids] int32 on the device. An id outside [0, n_out) cannot be reported from the device:
 // its output row is filled with NaN so that it cannot pass unnoticed.
-void get_rows(Context& ctx, const DeviceMatrix& table, const int32_t* ids, int64_t n_ids, float* out);
+void get_rows(Context& ctx, const MatrixView& table, const int32_t* ids, int64_t n_ids, float* out);
 
 // ---------------------------------------------------------------------------------------------
 // Norms (one row of n per token; x and out may alias). x, out: [T, n]; w, b: [n] or null.
@@ -140,45 +135,40 @@ void sampling_distribution(Context& ctx, const float* logits, float* probs, int6
 void repeat_penalty(Context& ctx, float* logits, int64_t n_vocab, const int32_t* tokens, int64_t n_tokens,
                     float penalty);
 
-// Draws one token from a processed distribution probs[n_vocab] by inverse CDF in vocabulary
-// order: *token = the smallest i with cumsum(probs)[i] > u * sum(probs), which is always a token
-// of non-zero probability (as core::SamplerChain::sample does on the CPU). u in [0, 1).
-void sample_from_probs(Context& ctx, const float* probs, int64_t n_vocab, float u, int32_t* token);
-
-// Philox4x32-10 (Salmon et al. 2011, Random123) on the device, laid out like core::Rng: block c
-// of stream (seed, stream) is philox(counter = {c lo, c hi, stream lo, stream hi},
-// key = {seed lo, seed hi}); out[i] = (word i % 4 of block counter + i / 4) >> 8) * 2^-24,
-// i.e. the same floats core::Rng::uniform_float() returns when started at that block.
-void philox_uniforms(Context& ctx, uint64_t seed, uint64_t stream, uint64_t counter, int64_t n, float* out);
-
-// sample_from_probs with u = philox_uniforms(seed, stream, counter, 1)[0], drawn on the device so
-// the host never waits: for a whole decode loop on the GPU.
-void sample_philox(Context& ctx, const float* probs, int64_t n_vocab, uint64_t seed, uint64_t stream,
-                   uint64_t counter, int32_t* token);
+// No-repeat-n-gram ban (core::apply_no_repeat_ngram with the banned ids computed on the host):
+// logits[ids[i]] = -inf for i < n; ids outside [0, n_vocab) are ignored.
+void ban_tokens(Context& ctx, float* logits, int64_t n_vocab, const int32_t* ids, int64_t n);
 
 // ---------------------------------------------------------------------------------------------
-// Speculative decoding on the device (kernels/cuda/speculative.cu).
+// Draws with uniforms drawn on the host from core::Rng (kernels/cuda/speculative.cu), consumed in
+// the CPU's order so that the same seed gives the same draws: one block each, the inverse CDF
+// summing in double (a block scan, so only a uniform within rounding of a boundary can pick a
+// different token than the CPU's id-order sum).
+
+// *token = the first id whose cumulative probability exceeds u * sum(probs) (the last positive id
+// when rounding leaves the target past the sum; -1 when probs has no mass), as
+// core::SamplerChain::sample_with. u in [0, 1).
+void sample_from_probs(Context& ctx, const float* probs, int64_t n_vocab, double u, int32_t* token);
 
 // Lossless speculative verification, the rule of verify::SpeculativeVerifier (Leviathan et al.
 // 2023, Alg. 1): draft token x_i = draft_tokens[i] (device, i < g) is accepted with probability
 // min(1, p_i(x_i) / q_i(x_i)); at the first rejection the emitted token is drawn from
 // norm(max(0, p_i - q_i)) (from p_i when that is empty), after g acceptances from p_g.
 // p: [g + 1, n_vocab]; q: [g, n_vocab], or null for a one-hot draft (q_i(x_i) = 1).
-// Randomness: test i uses the 53-bit uniform of Philox block counter + i of (seed, stream)
-// (as core::Rng::uniform on a fresh block), the draw block counter + g; certain outcomes (ratio
-// >= 1 or 0) draw nothing, so one-hot p and q reproduce the greedy rule. The caller reserves the
-// g + 1 blocks (core::Rng::take_blocks). result (device int32[2]): n_accepted, emitted token
-// (-1 only when p's row has no mass). One block; the draw is a block scan in double.
+// uniforms: device [g + 2] doubles from the host's stream, taken in order: one per acceptance
+// test whose ratio is strictly between 0 and 1 (certain outcomes take none, so one-hot p and q
+// reproduce the greedy rule), then one per draw. result (device int32[3]): n_accepted, emitted
+// token (-1 only when p's row has no mass), uniforms consumed.
 void speculative_verify(Context& ctx, const float* p, const float* q, const int32_t* draft_tokens, int g,
-                        int64_t n_vocab, uint64_t seed, uint64_t stream, uint64_t counter, int32_t* result);
+                        int64_t n_vocab, const double* uniforms, int32_t* result);
 
-// A draft distribution moved into the target's vocabulary: dst[j] = src[j] / sum(src[0, m)) for
-// j < m = min(n_src, n_dst) and 0 for m <= j < n_dst (draft-only padding ids are masked out, ids
-// the draft lacks get 0). A row with no mass on [0, m) becomes one-hot on id 0 (still exact: the
-// verifier sees the q the token is then drawn from). src and dst must not alias.
-void restrict_distribution(Context& ctx, const float* src, int64_t n_src, float* dst, int64_t n_dst);
-
-// *out = max(x[0, n)) (one float on the device): the drafter's confidence for adaptive drafting.
-void row_max(Context& ctx, const float* x, int64_t n, float* out);
+// A drafter's draw (core::Backend::draw): q_out[0, n_out) = probs[0, n) moved into n_out ids
+// (n > n_out: ids >= n_out masked out and the rest renormalised, result token -1 when that leaves
+// no mass; n < n_out: ids >= n get 0; probs may alias q_out when n == n_out); the confidence
+// (confidence_logits non-null: greedy, the top probability of softmax(confidence_logits[0, n));
+// else max(q_out)); then the token: the argmax of q_out when greedy, else drawn from q_out with u.
+// result (device int32[2]): token, confidence (float bits; 1 when not asked for).
+void draft_draw(Context& ctx, const float* probs, int64_t n, float* q_out, int64_t n_out, bool greedy, double u,
+                const float* confidence_logits, int32_t* result);
 
 }  // namespace specmoe::kernels::cuda

@@ -1,6 +1,6 @@
 // The sampling chain on the device: temperature, top-k, top-p, min-p and softmax producing the
-// processed distribution (CUB radix sort + scan), the CTRL repetition penalty, and the draw (inverse
-// CDF with a uniform from the host or from Philox4x32-10 on the device, Random123).
+// processed distribution (CUB radix sort + scan), and the penalties applied before it (the CTRL
+// repetition penalty, the no-repeat-n-gram ban). The draws are in speculative.cu.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -9,7 +9,6 @@
 
 #include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/ops.h"
-#include "kernels/cuda/philox_device.h"
 
 namespace specmoe::kernels::cuda {
 namespace detail {
@@ -79,59 +78,15 @@ __global__ void penalize_kernel(float* logits, const uint8_t* marks, int64_t n_v
 
 #undef SPECMOE_GRID_STRIDE
 
-__global__ void philox_uniforms_kernel(uint64_t seed, uint64_t stream, uint64_t counter, int64_t n, float* out) {
+__global__ void ban_kernel(float* logits, int64_t n_vocab, const int32_t* ids, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = to_uniform(philox_word(seed, stream, counter + static_cast<uint64_t>(i / 4), static_cast<int>(i % 4)));
+    const int32_t t = ids[i];
+    if (t >= 0 && t < n_vocab) logits[t] = -INFINITY;
   }
-}
-
-// Single thread: the smallest i with cum[i] > u * cum[n-1] (binary search over the non-decreasing
-// inclusive sums). A parallel scan may round so that a zero-probability token still gets
-// cum[i] > cum[i-1]; the result is then moved to the nearest token of non-zero probability.
-__global__ void inverse_cdf_kernel(const float* probs, const float* cum, int64_t n, float u, bool use_philox,
-                                   uint64_t seed, uint64_t stream, uint64_t counter, int32_t* token) {
-  if (use_philox) u = to_uniform(philox_word(seed, stream, counter, 0));
-  const float target = u * cum[n - 1];
-  int64_t lo = 0, hi = n;  // answer in [lo, hi]; hi = n means "not found"
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (cum[mid] > target) hi = mid; else lo = mid + 1;
-  }
-  int64_t i = lo < n ? lo : n - 1;
-  if (!(probs[i] > 0.0f)) {
-    int64_t j = i;
-    while (j < n && !(probs[j] > 0.0f)) ++j;
-    if (j == n) {
-      j = i;
-      while (j > 0 && !(probs[j] > 0.0f)) --j;
-    }
-    i = j;
-  }
-  *token = static_cast<int32_t>(i);
 }
 
 size_t align_up(size_t v) { return (v + 255) / 256 * 256; }
-
-void check_probs_args(const char* op, const float* probs, int64_t n_vocab, int32_t* token) {
-  require(n_vocab > 0 && n_vocab <= 0x7fffffffLL, op, "n_vocab = " + std::to_string(n_vocab) + " is outside [1, INT_MAX]");
-  require_ptr(probs, op, "probs");
-  require_ptr(token, op, "token");
-}
-
-void draw(Context& ctx, const float* probs, int64_t n_vocab, float u, bool use_philox, uint64_t seed,
-          uint64_t stream, uint64_t counter, int32_t* token) {
-  DeviceGuard guard(ctx.device());
-  const cudaStream_t s = stream_of(ctx);
-  const int n = static_cast<int>(n_vocab);
-  auto* cum = static_cast<float*>(ctx.scratch(Context::Scratch::Sampling, static_cast<size_t>(n) * sizeof(float)));
-  size_t temp_bytes = 0;
-  SPECMOE_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, temp_bytes, probs, cum, n, s));
-  void* temp = ctx.scratch(Context::Scratch::CubTemp, std::max<size_t>(temp_bytes, 1));
-  SPECMOE_CUDA_CHECK(cub::DeviceScan::InclusiveSum(temp, temp_bytes, probs, cum, n, s));
-  inverse_cdf_kernel<<<1, 1, 0, s>>>(probs, cum, n_vocab, u, use_philox, seed, stream, counter, token);
-  SPECMOE_CUDA_CHECK_LAUNCH();
-}
 
 }  // namespace detail
 
@@ -224,25 +179,14 @@ void repeat_penalty(Context& ctx, float* logits, int64_t n_vocab, const int32_t*
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 
-void sample_from_probs(Context& ctx, const float* probs, int64_t n_vocab, float u, int32_t* token) {
-  detail::check_probs_args("sample_from_probs", probs, n_vocab, token);
-  detail::require(u >= 0.0f && u < 1.0f, "sample_from_probs", "u = " + std::to_string(u) + " is outside [0, 1)");
-  detail::draw(ctx, probs, n_vocab, u, false, 0, 0, 0, token);
-}
-
-void sample_philox(Context& ctx, const float* probs, int64_t n_vocab, uint64_t seed, uint64_t stream,
-                   uint64_t counter, int32_t* token) {
-  detail::check_probs_args("sample_philox", probs, n_vocab, token);
-  detail::draw(ctx, probs, n_vocab, 0.0f, true, seed, stream, counter, token);
-}
-
-void philox_uniforms(Context& ctx, uint64_t seed, uint64_t stream, uint64_t counter, int64_t n, float* out) {
-  detail::require(n >= 0, "philox_uniforms", "n < 0");
-  if (n == 0) return;
-  detail::require_ptr(out, "philox_uniforms", "out");
+void ban_tokens(Context& ctx, float* logits, int64_t n_vocab, const int32_t* ids, int64_t n) {
+  using namespace detail;
+  require(n_vocab >= 0 && n >= 0, "ban_tokens", "negative size");
+  if (n_vocab == 0 || n == 0) return;
+  require_ptr(logits, "ban_tokens", "logits");
+  require_ptr(ids, "ban_tokens", "ids");
   DeviceGuard guard(ctx.device());
-  detail::philox_uniforms_kernel<<<detail::grid_for(n, detail::kSampleThreads), detail::kSampleThreads, 0,
-                                   detail::stream_of(ctx)>>>(seed, stream, counter, n, out);
+  ban_kernel<<<grid_for(n, kSampleThreads), kSampleThreads, 0, stream_of(ctx)>>>(logits, n_vocab, ids, n);
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -58,7 +58,7 @@ KVCache prefilled_cache(Model& m) {
   std::vector<float> logits;
   ForwardOptions o;
   o.logits_all = false;
-  m.forward(ids, {}, kv, logits, o);
+  m.forward(ids, kv, o).logits.to_host(logits);
   return kv;
 }
 
@@ -82,7 +82,7 @@ void BM_CudaDecode(benchmark::State& state) {
   int32_t tok = 3 + 'e';
   for (auto _ : state) {
     const int32_t one[1] = {tok};
-    m.forward(one, {}, kv, logits, o);
+    m.forward(one, kv, o).logits.to_host(logits);
     tok = 3 + 'a' + (tok + 7) % 26;
     if (kv.size() >= kContext + 64) kv.truncate(kContext);
   }
@@ -100,7 +100,7 @@ void BM_CudaForward(benchmark::State& state) {
   for (int t = 0; t < T; ++t) ids[t] = 3 + 'a' + (t * 5) % 26;
   std::vector<float> logits;
   for (auto _ : state) {
-    m.forward(ids, {}, kv, logits);
+    m.forward(ids, kv).logits.to_host(logits);
     kv.truncate(kContext);
   }
   set_bandwidth_counters(state, m, static_cast<double>(T));
@@ -121,11 +121,11 @@ void BM_CudaVerifyCost(benchmark::State& state) {
   double s1 = 0, s9 = 0;
   for (auto _ : state) {
     const auto t0 = Clock::now();
-    m.forward(std::span<const int32_t>(nine).first(1), {}, kv, logits);
+    m.forward(std::span<const int32_t>(nine).first(1), kv).logits.to_host(logits);
     const auto t1 = Clock::now();
     kv.truncate(kContext);
     const auto t2 = Clock::now();
-    m.forward(nine, {}, kv, logits);
+    m.forward(nine, kv).logits.to_host(logits);
     const auto t3 = Clock::now();
     kv.truncate(kContext);
     s1 += std::chrono::duration<double>(t1 - t0).count();

@@ -65,7 +65,7 @@ KVCache prefilled_cache(Model& m) {
   std::vector<float> logits;
   ForwardOptions o;
   o.logits_all = false;
-  m.forward(ids, {}, kv, logits, o);
+  m.forward(ids, kv, o).logits.to_host(logits);
   return kv;
 }
 
@@ -76,7 +76,7 @@ void run_forward(benchmark::State& state, const std::string& preset, DType type,
   for (int t = 0; t < T; ++t) ids[t] = 3 + 'e' + t;
   std::vector<float> logits;
   for (auto _ : state) {
-    m.forward(ids, {}, kv, logits);  // logits for every token, as verification needs
+    m.forward(ids, kv).logits.to_host(logits);  // logits for every token, as verification needs
     kv.truncate(kContext);
     benchmark::DoNotOptimize(logits.data());
   }
@@ -85,7 +85,7 @@ void run_forward(benchmark::State& state, const std::string& preset, DType type,
   state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(m.weight_bytes_per_token()) / 1e9,
                                                      benchmark::Counter::kIsIterationInvariantRate);
   state.counters["weight_MB"] = static_cast<double>(m.weight_bytes_per_token()) / 1e6;
-  state.counters["threads"] = m.threads();
+  state.counters["threads"] = m.backend().threads();
 }
 
 void BM_TargetForward(benchmark::State& state) { run_forward(state, "target", DType::F16, static_cast<int>(state.range(0))); }
@@ -123,9 +123,9 @@ void BM_Stories260KForward(benchmark::State& state) {
   KVCache kv = m->new_cache(256);
   std::vector<int32_t> ids = {1};
   std::vector<float> logits;
-  for (int i = 0; i < 64; ++i) m->forward(ids, {}, kv, logits);  // a context of 64 tokens
+  for (int i = 0; i < 64; ++i) m->forward(ids, kv).logits.to_host(logits);  // a context of 64 tokens
   for (auto _ : state) {
-    m->forward(ids, {}, kv, logits);
+    m->forward(ids, kv).logits.to_host(logits);
     kv.truncate(64);
     benchmark::DoNotOptimize(logits.data());
   }

@@ -40,7 +40,7 @@ constexpr int kInputs = 8;  // distinct input batches cycled through, so U(T) is
 
 struct Buffer {
   std::vector<uint8_t> bytes;
-  WeightView view;
+  MatrixView view;
 };
 
 Buffer make_weight(DType type, std::array<int64_t, 3> ne, float scale, bool zero, uint32_t seed) {
@@ -55,7 +55,7 @@ Buffer make_weight(DType type, std::array<int64_t, 3> ne, float scale, bool zero
     for (auto& v : row) v = zero ? 0.0f : u(rng);
     kernels::cpu::quantize_row(type, row.data(), b.bytes.data() + r * rb, ne[0]);
   }
-  b.view = {b.bytes.data(), type, ne, ""};
+  b.view = MatrixView::make(type, b.bytes.data(), ne[0], ne[1] * ne[2]);
   return b;
 }
 
@@ -170,16 +170,21 @@ void run_model(benchmark::State& state, const std::string& name) {
   std::vector<float> logits;
   core::ForwardOptions last_only;
   last_only.logits_all = false;
-  m.forward(ctx, {}, kv, logits, last_only);
+  m.forward(ctx, kv, last_only).logits.to_host(logits);
   // kInputs different token batches (printable bytes), cycled, so U(T) is an average.
   std::vector<std::vector<int32_t>> batches(kInputs, std::vector<int32_t>(T));
   std::mt19937 rng(11);
   for (auto& b : batches)
     for (auto& id : b) id = 3 + 0x20 + static_cast<int32_t>(rng() % 95);
-  m.reset_expert_stats();
+  // The model keeps no statistics: each forward's routing is accumulated here.
+  std::vector<moe::ExpertStats> stats;
+  for (int l = 0; l < m.config().n_layer; ++l) stats.emplace_back(m.config().n_expert, m.moe_k(), l);
   size_t i = 0;
   for (auto _ : state) {
-    m.forward(batches[i++ % kInputs], {}, kv, logits);  // logits for every token, as verification needs
+    const core::ForwardResult f = m.forward(batches[i++ % kInputs], kv);
+    f.logits.to_host(logits);  // logits for every token, as verification needs
+    for (int l = 0; l < m.config().n_layer; ++l)
+      if (f.stats.moe[l].n_tokens > 0) stats[l].record_forward(f.stats.moe[l], m.moe_expert_bytes(l));
     kv.truncate(kContext);
     benchmark::DoNotOptimize(logits.data());
   }
@@ -189,7 +194,7 @@ void run_model(benchmark::State& state, const std::string& name) {
     const int k = m.moe_k();
     double sum_u = 0;
     for (int l = 0; l < c.n_layer; ++l) {
-      const moe::ExpertStats* st = m.expert_stats(l);
+      const moe::ExpertStats* st = &stats[l];
       const moe::ForwardSizeStats& f = st->by_size().at({T, k});
       const double u = f.mean_distinct();
       sum_u += u;
@@ -204,7 +209,7 @@ void run_model(benchmark::State& state, const std::string& name) {
   }
   state.counters["MB_read"] = bytes / 1e6;
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(T), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["threads"] = m.threads();
+  state.counters["threads"] = m.backend().threads();
 }
 
 void BM_MoEModel(benchmark::State& state) { run_model(state, "moe-target"); }

@@ -197,7 +197,7 @@ inline bool load_model(std::span<const uint8_t> bytes) {
     core::KVCache kv = cache_bytes < (64 << 20) ? m->new_cache(0) : m->new_cache(8);
     std::vector<float> logits;
     const std::vector<int32_t> tokens = {0, std::min(1, c.n_vocab - 1)};
-    m->forward(tokens, {}, kv, logits);
+    m->forward(tokens, kv).logits.to_host(logits);
     SPECMOE_FUZZ_CHECK(logits.size() == 2 * static_cast<size_t>(c.n_vocab), "forward wrote the wrong logits size");
   } catch (const Error& e) {
     check_names_input(e, kGgufName);

@@ -15,7 +15,7 @@
 #include "core/environment.h"
 #include "base/error.h"
 #include "core/model.h"
-#include "core/model_backend.h"
+#include "base/device.h"
 #include "core/synth.h"
 #include "require_cuda.h"
 #include "test_data.h"
@@ -83,7 +83,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 std::vector<float> forward_one_by_one(Model& m, KVCache& kv, std::span<const int32_t> ids) {
   std::vector<float> all, l;
   for (size_t i = 0; i < ids.size(); ++i) {
-    m.forward(ids.subspan(i, 1), {}, kv, l);
+    m.forward(ids.subspan(i, 1), kv).logits.to_host(l);
     all.insert(all.end(), l.begin(), l.end());
   }
   return all;
@@ -105,20 +105,20 @@ void compare_with_cpu(const SynthSpec& spec, const std::string& file, double rel
   synth_write(spec, path, 42);
   auto cpu = load(path, "cpu");
   auto gpu = load(path, "cuda:0");
-  EXPECT_EQ(gpu->device(), "cuda:0");
+  EXPECT_EQ(gpu->device().name(), "cuda:0");
   const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
   KVCache kc = cpu->new_cache(32), kg = gpu->new_cache(32);
-  ASSERT_NE(kg.device_storage(), nullptr);
+  ASSERT_EQ(kg.where().name(), "cuda:0");
   std::vector<float> a, b;
-  cpu->forward(ids, {}, kc, a);
-  gpu->forward(ids, {}, kg, b);
+  cpu->forward(ids, kc).logits.to_host(a);
+  gpu->forward(ids, kg).logits.to_host(b);
   ASSERT_EQ(kg.size(), 11);
   expect_close(b, a, rel, file + " all logits");
   // Decode steps (T = 1: the quantized matvec path) on top of the cache.
   for (int32_t next : {65, 66, 300}) {
     const int32_t one[1] = {next};
-    cpu->forward(one, {}, kc, a);
-    gpu->forward(one, {}, kg, b);
+    cpu->forward(one, kc).logits.to_host(a);
+    gpu->forward(one, kg).logits.to_host(b);
     expect_close(b, a, rel, file + " decode step");
   }
   // Early exit after 2 layers, last token only.
@@ -126,8 +126,8 @@ void compare_with_cpu(const SynthSpec& spec, const std::string& file, double rel
   o.n_layers = 2;
   o.logits_all = false;
   KVCache kc2 = cpu->new_cache(32), kg2 = gpu->new_cache(32);
-  cpu->forward(ids, {}, kc2, a, o);
-  gpu->forward(ids, {}, kg2, b, o);
+  cpu->forward(ids, kc2, o).logits.to_host(a);
+  gpu->forward(ids, kg2, o).logits.to_host(b);
   ASSERT_EQ(b.size(), static_cast<size_t>(cpu->config().n_vocab));
   expect_close(b, a, rel, file + " early exit");
 }
@@ -239,7 +239,7 @@ TEST(CudaModel, Stories260KGreedyReproducesPublishedOutput) {
   last.logits_all = false;
   for (int step = 0; step < 200; ++step) {
     const int32_t tok[1] = {ids.back()};
-    m->forward(tok, {}, kv, logits, last);
+    m->forward(tok, kv, last).logits.to_host(logits);
     ASSERT_EQ(logits.size(), 512u);
     ids.push_back(argmax(logits.data(), 512));
   }
@@ -255,8 +255,8 @@ TEST(CudaModel, Stories260KLogitsMatchTheCpu) {
   const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338};
   KVCache kc = cpu->new_cache(64), kg = gpu->new_cache(64);
   std::vector<float> a, b;
-  cpu->forward(ids, {}, kc, a);
-  gpu->forward(ids, {}, kg, b);
+  cpu->forward(ids, kc).logits.to_host(a);
+  gpu->forward(ids, kg).logits.to_host(b);
   expect_close(b, a, kRelF32, "stories260K");
 }
 
@@ -304,7 +304,7 @@ TEST(CudaModel, BatchedForwardEqualsOneTokenForwards) {
   const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338};
   KVCache a = m->new_cache(64), b = m->new_cache(64);
   std::vector<float> batched;
-  m->forward(ids, {}, a, batched);
+  m->forward(ids, a).logits.to_host(batched);
   const std::vector<float> single = forward_one_by_one(*m, b, ids);
   ASSERT_EQ(batched.size(), ids.size() * 512);
   ASSERT_EQ(a.size(), 17);
@@ -319,7 +319,7 @@ TEST(CudaModel, BatchedForwardEqualsOneTokenForwards) {
   std::vector<float> last;
   ForwardOptions o;
   o.logits_all = false;
-  m->forward(ids, {}, c, last, o);
+  m->forward(ids, c, o).logits.to_host(last);
   ASSERT_EQ(last.size(), 512u);
   expect_close(last, std::vector<float>(batched.end() - 512, batched.end()), kRelF32, "last row");
 }
@@ -332,17 +332,17 @@ TEST(CudaModel, TruncateAndRecomputeGivesTheSameLogits) {
   const std::span<const int32_t> head = std::span<const int32_t>(ids).first(9), tail = std::span<const int32_t>(ids).subspan(9);
   KVCache kv = m->new_cache(32);
   std::vector<float> first, again, l;
-  m->forward(head, {}, kv, l);
-  m->forward(tail, {}, kv, first);
+  m->forward(head, kv).logits.to_host(l);
+  m->forward(tail, kv).logits.to_host(first);
   // Overwrite rows 9.. with other tokens, then roll back and recompute the original ones.
   kv.truncate(9);
   const std::vector<int32_t> other = {300, 301, 302};
   std::vector<float> other_logits;
-  m->forward(other, {}, kv, other_logits);
+  m->forward(other, kv).logits.to_host(other_logits);
   // The other tokens really wrote different rows (their logits differ from the original ones).
   EXPECT_FALSE(same_bits(other_logits, std::vector<float>(first.begin(), first.begin() + 3 * 512)));
   kv.truncate(9);
-  m->forward(tail, {}, kv, again);
+  m->forward(tail, kv).logits.to_host(again);
   ASSERT_EQ(kv.size(), 16);
   // Exact: the same 7-token batch over the same cache rows runs the same kernels (cuBLAS is
   // bit-reproducible for one shape on one GPU), so only a stale or misplaced row could differ.
@@ -368,19 +368,19 @@ TEST(CudaModel, TreeMaskHidesNonAncestorsAndKeepCompacts) {
   o.mask = &mask;
   std::vector<float> l, tree_gpu, tree_cpu;
   KVCache kg = gpu->new_cache(32), kc = cpu->new_cache(32);
-  gpu->forward(prefix, {}, kg, l);
-  cpu->forward(prefix, {}, kc, l);
-  gpu->forward(tree, pos, kg, tree_gpu, o);
-  cpu->forward(tree, pos, kc, tree_cpu, o);
+  gpu->forward(prefix, kg).logits.to_host(l);
+  cpu->forward(prefix, kc).logits.to_host(l);
+  gpu->forward(core::Batch(tree, pos), kg, o).logits.to_host(tree_gpu);
+  cpu->forward(core::Batch(tree, pos), kc, o).logits.to_host(tree_cpu);
   ASSERT_EQ(kg.size(), 9);
   expect_close(tree_gpu, tree_cpu, kRelF32, "tree logits vs CPU");
 
   // Reference on the GPU: the path r, c2, g as a plain sequence.
   KVCache ref = gpu->new_cache(32);
-  gpu->forward(prefix, {}, ref, l);
+  gpu->forward(prefix, ref).logits.to_host(l);
   const std::vector<int32_t> path = {432, 286, 261};
   std::vector<float> path_logits;
-  gpu->forward(path, {}, ref, path_logits);
+  gpu->forward(path, ref).logits.to_host(path_logits);
   auto row = [](const std::vector<float>& v, int r) { return std::vector<float>(v.begin() + r * 512, v.begin() + (r + 1) * 512); };
   expect_close(row(tree_gpu, 0), row(path_logits, 0), kRelF32, "r");
   expect_close(row(tree_gpu, 2), row(path_logits, 1), kRelF32, "c2");
@@ -400,9 +400,9 @@ TEST(CudaModel, TreeMaskHidesNonAncestorsAndKeepCompacts) {
   EXPECT_EQ(kg.position(7), 7);
   const int32_t next[1] = {376};
   std::vector<float> a, b, c;
-  gpu->forward(next, {}, kg, a);
-  gpu->forward(next, {}, ref, b);
-  cpu->forward(next, {}, kc, c);
+  gpu->forward(next, kg).logits.to_host(a);
+  gpu->forward(next, ref).logits.to_host(b);
+  cpu->forward(next, kc).logits.to_host(c);
   expect_close(a, b, kRelF32, "after keep vs sequence");
   expect_close(a, c, kRelF32, "after keep vs CPU");
 }
@@ -415,21 +415,22 @@ TEST(CudaModel, CopiedCacheIsIndependentAndCachesDoNotMix) {
   const std::vector<int32_t> prefix = {1, 403, 407, 261, 378};
   KVCache kv = gpu->new_cache(16);
   std::vector<float> l, a, b;
-  gpu->forward(prefix, {}, kv, l);
+  gpu->forward(prefix, kv).logits.to_host(l);
   KVCache copy = kv;  // deep copy of the device rows
-  ASSERT_NE(copy.device_storage(), kv.device_storage());
+  ASSERT_NE(copy.k_data(0), kv.k_data(0));
+  ASSERT_EQ(copy.read_layer(0), kv.read_layer(0));  // the same rows, bit for bit
   const int32_t x[1] = {432}, y[1] = {300};
-  gpu->forward(y, {}, kv, a);  // changes row 5 of kv only
+  gpu->forward(y, kv).logits.to_host(a);  // changes row 5 of kv only
   kv.truncate(5);
-  gpu->forward(x, {}, copy, a);
-  gpu->forward(x, {}, kv, b);
+  gpu->forward(x, copy).logits.to_host(a);
+  gpu->forward(x, kv).logits.to_host(b);
   EXPECT_TRUE(same_bits(a, b));  // same rows, same one-token kernels
 
   // A host cache on a CUDA model, and a device cache on a CPU model, are refused.
   KVCache host = cpu->new_cache(16);
-  EXPECT_THROW(gpu->forward(x, {}, host, a), Error);
-  EXPECT_THROW(cpu->forward(x, {}, kv, a), Error);
+  EXPECT_THROW(gpu->forward(x, host).logits.to_host(a), Error);
+  EXPECT_THROW(cpu->forward(x, kv).logits.to_host(a), Error);
   // As is a device cache of another CUDA model.
   auto other = load(data_path(kStories).string(), "cuda");
-  EXPECT_THROW(other->forward(x, {}, kv, a), Error);
+  EXPECT_THROW(other->forward(x, kv).logits.to_host(a), Error);
 }

@@ -30,6 +30,7 @@
 #include "test_data.h"
 #include "verify/autoregressive.h"
 #include "verify/greedy_verifier.h"
+#include "verify/moe_metrics.h"
 #include "verify/speculative_decoder.h"
 
 #ifdef SPECMOE_HAVE_CUDA
@@ -56,10 +57,11 @@ std::string write_preset(const std::string& preset, const std::string& file, DTy
   return write_spec(synth_spec(preset), file, type);
 }
 
-std::unique_ptr<Model> load(const std::string& path, const std::string& device) {
+std::unique_ptr<Model> load(const std::string& path, const std::string& device, double capacity_factor = 0.0) {
   LoadOptions o;
   o.n_threads = 2;
   o.device = device;
+  o.moe_capacity_factor = capacity_factor;
   return Model::load(path, o);
 }
 
@@ -117,24 +119,43 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 constexpr double kRelF32 = 1e-4;
 constexpr double kRelF16 = 1e-2;
 
+// The routing a model's forwards returned: the last forward's, and the per-layer load of all of
+// them (the model keeps none itself).
+struct RoutingLog {
+  ForwardStats last;
+  verify::MoEMetrics all;
+  void add(const Model& m, ForwardStats s) {
+    all.record_load(s, m);
+    last = std::move(s);
+  }
+};
+
+// A forward whose logits go to `out` and whose routing goes to `log`.
+void forward(Model& m, RoutingLog& log, std::span<const int32_t> ids, KVCache& kv, std::vector<float>& out,
+             const ForwardOptions& o = {}) {
+  ForwardResult f = m.forward(ids, kv, o);
+  f.logits.to_host(out);
+  log.add(m, std::move(f.stats));
+}
+
 // Every MoE layer's last routing (experts exactly, weights within weight_tol) and accumulated
 // tokens per expert agree.
-void expect_same_routing(const Model& gpu, const Model& cpu, const std::string& what, double weight_tol) {
-  for (int l = 0; l < cpu.config().n_layer; ++l) {
-    const moe::Routing* rc = cpu.last_routing(l);
-    const moe::Routing* rg = gpu.last_routing(l);
-    ASSERT_NE(rc, nullptr) << what;
-    ASSERT_NE(rg, nullptr) << what;
+void expect_same_routing(const RoutingLog& gpu, const RoutingLog& cpu, int n_layer, const std::string& what,
+                         double weight_tol) {
+  for (int l = 0; l < n_layer; ++l) {
+    const moe::Routing* rc = &cpu.last.moe.at(l);
+    const moe::Routing* rg = &gpu.last.moe.at(l);
     EXPECT_EQ(rg->n_tokens, rc->n_tokens) << what << " layer " << l;
     EXPECT_EQ(rg->k, rc->k) << what << " layer " << l;
     EXPECT_EQ(rg->expert, rc->expert) << what << " layer " << l;
     ASSERT_EQ(rg->weight.size(), rc->weight.size());
     for (size_t i = 0; i < rc->weight.size(); ++i)
       EXPECT_NEAR(rg->weight[i], rc->weight[i], weight_tol) << what << " layer " << l << " slot " << i;
-    EXPECT_EQ(gpu.last_distinct_experts()[l], cpu.last_distinct_experts()[l]) << what << " layer " << l;
-    EXPECT_EQ(gpu.expert_stats(l)->expert_tokens(), cpu.expert_stats(l)->expert_tokens()) << what << " layer " << l;
-    EXPECT_EQ(gpu.expert_stats(l)->n_forwards(), cpu.expert_stats(l)->n_forwards()) << what << " layer " << l;
-    EXPECT_EQ(gpu.expert_stats(l)->n_tokens(), cpu.expert_stats(l)->n_tokens()) << what << " layer " << l;
+    EXPECT_EQ(gpu.last.distinct_experts(l), cpu.last.distinct_experts(l)) << what << " layer " << l;
+    const moe::ExpertStats &sg = gpu.all.layers.at(l), &sc = cpu.all.layers.at(l);
+    EXPECT_EQ(sg.expert_tokens(), sc.expert_tokens()) << what << " layer " << l;
+    EXPECT_EQ(sg.n_forwards(), sc.n_forwards()) << what << " layer " << l;
+    EXPECT_EQ(sg.n_tokens(), sc.n_tokens()) << what << " layer " << l;
   }
 }
 
@@ -146,29 +167,31 @@ void compare_moe_with_cpu(const std::string& path, double rel) {
   auto cpu = load(path, "cpu");
   auto gpu = load(path, "cuda:0");
   ASSERT_TRUE(gpu->config().is_moe());
+  const int L = cpu->config().n_layer;
+  RoutingLog lc, lg;
   KVCache kc = cpu->new_cache(32), kg = gpu->new_cache(32);
   std::vector<float> a, b;
-  cpu->forward(kIds, {}, kc, a);
-  gpu->forward(kIds, {}, kg, b);
+  forward(*cpu, lc, kIds, kc, a);
+  forward(*gpu, lg, kIds, kg, b);
   expect_close(b, a, rel, path + " all logits");
-  expect_same_routing(*gpu, *cpu, path + " prefill", weight_tol);
+  expect_same_routing(lg, lc, L, path + " prefill", weight_tol);
   for (int32_t next : {65, 66, 300}) {
     const int32_t one[1] = {next};
-    cpu->forward(one, {}, kc, a);
-    gpu->forward(one, {}, kg, b);
+    forward(*cpu, lc, one, kc, a);
+    forward(*gpu, lg, one, kg, b);
     expect_close(b, a, rel, path + " decode step");
   }
-  expect_same_routing(*gpu, *cpu, path + " decode", weight_tol);
+  expect_same_routing(lg, lc, L, path + " decode", weight_tol);
   ForwardOptions o;
   o.n_layers = 1;
   o.logits_all = false;
   const int32_t one[1] = {301};
-  cpu->forward(one, {}, kc, a, o);
-  gpu->forward(one, {}, kg, b, o);
+  forward(*cpu, lc, one, kc, a, o);
+  forward(*gpu, lg, one, kg, b, o);
   expect_close(b, a, rel, path + " early exit");
-  EXPECT_EQ(gpu->last_distinct_experts()[1], -1);  // not run by the early exit
-  EXPECT_EQ(gpu->expert_stats(0)->n_forwards(), 5);
-  EXPECT_EQ(gpu->expert_stats(1)->n_forwards(), 4);
+  EXPECT_EQ(lg.last.distinct_experts(1), -1);  // not run by the early exit
+  EXPECT_EQ(lg.all.layers.at(0).n_forwards(), 5);
+  EXPECT_EQ(lg.all.layers.at(1).n_forwards(), 4);
 }
 
 }  // namespace
@@ -176,7 +199,7 @@ void compare_moe_with_cpu(const std::string& path, double rel) {
 // ------------------------------------------------------------------------------------------
 // The argmax path on the CPU (runs everywhere): bit-identical to the argmax of forward's logits.
 
-TEST(ForwardArgmax, CpuEqualsArgmaxOfTheLogits) {
+TEST(LogitsArgmax, CpuEqualsArgmaxOfTheLogits) {
   for (const char* preset : {"tiny", "moe-tiny"}) {
     const std::string path = write_preset(preset, std::string("argmax_") + preset + ".gguf");
     auto m = load(path, "cpu");
@@ -186,28 +209,27 @@ TEST(ForwardArgmax, CpuEqualsArgmaxOfTheLogits) {
       for (bool all : {true, false}) {
         ForwardOptions o;
         o.logits_all = all;
-        KVCache a = m->new_cache(32), b = m->new_cache(32);
+        KVCache a = m->new_cache(32);
         std::vector<float> logits;
-        std::vector<int32_t> got;
-        m->forward(ids, {}, a, logits, o);
-        m->forward_argmax(ids, {}, b, got, o);
+        const ForwardResult f = m->forward(ids, a, o);
+        f.logits.to_host(logits);
+        const std::vector<int32_t> got = f.logits.argmax();  // where the logits live
         const size_t rows = all ? T : 1;
         ASSERT_EQ(got.size(), rows) << preset << " T " << T;
-        EXPECT_EQ(b.size(), static_cast<int>(T));
+        EXPECT_EQ(a.size(), static_cast<int>(T));
         for (size_t r = 0; r < rows; ++r)
           EXPECT_EQ(got[r], argmax(std::span<const float>(logits.data() + r * V, V))) << preset << " row " << r;
+        if (m->config().is_moe()) {
+          EXPECT_EQ(f.stats.moe.at(0).n_tokens, static_cast<int>(T));
+        }
       }
-    }
-    if (m->config().is_moe()) {
-      EXPECT_NE(m->last_routing(0), nullptr);
-      EXPECT_EQ(m->last_routing(0)->n_tokens, 9);  // the last forward_argmax recorded its routing
     }
   }
 }
 
-TEST(ForwardArgmax, CpuGreedyDecodingMatchesTheLogitsPath) {
-  // generate_autoregressive at temperature 0 now takes its ids from forward_argmax: the tokens
-  // equal a hand-rolled forward + argmax loop (what the sampler's greedy path computed before).
+TEST(LogitsArgmax, CpuGreedyDecodingMatchesTheLogitsPath) {
+  // generate_autoregressive at temperature 0: the tokens equal a hand-rolled forward + argmax
+  // loop.
   const std::string path = write_preset("tiny", "argmax_ar.gguf");
   auto m = load(path, "cpu");
   const std::vector<int32_t> prompt = m->tokenizer().encode("Once upon a time", true);
@@ -222,11 +244,11 @@ TEST(ForwardArgmax, CpuGreedyDecodingMatchesTheLogitsPath) {
   std::vector<int32_t> want;
   ForwardOptions last;
   last.logits_all = false;
-  m->forward(prompt, {}, kv, logits, last);
+  m->forward(prompt, kv, last).logits.to_host(logits);
   while (static_cast<int>(want.size()) < o.max_tokens) {
     want.push_back(argmax(logits));
     const int32_t t[1] = {want.back()};
-    if (static_cast<int>(want.size()) < o.max_tokens) m->forward(t, {}, kv, logits, last);
+    if (static_cast<int>(want.size()) < o.max_tokens) m->forward(t, kv, last).logits.to_host(logits);
   }
   EXPECT_EQ(r.tokens, want);
 }
@@ -239,11 +261,10 @@ TEST(SigmoidFixture, BiasAndGroupsShapeTheRouting) {
   auto without = load(write_deepseek_style("sigmoid_fixture_nobias.gguf", DType::F32, false), "cpu");
   KVCache ka = with->new_cache(32), kb = without->new_cache(32);
   std::vector<float> a, b;
-  with->forward(kIds, {}, ka, a);
-  without->forward(kIds, {}, kb, b);
+  const ForwardResult fa = with->forward(kIds, ka), fb = without->forward(kIds, kb);
   int differing = 0;
   for (int l = 0; l < with->config().n_layer; ++l) {
-    const moe::Routing& r = *with->last_routing(l);
+    const moe::Routing& r = fa.stats.moe.at(l);
     ASSERT_EQ(r.k, 3);
     for (int t = 0; t < r.n_tokens; ++t) {
       std::vector<int> groups;
@@ -256,7 +277,7 @@ TEST(SigmoidFixture, BiasAndGroupsShapeTheRouting) {
       EXPECT_LE(std::unique(groups.begin(), groups.end()) - groups.begin(), 2) << "layer " << l << " token " << t;
       EXPECT_NEAR(sum, 2.5f, 1e-5f) << "layer " << l << " token " << t;
     }
-    differing += r.expert != without->last_routing(l)->expert;
+    differing += r.expert != fb.stats.moe.at(l).expert;
   }
   EXPECT_GT(differing, 0) << "the bias never changed the selection: the fixture would not test it";
 }
@@ -290,14 +311,15 @@ TEST(CudaMoE, BatchedForwardEqualsOneTokenForwards) {
       const std::span<const int32_t> ids = std::span<const int32_t>(kIds).first(T);
       KVCache a = m->new_cache(32), b = m->new_cache(32);
       std::vector<float> batched, one, seq;
-      m->forward(ids, {}, a, batched);
+      RoutingLog log;
+      forward(*m, log, ids, a, batched);
       std::vector<std::vector<int32_t>> batched_experts;
-      for (int l = 0; l < m->config().n_layer; ++l) batched_experts.push_back(m->last_routing(l)->expert);
+      for (int l = 0; l < m->config().n_layer; ++l) batched_experts.push_back(log.last.moe.at(l).expert);
       std::vector<int32_t> seq_experts0;
       for (size_t i = 0; i < T; ++i) {
-        m->forward(ids.subspan(i, 1), {}, b, one);
+        forward(*m, log, ids.subspan(i, 1), b, one);
         seq.insert(seq.end(), one.begin(), one.end());
-        const auto& e = m->last_routing(0)->expert;
+        const auto& e = log.last.moe.at(0).expert;
         seq_experts0.insert(seq_experts0.end(), e.begin(), e.end());
       }
       ASSERT_EQ(batched.size(), T * V);
@@ -314,15 +336,16 @@ TEST(CudaMoE, KOverrideOneAndAllExpertsMatchTheCpu) {
   auto cpu = load(path, "cpu");
   auto gpu = load(path, "cuda");
   for (int k : {1, cpu->config().n_expert, 2}) {
-    cpu->set_moe_k(k);
-    gpu->set_moe_k(k);
+    ForwardOptions o;
+    o.moe_k = k;
     KVCache kc = cpu->new_cache(32), kg = gpu->new_cache(32);
     std::vector<float> a, b;
-    cpu->forward(kIds, {}, kc, a);
-    gpu->forward(kIds, {}, kg, b);
+    RoutingLog lc, lg;
+    forward(*cpu, lc, kIds, kc, a, o);
+    forward(*gpu, lg, kIds, kg, b, o);
     expect_close(b, a, kRelF32, "k = " + std::to_string(k));
-    EXPECT_EQ(gpu->last_routing(0)->k, k);
-    EXPECT_EQ(gpu->last_routing(0)->expert, cpu->last_routing(0)->expert) << "k = " << k;
+    EXPECT_EQ(lg.last.moe.at(0).k, k);
+    EXPECT_EQ(lg.last.moe.at(0).expert, lc.last.moe.at(0).expert) << "k = " << k;
   }
 }
 
@@ -330,10 +353,8 @@ TEST(CudaMoE, CapacityFactorAndSigmoidGatingRunOnTheDevice) {
   // Both were refused (Error(Unsupported)) before the device router and capacity kernels.
   SPECMOE_REQUIRE_CUDA();
   const std::string path = write_preset("moe-tiny", "cuda_moe_options.gguf");
-  auto gpu = load(path, "cuda");
-  EXPECT_NO_THROW(gpu->set_moe_capacity_factor(1.25));
-  EXPECT_THROW(gpu->set_moe_capacity_factor(std::nan("")), Error);  // still checked, as on the CPU
-  gpu->set_moe_capacity_factor(0.0);
+  EXPECT_NO_THROW(load(path, "cuda", 1.25));
+  EXPECT_THROW(load(path, "cuda", std::nan("")), Error);  // still checked, as on the CPU
   LoadOptions o;
   o.device = "cuda";
   o.moe_capacity_factor = 1.0;
@@ -344,9 +365,11 @@ TEST(CudaMoE, CapacityFactorAndSigmoidGatingRunOnTheDevice) {
   EXPECT_EQ(m->config().expert_gating, ExpertGating::Sigmoid);
   KVCache kv = m->new_cache(32);
   std::vector<float> logits;
-  EXPECT_NO_THROW(m->forward(kIds, {}, kv, logits));
+  EXPECT_NO_THROW(m->forward(kIds, kv).logits.to_host(logits));
   // k beyond the experts of the kept groups (2 groups of 2) is refused by the router.
-  EXPECT_THROW(m->set_moe_k(5), Error);
+  ForwardOptions k5;
+  k5.moe_k = 5;
+  EXPECT_THROW(m->forward(kIds, kv, k5), Error);
 }
 
 TEST(CudaMoE, DeepSeekStyleSigmoidRoutingMatchesTheCpu) {
@@ -366,34 +389,31 @@ TEST(CudaMoE, CapacityDroppingMatchesTheCpu) {
     for (double cf : {0.5, 1.0})
       for (size_t T : {size_t{1}, size_t{3}, size_t{17}}) {
         const std::string what = path + " cf " + std::to_string(cf) + " T " + std::to_string(T);
-        auto cpu = load(path, "cpu");
-        auto gpu = load(path, "cuda");
-        cpu->set_moe_capacity_factor(cf);
-        gpu->set_moe_capacity_factor(cf);
+        auto cpu = load(path, "cpu", cf);
+        auto gpu = load(path, "cuda", cf);
         const std::span<const int32_t> ids = std::span<const int32_t>(kIds17).first(T);
         KVCache kc = cpu->new_cache(32), kg = gpu->new_cache(32);
         std::vector<float> a, b;
-        cpu->forward(ids, {}, kc, a);
-        gpu->forward(ids, {}, kg, b);
+        RoutingLog lc, lg;
+        forward(*cpu, lc, ids, kc, a);
+        forward(*gpu, lg, ids, kg, b);
         expect_close(b, a, kRelF32, what);
         int64_t cpu_drops = 0;
         for (int l = 0; l < cpu->config().n_layer; ++l) {
-          const moe::Routing* rc = cpu->last_routing(l);
-          const moe::Routing* rg = gpu->last_routing(l);
-          ASSERT_NE(rc, nullptr);
-          ASSERT_NE(rg, nullptr);
+          const moe::Routing* rc = &lc.last.moe.at(l);
+          const moe::Routing* rg = &lg.last.moe.at(l);
           EXPECT_EQ(rg->expert, rc->expert) << what << " layer " << l;  // kDropped slots included
           ASSERT_EQ(rg->weight.size(), rc->weight.size());
           for (size_t i = 0; i < rc->weight.size(); ++i)
             EXPECT_NEAR(rg->weight[i], rc->weight[i], 10 * kRelF32) << what << " layer " << l << " slot " << i;
           EXPECT_EQ(rg->n_dropped_assignments, rc->n_dropped_assignments) << what << " layer " << l;
           EXPECT_EQ(rg->n_dropped_tokens, rc->n_dropped_tokens) << what << " layer " << l;
-          const moe::ExpertStats& sc = *cpu->expert_stats(l);
-          const moe::ExpertStats& sg = *gpu->expert_stats(l);
+          const moe::ExpertStats& sc = lc.all.layers.at(l);
+          const moe::ExpertStats& sg = lg.all.layers.at(l);
           EXPECT_EQ(sg.expert_tokens(), sc.expert_tokens()) << what << " layer " << l;
           EXPECT_EQ(sg.dropped_assignments(), sc.dropped_assignments()) << what << " layer " << l;
           EXPECT_EQ(sg.dropped_tokens(), sc.dropped_tokens()) << what << " layer " << l;
-          EXPECT_EQ(gpu->last_distinct_experts()[l], cpu->last_distinct_experts()[l]) << what << " layer " << l;
+          EXPECT_EQ(lg.last.distinct_experts(l), lc.last.distinct_experts(l)) << what << " layer " << l;
           cpu_drops += sc.dropped_assignments();
         }
         if (cf == 0.5 && T == 17) {
@@ -401,13 +421,13 @@ TEST(CudaMoE, CapacityDroppingMatchesTheCpu) {
         }
         // A decode step after the dropping prefill still agrees (capacity at T = 1).
         const int32_t one[1] = {66};
-        cpu->forward(one, {}, kc, a);
-        gpu->forward(one, {}, kg, b);
+        cpu->forward(one, kc).logits.to_host(a);
+        gpu->forward(one, kg).logits.to_host(b);
         expect_close(b, a, kRelF32, what + " decode");
       }
 }
 
-TEST(CudaGreedy, ForwardArgmaxEqualsArgmaxOfTheLogits) {
+TEST(CudaGreedy, LogitsArgmaxEqualsArgmaxOfTheLogits) {
   SPECMOE_REQUIRE_CUDA();
   for (const char* preset : {"tiny", "moe-tiny"}) {
     auto m = load(write_preset(preset, std::string("cuda_argmax_") + preset + ".gguf"), "cuda");
@@ -415,11 +435,11 @@ TEST(CudaGreedy, ForwardArgmaxEqualsArgmaxOfTheLogits) {
     for (bool all : {true, false}) {
       ForwardOptions o;
       o.logits_all = all;
-      KVCache a = m->new_cache(32), b = m->new_cache(32);
+      KVCache a = m->new_cache(32);
       std::vector<float> logits;
-      std::vector<int32_t> got;
-      m->forward(kIds, {}, a, logits, o);
-      m->forward_argmax(kIds, {}, b, got, o);
+      const ForwardResult f = m->forward(kIds, a, o);
+      f.logits.to_host(logits);
+      const std::vector<int32_t> got = f.logits.argmax();  // on the device: rows ids come back
       const size_t rows = all ? kIds.size() : 1;
       ASSERT_EQ(got.size(), rows);
       for (size_t r = 0; r < rows; ++r)

@@ -70,7 +70,7 @@ TEST(NgramDrafter, ProposeIsOneHotAndBoundedByParams) {
   Draft out;
   out.tokens = {42};
   DraftParams p;
-  p.max_tokens = 3;
+  p.draft_max = 3;
   d.propose(ctx, p, out);
   EXPECT_TRUE(out.one_hot);
   EXPECT_EQ(out.tokens, (Tokens{4, 1, 2}));
@@ -197,11 +197,11 @@ Tokens greedy_chain(core::Model& model, const Tokens& ctx, int g, int n_layers =
   core::ForwardOptions fo;
   fo.logits_all = false;
   fo.n_layers = n_layers;
-  model.forward(ctx, {}, kv, logits, fo);
+  model.forward(ctx, kv, fo).logits.to_host(logits);
   Tokens out;
   for (int i = 0; i < g; ++i) {
     out.push_back(core::argmax(logits));
-    model.forward(std::span<const int32_t>(&out.back(), 1), {}, kv, logits, fo);
+    model.forward(std::span<const int32_t>(&out.back(), 1), kv, fo).logits.to_host(logits);
   }
   return out;
 }
@@ -211,10 +211,10 @@ TEST(ModelDrafter, GreedyProposalsFollowTheDraftModel) {
   const Tokens prompt = m.tiny->tokenizer().encode("Once upon a time", true);
   ASSERT_GT(prompt.size(), 3u);
   ModelDrafter d(m.tiny_draft.get(), m.tiny->config().n_vocab, -1, 256);
-  const core::SamplerChain chain(greedy_params());
+  const core::Sampler chain(greedy_params());
   core::Rng rng(1);
   DraftParams p;
-  p.max_tokens = 5;
+  p.draft_max = 5;
   p.sampler = &chain;
   p.rng = &rng;
   Draft out;
@@ -224,8 +224,8 @@ TEST(ModelDrafter, GreedyProposalsFollowTheDraftModel) {
   EXPECT_EQ(out.tokens, expect);
   EXPECT_FALSE(out.one_hot);
   for (int i = 0; i < 5; ++i) {
-    ASSERT_EQ(out.q[i].size(), 320u);
-    EXPECT_EQ(out.q[i][expect[i]], 1.0f);  // temperature 0: one-hot q
+    ASSERT_EQ(static_cast<size_t>(out.q.cols), 320u);
+    EXPECT_EQ(out.q.row(i)[expect[i]], 1.0f);  // temperature 0: one-hot q
   }
   // The cache holds the prompt and the first g-1 drafted tokens.
   Tokens cached = prompt;
@@ -264,10 +264,10 @@ TEST(ModelDrafter, AdaptiveLengthAndSmallerDraftVocabulary) {
   sp.top_k = 0;
   sp.top_p = 1.0f;
   sp.min_p = 0.0f;
-  const core::SamplerChain chain(sp);
+  const core::Sampler chain(sp);
   core::Rng rng(3);
   DraftParams p;
-  p.max_tokens = 4;
+  p.draft_max = 4;
   p.sampler = &chain;
   p.rng = &rng;
   Draft out;
@@ -275,16 +275,16 @@ TEST(ModelDrafter, AdaptiveLengthAndSmallerDraftVocabulary) {
   d.propose(prompt, p, out);
   ASSERT_EQ(out.size(), 4);
   for (int i = 0; i < 4; ++i) {
-    ASSERT_EQ(out.q[i].size(), 320u);  // the target's vocabulary
+    ASSERT_EQ(static_cast<size_t>(out.q.cols), 320u);  // the target's vocabulary
     double sum = 0.0, tail = 0.0;
     for (int v = 0; v < 320; ++v) {
-      sum += out.q[i][v];
-      if (v >= 300) tail += out.q[i][v];
+      sum += out.q.row(i)[v];
+      if (v >= 300) tail += out.q.row(i)[v];
     }
     EXPECT_NEAR(sum, 1.0, 1e-5);  // float accumulation over 300 entries
     EXPECT_EQ(tail, 0.0);
     EXPECT_LT(out.tokens[i], 300);
-    EXPECT_GT(out.q[i][out.tokens[i]], 0.0f);
+    EXPECT_GT(out.q.row(i)[out.tokens[i]], 0.0f);
   }
   // Adaptive length: the draft's top probability is below 1, so p_min = 1 drafts nothing;
   // p_min tiny drafts all g.
@@ -295,7 +295,7 @@ TEST(ModelDrafter, AdaptiveLengthAndSmallerDraftVocabulary) {
   d.propose(prompt, p, out);
   EXPECT_EQ(out.size(), 4);
   // Greedy: the confidence is the plain softmax's top probability (< 1), not the one-hot q's.
-  const core::SamplerChain greedy(greedy_params());
+  const core::Sampler greedy(greedy_params());
   p.sampler = &greedy;
   p.p_min = 1.0f;
   d.propose(prompt, p, out);
@@ -312,10 +312,10 @@ TEST(LayerSkipDrafter, ExitAfterLayerOneEqualsTheOneLayerDraftModel) {
   ModelDrafter model(m.tiny_draft.get(), 320, -1, 256);
   core::SamplingParams sp;
   sp.temperature = 0.8f;
-  const core::SamplerChain chain(sp);
+  const core::Sampler chain(sp);
   core::Rng r1(5), r2(5);
   DraftParams p1, p2;
-  p1.max_tokens = p2.max_tokens = 6;
+  p1.draft_max = p2.draft_max = 6;
   p1.sampler = p2.sampler = &chain;
   p1.rng = &r1;
   p2.rng = &r2;
@@ -328,7 +328,7 @@ TEST(LayerSkipDrafter, ExitAfterLayerOneEqualsTheOneLayerDraftModel) {
   ASSERT_EQ(a.size(), 6);
   EXPECT_EQ(a.tokens, b.tokens);
   for (int i = 0; i < 6; ++i)
-    for (int v = 0; v < 320; ++v) ASSERT_NEAR(a.q[i][v], b.q[i][v], 1e-6f) << i << " " << v;  // same kernels
+    for (int v = 0; v < 320; ++v) ASSERT_NEAR(a.q.row(i)[v], b.q.row(i)[v], 1e-6f) << i << " " << v;  // same kernels
   // It shares the target's weights: same model object.
   EXPECT_EQ(&skip.model(), m.tiny.get());
   EXPECT_THROW(LayerSkipDrafter(*m.tiny, 0), Error);

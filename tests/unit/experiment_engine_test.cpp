@@ -310,7 +310,7 @@ class RepeatLastDrafter : public draft::Drafter {
   void propose(std::span<const int32_t> context, const draft::DraftParams& params, draft::Draft& out) override {
     out.clear();
     out.one_hot = true;
-    for (int i = 0; i < params.max_tokens; ++i) out.tokens.push_back(context.back());
+    for (int i = 0; i < params.draft_max; ++i) out.tokens.push_back(context.back());
   }
   void accepted(int, int32_t) override {}
 };

@@ -141,7 +141,7 @@ json record_model(core::Model& target, core::Model* draft_model, int n_tokens) {
     {
       core::KVCache kv = target.new_cache(256);
       std::vector<float> logits;
-      target.forward(prompt, {}, kv, logits);
+      target.forward(prompt, kv).logits.to_host(logits);
       pj["prefill_logits_fnv"] = fmt::format("{:016x}", fnv1a(logits));
     }
     // Speculative decoding: every drafter, greedy and lossless verifiers, temperatures 0 and 1.

@@ -14,7 +14,6 @@
 #include "base/error.h"
 #include "core/gguf.h"
 #include "core/model.h"
-#include "core/model_moe.h"
 #include "core/synth.h"
 #include "kernels/cpu/quant.h"
 #include "moe/expert_stats.h"
@@ -132,13 +131,14 @@ void check_against_reference(const std::string& path, int k = 0, double rel_tol 
   ASSERT_EQ(kk, k ? k : m->config().n_expert_used);
   KVCache kv = m->new_cache(32);
   std::vector<float> logits;
-  m->forward(kIds, {}, kv, logits);
+  const ForwardResult f = m->forward(kIds, kv);
+  f.logits.to_host(logits);
   MoEReferenceForward ref(path, kk);
   const auto want = ref.run(kIds);
   const int V = m->config().n_vocab, T = static_cast<int>(kIds.size());
+  ASSERT_EQ(f.stats.moe.size(), static_cast<size_t>(m->config().n_layer));
   for (int l = 0; l < m->config().n_layer; ++l) {
-    const moe::Routing* r = m->last_routing(l);
-    ASSERT_NE(r, nullptr);
+    const moe::Routing* r = &f.stats.moe[l];
     ASSERT_EQ(r->n_tokens, T);
     ASSERT_EQ(r->k, kk);
     for (int t = 0; t < T; ++t) {
@@ -192,8 +192,9 @@ TEST(MoESynth, MixtralStyleFileHasLlamaCppLayoutAndLoads) {
   EXPECT_TRUE(c.expert_weights_norm);  // Mixtral renormalises
   EXPECT_EQ(c.expert_gating, ExpertGating::Softmax);
   EXPECT_EQ(m->moe_k(), 2);
-  ASSERT_NE(m->expert_stats(0), nullptr);
-  EXPECT_EQ(m->expert_stats(3), nullptr);  // out of range
+  // gate + up + down slices of one expert: 3 x 64 x 96 F32.
+  EXPECT_EQ(m->moe_expert_bytes(0), size_t{3} * 64 * 96 * 4);
+  EXPECT_EQ(m->moe_expert_bytes(3), 0u);  // out of range
 }
 
 TEST(MoESynth, QwenMoEStyleFileHasLlamaCppLayoutAndLoads) {
@@ -259,9 +260,9 @@ TEST(MoEForward, BatchedEqualsOneTokenForwards) {
     auto m = Model::load(write_preset(preset, std::string(preset) + "_batch.gguf"), o);
     KVCache a = m->new_cache(32), b = m->new_cache(32);
     std::vector<float> batched, one, seq;
-    m->forward(kIds, {}, a, batched);
+    m->forward(kIds, a).logits.to_host(batched);
     for (size_t i = 0; i < kIds.size(); ++i) {
-      m->forward(std::span<const int32_t>(kIds).subspan(i, 1), {}, b, one);
+      m->forward(std::span<const int32_t>(kIds).subspan(i, 1), b).logits.to_host(one);
       seq.insert(seq.end(), one.begin(), one.end());
     }
     ASSERT_EQ(seq.size(), batched.size());
@@ -278,7 +279,7 @@ TEST(MoEForward, ThreadCountDoesNotChangeLogits) {
     auto m = Model::load(path, o);
     KVCache kv = m->new_cache(32);
     std::vector<float> logits;
-    m->forward(kIds, {}, kv, logits);
+    m->forward(kIds, kv).logits.to_host(logits);
     if (ref.empty()) ref = logits;
     EXPECT_TRUE(same_bits(ref.data(), logits.data(), ref.size())) << threads << " threads";
   }
@@ -290,23 +291,28 @@ TEST(MoEForward, ThreadCountDoesNotChangeLogits) {
 TEST(MoEForward, KOverrideChangesRouting) {
   const std::string path = write_preset("moe-tiny", "moe_k.gguf");
   auto m = Model::load(path);
+  ForwardStats last;
   auto run = [&](int k) {
-    m->set_moe_k(k);
+    ForwardOptions o;
+    o.moe_k = k;
     KVCache kv = m->new_cache(32);
     std::vector<float> logits;
-    m->forward(kIds, {}, kv, logits);
+    ForwardResult f = m->forward(kIds, kv, o);
+    f.logits.to_host(logits);
+    last = std::move(f.stats);
     return logits;
   };
   const auto k2 = run(2), k1 = run(1), k4 = run(4);
-  EXPECT_EQ(m->moe_k(), 4);
-  EXPECT_EQ(m->last_routing(0)->k, 4);
-  for (int l = 0; l < 3; ++l) EXPECT_EQ(m->last_distinct_experts()[l], 4);  // k = E touches all
+  EXPECT_EQ(m->moe_k(), 2);  // a per-forward k leaves the model's own
+  EXPECT_EQ(last.moe[0].k, 4);
+  for (int l = 0; l < 3; ++l) EXPECT_EQ(last.distinct_experts(l), 4);  // k = E touches all
   EXPECT_FALSE(same_bits(k1.data(), k2.data(), k1.size()));
   EXPECT_FALSE(same_bits(k4.data(), k2.data(), k4.size()));
   EXPECT_EQ(run(2), k2);  // back to the file's k: the same logits again
+  EXPECT_EQ(run(0), k2);  // 0: the model's k
 
-  EXPECT_THROW(m->set_moe_k(5), Error);
-  EXPECT_THROW(m->set_moe_k(0), Error);
+  EXPECT_THROW(run(5), Error);
+  EXPECT_THROW(run(-1), Error);
   LoadOptions bad;
   bad.moe_k_override = 5;
   try {
@@ -316,7 +322,7 @@ TEST(MoEForward, KOverrideChangesRouting) {
     EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
-  // Dense models reject MoE options instead of ignoring them.
+  // Dense models reject MoE options instead of ignoring them, and report no routing.
   const std::string dense = scratch("moe_dense_tiny.gguf");
   synth_write("tiny", dense, 1);
   LoadOptions o;
@@ -324,8 +330,16 @@ TEST(MoEForward, KOverrideChangesRouting) {
   EXPECT_THROW(Model::load(dense, o), Error);
   auto d = Model::load(dense);
   EXPECT_EQ(d->moe_k(), 0);
-  EXPECT_EQ(d->expert_stats(0), nullptr);
-  EXPECT_EQ(d->last_routing(0), nullptr);
+  EXPECT_EQ(d->moe_expert_bytes(0), 0u);
+  KVCache dkv = d->new_cache(32);
+  const ForwardStats ds = d->forward(kIds, dkv).stats;
+  for (int l = 0; l < d->config().n_layer; ++l) {
+    EXPECT_EQ(ds.moe[l].n_tokens, 0);
+    EXPECT_EQ(ds.distinct_experts(l), -1);
+  }
+  ForwardOptions dk;
+  dk.moe_k = 1;
+  EXPECT_THROW(d->forward(kIds, dkv, dk), Error);
 }
 
 TEST(MoEForward, ExpertStatsMatchTheRouting) {
@@ -333,14 +347,20 @@ TEST(MoEForward, ExpertStatsMatchTheRouting) {
   auto m = Model::load(path);
   const int T = static_cast<int>(kIds.size()), L = m->config().n_layer, E = m->config().n_expert;
   KVCache kv = m->new_cache(32);
-  std::vector<float> logits;
-  m->forward(kIds, {}, kv, logits);
+  // The model keeps no statistics: every forward returns its own routing, accumulated here.
+  std::vector<moe::ExpertStats> stats;
+  for (int l = 0; l < L; ++l) stats.emplace_back(E, 2, l);
+  auto record = [&](const ForwardStats& f) {
+    for (int l = 0; l < L; ++l)
+      if (f.moe[l].n_tokens > 0) stats[l].record_forward(f.moe[l], m->moe_expert_bytes(l));
+  };
+  const ForwardStats first = m->forward(kIds, kv).stats;
+  record(first);
   // Independently routed by the double reference: the model's counts per expert agree.
   MoEReferenceForward ref(path, 2);
   ref.run(kIds);
   for (int l = 0; l < L; ++l) {
-    const moe::ExpertStats* s = m->expert_stats(l);
-    ASSERT_NE(s, nullptr);
+    const moe::ExpertStats* s = &stats[l];
     EXPECT_EQ(s->layer(), l);
     EXPECT_EQ(s->n_forwards(), 1);
     EXPECT_EQ(s->n_tokens(), T);
@@ -350,27 +370,26 @@ TEST(MoEForward, ExpertStatsMatchTheRouting) {
       for (int e : experts) ++want[e], touched.insert(e);
     EXPECT_EQ(s->expert_tokens(), want) << "layer " << l;
     EXPECT_EQ(std::accumulate(want.begin(), want.end(), int64_t{0}), int64_t{T} * 2);
-    EXPECT_EQ(m->last_distinct_experts()[l], static_cast<int>(touched.size()));
+    EXPECT_EQ(first.distinct_experts(l), static_cast<int>(touched.size()));
     ASSERT_EQ(s->by_size().count({T, 2}), 1u);
     EXPECT_EQ(s->by_size().at({T, 2}).sum_distinct, static_cast<int64_t>(touched.size()));
     EXPECT_EQ(s->dropped_assignments(), 0);
   }
-  // Decode steps accumulate per forward size; early exit records only the layers it ran.
+  // Decode steps accumulate per forward size; early exit routes only the layers it ran.
   const int32_t next[1] = {65};
-  m->forward(next, {}, kv, logits);
+  record(m->forward(next, kv).stats);
   ForwardOptions early;
   early.n_layers = 1;
   const int32_t next2[1] = {66};
-  m->forward(next2, {}, kv, logits, early);
-  EXPECT_EQ(m->expert_stats(0)->n_forwards(), 3);
-  EXPECT_EQ(m->expert_stats(0)->n_tokens(), T + 2);
-  EXPECT_EQ(m->expert_stats(0)->by_size().at({1, 2}).n_forwards, 2);
-  EXPECT_EQ(m->expert_stats(1)->n_forwards(), 2);
-  EXPECT_EQ(m->last_distinct_experts()[0], 2);   // one token, k = 2
-  EXPECT_EQ(m->last_distinct_experts()[1], -1);  // not run by the early exit
-  m->reset_expert_stats();
-  EXPECT_EQ(m->expert_stats(0)->n_forwards(), 0);
-  EXPECT_EQ(m->expert_stats(2)->n_tokens(), 0);
+  const ForwardStats third = m->forward(next2, kv, early).stats;
+  record(third);
+  EXPECT_EQ(stats[0].n_forwards(), 3);
+  EXPECT_EQ(stats[0].n_tokens(), T + 2);
+  EXPECT_EQ(stats[0].by_size().at({1, 2}).n_forwards, 2);
+  EXPECT_EQ(stats[1].n_forwards(), 2);
+  EXPECT_EQ(third.distinct_experts(0), 2);   // one token, k = 2
+  EXPECT_EQ(third.distinct_experts(1), -1);  // not run by the early exit
+  EXPECT_EQ(third.moe[0].n_tokens, 1);       // this call's routing only
 }
 
 TEST(MoEForward, CapacityFactorDropsAssignments) {
@@ -381,9 +400,10 @@ TEST(MoEForward, CapacityFactorDropsAssignments) {
     auto m = Model::load(path, o);
     KVCache kv = m->new_cache(32);
     std::vector<float> logits;
-    m->forward(kIds, {}, kv, logits);
+    const ForwardResult f = m->forward(kIds, kv);
+    f.logits.to_host(logits);
     *dropped = 0;
-    for (int l = 0; l < m->config().n_layer; ++l) *dropped += m->expert_stats(l)->dropped_assignments();
+    for (int l = 0; l < m->config().n_layer; ++l) *dropped += f.stats.moe[l].n_dropped_assignments;
     for (float v : logits) EXPECT_TRUE(std::isfinite(v));
     return logits;
   };
@@ -483,9 +503,8 @@ TEST(MoELoad, RouterAndSizesFromMetadata) {
   EXPECT_EQ(m->config().n_expert_group, 2);
   EXPECT_FLOAT_EQ(m->config().expert_weights_scale, 2.5f);
   KVCache kv = m->new_cache(32);
-  std::vector<float> logits;
-  m->forward(kIds, {}, kv, logits);
-  const moe::Routing* r = m->last_routing(1);
+  const ForwardStats fs = m->forward(kIds, kv).stats;
+  const moe::Routing* r = &fs.moe[1];
   for (int t = 0; t < r->n_tokens; ++t) {
     EXPECT_NEAR(r->weight_at(t, 0) + r->weight_at(t, 1), 2.5f, 1e-5f);
     EXPECT_EQ(r->expert_at(t, 0) / 2, r->expert_at(t, 1) / 2) << "token " << t;  // same group
@@ -501,8 +520,8 @@ TEST(MoELoad, RouterAndSizesFromMetadata) {
   EXPECT_EQ(b->config().n_ff_expert, 64);
   KVCache ka = a->new_cache(32), kb = b->new_cache(32);
   std::vector<float> la, lb;
-  a->forward(kIds, {}, ka, la);
-  b->forward(kIds, {}, kb, lb);
+  a->forward(kIds, ka).logits.to_host(la);
+  b->forward(kIds, kb).logits.to_host(lb);
   EXPECT_TRUE(same_bits(la.data(), lb.data(), la.size()));
 }
 

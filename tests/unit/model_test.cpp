@@ -56,7 +56,7 @@ std::vector<float> forward_one_by_one(Model& m, KVCache& kv, std::span<const int
   std::vector<float> all, l;
   for (size_t i = 0; i < ids.size(); ++i) {
     std::span<const int32_t> pos = positions.empty() ? std::span<const int32_t>() : positions.subspan(i, 1);
-    m.forward(ids.subspan(i, 1), pos, kv, l);
+    m.forward(core::Batch(ids.subspan(i, 1), pos), kv).logits.to_host(l);
     all.insert(all.end(), l.begin(), l.end());
   }
   return all;
@@ -125,7 +125,7 @@ TEST(Stories260K, GreedyFromBosReproducesPublishedOutput) {
   last.logits_all = false;
   for (int step = 0; step < 200; ++step) {
     const int32_t tok[1] = {ids.back()};
-    m->forward(tok, {}, kv, logits, last);
+    m->forward(tok, kv, last).logits.to_host(logits);
     ASSERT_EQ(logits.size(), 512u);
     ids.push_back(argmax(logits.data(), c.n_vocab));
   }
@@ -139,7 +139,7 @@ TEST(Stories260K, BatchedForwardEqualsOneTokenForwards) {
   const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338};
   KVCache a = m->new_cache(64), b = m->new_cache(64);
   std::vector<float> batched;
-  m->forward(ids, {}, a, batched);
+  m->forward(ids, a).logits.to_host(batched);
   const std::vector<float> single = forward_one_by_one(*m, b, ids);
   ASSERT_EQ(batched.size(), ids.size() * 512);
   ASSERT_EQ(a.size(), 17);
@@ -154,7 +154,7 @@ TEST(Stories260K, BatchedForwardEqualsOneTokenForwards) {
   std::vector<float> last;
   ForwardOptions o;
   o.logits_all = false;
-  m->forward(ids, {}, c, last, o);
+  m->forward(ids, c, o).logits.to_host(last);
   ASSERT_EQ(last.size(), 512u);
   EXPECT_TRUE(same_bits(last.data(), batched.data() + 16 * 512, 512));
 }
@@ -165,10 +165,10 @@ TEST(Stories260K, ThreadCountDoesNotChangeLogits) {
   std::vector<std::vector<float>> out;
   for (int threads : {1, 2, 3}) {
     auto m = load_stories(threads);
-    EXPECT_EQ(m->threads(), threads);
+    EXPECT_EQ(m->backend().threads(), threads);
     KVCache kv = m->new_cache(16);
     out.emplace_back();
-    m->forward(ids, {}, kv, out.back());
+    m->forward(ids, kv).logits.to_host(out.back());
   }
   EXPECT_TRUE(same_bits(out[0].data(), out[1].data(), out[0].size()));
   EXPECT_TRUE(same_bits(out[0].data(), out[2].data(), out[0].size()));
@@ -180,13 +180,13 @@ TEST(Stories260K, TruncateAndRecomputeGivesTheSameLogits) {
   const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426};
   KVCache kv = m->new_cache(32);
   std::vector<float> first, again;
-  m->forward(ids, {}, kv, first);
+  m->forward(ids, kv).logits.to_host(first);
   // Overwrite rows 9.. with other tokens, then roll back and recompute the original ones.
   kv.truncate(9);
   const std::vector<int32_t> other = {300, 301, 302};
-  m->forward(other, {}, kv, again);
+  m->forward(other, kv).logits.to_host(again);
   kv.truncate(9);
-  m->forward(std::span<const int32_t>(ids).subspan(9), {}, kv, again);
+  m->forward(std::span<const int32_t>(ids).subspan(9), kv).logits.to_host(again);
   ASSERT_EQ(kv.size(), 16);
   EXPECT_TRUE(same_bits(again.data(), first.data() + 9 * 512, 7 * 512));  // exact: same rows, same order
 }
@@ -207,19 +207,19 @@ TEST(Stories260K, TreeMaskHidesNonAncestors) {
                   1, 0, 1, 1};
   KVCache kv = m->new_cache(32);
   std::vector<float> l;
-  m->forward(prefix, {}, kv, l);
+  m->forward(prefix, kv).logits.to_host(l);
   std::vector<float> tree_logits;
   ForwardOptions o;
   o.mask = &mask;
-  m->forward(tree, pos, kv, tree_logits, o);
+  m->forward(core::Batch(tree, pos), kv, o).logits.to_host(tree_logits);
   ASSERT_EQ(kv.size(), 9);
 
   // Reference: the path r, c2, g forwarded as a plain sequence.
   KVCache ref = m->new_cache(32);
-  m->forward(prefix, {}, ref, l);
+  m->forward(prefix, ref).logits.to_host(l);
   const std::vector<int32_t> path = {432, 286, 261};
   std::vector<float> path_logits;
-  m->forward(path, {}, ref, path_logits);
+  m->forward(path, ref).logits.to_host(path_logits);
   // Tolerance 0: c2 and g see exactly the rows the sequence has, in the same order.
   EXPECT_TRUE(same_bits(tree_logits.data() + 2 * 512, path_logits.data() + 1 * 512, 512));  // c2
   EXPECT_TRUE(same_bits(tree_logits.data() + 3 * 512, path_logits.data() + 2 * 512, 512));  // g
@@ -236,8 +236,8 @@ TEST(Stories260K, TreeMaskHidesNonAncestors) {
   EXPECT_EQ(kv.position(7), 7);
   const int32_t next[1] = {376};
   std::vector<float> a, b;
-  m->forward(next, {}, kv, a);
-  m->forward(next, {}, ref, b);
+  m->forward(next, kv).logits.to_host(a);
+  m->forward(next, ref).logits.to_host(b);
   EXPECT_TRUE(same_bits(a.data(), b.data(), 512));
 
   // An explicit causal mask equals the default.
@@ -245,8 +245,8 @@ TEST(Stories260K, TreeMaskHidesNonAncestors) {
   const AttentionMask causal = AttentionMask::causal(5);
   ForwardOptions oc;
   oc.mask = &causal;
-  m->forward(prefix, {}, k1, a, oc);
-  m->forward(prefix, {}, k2, b);
+  m->forward(prefix, k1, oc).logits.to_host(a);
+  m->forward(prefix, k2).logits.to_host(b);
   EXPECT_TRUE(same_bits(a.data(), b.data(), a.size()));
 }
 
@@ -266,8 +266,8 @@ TEST(Stories260K, EarlyExitEqualsAModelWithFewerLayers) {
     std::vector<float> a, b;
     ForwardOptions o;
     o.n_layers = L;
-    m->forward(ids, {}, k1, a, o);
-    small->forward(ids, {}, k2, b);
+    m->forward(ids, k1, o).logits.to_host(a);
+    small->forward(ids, k2).logits.to_host(b);
     EXPECT_TRUE(same_bits(a.data(), b.data(), a.size()));  // same code path, same weights
   }
   // n_layers = 0: the head applied to the normalised embedding.
@@ -275,14 +275,14 @@ TEST(Stories260K, EarlyExitEqualsAModelWithFewerLayers) {
   std::vector<float> l0, l5;
   ForwardOptions o0;
   o0.n_layers = 0;
-  m->forward(ids, {}, k, l0, o0);
+  m->forward(ids, k, o0).logits.to_host(l0);
   k.clear();
-  m->forward(ids, {}, k, l5);
+  m->forward(ids, k).logits.to_host(l5);
   EXPECT_FALSE(same_bits(l0.data(), l5.data(), l0.size()));
   ForwardOptions too_many;
   too_many.n_layers = 6;
   k.clear();
-  EXPECT_THROW(m->forward(ids, {}, k, l0, too_many), Error);
+  EXPECT_THROW(m->forward(ids, k, too_many).logits.to_host(l0), Error);
 }
 
 TEST(Stories260K, ForwardBeyondCacheCapacityThrowsLimit) {
@@ -291,24 +291,24 @@ TEST(Stories260K, ForwardBeyondCacheCapacityThrowsLimit) {
   KVCache kv = m->new_cache(8);
   std::vector<float> l;
   const std::vector<int32_t> five = {1, 403, 407, 261, 378}, four = {432, 383, 286, 261};
-  m->forward(five, {}, kv, l);
+  m->forward(five, kv).logits.to_host(l);
   try {
-    m->forward(four, {}, kv, l);
+    m->forward(four, kv).logits.to_host(l);
     FAIL() << "no throw";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Limit);
     EXPECT_NE(std::string(e.what()).find("capacity 8"), std::string::npos) << e.what();
   }
   EXPECT_EQ(kv.size(), 5);  // unchanged
-  m->forward(std::span<const int32_t>(four).first(3), {}, kv, l);
+  m->forward(std::span<const int32_t>(four).first(3), kv).logits.to_host(l);
   EXPECT_EQ(kv.size(), 8);
   // Bad inputs.
   kv.clear();
   const std::vector<int32_t> bad = {512};
-  EXPECT_THROW(m->forward(bad, {}, kv, l), Error);
-  EXPECT_THROW(m->forward({}, {}, kv, l), Error);
+  EXPECT_THROW(m->forward(bad, kv).logits.to_host(l), Error);
+  EXPECT_THROW(m->forward({}, kv).logits.to_host(l), Error);
   KVCache wrong(3, 8, 32);
-  EXPECT_THROW(m->forward(five, {}, wrong, l), Error);
+  EXPECT_THROW(m->forward(five, wrong).logits.to_host(l), Error);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -385,7 +385,7 @@ void check_against_reference(const SynthSpec& spec, const std::string& file, dou
   const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
   KVCache kv = m->new_cache(32);
   std::vector<float> logits;
-  m->forward(ids, {}, kv, logits);
+  m->forward(ids, kv).logits.to_host(logits);
   const auto ref = ReferenceForward(path).run(ids);
   const int V = m->config().n_vocab;
   double max_ref = 0, max_diff = 0;
@@ -402,7 +402,7 @@ void check_against_reference(const SynthSpec& spec, const std::string& file, dou
   // And the cached path agrees with the batch: last token re-run alone after truncation.
   kv.truncate(static_cast<int>(ids.size()) - 1);
   std::vector<float> last;
-  m->forward(std::span<const int32_t>(ids).last(1), {}, kv, last);
+  m->forward(std::span<const int32_t>(ids).last(1), kv).logits.to_host(last);
   EXPECT_TRUE(same_bits(last.data(), logits.data() + (ids.size() - 1) * V, V));
 }
 

@@ -54,17 +54,22 @@ const std::vector<int32_t> kPrompt = {1, 72, 105, 33, 44, 90, 17};
 TEST(MoEMetrics, RecordForwardCountsDistinctAndRejectedReads) {
   auto m = core::Model::load(synth("moe-tiny", "moespec_record.gguf"));
   core::KVCache kv = m->new_cache(32);
-  std::vector<float> logits;
   const std::vector<int32_t> batch = {72, 105, 33, 44, 90};  // T = 5
-  m->forward(batch, {}, kv, logits);
+  const core::ForwardStats stats = m->forward(batch, kv).stats;
   verify::MoEMetrics all_kept, one_kept;
-  all_kept.record_forward(*m, 5, 5);
-  one_kept.record_forward(*m, 5, 2);
+  all_kept.record_forward(stats, *m, 5, 5);
+  one_kept.record_forward(stats, *m, 5, 2);
   double sum_u = 0, rejected = 0;
+  ASSERT_EQ(stats.moe.size(), 3u);
   for (int l = 0; l < 3; ++l) {
-    sum_u += distinct(*m->last_routing(l), 5);
-    rejected += distinct(*m->last_routing(l), 5) - distinct(*m->last_routing(l), 2);
+    ASSERT_EQ(stats.moe[l].n_tokens, 5);
+    EXPECT_EQ(stats.distinct_experts(l), distinct(stats.moe[l], 5));
+    sum_u += distinct(stats.moe[l], 5);
+    rejected += distinct(stats.moe[l], 5) - distinct(stats.moe[l], 2);
   }
+  // The per-layer load of this one forward: 5 tokens x 2 experts in every layer.
+  ASSERT_EQ(all_kept.layers.size(), 3u);
+  for (const moe::ExpertStats& s : all_kept.layers) EXPECT_EQ(s.n_tokens(), 5);
   EXPECT_EQ(all_kept.n_forwards, 1);
   EXPECT_EQ(all_kept.n_moe_layers, 3);
   EXPECT_DOUBLE_EQ(all_kept.sum_distinct, sum_u);
@@ -79,7 +84,8 @@ TEST(MoEMetrics, RecordForwardCountsDistinctAndRejectedReads) {
   // Dense models record nothing.
   auto dense = core::Model::load(synth("tiny", "moespec_dense.gguf"));
   verify::MoEMetrics d;
-  d.record_forward(*dense, 1, 1);
+  core::KVCache dkv = dense->new_cache(8);
+  d.record_forward(dense->forward(batch, dkv).stats, *dense, 5, 5);
   EXPECT_EQ(d.n_forwards, 0);
   EXPECT_EQ(d.n_expert, 0);
 }

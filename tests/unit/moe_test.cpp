@@ -32,7 +32,9 @@ struct Tensor {
   std::vector<uint8_t> bytes;
   std::vector<float> deq;  // [rows, ne[0]]
 
-  WeightView view(const std::string& name) const { return {bytes.data(), type, ne, name}; }
+  // The tensor as the layer takes it: a stacked {n_in, n_out, n_expert} tensor is one matrix of
+  // n_out * n_expert rows.
+  MatrixView view() const { return MatrixView::make(type, bytes.data(), ne[0], ne[1] * ne[2]); }
   const float* row(int64_t r) const { return deq.data() + r * ne[0]; }
 };
 
@@ -109,15 +111,15 @@ Fixture make_fixture(const Case& c, uint32_t seed) {
 
 MoELayer make_layer(const Case& c, const Fixture& f, std::shared_ptr<cpu::ThreadPool> pool = nullptr) {
   MoEWeights w;
-  w.gate_inp = f.gate_inp.view("blk.0.ffn_gate_inp.weight");
-  w.gate_exps = f.gate.view("blk.0.ffn_gate_exps.weight");
-  w.up_exps = f.up.view("blk.0.ffn_up_exps.weight");
-  w.down_exps = f.down.view("blk.0.ffn_down_exps.weight");
+  w.gate_inp = f.gate_inp.view();
+  w.gate_exps = f.gate.view();
+  w.up_exps = f.up.view();
+  w.down_exps = f.down.view();
   if (c.n_ff_sh > 0) {
-    w.gate_shexp = f.gate_sh.view("blk.0.ffn_gate_shexp.weight");
-    w.up_shexp = f.up_sh.view("blk.0.ffn_up_shexp.weight");
-    w.down_shexp = f.down_sh.view("blk.0.ffn_down_shexp.weight");
-    if (c.shexp_gate) w.gate_inp_shexp = f.gate_inp_sh.view("blk.0.ffn_gate_inp_shexp.weight");
+    w.gate_shexp = f.gate_sh.view();
+    w.up_shexp = f.up_sh.view();
+    w.down_shexp = f.down_sh.view();
+    if (c.shexp_gate) w.gate_inp_shexp = f.gate_inp_sh.view();
   }
   RouterSpec spec;
   spec.kind = c.router;
@@ -446,14 +448,14 @@ TEST(MoELayer, RejectsInconsistentWeights) {
   Case c{"bad", RouterKind::SoftmaxTopK, DType::F32, 24, 40, 4, 2, 3};
   const Fixture f = make_fixture(c, 1u);
   MoEWeights w;
-  w.gate_inp = f.gate_inp.view("ffn_gate_inp");
-  w.gate_exps = f.gate.view("ffn_gate_exps");
-  w.up_exps = f.up.view("ffn_up_exps");
-  w.down_exps = f.down.view("ffn_down_exps");
+  w.gate_inp = f.gate_inp.view();
+  w.gate_exps = f.gate.view();
+  w.up_exps = f.up.view();
+  w.down_exps = f.down.view();
   auto router = [] { return std::make_unique<SoftmaxTopKRouter>(4, 2, true); };
   EXPECT_NO_THROW(MoELayer(w, router()));
   MoEWeights bad = w;
-  bad.down_exps.ne = {24, 40, 4};  // transposed
+  bad.down_exps = MatrixView::make(DType::F32, f.down.bytes.data(), 24, 40 * 4);  // transposed
   EXPECT_THROW(MoELayer(bad, router()), Error);
   bad = w;
   bad.up_exps.data = nullptr;
@@ -463,11 +465,14 @@ TEST(MoELayer, RejectsInconsistentWeights) {
   bad.gate_exps.type = DType::Q8_0;  // 24 is not a multiple of Q8_0's 32-element block
   EXPECT_THROW(MoELayer(bad, router()), Error);
   bad = w;
-  bad.gate_shexp = f.gate.view("ffn_gate_shexp");  // shared expert without up/down
+  bad.gate_exps.row_bytes += 4;  // rows that do not match the type's row size
+  EXPECT_THROW(MoELayer(bad, router()), Error);
+  bad = w;
+  bad.gate_shexp = f.gate.view();  // shared expert without up/down
   EXPECT_THROW(MoELayer(bad, router()), Error);
   try {
     bad = w;
-    bad.up_exps.ne = {24, 41, 4};
+    bad.up_exps.n_out = 41 * 4;
     MoELayer layer(bad, router());
     FAIL() << "no error";
   } catch (const Error& e) {

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "core/model_moe.h"
+#include "core/rng.h"
 #include "moe/router_factory.h"
 
 namespace specmoe::moe {

@@ -72,7 +72,7 @@ TEST(Synth, TinyLoadsAndGivesFiniteSpreadLogits) {
   const std::vector<int32_t> ids = m->tokenizer().encode("Hello, world", true);
   KVCache kv = m->new_cache(64);
   std::vector<float> logits;
-  m->forward(ids, {}, kv, logits);
+  m->forward(ids, kv).logits.to_host(logits);
   for (size_t t = 0; t < ids.size(); ++t) {
     const float* row = logits.data() + t * c.n_vocab;
     float lo = row[0], hi = row[0];
@@ -104,7 +104,7 @@ TEST(Synth, GreedyTextIsNotDegenerate) {
     for (int step = 0; step < 60; ++step) {
       ForwardOptions o;
       o.logits_all = false;
-      m->forward(feed, {}, kv, logits, o);
+      m->forward(feed, kv, o).logits.to_host(logits);
       const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
       distinct.insert(next);
       const std::string piece = m->tokenizer().token_to_piece(next);

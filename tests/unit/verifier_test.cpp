@@ -12,6 +12,7 @@
 #include "verify/metrics.h"
 #include "verify/registry.h"
 #include "verify/speculative_verifier.h"
+#include "host_rows.h"
 
 namespace specmoe::verify {
 namespace {
@@ -89,8 +90,8 @@ constexpr int kVocab = 8;
 class AlwaysAcceptVerifier : public Verifier {
  public:
   std::string name() const override { return "always-accept"; }
-  VerifyResult verify(const draft::Draft& d, std::span<const std::vector<float>> p, core::Rng& rng) const override {
-    return {d.size(), sample_weights(p[d.size()], rng)};
+  VerifyResult verify(const draft::Draft& d, const core::Rows& p, core::Rng& rng) const override {
+    return {d.size(), sample_weights(std::span<const float>(p.row(d.size()), static_cast<size_t>(p.cols)), rng)};
   }
 };
 
@@ -103,11 +104,12 @@ std::vector<int64_t> first_token_counts(const Verifier& v, const std::vector<Dis
   std::vector<int64_t> counts(p[0].size(), 0);
   draft::Draft d;
   d.one_hot = one_hot;
-  if (!one_hot) d.q = q;
+  const testing::HostRows q_rows(q), p_rows(p);
+  if (!one_hot) d.q = q_rows;
   for (int t = 0; t < kTrials; ++t) {
     d.tokens.clear();
     for (int i = 0; i < g; ++i) d.tokens.push_back(one_hot ? one_hot_token : draw(q[i], draft_rng));
-    const VerifyResult r = v.verify(d, p, verify_rng);
+    const VerifyResult r = v.verify(d, p_rows, verify_rng);
     ++counts[r.n_accepted > 0 ? d.tokens[0] : r.next_token];
   }
   return counts;
@@ -210,22 +212,24 @@ std::vector<int64_t> joint_two_token_counts(const Verifier& v, const std::vector
   draft::Draft d;
   std::vector<Dist> p(g + 1);
   std::vector<int32_t> emitted;
+  testing::HostRows q_rows;
   for (int t = 0; t < kTrials; ++t) {
     emitted.clear();
     int32_t prev = s0;
     while (emitted.size() < 2) {
       d.tokens.clear();
-      d.q.clear();
+      q_rows.clear();
       p[0] = P[prev];
       int32_t ctx = prev;
       for (int i = 0; i < g; ++i) {
         const int32_t x = draw(Q[ctx], draft_rng);
         d.tokens.push_back(x);
-        d.q.push_back(Q[ctx]);
+        q_rows.push_back(Q[ctx]);
         p[i + 1] = P[x];
         ctx = x;
       }
-      const VerifyResult r = v.verify(d, p, verify_rng);
+      d.q = q_rows;
+      const VerifyResult r = v.verify(d, testing::HostRows(p), verify_rng);
       for (int i = 0; i < r.n_accepted; ++i) emitted.push_back(d.tokens[i]);
       emitted.push_back(r.next_token);
       prev = emitted.back();
@@ -257,12 +261,13 @@ TEST(SpeculativeVerifier, DraftEqualToTargetAcceptsEverything) {
   core::Rng rng(16);
   const Dist p0 = random_dist(rng, kVocab), p1 = random_dist(rng, kVocab), p2 = random_dist(rng, kVocab);
   draft::Draft d;
-  d.q = {p0, p1};
+  const testing::HostRows q_rows(std::vector<Dist>{p0, p1});
+  d.q = q_rows;
   core::Rng vr(1);
   for (int t = 0; t < 1000; ++t) {
     d.tokens = {draw(p0, rng), draw(p1, rng)};
     const std::vector<Dist> p = {p0, p1, p2};
-    EXPECT_EQ(SpeculativeVerifier().verify(d, p, vr).n_accepted, 2);
+    EXPECT_EQ(SpeculativeVerifier().verify(d, testing::HostRows(p), vr).n_accepted, 2);
   }
 }
 
@@ -298,7 +303,7 @@ TEST(GreedyVerifier, AcceptsExactlyTheMatchingPrefix) {
   };
   for (const Case& c : cases) {
     d.tokens = c.draft;
-    const VerifyResult r = v.verify(d, p, rng);
+    const VerifyResult r = v.verify(d, testing::HostRows(p), rng);
     EXPECT_EQ(r.n_accepted, c.n_accepted);
     EXPECT_EQ(r.next_token, c.next);
   }
@@ -306,7 +311,7 @@ TEST(GreedyVerifier, AcceptsExactlyTheMatchingPrefix) {
   // Empty draft: plain greedy step.
   d.tokens.clear();
   const std::vector<Dist> p1 = {peaked(7)};
-  const VerifyResult r = v.verify(d, p1, rng);
+  const VerifyResult r = v.verify(d, testing::HostRows(p1), rng);
   EXPECT_EQ(r.n_accepted, 0);
   EXPECT_EQ(r.next_token, 7);
 }
@@ -321,17 +326,20 @@ TEST(SpeculativeVerifier, TemperatureZeroReducesToGreedy) {
   for (int t = 0; t < 2000; ++t) {
     const int g = 3;
     draft::Draft d;
+    testing::HostRows q_rows;
     std::vector<Dist> p;
     for (int i = 0; i < g; ++i) {
       // The draft matches the target with probability 1/2 per position.
       const int32_t target = static_cast<int32_t>(rng.next_u32() % kVocab);
       const int32_t x = rng.uniform() < 0.5 ? target : static_cast<int32_t>((target + 1 + rng.next_u32() % 7) % kVocab);
       d.tokens.push_back(x);
-      d.q.push_back(one_hot(x));
+      q_rows.push_back(one_hot(x));
       p.push_back(one_hot(target));
     }
     p.push_back(one_hot(static_cast<int32_t>(rng.next_u32() % kVocab)));
-    const VerifyResult a = greedy.verify(d, p, vr), b = spec.verify(d, p, vr);
+    d.q = q_rows;
+    const testing::HostRows p_rows(p);
+    const VerifyResult a = greedy.verify(d, p_rows, vr), b = spec.verify(d, p_rows, vr);
     EXPECT_EQ(a.n_accepted, b.n_accepted);
     EXPECT_EQ(a.next_token, b.next_token);
     ++rejected_at[a.n_accepted];
@@ -346,14 +354,15 @@ TEST(Verifier, RejectsMismatchedInputs) {
   d.one_hot = true;
   d.tokens = {1, 2};
   const std::vector<Dist> two = {one_hot(0), one_hot(1)};
-  EXPECT_THROW(v.verify(d, two, rng), Error);  // needs g+1 = 3 rows
+  EXPECT_THROW(v.verify(d, testing::HostRows(two), rng), Error);  // needs g+1 = 3 rows
   d.tokens = {1, 9};
   const std::vector<Dist> three = {one_hot(0), one_hot(1), one_hot(2)};
-  EXPECT_THROW(v.verify(d, three, rng), Error);  // token 9 outside vocab 8
+  EXPECT_THROW(v.verify(d, testing::HostRows(three), rng), Error);  // token 9 outside vocab 8
   d.one_hot = false;
   d.tokens = {1, 2};
-  d.q = {one_hot(1)};
-  EXPECT_THROW(v.verify(d, three, rng), Error);  // one q row for two tokens
+  const testing::HostRows one_q(std::vector<Dist>{one_hot(1)});
+  d.q = one_q;
+  EXPECT_THROW(v.verify(d, testing::HostRows(three), rng), Error);  // one q row for two tokens
 }
 
 TEST(VerifierRegistry, NamesAndUnknownName) {

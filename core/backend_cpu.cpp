@@ -1,0 +1,153 @@
+// CpuBackend: the Backend of the host CPU. Memory is host memory; the ops are kernels/cpu's fast
+// paths on the backend's own thread pool (AVX2 where the CPU has it, threads split by output
+// element, so results do not depend on the thread count); the MoE block is moe::MoELayer; the
+// sampling ops are core::SamplerChain's, the definition every other backend is tested against.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "core/backend.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+
+namespace specmoe::core {
+
+std::shared_ptr<void> allocate_host_memory(size_t bytes);  // core/backend.cpp
+
+namespace {
+
+namespace cpu = kernels::cpu;
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int n_threads) : pool_(n_threads) {}
+
+  Device device() const override { return Device{}; }
+  std::string describe() const override {
+    return fmt::format("cpu ({}, {} threads)", cpu::isa_name(cpu::best_isa()), pool_.n_threads());
+  }
+  int threads() const override { return pool_.n_threads(); }
+
+  // ---- memory
+  std::shared_ptr<void> allocate(size_t bytes) override { return allocate_host_memory(bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (dst != src) std::memcpy(dst, src, bytes);
+  }
+  void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
+                 int64_t rows) override {
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(static_cast<uint8_t*>(dst) + r * dst_pitch, static_cast<const uint8_t*>(src) + r * src_pitch,
+                  row_bytes);
+  }
+  void download(void* host_dst, const void* src, size_t bytes) override { copy(host_dst, src, bytes); }
+  void upload(void* dst, const void* host_src, size_t bytes) override { copy(dst, host_src, bytes); }
+  void synchronize() override {}
+
+  // ---- weights: the host views are the CPU's own.
+  MatrixView resident(const MatrixView& host) override { return host; }
+  VectorView resident(const VectorView& host) override { return host; }
+
+  // ---- forward ops
+  void get_rows(const MatrixView& table, const int32_t* ids, int64_t n, float* out) override {
+    for (int64_t t = 0; t < n; ++t) cpu::dequantize_row(table.type, table.row(ids[t]), out + t * table.n_in, table.n_in);
+  }
+  void rms_norm(const float* x, const float* w, float* out, int64_t T, int64_t n, float eps) override {
+    cpu::rms_norm(pool_, x, w, out, T, n, eps);
+  }
+  void layer_norm(const float* x, const float* w, const float* b, float* out, int64_t T, int64_t n,
+                  float eps) override {
+    cpu::layer_norm(pool_, x, w, b, out, T, n, eps);
+  }
+  void matmul(const float* x, int64_t T, const MatrixView& w, float* y) override { cpu::matmul(pool_, x, T, w, y); }
+  void add_bias(float* y, const float* b, int64_t T, int64_t n) override { cpu::add_bias(y, b, T, n); }
+  void add(const float* a, const float* b, float* y, int64_t n) override { cpu::add(a, b, y, n); }
+  void rope(float* x, int64_t T, const int32_t* positions, const RopeParams& p) override {
+    cpu::rope(pool_, x, T, std::span<const int32_t>(positions, static_cast<size_t>(T)), p);
+  }
+  void attention(const float* q, int64_t T, const KVView& kv, const uint8_t* mask, const AttentionParams& p,
+                 float* out) override {
+    cpu::attention(pool_, q, T, kv, mask, p, out);
+  }
+  void swiglu(const float* gate, const float* up, float* out, int64_t n) override { cpu::swiglu(pool_, gate, up, out, n); }
+  void gelu(const float* x, float* y, int64_t n) override { cpu::gelu(pool_, x, y, n); }
+
+  void moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, int64_t T, float* out,
+               moe::Routing& routing) override {
+    // One moe::MoELayer per block (it owns the block's scratch and router), made on first use.
+    std::unique_ptr<moe::MoELayer>& layer = moe_layers_[block.weights.gate_inp.data];
+    if (!layer) layer = std::make_unique<moe::MoELayer>(block.weights, moe::make_router(block.router));
+    layer->router().set_k(k);
+    layer->router().set_capacity_factor(capacity_factor);
+    layer->forward(pool_, x, static_cast<int>(T), out, nullptr);
+    routing = layer->last_routing();
+  }
+
+  void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* host_ids) override {
+    for (int64_t r = 0; r < rows; ++r) host_ids[r] = core::argmax(std::span<const float>(x + r * n, static_cast<size_t>(n)));
+  }
+
+  // ---- sampling: SamplerChain, row by row; row r's penalties see history + extra[0, r).
+  void distributions(const float* logits, int64_t rows, int64_t n, const SamplingParams& params,
+                     std::span<const int32_t> history, std::span<const int32_t> extra, float* out) override {
+    if (rows > static_cast<int64_t>(extra.size()) + 1)
+      throw_error(ErrorKind::InvalidArgument, "sampling: {} rows but {} drafted tokens (at most one row more)", rows,
+                  extra.size());
+    const SamplerChain chain(params);
+    history_.assign(history.begin(), history.end());
+    for (int64_t r = 0; r < rows; ++r) {
+      chain.distribution(std::span<const float>(logits + r * n, static_cast<size_t>(n)), history_,
+                         std::span<float>(out + r * n, static_cast<size_t>(n)));
+      if (r < static_cast<int64_t>(extra.size())) history_.push_back(extra[r]);
+    }
+  }
+
+  int32_t sample(const float* probs, int64_t n, const SamplingParams& params, double u) override {
+    return SamplerChain(params).sample_with(std::span<const float>(probs, static_cast<size_t>(n)), u);
+  }
+
+  Draw draw(const float* probs, int64_t n, float* q, int64_t n_out, const SamplingParams& params, double u,
+            const float* confidence_logits) override {
+    Draw d;
+    const int64_t m = std::min(n, n_out);
+    if (q != probs) std::copy(probs, probs + m, q);
+    if (n > n_out) {
+      // Ids the target does not have are padding: mask them out so the token is always a target
+      // id and q stays exactly the distribution it is drawn from.
+      double sum = 0.0;
+      for (int64_t i = 0; i < n_out; ++i) sum += q[i];
+      if (sum <= 0.0) return d;
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int64_t i = 0; i < n_out; ++i) q[i] *= inv;
+    } else if (n < n_out) {
+      std::fill(q + n, q + n_out, 0.0f);
+    }
+    if (confidence_logits != nullptr) {
+      if (!params.greedy()) {
+        d.confidence = *std::max_element(q, q + n_out);
+      } else {
+        // Processed q is one-hot at temperature 0; use the plain softmax's top probability.
+        const float mx = *std::max_element(confidence_logits, confidence_logits + n);
+        double z = 0.0;
+        for (int64_t i = 0; i < n; ++i) z += std::exp(static_cast<double>(confidence_logits[i] - mx));
+        d.confidence = static_cast<float>(1.0 / z);
+      }
+    }
+    d.token = sample(q, n_out, params, u);
+    return d;
+  }
+
+ private:
+  cpu::ThreadPool pool_;
+  std::unordered_map<const void*, std::unique_ptr<moe::MoELayer>> moe_layers_;  // by router matrix
+  std::vector<int32_t> history_;  // distributions() scratch
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_cpu_backend(int n_threads) { return std::make_shared<CpuBackend>(n_threads); }
+
+}  // namespace specmoe::core

@@ -1,0 +1,194 @@
+// The transformer forward over a batch of new tokens (llama, qwen2, qwen2moe, gpt2, and Mixtral-
+// style MoE llama): pre-norm blocks x += attn(norm(x)); x += ffn(norm(x)); then the final norm
+// and the output head. Every op is a Backend call, so this one list runs on every backend, and
+// every matmul reads its weights once for the whole batch.
+#include "core/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace specmoe::core {
+
+namespace {
+// Workspace slots. // [T, n_embd] unless noted
+enum Slot : size_t {
+  kX,       // residual stream
+  kXn,      // normalised input of a sublayer / its output before the residual add
+  kQ,       // [T, q_dim]
+  kK,       // [T, kv_dim] new keys
+  kV,       // [T, kv_dim] new values
+  kQkv,     // [T, q_dim + 2 kv_dim] fused projection (gpt2)
+  kAtt,     // [T, q_dim]
+  kG,       // [T, n_ff] gate (or up for gpt2)
+  kU,       // [T, n_ff] up
+  kLogits,  // [T, n_vocab]
+  kIo,      // ids [T] | positions [T] | mask [T, T] bytes
+  kSlots
+};
+}  // namespace
+
+Transformer::Transformer(std::shared_ptr<Backend> backend, const ModelConfig& config, ModelWeights weights)
+    : be_(std::move(backend)), c_(config), w_(std::move(weights)), ws_(kSlots), ws_bytes_(kSlots, 0) {}
+
+float* Transformer::buf(size_t slot, size_t floats) {
+  const size_t bytes = std::max<size_t>(floats, 1) * sizeof(float);
+  if (ws_bytes_[slot] < bytes) {
+    be_->synchronize();  // queued work may still read the old region
+    ws_[slot] = be_->allocate(bytes);
+    ws_bytes_[slot] = bytes;
+  }
+  return static_cast<float*>(ws_[slot].get());
+}
+
+void Transformer::norm(const VectorView& w, const VectorView& b, const float* in, float* out, int64_t rows) {
+  if (c_.arch == Arch::Gpt2)
+    be_->layer_norm(in, w.data, b.data, out, rows, c_.n_embd, c_.norm_eps);
+  else
+    be_->rms_norm(in, w.data, out, rows, c_.n_embd, c_.norm_eps);
+}
+
+// x += attn_output(attention(rope(q), rope(k), v)) for layer l; the new tokens' keys/values go
+// into cache rows kv.size() .. kv.size()+T-1 (marked stored by the caller after the last layer).
+void Transformer::attention_block(int l, int64_t T, const int32_t* positions, const uint8_t* mask, KVCache& kv) {
+  const LayerWeights& L = w_.layers[l];
+  const int64_t d = c_.n_embd;
+  const int64_t q_dim = static_cast<int64_t>(c_.n_head) * c_.head_dim;
+  const int64_t kvd = c_.kv_dim();
+  const int64_t n_past = kv.size();
+  float* x = buf(kX, T * d);
+  float* xn = buf(kXn, T * d);
+  float* q = buf(kQ, T * q_dim);
+  float* k_new = buf(kK, T * kvd);
+  float* v_new = buf(kV, T * kvd);
+  norm(L.attn_norm, L.attn_norm_b, x, xn, T);
+
+  if (L.fused_qkv()) {
+    const int64_t w3 = q_dim + 2 * kvd;
+    float* qkv = buf(kQkv, T * w3);  // rows [q | k | v]
+    be_->matmul(xn, T, L.wqkv, qkv);
+    be_->add_bias(qkv, L.bqkv.data, T, w3);
+    const size_t pitch = static_cast<size_t>(w3) * sizeof(float);
+    be_->copy_rows(q, q_dim * sizeof(float), qkv, pitch, q_dim * sizeof(float), T);
+    be_->copy_rows(k_new, kvd * sizeof(float), qkv + q_dim, pitch, kvd * sizeof(float), T);
+    be_->copy_rows(v_new, kvd * sizeof(float), qkv + q_dim + kvd, pitch, kvd * sizeof(float), T);
+  } else {
+    be_->matmul(xn, T, L.wq, q);
+    be_->matmul(xn, T, L.wk, k_new);
+    be_->matmul(xn, T, L.wv, v_new);
+    if (!L.bq.empty()) {
+      be_->add_bias(q, L.bq.data, T, q_dim);
+      be_->add_bias(k_new, L.bk.data, T, kvd);
+      be_->add_bias(v_new, L.bv.data, T, kvd);
+    }
+  }
+  if (c_.rope_style != RopeStyle::None) {
+    RopeParams rp;
+    rp.head_dim = c_.head_dim;
+    rp.rope_dims = c_.rope_dims;
+    rp.freq_base = c_.rope_freq_base;
+    rp.freq_scale = c_.rope_freq_scale;
+    rp.pairing = c_.rope_style == RopeStyle::SplitHalves ? kernels::RopePairing::SplitHalves
+                                                          : kernels::RopePairing::Adjacent;
+    rp.n_head = c_.n_head;
+    be_->rope(q, T, positions, rp);
+    rp.n_head = c_.n_head_kv;
+    be_->rope(k_new, T, positions, rp);
+  }
+  // Into the cache rows n_past .. n_past+T-1 of layer l (F32 rows of kv_dim).
+  const size_t row = kv.k_row_bytes(l);
+  be_->copy(static_cast<uint8_t*>(kv.k_data(l)) + n_past * row, k_new, T * row);
+  be_->copy(static_cast<uint8_t*>(kv.v_data(l)) + n_past * row, v_new, T * row);
+
+  KVView view;
+  view.k = static_cast<const float*>(kv.k_data(l));
+  view.v = static_cast<const float*>(kv.v_data(l));
+  view.kv_stride = kvd;
+  view.n_past = n_past;
+  AttentionParams ap;
+  ap.n_head = c_.n_head;
+  ap.n_head_kv = c_.n_head_kv;
+  ap.head_dim = c_.head_dim;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
+  float* att = buf(kAtt, T * q_dim);
+  be_->attention(q, T, view, mask, ap, att);
+
+  be_->matmul(att, T, L.wo, xn);
+  if (!L.bo.empty()) be_->add_bias(xn, L.bo.data, T, d);
+  be_->add(x, xn, x, T * d);
+}
+
+// x += ffn(norm(x)): SwiGLU down(silu(gate xn) * up xn), gpt2's down(gelu(up xn + b_up)) + b_down,
+// or the MoE block.
+void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Routing& routing) {
+  const LayerWeights& L = w_.layers[l];
+  const int64_t d = c_.n_embd;
+  float* x = buf(kX, T * d);
+  float* xn = buf(kXn, T * d);
+  norm(L.ffn_norm, L.ffn_norm_b, x, xn, T);
+  float* out = buf(kAtt, T * std::max<int64_t>(d, static_cast<int64_t>(c_.n_head) * c_.head_dim));
+  if (L.is_moe()) {
+    be_->moe_ffn(L.moe, b.moe_k, b.moe_capacity_factor, xn, T, out, routing);
+  } else {
+    const int64_t n_ff = L.ffn_up.n_out;
+    float* g = buf(kG, T * n_ff);
+    if (!L.ffn_gate.empty()) {
+      float* u = buf(kU, T * n_ff);
+      be_->matmul(xn, T, L.ffn_gate, g);
+      be_->matmul(xn, T, L.ffn_up, u);
+      be_->swiglu(g, u, g, T * n_ff);
+    } else {
+      be_->matmul(xn, T, L.ffn_up, g);
+      be_->add_bias(g, L.ffn_up_b.data, T, n_ff);
+      be_->gelu(g, g, T * n_ff);
+    }
+    be_->matmul(g, T, L.ffn_down, out);
+    if (!L.ffn_down_b.empty()) be_->add_bias(out, L.ffn_down_b.data, T, d);
+  }
+  be_->add(x, out, x, T * d);
+}
+
+Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<moe::Routing>& routing) {
+  const int64_t T = static_cast<int64_t>(b.tokens.size());
+  const int64_t d = c_.n_embd;
+  // Inputs in one upload: ids [T] int32, positions [T] int32, mask [T, T] bytes (when given).
+  const size_t ids_bytes = static_cast<size_t>(T) * sizeof(int32_t);
+  const size_t mask_bytes = b.mask ? static_cast<size_t>(T * T) : 0;
+  auto* io = reinterpret_cast<uint8_t*>(buf(kIo, (2 * ids_bytes + mask_bytes + sizeof(float) - 1) / sizeof(float)));
+  be_->upload(io, b.tokens.data(), ids_bytes);
+  be_->upload(io + ids_bytes, b.positions.data(), ids_bytes);
+  if (b.mask) be_->upload(io + 2 * ids_bytes, b.mask, mask_bytes);
+  const auto* ids = reinterpret_cast<const int32_t*>(io);
+  const auto* positions = reinterpret_cast<const int32_t*>(io + ids_bytes);
+  const uint8_t* mask = b.mask ? io + 2 * ids_bytes : nullptr;
+
+  // Embeddings: one row of token_embd per token (+ the learned position row for gpt2).
+  float* x = buf(kX, T * d);
+  float* xn = buf(kXn, T * d);
+  be_->get_rows(w_.token_embd, ids, T, x);
+  if (c_.arch == Arch::Gpt2) {
+    be_->get_rows(w_.position_embd, positions, T, xn);
+    be_->add(x, xn, x, T * d);
+  }
+
+  routing.assign(static_cast<size_t>(c_.n_layer), moe::Routing{});
+  for (int l = 0; l < b.n_layers; ++l) {
+    attention_block(l, T, positions, mask, kv);
+    ffn_block(l, T, b, routing[l]);
+  }
+
+  // Final norm and head, for all tokens or only the last one.
+  const int64_t first = b.logits_all ? 0 : T - 1;
+  const int64_t n_out = T - first;
+  x = buf(kX, T * d);
+  xn = buf(kXn, T * d);
+  norm(w_.output_norm, w_.output_norm_b, x + first * d, xn, n_out);
+  float* logits = buf(kLogits, static_cast<size_t>(n_out) * c_.n_vocab);
+  be_->matmul(xn, n_out, w_.output, logits);
+  kv.append(b.positions);
+  return Rows{logits, n_out, c_.n_vocab, be_.get()};
+}
+
+}  // namespace specmoe::core

@@ -1,0 +1,55 @@
+// The transformer forward of every supported architecture, written once as a list of Backend op
+// calls (core/backend.h), in the manner of llm.c's gpt2_forward: the same code runs on the CPU
+// and on a GPU. Model (core/model.h) checks the arguments and owns one Transformer.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/kv_cache.h"
+#include "core/model_config.h"
+#include "core/model_weights.h"
+
+namespace specmoe::core {
+
+// One forward's inputs, already checked (ids in the vocabulary, positions in range, mask T x T,
+// the cache made by this backend with room for T more tokens).
+struct TransformerBatch {
+  std::span<const int32_t> tokens;     // [T]
+  std::span<const int32_t> positions;  // [T]
+  const uint8_t* mask = nullptr;       // host [T, T]: mask[i*T + j] != 0 lets new token i see new token j; null = causal
+  int n_layers = 0;                    // blocks to run (early exit when < n_layer)
+  bool logits_all = true;              // false: only the last token's logits
+  int moe_k = 0;                       // MoE: experts per token
+  double moe_capacity_factor = 0.0;    // MoE: Switch capacity factor (<= 0: dropless)
+};
+
+class Transformer {
+ public:
+  // weights: resident in `backend`'s memory (resident_weights).
+  Transformer(std::shared_ptr<Backend> backend, const ModelConfig& config, ModelWeights weights);
+
+  // Appends the batch's keys/values to kv and returns the logits [T or 1, n_vocab] in the
+  // backend's memory (valid until the next forward). routing: [n_layer], each MoE layer's routing
+  // of this forward (dense layers and layers past an early exit are left empty).
+  Rows forward(const TransformerBatch& batch, KVCache& kv, std::vector<moe::Routing>& routing);
+
+  const ModelWeights& weights() const { return w_; }
+  Backend& backend() const { return *be_; }
+
+ private:
+  float* buf(size_t slot, size_t floats);  // workspace slot, grown on demand
+  void norm(const VectorView& w, const VectorView& b, const float* in, float* out, int64_t rows);
+  void attention_block(int l, int64_t T, const int32_t* positions, const uint8_t* mask, KVCache& kv);
+  void ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Routing& routing);
+
+  std::shared_ptr<Backend> be_;
+  ModelConfig c_;
+  ModelWeights w_;
+  std::vector<std::shared_ptr<void>> ws_;  // workspace slots in the backend's memory
+  std::vector<size_t> ws_bytes_;
+};
+
+}  // namespace specmoe::core
