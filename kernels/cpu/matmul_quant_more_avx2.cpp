@@ -110,11 +110,23 @@ void dot_iq4_nl(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o
 
 // ------------------------------------------------------------------ 256-element super-blocks
 
-// [s_lo x 8 | s_hi x 8] as int16: madd with a maddubs result over 32 elements weights its first 16
-// (sub-block lo) and last 16 (sub-block hi).
-inline __m256i pair_scales(int s_lo, int s_hi) {
-  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(s_hi)), _mm_set1_epi16(static_cast<short>(s_lo)));
-}
+// The sixteen sub-block scales of a super-block as int16, split by half: half h holds the
+// scales of sub-blocks 8h .. 8h+7 in both 128-bit lanes.
+struct HalfScales {
+  __m256i half[2];
+  explicit HalfScales(__m128i sc16_lo, __m128i sc16_hi)
+      : half{_mm256_broadcastsi128_si256(sc16_lo), _mm256_broadcastsi128_si256(sc16_hi)} {}
+  // [scale 8h+2j x 8 | scale 8h+2j+1 x 8]: madd with a maddubs result over the 32 elements of
+  // group j weights its first 16 (sub-block 8h+2j) and last 16 (sub-block 8h+2j+1).
+  __m256i pair(int h, int j) const {
+    const __m256i pick = _mm256_setr_epi8(4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1,
+                                          4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1,
+                                          4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2,
+                                          4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3,
+                                          4 * j + 2, 4 * j + 3);
+    return _mm256_shuffle_epi8(half[h], pick);
+  }
+};
 
 // Q2_K: x = d * sc_s * q - dmin * mn_s over sub-blocks s of 16; the mins go through the
 // activations' sums of 16 (bsums), as Q4_K's do.
@@ -124,8 +136,10 @@ void dot_q2_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* ou
   __m256 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, w += 84) {
-    const uint8_t* sc = w;
     const float d = load_half(w + 80), dmin = load_half(w + 82);
+    const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+    const __m128i scales = _mm_and_si128(sc_bytes, _mm_set1_epi8(0x0F));
+    const HalfScales hs(_mm_cvtepu8_epi16(scales), _mm_cvtepu8_epi16(_mm_srli_si128(scales, 8)));
     __m256i sumi[G];
     for (int g = 0; g < G; ++g) sumi[g] = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
@@ -133,15 +147,13 @@ void dot_q2_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* ou
       for (int j = 0; j < 4; ++j) {
         // Elements 128h + 32j + l: bits 2j..2j+1 of qs[32h + l]; sub-blocks s and s + 1.
         const __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), low2);
-        const int s = 8 * h + 2 * j;
-        const __m256i sv = pair_scales(sc[s] & 0xF, sc[s + 1] & 0xF);
+        const __m256i sv = hs.pair(h, j);
         for (int g = 0; g < G; ++g) {
           const __m256i p = _mm256_maddubs_epi16(q, loadu256(a[g][b].qs + 128 * h + 32 * j));
           sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(p, sv));
         }
       }
     }
-    const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_bytes, 4), _mm_set1_epi8(0x0F)));
     for (int g = 0; g < G; ++g) {
       const ActQ8x256& x = a[g][b];
@@ -153,8 +165,8 @@ void dot_q2_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* ou
   for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
 }
 
-// Q3_K's sixteen 6-bit scales minus 32, as int8 (layout in quant_q23_k.cpp), into sc[16].
-inline void q3_scales(const uint8_t* p, int8_t sc[16]) {
+// Q3_K's sixteen 6-bit scales minus 32, as int8 (layout in quant_q23_k.cpp).
+inline __m128i q3_scales(const uint8_t* p) {
   uint32_t a[3];
   std::memcpy(a, p, 12);
   const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
@@ -165,7 +177,7 @@ inline void q3_scales(const uint8_t* p, int8_t sc[16]) {
   u[3] = ((a[1] >> 4) & m4) | (((a[2] >> 6) & m2) << 4);
   const __m128i v = _mm_setr_epi32(static_cast<int>(u[0]), static_cast<int>(u[1]), static_cast<int>(u[2]),
                                    static_cast<int>(u[3]));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(sc), _mm_sub_epi8(v, _mm_set1_epi8(32)));  // 0..63 -> -32..31
+  return _mm_sub_epi8(v, _mm_set1_epi8(32));  // 0..63 -> -32..31
 }
 
 // Q3_K: x = d * sc_s * (q - 4), q = low 2 bits | third bit << 2 in [0, 7]. The -4 goes through
@@ -176,8 +188,8 @@ void dot_q3_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* ou
   __m256 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, w += 110) {
-    int8_t sc[16];
-    q3_scales(w + 96, sc);
+    const __m128i sc = q3_scales(w + 96);
+    const HalfScales hs(_mm_cvtepi8_epi16(sc), _mm_cvtepi8_epi16(_mm_srli_si128(sc, 8)));
     const float d = load_half(w + 108);
     const __m256i hm = loadu256(w);
     __m256i sumi[G];
@@ -189,15 +201,14 @@ void dot_q3_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* ou
         const __m256i top = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one);
         const __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), low2),
                                           _mm256_slli_epi16(top, 2));
-        const int s = 8 * h + 2 * j;
-        const __m256i sv = pair_scales(sc[s], sc[s + 1]);
+        const __m256i sv = hs.pair(h, j);
         for (int g = 0; g < G; ++g) {
           const __m256i p = _mm256_maddubs_epi16(q, loadu256(a[g][b].qs + 128 * h + 32 * j));
           sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(p, sv));
         }
       }
     }
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
     for (int g = 0; g < G; ++g) {
       const ActQ8x256& x = a[g][b];
       const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(loadu256(x.bsums), sc16), 2);
