@@ -33,7 +33,6 @@ namespace {
 
 using namespace quant;
 
-
 // Quantizes 32 floats to int8 with scale id (round to nearest even, as vcvtps2dq does by
 // default), stored in element order. Returns nothing; |x * id| <= 127 by construction.
 inline void quantize32(const float* x, __m256 id, int8_t* out) {
