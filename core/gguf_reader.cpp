@@ -265,9 +265,8 @@ void GGUFFile::parse() {
     if (!dt) {
       if (const char* known = ggml_type_name(type_id))
         throw_error(ErrorKind::Unsupported,
-                    "{}: unsupported tensor type {} ({}) for tensor '{}' (supported: F32, F16, BF16, Q8_0, Q4_0, "
-                    "Q4_1, Q4_K, Q5_K, Q6_K)",
-                    path_, known, type_id, info.name);
+                    "{}: unsupported tensor type {} ({}) for tensor '{}' (supported: {})", path_, known, type_id,
+                    info.name, dtype_supported_names());
       throw_error(ErrorKind::Unsupported, "{}: unknown tensor type {} for tensor '{}'", path_, type_id, info.name);
     }
     info.type = dt->type;

@@ -6,6 +6,7 @@
 #include "core/synth.h"
 
 #include <cmath>
+#include <optional>
 #include <span>
 
 #include <fmt/format.h>
@@ -68,11 +69,24 @@ void check_spec(const SynthSpec& s) {
                 "synth: inconsistent sizes (vocab {} >= 259, embd {} divisible by heads {} into even head dims, "
                 "heads divisible by kv heads {}, ff {}, ctx {}, keep_layers {} in 1..{})",
                 s.n_vocab, s.n_embd, s.n_head, n_head_kv, s.n_ff, s.n_ctx, s.keep_layers, s.n_layer);
+  // Every matrix row (n_in: the embedding width, attn_output's n_head * head_dim = n_embd, the
+  // FFN and shared-expert widths) must be whole blocks of the weight type.
+  const int64_t block = dtype_info(s.type).block_size;
+  for (int width : {s.n_embd, s.n_ff, s.n_ff_shared})
+    if (width % block != 0)
+      throw_error(ErrorKind::InvalidArgument,
+                  "synth: type {} stores rows in blocks of {}, but '{}' has rows of {} (embd {}, ff {}{}); "
+                  "tiny-256 has rows of 256",
+                  dtype_name(s.type), block, s.name, width, s.n_embd, s.n_ff,
+                  s.n_ff_shared ? fmt::format(", shared ff {}", s.n_ff_shared) : std::string());
 }
 
 }  // namespace
 
-SynthSpec synth_spec(const std::string& preset) {
+namespace {
+
+// A preset by its exact name, or nullopt.
+std::optional<SynthSpec> base_preset(const std::string& preset) {
   SynthSpec s;
   if (preset == "tiny" || preset == "tiny-draft") {
     // ~0.2M parameters, F32: unit tests. Layers 1..3 are scaled for ~70% greedy agreement
@@ -88,6 +102,16 @@ SynthSpec synth_spec(const std::string& preset) {
     s.deep_residual_scale = 0.3f;
     s.name = preset;
     if (preset == "tiny-draft") s.keep_layers = 1;
+    return s;
+  }
+  if (preset == "tiny-256") {
+    // tiny with rows of 256 (dim 256, ff 512), so the 256-element blocks (K-quants, IQ4_XS) fit:
+    // unit tests of those types (e.g. tiny-256-q2_k).
+    s.n_embd = 256;
+    s.n_ff = 512;
+    s.n_full_layers = 1;
+    s.deep_residual_scale = 0.3f;
+    s.name = preset;
     return s;
   }
   if (preset == "target" || preset == "draft") {
@@ -172,15 +196,35 @@ SynthSpec synth_spec(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+SynthSpec synth_spec(const std::string& preset) {
+  if (auto s = base_preset(preset)) return *s;
+  // PRESET-TYPE: the preset with its matrices in TYPE (a dtype name, any case).
+  if (const size_t dash = preset.rfind('-'); dash != std::string::npos) {
+    const auto type = dtype_from_name(std::string_view(preset).substr(dash + 1));
+    if (auto s = type ? base_preset(preset.substr(0, dash)) : std::nullopt) {
+      s->type = *type;
+      s->name = preset;
+      return *s;
+    }
+  }
   std::string known;
   for (const auto& p : synth_presets()) known += (known.empty() ? "" : ", ") + p.substr(0, p.find(':'));
-  throw_error(ErrorKind::InvalidArgument, "synth: unknown preset '{}' (known: {})", preset, known);
+  throw_error(ErrorKind::InvalidArgument,
+              "synth: unknown preset '{}' (known: {}; PRESET-TYPE, e.g. tiny-q8_0, writes a preset's matrices in TYPE)",
+              preset, known);
 }
 
 std::vector<std::string> synth_presets() {
   return {
       "tiny: llama, F32, 4 layers, dim 64, vocab 320 (~0.2M params): unit tests, writes in milliseconds",
       "tiny-draft: the first layer of tiny with its embedding and head: a draft for tiny",
+      "tiny-256: tiny with dim 256 and ff 512 (~2.5M params), so rows fit the 256-element blocks of the K-quants and "
+      "IQ4_XS",
       "target: llama, F16, 12 layers, dim 1024, ff 2816, 16/4 heads, vocab 4096 (~144M params): benchmarks",
       "draft: the first 2 layers of target with its embedding and head (~31M params): a draft for target",
       "moe-tiny: llama (Mixtral layout), F32, 3 layers, dim 64, 4 experts top-2 of width 96: MoE unit tests",

@@ -19,7 +19,8 @@ class Model;
 
 struct SynthSpec {
   std::string arch = "llama";      // llama | qwen2 | qwen2moe | gpt2
-  DType type = DType::F32;         // type of the 2-D and expert weights (norms, biases, routers F32)
+  DType type = DType::F32;         // type of the 2-D and expert weights (norms, biases, routers F32);
+                                   // every row width must be a multiple of its block (checked)
   int n_vocab = 320;               // >= 259: <unk> <s> </s> + 256 byte tokens, padded
   int n_embd = 64;
   int n_layer = 4;                 // layers of the full (target) model
@@ -43,9 +44,10 @@ struct SynthSpec {
   std::string name = "synth";
 };
 
-// A preset's spec ("tiny", "tiny-draft", "target", "draft", "moe-tiny", "qwen2moe-tiny",
-// "moe-target", "moe-draft"); throws Error(InvalidArgument)
-// naming the preset and listing the known ones.
+// A preset's spec ("tiny", "tiny-draft", "tiny-256", "target", "draft", "moe-tiny",
+// "qwen2moe-tiny", "moe-target", "moe-draft", "target-1b"), or "PRESET-TYPE" for a preset with
+// its matrices in TYPE (a dtype name in any case: "tiny-q5_0", "tiny-256-iq4_xs",
+// "target-q4_k"); throws Error(InvalidArgument) naming the preset and listing the known ones.
 SynthSpec synth_spec(const std::string& preset);
 // "name: one-line description" for each preset (for `specmoe synth --help`).
 std::vector<std::string> synth_presets();

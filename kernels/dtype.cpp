@@ -6,6 +6,7 @@
 #include <bit>
 #include <cctype>
 #include <cmath>
+#include <string>
 
 #include "base/error.h"
 
@@ -13,17 +14,27 @@ namespace specmoe {
 namespace {
 
 // Block layouts as in ggml-common.h: Q4_0 = fp16 d + 16 B nibbles; Q4_1 = d, m + 16 B;
-// Q8_0 = d + 32 int8; Q4_K = d, dmin, 12 B packed 6-bit scales/mins, 128 B nibbles;
-// Q5_K = Q4_K + 32 B high bits; Q6_K = 128 B low nibbles, 64 B high 2 bits, 16 int8 scales, d.
-constexpr std::array<DTypeInfo, 9> kTypes = {{
+// Q5_0 = d, 4 B fifth bits, 16 B nibbles; Q5_1 = d, m, 4 B, 16 B; Q8_0 = d + 32 int8;
+// Q2_K = 16 B 4-bit scale/min pairs, 64 B 2-bit codes, d, dmin; Q3_K = 32 B high bits, 64 B 2-bit
+// codes, 12 B packed 6-bit scales, d; Q4_K = d, dmin, 12 B packed 6-bit scales/mins, 128 B
+// nibbles; Q5_K = Q4_K + 32 B high bits; Q6_K = 128 B low nibbles, 64 B high 2 bits, 16 int8
+// scales, d; IQ4_NL = d + 16 B nibbles (indices into a 16-value table); IQ4_XS = d, 2 B high and
+// 4 B low scale bits, 128 B nibbles.
+constexpr std::array<DTypeInfo, 15> kTypes = {{
     {DType::F32, "F32", 1, 4},
     {DType::F16, "F16", 1, 2},
     {DType::Q4_0, "Q4_0", 32, 18},
     {DType::Q4_1, "Q4_1", 32, 20},
+    {DType::Q5_0, "Q5_0", 32, 22},
+    {DType::Q5_1, "Q5_1", 32, 24},
     {DType::Q8_0, "Q8_0", 32, 34},
+    {DType::Q2_K, "Q2_K", 256, 84},
+    {DType::Q3_K, "Q3_K", 256, 110},
     {DType::Q4_K, "Q4_K", 256, 144},
     {DType::Q5_K, "Q5_K", 256, 176},
     {DType::Q6_K, "Q6_K", 256, 210},
+    {DType::IQ4_NL, "IQ4_NL", 32, 18},
+    {DType::IQ4_XS, "IQ4_XS", 256, 136},
     {DType::BF16, "BF16", 1, 2},
 }};
 
@@ -53,6 +64,15 @@ std::optional<DType> dtype_from_name(std::string_view name) {
     if (same) return t.type;
   }
   return std::nullopt;
+}
+
+const char* dtype_supported_names() {
+  static const std::string names = [] {
+    std::string s;
+    for (const auto& t : kTypes) s += (s.empty() ? "" : ", ") + std::string(t.name);
+    return s;
+  }();
+  return names.c_str();
 }
 
 size_t dtype_row_bytes(DType type, int64_t n) {

@@ -14,10 +14,16 @@ enum class DType : uint32_t {
   F16 = 1,
   Q4_0 = 2,
   Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
   Q8_0 = 8,
+  Q2_K = 10,
+  Q3_K = 11,
   Q4_K = 12,
   Q5_K = 13,
   Q6_K = 14,
+  IQ4_NL = 20,
+  IQ4_XS = 23,
   BF16 = 30,
 };
 
@@ -33,6 +39,8 @@ std::optional<DTypeInfo> dtype_info(uint32_t type_id);
 const DTypeInfo& dtype_info(DType type);
 const char* dtype_name(DType type);
 std::optional<DType> dtype_from_name(std::string_view name);  // "f16", "Q8_0" (case-insensitive)
+// The supported type names in id order, comma separated ("F32, F16, Q4_0, ..."), for messages.
+const char* dtype_supported_names();
 
 // Bytes of a row of n elements; n must be a multiple of the block size (checked, throws Error).
 size_t dtype_row_bytes(DType type, int64_t n);

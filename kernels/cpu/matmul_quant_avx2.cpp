@@ -17,50 +17,21 @@
 // Overflow: maddubs saturates at +-32767 per pair. Pairs are bounded by 2 * 128 * 127 (Q8_0, signs
 // moved onto the activations), 2 * 8 * 127 (Q4_0), 2 * 15 * 127 (Q4_1, Q4_K), 2 * 31 * 127
 // (Q5_K), 2 * 63 * 127 (Q6_K), all below it; int32 sums of a block stay below 2^26.
+// The kernels of Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K and IQ4_XS are in matmul_quant_more_avx2.cpp and
+// follow the same rules; the shared helpers and the row loop are in matmul_quant_avx2.h.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/matmul_quant_avx2.h"
 #include "kernels/cpu/simd_avx2.h"
 
 namespace specmoe::kernels::cpu::avx2 {
 
 namespace {
 
-constexpr int kGroup = 4;  // tokens sharing one unpacked weight block
-// Rows ahead that rows_with prefetches. Synth target with Q4_K weights, 1 thread, CPU ms (min of
-// 8, noisy +-15%): 1 token: same row 15.2, 2 ahead 12.0, 4 ahead 10.4, 8 ahead 12.5.
-constexpr int64_t kPrefetchRows = 4;
-
-inline float hsum(__m256 v) {
-  const __m128 lo = _mm256_castps256_ps128(v);
-  const __m128 hi = _mm256_extractf128_ps(v, 1);
-  __m128 s = _mm_add_ps(lo, hi);
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline float load_half(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
-inline __m256i loadu256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// 16 bytes of packed nibbles -> 32 bytes: low nibbles in the low half, high nibbles in the high
-// half (the Q4_0/Q4_1 element order: byte j holds elements j and j + 16).
-inline __m256i unpack_nibbles16(const uint8_t* p) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
-}
-
-// Integer dot of 32 unsigned weight codes with 32 signed activations, as 8 int32 lanes.
-inline __m256i dot_u8_i8(__m256i w, __m256i a) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1));
-}
+using namespace quant;
 
 // Quantizes 32 floats to int8 with scale id (round to nearest even, as vcvtps2dq does by
 // default), stored in element order. Returns nothing; |x * id| <= 127 by construction.
@@ -247,34 +218,6 @@ void dot_q6_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* ou
   for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
 }
 
-template <class Act, template <int> class Kernel>
-void rows_with(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y, int64_t j0,
-               int64_t j1, int64_t block) {
-  const int64_t nb = w.n_in / block;
-  const Act* ap[kGroup];
-  float r[kGroup];
-  for (int64_t j = j0; j < j1; ++j) {
-    const uint8_t* row = w.row(j);
-    // Prefetch the row kPrefetchRows ahead (a quantized row is a few hundred bytes to a few KB):
-    // its loads then overlap this row's integer work.
-    if (j + kPrefetchRows < w.n_out) {
-      const char* next = reinterpret_cast<const char*>(w.row(j + kPrefetchRows));
-      for (size_t off = 0; off < w.row_bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
-    }
-    for (int64_t t = 0; t < T; t += kGroup) {
-      const int64_t G = std::min<int64_t>(kGroup, T - t);
-      for (int64_t g = 0; g < G; ++g) ap[g] = reinterpret_cast<const Act*>(acts + (t + g) * act_stride);
-      switch (G) {
-        case 4: Kernel<4>::run(row, ap, nb, r); break;
-        case 3: Kernel<3>::run(row, ap, nb, r); break;
-        case 2: Kernel<2>::run(row, ap, nb, r); break;
-        default: Kernel<1>::run(row, ap, nb, r); break;
-      }
-      for (int64_t g = 0; g < G; ++g) y[(t + g) * w.n_out + j] = r[g];
-    }
-  }
-}
-
 template <int G> struct KQ8_0 { static void run(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o) { dot_q8_0<G>(w, a, nb, o); } };
 template <int G> struct KQ4_0 { static void run(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o) { dot_q4_0<G>(w, a, nb, o); } };
 template <int G> struct KQ4_1 { static void run(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o) { dot_q4_1<G>(w, a, nb, o); } };
@@ -288,10 +231,16 @@ int64_t act_block_size(DType type) {
   switch (type) {
     case DType::Q8_0:
     case DType::Q4_0:
-    case DType::Q4_1: return 32;
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::IQ4_NL: return 32;
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K: return 256;
+    case DType::Q6_K:
+    case DType::IQ4_XS: return 256;
     default: return 0;
   }
 }
@@ -340,7 +289,7 @@ void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stri
     case DType::Q4_K: rows_with<ActQ8x256, KQ4_K>(w, acts, act_stride, T, y, j0, j1, 256); return;
     case DType::Q5_K: rows_with<ActQ8x256, KQ5_K>(w, acts, act_stride, T, y, j0, j1, 256); return;
     case DType::Q6_K: rows_with<ActQ8x256, KQ6_K>(w, acts, act_stride, T, y, j0, j1, 256); return;
-    default: return;
+    default: matmul_quant_rows_more(w, acts, act_stride, T, y, j0, j1); return;
   }
 }
 

@@ -108,8 +108,10 @@ using kernels::MatrixView;
 // Reference: dequantizes each row and accumulates in float, index order. x: [T, n_in], y: [T, n_out].
 void matmul_ref(const float* x, int64_t T, const MatrixView& w, float* y);
 // Fast path: threads split the output rows; each weight row is read once for all T tokens.
-// On AVX2, block-quantized weights (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K) are multiplied in
-// integers with the activations quantized to 8 bits per block (llama.cpp's scheme), so results
+// On AVX2, block-quantized weights (every quantized type: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL
+// with 32-element activation blocks; Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS with 256-element ones)
+// are multiplied in integers with the activations quantized to 8 bits per block (llama.cpp's
+// scheme), so results
 // differ from matmul_ref by the activation rounding (bounded in kernels_test); float weights and
 // the Scalar path dequantize and accumulate in float. Either way a token's result is the same
 // for any T, batch position and thread count.

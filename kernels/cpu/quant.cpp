@@ -10,6 +10,7 @@
 //   Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; fp16 d}  16 sub-blocks of 16, x = d*scale*(q - 32);
 //        per 128-element half: ql[l] holds elements l (low) and l+64 (high), ql[l+32] holds l+32 and
 //        l+96, qh[l] holds the top 2 bits of l, l+32, l+64, l+96 at bit 0, 2, 4, 6
+// Q5_0, Q5_1, IQ4_NL and IQ4_XS are in quant_q5_iq4.cpp, Q2_K and Q3_K in quant_q23_k.cpp.
 // The 12-byte K-quant scale field packs eight 6-bit scales and eight 6-bit mins: for j < 4, the
 // low 6 bits of bytes j and j+4; for j >= 4, byte j+4 holds the low 4 bits (scale low, min high)
 // and the top 2 bits sit in bits 6-7 of bytes j-4 (scale) and j (min).
@@ -21,36 +22,13 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/cpu/quant_internal.h"
 
 namespace specmoe::kernels::cpu {
+
+using namespace detail;
+
 namespace {
-
-constexpr int QK = 32;    // elements per Q4_0/Q4_1/Q8_0 block
-constexpr int QK_K = 256; // elements per K-quant super-block
-
-// Inline half -> float for the hot dequantization loops (same results as fp16_to_fp32), written
-// with selects instead of branches so row loops vectorise: shift exponent and mantissa into place
-// and rebias; subnormals are renormalised by a float subtraction; exponent 31 is Inf/NaN.
-inline float half_to_float(uint16_t h) {
-  const uint32_t em = static_cast<uint32_t>(h & 0x7fffu) << 13;
-  const uint32_t exp = em & 0x0f800000u;
-  const uint32_t normal = em + (112u << 23);
-  const uint32_t sub = std::bit_cast<uint32_t>(std::bit_cast<float>(em + (113u << 23)) -
-                                               std::bit_cast<float>(113u << 23));
-  // All-ones masks from the comparisons keep the loop free of branches.
-  const uint32_t is_special = 0u - static_cast<uint32_t>(exp == 0x0f800000u);
-  const uint32_t is_sub = 0u - static_cast<uint32_t>(exp == 0);
-  uint32_t mag = (normal & ~is_special) | ((em | 0x7f800000u) & is_special);
-  mag = (mag & ~is_sub) | (sub & is_sub);
-  return std::bit_cast<float>(mag | (static_cast<uint32_t>(h & 0x8000u) << 16));
-}
-
-inline uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-inline void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
 // Scale j (0..7) and min j of a K-quant 12-byte scale field.
 inline void get_scale_min(int j, const uint8_t* q, int& sc, int& mn) {
@@ -76,8 +54,6 @@ inline void set_scale_min(const uint8_t ls[8], const uint8_t lm[8], uint8_t* q) 
     }
   }
 }
-
-inline int nearest(float x) { return static_cast<int>(std::lrintf(x)); }
 
 // ---------------------------------------------------------------- dequantization
 // __restrict: the source is bytes, which may alias anything, so without it the compiler must
@@ -344,6 +320,12 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q4_K: dequant_q4_K(s, dst, n / QK_K); return;
     case DType::Q5_K: dequant_q5_K(s, dst, n / QK_K); return;
     case DType::Q6_K: dequant_q6_K(s, dst, n / QK_K); return;
+    case DType::Q5_0: dequant_q5_0(s, dst, n / QK); return;
+    case DType::Q5_1: dequant_q5_1(s, dst, n / QK); return;
+    case DType::IQ4_NL: dequant_iq4_nl(s, dst, n / QK); return;
+    case DType::IQ4_XS: dequant_iq4_xs(s, dst, n / QK_K); return;
+    case DType::Q2_K: dequant_q2_K(s, dst, n / QK_K); return;
+    case DType::Q3_K: dequant_q3_K(s, dst, n / QK_K); return;
   }
   throw_error(ErrorKind::InvalidArgument, "dequantize_row: unknown dtype id {}", static_cast<uint32_t>(type));
 }
@@ -365,6 +347,12 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
     case DType::Q4_K: quant_q4_K(src, d, n / QK_K); return;
     case DType::Q5_K: quant_q5_K(src, d, n / QK_K); return;
     case DType::Q6_K: quant_q6_K(src, d, n / QK_K); return;
+    case DType::Q5_0: quant_q5_0(src, d, n / QK); return;
+    case DType::Q5_1: quant_q5_1(src, d, n / QK); return;
+    case DType::IQ4_NL: quant_iq4_nl(src, d, n / QK); return;
+    case DType::IQ4_XS: quant_iq4_xs(src, d, n / QK_K); return;
+    case DType::Q2_K: quant_q2_K(src, d, n / QK_K); return;
+    case DType::Q3_K: quant_q3_K(src, d, n / QK_K); return;
   }
   throw_error(ErrorKind::InvalidArgument, "quantize_row: unknown dtype id {}", static_cast<uint32_t>(type));
 }

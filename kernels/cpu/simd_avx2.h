@@ -19,12 +19,12 @@ void axpy_f32(float a, const float* x, float* y, int64_t n);
 // ---- Integer kernels for block-quantized weights (matmul_quant_avx2.cpp).
 // Activations are quantized once per matmul to 8-bit blocks (the role of llama.cpp's Q8_0 / Q8_K,
 // with a float scale): x[i] ~ d * qs[i], qs in [-127, 127].
-struct ActQ8x32 {   // for Q8_0, Q4_0, Q4_1 weights
+struct ActQ8x32 {   // for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL weights (Q8_0 / Q8_1's role)
   float d;
-  int32_t sum;      // sum of qs (Q4_1's min term)
+  int32_t sum;      // sum of qs (the min term of Q4_1, Q5_1)
   int8_t qs[32];
 };
-struct ActQ8x256 {  // for Q4_K, Q5_K, Q6_K weights
+struct ActQ8x256 {  // for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS weights (Q8_K's role)
   float d;
   int16_t bsums[16];  // bsums[k] = sum of qs[16k, 16k + 16) (the K-quants' min / offset terms)
   int8_t qs[256];

@@ -1,5 +1,6 @@
 // Device decoding of the GGUF quantized block formats (ggml's block_q8_0, block_q4_0, block_q4_1,
-// block_q4_K, block_q5_K, block_q6_K), 32 consecutive elements ("a chunk") at a time: every
+// block_q5_0, block_q5_1, block_iq4_nl, block_q2_K, block_q3_K, block_q4_K, block_q5_K,
+// block_q6_K, block_iq4_xs), 32 consecutive elements ("a chunk") at a time: every
 // supported format decodes a chunk from a fixed set of bytes, so one thread can own one chunk.
 // Byte offsets are spelled out instead of structs so no padding or alignment can creep in; fp16
 // scales are read byte by byte because blocks of 34, 18 or 210 bytes leave them 2-byte aligned
@@ -25,6 +26,12 @@ template <> struct QuantBlock<DType::Q4_1> { static constexpr int elems = 32, by
 template <> struct QuantBlock<DType::Q4_K> { static constexpr int elems = 256, bytes = 144; };  // d, dmin, scales[12], qs[128]
 template <> struct QuantBlock<DType::Q5_K> { static constexpr int elems = 256, bytes = 176; };  // d, dmin, scales[12], qh[32], qs[128]
 template <> struct QuantBlock<DType::Q6_K> { static constexpr int elems = 256, bytes = 210; };  // ql[128], qh[64], scales[16], d
+template <> struct QuantBlock<DType::Q5_0> { static constexpr int elems = 32, bytes = 22; };   // d, qh[4], qs[16]
+template <> struct QuantBlock<DType::Q5_1> { static constexpr int elems = 32, bytes = 24; };   // d, m, qh[4], qs[16]
+template <> struct QuantBlock<DType::IQ4_NL> { static constexpr int elems = 32, bytes = 18; };  // d, qs[16]
+template <> struct QuantBlock<DType::Q2_K> { static constexpr int elems = 256, bytes = 84; };   // scales[16], qs[64], d, dmin
+template <> struct QuantBlock<DType::Q3_K> { static constexpr int elems = 256, bytes = 110; };  // hmask[32], qs[64], scales[12], d
+template <> struct QuantBlock<DType::IQ4_XS> { static constexpr int elems = 256, bytes = 136; };  // d, scales_h, scales_l[4], qs[128]
 
 __device__ __forceinline__ float load_half(const uint8_t* p) {
   const unsigned short bits = static_cast<unsigned short>(p[0] | (p[1] << 8));  // little endian
@@ -45,6 +52,25 @@ __device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, float& sca
   }
   scale = static_cast<float>(sc);
   min = static_cast<float>(m);
+}
+
+// ggml's kvalues_iq4nl (the IQ4_NL / IQ4_XS value table) as four little-endian words of int8,
+// looked up with __byte_perm: no memory access, and no serialisation when the lanes of a warp
+// read different entries (which a __constant__ table would cost).
+__host__ __device__ constexpr uint32_t pack_i8x4(int a, int b, int c, int d) {
+  return (static_cast<uint32_t>(a) & 0xFFu) | ((static_cast<uint32_t>(b) & 0xFFu) << 8) |
+         ((static_cast<uint32_t>(c) & 0xFFu) << 16) | ((static_cast<uint32_t>(d) & 0xFFu) << 24);
+}
+__device__ __forceinline__ int iq4_value(int idx) {
+  constexpr uint32_t w0 = pack_i8x4(-127, -104, -83, -65), w1 = pack_i8x4(-49, -35, -22, -10);
+  constexpr uint32_t w2 = pack_i8x4(1, 13, 25, 38), w3 = pack_i8x4(53, 69, 89, 113);
+  const uint32_t lo = __byte_perm(w0, w1, idx & 7), hi = __byte_perm(w2, w3, idx & 7);
+  return static_cast<int8_t>((idx < 8 ? lo : hi) & 0xFFu);
+}
+
+__device__ __forceinline__ uint32_t load_u32(const uint8_t* p) {  // little endian, any alignment
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+         (static_cast<uint32_t>(p[3]) << 24);
 }
 
 // Decodes chunk c (elements 32c .. 32c+31) of a row stored in format T into out[0..31].
@@ -122,6 +148,87 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, flo
       const int q = (((ql[l] >> nibble_shift) & 0xF) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
       out[l] = d * static_cast<float>(scales[l / 16]) * static_cast<float>(q);
     }
+  } else if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
+    // Byte i of qs holds elements i (low nibble) and i + 16 (high); bit i of the word qh is
+    // element i's fifth bit. Q5_0: (q - 16) * d; Q5_1: q * d + m.
+    constexpr bool has_min = T == DType::Q5_1;
+    const uint8_t* b = row + c * (has_min ? 24 : 22);
+    const float d = load_half(b), m = has_min ? load_half(b + 2) : 0.0f;
+    const uint32_t qh = load_u32(b + (has_min ? 4 : 2));
+    const uint8_t* qs = b + (has_min ? 8 : 6);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int lo = (qs[i] & 0xF) | static_cast<int>(((qh >> i) & 1u) << 4);
+      const int hi = (qs[i] >> 4) | static_cast<int>(((qh >> (i + 16)) & 1u) << 4);
+      if constexpr (has_min) {
+        out[i] = d * static_cast<float>(lo) + m;
+        out[i + 16] = d * static_cast<float>(hi) + m;
+      } else {
+        out[i] = d * static_cast<float>(lo - 16);
+        out[i + 16] = d * static_cast<float>(hi - 16);
+      }
+    }
+  } else if constexpr (T == DType::IQ4_NL) {
+    const uint8_t* b = row + c * 18;
+    const float d = load_half(b);
+    const uint8_t* qs = b + 2;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      out[i] = d * static_cast<float>(iq4_value(qs[i] & 0xF));
+      out[i + 16] = d * static_cast<float>(iq4_value(qs[i] >> 4));
+    }
+  } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
+    // Super-block of 256 = 16 sub-blocks of 16; chunk j (0..7) of it is elements 128h + 32k + l
+    // (h = j / 4, k = j % 4), sub-blocks 2j (l < 16) and 2j + 1. The low 2 bits are bits 2k..2k+1
+    // of qs[32h + l]. Q2_K: x = d * (sc & 15) * q - dmin * (sc >> 4), sc = scales[2j + l/16].
+    // Q3_K: bit j of hmask[l] clear means q - 4; x = d * (ls - 32) * q with 6-bit ls packed in
+    // 12 bytes (low 4 bits: nibble s / 8 of byte s % 8; top 2 bits: bits 2(s/4) of byte 8 + s%4).
+    const int j = static_cast<int>(c % 8), h = j / 4, k = j % 4;
+    if constexpr (T == DType::Q2_K) {
+      const uint8_t* b = row + (c / 8) * 84;
+      const float d = load_half(b + 80), dmin = load_half(b + 82);
+      const uint8_t* qs = b + 16 + 32 * h;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int sc = b[2 * j + half];
+        const float dl = d * static_cast<float>(sc & 0xF), ml = dmin * static_cast<float>(sc >> 4);
+#pragma unroll
+        for (int l = 16 * half; l < 16 * half + 16; ++l)
+          out[l] = dl * static_cast<float>((qs[l] >> (2 * k)) & 3) - ml;
+      }
+    } else {
+      const uint8_t* b = row + (c / 8) * 110;
+      const float d = load_half(b + 108);
+      const uint8_t* hm = b;
+      const uint8_t* qs = b + 32 + 32 * h;
+      const uint8_t* sf = b + 96;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int s = 2 * j + half;
+        const int ls = ((s < 8 ? sf[s] : sf[s - 8] >> 4) & 0xF) | (((sf[8 + s % 4] >> (2 * (s / 4))) & 3) << 4);
+        const float dl = d * static_cast<float>(ls - 32);
+#pragma unroll
+        for (int l = 16 * half; l < 16 * half + 16; ++l) {
+          const int q = ((qs[l] >> (2 * k)) & 3) - (((hm[l] >> j) & 1) ? 0 : 4);
+          out[l] = dl * static_cast<float>(q);
+        }
+      }
+    }
+  } else if constexpr (T == DType::IQ4_XS) {
+    // Sub-block ib = c % 8 of 32: 6-bit scale ls (low 4 bits: nibble ib % 2 of scales_l[ib / 2],
+    // top 2 bits: bits 2ib of scales_h); its 16 bytes at qs + 16 ib hold elements i and i + 16.
+    const uint8_t* b = row + (c / 8) * 136;
+    const int ib = static_cast<int>(c % 8);
+    const float d = load_half(b);
+    const int sh = b[2] | (b[3] << 8);
+    const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+    const float dl = d * static_cast<float>(ls - 32);
+    const uint8_t* qs = b + 8 + 16 * ib;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      out[i] = dl * static_cast<float>(iq4_value(qs[i] & 0xF));
+      out[i + 16] = dl * static_cast<float>(iq4_value(qs[i] >> 4));
+    }
   } else {
     static_assert(T == DType::Q8_0, "dequant_chunk: not a quantized type");
   }
@@ -138,6 +245,12 @@ bool dispatch_quant(DType type, F&& f) {
     case DType::Q4_K: f(std::integral_constant<DType, DType::Q4_K>{}); return true;
     case DType::Q5_K: f(std::integral_constant<DType, DType::Q5_K>{}); return true;
     case DType::Q6_K: f(std::integral_constant<DType, DType::Q6_K>{}); return true;
+    case DType::Q5_0: f(std::integral_constant<DType, DType::Q5_0>{}); return true;
+    case DType::Q5_1: f(std::integral_constant<DType, DType::Q5_1>{}); return true;
+    case DType::IQ4_NL: f(std::integral_constant<DType, DType::IQ4_NL>{}); return true;
+    case DType::Q2_K: f(std::integral_constant<DType, DType::Q2_K>{}); return true;
+    case DType::Q3_K: f(std::integral_constant<DType, DType::Q3_K>{}); return true;
+    case DType::IQ4_XS: f(std::integral_constant<DType, DType::IQ4_XS>{}); return true;
     default: return false;
   }
 }
@@ -154,6 +267,12 @@ inline void block_shape(DType type, int64_t& elems, int64_t& bytes) {
     case DType::Q4_K: elems = 256; bytes = 144; return;
     case DType::Q5_K: elems = 256; bytes = 176; return;
     case DType::Q6_K: elems = 256; bytes = 210; return;
+    case DType::Q5_0: elems = 32; bytes = 22; return;
+    case DType::Q5_1: elems = 32; bytes = 24; return;
+    case DType::IQ4_NL: elems = 32; bytes = 18; return;
+    case DType::Q2_K: elems = 256; bytes = 84; return;
+    case DType::Q3_K: elems = 256; bytes = 110; return;
+    case DType::IQ4_XS: elems = 256; bytes = 136; return;
   }
   throw Error(ErrorKind::Unsupported, "cuda: tensor type id " + std::to_string(static_cast<uint32_t>(type)) +
                                           " is not supported by the CUDA kernels");
@@ -172,6 +291,12 @@ inline const char* type_name(DType type) {
     case DType::Q4_K: return "Q4_K";
     case DType::Q5_K: return "Q5_K";
     case DType::Q6_K: return "Q6_K";
+    case DType::Q5_0: return "Q5_0";
+    case DType::Q5_1: return "Q5_1";
+    case DType::IQ4_NL: return "IQ4_NL";
+    case DType::Q2_K: return "Q2_K";
+    case DType::Q3_K: return "Q3_K";
+    case DType::IQ4_XS: return "IQ4_XS";
   }
   return "unknown";
 }

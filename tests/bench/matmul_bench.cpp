@@ -6,6 +6,8 @@
 //   ./build/tests/bench_matmul                           (single thread)
 //   SPECMOE_THREADS=2 ./build/tests/bench_matmul         (threads of the pool)
 //   ./build/tests/bench_matmul --benchmark_filter='Q4_K'
+//   ./build/tests/bench_matmul --benchmark_filter='BM_Matmul/dtype:(6|7|10|11|20|23)/T:(1|8)/shape:0'
+//     (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS at 4096 x 4096; the label names the type)
 // The ratio time(T=8) / time(T=1) inside one run is the figure that matters for verification
 // (a (g+1)-token verify forward should cost about a 1-token forward); absolute rates on a busy
 // machine are noisy.
@@ -89,7 +91,8 @@ void BM_Matmul(benchmark::State& state) {
 
 void dtype_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K,
-                  DType::Q5_K, DType::Q6_K})
+                  DType::Q5_K, DType::Q6_K, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q2_K, DType::Q3_K,
+                  DType::IQ4_XS})
     for (int64_t T : {1, 4, 8, 16})
       for (int64_t shape : {0, 1, 2}) b->Args({static_cast<int64_t>(t), T, shape});
 }

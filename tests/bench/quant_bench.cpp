@@ -25,7 +25,8 @@ static void BM_Dequantize(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(q.size()));
 }
-BENCHMARK(BM_Dequantize)->Arg(0)->Arg(1)->Arg(30)->Arg(8)->Arg(2)->Arg(3)->Arg(12)->Arg(13)->Arg(14);
+BENCHMARK(BM_Dequantize)->Arg(0)->Arg(1)->Arg(30)->Arg(8)->Arg(2)->Arg(3)->Arg(12)->Arg(13)->Arg(14)
+    ->Arg(6)->Arg(7)->Arg(10)->Arg(11)->Arg(20)->Arg(23);  // + Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS
 
 static void BM_Quantize(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
@@ -40,5 +41,5 @@ static void BM_Quantize(benchmark::State& state) {
   state.SetLabel(dtype_name(type));
   state.SetItemsProcessed(state.iterations() * n);
 }
-BENCHMARK(BM_Quantize)->Arg(8)->Arg(12)->Arg(14);
+BENCHMARK(BM_Quantize)->Arg(8)->Arg(12)->Arg(14)->Arg(6)->Arg(7)->Arg(10)->Arg(11)->Arg(20)->Arg(23);
 BENCHMARK_MAIN();

@@ -25,6 +25,7 @@
 #include "kernels/cuda/ops.h"
 
 #include "cuda_device_array.h"
+#include "quant_reference.h"
 
 namespace specmoe::kernels::cuda {
 namespace {
@@ -117,8 +118,18 @@ struct QuantSpec {
   DType type;
   int block_elems, block_bytes;
 };
-const QuantSpec kQuantTypes[] = {{DType::Q8_0, 32, 34}, {DType::Q4_0, 32, 18}, {DType::Q4_1, 32, 20},
-                                 {DType::Q4_K, 256, 144}, {DType::Q5_K, 256, 176}, {DType::Q6_K, 256, 210}};
+const QuantSpec kQuantTypes[] = {{DType::Q8_0, 32, 34},   {DType::Q4_0, 32, 18},   {DType::Q4_1, 32, 20},
+                                 {DType::Q4_K, 256, 144}, {DType::Q5_K, 256, 176}, {DType::Q6_K, 256, 210},
+                                 {DType::Q5_0, 32, 22},   {DType::Q5_1, 32, 24},   {DType::IQ4_NL, 32, 18},
+                                 {DType::Q2_K, 256, 84},  {DType::Q3_K, 256, 110}, {DType::IQ4_XS, 256, 136}};
+
+// Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, IQ4_XS: blocks and decoder shared with the CPU tests
+// (tests/quant_reference.h, an element-by-element decoder written from ggml's block definitions).
+bool is_new_quant_type(DType t) {
+  for (DType n : specmoe::testing::kNewQuantTypes)
+    if (n == t) return true;
+  return false;
+}
 
 void put_half(uint8_t* p, float v) {
   const uint16_t h = f32_to_f16(v);
@@ -128,6 +139,7 @@ void put_half(uint8_t* p, float v) {
 float get_half(const uint8_t* p) { return f16_to_f32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 
 std::vector<uint8_t> random_blocks(std::mt19937& rng, const QuantSpec& q, int64_t n_blocks) {
+  if (is_new_quant_type(q.type)) return specmoe::testing::ref_random_blocks(q.type, rng, n_blocks);
   std::vector<uint8_t> bytes(static_cast<size_t>(n_blocks * q.block_bytes));
   std::uniform_int_distribution<int> byte(0, 255);
   for (uint8_t& b : bytes) b = static_cast<uint8_t>(byte(rng));
@@ -160,6 +172,10 @@ void ref_scale_min_k4(int j, const uint8_t* q, uint8_t& d, uint8_t& m) {
 
 // n elements of `type` at src -> y (ggml's loops).
 void ref_dequantize(DType type, const uint8_t* src, float* y, int64_t n) {
+  if (is_new_quant_type(type)) {
+    specmoe::testing::ref_dequantize_new(type, src, y, n);
+    return;
+  }
   switch (type) {
     case DType::F32: std::memcpy(y, src, static_cast<size_t>(n) * 4); return;
     case DType::F16:
@@ -244,6 +260,7 @@ void ref_dequantize(DType type, const uint8_t* src, float* y, int64_t n) {
         }
       }
       return;
+    default: break;
   }
   FAIL() << "ref_dequantize: unknown type";
 }
@@ -302,6 +319,12 @@ const char* name_of(DType t) {
     case DType::Q4_K: return "Q4_K";
     case DType::Q5_K: return "Q5_K";
     case DType::Q6_K: return "Q6_K";
+    case DType::Q5_0: return "Q5_0";
+    case DType::Q5_1: return "Q5_1";
+    case DType::IQ4_NL: return "IQ4_NL";
+    case DType::Q2_K: return "Q2_K";
+    case DType::Q3_K: return "Q3_K";
+    case DType::IQ4_XS: return "IQ4_XS";
   }
   return "?";
 }
@@ -393,8 +416,10 @@ TEST_F(CudaOps, DequantizeMatchesGgmlLoops) {
 // Embedding lookup: exact copies of dequantized rows (same tolerance as above); an out-of-range
 // id yields a NaN row.
 TEST_F(CudaOps, GetRowsQuantizedAndFloatTables) {
-  for (DType type : {DType::Q4_K, DType::Q8_0, DType::F16, DType::F32}) {
-    const int64_t n_in = (type == DType::Q4_K) ? 512 : (type == DType::Q8_0 ? 96 : 17);
+  for (DType type : {DType::Q4_K, DType::Q8_0, DType::F16, DType::F32, DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
+                     DType::Q2_K, DType::Q3_K, DType::IQ4_XS}) {
+    const int64_t block = specmoe::dtype_info(type).block_size;
+    const int64_t n_in = block == 256 ? 512 : (block == 32 ? 96 : 17);
     const HostMatrix m = random_matrix(rng_, type, n_in, 37, 8);  // padded rows
     DeviceArray<uint8_t> table(ctx(), m.bytes);
     const std::vector<int32_t> ids = {36, 0, 17, 17, 3};
@@ -425,7 +450,11 @@ TEST_F(CudaOps, MatmulAllTypesAndBatchSizes) {
       {DType::F32, 1, 3, 0},      {DType::F32, 4097, 17, 0},  {DType::F16, 17, 33, 0},   {DType::F16, 4097, 3, 6},
       {DType::BF16, 3, 17, 0},    {DType::BF16, 4097, 5, 0},  {DType::Q8_0, 32, 1, 0},   {DType::Q8_0, 32 * 17, 33, 2},
       {DType::Q4_0, 32 * 3, 17, 0}, {DType::Q4_1, 32 * 17, 5, 0}, {DType::Q4_K, 256, 3, 0}, {DType::Q4_K, 256 * 17, 33, 8},
-      {DType::Q5_K, 256 * 3, 17, 0}, {DType::Q6_K, 256 * 3, 17, 4}, {DType::Q6_K, 256, 1, 0}};
+      {DType::Q5_K, 256 * 3, 17, 0}, {DType::Q6_K, 256 * 3, 17, 4}, {DType::Q6_K, 256, 1, 0},
+      {DType::Q5_0, 32, 1, 0},      {DType::Q5_0, 32 * 17, 33, 2}, {DType::Q5_1, 32 * 3, 17, 0},
+      {DType::IQ4_NL, 32 * 17, 5, 0}, {DType::IQ4_NL, 32, 3, 0},   {DType::Q2_K, 256, 3, 0},
+      {DType::Q2_K, 256 * 17, 17, 8}, {DType::Q3_K, 256 * 3, 17, 0}, {DType::Q3_K, 256, 1, 2},
+      {DType::IQ4_XS, 256 * 3, 17, 4}, {DType::IQ4_XS, 256, 1, 0}};
   for (const Case& c : cases) {
     const HostMatrix m = random_matrix(rng_, c.type, c.n_in, c.n_out, c.pad);
     DeviceArray<uint8_t> w(ctx(), m.bytes);

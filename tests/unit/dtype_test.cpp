@@ -26,7 +26,10 @@ TEST(DType, TableMatchesGgml) {
                       {DType::Q4_0, 2, "Q4_0", 32, 18},   {DType::Q4_1, 3, "Q4_1", 32, 20},
                       {DType::Q8_0, 8, "Q8_0", 32, 34},   {DType::Q4_K, 12, "Q4_K", 256, 144},
                       {DType::Q5_K, 13, "Q5_K", 256, 176}, {DType::Q6_K, 14, "Q6_K", 256, 210},
-                      {DType::BF16, 30, "BF16", 1, 2}};
+                      {DType::BF16, 30, "BF16", 1, 2},     {DType::Q5_0, 6, "Q5_0", 32, 22},
+                      {DType::Q5_1, 7, "Q5_1", 32, 24},    {DType::Q2_K, 10, "Q2_K", 256, 84},
+                      {DType::Q3_K, 11, "Q3_K", 256, 110}, {DType::IQ4_NL, 20, "IQ4_NL", 32, 18},
+                      {DType::IQ4_XS, 23, "IQ4_XS", 256, 136}};
   for (const auto& r : rows) {
     SCOPED_TRACE(r.name);
     auto info = dtype_info(r.id);
@@ -38,7 +41,7 @@ TEST(DType, TableMatchesGgml) {
     EXPECT_EQ(dtype_info(r.t).block_bytes, r.bytes);
     EXPECT_STREQ(dtype_name(r.t), r.name);
   }
-  for (uint32_t id : {4u, 6u, 7u, 10u, 15u, 29u, 31u, 77u, 0xffffffffu}) EXPECT_FALSE(dtype_info(id).has_value()) << id;
+  for (uint32_t id : {4u, 9u, 15u, 16u, 21u, 29u, 31u, 77u, 0xffffffffu}) EXPECT_FALSE(dtype_info(id).has_value()) << id;
 }
 
 TEST(DType, FromNameIsCaseInsensitive) {
@@ -46,6 +49,8 @@ TEST(DType, FromNameIsCaseInsensitive) {
   EXPECT_EQ(dtype_from_name("Q4_K"), DType::Q4_K);
   EXPECT_EQ(dtype_from_name("q6_k"), DType::Q6_K);
   EXPECT_EQ(dtype_from_name("bf16"), DType::BF16);
+  EXPECT_EQ(dtype_from_name("iq4_xs"), DType::IQ4_XS);
+  EXPECT_EQ(dtype_from_name("Q5_0"), DType::Q5_0);
   EXPECT_FALSE(dtype_from_name("q4_k_m").has_value());
   EXPECT_FALSE(dtype_from_name("").has_value());
   EXPECT_FALSE(dtype_from_name("f3").has_value());

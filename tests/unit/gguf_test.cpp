@@ -259,8 +259,8 @@ TEST(GGUFReader, RejectsUnknownTensorType) {
   Spec s;
   s.type_a = 77;
   expect_error(build(s).bytes, ErrorKind::Unsupported, "unknown tensor type 77 for tensor 'a'");
-  s.type_a = 6;  // a real ggml type specmoe does not read
-  expect_error(build(s).bytes, ErrorKind::Unsupported, "unsupported tensor type Q5_0 (6) for tensor 'a'");
+  s.type_a = 16;  // a real ggml type specmoe does not read
+  expect_error(build(s).bytes, ErrorKind::Unsupported, "unsupported tensor type IQ2_XXS (16) for tensor 'a'");
 }
 
 TEST(GGUFReader, RejectsTooManyDims) {
@@ -459,8 +459,9 @@ TEST(GGUFWriter, RoundTripsEveryValueType) {
 }
 
 TEST(GGUFWriter, RoundTripsEveryTensorTypeByteExact) {
-  const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
-                         DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,  DType::Q4_1,
+                         DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q5_0, DType::Q5_1,  DType::Q2_K,
+                         DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS};
   std::mt19937 rng(7);
   GGUFWriter w;
   w.set_alignment(64);

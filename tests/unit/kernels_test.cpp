@@ -64,14 +64,17 @@ float sum_order_tolerance(const float* x, const std::vector<float>& w_row, int64
 }
 
 // The AVX2 path multiplies block-quantized weights with 8-bit activations (llama.cpp's scheme):
-// token x is quantized per block of B elements (32 for Q8_0/Q4_0/Q4_1, 256 for the K-quants) as
+// token x is quantized per block of B elements (32 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL, 256 for
+// the K-quants and IQ4_XS) as
 // q = round(x / d), d = amax / 127, so |x - d q| <= d / 2 per element. Returns B, or 0 for the
 // types and paths that multiply in float.
 int64_t act_block(DType type, cpu::Isa isa) {
   if (cpu::usable_isa(isa) != cpu::Isa::Avx2) return 0;
   switch (type) {
-    case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: return 32;
-    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return 256;
+    case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::IQ4_NL:
+      return 32;
+    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::IQ4_XS:
+      return 256;
     default: return 0;
   }
 }
@@ -111,6 +114,8 @@ const DtypeCase kDtypes[] = {
     {DType::F32, 1, 1e-10},  {DType::F16, 1, 2e-6},    {DType::BF16, 1, 5e-5},
     {DType::Q8_0, 32, 1e-4}, {DType::Q4_0, 32, 2.5e-2}, {DType::Q4_1, 32, 2.5e-2},
     {DType::Q4_K, 256, 2.5e-2}, {DType::Q5_K, 256, 8e-3}, {DType::Q6_K, 256, 2e-3},
+    {DType::Q5_0, 32, 8e-3},    {DType::Q5_1, 32, 8e-3},   {DType::IQ4_NL, 32, 2.5e-2},
+    {DType::Q2_K, 256, 0.25},   {DType::Q3_K, 256, 8e-2},  {DType::IQ4_XS, 256, 2.5e-2},
 };
 
 }  // namespace
@@ -194,7 +199,7 @@ TEST(Matmul, FastPathsMatchReferenceForEveryDtype) {
       n_ins = {dc.block, 3 * dc.block};
     for (int64_t n_in : n_ins)
       for (int64_t n_out : {1, 3, 17, 33})
-        for (int64_t T : {1, 3, 8, 16}) {
+        for (int64_t T : {1, 3, 8, 16, 17}) {
           SCOPED_TRACE(testing::Message() << specmoe::dtype_name(dc.type) << " n_in=" << n_in << " n_out=" << n_out
                                           << " T=" << T);
           TestMatrix m = make_matrix(dc.type, n_in, n_out, static_cast<uint32_t>(n_in * 131 + n_out));
@@ -275,7 +280,8 @@ TEST(Matmul, BitIdenticalAcrossThreadCountsAndBatchSizes) {
 // 2/4-row register blocks: each token's outputs equal its one-token call bit for bit.
 TEST(Matmul, LongBatchesMatchOneTokenCalls) {
   cpu::ThreadPool pool(2);
-  for (DType type : {DType::F16, DType::BF16, DType::F32, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType type : {DType::F16, DType::BF16, DType::F32, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0,
+                     DType::Q5_1, DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::IQ4_XS}) {
     SCOPED_TRACE(specmoe::dtype_name(type));
     const int64_t block = specmoe::dtype_info(type).block_size;
     const int64_t n_in = block == 1 ? 67 : block, n_out = 37, T = 37;
@@ -298,7 +304,9 @@ TEST(Matmul, ExtremeCodesMatchReference) {
   cpu::ThreadPool pool(1);
   struct HalfField { DType type; std::vector<size_t> offsets; };  // fp16 fields inside a block
   const HalfField cases[] = {{DType::Q8_0, {0}}, {DType::Q4_0, {0}},    {DType::Q4_1, {0, 2}},
-                             {DType::Q4_K, {0, 2}}, {DType::Q5_K, {0, 2}}, {DType::Q6_K, {208}}};
+                             {DType::Q4_K, {0, 2}}, {DType::Q5_K, {0, 2}}, {DType::Q6_K, {208}},
+                             {DType::Q5_0, {0}},    {DType::Q5_1, {0, 2}},    {DType::IQ4_NL, {0}},
+                             {DType::Q2_K, {80, 82}}, {DType::Q3_K, {108}},  {DType::IQ4_XS, {0}}};
   std::mt19937 rng(17);
   for (const HalfField& c : cases) {
     SCOPED_TRACE(specmoe::dtype_name(c.type));

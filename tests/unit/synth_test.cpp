@@ -44,7 +44,7 @@ TEST(Synth, SameSeedSameBytesOtherSeedOtherBytes) {
 
 TEST(Synth, PresetsAreListedAndUnknownOnesRejected) {
   const auto presets = synth_presets();
-  ASSERT_EQ(presets.size(), 9u);  // tiny, tiny-draft, target, draft, moe-tiny, qwen2moe-tiny, moe-target, moe-draft, target-1b
+  ASSERT_EQ(presets.size(), 10u);  // tiny, tiny-draft, tiny-256, target, draft, moe-tiny, qwen2moe-tiny, moe-target, moe-draft, target-1b
   for (const std::string& p : presets) {
     const std::string name = p.substr(0, p.find(':'));
     EXPECT_NO_THROW(synth_spec(name)) << name;
@@ -57,6 +57,36 @@ TEST(Synth, PresetsAreListedAndUnknownOnesRejected) {
     EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find("huge"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("tiny"), std::string::npos);
+  }
+}
+
+// PRESET-TYPE names a preset with its matrices in another type; a type whose blocks do not
+// divide the preset's rows is refused by name.
+TEST(Synth, TypeSuffixSetsTheMatrixType) {
+  SynthSpec s = synth_spec("tiny-q5_0");
+  EXPECT_EQ(s.type, DType::Q5_0);
+  EXPECT_EQ(s.n_embd, 64);
+  EXPECT_EQ(s.name, "tiny-q5_0");
+  EXPECT_EQ(synth_spec("tiny-256-IQ4_XS").type, DType::IQ4_XS);
+  EXPECT_EQ(synth_spec("tiny-draft-q8_0").keep_layers, 1);
+  EXPECT_EQ(synth_spec("target-q2_k").n_embd, 1024);
+  EXPECT_THROW(synth_spec("tiny-q4_k_m"), Error);
+  EXPECT_THROW(synth_spec("huge-q5_0"), Error);
+  const std::string path = scratch("synth_tiny256_q3k.gguf");
+  synth_write("tiny-256-q3_k", path, 5);
+  auto f = GGUFFile::open(path);
+  EXPECT_EQ(f->tensor("token_embd.weight").type, DType::Q3_K);
+  EXPECT_EQ(f->tensor("blk.3.ffn_down.weight").type, DType::Q3_K);
+  EXPECT_EQ(f->tensor("blk.0.attn_norm.weight").type, DType::F32);
+  try {
+    synth_write("tiny-q2_k", scratch("synth_bad_type.gguf"), 1);
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("Q2_K"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("blocks of 256"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("tiny-256"), std::string::npos) << msg;
   }
 }
 

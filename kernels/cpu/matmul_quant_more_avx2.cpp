@@ -1,0 +1,272 @@
+// AVX2 integer matmul kernels for Q5_0, Q5_1, IQ4_NL (with 32-element activation blocks, the role
+// of llama.cpp's Q8_0 / Q8_1) and Q2_K, Q3_K, IQ4_XS (with 256-element blocks, Q8_K's role), the
+// pairing llama.cpp's ggml_vec_dot_* use for these types. Block layouts: quant_q5_iq4.cpp and
+// quant_q23_k.cpp. Same scheme and determinism as matmul_quant_avx2.cpp: per block an exact
+// integer dot, then one fmadd(scale, float(int sum), acc) per block (plus one for a min or an
+// offset) into an 8-lane accumulator in block order, then a fixed-order horizontal sum; nothing
+// depends on T, the token's place in the batch or the thread.
+//
+// Signed weight codes (Q5_0 as q - 16, the IQ4 table values) use the sign trick of Q4_0/Q8_0:
+// maddubs(|w|, sign(x, w)). Unsigned codes with an offset (Q3_K's q - 4) multiply the unsigned
+// code and subtract offset * (the activations' sub-block sums), exactly, in integers.
+// Overflow: maddubs pairs are bounded by 2 * 16 * 127 (Q5_0), 2 * 31 * 127 (Q5_1), 2 * 3 * 127
+// (Q2_K), 2 * 7 * 127 (Q3_K), 2 * 127 * 127 = 32258 (IQ4_NL, IQ4_XS), all below 32767; a
+// super-block's int32 lanes stay below 2^24 (IQ4_XS: 8 sub-blocks x 4 products x 127 x 127 x 32).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/cpu/matmul_quant_avx2.h"
+#include "kernels/cpu/quant_internal.h"
+
+namespace specmoe::kernels::cpu::avx2 {
+
+namespace {
+
+using namespace quant;
+using cpu::detail::kIq4Values;
+
+// 32 bytes, byte i = 0xFF where bit i of `bits` is set, else 0 (the fifth bits of Q5_0/Q5_1).
+inline __m256i bit_mask32(uint32_t bits) {
+  // Byte i takes byte i / 8 of the word (shuffles stay within 128-bit lanes, and both lanes hold
+  // the whole word), then keeps bit i % 8.
+  const __m256i v = _mm256_set1_epi32(static_cast<int>(bits));
+  const __m256i spread = _mm256_shuffle_epi8(
+      v, _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The IQ4 value table in both 128-bit lanes, for _mm256_shuffle_epi8 lookups by nibble.
+inline __m256i iq4_table() {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
+}
+
+// ------------------------------------------------------------------ 32-element blocks
+
+// Q5_0: x = (q - 16) * d. A clear fifth bit turns nibble n into n - 16 = n | 0xF0 as a signed byte.
+template <int G>
+void dot_q5_0(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* out) {
+  __m256 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += 22) {
+    const float dw = load_half(w);
+    const __m256i hi = bit_mask32(load_u32(w + 2));
+    const __m256i q = _mm256_or_si256(unpack_nibbles16(w + 6), _mm256_andnot_si256(hi, _mm256_set1_epi8(-16)));
+    const __m256i aq = _mm256_sign_epi8(q, q);  // [0, 16]
+    for (int g = 0; g < G; ++g) {
+      const ActQ8x32& x = a[g][b];
+      const __m256i p = dot_u8_i8(aq, _mm256_sign_epi8(loadu256(x.qs), q));
+      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(p), acc[g]);
+    }
+  }
+  for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
+}
+
+// Q5_1: x = q * d + m, so dot = d * dx * sum(q * qx) + m * dx * sum(qx) (as Q4_1).
+template <int G>
+void dot_q5_1(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* out) {
+  __m256 acc[G];
+  float acc_min[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps(), acc_min[g] = 0.0f;
+  for (int64_t b = 0; b < nb; ++b, w += 24) {
+    const float dw = load_half(w), mw = load_half(w + 2);
+    const __m256i hi = _mm256_and_si256(bit_mask32(load_u32(w + 4)), _mm256_set1_epi8(0x10));
+    const __m256i q = _mm256_or_si256(unpack_nibbles16(w + 8), hi);  // [0, 31]
+    for (int g = 0; g < G; ++g) {
+      const ActQ8x32& x = a[g][b];
+      const __m256i p = dot_u8_i8(q, loadu256(x.qs));
+      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(p), acc[g]);
+      acc_min[g] += mw * (x.d * static_cast<float>(x.sum));
+    }
+  }
+  for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]) + acc_min[g];
+}
+
+// IQ4_NL: x = d * table[nibble]; the table values are looked up with a byte shuffle.
+template <int G>
+void dot_iq4_nl(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* out) {
+  const __m256i table = iq4_table();
+  __m256 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += 18) {
+    const float dw = load_half(w);
+    const __m256i v = _mm256_shuffle_epi8(table, unpack_nibbles16(w + 2));  // [-127, 113]
+    const __m256i av = _mm256_sign_epi8(v, v);
+    for (int g = 0; g < G; ++g) {
+      const ActQ8x32& x = a[g][b];
+      const __m256i p = dot_u8_i8(av, _mm256_sign_epi8(loadu256(x.qs), v));
+      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(p), acc[g]);
+    }
+  }
+  for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
+}
+
+// ------------------------------------------------------------------ 256-element super-blocks
+
+// The sixteen sub-block scales of a super-block as int16, split by half: half h holds the
+// scales of sub-blocks 8h .. 8h+7 in both 128-bit lanes.
+struct HalfScales {
+  __m256i half[2];
+  explicit HalfScales(__m128i sc16_lo, __m128i sc16_hi)
+      : half{_mm256_broadcastsi128_si256(sc16_lo), _mm256_broadcastsi128_si256(sc16_hi)} {}
+  // [scale 8h+2j x 8 | scale 8h+2j+1 x 8]: madd with a maddubs result over the 32 elements of
+  // group j weights its first 16 (sub-block 8h+2j) and last 16 (sub-block 8h+2j+1).
+  __m256i pair(int h, int j) const {
+    const __m256i pick = _mm256_setr_epi8(4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1,
+                                          4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1,
+                                          4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2,
+                                          4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3,
+                                          4 * j + 2, 4 * j + 3);
+    return _mm256_shuffle_epi8(half[h], pick);
+  }
+};
+
+// Q2_K: x = d * sc_s * q - dmin * mn_s over sub-blocks s of 16; the mins go through the
+// activations' sums of 16 (bsums), as Q4_K's do.
+template <int G>
+void dot_q2_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* out) {
+  const __m256i low2 = _mm256_set1_epi8(3);
+  __m256 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += 84) {
+    const float d = load_half(w + 80), dmin = load_half(w + 82);
+    const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+    const __m128i scales = _mm_and_si128(sc_bytes, _mm_set1_epi8(0x0F));
+    const HalfScales hs(_mm_cvtepu8_epi16(scales), _mm_cvtepu8_epi16(_mm_srli_si128(scales, 8)));
+    __m256i sumi[G];
+    for (int g = 0; g < G; ++g) sumi[g] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i raw = loadu256(w + 16 + 32 * h);
+      for (int j = 0; j < 4; ++j) {
+        // Elements 128h + 32j + l: bits 2j..2j+1 of qs[32h + l]; sub-blocks s and s + 1.
+        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), low2);
+        const __m256i sv = hs.pair(h, j);
+        for (int g = 0; g < G; ++g) {
+          const __m256i p = _mm256_maddubs_epi16(q, loadu256(a[g][b].qs + 128 * h + 32 * j));
+          sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(p, sv));
+        }
+      }
+    }
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_bytes, 4), _mm_set1_epi8(0x0F)));
+    for (int g = 0; g < G; ++g) {
+      const ActQ8x256& x = a[g][b];
+      const __m256i msum = _mm256_madd_epi16(loadu256(x.bsums), mins);
+      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(d * x.d), _mm256_cvtepi32_ps(sumi[g]), acc[g]);
+      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * x.d), _mm256_cvtepi32_ps(msum), acc[g]);
+    }
+  }
+  for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
+}
+
+// Q3_K's sixteen 6-bit scales minus 32, as int8 (layout in quant_q23_k.cpp).
+inline __m128i q3_scales(const uint8_t* p) {
+  uint32_t a[3];
+  std::memcpy(a, p, 12);
+  const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+  uint32_t u[4];
+  u[0] = (a[0] & m4) | ((a[2] & m2) << 4);
+  u[1] = (a[1] & m4) | (((a[2] >> 2) & m2) << 4);
+  u[2] = ((a[0] >> 4) & m4) | (((a[2] >> 4) & m2) << 4);
+  u[3] = ((a[1] >> 4) & m4) | (((a[2] >> 6) & m2) << 4);
+  const __m128i v = _mm_setr_epi32(static_cast<int>(u[0]), static_cast<int>(u[1]), static_cast<int>(u[2]),
+                                   static_cast<int>(u[3]));
+  return _mm_sub_epi8(v, _mm_set1_epi8(32));  // 0..63 -> -32..31
+}
+
+// Q3_K: x = d * sc_s * (q - 4), q = low 2 bits | third bit << 2 in [0, 7]. The -4 goes through
+// the activation sums: sum_s sc_s * (sum(q * qx) - 4 * bsum_s).
+template <int G>
+void dot_q3_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* out) {
+  const __m256i low2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  __m256 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += 110) {
+    const __m128i sc = q3_scales(w + 96);
+    const HalfScales hs(_mm_cvtepi8_epi16(sc), _mm_cvtepi8_epi16(_mm_srli_si128(sc, 8)));
+    const float d = load_half(w + 108);
+    const __m256i hm = loadu256(w);
+    __m256i sumi[G];
+    for (int g = 0; g < G; ++g) sumi[g] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i raw = loadu256(w + 32 + 32 * h);
+      for (int j = 0; j < 4; ++j) {
+        // Bit 4h + j of each hmask byte (a 16-bit shift, but only bit 0 of each byte is kept).
+        const __m256i top = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one);
+        const __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), low2),
+                                          _mm256_slli_epi16(top, 2));
+        const __m256i sv = hs.pair(h, j);
+        for (int g = 0; g < G; ++g) {
+          const __m256i p = _mm256_maddubs_epi16(q, loadu256(a[g][b].qs + 128 * h + 32 * j));
+          sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(p, sv));
+        }
+      }
+    }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
+    for (int g = 0; g < G; ++g) {
+      const ActQ8x256& x = a[g][b];
+      const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(loadu256(x.bsums), sc16), 2);
+      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(d * x.d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[g], offset)), acc[g]);
+    }
+  }
+  for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
+}
+
+// IQ4_XS: x = d * (ls_ib - 32) * table[nibble] over 8 sub-blocks of 32.
+template <int G>
+void dot_iq4_xs(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* out) {
+  const __m256i table = iq4_table();
+  __m256 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += 136) {
+    const float d = load_half(w);
+    uint16_t sh;
+    std::memcpy(&sh, w + 2, 2);
+    const uint8_t* sl = w + 4;
+    __m256i sumi[G];
+    for (int g = 0; g < G; ++g) sumi[g] = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+      const __m256i sv = _mm256_set1_epi16(static_cast<short>(ls - 32));
+      const __m256i v = _mm256_shuffle_epi8(table, unpack_nibbles16(w + 8 + 16 * ib));
+      const __m256i av = _mm256_sign_epi8(v, v);
+      for (int g = 0; g < G; ++g) {
+        const __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(loadu256(a[g][b].qs + 32 * ib), v));
+        sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(p, sv));
+      }
+    }
+    for (int g = 0; g < G; ++g)
+      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(d * a[g][b].d), _mm256_cvtepi32_ps(sumi[g]), acc[g]);
+  }
+  for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
+}
+
+template <int G> struct KQ5_0 { static void run(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o) { dot_q5_0<G>(w, a, nb, o); } };
+template <int G> struct KQ5_1 { static void run(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o) { dot_q5_1<G>(w, a, nb, o); } };
+template <int G> struct KIQ4_NL { static void run(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o) { dot_iq4_nl<G>(w, a, nb, o); } };
+template <int G> struct KQ2_K { static void run(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* o) { dot_q2_K<G>(w, a, nb, o); } };
+template <int G> struct KQ3_K { static void run(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* o) { dot_q3_K<G>(w, a, nb, o); } };
+template <int G> struct KIQ4_XS { static void run(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* o) { dot_iq4_xs<G>(w, a, nb, o); } };
+
+}  // namespace
+
+bool matmul_quant_rows_more(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y,
+                            int64_t j0, int64_t j1) {
+  switch (w.type) {
+    case DType::Q5_0: rows_with<ActQ8x32, KQ5_0>(w, acts, act_stride, T, y, j0, j1, 32); return true;
+    case DType::Q5_1: rows_with<ActQ8x32, KQ5_1>(w, acts, act_stride, T, y, j0, j1, 32); return true;
+    case DType::IQ4_NL: rows_with<ActQ8x32, KIQ4_NL>(w, acts, act_stride, T, y, j0, j1, 32); return true;
+    case DType::Q2_K: rows_with<ActQ8x256, KQ2_K>(w, acts, act_stride, T, y, j0, j1, 256); return true;
+    case DType::Q3_K: rows_with<ActQ8x256, KQ3_K>(w, acts, act_stride, T, y, j0, j1, 256); return true;
+    case DType::IQ4_XS: rows_with<ActQ8x256, KIQ4_XS>(w, acts, act_stride, T, y, j0, j1, 256); return true;
+    default: return false;
+  }
+}
+
+}  // namespace specmoe::kernels::cpu::avx2

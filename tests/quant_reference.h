@@ -1,0 +1,140 @@
+// A second, plain decoder of the block formats Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL and IQ4_XS, written
+// element by element straight from ggml's block definitions (ggml-common.h) rather than as
+// kernels/cpu's row loops: element e of a block has an integer code (code_of) and the block's
+// scales map each code to a value (value_of). Values are computed exactly in double (every
+// product of an fp16 scale and the small integers involved has <= 25 significant bits) and
+// rounded to float once, which is what ggml's dequantize_row_* produce, since their float
+// products of this kind are exact and only the last operation rounds. Shared by the CPU
+// quantization tests and the CUDA op tests.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/dtype.h"
+
+namespace specmoe::testing {
+
+inline constexpr DType kNewQuantTypes[] = {DType::Q5_0, DType::Q5_1, DType::Q2_K,
+                                           DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS};
+
+// ggml's kvalues_iq4nl.
+inline constexpr int kRefIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+inline double ref_half(const uint8_t* p) { return fp16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
+inline uint32_t ref_u32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+         (static_cast<uint32_t>(p[3]) << 24);
+}
+
+// Number of codes an element of `type` can take.
+inline int ref_code_count(DType type) {
+  switch (type) {
+    case DType::Q5_0: case DType::Q5_1: return 32;
+    case DType::Q2_K: return 4;
+    case DType::Q3_K: return 8;
+    case DType::IQ4_NL: case DType::IQ4_XS: return 16;
+    default: throw std::invalid_argument("quant_reference: not one of the new types");
+  }
+}
+
+// The code of element e (0 <= e < block size) of the block at b.
+inline int ref_code_of(DType type, const uint8_t* b, int e) {
+  switch (type) {
+    case DType::Q5_0:
+    case DType::Q5_1: {
+      // Byte e % 16 of qs: low nibble for e < 16, high nibble for e >= 16; bit e of qh.
+      const uint8_t* qh = b + (type == DType::Q5_0 ? 2 : 4);
+      const uint8_t* qs = qh + 4;
+      const int nib = e < 16 ? (qs[e] & 0xF) : (qs[e - 16] >> 4);
+      return nib + 16 * static_cast<int>((ref_u32(qh) >> e) & 1);
+    }
+    case DType::Q2_K:
+    case DType::Q3_K: {
+      // e = 128 h + 32 j + l: bits 2j, 2j+1 of qs[32 h + l]; Q3_K: bit 4h + j of hmask[l] is bit 2.
+      const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+      const uint8_t* qs = b + (type == DType::Q2_K ? 16 : 32);
+      const int low = (qs[32 * h + l] >> (2 * j)) & 3;
+      if (type == DType::Q2_K) return low;
+      return low | (((b[l] >> (4 * h + j)) & 1) << 2);
+    }
+    case DType::IQ4_NL: return e < 16 ? (b[2 + e] & 0xF) : (b[2 + e - 16] >> 4);
+    case DType::IQ4_XS: {
+      const int ib = e / 32, i = e % 32;
+      const uint8_t* qs = b + 8 + 16 * ib;
+      return i < 16 ? (qs[i] & 0xF) : (qs[i - 16] >> 4);
+    }
+    default: throw std::invalid_argument("quant_reference: not one of the new types");
+  }
+}
+
+// The exact value code c takes at element e of the block at b.
+inline double ref_value_of(DType type, const uint8_t* b, int e, int c) {
+  switch (type) {
+    case DType::Q5_0: return ref_half(b) * (c - 16);
+    case DType::Q5_1: return ref_half(b) * c + ref_half(b + 2);
+    case DType::Q2_K: {
+      const int sc = b[e / 16];  // scale: low nibble, min: high nibble
+      return ref_half(b + 80) * (sc & 15) * c - ref_half(b + 82) * (sc >> 4);
+    }
+    case DType::Q3_K: {
+      // Scale s: low 4 bits from byte s (s < 8, low nibble) or s - 8 (high nibble) of the
+      // 12-byte field at 96, top 2 bits from byte 8 + s % 4 at bit 2 (s / 4).
+      const int s = e / 16;
+      const uint8_t* f = b + 96;
+      const int low = s < 8 ? (f[s] & 15) : (f[s - 8] >> 4);
+      const int ls = low | (((f[8 + s % 4] >> (2 * (s / 4))) & 3) << 4);
+      return ref_half(b + 108) * (ls - 32) * (c - 4);
+    }
+    case DType::IQ4_NL: return ref_half(b) * kRefIq4[c];
+    case DType::IQ4_XS: {
+      const int ib = e / 32;
+      const int low = (b[4 + ib / 2] >> (4 * (ib % 2))) & 15;
+      const int high = ((b[2] | (b[3] << 8)) >> (2 * ib)) & 3;
+      return ref_half(b) * ((low | (high << 4)) - 32) * kRefIq4[c];
+    }
+    default: throw std::invalid_argument("quant_reference: not one of the new types");
+  }
+}
+
+// n elements (a multiple of the block size) of `type` at src -> y.
+inline void ref_dequantize_new(DType type, const uint8_t* src, float* y, int64_t n) {
+  const DTypeInfo& info = dtype_info(type);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* b = src + (i / info.block_size) * info.block_bytes;
+    const int e = static_cast<int>(i % info.block_size);
+    y[i] = static_cast<float>(ref_value_of(type, b, e, ref_code_of(type, b, e)));
+  }
+}
+
+// Random blocks of a new type: every payload byte random (all codes, all scale bits), the fp16
+// fields set so values stay O(1): |d * code| <~ 1 (signed where the format allows it).
+inline std::vector<uint8_t> ref_random_blocks(DType type, std::mt19937& rng, int64_t n_blocks) {
+  const DTypeInfo& info = dtype_info(type);
+  std::vector<uint8_t> bytes(static_cast<size_t>(n_blocks) * info.block_bytes);
+  for (auto& v : bytes) v = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> u(0.5f, 1.0f);
+  auto put = [](uint8_t* p, float v) {
+    const uint16_t h = fp32_to_fp16(v);
+    p[0] = static_cast<uint8_t>(h & 0xff);
+    p[1] = static_cast<uint8_t>(h >> 8);
+  };
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    uint8_t* b = bytes.data() + i * info.block_bytes;
+    const float s = (rng() & 1) ? -1.0f : 1.0f;
+    switch (type) {
+      case DType::Q5_0: put(b, s * u(rng) * 0.06f); break;                            // |q - 16| <= 16
+      case DType::Q5_1: put(b, u(rng) * 0.06f); put(b + 2, -u(rng)); break;           // q <= 31
+      case DType::Q2_K: put(b + 80, u(rng) * 0.02f); put(b + 82, u(rng) * 0.02f); break;  // sc, m <= 15, q <= 3
+      case DType::Q3_K: put(b + 108, s * u(rng) * 0.008f); break;                     // |ls - 32| <= 32, |q| <= 4
+      case DType::IQ4_NL: put(b, s * u(rng) * 0.008f); break;                         // |value| <= 127
+      case DType::IQ4_XS: put(b, s * u(rng) * 0.00025f); break;                       // |ls - 32| <= 32
+      default: throw std::invalid_argument("quant_reference: not one of the new types");
+    }
+  }
+  return bytes;
+}
+
+}  // namespace specmoe::testing
