@@ -41,20 +41,6 @@ namespace {
 
 using Tokens = std::vector<int32_t>;
 
-std::string synth_file(const std::string& preset, uint64_t seed) {
-  const std::string name = "cuda-spec-" + preset + "-" + std::to_string(seed) + ".gguf";
-  const std::string path = (testing::scratch_dir() / name).string();
-  core::synth_write(core::synth_spec(preset), path, seed);
-  return path;
-}
-
-std::unique_ptr<core::Model> load(const std::string& path, const std::string& device) {
-  core::LoadOptions o;
-  o.n_threads = 1;
-  o.device = device;
-  return core::Model::load(path, o);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Host-side contracts (every machine).
 
@@ -111,6 +97,20 @@ TEST(PenaltyLists, ApplyExactlyWhatTheCpuProcessorsApply) {
 }
 
 #ifdef SPECMOE_HAVE_CUDA
+std::string synth_file(const std::string& preset, uint64_t seed) {
+  const std::string name = "cuda-spec-" + preset + "-" + std::to_string(seed) + ".gguf";
+  const std::string path = (testing::scratch_dir() / name).string();
+  core::synth_write(core::synth_spec(preset), path, seed);
+  return path;
+}
+
+std::unique_ptr<core::Model> load(const std::string& path, const std::string& device) {
+  core::LoadOptions o;
+  o.n_threads = 1;
+  o.device = device;
+  return core::Model::load(path, o);
+}
+
 namespace cu = kernels::cuda;
 using testing::chi2_critical_0001;
 using testing::ChiSquare;
