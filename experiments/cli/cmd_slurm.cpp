@@ -85,10 +85,10 @@ void add_slurm_command(CLI::App& app, int argc, char** argv) {
       std::fprintf(stderr, "note: a task runs on one GPU (cuda:0); --gpus-per-task %d reserves GPUs it does not use\n",
                    sweep.gpus_per_task);
     exp::write_slurm_sweep(sweep);
-    std::fprintf(stderr, "wrote %s (%d tasks, %d CPUs%s each, %zu runs) and %s\n", sweep.array_script_path().c_str(),
-                 sweep.tasks, sweep.cpus_per_task,
-                 sweep.gpus_per_task > 0 ? fmt::format(" and {} GPUs", sweep.gpus_per_task).c_str() : "",
-                 sweep.runs.size(), sweep.merge_script_path().c_str());
+    std::fprintf(stderr, "wrote %s (%zu runs in %d tasks of %d CPU%s%s) and %s\n", sweep.array_script_path().c_str(),
+                 sweep.runs.size(), sweep.tasks, sweep.cpus_per_task, sweep.cpus_per_task == 1 ? "" : "s",
+                 sweep.gpus_per_task > 0 ? fmt::format(" and {} GPU{}", sweep.gpus_per_task, sweep.gpus_per_task == 1 ? "" : "s").c_str() : "",
+                 sweep.merge_script_path().c_str());
     if (!a->submit) {
       std::fprintf(stderr, "submit them with:\n");
       for (const auto& c : exp::slurm_submit_commands(sweep)) std::printf("%s\n", c.c_str());
