@@ -377,13 +377,23 @@ struct SweepQueue {
   std::vector<std::string> all_ids;
 };
 
+// Whether squeue's command is this script: the same path, or another spelling of it (a job
+// submitted by hand from another folder or through a symbolic link).
+bool is_script(const std::string& command, const std::string& script) {
+  if (command == script) return true;
+  std::error_code ec;
+  return !command.empty() && command[0] == '/' && fs::equivalent(command, script, ec) && !ec;
+}
+
 SweepQueue sweep_queue(const SlurmSweep& s, Scheduler& scheduler) {
   SweepQueue q;
   const std::string array = s.array_script_path(), merge = s.merge_script_path();
   for (const auto& j : scheduler.queue()) {
-    if (!active(j) || (j.command != array && j.command != merge)) continue;
+    if (!active(j)) continue;
+    const bool is_merge = is_script(j.command, merge);
+    if (!is_merge && !is_script(j.command, array)) continue;
     q.all_ids.push_back(j.array_task >= 0 ? fmt::format("{}_{}", j.array_job_id, j.array_task) : j.job_id);
-    if (j.command == merge) q.merges.push_back(j);
+    if (is_merge) q.merges.push_back(j);
     else if (j.array_task >= 0 && j.array_task < s.tasks) q.tasks[j.array_task] = q.all_ids.back();
   }
   return q;
@@ -409,6 +419,7 @@ SlurmSubmission submit_slurm_sweep(SlurmSweep& s, Scheduler& scheduler) {
                 "{}: jobs {} of an earlier submission of this sweep are still queued; wait for them, scancel them, or "
                 "run `specmoe slurm --resubmit {}`",
                 s.output, join(q.all_ids), s.output);
+  write_slurm_sweep(s);
   SlurmSubmission out;
   out.array_job = scheduler.submit({}, s.array_script_path());
   for (int k = 0; k < s.tasks; ++k) out.tasks.push_back(k);

@@ -115,8 +115,9 @@ struct SlurmSubmission {
   std::string nothing_to_do;             // non-empty: why nothing was submitted
 };
 
-// Submits the array and the merge job (afterok on the array) and records both in slurm.json.
-// Refuses while jobs of an earlier submission of the folder are still queued.
+// Writes the sweep (write_slurm_sweep), submits the array and the merge job (afterok on the array)
+// and records both in slurm.json. Refuses, writing nothing, while jobs of an earlier submission of
+// the folder are still queued.
 SlurmSubmission submit_slurm_sweep(SlurmSweep& sweep, Scheduler& scheduler);
 
 // Recovers the sweep in `dir`: refuses when the config or the build changed since it was written

@@ -84,7 +84,9 @@ void add_slurm_command(CLI::App& app, int argc, char** argv) {
     if (sweep.gpus_per_task > 1)
       std::fprintf(stderr, "note: a task runs on one GPU (cuda:0); --gpus-per-task %d reserves GPUs it does not use\n",
                    sweep.gpus_per_task);
-    exp::write_slurm_sweep(sweep);
+    exp::SlurmSubmission r;
+    if (a->submit) r = exp::submit_slurm_sweep(sweep, *exp::make_slurm_scheduler());  // writes them unless refused
+    else exp::write_slurm_sweep(sweep);
     std::fprintf(stderr, "wrote %s (%zu runs in %d tasks of %d CPU%s%s) and %s\n", sweep.array_script_path().c_str(),
                  sweep.runs.size(), sweep.tasks, sweep.cpus_per_task, sweep.cpus_per_task == 1 ? "" : "s",
                  sweep.gpus_per_task > 0 ? fmt::format(" and {} GPU{}", sweep.gpus_per_task, sweep.gpus_per_task == 1 ? "" : "s").c_str() : "",
@@ -94,8 +96,6 @@ void add_slurm_command(CLI::App& app, int argc, char** argv) {
       for (const auto& c : exp::slurm_submit_commands(sweep)) std::printf("%s\n", c.c_str());
       return;
     }
-    auto scheduler = exp::make_slurm_scheduler();
-    const exp::SlurmSubmission r = exp::submit_slurm_sweep(sweep, *scheduler);
     std::printf("submitted array job %s (tasks %s) and merge job %s (--dependency=%s)\n", r.array_job.c_str(),
                 exp::task_ranges(r.tasks).c_str(), r.merge_job.c_str(), r.dependency.c_str());
   });

@@ -342,15 +342,24 @@ TEST(SlurmSubmit, ArrayThenMergeAfterIt) {
   EXPECT_EQ(r.merge_job, "101");
   EXPECT_EQ(load_slurm_sweep(s.output).submissions.size(), 2u);
 
-  // Submitting the folder again while its jobs are queued is refused.
+  // Submitting the folder again while its jobs are queued is refused, before anything is written.
   sch.jobs = {array_task(s, "100", 1, "RUNNING"), merge_job(s, "101", "Dependency")};
+  SlurmSweep again = s;
+  again.partition = "elsewhere";
+  again.submissions = nlohmann::json::array();
   try {
-    submit_slurm_sweep(s, sch);
+    submit_slurm_sweep(again, sch);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_TRUE(contains(e.what(), "jobs 100_1, 101 of an earlier submission")) << e.what();
   }
   EXPECT_EQ(sch.submitted.size(), 2u);
+  EXPECT_FALSE(contains(read_file(s.array_script_path()), "elsewhere"));
+  EXPECT_EQ(load_slurm_sweep(s.output).submissions.size(), 2u);
+  // The same script reached by another path (a symbolic link to the folder) is recognised too.
+  fs::create_directory_symlink(s.output, dir / "link");
+  sch.jobs = {{"7", "", -1, "PENDING", "Dependency", (dir / "link" / "merge.sh").string()}};
+  EXPECT_THROW(submit_slurm_sweep(again, sch), Error);
 }
 
 TEST(SlurmResubmit, RerunsOnlyUnfinishedTasksAndReplacesTheStrandedMerge) {
