@@ -72,6 +72,7 @@ std::string ensure_synth_model(const ModelSpec& model) {
 }
 
 EngineExecutor::EngineExecutor() = default;
+EngineExecutor::EngineExecutor(std::string device) : device_(std::move(device)) {}
 EngineExecutor::~EngineExecutor() = default;
 
 std::vector<std::string> EngineExecutor::drafter_names() const { return draft::drafter_names(); }
@@ -82,6 +83,7 @@ std::shared_ptr<core::Model> EngineExecutor::model(const std::string& path, int 
   if (it != models_.end()) return it->second;
   core::LoadOptions load;
   load.n_threads = threads;
+  if (!device_.empty()) load.device = device_;
   std::shared_ptr<core::Model> m = core::Model::load(path, load);
   models_[path] = m;
   return m;
@@ -159,8 +161,9 @@ void EngineExecutor::prepare(const ExperimentSpec& spec, const std::vector<RunSp
 }
 
 void EngineExecutor::describe_environment(nlohmann::json& environment) const {
-  // CPU engine: the CUDA backend reports its device here once it drives generation.
-  environment["backend"] = "cpu";
+  // Where the models were loaded ("cpu" unless a device was given).
+  environment["backend"] = device_.empty() ? "cpu" : device_;
+  if (device_.starts_with("cuda")) environment["cuda_device"] = device_;
 }
 
 EngineExecutor::RunState& EngineExecutor::state_for(const ExecutionRequest& req) {
@@ -267,8 +270,13 @@ PromptRecord EngineExecutor::execute(const ExecutionRequest& req) {
 void EngineExecutor::finish_run(const RunSpec& run) { runs_.erase(run.name); }
 
 int run_experiment(const std::string& path, const RunOptions& options) {
-  EngineExecutor executor;
+  EngineExecutor executor(options.device);
   return run_experiment(path, options, executor);
+}
+
+ExperimentPlan plan_experiment(const std::string& path, const RunOptions& options) {
+  EngineExecutor executor;  // for the registries' names; loads nothing
+  return plan_experiment(path, options, executor);
 }
 
 }  // namespace specmoe::exp

@@ -22,6 +22,8 @@ std::string ensure_synth_model(const ModelSpec& model);
 class EngineExecutor : public RunExecutor {
  public:
   EngineExecutor();
+  // device: where every model loads ("cpu", "cuda", "cuda:N"; "" = the engine's default, cpu).
+  explicit EngineExecutor(std::string device);
   ~EngineExecutor() override;
 
   std::vector<std::string> drafter_names() const override;
@@ -36,6 +38,7 @@ class EngineExecutor : public RunExecutor {
   std::shared_ptr<core::Model> model(const std::string& path, int threads);
   RunState& state_for(const ExecutionRequest& request);
 
+  std::string device_;
   std::map<std::string, std::shared_ptr<core::Model>> models_;  // by path; loaded once
   std::map<std::string, std::unique_ptr<RunState>> runs_;       // by run name
   // Prompt tokens by (target path, prompt index).

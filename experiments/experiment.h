@@ -20,6 +20,11 @@ struct RunOptions {
   bool progress = true;         // progress line on stderr
   std::string command_line;     // shown as "reproduce" in reports ("" = "specmoe run <path>")
   std::vector<std::string> report_formats;  // writer names (empty = all registered)
+  std::string device;           // non-empty: where the models run ("cpu", "cuda", "cuda:N")
+  // Non-empty: refuse to run unless the experiment's config hash / this build's commit (kGitCommit)
+  // equal these (what `specmoe slurm` recorded when it wrote the batch scripts).
+  std::string expect_config_hash;
+  std::string expect_commit;
 };
 
 // Exit codes of run_experiment.
@@ -38,13 +43,45 @@ int run_experiment(const std::string& path, const RunOptions& options, RunExecut
 // load models).
 void describe_experiment(const std::string& path, const RunOptions& options, std::ostream& out);
 
+// The resolved runs and hashes of an experiment as run_experiment would run it with `options`
+// (threads and output overrides applied), validated like run_experiment except that no model is
+// loaded: the TOML, the sweep, the prompts, the drafter and verifier names and the model files.
+struct PlannedRun {
+  std::string name;
+  int index = 0;
+  std::string config_hash;
+};
+struct ExperimentPlan {
+  std::string name;
+  std::string output;       // the output folder (override applied)
+  int threads = 1;          // resolved (never 0)
+  int threads_configured = 0;  // [experiment] threads or the override as given (0 = all hardware threads)
+  std::string config_hash;  // the experiment hash shards and merges compare
+  std::vector<PlannedRun> runs;
+};
+ExperimentPlan plan_experiment(const std::string& path, const RunOptions& options);
+ExperimentPlan plan_experiment(const std::string& path, const RunOptions& options, const RunExecutor& executor);
+
+struct MergeOptions {
+  // Merge what is there when shards are missing (absent folders included) or incomplete, and list
+  // the gaps in the report, instead of refusing.
+  bool allow_partial = false;
+  std::string expect_config_hash;  // non-empty: every shard must have this experiment hash
+  std::string expect_commit;       // non-empty: every run must have been made by this build
+};
 struct MergeSummary {
   int runs = 0;                      // finished runs in the merged report
-  std::vector<std::string> missing;  // runs no input folder had
+  int shards = 0;                    // the split the inputs are shards of (n of --shard i/n)
+  std::vector<std::string> missing;  // runs of the experiment not in the merged report
+  std::vector<std::string> gaps;     // one line per missing or incomplete shard (allow_partial)
 };
-// Combines the output folders of shards of one experiment (same config hash, else
-// Error(Config) naming the folder) into `out`: copies their run files and builds the report.
-MergeSummary merge_reports(const std::vector<std::string>& dirs, const std::string& out);
+// Combines the output folders of the n shards of one experiment into `out`: copies each shard's
+// run files and builds the report. Refuses (Error(Config), naming the folder or shard) shards of
+// another experiment (config hash) or build (specmoe commit), shards of different splits, a shard
+// given twice, and -- unless allow_partial -- a missing shard or one with unfinished runs. With
+// allow_partial the gaps are listed in the summary and in the report (experiment.json "merge").
+MergeSummary merge_reports(const std::vector<std::string>& dirs, const std::string& out,
+                           const MergeOptions& options = {});
 
 // Prints the metrics of two reports side by side (a, b: report.json files or output folders)
 // and flags runs whose outputs (token digest) or counts differ or that exist in one only.

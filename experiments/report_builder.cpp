@@ -402,7 +402,7 @@ nlohmann::json report_to_json(const Report& r) {
     runs.push_back(std::move(j));
   }
   const auto& exp = r.experiment.config.at("experiment");
-  return {{"format", "specmoe-report/1"},
+  nlohmann::json j = {{"format", "specmoe-report/1"},
           {"experiment", exp.value("name", "")},
           {"description", exp.value("description", "")},
           {"created", r.created},
@@ -417,6 +417,8 @@ nlohmann::json report_to_json(const Report& r) {
           {"missing_runs", r.missing_runs},
           {"config", r.experiment.config},
           {"toml", r.experiment.toml}};
+  if (!r.experiment.merge.is_null()) j["merge"] = r.experiment.merge;  // shards merged, gaps
+  return j;
 }
 
 }  // namespace specmoe::exp

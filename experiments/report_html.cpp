@@ -116,6 +116,14 @@ class HtmlReportWriter : public ReportWriter {
     if (TextTable t = category_table(r); !t.empty()) out += render_table(t);
     out += render_table(time_table(r));
     out += moe_section(r);
+    if (const nlohmann::json gaps = r.experiment.merge.is_object() ? r.experiment.merge.value("gaps", nlohmann::json::array())
+                                                                    : nlohmann::json::array();
+        !gaps.empty()) {
+      out += "<h2>Partial merge</h2>\n<p>Merged with <code>--allow-partial</code>; these shards were missing or "
+             "unfinished:</p>\n<ul>\n";
+      for (const auto& g : gaps) out += "<li>" + xml_escape(g.get<std::string>()) + "</li>\n";
+      out += "</ul>\n";
+    }
     if (!r.missing_runs.empty()) {
       out += "<h2>Missing runs</h2>\n<p>";
       for (size_t i = 0; i < r.missing_runs.size(); ++i) out += (i ? ", " : "") + xml_escape(r.missing_runs[i]);

@@ -63,6 +63,13 @@ class MarkdownReportWriter : public ReportWriter {
       out += render_table(moe_distinct_table(r), "###");
     }
     if (TextTable t = moe_table(r); !t.empty()) out += render_table(t);
+    if (const nlohmann::json gaps = r.experiment.merge.is_object() ? r.experiment.merge.value("gaps", nlohmann::json::array())
+                                                                    : nlohmann::json::array();
+        !gaps.empty()) {
+      out += "## Partial merge\n\nMerged with `--allow-partial`; these shards were missing or unfinished:\n\n";
+      for (const auto& g : gaps) out += "- " + g.get<std::string>() + "\n";
+      out += "\n";
+    }
     if (!r.missing_runs.empty()) {
       out += "## Missing runs\n\nNot finished (or finished with another config): ";
       for (size_t i = 0; i < r.missing_runs.size(); ++i) out += (i ? ", " : "") + r.missing_runs[i];

@@ -228,11 +228,14 @@ void save_run_file(const std::string& path, const RunFile& f) {
 }
 
 nlohmann::json experiment_file_to_json(const ExperimentFile& f) {
-  return {{"format", kExperimentFileFormat},
-          {"config_hash", f.config_hash},
-          {"command", f.command},
-          {"toml", f.toml},
-          {"config", f.config}};
+  nlohmann::json j = {{"format", kExperimentFileFormat},
+                      {"config_hash", f.config_hash},
+                      {"command", f.command},
+                      {"shard", {{"index", f.shard_i + 1}, {"count", f.shard_n}}},
+                      {"toml", f.toml},
+                      {"config", f.config}};
+  if (!f.merge.is_null()) j["merge"] = f.merge;
+  return j;
 }
 
 ExperimentFile load_experiment_file(const std::string& path) {
@@ -246,6 +249,23 @@ ExperimentFile load_experiment_file(const std::string& path) {
   f.command = j.value("command", "");
   f.toml = j.value("toml", "");
   f.config = r.at("config");
+  // "shard": {"index": i (1-based), "count": n}; folders written before shards were recorded hold
+  // every run they have, as shard 1 of 1.
+  if (auto it = j.find("shard"); it != j.end()) {
+    const nlohmann::json& sh = *it;
+    auto int_at = [&](const char* key) {
+      auto k = sh.is_object() ? sh.find(key) : sh.end();
+      if (k == sh.end() || !k->is_number_integer())
+        throw_error(ErrorKind::Format, "{}: 'shard.{}' missing or not an integer", path, key);
+      return k->get<int64_t>();
+    };
+    const int64_t index = int_at("index"), count = int_at("count");
+    if (count < 1 || index < 1 || index > count || count > (int64_t{1} << 30))
+      throw_error(ErrorKind::Format, "{}: 'shard' {}/{} out of range", path, index, count);
+    f.shard_i = static_cast<int>(index - 1);
+    f.shard_n = static_cast<int>(count);
+  }
+  if (auto it = j.find("merge"); it != j.end()) f.merge = *it;
   if (!f.config.is_object() || !f.config.contains("runs") || !f.config["runs"].is_array())
     throw_error(ErrorKind::Format, "{}: 'config.runs' missing", path);
   return f;

@@ -31,6 +31,9 @@ struct ExperimentFile {
   std::string config_hash;
   std::string toml;       // the TOML as written
   std::string command;    // the command that reproduces the experiment
+  int shard_i = 0;        // the shard of the runs this folder holds (0-based; 0 of 1 = all runs)
+  int shard_n = 1;
+  nlohmann::json merge;   // made by merge_reports: the shards merged and the gaps (null otherwise)
 };
 
 // Serializes with invalid UTF-8 (e.g. a byte-level token cut mid-character) replaced by U+FFFD

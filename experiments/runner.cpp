@@ -17,6 +17,7 @@
 #include "experiments/config_hash.h"
 #include "experiments/environment.h"
 #include "experiments/experiment.h"
+#include "experiments/git_commit.h"
 #include "experiments/progress.h"
 #include "experiments/report_writer.h"
 #include "experiments/result_json.h"
@@ -121,6 +122,18 @@ Plan make_plan(const std::string& path, const RunOptions& options) {
   plan.output = plan.spec.output;
   plan.threads = plan.spec.threads > 0 ? plan.spec.threads : std::max(1u, std::thread::hardware_concurrency());
   plan.experiment_hash = experiment_config_hash(plan.spec, plan.runs);
+  // A sweep's batch scripts name the config hash and the build they were written for, so a task
+  // that would make shards the merge refuses fails here, before it runs anything.
+  if (!options.expect_config_hash.empty() && options.expect_config_hash != plan.experiment_hash)
+    throw_error(ErrorKind::Config,
+                "{}: config hash {} differs from {}, the hash the sweep was written for (the TOML, its prompts, "
+                "models or thread count changed since)",
+                path, plan.experiment_hash, options.expect_config_hash);
+  if (!options.expect_commit.empty() && options.expect_commit != kGitCommit)
+    throw_error(ErrorKind::Config,
+                "this specmoe is build {}, the sweep was written for build {}; shards of different builds do not "
+                "merge (rebuild that commit or write a new sweep)",
+                kGitCommit, options.expect_commit);
   return plan;
 }
 
@@ -136,6 +149,20 @@ void describe_experiment(const std::string& path, const RunOptions& options, std
                        r.is_baseline ? "(baseline)" : (r.baseline.empty() ? "(no baseline)" : "vs " + r.baseline),
                        r.config_hash, mine ? "" : "  [other shard]");
   }
+}
+
+ExperimentPlan plan_experiment(const std::string& path, const RunOptions& options, const RunExecutor& executor) {
+  Plan plan = make_plan(path, options);
+  check_registry_names(plan.spec, plan.runs, executor);
+  check_model_files(plan.spec, plan.runs);
+  ExperimentPlan out;
+  out.name = plan.spec.name;
+  out.output = plan.output;
+  out.threads = plan.threads;
+  out.threads_configured = plan.spec.threads;
+  out.config_hash = plan.experiment_hash;
+  for (const auto& r : plan.runs) out.runs.push_back({r.name, r.index, r.config_hash});
+  return out;
 }
 
 int run_experiment(const std::string& path, const RunOptions& options, RunExecutor& executor) {
@@ -158,6 +185,8 @@ int run_experiment(const std::string& path, const RunOptions& options, RunExecut
   ef.config_hash = plan.experiment_hash;
   ef.toml = spec.source_text;
   ef.command = options.command_line.empty() ? "specmoe run " + path : options.command_line;
+  ef.shard_i = options.shard_i;
+  ef.shard_n = options.shard_n;
   save_experiment_file((fs::path(plan.output) / "experiment.json").string(), ef);
 
   nlohmann::json environment = capture_environment(plan.threads);

@@ -3,7 +3,10 @@
 #   1. installs the Debian packages specmoe builds with (when missing);
 #   2. builds Release into build/ — with the CUDA backend when nvcc exists, so CUDA code is
 #      compiled even where no GPU can run it (GPU tests then skip) — and runs ctest;
-#   3. builds the suite with AddressSanitizer + UndefinedBehaviorSanitizer into build-asan/ and
+#   3. runs the live Slurm test (scripts/slurm-test.sh: a one-node Slurm on localhost runs a sweep
+#      through `specmoe slurm`, including a cancelled task and its recovery; 35-55 s on 2 cores,
+#      installing slurm-wlm and munge when missing). SPECMOE_SKIP_SLURM=1 skips it;
+#   4. builds the suite with AddressSanitizer + UndefinedBehaviorSanitizer into build-asan/ and
 #      runs it again (scripts/sanitize.sh). SPECMOE_SKIP_SANITIZE=1 skips this pass.
 # Environment: SPECMOE_CUDA (AUTO/ON/OFF, default AUTO), SPECMOE_CUDA_ARCHS (default 90 here,
 # one architecture to keep CI's compile time down), JOBS (default: nproc).
@@ -20,6 +23,12 @@ fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}"
 cmake --build build -j"$JOBS"
 ctest --test-dir build --output-on-failure -j"$JOBS"
+
+if [ "${SPECMOE_SKIP_SLURM:-0}" != 1 ]; then
+  slurm_start=$(date +%s)
+  SPECMOE="$PWD/build/specmoe" scripts/slurm-test.sh
+  echo "scripts/slurm-test.sh took $(($(date +%s) - slurm_start)) s"
+fi
 
 # The sanitizer pass in CI covers the input parsers and the sampling chain, where untrusted bytes
 # enter (GGUF reader, quantized blocks, tokenizers, ModelConfig, experiment TOML and prompts,

@@ -76,5 +76,6 @@ void add_perplexity_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_speculate_command(CLI::App& app);
 void add_run_commands(CLI::App& app, int argc, char** argv);  // run, merge, compare
+void add_slurm_command(CLI::App& app, int argc, char** argv);
 
 }  // namespace specmoe::cli

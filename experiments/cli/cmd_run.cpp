@@ -25,7 +25,7 @@ void parse_shard(const std::string& text, exp::RunOptions& o) {
 
 void add_run_commands(CLI::App& app, int argc, char** argv) {
   struct Args {
-    std::string config, shard, output;
+    std::string config, shard, output, device, expect_hash, expect_commit;
     bool resume = false, dry_run = false, quiet = false;
     int threads = -1;
     std::vector<std::string> formats;
@@ -43,6 +43,11 @@ void add_run_commands(CLI::App& app, int argc, char** argv) {
   run->add_option("--format", a->formats, "report writers to use (default: all)");
   run->add_flag("--dry-run", a->dry_run, "list the resolved runs and exit");
   run->add_flag("-q,--quiet", a->quiet, "no progress line");
+  run->add_option("--device", a->device, "where the models run: cpu, cuda or cuda:N (default cpu)");
+  run->add_option("--expect-config-hash", a->expect_hash,
+                  "refuse to run unless the experiment's config hash is this (batch scripts of specmoe slurm)");
+  run->add_option("--expect-commit", a->expect_commit,
+                  "refuse to run unless this specmoe was built from this commit (batch scripts of specmoe slurm)");
   run->callback([a] {
     exp::RunOptions o;
     o.resume = a->resume;
@@ -52,6 +57,9 @@ void add_run_commands(CLI::App& app, int argc, char** argv) {
     o.progress = !a->quiet;
     o.report_formats = a->formats;
     o.command_line = a->command_line;
+    o.device = a->device;
+    o.expect_config_hash = a->expect_hash;
+    o.expect_commit = a->expect_commit;
     if (a->dry_run) {
       exp::describe_experiment(a->config, o, std::cout);
       return;
@@ -63,16 +71,22 @@ void add_run_commands(CLI::App& app, int argc, char** argv) {
   struct MergeArgs {
     std::vector<std::string> dirs;
     std::string output;
+    exp::MergeOptions options;
   };
   auto m = std::make_shared<MergeArgs>();
-  CLI::App* merge = app.add_subcommand("merge", "combine the output folders of shards into one report");
-  merge->add_option("dirs", m->dirs, "shard output folders")->required();
+  CLI::App* merge = app.add_subcommand("merge", "combine the output folders of the n shards of a run into one report");
+  merge->add_option("dirs", m->dirs, "shard output folders (one per shard of --shard i/n)")->required();
   merge->add_option("-o,--output", m->output, "merged output folder")->required();
+  merge->add_flag("--allow-partial", m->options.allow_partial,
+                  "merge what is there when shards are missing or unfinished; the report lists the gaps");
+  merge->add_option("--expect-config-hash", m->options.expect_config_hash,
+                    "refuse shards whose experiment config hash is not this");
+  merge->add_option("--expect-commit", m->options.expect_commit, "refuse runs made by another specmoe build");
   merge->callback([m] {
-    const exp::MergeSummary s = exp::merge_reports(m->dirs, m->output);
-    std::fprintf(stderr, "merged %d runs into %s\n", s.runs, m->output.c_str());
+    const exp::MergeSummary s = exp::merge_reports(m->dirs, m->output, m->options);
+    std::fprintf(stderr, "merged %d runs of %d shard(s) into %s\n", s.runs, s.shards, m->output.c_str());
+    for (const auto& g : s.gaps) std::fprintf(stderr, "gap: %s\n", g.c_str());
     for (const auto& name : s.missing) std::fprintf(stderr, "missing run: %s\n", name.c_str());
-    if (!s.missing.empty()) std::exit(1);
   });
 
   struct CompareArgs {

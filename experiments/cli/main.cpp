@@ -6,6 +6,7 @@
 
 #include "cli_common.h"
 #include "base/error.h"
+#include "experiments/git_commit.h"
 
 namespace {
 
@@ -15,10 +16,16 @@ std::vector<std::string> rewrite_aliases(int argc, char** argv) {
   static const std::pair<const char*, const char*> aliases[] = {
       {"-md", "--model-draft"},
   };
-  std::vector<std::string> args(argv, argv + argc);
-  for (auto& a : args)
+  std::vector<std::string> in(argv, argv + argc), args;
+  for (size_t i = 0; i < in.size(); ++i) {
+    std::string a = in[i];
     for (const auto& [from, to] : aliases)
       if (a == from) a = to;
+    // `slurm --extra "--mem=4G"`: the value is an sbatch option, which CLI11 would read as one of
+    // ours; joined as --extra=VALUE it stays a value.
+    if (a == "--extra" && i + 1 < in.size()) a = "--extra=" + in[++i];
+    args.push_back(std::move(a));
+  }
   return args;
 }
 
@@ -27,7 +34,7 @@ std::vector<std::string> rewrite_aliases(int argc, char** argv) {
 int main(int argc, char** argv) {
   CLI::App app{"specmoe: speculative decoding and mixture-of-experts inference"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "specmoe 0.1.0");
+  app.set_version_flag("--version", std::string("specmoe 0.1.0 (commit ") + specmoe::exp::kGitCommit + ")");
   specmoe::cli::add_generate_command(app);
   specmoe::cli::add_tokenize_command(app);
   specmoe::cli::add_info_command(app);
@@ -35,6 +42,7 @@ int main(int argc, char** argv) {
   specmoe::cli::add_synth_command(app);
   specmoe::cli::add_speculate_command(app);
   specmoe::cli::add_run_commands(app, argc, argv);
+  specmoe::cli::add_slurm_command(app, argc, argv);
 
   std::vector<std::string> args = rewrite_aliases(argc, argv);
   std::vector<char*> cargs;
