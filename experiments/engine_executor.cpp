@@ -90,6 +90,7 @@ std::shared_ptr<core::Model> EngineExecutor::model(const std::string& path, int 
 }
 
 void EngineExecutor::prepare(const ExperimentSpec& spec, const std::vector<RunSpec>& runs) {
+  if (device_.empty()) device_ = spec.device;  // --device overrides [experiment] device
   std::set<std::string> used;
   for (const auto& run : runs) {
     used.insert(run.strategy.target);

@@ -126,6 +126,7 @@ struct ExperimentSpec {
   int repeats = 1;
   int warmup = 1;    // unrecorded generations before each run's first record
   int threads = 0;   // 0 = all hardware threads
+  std::string device = "cpu";  // where the models run: cpu, cuda or cuda:N (--device overrides)
   std::string output;  // report folder (relative to the current directory)
 
   std::vector<ModelSpec> models;  // in the order written

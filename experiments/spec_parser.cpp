@@ -8,6 +8,7 @@
 
 #include <toml++/toml.h>
 
+#include "base/device.h"
 #include "base/error.h"
 #include "core/synth.h"
 #include "experiments/config_hash.h"
@@ -154,7 +155,14 @@ class Parser {
       else if (name == "warmup") spec_.warmup = static_cast<int>(want_int(v, key, 0, 10000));
       else if (name == "threads") spec_.threads = static_cast<int>(want_int(v, key, 0, 4096));
       else if (name == "output") spec_.output = want_string(v, key);
-      else unknown(key, {"name", "description", "seed", "repeats", "warmup", "threads", "output"});
+      else if (name == "device") {
+        spec_.device = want_string(v, key);
+        try {
+          (void)parse_device(spec_.device);
+        } catch (const Error& e) {
+          src_.fail(key, e.what());
+        }
+      } else unknown(key, {"name", "description", "seed", "repeats", "warmup", "threads", "device", "output"});
     }
   }
 

@@ -333,5 +333,15 @@ TEST(ExperimentSpec, ShippedConfigsParse) {
   }
 }
 
+TEST(ExperimentSpec, DeviceIsReadAndChecked) {
+  EXPECT_EQ(parse_experiment_string(kBase, "dir/t.toml").device, "cpu");  // the default
+  const std::string gpu = replace(kBase, "seed = 7\n", "seed = 7\ndevice = \"cuda:1\"\n");
+  EXPECT_EQ(parse_experiment_string(gpu, "dir/t.toml").device, "cuda:1");
+  const std::string bad = replace(kBase, "seed = 7\n", "seed = 7\ndevice = \"gpu0\"\n");
+  const std::string e = config_error(bad);
+  EXPECT_TRUE(e.starts_with(fmt::format("dir/t.toml:{}: key 'experiment.device': device 'gpu0'", line_of(bad, "device"))))
+      << e;
+}
+
 }  // namespace
 }  // namespace specmoe::exp
