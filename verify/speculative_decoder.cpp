@@ -24,33 +24,16 @@ void SpeculativeDecoder::ensure_capacity(int needed) {
 }
 
 GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, uint64_t stream) {
-  if (prompt.empty()) throw_error(ErrorKind::InvalidArgument, "generate: empty prompt (add BOS)");
-  // Stored at most: prompt + emitted tokens but the last + g drafted + 1 for the cost probe.
-  ensure_capacity(static_cast<int>(prompt.size()) + options_.max_tokens + options_.draft_max + 1);
-  kv_.clear();
-  core::Rng rng(sampler_.params().seed, stream), draft_rng(sampler_.params().seed, draft_stream_id(stream));
-  GenerationResult out;
+  GenerationResult out = start(prompt);
   Metrics& m = out.metrics;
-  m.n_prompt = static_cast<int64_t>(prompt.size());
-  m.resize_positions(options_.draft_max);
   if (options_.max_tokens == 0) return out;
+  core::Rng rng(sampler_.params().seed, stream), draft_rng(sampler_.params().seed, draft_stream_id(stream));
   const StepTimer clock;
-  double propose_s = 0.0;  // drafter time per drafted token's numerator (begin() excluded)
-  history_.assign(prompt.begin(), prompt.end());
-  auto done = [&] { return out.stopped_at_eog || static_cast<int>(out.tokens.size()) >= options_.max_tokens; };
-  {
-    StepTimer t(&m.time.draft_s);
-    drafter_.begin(prompt);
-  }
-  if (prompt.size() > 1) {  // all but the last prompt token: the first step feeds it with the first draft
-    StepTimer t(&m.time.verify_forward_s, &target_.backend());
-    core::ForwardOptions last_only;
-    last_only.logits_all = false;
-    m.moe.record_load(target_.forward(prompt.first(prompt.size() - 1), kv_, last_only).stats, target_);
-  }
+  double propose_s = 0.0;  // drafter time behind draft_token_s (its begin() excluded)
+  prefill(prompt, m);
   m.prefill_s = clock.seconds();
 
-  while (!done()) {
+  while (!out.stopped_at_eog && static_cast<int>(out.tokens.size()) < options_.max_tokens) {
     // Invariant: kv_ holds history_ but its last token, which this step feeds.
     const int c = static_cast<int>(history_.size());
     // A step emits up to g+1 tokens: never draft past max_tokens or the cache.
@@ -90,18 +73,48 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
       StepTimer t(&m.time.draft_s, nullptr, &propose_s);
       drafter_.accepted(r.n_accepted, r.next_token);
     }
-    for (int i = 0; i <= r.n_accepted && !out.stopped_at_eog; ++i) {
-      const int32_t tok = i < r.n_accepted ? draft_.tokens[i] : r.next_token;
-      history_.push_back(tok);
-      out.tokens.push_back(tok);
-      if (options_.stop_at_eog && target_.tokenizer().is_eog(tok)) out.stopped_at_eog = true;
-    }
+    emit(r, out);
     if (m.ttft_s == 0.0) m.ttft_s = clock.seconds();
   }
   m.finish(clock.seconds(), static_cast<int64_t>(out.tokens.size()), /*first_from_prefill=*/false);
   if (m.n_drafted > 0) m.draft_token_s = propose_s / static_cast<double>(m.n_drafted);
   m.target_step_s = probe_step_seconds(options_.cost_probe_forwards);
   return out;
+}
+
+GenerationResult SpeculativeDecoder::start(std::span<const int32_t> prompt) {
+  if (prompt.empty()) throw_error(ErrorKind::InvalidArgument, "generate: empty prompt (add BOS)");
+  // Stored at most: prompt + emitted tokens but the last + g drafted + 1 for the cost probe.
+  ensure_capacity(static_cast<int>(prompt.size()) + options_.max_tokens + options_.draft_max + 1);
+  kv_.clear();
+  history_.assign(prompt.begin(), prompt.end());
+  GenerationResult out;
+  out.metrics.n_prompt = static_cast<int64_t>(prompt.size());
+  out.metrics.resize_positions(options_.draft_max);
+  return out;
+}
+
+void SpeculativeDecoder::prefill(std::span<const int32_t> prompt, Metrics& m) {
+  {
+    StepTimer t(&m.time.draft_s);
+    drafter_.begin(prompt);
+  }
+  if (prompt.size() < 2) return;
+  // All but the last prompt token: the first step feeds it with the first draft, so the first
+  // generated token is speculated like every other.
+  StepTimer t(&m.time.verify_forward_s, &target_.backend());
+  core::ForwardOptions last_only;
+  last_only.logits_all = false;
+  m.moe.record_load(target_.forward(prompt.first(prompt.size() - 1), kv_, last_only).stats, target_);
+}
+
+void SpeculativeDecoder::emit(const VerifyResult& r, GenerationResult& out) {
+  for (int i = 0; i <= r.n_accepted && !out.stopped_at_eog; ++i) {
+    const int32_t tok = i < r.n_accepted ? draft_.tokens[i] : r.next_token;
+    history_.push_back(tok);
+    out.tokens.push_back(tok);
+    if (options_.stop_at_eog && target_.tokenizer().is_eog(tok)) out.stopped_at_eog = true;
+  }
 }
 
 double SpeculativeDecoder::probe_step_seconds(int probes) {

@@ -39,6 +39,11 @@ class SpeculativeDecoder {
 
  private:
   void ensure_capacity(int needed);
+  // generate()'s pieces: the empty result and cleared state for `prompt`; the drafter's and the
+  // target's prefill; the accepted tokens and the next one appended (stopping at EOG).
+  GenerationResult start(std::span<const int32_t> prompt);
+  void prefill(std::span<const int32_t> prompt, Metrics& m);
+  void emit(const VerifyResult& r, GenerationResult& out);
   // One single-token target forward timed `probes` times on this run's cache (cost_ratio's
   // denominator); returns the median seconds, 0 when there is no room.
   double probe_step_seconds(int probes);
