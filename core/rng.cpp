@@ -58,13 +58,6 @@ double Rng::normal() {
 
 uint64_t Rng::counter() const { return ctr_; }
 
-uint64_t Rng::take_blocks(uint64_t n) {
-  const uint64_t first = ctr_;
-  ctr_ += n;
-  pos_ = 4;
-  return first;
-}
-
 namespace {
 // SplitMix64 (Steele, Lea, Flood 2014): a bijective 64-bit mixer with good avalanche.
 uint64_t splitmix64(uint64_t x) {

@@ -34,11 +34,6 @@ class Rng {
   uint64_t counter() const;  // number of 128-bit blocks drawn so far
   uint64_t seed() const { return seed_; }
   uint64_t stream() const { return stream_; }
-  // Reserves n whole blocks for a consumer that draws them itself (the GPU's Philox, see
-  // kernels/cuda/ops.h): returns the first reserved block's counter and moves past them. Words
-  // left in the current block are dropped, so the next draw starts a fresh block.
-  uint64_t take_blocks(uint64_t n);
-
   // Mixes a list of indices (prompt index, repeat, ...) into one stream id (SplitMix64 chain).
   static uint64_t stream_id(std::initializer_list<uint64_t> parts);
 

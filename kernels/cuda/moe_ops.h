@@ -2,7 +2,7 @@
 // routing and sigmoid + bias + group-limited routing (DeepSeek-V3), the Switch capacity limit,
 // grouping the (token, slot) assignments by expert, gathering the inputs in that order and the
 // weighted combine. The expert FFNs themselves are plain matmul calls (ops.h) on slices of
-// the stacked expert tensors, one per active expert, made by the caller (core/cuda_model.cpp).
+// the stacked expert tensors, one per active expert, made by the caller (core/backend_cuda.cpp).
 // Conventions as in ops.h: device pointers, work queued on ctx.stream(), host-side argument checks
 // throwing Error(InvalidArgument). Semantics mirror moe::MoELayer, moe::SoftmaxTopKRouter,
 // moe::SigmoidGroupRouter and moe::apply_capacity. A dropped assignment has expert id -1

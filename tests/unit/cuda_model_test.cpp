@@ -1,4 +1,4 @@
-// The transformer forward on a CUDA device (core/cuda_model.cpp) against the CPU forward: the
+// The transformer forward on the CUDA backend (core/backend_cuda.cpp) against the CPU backend: the
 // published stories260K greedy output, CPU-vs-CUDA logits on synthetic llama / qwen2 / gpt2
 // models (F32, F16, Q8_0), batched = sequential, truncate + recompute, tree masks and keep(),
 // cache copies, early exit. GPU tests skip without a device (GTEST_SKIP), so the suite passes on

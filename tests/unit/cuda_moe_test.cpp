@@ -1,12 +1,12 @@
-// MoE models on a CUDA device (core/cuda_model.cpp, kernels/cuda/moe.cu) against the CPU forward:
+// MoE models on the CUDA backend (core/backend_cuda.cpp, kernels/cuda/moe.cu) against the CPU:
 // Mixtral-style llama and qwen2moe synth models (F32, F16, Q8_0 experts), batched = one-token
 // forwards for T = 1, 3, 9, expert counts and routing equal to the CPU's, k overrides;
 // DeepSeek-V3-style sigmoid + bias + group-limited routing and Switch capacity dropping (T = 1,
 // 3, 17) equal to the CPU's, with the routing kernels checked one by one against moe::
 // (moe_sigmoid_group_topk, moe_apply_capacity, grouping/gather/combine of dropped slots); and
-// the greedy argmax path (Model::forward_argmax) on the CPU and the GPU,
+// the argmax of logits rows where they live (core::Rows::argmax) on the CPU and the GPU,
 // with greedy speculative decoding equal to autoregressive decoding on the GPU. GPU tests skip
-// without a device (GTEST_SKIP); the CPU tests of forward_argmax run everywhere.
+// without a device (GTEST_SKIP); the CPU tests of the argmax run everywhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -55,18 +55,20 @@ TEST(Rng, LayoutIsKeySeedCounterBlockAndStream) {
   }
 }
 
-TEST(Rng, TakeBlocksReservesWholeBlocksAndResumesAfterThem) {
-  const uint64_t seed = 5, stream = 9;
-  Rng rng(seed, stream);
-  rng.next_u32();  // block 0, word 0: the rest of block 0 is dropped by take_blocks
-  EXPECT_EQ(rng.take_blocks(3), 1u);  // blocks 1, 2, 3 go to the caller
-  EXPECT_EQ(rng.counter(), 4u);
-  EXPECT_EQ(rng.seed(), seed);
-  EXPECT_EQ(rng.stream(), stream);
-  const auto want = philox4x32_10({4, 0, 9, 0}, {5, 0});
-  EXPECT_EQ(rng.next_u32(), want[0]);
-  EXPECT_EQ(rng.take_blocks(0), 5u);  // reserving nothing still drops the partial block
-  EXPECT_EQ(rng.next_u32(), philox4x32_10({5, 0, 9, 0}, {5, 0})[0]);
+// The device draws take their uniforms from a copy of the loop's Rng and then advance the original
+// by as many as they used (core/sampler.cpp, verify/speculative_verifier_cuda.cpp): a copy made
+// mid-block continues exactly as the original, and advancing by n draws lands on the same state.
+TEST(Rng, ACopyContinuesLikeTheOriginal) {
+  Rng rng(5, 9);
+  rng.next_u32();  // mid-block: three words of block 0 are left
+  Rng probe = rng;
+  std::vector<double> drawn;
+  for (int i = 0; i < 7; ++i) drawn.push_back(probe.uniform());
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(rng.uniform(), drawn[i]) << i;
+  EXPECT_EQ(rng.counter(), probe.counter());
+  EXPECT_EQ(rng.next_u32(), probe.next_u32());
+  EXPECT_EQ(rng.seed(), 5u);
+  EXPECT_EQ(rng.stream(), 9u);
 }
 
 TEST(Rng, SameSeedSameSequence) {
