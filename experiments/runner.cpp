@@ -226,8 +226,6 @@ int run_experiment(const std::string& path, const RunOptions& options, RunExecut
         rec.prompt_id = spec.prompts[p].id;
         rec.category = spec.prompts[p].category;
         if (rec.n_generated == 0) rec.n_generated = static_cast<int64_t>(rec.tokens.size());
-        if (!std::isfinite(rec.tokens_per_second) && rec.wall_s > 0)
-          rec.tokens_per_second = static_cast<double>(rec.n_generated) / rec.wall_s;
         file.records.push_back(std::move(rec));
         progress.step(static_cast<int>(k) + 1, static_cast<int>(todo.size()), run.name, p + 1, n_prompts);
       }
