@@ -18,6 +18,7 @@
 #include <csignal>
 #include <functional>
 #include <map>
+#include <sstream>
 
 #include "base/error.h"
 #include "core/gguf.h"
@@ -29,6 +30,7 @@
 #include "experiments/experiment.h"
 #include "experiments/experiment_spec.h"
 #include "experiments/sweep.h"
+#include "cli_runner.h"
 #include "test_data.h"
 
 namespace fs = std::filesystem;
@@ -537,41 +539,23 @@ TEST(BadRun, InterruptedRunResumesWithoutLossOrDuplicates) {
 // The error kind is not printed, so these check the exit status and that the line names the flag
 // or file and the value.
 
-struct CliResult {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
-
-std::string cli_binary() {
-  const char* dir = std::getenv("SPECMOE_BINARY_DIR");
-  return (fs::path(dir ? dir : SPECMOE_BINARY_DIR) / "specmoe").string();
+// Splits a command line on spaces (the arguments here hold none) and runs it without a shell.
+specmoe::testing::CliRun run_cli(const std::string& args) {
+  std::vector<std::string> argv;
+  std::istringstream in(args);
+  for (std::string a; in >> a;) argv.push_back(a);
+  return specmoe::testing::run_cli(argv, {}, 120);
 }
 
-CliResult run_cli(const std::string& args) {
-  CliResult r;
-  FILE* p = ::popen((cli_binary() + " " + args + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-#define SPECMOE_REQUIRE_CLI()                                                                          \
-  do {                                                                                                 \
-    if (!fs::exists(cli_binary()))                                                                     \
-      GTEST_SKIP() << "CLI binary " << cli_binary() << " not built (cmake --build build --target specmoe)"; \
-  } while (0)
-
+// One line "specmoe: error: ..." on stderr naming every phrase, nothing on stdout, exit 1.
 void expect_cli_error(const std::string& args, const std::vector<std::string>& phrases) {
-  const CliResult r = run_cli(args);
-  EXPECT_EQ(r.status, 1) << "specmoe " << args << "\n" << r.output;
-  EXPECT_EQ(r.output.rfind("specmoe: error: ", 0), 0u) << "specmoe " << args << "\n" << r.output;
-  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << "not one line: " << r.output;
+  const specmoe::testing::CliRun r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 1) << "specmoe " << args << "\n" << r.describe();
+  EXPECT_EQ(r.err.rfind("specmoe: error: ", 0), 0u) << "specmoe " << args << "\n" << r.describe();
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "not one line: " << r.err;
+  EXPECT_EQ(r.out, "") << "specmoe " << args;
   for (const auto& p : phrases)
-    EXPECT_NE(r.output.find(p), std::string::npos) << "specmoe " << args << ": '" << p << "' not in: " << r.output;
+    EXPECT_NE(r.err.find(p), std::string::npos) << "specmoe " << args << ": '" << p << "' not in: " << r.err;
 }
 
 TEST(BadCli, SamplingFlagsOutOfRange) {
