@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "experiments/atomic_file.h"
 #include "experiments/experiment.h"
+#include "experiments/output_lock.h"
 #include "experiments/report_writer.h"
 #include "experiments/result_json.h"
 
@@ -39,6 +40,14 @@ MergeSummary merge_reports(const std::vector<std::string>& dirs, const std::stri
       runs.emplace(f.name, std::move(f));  // the first folder that has a run wins
     }
   }
+
+  // The merged folder gets one writer, like a run's output folder.
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) throw_error(ErrorKind::Io, "{}: cannot create the merged output folder: {}", out, ec.message());
+  OutputLock lock = OutputLock::acquire(out, "specmoe merge");
+  remove_stale_temp_files(out);
+  remove_stale_temp_files((fs::path(out) / "runs").string());
 
   ExperimentFile merged = first;
   merged.config["experiment"]["output"] = out;

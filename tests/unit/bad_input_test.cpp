@@ -516,11 +516,14 @@ TEST(BadRun, InterruptedRunResumesWithoutLossOrDuplicates) {
   EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / "ar.json"));
   EXPECT_FALSE(fs::exists(fs::path(out) / "runs" / "ngram-a.json")) << "a run cut short was saved";
 
+  EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / "ngram-a.partial.jsonl")) << "the cut run's journal is gone";
+
   CountingExecutor second;
   o.resume = true;
   EXPECT_EQ(exp::run_experiment(toml, o, second), exp::kRunOk);
-  // The finished run is skipped; the cut run is redone whole; the rest runs once.
-  EXPECT_EQ(second.calls, (std::map<std::string, int>{{"ngram-a", 2}, {"ngram-b", 2}}));
+  // The finished run is skipped; the cut run continues after its journaled first prompt; the
+  // rest runs once.
+  EXPECT_EQ(second.calls, (std::map<std::string, int>{{"ngram-a", 1}, {"ngram-b", 2}}));
   EXPECT_EQ(second.finished, (std::map<std::string, int>{{"ngram-a", 1}, {"ngram-b", 1}}));
 
   std::ifstream in(fs::path(out) / "report.json");
@@ -531,7 +534,10 @@ TEST(BadRun, InterruptedRunResumesWithoutLossOrDuplicates) {
     ++in_report[r.value("name", "")];
   }
   EXPECT_EQ(in_report, (std::map<std::string, int>{{"ar", 1}, {"ngram-a", 1}, {"ngram-b", 1}}));
-  for (const char* run : {"ar", "ngram-a", "ngram-b"}) EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / (std::string(run) + ".json")));
+  for (const char* run : {"ar", "ngram-a", "ngram-b"}) {
+    EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / (std::string(run) + ".json")));
+    EXPECT_FALSE(fs::exists(fs::path(out) / "runs" / (std::string(run) + ".partial.jsonl")));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
