@@ -12,6 +12,10 @@
 
 namespace specmoe::exp {
 
+// Threads a run or a CLI command may ask for ([experiment] threads, --threads): 0 means all
+// hardware threads; beyond this a thread count is a typo, not a machine.
+inline constexpr int kMaxThreads = 4096;
+
 // Where each key of the TOML file was written.
 struct SourceMap {
   std::string file;

@@ -170,7 +170,7 @@ class Parser {
       else if (name == "seed") spec_.seed = static_cast<uint64_t>(want_int(v, key, 0, INT64_MAX));
       else if (name == "repeats") spec_.repeats = static_cast<int>(want_int(v, key, 1, 10000));
       else if (name == "warmup") spec_.warmup = static_cast<int>(want_int(v, key, 0, 10000));
-      else if (name == "threads") spec_.threads = static_cast<int>(want_int(v, key, 0, 4096));
+      else if (name == "threads") spec_.threads = static_cast<int>(want_int(v, key, 0, kMaxThreads));
       else if (name == "output") spec_.output = want_string(v, key);
       else unknown(key, {"name", "description", "seed", "repeats", "warmup", "threads", "output"});
     }
