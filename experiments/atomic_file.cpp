@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "experiments/test_hooks.h"
 
 namespace specmoe::exp {
 namespace fs = std::filesystem;
@@ -36,9 +37,18 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   std::string tmp = temp_name_for(target);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw_error(ErrorKind::Io, "{}: cannot create temporary file: {}", path, std::strerror(errno));
+  // Test hooks (test_hooks.h): "write:FILE" fires with the first half of the content written.
+  const bool hook = test_hooks_armed();
+  const size_t half = content.size() / 2;
   size_t done = 0;
+  bool hooked = !hook;
   while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (!hooked && done >= half) {
+      test_hook("write:" + target.filename().string());
+      hooked = true;
+    }
+    const size_t chunk = hooked ? content.size() - done : half - done;
+    ssize_t n = ::write(fd, content.data() + done, chunk);
     if (n < 0) {
       if (errno == EINTR) continue;  // SIGINT arrives here too: finish the write regardless
       int err = errno;
@@ -69,6 +79,29 @@ std::string read_file(const std::string& path) {
   ss << in.rdbuf();
   if (in.bad()) throw_error(ErrorKind::Io, "{}: read failed", path);
   return ss.str();
+}
+
+static bool is_temp_name(const std::string& name) {
+  // "." NAME ".tmp-" PID "-" COUNTER, as temp_name_for writes them.
+  const size_t tmp = name.rfind(".tmp-");
+  if (name.size() < 2 || name[0] != '.' || tmp == std::string::npos || tmp < 2) return false;
+  const std::string rest = name.substr(tmp + 5);
+  const size_t dash = rest.find('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 == rest.size()) return false;
+  auto digits = [](const std::string& s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  return digits(rest.substr(0, dash)) && digits(rest.substr(dash + 1));
+}
+
+int remove_stale_temp_files(const std::string& dir) {
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file(ec) || !is_temp_name(e.path().filename().string())) continue;
+    if (fs::remove(e.path(), ec)) ++removed;
+  }
+  return removed;
 }
 
 void check_folder_writable(const std::string& dir) {

@@ -45,7 +45,7 @@ nlohmann::json strategy_to_json(const StrategySpec& s) {
     j["draft_p_min"] = s.draft_p_min;
     j["ngram_min"] = s.ngram_min;
     j["ngram_max"] = s.ngram_max;
-    j["layerskip_layers"] = s.layerskip_layers;
+    j["exit_layer"] = s.exit_layer;
   }
   return j;
 }

@@ -137,17 +137,17 @@ void EngineExecutor::prepare(const ExperimentSpec& spec, const std::vector<RunSp
     if (run.strategy.kind != StrategyKind::Speculative) continue;
     const StrategySpec& s = run.strategy;
     auto target = model(spec.find_model(s.target)->path, spec.threads);
-    if (s.drafter == "layerskip" && s.layerskip_layers >= target->config().n_layer)
-      spec.src.fail(key_of(spec, run, "layerskip_layers"),
-                    fmt::format("run '{}': layerskip_layers {} must be below the target's {} layers", run.name,
-                                s.layerskip_layers, target->config().n_layer));
+    if (s.drafter == "layerskip" && s.exit_layer >= target->config().n_layer)
+      spec.src.fail(key_of(spec, run, "exit_layer"),
+                    fmt::format("run '{}': exit_layer {} must be below the target's {} layers", run.name,
+                                s.exit_layer, target->config().n_layer));
     draft::DrafterOptions o;
     o.target = target.get();
     if (!s.draft.empty()) o.draft_model = model(spec.find_model(s.draft)->path, spec.threads);
     o.n_threads = spec.threads;
     o.ngram_min = s.ngram_min;
     o.ngram_max = s.ngram_max;
-    o.exit_layer = s.layerskip_layers;
+    o.exit_layer = s.exit_layer;
     try {
       draft::make_drafter(s.drafter, o);
     } catch (const Error& e) {
@@ -182,7 +182,7 @@ EngineExecutor::RunState& EngineExecutor::state_for(const ExecutionRequest& req)
     o.n_threads = req.threads;
     o.ngram_min = s.ngram_min;
     o.ngram_max = s.ngram_max;
-    o.exit_layer = s.layerskip_layers;
+    o.exit_layer = s.exit_layer;
     slot->drafter = draft::make_drafter(s.drafter, o);
     slot->verifier = verify::make_verifier(s.verifier, {target->device()});
     slot->decoder = std::make_unique<verify::SpeculativeDecoder>(*target, *slot->drafter, *slot->verifier,
@@ -222,17 +222,14 @@ PromptRecord EngineExecutor::execute(const ExecutionRequest& req) {
   r.n_steps = m.n_steps;
   r.position_drafted = m.position_drafted;
   r.position_accepted = m.position_accepted;
+  r.accept_length_histogram = m.accept_length_histogram;
   r.wall_s = m.total_s;
   r.prefill_s = m.prefill_s;
   r.n_decoded = m.n_decoded;
   r.ttft_ms = m.ttft_ms();
-  r.tokens_per_second = m.total_s > 0 ? m.tokens_per_second() : kNaN;
   r.target_step_ms = finite_or_nan(m.target_step_s) * 1000.0;
-  if (run.strategy.kind == StrategyKind::Speculative) {
-    r.cost_ratio = finite_or_nan(m.cost_ratio());
-    r.draft_step_ms = finite_or_nan(m.draft_token_s) * 1000.0;
-  }
-  r.time_breakdown = {m.time.draft_s, m.time.verify_forward_s, m.time.sampling_s, m.time.other_s};
+  if (run.strategy.kind == StrategyKind::Speculative) r.draft_step_ms = finite_or_nan(m.draft_token_s) * 1000.0;
+  r.time_breakdown = m.time;
   if (moe) {
     // Expert counts cover every target forward of the generation (prefill and decode steps, not
     // the drafter's forwards nor the cost probes); U(T) covers the decode forwards.

@@ -120,7 +120,7 @@ const FieldDef kFields[] = {
     {"draft_p_min", true, "pmin", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_float(v, s.draft_p_min, 0, false, 1, false); }},
     {"ngram_min", true, "nmin", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.ngram_min, 1, 64); }},
     {"ngram_max", true, "nmax", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.ngram_max, 1, 64); }},
-    {"layerskip_layers", true, "L", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.layerskip_layers, 0, 100000); }},
+    {"exit_layer", true, "L", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.exit_layer, 0, 100000); }},
     {"temperature", false, "t", [](const FieldValue& v, StrategySpec&, SamplingSpec& p) { return set_float(v, p.temperature, 0, false, kInf, false); }},
     {"top_k", false, "k", [](const FieldValue& v, StrategySpec&, SamplingSpec& p) { return set_int(v, p.top_k, 0, 1 << 30); }},
     {"top_p", false, "p", [](const FieldValue& v, StrategySpec&, SamplingSpec& p) { return set_float(v, p.top_p, 0, true, 1, false); }},
@@ -129,13 +129,23 @@ const FieldDef kFields[] = {
     {"repeat_penalty", false, "rp", [](const FieldValue& v, StrategySpec&, SamplingSpec& p) { return set_float(v, p.repeat_penalty, 0, true, kInf, false); }},
 };
 
+// Old spelling -> current name; kept for one release (deprecation note when parsed).
+const std::pair<const char*, const char*> kDeprecatedFields[] = {{"layerskip_layers", "exit_layer"}};
+
 const FieldDef* find_field(std::string_view key) {
+  key = canonical_field_name(key);
   for (const auto& f : kFields)
     if (key == f.name) return &f;
   return nullptr;
 }
 
 }  // namespace
+
+std::string_view canonical_field_name(std::string_view key) {
+  for (const auto& [old_name, name] : kDeprecatedFields)
+    if (key == old_name) return name;
+  return key;
+}
 
 bool is_strategy_field(std::string_view key) {
   const FieldDef* f = find_field(key);

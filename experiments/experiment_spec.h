@@ -12,6 +12,10 @@
 
 namespace specmoe::exp {
 
+// Threads a run or a CLI command may ask for ([experiment] threads, --threads): 0 means all
+// hardware threads; beyond this a thread count is a typo, not a machine.
+inline constexpr int kMaxThreads = 4096;
+
 // Where each key of the TOML file was written.
 struct SourceMap {
   std::string file;
@@ -88,7 +92,8 @@ struct StrategySpec {
   int draft_min = 0;                    // drafts shorter than this are discarded
   double draft_p_min = 0.0;             // stop drafting when the draft's probability drops below
   int ngram_min = 1, ngram_max = 3;     // n-gram drafter: match lengths tried (longest first)
-  int layerskip_layers = 0;             // layer-skip drafter: layers run (0 = half the target's)
+  int exit_layer = 0;                   // layer-skip drafter: layers run before the head (0 = half
+                                        // the target's); TOML exit_layer (layerskip_layers: deprecated)
   int index = 0;                        // position among [[strategy]] tables
   bool operator==(const StrategySpec&) const = default;
 };
@@ -153,7 +158,10 @@ ExperimentSpec parse_experiment_string(std::string_view toml_text, const std::st
 // ~/.cache/specmoe (else a temp folder when HOME is unset).
 std::string synth_cache_dir();
 
-// Field table shared by [[strategy]], [sampling] and [sweep].
+// Field table shared by [[strategy]], [sampling] and [sweep]. Deprecated spellings are accepted
+// for one release: canonical_field_name maps them to the current name ("layerskip_layers" ->
+// "exit_layer") and returns every other key unchanged; the functions below accept both.
+std::string_view canonical_field_name(std::string_view key);
 bool is_strategy_field(std::string_view key);
 bool is_sampling_field(std::string_view key);
 std::vector<std::string> sweepable_field_names();

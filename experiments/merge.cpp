@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "experiments/atomic_file.h"
 #include "experiments/experiment.h"
+#include "experiments/output_lock.h"
 #include "experiments/report_writer.h"
 #include "experiments/result_json.h"
 
@@ -140,6 +141,16 @@ MergeSummary merge_reports(const std::vector<std::string>& dirs, const std::stri
     for (const auto& g : gaps) msg += (msg.empty() ? "" : "; ") + g;
     throw_error(ErrorKind::Config, "{}; --allow-partial merges what is there", msg);
   }
+
+  // The merged folder gets one writer, like a run's output folder.
+  {
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    if (ec) throw_error(ErrorKind::Io, "{}: cannot create the merged output folder: {}", out, ec.message());
+  }
+  OutputLock lock = OutputLock::acquire(out, "specmoe merge");
+  remove_stale_temp_files(out);
+  remove_stale_temp_files((fs::path(out) / "runs").string());
 
   ExperimentFile merged = first.ef;
   merged.config["experiment"]["output"] = out;

@@ -10,7 +10,9 @@
 #include "base/error.h"
 #include "experiments/config_hash.h"
 #include "experiments/environment.h"
+#include "experiments/metrics_json.h"
 #include "experiments/statistics.h"
+#include "moe/expert_stats.h"
 
 namespace specmoe::exp {
 namespace fs = std::filesystem;
@@ -92,10 +94,7 @@ std::optional<MoeAggregate> aggregate_moe(const std::vector<PromptRecord>& recor
     layer.load_cv = std::sqrt(var) / mean;
     layer.max_over_mean = mx / mean;
     layer.jain_index = sum * sum / (E * sum2);
-    double h = 0;
-    for (int64_t v : x)
-      if (v > 0) h -= (v / sum) * std::log(v / sum);
-    layer.routing_entropy = h;
+    layer.routing_entropy_bits = moe::load_entropy_bits(x);  // bits, as moe::ExpertStats reports it
   }
   double E = m.n_expert, k = m.n_expert_used;
   m.distinct_experts.assign(u_sum.size(), kNaN);
@@ -153,13 +152,15 @@ RunAggregate aggregate_run(const nlohmann::json& run_spec, const std::vector<Pro
     a.n_steps += r.n_steps;
     wall += r.wall_s;
     a.time_breakdown.draft_s += r.time_breakdown.draft_s;
-    a.time_breakdown.verify_s += r.time_breakdown.verify_s;
-    a.time_breakdown.sample_s += r.time_breakdown.sample_s;
+    a.time_breakdown.verify_forward_s += r.time_breakdown.verify_forward_s;
+    a.time_breakdown.sampling_s += r.time_breakdown.sampling_s;
     a.time_breakdown.other_s += r.time_breakdown.other_s;
+    a.pooled.merge(record_metrics(r));
     size_t n = std::min(r.position_drafted.size(), r.position_accepted.size());
     if (a.position_drafted.size() < n) a.position_drafted.resize(n, 0), a.position_accepted.resize(n, 0);
     for (size_t i = 0; i < n; ++i) a.position_drafted[i] += r.position_drafted[i], a.position_accepted[i] += r.position_accepted[i];
   }
+  if (!records.empty()) a.pooled.ttft_s /= static_cast<double>(records.size());  // merge sums it
   if (a.n_drafted > 0) a.acceptance_rate = static_cast<double>(a.n_accepted) / a.n_drafted;
   if (a.n_steps > 0) a.mean_accepted_length = static_cast<double>(a.n_accepted + a.n_steps) / a.n_steps;
   for (size_t i = 0; i < a.position_drafted.size(); ++i)
@@ -167,11 +168,11 @@ RunAggregate aggregate_run(const nlohmann::json& run_spec, const std::vector<Pro
                                             ? static_cast<double>(a.position_accepted[i]) / a.position_drafted[i]
                                             : kNaN);
 
-  a.tokens_per_second = estimate_of(all, [](const PromptRecord& r) { return r.tokens_per_second; });
+  a.tokens_per_second = estimate_of(all, [](const PromptRecord& r) { return r.tokens_per_second(); });
   a.ttft_ms = estimate_of(all, [](const PromptRecord& r) { return r.ttft_ms; });
   a.acceptance_rate_by_record = estimate_of(all, [](const PromptRecord& r) { return r.acceptance_rate(); });
   a.mean_accepted_length_by_record = estimate_of(all, [](const PromptRecord& r) { return r.mean_accepted_length(); });
-  a.cost_ratio = estimate_of(all, [](const PromptRecord& r) { return r.cost_ratio; });
+  a.cost_ratio = estimate_of(all, [](const PromptRecord& r) { return r.cost_ratio(); });
   a.decode_tokens_per_second = estimate_of(all, [](const PromptRecord& r) { return r.decode_tokens_per_second(); });
   if (a.kind == "speculative") {
     a.alpha_fit = alpha_fit(a.mean_accepted_length, a.draft_max);
@@ -222,7 +223,7 @@ RunAggregate aggregate_run(const nlohmann::json& run_spec, const std::vector<Pro
       CategoryAggregate c;
       c.category = cat.empty() ? "(none)" : cat;
       c.n_records = static_cast<int>(recs.size());
-      c.tokens_per_second = estimate_of(recs, [](const PromptRecord& r) { return r.tokens_per_second; });
+      c.tokens_per_second = estimate_of(recs, [](const PromptRecord& r) { return r.tokens_per_second(); });
       c.acceptance_rate = estimate_of(recs, [](const PromptRecord& r) { return r.acceptance_rate(); });
       c.mean_accepted_length = estimate_of(recs, [](const PromptRecord& r) { return r.mean_accepted_length(); });
       if (baseline_records) {
@@ -345,11 +346,7 @@ nlohmann::json aggregate_to_json(const RunAggregate& a) {
       {"speedup_pooled", number_or_null(a.speedup_pooled)},
       {"alpha_fit", number_or_null(a.alpha_fit)},
       {"predicted_speedup", number_or_null(a.predicted_speedup)},
-      {"time_breakdown",
-       {{"draft_s", a.time_breakdown.draft_s},
-        {"verify_s", a.time_breakdown.verify_s},
-        {"sample_s", a.time_breakdown.sample_s},
-        {"other_s", a.time_breakdown.other_s}}},
+      {"time_breakdown", time_breakdown_to_json(a.time_breakdown)},
       {"identical_to_baseline", a.identical_to_baseline ? nlohmann::json(*a.identical_to_baseline) : nlohmann::json()},
       {"output_digest", a.output_digest},
   };
@@ -363,6 +360,8 @@ nlohmann::json aggregate_to_json(const RunAggregate& a) {
                     {"speedup", estimate_to_json(c.speedup)},
                     {"decode_speedup", estimate_to_json(c.decode_speedup)}});
   j["categories"] = cats;
+  // The same object `speculate --json` prints as "metrics", over the run's records pooled.
+  j["metrics"] = metrics_to_json(a.pooled);
   if (a.moe) {
     nlohmann::json layers = nlohmann::json::array();
     for (const auto& l : a.moe->layers)
@@ -370,7 +369,8 @@ nlohmann::json aggregate_to_json(const RunAggregate& a) {
                         {"load_cv", number_or_null(l.load_cv)},
                         {"max_over_mean", number_or_null(l.max_over_mean)},
                         {"jain_index", number_or_null(l.jain_index)},
-                        {"routing_entropy", number_or_null(l.routing_entropy)},
+                        {"routing_entropy", number_or_null(l.routing_entropy_bits)},
+                        {"routing_entropy_unit", "bits"},
                         {"dropped_tokens", l.dropped_tokens}});
     auto vec = [](const std::vector<double>& v) {
       nlohmann::json out = nlohmann::json::array();

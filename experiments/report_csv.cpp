@@ -27,7 +27,7 @@ class CsvRunsWriter : public ReportWriter {
         "n_generated,n_drafted,n_accepted,n_steps,acceptance_rate,mean_accepted_length,"
         "tokens_per_second,tokens_per_second_ci95,ttft_ms,ttft_ms_ci95,cost_ratio,cost_ratio_ci95,"
         "speedup,speedup_ci95,speedup_pooled,alpha_fit,predicted_speedup,identical_to_baseline,"
-        "draft_s,verify_s,sample_s,other_s,config_hash,"
+        "draft_s,verify_forward_s,sampling_s,other_s,config_hash,"
         // Appended later, so earlier columns keep their positions.
         "decode_tokens_per_second,decode_tokens_per_second_ci95,decode_speedup,decode_speedup_ci95,"
         "moe_amplification,moe_uniform_amplification,moe_rejected_read_share,moe_expert_mb_per_token\n";
@@ -44,7 +44,7 @@ class CsvRunsWriter : public ReportWriter {
           num(a.tokens_per_second.mean), num(a.tokens_per_second.ci95), num(a.ttft_ms.mean), num(a.ttft_ms.ci95),
           num(a.cost_ratio.mean), num(a.cost_ratio.ci95), num(a.speedup.mean), num(a.speedup.ci95),
           num(a.speedup_pooled), num(a.alpha_fit), num(a.predicted_speedup), identical,
-          num(a.time_breakdown.draft_s), num(a.time_breakdown.verify_s), num(a.time_breakdown.sample_s),
+          num(a.time_breakdown.draft_s), num(a.time_breakdown.verify_forward_s), num(a.time_breakdown.sampling_s),
           num(a.time_breakdown.other_s), a.config_hash, num(a.decode_tokens_per_second.mean),
           num(a.decode_tokens_per_second.ci95), num(a.decode_speedup.mean), num(a.decode_speedup.ci95),
           num(m ? m->amplification_mean : kNaN), num(m ? m->uniform_amplification : kNaN),

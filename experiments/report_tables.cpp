@@ -72,8 +72,8 @@ TextTable time_table(const Report& r) {
   t.title = "Time breakdown (seconds, summed over records)";
   t.headers = {"run", "draft", "target verify", "sampling/verification", "other", "ttft (ms)", "tokens"};
   for (const auto& a : r.runs)
-    t.rows.push_back({a.name, format_number(a.time_breakdown.draft_s, 3), format_number(a.time_breakdown.verify_s, 3),
-                      format_number(a.time_breakdown.sample_s, 3), format_number(a.time_breakdown.other_s, 3),
+    t.rows.push_back({a.name, format_number(a.time_breakdown.draft_s, 3), format_number(a.time_breakdown.verify_forward_s, 3),
+                      format_number(a.time_breakdown.sampling_s, 3), format_number(a.time_breakdown.other_s, 3),
                       format_estimate(a.ttft_ms, 2), std::to_string(a.n_generated)});
   return t;
 }
@@ -81,13 +81,13 @@ TextTable time_table(const Report& r) {
 TextTable moe_table(const Report& r) {
   TextTable t;
   t.title = "Expert load (target MoE layers)";
-  t.headers = {"run", "layer", "load_cv", "max_over_mean", "jain_index", "routing_entropy", "dropped_tokens"};
+  t.headers = {"run", "layer", "load_cv", "max_over_mean", "jain_index", "routing_entropy (bits)", "dropped_tokens"};
   for (const auto& a : r.runs) {
     if (!a.moe) continue;
     for (size_t l = 0; l < a.moe->layers.size(); ++l) {
       const auto& L = a.moe->layers[l];
       t.rows.push_back({a.name, std::to_string(l), format_number(L.load_cv, 3), format_number(L.max_over_mean, 3),
-                        format_number(L.jain_index, 3), format_number(L.routing_entropy, 3),
+                        format_number(L.jain_index, 3), format_number(L.routing_entropy_bits, 3),
                         std::to_string(L.dropped_tokens)});
     }
   }

@@ -6,6 +6,8 @@
 
 #include "base/error.h"
 #include "experiments/atomic_file.h"
+#include "experiments/json_text.h"
+#include "experiments/metrics_json.h"
 
 namespace specmoe::exp {
 
@@ -105,6 +107,27 @@ MoeRecord moe_from_json(const nlohmann::json& j, const std::string& where) {
 
 }  // namespace
 
+verify::Metrics record_metrics(const PromptRecord& r) {
+  verify::Metrics m;
+  m.n_prompt = r.n_prompt_tokens;
+  m.n_generated = r.n_generated;
+  m.n_drafted = r.n_drafted;
+  m.n_accepted = r.n_accepted;
+  m.n_steps = r.n_steps;
+  m.draft_max = static_cast<int>(r.position_drafted.size());
+  m.position_drafted = r.position_drafted;
+  m.position_accepted = r.position_accepted;
+  m.accept_length_histogram = r.accept_length_histogram;
+  m.total_s = r.wall_s;
+  m.ttft_s = r.ttft_ms / 1000.0;
+  m.prefill_s = r.prefill_s;
+  m.n_decoded = r.n_decoded;
+  m.target_step_s = std::isfinite(r.target_step_ms) ? r.target_step_ms / 1000.0 : 0.0;
+  m.draft_token_s = std::isfinite(r.draft_step_ms) ? r.draft_step_ms / 1000.0 : 0.0;
+  m.time = r.time_breakdown;
+  return m;
+}
+
 nlohmann::json record_to_json(const PromptRecord& r) {
   nlohmann::json j = {
       {"run", r.run},
@@ -112,32 +135,11 @@ nlohmann::json record_to_json(const PromptRecord& r) {
       {"prompt_id", r.prompt_id},
       {"category", r.category},
       {"repeat", r.repeat},
-      {"n_prompt_tokens", r.n_prompt_tokens},
       {"tokens", r.tokens},
-      {"text", r.text},
       {"stopped_at_eog", r.stopped_at_eog},
-      {"n_generated", r.n_generated},
-      {"n_drafted", r.n_drafted},
-      {"n_accepted", r.n_accepted},
-      {"n_steps", r.n_steps},
-      {"acceptance_rate", number_or_null(r.acceptance_rate())},
-      {"mean_accepted_length", number_or_null(r.mean_accepted_length())},
-      {"position_drafted", r.position_drafted},
-      {"position_accepted", r.position_accepted},
-      {"wall_s", r.wall_s},
-      {"prefill_s", number_or_null(r.prefill_s)},
-      {"n_decoded", r.n_decoded >= 0 ? nlohmann::json(r.n_decoded) : nlohmann::json()},
-      {"ttft_ms", number_or_null(r.ttft_ms)},
-      {"tokens_per_second", number_or_null(r.tokens_per_second)},
-      {"cost_ratio", number_or_null(r.cost_ratio)},
-      {"draft_step_ms", number_or_null(r.draft_step_ms)},
-      {"target_step_ms", number_or_null(r.target_step_ms)},
-      {"time_breakdown",
-       {{"draft_s", r.time_breakdown.draft_s},
-        {"verify_s", r.time_breakdown.verify_s},
-        {"sample_s", r.time_breakdown.sample_s},
-        {"other_s", r.time_breakdown.other_s}}},
   };
+  set_text(j, "text", r.text);
+  j.update(metrics_to_json(record_metrics(r)));
   if (r.moe) j["moe"] = moe_to_json(*r.moe);
   return j;
 }
@@ -151,9 +153,14 @@ PromptRecord record_from_json(const nlohmann::json& j, const std::string& where)
   p.prompt_id = r.string("prompt_id");
   p.category = r.string("category");
   p.repeat = static_cast<int>(r.integer("repeat"));
-  p.n_prompt_tokens = static_cast<int>(r.integer("n_prompt_tokens"));
+  // Records written before the metrics schema was unified (exp::metrics_to_json) named these
+  // n_prompt_tokens and wall_s.
+  p.n_prompt_tokens = static_cast<int>(j.contains("n_prompt") ? r.integer("n_prompt") : r.integer("n_prompt_tokens"));
   p.tokens = r.array<int32_t>("tokens");
-  p.text = r.string("text");
+  r.string("text");
+  std::optional<std::string> text = get_text(j, "text");
+  if (!text) throw_error(ErrorKind::Format, "{}: field 'text_bytes_b64' is not valid base64", where);
+  p.text = std::move(*text);
   p.stopped_at_eog = j.value("stopped_at_eog", false);
   p.n_generated = r.integer("n_generated");
   p.n_drafted = r.integer("n_drafted");
@@ -161,18 +168,15 @@ PromptRecord record_from_json(const nlohmann::json& j, const std::string& where)
   p.n_steps = r.integer("n_steps");
   p.position_drafted = r.array<int64_t>("position_drafted");
   p.position_accepted = r.array<int64_t>("position_accepted");
-  p.wall_s = r.real("wall_s");
+  p.accept_length_histogram = r.array<int64_t>("accept_length_histogram");
+  p.wall_s = j.contains("total_s") ? r.real("total_s") : r.real("wall_s");
   p.prefill_s = r.real("prefill_s");             // absent in older records: unknown
   p.n_decoded = r.optional_integer("n_decoded", -1);
   p.ttft_ms = r.real("ttft_ms");
-  p.tokens_per_second = r.real("tokens_per_second");
-  p.cost_ratio = r.real("cost_ratio");
   p.draft_step_ms = r.real("draft_step_ms");
   p.target_step_ms = r.real("target_step_ms");
-  if (auto it = j.find("time_breakdown"); it != j.end() && it->is_object()) {
-    Reader t{*it, where};
-    p.time_breakdown = {t.real("draft_s"), t.real("verify_s"), t.real("sample_s"), t.real("other_s")};
-  }
+  if (auto it = j.find("time_breakdown"); it != j.end() && it->is_object())
+    p.time_breakdown = time_breakdown_from_json(*it);
   if (auto it = j.find("moe"); it != j.end() && it->is_object()) p.moe = moe_from_json(*it, where + " moe");
   return p;
 }

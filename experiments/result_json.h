@@ -36,14 +36,21 @@ struct ExperimentFile {
   nlohmann::json merge;   // made by merge_reports: the shards merged and the gaps (null otherwise)
 };
 
-// Serializes with invalid UTF-8 (e.g. a byte-level token cut mid-character) replaced by U+FFFD
-// instead of throwing; token ids are stored alongside, so nothing is lost.
+// Serializes with invalid UTF-8 replaced by U+FFFD instead of throwing. Text that may hold any
+// bytes (generated text, prompts) is written with set_text (json_text.h) before that, which
+// keeps the exact bytes in "<key>_bytes_b64"; this is the safety net for everything else.
 std::string dump_json(const nlohmann::json& j, int indent = -1);
 
 // JSON numbers for doubles: NaN and infinities become null (JSON has no NaN).
 nlohmann::json number_or_null(double v);
 double number_from_json(const nlohmann::json& j);  // null -> NaN
 
+// A record's counts and timings as the decoding loop's Metrics (no MoE part: see MoeRecord), the
+// input of metrics_to_json. Unknown values stay unknown (NaN prefill, n_decoded -1).
+verify::Metrics record_metrics(const PromptRecord& r);
+
+// The record's identity, tokens, text (set_text) and metrics_to_json(record_metrics(r)), flat,
+// plus "moe".
 nlohmann::json record_to_json(const PromptRecord& r);
 // Throws Error(Format) "<where>: <problem>" on missing or mistyped fields.
 PromptRecord record_from_json(const nlohmann::json& j, const std::string& where);

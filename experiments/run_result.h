@@ -1,6 +1,7 @@
 // Plain results of an experiment: one PromptRecord per (run, prompt, repeat) as the executor
 // measured it, and the per-run aggregates the report shows. Field names are DESIGN.md's metric
-// names ("Metrics"), so report.json, runs.csv and records.jsonl use them verbatim.
+// names ("Metrics"); records are written through exp::metrics_to_json (metrics_json.h), the
+// writer `speculate --json` uses, so report.json, runs.csv and records.jsonl use them verbatim.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -9,17 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "verify/metrics.h"
+
 namespace specmoe::exp {
 
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Seconds spent in each phase of one generation (time_breakdown).
-struct TimeBreakdown {
-  double draft_s = 0.0;   // drafter proposing tokens (draft model forwards, n-gram lookup, ...)
-  double verify_s = 0.0;  // target forwards (prefill and verification)
-  double sample_s = 0.0;  // logits processing, sampling and accept/reject decisions
-  double other_s = 0.0;   // everything else (cache rollback, bookkeeping)
-};
 
 // Expert routing counters of the target's MoE layers for one generation (absent for dense models).
 struct MoeRecord {
@@ -60,8 +56,11 @@ struct PromptRecord {
   int64_t n_accepted = 0;   // draft tokens accepted
   int64_t n_steps = 0;      // target verification forwards during decoding
   // position_drafted[i]: steps that drafted at least i+1 tokens; position_accepted[i]: of those,
-  // steps that accepted draft token i+1 (per_position_acceptance = accepted / drafted).
+  // steps that accepted draft token i+1 (per_position_acceptance = accepted / drafted). Their
+  // length is the draft length g (draft_max); empty for autoregressive runs.
   std::vector<int64_t> position_drafted, position_accepted;
+  // [k]: steps that accepted exactly k draft tokens (empty in records written before it existed).
+  std::vector<int64_t> accept_length_histogram;
 
   double wall_s = 0.0;              // whole generation (prefill + decode), seconds
   // Prompt processing before the decode loop, and the tokens the decode loop produced
@@ -71,12 +70,17 @@ struct PromptRecord {
   double prefill_s = kNaN;
   int64_t n_decoded = -1;
   double ttft_ms = kNaN;            // time to first generated token, milliseconds
-  double tokens_per_second = kNaN;  // n_generated / wall_s unless the engine measured otherwise
-  double cost_ratio = kNaN;         // draft step time / single-token target step time (c)
-  double draft_step_ms = kNaN;      // mean time of one draft step, milliseconds
+  double draft_step_ms = kNaN;      // mean drafter time per drafted token, milliseconds
   double target_step_ms = kNaN;     // mean time of one single-token target step, milliseconds
-  TimeBreakdown time_breakdown;
+  verify::TimeBreakdown time_breakdown;  // the decoding loop's own struct (one set of names)
   std::optional<MoeRecord> moe;
+
+  double tokens_per_second() const {  // n_generated / wall_s
+    return wall_s > 0 ? static_cast<double>(n_generated) / wall_s : kNaN;
+  }
+  double cost_ratio() const {  // c = draft_step_ms / target_step_ms, NaN unless both were measured
+    return draft_step_ms > 0 && target_step_ms > 0 ? draft_step_ms / target_step_ms : kNaN;
+  }
 
   double acceptance_rate() const {
     return n_drafted > 0 ? static_cast<double>(n_accepted) / static_cast<double>(n_drafted) : kNaN;
@@ -117,7 +121,7 @@ struct MoeLayerAggregate {
   double load_cv = kNaN;          // std / mean of expert_tokens
   double max_over_mean = kNaN;    // max / mean of expert_tokens
   double jain_index = kNaN;       // (sum x)^2 / (E * sum x^2), 1 = perfectly balanced
-  double routing_entropy = kNaN;  // entropy of the expert share distribution, nats
+  double routing_entropy_bits = kNaN;  // entropy of the expert share distribution, bits (moe::load_entropy_bits)
   int64_t dropped_tokens = 0;
 };
 
@@ -162,7 +166,10 @@ struct RunAggregate {
   double speedup_pooled = kNaN;  // baseline total seconds/token over this run's
   double alpha_fit = kNaN;
   double predicted_speedup = kNaN;
-  TimeBreakdown time_breakdown;  // summed over records, seconds
+  verify::TimeBreakdown time_breakdown;  // summed over records, seconds
+  // The records' metrics merged (verify::Metrics::merge: counts and times summed; ttft_s the
+  // mean over records), written as report.json's "metrics" by metrics_to_json.
+  verify::Metrics pooled;
   std::optional<bool> identical_to_baseline;  // only at temperature 0 with a baseline present
   std::string output_digest;  // hash of every record's tokens, for compare_reports
   std::vector<CategoryAggregate> categories;

@@ -1,11 +1,14 @@
 // The experiment runner: validation before anything runs, then every selected run over every
-// prompt and repeat (after unrecorded warmups), each finished run saved atomically and the report
-// rebuilt; SIGINT stops after the current generation and keeps what is finished.
+// prompt and repeat (after unrecorded warmups), each record appended to its run's journal as it
+// finishes, each finished run saved atomically and the report rebuilt. One process writes an
+// output folder at a time (output_lock.h). SIGINT stops after the current generation; SIGKILL
+// stops anywhere; either way --resume continues from the journals and the finished runs.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -18,10 +21,13 @@
 #include "experiments/environment.h"
 #include "experiments/experiment.h"
 #include "experiments/git_commit.h"
+#include "experiments/output_lock.h"
 #include "experiments/progress.h"
 #include "experiments/report_writer.h"
 #include "experiments/result_json.h"
+#include "experiments/run_journal.h"
 #include "experiments/sweep.h"
+#include "experiments/test_hooks.h"
 
 namespace specmoe::exp {
 namespace fs = std::filesystem;
@@ -178,13 +184,22 @@ int run_experiment(const std::string& path, const RunOptions& options, RunExecut
     if (!options.output_override.empty()) throw_error(ErrorKind::Config, "--output: {}", e.what());
     spec.src.fail("experiment.output", e.what());
   }
+  const std::string command = options.command_line.empty() ? "specmoe run " + path : options.command_line;
+  // One writer per output folder, taken before the (slow) model checks so that a second run on
+  // a busy folder fails at once. Held until this function returns; the kernel drops it if the
+  // process dies, so a killed run's lock file does not block --resume.
+  OutputLock lock = OutputLock::acquire(plan.output, command);
+  test_hook("lock");
+  // A process killed mid-write leaves its temporary files; no one else can be writing here now.
+  remove_stale_temp_files(plan.output);
+  remove_stale_temp_files((fs::path(plan.output) / "runs").string());
   executor.prepare(spec, plan.runs);
 
   ExperimentFile ef;
   ef.config = spec_to_json(spec, plan.runs);
   ef.config_hash = plan.experiment_hash;
   ef.toml = spec.source_text;
-  ef.command = options.command_line.empty() ? "specmoe run " + path : options.command_line;
+  ef.command = command;
   ef.shard_i = options.shard_i;
   ef.shard_n = options.shard_n;
   save_experiment_file((fs::path(plan.output) / "experiment.json").string(), ef);
@@ -204,6 +219,8 @@ int run_experiment(const std::string& path, const RunOptions& options, RunExecut
         try {
           if (load_run_file(file).config_hash == run.config_hash) {
             skipped.push_back(run.name);
+            // Killed after saving the run file and before removing its journal: finish that.
+            fs::remove(run_journal_path(plan.output, run.name), ec);
             continue;
           }
         } catch (const Error&) {
@@ -244,10 +261,28 @@ int run_experiment(const std::string& path, const RunOptions& options, RunExecut
       req.threads = plan.threads;
       return req;
     };
-    for (int w = 0; w < spec.warmup && !sigint.interrupted(); ++w) executor.execute(request(w % n_prompts, -1 - w));
+    // Records a killed or interrupted process already finished (resume), by (prompt, repeat).
+    std::vector<PromptRecord> restored;
+    RunJournal journal =
+        RunJournal::start(run_journal_path(plan.output, run.name), run.name, run.config_hash, options.resume, &restored);
+    std::map<std::pair<int, int>, PromptRecord*> done;
+    for (auto& rec : restored)
+      if (rec.prompt_index >= 0 && rec.prompt_index < n_prompts && rec.repeat >= 0 && rec.repeat < spec.repeats)
+        done[{rec.prompt_index, rec.repeat}] = &rec;
+    if (!done.empty())
+      progress.message(fmt::format("resume: run {} continues after {} finished records", run.name, done.size()));
+    const bool pending = done.size() < static_cast<size_t>(n_prompts) * static_cast<size_t>(spec.repeats);
+
+    for (int w = 0; pending && w < spec.warmup && !sigint.interrupted(); ++w)
+      executor.execute(request(w % n_prompts, -1 - w));
 
     for (int p = 0; p < n_prompts && !sigint.interrupted(); ++p) {
       for (int r = 0; r < spec.repeats && !sigint.interrupted(); ++r) {
+        if (auto it = done.find({p, r}); it != done.end()) {
+          file.records.push_back(std::move(*it->second));
+          progress.step(static_cast<int>(k) + 1, static_cast<int>(todo.size()), run.name, p + 1, n_prompts);
+          continue;
+        }
         PromptRecord rec = executor.execute(request(p, r));
         rec.run = run.name;
         rec.prompt_index = p;
@@ -255,17 +290,21 @@ int run_experiment(const std::string& path, const RunOptions& options, RunExecut
         rec.prompt_id = spec.prompts[p].id;
         rec.category = spec.prompts[p].category;
         if (rec.n_generated == 0) rec.n_generated = static_cast<int64_t>(rec.tokens.size());
-        if (!std::isfinite(rec.tokens_per_second) && rec.wall_s > 0)
-          rec.tokens_per_second = static_cast<double>(rec.n_generated) / rec.wall_s;
+        journal.append(rec);
+        test_hook("record");
         file.records.push_back(std::move(rec));
         progress.step(static_cast<int>(k) + 1, static_cast<int>(todo.size()), run.name, p + 1, n_prompts);
       }
     }
-    if (sigint.interrupted()) break;  // a run cut short is not saved: resume re-runs it whole
+    // A run cut short is not saved; its journal keeps the finished records for --resume.
+    if (sigint.interrupted() && file.records.size() < static_cast<size_t>(n_prompts) * spec.repeats) break;
     file.finished = utc_now_iso8601();
     save_run_file(run_file_path(plan.output, run.name), file);
+    test_hook("run-file");
+    journal.remove();
     executor.finish_run(run);
     rebuild_report(plan.output, formats, &cache);
+    if (sigint.interrupted()) break;
   }
   progress.finish();
   rebuild_report(plan.output, formats, &cache);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include <toml++/toml.h>
 
@@ -12,6 +13,7 @@
 #include "base/error.h"
 #include "core/synth.h"
 #include "experiments/config_hash.h"
+#include "experiments/deprecation.h"
 #include "experiments/experiment_spec.h"
 #include "experiments/prompt_loader.h"
 
@@ -88,6 +90,22 @@ class Parser {
       src_.lines[key] = static_cast<int>(n.source().begin.line);
   }
 
+  // A strategy or sweep field as written -> its current name. A deprecated spelling prints a note
+  // (once) and its line is recorded under the current name too, so later checks that name the
+  // current key point at the line; writing both spellings in one table is an error.
+  std::string canonical(const std::string& prefix, const toml::key& k, std::set<std::string>& seen) {
+    const std::string written(k.str());
+    const std::string name(canonical_field_name(written));
+    const std::string key = prefix + written;
+    if (name != written) {
+      note_deprecated(written, name, fmt::format("{}:{}: ", src_.file, k.source().begin.line));
+      record(prefix + name, k);
+    }
+    if (!seen.insert(name).second)
+      src_.fail(key, fmt::format("'{}' is given twice (directly and through a deprecated spelling)", name));
+    return name;
+  }
+
   [[noreturn]] void unknown(const std::string& key, const std::vector<std::string>& known) {
     src_.fail(key, fmt::format("unknown key (expected one of: {})", join(known)));
   }
@@ -153,7 +171,7 @@ class Parser {
       else if (name == "seed") spec_.seed = static_cast<uint64_t>(want_int(v, key, 0, INT64_MAX));
       else if (name == "repeats") spec_.repeats = static_cast<int>(want_int(v, key, 1, 10000));
       else if (name == "warmup") spec_.warmup = static_cast<int>(want_int(v, key, 0, 10000));
-      else if (name == "threads") spec_.threads = static_cast<int>(want_int(v, key, 0, 4096));
+      else if (name == "threads") spec_.threads = static_cast<int>(want_int(v, key, 0, kMaxThreads));
       else if (name == "output") spec_.output = want_string(v, key);
       else if (name == "device") {
         spec_.device = want_string(v, key);
@@ -245,10 +263,12 @@ class Parser {
       s.index = index;
       bool has_kind = false;
       SamplingSpec unused;
+      std::set<std::string> seen;
       for (auto&& [k, fv] : *elem.as_table()) {
         std::string key = base + "." + std::string(k.str());
         record(key, k);
-        std::string_view name = k.str();
+        const std::string field = canonical(base + ".", k, seen);
+        std::string_view name = field;
         if (name == "name") {
           s.name = want_string(fv, key);
           if (!is_safe_name(s.name)) src_.fail(key, "use only letters, digits, '-', '_' and '.' (it names files)");
@@ -279,10 +299,11 @@ class Parser {
   }
 
   void parse_sweep(const toml::table& t) {
+    std::set<std::string> seen;
     for (auto&& [k, v] : t) {
-      std::string name(k.str());
-      std::string key = "sweep." + name;
+      std::string key = "sweep." + std::string(k.str());
       record(key, k);
+      std::string name = canonical("sweep.", k, seen);
       if (name == "only") {
         spec_.sweep.only = want_string_array(v, key);
         continue;

@@ -48,7 +48,8 @@ class FakeExecutor : public exp::RunExecutor {
       r.position_accepted.assign(g, 0);
       r.position_accepted[0] = n / 2;
       r.wall_s = 0.005 * n;
-      r.cost_ratio = 0.1;
+      r.draft_step_ms = 0.1;  // cost_ratio() = 0.1 / 1.0
+      r.target_step_ms = 1.0;
     } else {
       r.n_steps = n - 1;
       r.wall_s = 0.01 * n;

@@ -5,13 +5,15 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "experiments/experiment_spec.h"
 
 namespace specmoe::cli {
 
 void add_model_options(CLI::App* cmd, ModelOptions& opt, bool required) {
   auto* m = cmd->add_option("-m,--model", opt.model_path, "GGUF model file");
   if (required) m->required();
-  cmd->add_option("-t,--threads", opt.threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  // Range-checked in load_model, so the message is one specmoe error line like every other.
+  cmd->add_option("-t,--threads", opt.threads, fmt::format("CPU threads, 0..{} (0 = all cores)", exp::kMaxThreads));
   cmd->add_option("--device", opt.device, "where the model runs: cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--moe-k", opt.moe_k, "MoE models: experts per token (0 = the model's expert_used_count)")
       ->check(CLI::NonNegativeNumber);
@@ -23,7 +25,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt, bool required) {
 void add_input_options(CLI::App* cmd, InputOptions& opt) {
   cmd->add_option("-p,--prompt", opt.prompt, "prompt text");
   cmd->add_option("-f,--file", opt.file, "read the prompt from a file");
-  cmd->add_option("-n,--n-predict", opt.n_predict, "tokens to generate")->check(CLI::PositiveNumber);
+  cmd->add_option("-n,--n-predict", opt.n_predict, "tokens to generate")
+      ->check(CLI::PositiveNumber)
+      ->each([&opt](const std::string&) { opt.n_predict_given = true; });
   cmd->add_option("-c,--ctx-size", opt.ctx_size, "context size (0 = the model's)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", opt.json, "print one JSON object instead of text");
 }
@@ -40,7 +44,13 @@ void add_sampling_options(CLI::App* cmd, core::SamplingParams& p) {
   cmd->add_option("-s,--seed", p.seed, "random seed")->capture_default_str();
 }
 
+void check_threads(int threads, const char* flag) {
+  if (threads < 0 || threads > exp::kMaxThreads)
+    throw_error(ErrorKind::InvalidArgument, "{} {}: must be between 0 (all cores) and {}", flag, threads, exp::kMaxThreads);
+}
+
 std::unique_ptr<core::Model> load_model(const ModelOptions& opt, const std::string& path) {
+  check_threads(opt.threads, "--threads");
   core::LoadOptions lo;
   lo.n_threads = opt.threads;
   lo.moe_k_override = opt.moe_k;
@@ -76,6 +86,11 @@ int context_for(const core::Model& model, int n_prompt, const InputOptions& opt)
   if (n_prompt >= limit) {
     throw_error(ErrorKind::Limit, "prompt has {} tokens, longer than the context ({}); use a shorter prompt or -c",
                 n_prompt, limit);
+  }
+  if (opt.n_predict_given && static_cast<int64_t>(n_prompt) + opt.n_predict > limit) {
+    throw_error(ErrorKind::Limit,
+                "-n {}: the prompt's {} tokens + {} new tokens exceed the context ({}); use -n {} or less, or a larger -c",
+                opt.n_predict, n_prompt, opt.n_predict, limit, limit - n_prompt);
   }
   return std::min<int64_t>(limit, static_cast<int64_t>(n_prompt) + opt.n_predict);
 }

@@ -28,9 +28,13 @@ struct InputOptions {
   std::string prompt;       // -p
   std::string file;         // -f
   int n_predict = 128;      // -n
+  bool n_predict_given = false;  // -n was on the command line (the default is capped silently)
   int ctx_size = 0;         // -c (0 = the model's training context)
   bool json = false;
 };
+
+// Error(InvalidArgument) "<flag> N: ..." unless 0 <= threads <= exp::kMaxThreads.
+void check_threads(int threads, const char* flag);
 
 void add_model_options(CLI::App* cmd, ModelOptions& opt, bool required = true);
 void add_input_options(CLI::App* cmd, InputOptions& opt);
@@ -46,7 +50,9 @@ std::string read_prompt(const InputOptions& opt);
 // Reads a whole file; Error(Io) naming it when it cannot be read.
 std::string read_file(const std::string& path);
 
-// Checks the prompt fits: Error(Limit) "prompt has N tokens, longer than the context (C)".
+// Checks the prompt fits: Error(Limit) "prompt has N tokens, longer than the context (C)", and,
+// when -n was given, that prompt + -n fit too: Error(Limit) "-n N: the prompt's P tokens + N
+// ... exceed the context (C)". The default -n is capped to the room the context leaves.
 // Returns the context size to allocate (prompt + n_predict, capped by the context).
 int context_for(const core::Model& model, int n_prompt, const InputOptions& opt);
 

@@ -1,5 +1,6 @@
 // specmoe generate: plain autoregressive generation, streaming the continuation to stdout and
 // the speed figures (prompt tokens/s, generation tokens/s, time to first token) to stderr.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -10,7 +11,10 @@
 #include "core/rng.h"
 #include "core/sampler.h"
 #include "core/sampling.h"
-#include "verify/moe_metrics.h"
+#include "experiments/json_text.h"
+#include "experiments/metrics_json.h"
+#include "experiments/result_json.h"
+#include "verify/metrics.h"
 
 namespace specmoe::cli {
 namespace {
@@ -42,19 +46,27 @@ void run_generate(const GenerateArgs& a) {
   core::RowBuffer probs(model->backend());
   core::ForwardOptions last_only;
   last_only.logits_all = false;
-  verify::MoEMetrics moe;  // expert load of every forward (--moe-stats)
 
+  // The decoding loop's metrics (verify::Metrics, as an autoregressive run of specmoe speculate
+  // --compare counts them): the first token comes from the prefill, every later one from a step;
+  // metrics.moe holds the expert load of every forward (--moe-stats).
+  verify::Metrics metrics;
+  metrics.n_prompt = n_prompt;
+  double step_forward_s = 0.0;
   const auto t0 = Clock::now();
   core::ForwardResult f = model->forward(tokens, kv, last_only);
-  moe.record_load(f.stats, *model);
   model->backend().synchronize();
   const auto t_prefill = Clock::now();
+  metrics.moe.record_load(f.stats, *model);
+  metrics.time.verify_forward_s += seconds(t_prefill - t0);
 
   Utf8Stream out;
   std::vector<int32_t> generated;
   double ttft_s = 0.0;
   for (int i = 0; i < n_predict; ++i) {
+    const auto t_sample = Clock::now();
     const int32_t next = sampler.sample(sampler.distributions(f.logits, tokens, {}, probs), 0, rng);
+    metrics.time.sampling_s += seconds(Clock::now() - t_sample);
     if (i == 0) ttft_s = seconds(Clock::now() - t0);
     if (tok.is_eog(next)) break;
     tokens.push_back(next);
@@ -62,8 +74,14 @@ void run_generate(const GenerateArgs& a) {
     if (!a.input.json) out.write(tok.token_to_piece(next));
     if (i + 1 == n_predict) break;
     const int32_t one[1] = {next};
+    const auto t_step = Clock::now();
     f = model->forward(one, kv, last_only);
-    moe.record_load(f.stats, *model);
+    model->backend().synchronize();
+    const double dt = seconds(Clock::now() - t_step);
+    step_forward_s += dt;
+    metrics.time.verify_forward_s += dt;
+    metrics.record_step(0, 0);
+    metrics.moe.record_forward(f.stats, *model, 1, 1);
   }
   const auto t_end = Clock::now();
   const double prefill_s = seconds(t_prefill - t0);
@@ -71,18 +89,28 @@ void run_generate(const GenerateArgs& a) {
   const double prompt_tps = prefill_s > 0 ? n_prompt / prefill_s : 0.0;
   const double gen_tps = gen_s > 0 ? generated.size() / gen_s : 0.0;
 
+  metrics.n_generated = static_cast<int64_t>(generated.size());
+  metrics.n_decoded = std::max<int64_t>(0, metrics.n_generated - 1);
+  metrics.total_s = seconds(t_end - t0);
+  metrics.prefill_s = prefill_s;
+  metrics.ttft_s = ttft_s;
+  if (metrics.n_steps > 0) metrics.target_step_s = step_forward_s / static_cast<double>(metrics.n_steps);
+  metrics.time.other_s =
+      std::max(0.0, metrics.total_s - metrics.time.verify_forward_s - metrics.time.sampling_s);
+
   if (a.input.json) {
     nlohmann::json j;
-    j["model"] = a.model.model_path;
+    exp::set_text(j, "model", a.model.model_path);  // paths are bytes too
     j["device"] = model->device().name();
-    j["prompt"] = prompt;
+    exp::set_text(j, "prompt", prompt);
     j["prompt_tokens"] = std::vector<int32_t>(tokens.begin(), tokens.begin() + n_prompt);
     j["tokens"] = generated;
     // The continuation exactly as streamed (pieces concatenated): decode() would drop the
     // leading space SentencePiece puts on the first piece, which belongs to a continuation.
+    // Valid UTF-8 with U+FFFD where a character is cut; the bytes in text_bytes_b64 then.
     std::string text;
     for (int32_t id : generated) text += tok.token_to_piece(id);
-    j["text"] = text;
+    exp::set_text(j, "text", text);
     j["seed"] = a.sampling.seed;
     j["sampling"] = {{"temperature", a.sampling.temperature}, {"top_k", a.sampling.top_k},
                      {"top_p", a.sampling.top_p}, {"min_p", a.sampling.min_p},
@@ -91,9 +119,10 @@ void run_generate(const GenerateArgs& a) {
                     {"prompt_seconds", prefill_s}, {"generation_seconds", gen_s},
                     {"prompt_tokens_per_second", prompt_tps},
                     {"generation_tokens_per_second", gen_tps}, {"ttft_ms", ttft_s * 1e3}};
-    if (a.moe_stats) j["moe"] = moe_stats_json(*model, moe.layers);
-    std::printf("%s\n", j.dump().c_str());
-    if (a.moe_stats) print_moe_stats(*model, moe.layers, stderr);
+    j["metrics"] = exp::metrics_to_json(metrics);
+    if (a.moe_stats) j["moe"] = moe_stats_json(*model, metrics.moe.layers);
+    std::printf("%s\n", exp::dump_json(j).c_str());
+    if (a.moe_stats) print_moe_stats(*model, metrics.moe.layers, stderr);
     return;
   }
   out.flush();
@@ -102,7 +131,7 @@ void run_generate(const GenerateArgs& a) {
   std::fprintf(stderr, "prompt: %d tokens, %.1f tokens/s | generation: %zu tokens, %.1f tokens/s | ttft %.1f ms | seed %llu\n",
                n_prompt, prompt_tps, generated.size(), gen_tps, ttft_s * 1e3,
                static_cast<unsigned long long>(a.sampling.seed));
-  if (a.moe_stats) print_moe_stats(*model, moe.layers, stderr);
+  if (a.moe_stats) print_moe_stats(*model, metrics.moe.layers, stderr);
 }
 
 }  // namespace

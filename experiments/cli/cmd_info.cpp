@@ -7,6 +7,8 @@
 #include "cli_common.h"
 #include "core/gguf.h"
 #include "core/model_config.h"
+#include "experiments/json_text.h"
+#include "experiments/result_json.h"
 
 namespace specmoe::cli {
 namespace {
@@ -48,9 +50,11 @@ void add_info_command(CLI::App& app) {
     const std::string tok_model = file->get_string("tokenizer.ggml.model", "");
     if (a->json) {
       nlohmann::json j;
-      j["file"] = a->model;
-      j["architecture"] = c.arch_name;
-      j["name"] = c.name;
+      // GGUF strings are whatever bytes their writer stored: valid UTF-8 with U+FFFD, plus
+      // "<key>_bytes_b64" when something was replaced (json_text.h).
+      exp::set_text(j, "file", a->model);
+      exp::set_text(j, "architecture", c.arch_name);
+      exp::set_text(j, "name", c.name);
       j["n_vocab"] = c.n_vocab;
       j["n_ctx_train"] = c.n_ctx_train;
       j["n_embd"] = c.n_embd;
@@ -62,11 +66,11 @@ void add_info_command(CLI::App& app) {
       j["n_expert"] = c.n_expert;
       j["n_expert_used"] = c.n_expert_used;
       j["rope_freq_base"] = c.rope_freq_base;
-      j["tokenizer"] = tok_model;
+      exp::set_text(j, "tokenizer", tok_model);
       j["parameters"] = params;
       j["tensor_bytes"] = bytes;
       for (const auto& [type, e] : by_type) j["tensor_types"][type] = {{"tensors", e.first}, {"elements", e.second}};
-      std::printf("%s\n", j.dump(2).c_str());
+      std::printf("%s\n", exp::dump_json(j, 2).c_str());
       return;
     }
     std::printf("file:          %s (GGUF v%u, %zu metadata keys, %zu tensors)\n", a->model.c_str(),

@@ -39,20 +39,21 @@ void add_run_commands(CLI::App& app, int argc, char** argv) {
   run->add_flag("--resume", a->resume, "skip runs whose results exist and match the config");
   run->add_option("--shard", a->shard, "run every n-th run: i/n (1-based), for cluster job arrays");
   run->add_option("-o,--output", a->output, "output folder (overrides [experiment] output)");
-  run->add_option("-t,--threads", a->threads, "threads (overrides [experiment] threads; 0 = all)");
+  auto* threads = run->add_option("-t,--threads", a->threads, "threads (overrides [experiment] threads; 0 = all)");
   run->add_option("--format", a->formats, "report writers to use (default: all)");
   run->add_flag("--dry-run", a->dry_run, "list the resolved runs and exit");
   run->add_flag("-q,--quiet", a->quiet, "no progress line");
-  run->add_option("--device", a->device, "where the models run: cpu, cuda or cuda:N (default cpu)");
+  run->add_option("--device", a->device,
+                  "where the models run: cpu, cuda or cuda:N (default: [experiment] device, else cpu)");
   run->add_option("--expect-config-hash", a->expect_hash,
                   "refuse to run unless the experiment's config hash is this (batch scripts of specmoe slurm)");
   run->add_option("--expect-commit", a->expect_commit,
                   "refuse to run unless this specmoe was built from this commit (batch scripts of specmoe slurm)");
-  run->callback([a] {
-    exp::RunOptions o;
+  run->callback([a, threads] {    exp::RunOptions o;
     o.resume = a->resume;
     if (!a->shard.empty()) parse_shard(a->shard, o);
     o.output_override = a->output;
+    if (threads->count() > 0) check_threads(a->threads, "--threads");
     o.threads_override = a->threads;
     o.progress = !a->quiet;
     o.report_formats = a->formats;

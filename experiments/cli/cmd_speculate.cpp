@@ -13,6 +13,10 @@
 #include "cli_common.h"
 #include "base/error.h"
 #include "draft/registry.h"
+#include "experiments/deprecation.h"
+#include "experiments/json_text.h"
+#include "experiments/metrics_json.h"
+#include "experiments/result_json.h"
 #include "experiments/statistics.h"
 #include "verify/autoregressive.h"
 #include "verify/registry.h"
@@ -28,42 +32,13 @@ struct SpeculateArgs {
   std::string draft_path;
   std::string drafter;   // empty: "model" when -md is given, else "ngram"
   std::string verifier = "speculative";
-  int layerskip_layers = 0;
+  int exit_layer = 0;    // layer-skip drafter: layers run before the head (0 = half)
   int ngram_min = 1, ngram_max = 3;
   int draft_max = 4, draft_min = 0;
   float draft_p_min = 0.0f;
   bool compare = false;
   int repeat = 1;
 };
-
-nlohmann::json metrics_json(const verify::Metrics& m) {
-  nlohmann::json j;
-  j["n_prompt"] = m.n_prompt;
-  j["n_generated"] = m.n_generated;
-  j["n_drafted"] = m.n_drafted;
-  j["n_accepted"] = m.n_accepted;
-  j["n_steps"] = m.n_steps;
-  j["draft_max"] = m.draft_max;
-  j["acceptance_rate"] = m.acceptance_rate();
-  j["mean_accepted_length"] = m.mean_accepted_length();
-  j["per_position_acceptance"] = m.per_position_acceptance();
-  j["accept_length_histogram"] = m.accept_length_histogram;
-  j["cost_ratio"] = m.cost_ratio();
-  j["alpha_fit"] = m.alpha_fit();
-  j["predicted_speedup"] = m.predicted_speedup();
-  j["tokens_per_second"] = m.tokens_per_second();
-  j["decode_tokens_per_second"] = m.decode_tokens_per_second();
-  j["ttft_ms"] = m.ttft_ms();
-  j["total_s"] = m.total_s;
-  j["prefill_s"] = m.prefill_s;
-  j["n_decoded"] = m.n_decoded;
-  j["time_breakdown"] = {{"draft_s", m.time.draft_s},
-                         {"verify_forward_s", m.time.verify_forward_s},
-                         {"sampling_s", m.time.sampling_s},
-                         {"other_s", m.time.other_s}};
-  if (m.moe.n_expert > 0) j["moe"] = m.moe.to_json(m.n_generated);
-  return j;
-}
 
 std::string pieces(const core::Tokenizer& tok, const std::vector<int32_t>& ids) {
   std::string text;
@@ -108,7 +83,7 @@ void run_speculate(const SpeculateArgs& a) {
   dopt.device = a.model.device;
   dopt.ngram_min = a.ngram_min;
   dopt.ngram_max = a.ngram_max;
-  dopt.exit_layer = a.layerskip_layers;
+  dopt.exit_layer = a.exit_layer;
   dopt.n_ctx = n_ctx + a.draft_max + 1;
   if (drafter_name == "model") {
     if (a.draft_path.empty()) throw_error(ErrorKind::InvalidArgument, "--drafter model needs a draft model: -md FILE");
@@ -160,28 +135,29 @@ void run_speculate(const SpeculateArgs& a) {
 
   if (a.input.json) {
     nlohmann::json j;
-    j["model"] = a.model.model_path;
+    exp::set_text(j, "model", a.model.model_path);  // paths are bytes too
     j["device"] = target->device().name();
-    j["draft_model"] = a.draft_path;
+    exp::set_text(j, "draft_model", a.draft_path);
     j["drafter"] = drafter_name;
     j["verifier"] = a.verifier;
-    j["prompt"] = prompt_text;
+    exp::set_text(j, "prompt", prompt_text);
     j["prompt_tokens"] = prompt;
     j["tokens"] = spec.tokens;
-    j["text"] = pieces(tok, spec.tokens);
+    exp::set_text(j, "text", pieces(tok, spec.tokens));  // the bytes stdout gets, as valid UTF-8 (+ b64)
     j["seed"] = a.sampling.seed;
     j["sampling"] = {{"temperature", a.sampling.temperature}, {"top_k", a.sampling.top_k},
                      {"top_p", a.sampling.top_p}, {"min_p", a.sampling.min_p}};
     j["draft"] = {{"draft_max", a.draft_max}, {"draft_min", a.draft_min}, {"draft_p_min", a.draft_p_min}};
-    j["metrics"] = metrics_json(spec.metrics);
+    if (drafter_name == "layerskip") j["draft"]["exit_layer"] = a.exit_layer;
+    j["metrics"] = exp::metrics_to_json(spec.metrics);
     if (a.compare) {
-      j["baseline"] = {{"tokens", base.tokens}, {"metrics", metrics_json(base.metrics)}};
+      j["baseline"] = {{"tokens", base.tokens}, {"metrics", exp::metrics_to_json(base.metrics)}};
       j["speedup"] = speedup;
       j["decode_speedup"] = decode_speedups.empty() ? nlohmann::json(nullptr) : nlohmann::json(decode_speedup);
       j["repeat"] = pairs;
       j["identical_to_baseline"] = identical;
     }
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", exp::dump_json(j).c_str());
     return;
   }
   std::printf("%s\n", pieces(tok, spec.tokens).c_str());
@@ -218,8 +194,11 @@ void add_speculate_command(CLI::App& app) {
   cmd->add_option("--model-draft", a->draft_path, "draft model GGUF (alias -md)");
   cmd->add_option("--drafter", a->drafter, "model | ngram | layerskip (default: model with -md, else ngram)");
   cmd->add_option("--verifier", a->verifier, "greedy | speculative")->capture_default_str();
-  cmd->add_option("--layerskip-layers", a->layerskip_layers, "layers the layer-skip draft runs (0 = half)")
+  cmd->add_option("--exit-layer", a->exit_layer, "layer-skip drafter: layers the draft runs before the head (0 = half)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--layerskip-layers", a->exit_layer, "deprecated spelling of --exit-layer")
+      ->check(CLI::NonNegativeNumber)
+      ->each([](const std::string&) { exp::note_deprecated("--layerskip-layers", "--exit-layer"); });
   cmd->add_option("--ngram-min", a->ngram_min, "shortest n-gram matched")->capture_default_str();
   cmd->add_option("--ngram-max", a->ngram_max, "longest n-gram matched")->capture_default_str();
   cmd->add_option("--draft-max,--draft", a->draft_max, "draft tokens per step (g)")->capture_default_str();

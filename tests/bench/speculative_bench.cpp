@@ -154,7 +154,7 @@ void run_speculative(benchmark::State& state, Pair& pair, draft::Drafter& drafte
   state.counters["decode_speedup"] = decode_speedup;
   state.counters["of_predicted"] = pred > 0 ? decode_speedup / pred : 0.0;
   state.counters["draft_s"] = m.time.draft_s;
-  state.counters["verify_s"] = m.time.verify_forward_s;
+  state.counters["verify_forward_s"] = m.time.verify_forward_s;
 }
 
 // Args: temperature (0 or 1), g.

@@ -271,7 +271,7 @@ name = "s"
 kind = "speculative"
 target = "t"
 drafter = "layerskip"
-layerskip_layers = 2
+exit_layer = 2
 verifier = "greedy"
 )");
   put("toml", "bad-unknown-key.toml", "[models.m]\nsynth = \"tiny\"\ncolour = 1\n");

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <csignal>
 #include <functional>
 #include <map>
+#include <sstream>
 
 #include "base/error.h"
 #include "core/gguf.h"
@@ -29,6 +31,7 @@
 #include "experiments/experiment.h"
 #include "experiments/experiment_spec.h"
 #include "experiments/sweep.h"
+#include "cli_runner.h"
 #include "test_data.h"
 
 namespace fs = std::filesystem;
@@ -514,11 +517,14 @@ TEST(BadRun, InterruptedRunResumesWithoutLossOrDuplicates) {
   EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / "ar.json"));
   EXPECT_FALSE(fs::exists(fs::path(out) / "runs" / "ngram-a.json")) << "a run cut short was saved";
 
+  EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / "ngram-a.partial.jsonl")) << "the cut run's journal is gone";
+
   CountingExecutor second;
   o.resume = true;
   EXPECT_EQ(exp::run_experiment(toml, o, second), exp::kRunOk);
-  // The finished run is skipped; the cut run is redone whole; the rest runs once.
-  EXPECT_EQ(second.calls, (std::map<std::string, int>{{"ngram-a", 2}, {"ngram-b", 2}}));
+  // The finished run is skipped; the cut run continues after its journaled first prompt; the
+  // rest runs once.
+  EXPECT_EQ(second.calls, (std::map<std::string, int>{{"ngram-a", 1}, {"ngram-b", 2}}));
   EXPECT_EQ(second.finished, (std::map<std::string, int>{{"ngram-a", 1}, {"ngram-b", 1}}));
 
   std::ifstream in(fs::path(out) / "report.json");
@@ -529,7 +535,10 @@ TEST(BadRun, InterruptedRunResumesWithoutLossOrDuplicates) {
     ++in_report[r.value("name", "")];
   }
   EXPECT_EQ(in_report, (std::map<std::string, int>{{"ar", 1}, {"ngram-a", 1}, {"ngram-b", 1}}));
-  for (const char* run : {"ar", "ngram-a", "ngram-b"}) EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / (std::string(run) + ".json")));
+  for (const char* run : {"ar", "ngram-a", "ngram-b"}) {
+    EXPECT_TRUE(fs::exists(fs::path(out) / "runs" / (std::string(run) + ".json")));
+    EXPECT_FALSE(fs::exists(fs::path(out) / "runs" / (std::string(run) + ".partial.jsonl")));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -537,41 +546,23 @@ TEST(BadRun, InterruptedRunResumesWithoutLossOrDuplicates) {
 // The error kind is not printed, so these check the exit status and that the line names the flag
 // or file and the value.
 
-struct CliResult {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
-
-std::string cli_binary() {
-  const char* dir = std::getenv("SPECMOE_BINARY_DIR");
-  return (fs::path(dir ? dir : SPECMOE_BINARY_DIR) / "specmoe").string();
+// Splits a command line on spaces (the arguments here hold none) and runs it without a shell.
+specmoe::testing::CliRun run_cli(const std::string& args) {
+  std::vector<std::string> argv;
+  std::istringstream in(args);
+  for (std::string a; in >> a;) argv.push_back(a);
+  return specmoe::testing::run_cli(argv, {}, 120);
 }
 
-CliResult run_cli(const std::string& args) {
-  CliResult r;
-  FILE* p = ::popen((cli_binary() + " " + args + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-#define SPECMOE_REQUIRE_CLI()                                                                          \
-  do {                                                                                                 \
-    if (!fs::exists(cli_binary()))                                                                     \
-      GTEST_SKIP() << "CLI binary " << cli_binary() << " not built (cmake --build build --target specmoe)"; \
-  } while (0)
-
+// One line "specmoe: error: ..." on stderr naming every phrase, nothing on stdout, exit 1.
 void expect_cli_error(const std::string& args, const std::vector<std::string>& phrases) {
-  const CliResult r = run_cli(args);
-  EXPECT_EQ(r.status, 1) << "specmoe " << args << "\n" << r.output;
-  EXPECT_EQ(r.output.rfind("specmoe: error: ", 0), 0u) << "specmoe " << args << "\n" << r.output;
-  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << "not one line: " << r.output;
+  const specmoe::testing::CliRun r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 1) << "specmoe " << args << "\n" << r.describe();
+  EXPECT_EQ(r.err.rfind("specmoe: error: ", 0), 0u) << "specmoe " << args << "\n" << r.describe();
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "not one line: " << r.err;
+  EXPECT_EQ(r.out, "") << "specmoe " << args;
   for (const auto& p : phrases)
-    EXPECT_NE(r.output.find(p), std::string::npos) << "specmoe " << args << ": '" << p << "' not in: " << r.output;
+    EXPECT_NE(r.err.find(p), std::string::npos) << "specmoe " << args << ": '" << p << "' not in: " << r.err;
 }
 
 TEST(BadCli, SamplingFlagsOutOfRange) {
@@ -598,10 +589,102 @@ TEST(BadCli, TruncatedModelFile) {
   expect_cli_error(fmt::format("info -m {}", path), {path, "truncated"});
 }
 
-TEST(BadCli, PromptLongerThanTheContext) {
+// ---------------------------------------------------------------------------------------------
+// Limits (issue 16, item 4): each case ends in one line naming the problem and a non-zero exit,
+// never a crash, a hang or a silent cap. The synth model's context is 64 tokens.
+
+TEST(BadLimits, PromptLongerThanTheContext) {
   SPECMOE_REQUIRE_CLI();
-  expect_cli_error(fmt::format("generate -m {} -c 16 -n 4 -p {}", synth_model(), std::string(40, 'a')),
-                   {"16"});
+  const std::string a40(40, 'a'), a100(100, 'a');
+  expect_cli_error(fmt::format("generate -m {} -c 16 -n 4 -p {}", synth_model(), a40),
+                   {"prompt has 41 tokens", "longer than the context (16)"});
+  expect_cli_error(fmt::format("speculate -m {} --drafter ngram -n 4 -p {}", synth_model(), a100),
+                   {"prompt has 101 tokens", "longer than the context (64)"});
+}
+
+TEST(BadLimits, NPredictBeyondTheContext) {
+  SPECMOE_REQUIRE_CLI();
+  // "hi" is BOS + 2 byte tokens: 3 + 100 > 64.
+  expect_cli_error(fmt::format("generate -m {} -p hi -n 100", synth_model()),
+                   {"-n 100", "prompt's 3 tokens", "exceed the context (64)", "-n 61 or less"});
+  expect_cli_error(fmt::format("speculate -m {} --drafter ngram -p hi -n 62", synth_model()),
+                   {"-n 62", "exceed the context (64)", "-n 61 or less"});
+  expect_cli_error(fmt::format("generate -m {} -p hi -c 8 -n 6", synth_model()), {"-n 6", "context (8)", "-n 5 or less"});
+  // Exactly filling the context is allowed, and the default -n (128) is capped, not an error.
+  const auto fits = run_cli(fmt::format("generate -m {} -p hi -n 61 --temp 0", synth_model()));
+  EXPECT_EQ(fits.exit_code, 0) << fits.describe();
+  const auto capped = run_cli(fmt::format("generate -m {} -p hi --temp 0 --json", synth_model()));
+  ASSERT_EQ(capped.exit_code, 0) << capped.describe();
+  EXPECT_EQ(nlohmann::json::parse(capped.out).at("tokens").size(), 61u);
+}
+
+TEST(BadLimits, KvCacheLargerThanMemory) {
+  SPECMOE_REQUIRE_CLI();
+  // 2e9 positions x 2 layers x 2 (K, V) x 16 KV dims... of f16: far beyond any machine's memory.
+  expect_cli_error(fmt::format("generate -m {} -p hi -c 2000000000 -n 1999999000", synth_model()),
+                   {"KV cache of 1999999003 tokens", "GiB", "memory"});
+  expect_cli_error(fmt::format("speculate -m {} --drafter ngram -p hi -c 2000000000 -n 1999999000", synth_model()),
+                   {"KV cache", "GiB", "memory"});
+}
+
+// An experiment TOML with `extra` appended to a valid one-run config.
+std::string limits_toml(const std::string& extra, const std::string& experiment = "") {
+  const std::string toml = scratch("limits.toml");
+  write_text(toml, fmt::format("[experiment]\noutput = \"{}\"\n{}[models.m]\nsynth = \"tiny\"\n[prompts]\nlist = "
+                               "[\"Hello\"]\n[[strategy]]\nname = \"ar\"\nkind = \"autoregressive\"\ntarget = \"m\"\n{}",
+                               scratch("out-limits"), experiment, extra));
+  return toml;
+}
+
+TEST(BadLimits, NegativeThreads) {
+  SPECMOE_REQUIRE_CLI();
+  expect_cli_error(fmt::format("generate -m {} -p hi -n 2 -t -1", synth_model()), {"--threads -1", "0 (all cores)", "4096"});
+  expect_cli_error(fmt::format("speculate -m {} --drafter ngram -p hi -n 2 --threads -1", synth_model()), {"--threads -1"});
+  expect_cli_error(fmt::format("run {} -t -1", limits_toml("")), {"--threads -1", "4096"});
+  const std::string toml = limits_toml("", "threads = -1\n");
+  expect_cli_error(fmt::format("run {}", toml), {toml + ":3:", "experiment.threads", "must be >= 0, got -1"});
+}
+
+TEST(BadLimits, TenThousandThreads) {
+  SPECMOE_REQUIRE_CLI();
+  expect_cli_error(fmt::format("generate -m {} -p hi -n 2 -t 10000", synth_model()), {"--threads 10000", "4096"});
+  expect_cli_error(fmt::format("perplexity -m {} -f /dev/null -t 10000", synth_model()), {"--threads 10000"});
+  expect_cli_error(fmt::format("run {} -t 10000", limits_toml("")), {"--threads 10000", "4096"});
+  const std::string toml = limits_toml("", "threads = 10000\n");
+  expect_cli_error(fmt::format("run {}", toml), {toml + ":3:", "experiment.threads", "must be <= 4096, got 10000"});
+  // 0 means all cores, as documented.
+  const auto all = run_cli(fmt::format("generate -m {} -p hi -n 2 -t 0", synth_model()));
+  EXPECT_EQ(all.exit_code, 0) << all.describe();
+}
+
+TEST(BadLimits, SweepOfAMillionRuns) {
+  SPECMOE_REQUIRE_CLI();
+  // 10^6 runs: refused from the count before any run is built (in milliseconds, not minutes).
+  std::string sweep = "[sweep]\n";
+  sweep += "temperature = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]\n";
+  sweep += "top_p = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]\n";
+  sweep += "min_p = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]\n";
+  sweep += "repeat_penalty = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9]\n";
+  sweep += "top_k = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n";
+  sweep += "max_tokens = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n";
+  const std::string toml = limits_toml(sweep);
+  const auto t0 = std::chrono::steady_clock::now();
+  expect_cli_error(fmt::format("run {}", toml), {toml, "sweep", "more than 10000 runs"});
+  expect_cli_error(fmt::format("run {} --dry-run", toml), {"more than 10000 runs"});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+}
+
+TEST(BadLimits, JsonlPromptFileWithAMalformedLine) {
+  SPECMOE_REQUIRE_CLI();
+  const std::string jsonl = scratch("malformed.jsonl");
+  write_text(jsonl, "{\"question_id\": 1, \"turns\": [\"one\"]}\n{\"question_id\": 2, \"turns\": [\"two\"]}\n"
+                    "{\"question_id\": 3, \"turns\": [\"thr\n{\"question_id\": 4, \"turns\": [\"four\"]}\n");
+  const std::string toml = scratch("malformed.toml");
+  write_text(toml, fmt::format("[models.m]\nsynth = \"tiny\"\n[prompts]\njsonl = \"{}\"\n[[strategy]]\nname = \"ar\"\n"
+                               "kind = \"autoregressive\"\ntarget = \"m\"\n",
+                               jsonl));
+  expect_cli_error(fmt::format("run {}", toml), {toml + ":4:", "prompts.jsonl", jsonl + " line 3"});
+  expect_cli_error(fmt::format("run {} --dry-run", toml), {jsonl + " line 3"});
 }
 
 }  // namespace

@@ -66,7 +66,7 @@ kind = "speculative"
 target = "target"
 drafter = "layerskip"
 draft_max = 3
-layerskip_layers = 1
+exit_layer = 1
 
 [sweep]
 temperature = [0.0, 0.8]
@@ -195,12 +195,19 @@ TEST_F(ExperimentEngine, EngineChecksRunBeforeAnyGeneration) {
   EXPECT_NE(msg.find("huge"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(dir_ / "bad1" / "experiment.json"));
 
-  std::string t2 = replace(kToml, "layerskip_layers = 1", "layerskip_layers = 4");
+  std::string t2 = replace(kToml, "exit_layer = 1", "exit_layer = 4");
   toml = write_toml("bad2.toml", t2);
   EXPECT_EQ(run_error(toml, options("bad2")),
-            fmt::format("{}:{}: key 'strategy[3].layerskip_layers': run 'layerskip-t0': layerskip_layers 4 must be below "
+            fmt::format("{}:{}: key 'strategy[3].exit_layer': run 'layerskip-t0': exit_layer 4 must be below "
                         "the target's 4 layers",
-                        toml, line_of(t2, "layerskip_layers = 4")));
+                        toml, line_of(t2, "exit_layer = 4")));
+  // The deprecated spelling still works for one release; errors name the current key at its line.
+  std::string t2b = replace(kToml, "exit_layer = 1", "layerskip_layers = 4");
+  toml = write_toml("bad2b.toml", t2b);
+  EXPECT_EQ(run_error(toml, options("bad2b")),
+            fmt::format("{}:{}: key 'strategy[3].exit_layer': run 'layerskip-t0': exit_layer 4 must be below "
+                        "the target's 4 layers",
+                        toml, line_of(t2b, "layerskip_layers = 4")));
 
   std::string t3 = replace(kToml, "max_tokens = 12", "max_tokens = 600");
   toml = write_toml("bad3.toml", t3);
@@ -242,7 +249,7 @@ kind = "speculative"
 target = "target"
 drafter = "layerskip"
 draft_max = 2
-layerskip_layers = 1
+exit_layer = 1
 )";
   std::string toml = write_toml("moe.toml", t);
   ASSERT_EQ(run_experiment(toml, options("moe")), kRunOk);

@@ -26,8 +26,7 @@ PromptRecord timed(int prompt, int n_generated, double wall, double prefill, int
   r.prompt_index = prompt;
   r.tokens.assign(n_generated, 7);
   r.n_generated = n_generated;
-  r.wall_s = wall;
-  r.tokens_per_second = n_generated / wall;
+  r.wall_s = wall;  // tokens_per_second() = n_generated / wall
   r.prefill_s = prefill;
   r.n_decoded = n_decoded;
   r.category = std::move(category);

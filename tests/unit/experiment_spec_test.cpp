@@ -188,6 +188,47 @@ TEST(ExperimentSpec, SweepErrors) {
   EXPECT_EQ(config_error(text7), fmt::format("dir/t.toml:{}: key 'sweep.only': undefined strategy 'nope'", line_of(text7, "only")));
 }
 
+TEST(ExperimentSpec, DeprecatedLayerskipLayersIsAnAliasOfExitLayer) {
+  // Only this test uses the old spelling in this binary, so its note is printed on the first
+  // repetition and never again (once per process).
+  static int repetition = 0;
+  const std::string strategy = "\n[[strategy]]\nname = \"skip\"\nkind = \"speculative\"\ntarget = \"target\"\n"
+                               "drafter = \"layerskip\"\n";
+  const std::string current = kBase + strategy + "exit_layer = 3\n";
+  const std::string old = kBase + strategy + "layerskip_layers = 3\n";
+  ::testing::internal::CaptureStderr();
+  const ExperimentSpec a = parse_experiment_string(current, "dir/t.toml");
+  const ExperimentSpec b = parse_experiment_string(old, "dir/t.toml");
+  const ExperimentSpec c = parse_experiment_string(old, "dir/t.toml");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(a.strategies.size(), 3u);
+  EXPECT_EQ(a.strategies[2].exit_layer, 3);
+  EXPECT_EQ(b.strategies[2].exit_layer, 3);
+  EXPECT_EQ(c.strategies[2].exit_layer, 3);
+  // Same run, same config hash, whichever spelling wrote it.
+  EXPECT_EQ(expand_runs(a)[2].config_hash, expand_runs(b)[2].config_hash);
+  const std::string note = fmt::format(
+      "specmoe: note: dir/t.toml:{}: 'layerskip_layers' is deprecated and will be removed in the next release; use "
+      "'exit_layer'\n",
+      line_of(old, "layerskip_layers"));
+  EXPECT_EQ(err, repetition++ == 0 ? note : "");
+
+  // Both spellings in one table, and the old spelling in a sweep.
+  const std::string both = current + "layerskip_layers = 2\n";
+  EXPECT_EQ(config_error(both), fmt::format("dir/t.toml:{}: key 'strategy[2].layerskip_layers': 'exit_layer' is given twice "
+                                            "(directly and through a deprecated spelling)",
+                                            line_of(both, "layerskip_layers")));
+  const std::string swept = kBase + strategy + "\n[sweep]\nlayerskip_layers = [1, 2]\n";
+  const ExperimentSpec d = parse_experiment_string(swept, "dir/t.toml");
+  ASSERT_EQ(d.sweep.axes.size(), 1u);
+  EXPECT_EQ(d.sweep.axes[0].key, "exit_layer");
+  const auto runs = expand_runs(d);
+  ASSERT_EQ(runs.size(), 5u);  // ar, model-L1, model-L2, skip-L1, skip-L2
+  EXPECT_EQ(runs[3].name, "skip-L1");
+  EXPECT_EQ(runs[4].strategy.exit_layer, 2);
+  EXPECT_EQ(runs[4].point.at(0).first, "exit_layer");
+}
+
 TEST(ExperimentSpec, TomlSyntaxErrorHasFileAndLine) {
   std::string text = replace(kBase, "seed = 7", "seed = = 7");
   std::string msg = config_error(text);

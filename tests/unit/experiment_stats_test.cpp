@@ -104,8 +104,7 @@ PromptRecord record(int prompt, int repeat, std::vector<int32_t> tokens, double 
   r.repeat = repeat;
   r.tokens = std::move(tokens);
   r.n_generated = static_cast<int64_t>(r.tokens.size());
-  r.wall_s = wall;
-  r.tokens_per_second = r.n_generated / wall;
+  r.wall_s = wall;  // tokens_per_second() = n_generated / wall
   r.n_drafted = drafted;
   r.n_accepted = accepted;
   r.n_steps = steps;
@@ -128,8 +127,8 @@ TEST(Aggregate, SpeedupAcceptanceAndIdentity) {
   run[0].position_accepted = {2, 2, 1, 1};
   run[1].position_drafted = {1, 1, 1, 1};
   run[1].position_accepted = {1, 0, 0, 0};
-  run[0].cost_ratio = 0.1;
-  run[1].cost_ratio = 0.3;
+  run[0].draft_step_ms = 0.1, run[0].target_step_ms = 1.0;  // cost_ratio() 0.1
+  run[1].draft_step_ms = 0.3, run[1].target_step_ms = 1.0;  // 0.3
 
   RunAggregate b = aggregate_run(base_spec, base, &base);
   EXPECT_DOUBLE_EQ(b.speedup.mean, 1.0);
@@ -188,10 +187,12 @@ TEST(Aggregate, MoeLoadStatistics) {
   EXPECT_NEAR(l0.load_cv, std::sqrt(1.5), 1e-12);
   EXPECT_DOUBLE_EQ(l0.max_over_mean, 3.0);
   EXPECT_DOUBLE_EQ(l0.jain_index, 0.4);
-  EXPECT_NEAR(l0.routing_entropy, -(0.75 * std::log(0.75) + 0.25 * std::log(0.25)), 1e-12);
+  // Entropy in bits, as moe::ExpertStats reports it: -(3/4 log2 3/4 + 1/4 log2 1/4) = 0.8113 bits.
+  EXPECT_NEAR(l0.routing_entropy_bits, -(0.75 * std::log2(0.75) + 0.25 * std::log2(0.25)), 1e-12);
+  EXPECT_NEAR(l0.routing_entropy_bits, 0.811278124459133, 1e-12);
   EXPECT_EQ(l0.dropped_tokens, 2);
   EXPECT_DOUBLE_EQ(a.moe->layers[1].jain_index, 1.0);
-  EXPECT_NEAR(a.moe->layers[1].routing_entropy, std::log(4.0), 1e-12);
+  EXPECT_NEAR(a.moe->layers[1].routing_entropy_bits, 2.0, 1e-12);  // uniform over 4 experts: log2 4
   EXPECT_DOUBLE_EQ(a.moe->distinct_experts[1], 2.0);
   EXPECT_DOUBLE_EQ(a.moe->amplification[2], 1.5);
   EXPECT_DOUBLE_EQ(a.moe->uniform_expectation[2], 4.0 * (1.0 - 0.25));  // E(1-(1-k/E)^T)

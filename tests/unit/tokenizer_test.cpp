@@ -180,7 +180,7 @@ TEST(Tokenizer, RoundTripsUtf8) {
   };
   for (const char* name : {"llama-spm", "phi-3", "gpt-2", "starcoder"}) {
     const std::string rel = std::string("tokenizer/ggml-vocab-") + name + ".gguf";
-    if (!std::filesystem::exists(data_path(rel))) GTEST_SKIP() << "shared test data not found: " << data_path(rel);
+    SPECMOE_REQUIRE_DATA(rel);
     const auto tok = load(rel);
     for (const auto& t : texts) {
       const auto ids = tok->encode(t, false);
