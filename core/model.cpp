@@ -191,7 +191,7 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
       throw_error(ErrorKind::Limit, "{}: position {} outside [0, {})", path, positions[t],
                   c.arch == Arch::Gpt2 ? c.n_ctx_train : INT32_MAX);
   }
-  const int n_layers = options.n_layers < 0 ? c.n_layer : options.n_layers;
+  const int n_layers = options.exit_layer < 0 ? c.n_layer : options.exit_layer;
   if (n_layers > c.n_layer)
     throw_error(ErrorKind::InvalidArgument, "{}: early exit after {} layers, model has {}", path, n_layers, c.n_layer);
   int moe_k = I.moe_k;

@@ -53,9 +53,9 @@ struct Batch {
 };
 
 struct ForwardOptions {
-  int n_layers = -1;                    // early exit: run only the first n_layers blocks, then
+  int exit_layer = -1;                  // early exit: run only the first exit_layer blocks, then
                                         // the final norm and head (-1 = all layers). The cache
-                                        // still counts the new tokens, but layers >= n_layers
+                                        // still counts the new tokens, but layers >= exit_layer
                                         // hold no keys/values for them: truncate them away
                                         // before a full-depth forward reads those rows.
   const AttentionMask* mask = nullptr;  // explicit mask among the new tokens (nullptr: causal, or

@@ -1,6 +1,6 @@
 // LayerSkipDrafter: self-speculative decoding (Zhang et al. 2023 "Draft & Verify"; Elhoushi et
 // al. 2024 "LayerSkip"): the target drafts for itself by running only its first L blocks, then
-// its final norm and head (ForwardOptions::n_layers = L). It shares the target's weights (no
+// its final norm and head (ForwardOptions::exit_layer = L). It shares the target's weights (no
 // second copy) and keeps its own KV cache for those L layers.
 #pragma once
 #include "draft/model_drafter.h"

@@ -36,7 +36,7 @@ void ModelDrafter::init(int n_ctx) {
 
 void ModelDrafter::forward(std::span<const int32_t> tokens) {
   core::ForwardOptions opt;
-  opt.n_layers = exit_layer_;
+  opt.exit_layer = exit_layer_;
   opt.logits_all = false;
   logits_ = model_->forward(core::Batch(tokens), cache_, opt).logits;
   cached_.insert(cached_.end(), tokens.begin(), tokens.end());

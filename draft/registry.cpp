@@ -67,6 +67,12 @@ void register_drafter(const std::string& name, DrafterFactory factory) {
   r.factories[name] = std::move(factory);
 }
 
+bool unregister_drafter(const std::string& name) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  return r.factories.erase(name) > 0;
+}
+
 std::vector<std::string> drafter_names() {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);

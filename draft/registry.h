@@ -30,6 +30,8 @@ using DrafterFactory = std::function<std::unique_ptr<Drafter>(const DrafterOptio
 
 // Adds or replaces a drafter.
 void register_drafter(const std::string& name, DrafterFactory factory);
+// Removes a drafter registered by name (built-ins included); false when there was none.
+bool unregister_drafter(const std::string& name);
 // Throws Error(InvalidArgument) "unknown drafter 'x' (known: layerskip, model, ngram)" for an
 // unknown name; the factory throws Error for missing or bad options.
 std::unique_ptr<Drafter> make_drafter(const std::string& name, const DrafterOptions& options);

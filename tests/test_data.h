@@ -4,6 +4,8 @@
 // reason to skip: with SPECMOE_FAIL_ON_MISSING=1 (scripts/test.sh sets it) these skips fail
 // instead. Real-model tests ($SPECMOE_MODELS) and GPU tests still skip: CI has neither.
 #pragma once
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -26,9 +28,15 @@ inline bool missing_is_failure() {
 }
 
 // A scratch folder for files a test writes (synth models, reports); removed by nobody, so
-// tests name files uniquely.
+// tests name files uniquely. One per checkout (named by a hash of the source folder), so that
+// two checkouts' suites on one machine never write each other's files.
 inline std::filesystem::path scratch_dir() {
-  auto dir = std::filesystem::temp_directory_path() / "specmoe-tests";
+  const std::string source = SPECMOE_SOURCE_DIR;
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (unsigned char c : source) h = (h ^ c) * 1099511628211ULL;
+  char name[40];
+  std::snprintf(name, sizeof name, "specmoe-tests-%08llx", static_cast<unsigned long long>(h & 0xffffffffULL));
+  auto dir = std::filesystem::temp_directory_path() / name;
   std::filesystem::create_directories(dir);
   return dir;
 }

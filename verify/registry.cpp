@@ -50,6 +50,12 @@ void register_verifier(const std::string& name, VerifierFactory factory, Device:
   r.factories[name][kind] = std::move(factory);
 }
 
+bool unregister_verifier(const std::string& name) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  return r.factories.erase(name) > 0;
+}
+
 std::vector<std::string> verifier_names() {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);

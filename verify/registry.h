@@ -21,6 +21,8 @@ using VerifierFactory = std::function<std::unique_ptr<Verifier>(const VerifierOp
 
 // Adds or replaces the implementation of `name` for one device kind (the CPU by default).
 void register_verifier(const std::string& name, VerifierFactory factory, Device::Kind kind = Device::Kind::Cpu);
+// Removes every implementation of `name` (built-ins included); false when there was none.
+bool unregister_verifier(const std::string& name);
 // Throws Error(InvalidArgument) "unknown verifier 'x' (known: greedy, speculative)", or naming the
 // device kinds `name` has an implementation for.
 std::unique_ptr<Verifier> make_verifier(const std::string& name, const VerifierOptions& options = {});

@@ -123,7 +123,7 @@ void compare_with_cpu(const SynthSpec& spec, const std::string& file, double rel
   }
   // Early exit after 2 layers, last token only.
   ForwardOptions o;
-  o.n_layers = 2;
+  o.exit_layer = 2;
   o.logits_all = false;
   KVCache kc2 = cpu->new_cache(32), kg2 = gpu->new_cache(32);
   cpu->forward(ids, kc2, o).logits.to_host(a);

@@ -183,7 +183,7 @@ void compare_moe_with_cpu(const std::string& path, double rel) {
   }
   expect_same_routing(lg, lc, L, path + " decode", weight_tol);
   ForwardOptions o;
-  o.n_layers = 1;
+  o.exit_layer = 1;
   o.logits_all = false;
   const int32_t one[1] = {301};
   forward(*cpu, lc, one, kc, a, o);

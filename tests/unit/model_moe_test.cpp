@@ -379,7 +379,7 @@ TEST(MoEForward, ExpertStatsMatchTheRouting) {
   const int32_t next[1] = {65};
   record(m->forward(next, kv).stats);
   ForwardOptions early;
-  early.n_layers = 1;
+  early.exit_layer = 1;
   const int32_t next2[1] = {66};
   const ForwardStats third = m->forward(next2, kv, early).stats;
   record(third);

@@ -265,7 +265,7 @@ TEST(Stories260K, EarlyExitEqualsAModelWithFewerLayers) {
     KVCache k1 = m->new_cache(16), k2 = small->new_cache(16);
     std::vector<float> a, b;
     ForwardOptions o;
-    o.n_layers = L;
+    o.exit_layer = L;
     m->forward(ids, k1, o).logits.to_host(a);
     small->forward(ids, k2).logits.to_host(b);
     EXPECT_TRUE(same_bits(a.data(), b.data(), a.size()));  // same code path, same weights
@@ -274,13 +274,13 @@ TEST(Stories260K, EarlyExitEqualsAModelWithFewerLayers) {
   KVCache k = m->new_cache(16);
   std::vector<float> l0, l5;
   ForwardOptions o0;
-  o0.n_layers = 0;
+  o0.exit_layer = 0;
   m->forward(ids, k, o0).logits.to_host(l0);
   k.clear();
   m->forward(ids, k).logits.to_host(l5);
   EXPECT_FALSE(same_bits(l0.data(), l5.data(), l0.size()));
   ForwardOptions too_many;
-  too_many.n_layers = 6;
+  too_many.exit_layer = 6;
   k.clear();
   EXPECT_THROW(m->forward(ids, k, too_many).logits.to_host(l0), Error);
 }

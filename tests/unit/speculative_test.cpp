@@ -298,7 +298,7 @@ core::KVCache fresh_cache(core::Model& model, const Tokens& tokens, int n_layers
   std::vector<float> logits;
   core::ForwardOptions fo;
   fo.logits_all = false;
-  fo.n_layers = n_layers;
+  fo.exit_layer = n_layers;
   for (int32_t t : tokens) model.forward(std::span<const int32_t>(&t, 1), kv, fo).logits.to_host(logits);
   return kv;
 }

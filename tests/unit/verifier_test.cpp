@@ -380,6 +380,17 @@ TEST(VerifierRegistry, NamesAndUnknownName) {
   }
   register_verifier("always-accept", [](const VerifierOptions&) { return std::make_unique<AlwaysAcceptVerifier>(); });
   EXPECT_EQ(make_verifier("always-accept")->name(), "always-accept");
+  // Registered for the CPU only: asking for it on a GPU names where it runs.
+  try {
+    make_verifier("always-accept", {Device{Device::Kind::Cuda, 0}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("runs on: cpu"), std::string::npos) << e.what();
+  }
+  // Removed again, so the test holds under --gtest_repeat.
+  EXPECT_TRUE(unregister_verifier("always-accept"));
+  EXPECT_EQ(verifier_names(), (std::vector<std::string>{"greedy", "speculative"}));
 }
 
 TEST(Metrics, CountsAndDerivedFigures) {
