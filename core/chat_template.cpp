@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "core/tokenizer.h"
 
 namespace specmoe::core {
 namespace {
@@ -378,6 +379,19 @@ ChatTemplateChoice resolve_chat_template(std::string_view choice, std::string_vi
                 "{}: tokenizer.chat_template is llama.cpp's '{}' format, which specmoe does not render; {}", source,
                 detected, suggestion());
   return {detected, "detected from the GGUF's tokenizer.chat_template"};
+}
+
+std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tok, const ChatTemplateChoice& choice,
+                                        std::span<const ChatMessage> messages) {
+  if (choice.templated())
+    return tok.encode(render_chat(choice.format, messages, true), tok.add_bos_by_default(), /*parse_special=*/true);
+  if (messages.size() != 1 || messages[0].role != "user")
+    throw_error(ErrorKind::InvalidArgument,
+                "a conversation of {} messages{} needs a chat template, and the prompt is raw text ({}); name a "
+                "chat format such as chatml",
+                messages.size(), !messages.empty() && messages[0].role == "system" ? " with a system message" : "",
+                choice.reason);
+  return tok.encode(messages[0].content, tok.add_bos_by_default());
 }
 
 }  // namespace specmoe::core

@@ -15,12 +15,15 @@
 // "You are Qwen, created by Alibaba Cloud..." or SmolLM2's system message when the conversation has
 // none) are not added, as in llama.cpp's built-in formats. Give a system message to have one.
 #pragma once
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace specmoe::core {
+
+class Tokenizer;
 
 struct ChatMessage {
   std::string role;  // "system", "user" or "assistant"
@@ -63,5 +66,13 @@ ChatTemplateChoice resolve_chat_template(std::string_view choice, std::string_vi
 // Checks a choice without a model (option and TOML validation): auto, none or a renderable name.
 // Throws Error(InvalidArgument) listing the accepted values.
 void validate_chat_template_choice(std::string_view choice);
+
+// The prompt tokens of a conversation that the assistant answers next. Templated: rendered in
+// choice.format with the generation prompt, then tokenized as llama.cpp tokenizes a formatted chat
+// (the vocabulary's BOS, special-token texts parsed). Raw: the one user message's text with the
+// vocabulary's BOS and no special parsing (the untemplated prompt of before). Throws
+// Error(InvalidArgument) for a raw conversation of anything but one user message.
+std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tok, const ChatTemplateChoice& choice,
+                                        std::span<const ChatMessage> messages);
 
 }  // namespace specmoe::core
