@@ -2,7 +2,7 @@
 // llama-tokenize's on the texts of tests/golden/tokenizer_texts.json (code, Chinese, Japanese and
 // Korean, emoji with joiners, whitespace runs, mixed scripts, special-token texts), as a chat prompt
 // is tokenized (the model's BOS, special tokens parsed) and as plain text (no BOS, special-token
-// texts as text). The expected ids in tests/golden/tokenizer_llamacpp.json were produced by
+// texts as text); and the same end-of-generation tokens. The expected ids in tests/golden/tokenizer_llamacpp.json were produced by
 // scripts/tokenizer-golden.sh with llama-tokenize of llama.cpp 2026-10 (llama-cpp-python 0.3.36).
 // Each model skips when it is absent.
 #include <fstream>
@@ -61,6 +61,12 @@ TEST_P(RealTokenizer, MatchesLlamaTokenize) {
     n_ids += special.size() + plain.size();
     for (int32_t id : plain) n_nonzero += id != 0;
   }
+  // End of generation: the same set of ids as llama.cpp (from its load log).
+  std::vector<int32_t> eog;
+  for (int32_t id = 0; id < tok->n_vocab(); ++id)
+    if (tok->is_eog(id)) eog.push_back(id);
+  EXPECT_EQ(eog, golden["models"][model]["eog"].get<std::vector<int32_t>>()) << model;
+  EXPECT_FALSE(eog.empty());
   // The comparison cannot pass on empty or all-zero expectations.
   EXPECT_GT(n_ids, 1000u);
   EXPECT_GT(n_nonzero, 500u);
