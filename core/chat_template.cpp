@@ -391,7 +391,9 @@ std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tok, const ChatTemplate
                 "chat format such as chatml",
                 messages.size(), !messages.empty() && messages[0].role == "system" ? " with a system message" : "",
                 choice.reason);
-  return tok.encode(messages[0].content, tok.add_bos_by_default());
+  // Special-token texts are parsed in raw prompts too, as llama-completion tokenizes a prompt, so a
+  // hand-written template (or a FIM prompt) still reaches the model as its tokens.
+  return tok.encode(messages[0].content, tok.add_bos_by_default(), /*parse_special=*/true);
 }
 
 }  // namespace specmoe::core

@@ -69,8 +69,8 @@ void validate_chat_template_choice(std::string_view choice);
 
 // The prompt tokens of a conversation that the assistant answers next. Templated: rendered in
 // choice.format with the generation prompt, then tokenized as llama.cpp tokenizes a formatted chat
-// (the vocabulary's BOS, special-token texts parsed). Raw: the one user message's text with the
-// vocabulary's BOS and no special parsing (the untemplated prompt of before). Throws
+// (the vocabulary's BOS, special-token texts parsed). Raw: the one user message's text, tokenized
+// the same way (as llama-completion tokenizes a raw prompt). Throws
 // Error(InvalidArgument) for a raw conversation of anything but one user message.
 std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tok, const ChatTemplateChoice& choice,
                                         std::span<const ChatMessage> messages);
