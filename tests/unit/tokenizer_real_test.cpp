@@ -77,7 +77,8 @@ TEST_P(RealTokenizer, PlainTextRoundTrips) {
   SPECMOE_REQUIRE_MODEL(model);
   auto file = GGUFFile::open_metadata(specmoe::testing::model_path(model).string());
   auto tok = Tokenizer::from_gguf(*file);
-  for (const auto& t : read_json("tests/golden/tokenizer_texts.json")["texts"]) {
+  const nlohmann::json texts = read_json("tests/golden/tokenizer_texts.json");
+  for (const auto& t : texts["texts"]) {
     const std::string text = t["text"];
     const std::vector<int32_t> ids = tok->encode(text, false, false);
     std::string pieces;
