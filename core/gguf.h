@@ -52,6 +52,10 @@ class GGUFFile {
   // Opens and validates a file: every tensor lies inside the file, every count and length is
   // bounded by the file size before anything is allocated. Throws specmoe::Error naming the path.
   static std::shared_ptr<GGUFFile> open(const std::string& path);
+  // The header and metadata only, as llama.cpp's vocab_only loading: the tensor table is not read
+  // (tensors() is empty), so a file whose tensor types or layout this build does not support still
+  // gives its vocabulary and chat template. Same checks on everything it reads.
+  static std::shared_ptr<GGUFFile> open_metadata(const std::string& path);
   // The same checks on bytes already in memory (copied into an exact-size buffer the GGUFFile
   // owns, so a sanitizer sees any read past the end); `name` stands in for the path in messages.
   // Used by the fuzz targets and by code that receives a GGUF image rather than a file.
@@ -89,7 +93,8 @@ class GGUFFile {
 
  private:
   GGUFFile() = default;
-  void parse();
+  static std::shared_ptr<GGUFFile> open_mapped(const std::string& path, bool with_tensors);
+  void parse(bool with_tensors = true);
 
   std::string path_;
   uint32_t version_ = 0;

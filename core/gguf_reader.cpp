@@ -158,7 +158,11 @@ GGUFFile::~GGUFFile() {
   if (fd_ >= 0) close(fd_);
 }
 
-std::shared_ptr<GGUFFile> GGUFFile::open(const std::string& path) {
+std::shared_ptr<GGUFFile> GGUFFile::open(const std::string& path) { return open_mapped(path, true); }
+
+std::shared_ptr<GGUFFile> GGUFFile::open_metadata(const std::string& path) { return open_mapped(path, false); }
+
+std::shared_ptr<GGUFFile> GGUFFile::open_mapped(const std::string& path, bool with_tensors) {
   std::shared_ptr<GGUFFile> f(new GGUFFile());
   f->path_ = path;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -184,7 +188,7 @@ std::shared_ptr<GGUFFile> GGUFFile::open(const std::string& path) {
   if (m == MAP_FAILED) throw_error(ErrorKind::Io, "{}: cannot mmap {} bytes: {}", path, f->size_, std::strerror(err));
   f->base_ = static_cast<const uint8_t*>(m);
   f->mapped_ = true;
-  f->parse();
+  f->parse(with_tensors);
   return f;
 }
 
@@ -200,7 +204,7 @@ std::shared_ptr<GGUFFile> GGUFFile::open_memory(std::span<const uint8_t> bytes, 
   return f;
 }
 
-void GGUFFile::parse() {
+void GGUFFile::parse(bool with_tensors) {
   Cursor c{path_, base_, size_};
   const uint32_t magic = c.read<uint32_t>("magic");
   if (magic != kMagic)
@@ -241,6 +245,7 @@ void GGUFFile::parse() {
       throw_error(ErrorKind::Format, "{}: general.alignment {} is not a power of two in [1, 2^30]", path_, a->i);
     alignment_ = static_cast<size_t>(a->i);
   }
+  if (!with_tensors) return;
 
   tensors_.reserve(n_tensors);
   for (uint64_t t = 0; t < n_tensors; ++t) {

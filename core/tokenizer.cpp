@@ -26,7 +26,10 @@ void Vocab::validate() const {
                 types.size(), n);
   const std::pair<const char*, int32_t> ids[] = {{"bos_token_id", bos}, {"eos_token_id", eos},
                                                  {"unknown_token_id", unk}, {"eot_token_id", eot},
-                                                 {"eom_token_id", eom}, {"padding_token_id", pad}};
+                                                 {"eom_token_id", eom}, {"padding_token_id", pad},
+                                                 {"fim_pre_token_id", fim_pre}, {"fim_suf_token_id", fim_suf},
+                                                 {"fim_mid_token_id", fim_mid}, {"fim_pad_token_id", fim_pad},
+                                                 {"fim_rep_token_id", fim_rep}, {"fim_sep_token_id", fim_sep}};
   for (const auto& [key, id] : ids) {
     if (id < -1 || id >= static_cast<int64_t>(n))
       throw_error(ErrorKind::Format, "{}: tokenizer.ggml.{} = {} is outside the vocabulary of {} tokens", src, key,
@@ -91,15 +94,36 @@ uint32_t next_codepoint(std::string_view s, size_t& i) {
 
 namespace {
 
-// Texts llama.cpp treats as end of generation (and forces to Control type) when present.
-constexpr std::string_view kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>",   "<end_of_turn>", "<|endoftext|>",  "<|eom_id|>",
-    "<EOT>",      "_<EOT>",     "[EOT]",     "<|end_of_text|>", "<end_of_utterance>",
-};
+// Special tokens llama.cpp recognises by their text (llama-vocab.cpp, "auto-detect special tokens
+// by text"; its lists as of 2026-10). Converted GGUFs often leave them Normal or UserDefined; llama.cpp
+// makes them Control, so they are matched in the input only when special tokens are parsed and are
+// not printed.
+//
+// Role tokens: when the GGUF names none for a role, the first token (by id) with one of these texts
+// takes the role and becomes Control.
 constexpr std::string_view kEotTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>",      "_<EOT>",     "[EOT]",   "<end_of_utterance>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>",
+    "[EOT]",      "<｜end▁of▁sentence｜>", "<end_of_utterance>",
 };
+constexpr std::string_view kEomTexts[] = {"<|eom_id|>"};
+constexpr std::string_view kFimPreTexts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>",
+                                             "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"};
+constexpr std::string_view kFimSufTexts[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>",
+                                             "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"};
+constexpr std::string_view kFimMidTexts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>",
+                                             "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"};
+constexpr std::string_view kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
+constexpr std::string_view kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
+constexpr std::string_view kFimSepTexts[] = {"<|file_sep|>"};
+// End of generation, every token with one of these texts (made Control too), besides EOS, EOT,
+// EOM and the FIM pad/repo/separator tokens.
+constexpr std::string_view kEogTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~[",
+};
+// gpt-oss's channel markers are always printed (UserDefined), whatever the GGUF says.
+constexpr std::string_view kAlwaysRenderedTexts[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
 
 bool contains(std::span<const std::string_view> list, std::string_view s) {
   return std::find(list.begin(), list.end(), s) != list.end();
@@ -118,21 +142,61 @@ VocabTokenizer::VocabTokenizer(Vocab vocab, bool default_add_bos) : vocab_(std::
   token_to_id_.reserve(n);
   for (int32_t i = 0; i < n; ++i) token_to_id_.emplace(vocab_.tokens[i], i);
 
-  // End-of-generation tokens: EOS/EOT/EOM plus the well-known end texts, which llama.cpp also
-  // forces to Control so they are neither printed nor matched as plain text.
+  // Role tokens named by text when the GGUF names none; whichever way a role is found by text,
+  // its token becomes Control.
+  const auto find_role = [&](int32_t& id, std::span<const std::string_view> texts) {
+    if (id >= 0) return;
+    for (int32_t i = 0; i < n; ++i) {
+      if (contains(texts, vocab_.tokens[i])) {
+        id = i;
+        types_[i] = TokenType::Control;
+        return;
+      }
+    }
+  };
+  find_role(vocab_.eot, kEotTexts);
+  find_role(vocab_.eom, kEomTexts);
+  find_role(vocab_.fim_pre, kFimPreTexts);
+  find_role(vocab_.fim_suf, kFimSufTexts);
+  find_role(vocab_.fim_mid, kFimMidTexts);
+  find_role(vocab_.fim_pad, kFimPadTexts);
+  find_role(vocab_.fim_rep, kFimRepTexts);
+  find_role(vocab_.fim_sep, kFimSepTexts);
+
+  // End-of-generation tokens.
+  for (int32_t id : {vocab_.fim_pad, vocab_.fim_rep, vocab_.fim_sep})
+    if (id >= 0) eog_ids_.push_back(id);
   for (int32_t i = 0; i < n; ++i) {
-    const std::string& t = vocab_.tokens[i];
-    if (vocab_.eot < 0 && contains(kEotTexts, t)) vocab_.eot = i;
-    if (vocab_.eom < 0 && t == "<|eom_id|>") vocab_.eom = i;
-    if (contains(kEogTexts, t)) {
+    if (contains(kEogTexts, vocab_.tokens[i])) {
       eog_ids_.push_back(i);
       types_[i] = TokenType::Control;
     }
   }
+  for (int32_t i = 0; i < n; ++i)
+    if (contains(kAlwaysRenderedTexts, vocab_.tokens[i])) types_[i] = TokenType::UserDefined;
   for (int32_t id : {vocab_.eos, vocab_.eot, vocab_.eom})
     if (id >= 0) eog_ids_.push_back(id);
   std::sort(eog_ids_.begin(), eog_ids_.end());
   eog_ids_.erase(std::unique(eog_ids_.begin(), eog_ids_.end()), eog_ids_.end());
+  const auto eog_text = [&](std::string_view t) {
+    return std::any_of(eog_ids_.begin(), eog_ids_.end(), [&](int32_t id) { return vocab_.tokens[id] == t; });
+  };
+  const auto drop_eog = [&](std::string_view t, TokenType as) {
+    for (size_t k = 0; k < eog_ids_.size(); ++k) {
+      if (vocab_.tokens[eog_ids_[k]] != t) continue;
+      types_[eog_ids_[k]] = as;
+      eog_ids_.erase(eog_ids_.begin() + static_cast<std::ptrdiff_t>(k));
+      return;
+    }
+  };
+  // Harmony (gpt-oss) and Solar Open end a message with <|end|> but a turn with <|return|>/<|call|>
+  // (<|flush|>/<|calls|>): there <|end|> is an ordinary printed token.
+  if (eog_text("<|end|>") &&
+      ((eog_text("<|return|>") && eog_text("<|call|>")) || (eog_text("<|calls|>") && eog_text("<|flush|>"))))
+    drop_eog("<|end|>", TokenType::UserDefined);
+  // Gemma 4 and PLaMo use </s> as a normal token.
+  if (eog_text("</s>") && (eog_text("<|tool_response>") || eog_text("<|plamo:eos|>")))
+    drop_eog("</s>", TokenType::Normal);
 
   for (int32_t i = 0; i < n; ++i) {
     TokenType t = types_[i];

@@ -42,7 +42,10 @@ struct Vocab {
   std::vector<TokenType> types;     // tokenizer.ggml.token_type: empty (all Normal), or one per token
   std::vector<std::string> merges;  // tokenizer.ggml.merges ("left right", rank = index); BPE only
   int32_t bos = -1, eos = -1, unk = -1, eot = -1, eom = -1, pad = -1;
+  // Fill-in-the-middle tokens (tokenizer.ggml.fim_{pre,suf,mid,pad,rep,sep}_token_id).
+  int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
   std::optional<bool> add_bos, add_eos, add_space_prefix;  // absent: the model type's default
+  std::string chat_template;        // tokenizer.chat_template (Jinja source; "" when absent)
 
   // Throws Error(Format) naming `source` when the arrays disagree in length, an id is out of range,
   // or a token text repeats.
@@ -85,6 +88,8 @@ class Tokenizer {
   virtual bool is_eog(int32_t id) const = 0;  // end of generation (EOS, EOT, EOM, <|im_end|>, ...)
   virtual const std::string& token_text(int32_t id) const = 0;  // the raw vocabulary string
   virtual TokenType token_type(int32_t id) const = 0;  // after llama.cpp's fix-ups (EOG texts -> Control)
+  // tokenizer.chat_template as the GGUF states it ("" when absent); core/chat_template.h reads it.
+  virtual const std::string& chat_template() const = 0;
 
   // Text -> ids. add_bos prepends BOS (Error(InvalidArgument) when the vocabulary has none);
   // parse_special matches control token texts (e.g. "<|im_start|>") in the input instead of

@@ -56,6 +56,7 @@ class VocabTokenizer : public Tokenizer {
   bool is_eog(int32_t id) const override;
   const std::string& token_text(int32_t id) const override;
   TokenType token_type(int32_t id) const override;
+  const std::string& chat_template() const override { return vocab_.chat_template; }
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const override;
   std::string token_to_piece(int32_t id, bool render_special) const override;
   std::string decode(std::span<const int32_t> ids) const override;  // concatenated pieces

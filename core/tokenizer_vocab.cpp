@@ -18,15 +18,23 @@ constexpr const char* kMerges = "tokenizer.ggml.merges";
 constexpr const char* kAddBos = "tokenizer.ggml.add_bos_token";
 constexpr const char* kAddEos = "tokenizer.ggml.add_eos_token";
 constexpr const char* kAddSpacePrefix = "tokenizer.ggml.add_space_prefix";
+constexpr const char* kChatTemplate = "tokenizer.chat_template";
 
 struct IdKey {
   const char* key;
   int32_t Vocab::*field;
+  bool legacy = false;  // an older name: read, never written
 };
 constexpr IdKey kIdKeys[] = {
     {"tokenizer.ggml.bos_token_id", &Vocab::bos},     {"tokenizer.ggml.eos_token_id", &Vocab::eos},
     {"tokenizer.ggml.unknown_token_id", &Vocab::unk}, {"tokenizer.ggml.eot_token_id", &Vocab::eot},
     {"tokenizer.ggml.eom_token_id", &Vocab::eom},     {"tokenizer.ggml.padding_token_id", &Vocab::pad},
+    {"tokenizer.ggml.fim_pre_token_id", &Vocab::fim_pre}, {"tokenizer.ggml.fim_suf_token_id", &Vocab::fim_suf},
+    {"tokenizer.ggml.fim_mid_token_id", &Vocab::fim_mid}, {"tokenizer.ggml.fim_pad_token_id", &Vocab::fim_pad},
+    {"tokenizer.ggml.fim_rep_token_id", &Vocab::fim_rep}, {"tokenizer.ggml.fim_sep_token_id", &Vocab::fim_sep},
+    // Older names of the first three; llama.cpp reads them after the new ones, so they win.
+    {"tokenizer.ggml.prefix_token_id", &Vocab::fim_pre, true}, {"tokenizer.ggml.suffix_token_id", &Vocab::fim_suf, true},
+    {"tokenizer.ggml.middle_token_id", &Vocab::fim_mid, true},
 };
 
 }  // namespace
@@ -86,6 +94,7 @@ Vocab read_vocab(const GGUFFile& file) {
   if (file.has(kAddBos)) v.add_bos = file.get_bool(kAddBos, false);
   if (file.has(kAddEos)) v.add_eos = file.get_bool(kAddEos, false);
   if (file.has(kAddSpacePrefix)) v.add_space_prefix = file.get_bool(kAddSpacePrefix, true);
+  v.chat_template = file.get_string(kChatTemplate, "");
   return v;
 }
 
@@ -134,10 +143,11 @@ void write_vocab(GGUFWriter& w, const Vocab& v) {
   }
   if (!v.merges.empty()) w.set_string_array(kMerges, v.merges);
   for (const IdKey& k : kIdKeys)
-    if (v.*(k.field) >= 0) w.set_u32(k.key, static_cast<uint32_t>(v.*(k.field)));
+    if (!k.legacy && v.*(k.field) >= 0) w.set_u32(k.key, static_cast<uint32_t>(v.*(k.field)));
   if (v.add_bos) w.set_bool(kAddBos, *v.add_bos);
   if (v.add_eos) w.set_bool(kAddEos, *v.add_eos);
   if (v.add_space_prefix) w.set_bool(kAddSpacePrefix, *v.add_space_prefix);
+  if (!v.chat_template.empty()) w.set_string(kChatTemplate, v.chat_template);
 }
 
 void write_byte_vocab(GGUFWriter& w, int n_vocab) { write_vocab(w, byte_vocab(n_vocab)); }

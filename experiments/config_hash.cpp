@@ -80,7 +80,11 @@ nlohmann::json run_to_json(const RunSpec& run) {
 namespace {
 nlohmann::json prompts_to_json(const std::vector<Prompt>& prompts) {
   nlohmann::json arr = nlohmann::json::array();
-  for (const auto& p : prompts) arr.push_back({{"id", p.id}, {"category", p.category}, {"text", p.text}});
+  for (const auto& p : prompts) {
+    nlohmann::json j = {{"id", p.id}, {"category", p.category}, {"text", p.text}};
+    if (!p.history.empty()) j["history"] = p.history;  // only when present: single-turn hashes stay as they were
+    arr.push_back(std::move(j));
+  }
   return arr;
 }
 
@@ -123,7 +127,10 @@ nlohmann::json spec_to_json(const ExperimentSpec& spec, const std::vector<RunSpe
           {"models", models},
           {"prompt_source",
            {{"file", ps.file}, {"jsonl", ps.jsonl}, {"inline", ps.list.size()}, {"categories", ps.categories},
-            {"limit", ps.limit}, {"turn", ps.turn}}},
+            {"limit", ps.limit}, {"turn", ps.turn}, {"chat_template", ps.chat_template}, {"system", ps.system},
+            {"history_max_tokens", ps.history_max_tokens},
+            {"history", ps.turn > 0 ? "earlier turns answered by the target itself, greedily, fed back as the conversation"
+                                    : ""}}},
           {"prompts", prompts_to_json(spec.prompts)},
           {"sampling", sampling_to_json(spec.sampling)},
           {"strategies", strategies},
@@ -141,6 +148,11 @@ std::string run_config_hash(const ExperimentSpec& spec, const RunSpec& run) {
                       {"sampling", sampling_to_json(run.sampling)},
                       {"target", model_identity(spec, run.strategy.target)}};
   if (!run.strategy.draft.empty()) j["draft"] = model_identity(spec, run.strategy.draft);
+  // How prompts are templated, where it differs from the defaults (so earlier hashes still hold).
+  const PromptSource& ps = spec.prompt_source;
+  if (ps.chat_template != "auto") j["chat_template"] = ps.chat_template;
+  if (!ps.system.empty()) j["system"] = ps.system;
+  if (ps.turn > 0) j["history_max_tokens"] = ps.history_max_tokens;
   return fnv1a64_hex(dump_json(j));
 }
 

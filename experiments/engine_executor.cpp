@@ -2,6 +2,7 @@
 // request with the run's drafter/verifier (built once per run and reused across its prompts).
 #include "experiments/engine_executor.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -15,6 +16,7 @@
 #include "verify/registry.h"
 #include "verify/speculative_decoder.h"
 #include "experiments/experiment.h"
+#include "experiments/prompt_conversation.h"
 
 namespace specmoe::exp {
 namespace fs = std::filesystem;
@@ -107,16 +109,42 @@ void EngineExecutor::prepare(const ExperimentSpec& spec, const std::vector<RunSp
     }
   }
 
-  // Prompt lengths against each target's context.
+  // Each target's prompts: its chat template, and for a later turn of a multi-turn question its
+  // own greedy answers to the earlier turns (generated here, once per target and question); then
+  // the prompt lengths against its context.
+  const PromptSource& ps = spec.prompt_source;
   for (const auto& run : runs) {
     const ModelSpec* t = spec.find_model(run.strategy.target);
     auto target = model(t->path, spec.threads);
     const int n_ctx = target->config().n_ctx_train;
+    if (!chat_templates_.count(t->name)) {
+      core::ChatTemplateChoice chat;
+      try {
+        chat = core::resolve_chat_template(ps.chat_template, target->tokenizer().chat_template(),
+                                           fmt::format("model '{}' ({})", t->name, fs::path(t->path).filename().string()));
+      } catch (const Error& e) {
+        spec.src.fail(spec.src.lines.count("prompts.chat_template") ? "prompts.chat_template" : "prompts", e.what());
+      }
+      if (!ps.system.empty() && !chat.templated())
+        spec.src.fail("prompts.system", fmt::format("model '{}': a system message needs a chat template, and its "
+                                                    "prompts are raw text ({})", t->name, chat.reason));
+      chat_templates_[t->name] = chat;
+      int n_history = 0;
+      for (const Prompt& p : spec.prompts) n_history += p.history.empty() ? 0 : 1;
+      if (n_history > 0)
+        std::fprintf(stderr, "specmoe: model '%s' answers the earlier turns of %d question(s) greedily (at most %d "
+                     "tokens each) before the runs start\n", t->name.c_str(), n_history, ps.history_max_tokens);
+    }
     for (size_t i = 0; i < spec.prompts.size(); ++i) {
       auto& toks = prompt_tokens_[{t->path, static_cast<int>(i)}];
       if (toks.empty()) {
         const auto& tok = target->tokenizer();
-        toks = tok.encode(spec.prompts[i].text, tok.add_bos_by_default());
+        try {
+          toks = build_conversation_prompt(*target, chat_templates_[t->name], ps, spec.prompts[i]).tokens;
+        } catch (const Error& e) {
+          spec.src.fail(spec.prompts[i].history.empty() ? "prompts" : "prompts.turn",
+                        fmt::format("model '{}': {}", t->name, e.what()));
+        }
         if (toks.empty() && tok.bos() >= 0) toks.push_back(tok.bos());
       }
       const int need = static_cast<int>(toks.size()) + run.sampling.max_tokens + run.strategy.draft_max + 1;
@@ -165,6 +193,9 @@ void EngineExecutor::describe_environment(nlohmann::json& environment) const {
   // Where the models were loaded ("cpu" unless a device was given).
   environment["backend"] = device_.empty() ? "cpu" : device_;
   if (device_.starts_with("cuda")) environment["cuda_device"] = device_;
+  // The chat template each target's prompts were rendered with ("none" = raw text), and why.
+  for (const auto& [name, chat] : chat_templates_)
+    environment["chat_templates"][name] = {{"format", chat.templated() ? chat.format : "none"}, {"reason", chat.reason}};
 }
 
 EngineExecutor::RunState& EngineExecutor::state_for(const ExecutionRequest& req) {

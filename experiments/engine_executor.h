@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/chat_template.h"
 #include "experiments/executor.h"
 
 namespace specmoe::core {
@@ -43,6 +44,8 @@ class EngineExecutor : public RunExecutor {
   std::map<std::string, std::unique_ptr<RunState>> runs_;       // by run name
   // Prompt tokens by (target path, prompt index).
   std::map<std::pair<std::string, int>, std::vector<int32_t>> prompt_tokens_;
+  // The chat template of each target's prompts, by model name.
+  std::map<std::string, core::ChatTemplateChoice> chat_templates_;
 };
 
 }  // namespace specmoe::exp

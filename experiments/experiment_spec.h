@@ -60,12 +60,20 @@ struct PromptSource {
   std::vector<std::string> categories;    // keep only these jsonl categories (empty = all)
   int limit = 0;                          // keep the first N prompts overall (0 = all)
   int turn = 0;                           // which entry of "turns" a jsonl question uses
+  // How prompts reach each target: "auto" (the GGUF's tokenizer.chat_template; raw text when it
+  // has none), "none" (raw text) or a chat format name (core/chat_template.h).
+  std::string chat_template = "auto";
+  std::string system;                     // a system message before every conversation ("" = none)
+  // turn > 0: the earlier turns' answers are the target's own, generated greedily with at most
+  // this many tokens each (stopping at end of generation) and fed back as the conversation.
+  int history_max_tokens = 512;
 };
 
 struct Prompt {
   std::string id;        // question_id for jsonl, else "p<index>"
   std::string category;  // "" when the source has none
-  std::string text;
+  std::string text;      // the user turn measured
+  std::vector<std::string> history;  // the user turns before it (jsonl turns[0..turn)), oldest first
 };
 
 struct SamplingSpec {

@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include "base/error.h"
 
@@ -30,8 +33,44 @@ std::string unescape_line(const std::string& line) {
 // a FIFO, a huge binary) from hanging the loader or exhausting memory.
 constexpr std::uintmax_t kMaxPromptFileBytes = std::uintmax_t{1} << 30;
 
-// Opens a prompt file after checking it is a regular file of bounded size.
-std::ifstream open_prompt_file(const std::string& path, const char* key, const SourceMap& src) {
+// Inflates a gzip (or zlib) stream, refusing output beyond the prompt-file limit (a small file
+// can inflate to gigabytes).
+std::string gunzip(const std::string& packed, const std::string& path, const char* key, const SourceMap& src) {
+  z_stream zs{};
+  if (inflateInit2(&zs, 15 + 32) != Z_OK) src.fail(key, fmt::format("'{}': zlib initialisation failed", path));
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
+  zs.avail_in = static_cast<uInt>(packed.size());
+  std::string out;
+  char buf[1 << 16];
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    zs.next_out = reinterpret_cast<Bytef*>(buf);
+    zs.avail_out = sizeof buf;
+    rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END) {
+      const std::string why = zs.msg ? zs.msg : (rc == Z_BUF_ERROR ? "truncated data" : "invalid data");
+      inflateEnd(&zs);
+      src.fail(key, fmt::format("'{}' is not valid gzip data: {}", path, why));
+    }
+    out.append(buf, sizeof buf - zs.avail_out);
+    if (out.size() > kMaxPromptFileBytes) {
+      inflateEnd(&zs);
+      src.fail(key, fmt::format("'{}' inflates to more than the {} MiB a prompt file may have", path,
+                                kMaxPromptFileBytes >> 20));
+    }
+    // A concatenated gzip member follows: go on with it (gzip -c a b > c).
+    if (rc == Z_STREAM_END && zs.avail_in > 0) {
+      inflateReset(&zs);
+      rc = Z_OK;
+    }
+  }
+  inflateEnd(&zs);
+  return out;
+}
+
+// Reads a prompt file after checking it is a regular file of bounded size; a name ending in ".gz"
+// is gzip data (HumanEval ships as HumanEval.jsonl.gz) and is inflated.
+std::string read_prompt_file(const std::string& path, const char* key, const SourceMap& src) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(status)) src.fail(key, fmt::format("cannot open '{}': no such file", path));
@@ -42,7 +81,10 @@ std::ifstream open_prompt_file(const std::string& path, const char* key, const S
                               kMaxPromptFileBytes >> 20));
   std::ifstream in(path, std::ios::binary);
   if (!in) src.fail(key, fmt::format("cannot open '{}'", path));
-  return in;
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) src.fail(key, fmt::format("'{}': read error", path));
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) return gunzip(text, path, key, src);
+  return text;
 }
 
 void strip_cr(std::string& line) {
@@ -50,18 +92,18 @@ void strip_cr(std::string& line) {
 }
 
 void load_text_file(const PromptSource& source, const SourceMap& src, std::vector<Prompt>& out) {
-  std::ifstream in = open_prompt_file(source.file, "prompts.file", src);
+  std::istringstream in(read_prompt_file(source.file, "prompts.file", src));
   std::string line;
   while (std::getline(in, line)) {
     strip_cr(line);
     size_t first = line.find_first_not_of(" \t");
     if (first == std::string::npos || line[first] == '#') continue;
-    out.push_back({"", "", unescape_line(line)});
+    out.push_back({"", "", unescape_line(line), {}});
   }
 }
 
 void load_jsonl(const PromptSource& source, const SourceMap& src, std::vector<Prompt>& out) {
-  std::ifstream in = open_prompt_file(source.jsonl, "prompts.jsonl", src);
+  std::istringstream in(read_prompt_file(source.jsonl, "prompts.jsonl", src));
   std::set<std::string> wanted(source.categories.begin(), source.categories.end());
   std::set<std::string> seen_categories, matched_categories;
   std::string line;
@@ -98,8 +140,10 @@ void load_jsonl(const PromptSource& source, const SourceMap& src, std::vector<Pr
       if (static_cast<size_t>(source.turn) >= turns.size())
         fail(fmt::format("question '{}' has {} turn(s); prompts.turn = {} is out of range", p.id,
                          turns.size(), source.turn));
-      if (!turns[source.turn].is_string()) fail("'turns' must be an array of strings");
+      for (int t = 0; t <= source.turn; ++t)
+        if (!turns[t].is_string()) fail("'turns' must be an array of strings");
       p.text = turns[source.turn].get<std::string>();
+      for (int t = 0; t < source.turn; ++t) p.history.push_back(turns[t].get<std::string>());
     } else if (q.contains("prompt") && q["prompt"].is_string()) {
       p.text = q["prompt"].get<std::string>();
     } else {
@@ -124,7 +168,7 @@ void load_jsonl(const PromptSource& source, const SourceMap& src, std::vector<Pr
 
 std::vector<Prompt> load_prompts(const PromptSource& source, const SourceMap& src) {
   std::vector<Prompt> prompts;
-  for (const auto& text : source.list) prompts.push_back({"", "", text});
+  for (const auto& text : source.list) prompts.push_back({"", "", text, {}});
   if (!source.file.empty()) load_text_file(source, src, prompts);
   if (!source.jsonl.empty()) load_jsonl(source, src, prompts);
   if (source.limit > 0 && prompts.size() > static_cast<size_t>(source.limit)) prompts.resize(source.limit);

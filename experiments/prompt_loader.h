@@ -5,8 +5,10 @@
 //                                           and "\\" a backslash (for multi-line prompts)
 //  - [prompts] jsonl = "question.jsonl"     MT-bench / Spec-Bench questions, one JSON object per
 //                                           line: question_id, category, turns[] (turns[turn] is
-//                                           the prompt); objects with "prompt" (and "task_id")
-//                                           instead of turns, as HumanEval, are accepted too
+//                                           the prompt, turns[0..turn) its history); objects
+//                                           with "prompt" (and "task_id") instead of turns, as
+//                                           HumanEval, are accepted too
+// A file or jsonl path ending in ".gz" is read as gzip data (HumanEval.jsonl.gz loads as shipped).
 // `categories` keeps only jsonl questions of those categories; `limit` keeps the first N prompts of
 // the combined list.
 #pragma once

@@ -33,6 +33,28 @@ std::string render_table(const TextTable& t, const char* heading = "##") {
   return out + "\n";
 }
 
+// How the prompts reached the models: chat templates, and the multi-turn protocol when used.
+std::string prompts_note(const Report& r) {
+  std::string out;
+  const nlohmann::json ps = r.experiment.config.value("prompt_source", nlohmann::json::object());
+  if (const int turn = ps.value("turn", 0); turn > 0)
+    out += fmt::format("Prompts are turn {} of multi-turn questions: the earlier turns were answered by each target "
+                       "itself, greedily (at most {} tokens per answer), and fed back as the conversation, as MT-bench "
+                       "does; only the last turn's generation is measured.",
+                       turn + 1, ps.value("history_max_tokens", 0));
+  // Listed when some target's prompts were templated (raw text everywhere is the plain case).
+  if (r.environment.contains("chat_templates") && r.environment["chat_templates"].is_object()) {
+    std::string list;
+    bool templated = false;
+    for (const auto& [model, c] : r.environment["chat_templates"].items()) {
+      templated |= c.value("format", "none") != "none";
+      list += fmt::format("{}{}: {} ({})", list.empty() ? "" : "; ", model, c.value("format", "?"), c.value("reason", ""));
+    }
+    if (templated) out += fmt::format("{}Chat templates: {}.", out.empty() ? "" : " ", list);
+  }
+  return out.empty() ? out : out + "\n\n";
+}
+
 class MarkdownReportWriter : public ReportWriter {
  public:
   std::string file_name() const override { return "report.md"; }
@@ -46,6 +68,7 @@ class MarkdownReportWriter : public ReportWriter {
                        "seconds per decoded token, prefill excluded), the figure predicted speedup models; "
                        "predicted speedup is Leviathan et al. 2023 Thm 3.8 with the fitted acceptance rate.\n\n",
                        r.created, r.environment.value("specmoe_commit", "?"), r.experiment.config_hash);
+    out += prompts_note(r);
     out += render_table(summary_table(r));
     if (TextTable t = position_table(r); !t.empty()) out += render_table(t);
     if (TextTable t = category_table(r); !t.empty()) out += render_table(t);

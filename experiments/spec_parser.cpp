@@ -11,6 +11,7 @@
 
 #include "base/device.h"
 #include "base/error.h"
+#include "core/chat_template.h"
 #include "core/synth.h"
 #include "experiments/config_hash.h"
 #include "experiments/deprecation.h"
@@ -236,8 +237,24 @@ class Parser {
       else if (name == "categories") p.categories = want_string_array(v, key);
       else if (name == "limit") p.limit = static_cast<int>(want_int(v, key, 0, 1 << 30));
       else if (name == "turn") p.turn = static_cast<int>(want_int(v, key, 0, 1000));
-      else unknown(key, {"list", "file", "jsonl", "categories", "limit", "turn"});
+      else if (name == "chat_template") {
+        p.chat_template = want_string(v, key);
+        try {
+          core::validate_chat_template_choice(p.chat_template);
+        } catch (const Error& e) {
+          src_.fail(key, e.what());
+        }
+      } else if (name == "system") p.system = want_string(v, key);
+      else if (name == "history_max_tokens") p.history_max_tokens = static_cast<int>(want_int(v, key, 1, 1 << 20));
+      else unknown(key, {"list", "file", "jsonl", "categories", "limit", "turn", "chat_template", "system",
+                         "history_max_tokens"});
     }
+    if (p.chat_template == "none" && !p.system.empty())
+      src_.fail("prompts.system", "a system message needs a chat template; prompts.chat_template is 'none'");
+    if (p.chat_template == "none" && p.turn > 0)
+      src_.fail("prompts.turn", fmt::format("turn {} is answered after the earlier turns, fed back as a conversation, "
+                                            "which needs a chat template; prompts.chat_template is 'none'",
+                                            p.turn));
     if (!p.categories.empty() && p.jsonl.empty())
       src_.fail("prompts.categories", "categories filter jsonl questions; no 'jsonl' file is given");
   }

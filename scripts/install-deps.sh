@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages specmoe builds with (as root; skipped when all are present).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git libfmt-dev libtomlplusplus-dev libgtest-dev libgmock-dev
-      libbenchmark-dev libcli11-dev nlohmann-json3-dev libpcre2-dev librandom123-dev)
+      libbenchmark-dev libcli11-dev nlohmann-json3-dev libpcre2-dev librandom123-dev
+      zlib1g-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

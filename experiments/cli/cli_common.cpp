@@ -30,6 +30,12 @@ void add_input_options(CLI::App* cmd, InputOptions& opt) {
       ->each([&opt](const std::string&) { opt.n_predict_given = true; });
   cmd->add_option("-c,--ctx-size", opt.ctx_size, "context size (0 = the model's)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", opt.json, "print one JSON object instead of text");
+  cmd->add_option("--chat-template", opt.chat_template,
+                  "wrap the prompt as a user message in a chat template: auto (the GGUF's "
+                  "tokenizer.chat_template, raw text when it has none), none (raw text) or a format name "
+                  "(chatml, llama3, gemma, phi3, mistral-v7, ...)")
+      ->capture_default_str();
+  cmd->add_option("--system", opt.system, "a system message before the prompt (needs a chat template)");
 }
 
 void add_sampling_options(CLI::App* cmd, core::SamplingParams& p) {
@@ -79,6 +85,33 @@ std::string read_prompt(const InputOptions& opt) {
     return text;
   }
   return opt.prompt;
+}
+
+void check_chat_options(const InputOptions& opt) {
+  core::validate_chat_template_choice(opt.chat_template);
+  if (opt.chat_template == "none" && !opt.system.empty())
+    throw_error(ErrorKind::InvalidArgument, "--system needs a chat template; --chat-template is none");
+}
+
+PromptTokens prompt_tokens(const core::Model& model, const InputOptions& opt, const std::string& text,
+                           const std::string& model_path) {
+  const core::Tokenizer& tok = model.tokenizer();
+  PromptTokens p;
+  p.chat = core::resolve_chat_template(opt.chat_template, tok.chat_template(), model_path);
+  std::vector<core::ChatMessage> messages;
+  if (!opt.system.empty()) {
+    if (!p.chat.templated())
+      throw_error(ErrorKind::InvalidArgument, "--system needs a chat template, and the prompt is raw text ({}); "
+                  "name one with --chat-template", p.chat.reason);
+    messages.push_back({"system", opt.system});
+  }
+  messages.push_back({"user", text});
+  p.ids = core::chat_prompt_tokens(tok, p.chat, messages);
+  return p;
+}
+
+void print_chat_template(const core::ChatTemplateChoice& chat) {
+  if (chat.templated()) std::fprintf(stderr, "chat template: %s (%s)\n", chat.format.c_str(), chat.reason.c_str());
 }
 
 int context_for(const core::Model& model, int n_prompt, const InputOptions& opt) {

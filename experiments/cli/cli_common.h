@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/chat_template.h"
 #include "core/model.h"
 #include "core/sampling.h"
 #include "moe/expert_stats.h"
@@ -31,6 +32,8 @@ struct InputOptions {
   bool n_predict_given = false;  // -n was on the command line (the default is capped silently)
   int ctx_size = 0;         // -c (0 = the model's training context)
   bool json = false;
+  std::string chat_template = "auto";  // --chat-template: auto | none | a format name
+  std::string system;                  // --system: a system message (needs a chat template)
 };
 
 // Error(InvalidArgument) "<flag> N: ..." unless 0 <= threads <= exp::kMaxThreads.
@@ -46,6 +49,19 @@ std::unique_ptr<core::Model> load_model(const ModelOptions& opt, const std::stri
 // The prompt text from -p or -f; Error(InvalidArgument) when neither or both are given, when the
 // file cannot be read, or when the prompt is empty.
 std::string read_prompt(const InputOptions& opt);
+
+// The prompt's token ids for `model`: the text as the user's message, with --system before it,
+// rendered with the chat template --chat-template selects (core/chat_template.h), or the raw text.
+struct PromptTokens {
+  std::vector<int32_t> ids;
+  core::ChatTemplateChoice chat;
+};
+PromptTokens prompt_tokens(const core::Model& model, const InputOptions& opt, const std::string& text,
+                           const std::string& model_path);
+// Checks --chat-template and --system before anything is loaded; Error(InvalidArgument).
+void check_chat_options(const InputOptions& opt);
+// One stderr line naming the chat template used ("" when the prompt is raw text).
+void print_chat_template(const core::ChatTemplateChoice& chat);
 
 // Reads a whole file; Error(Io) naming it when it cannot be read.
 std::string read_file(const std::string& path);

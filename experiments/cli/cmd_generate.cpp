@@ -31,10 +31,12 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 void run_generate(const GenerateArgs& a) {
   a.sampling.validate();
+  check_chat_options(a.input);
   const std::string prompt = read_prompt(a.input);
   auto model = load_model(a.model, a.model.model_path);
   const core::Tokenizer& tok = model->tokenizer();
-  std::vector<int32_t> tokens = tok.encode(prompt, tok.add_bos_by_default());
+  const PromptTokens prompt_ids = prompt_tokens(*model, a.input, prompt, a.model.model_path);
+  std::vector<int32_t> tokens = prompt_ids.ids;
   if (tokens.empty()) throw_error(ErrorKind::InvalidArgument, "the prompt encodes to no tokens");
   const int n_prompt = static_cast<int>(tokens.size());
   const int n_ctx = context_for(*model, n_prompt, a.input);
@@ -47,6 +49,7 @@ void run_generate(const GenerateArgs& a) {
   core::ForwardOptions last_only;
   last_only.logits_all = false;
 
+  if (!a.input.json) print_chat_template(prompt_ids.chat);
   // The decoding loop's metrics (verify::Metrics, as an autoregressive run of specmoe speculate
   // --compare counts them): the first token comes from the prefill, every later one from a step;
   // metrics.moe holds the expert load of every forward (--moe-stats).
@@ -103,6 +106,8 @@ void run_generate(const GenerateArgs& a) {
     exp::set_text(j, "model", a.model.model_path);  // paths are bytes too
     j["device"] = model->device().name();
     exp::set_text(j, "prompt", prompt);
+    j["chat_template"] = prompt_ids.chat.templated() ? nlohmann::json(prompt_ids.chat.format) : nlohmann::json(nullptr);
+    exp::set_text(j, "chat_template_reason", prompt_ids.chat.reason);
     j["prompt_tokens"] = std::vector<int32_t>(tokens.begin(), tokens.begin() + n_prompt);
     j["tokens"] = generated;
     // The continuation exactly as streamed (pieces concatenated): decode() would drop the

@@ -2,9 +2,11 @@
 #include <cstdio>
 #include <map>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "core/chat_template.h"
 #include "core/gguf.h"
 #include "core/model_config.h"
 #include "experiments/json_text.h"
@@ -20,6 +22,18 @@ const char* rope_style_name(core::RopeStyle s) {
     case core::RopeStyle::None: return "none (learned positions)";
   }
   return "?";
+}
+
+// What --chat-template auto makes of the GGUF's template, in words.
+std::string chat_template_summary(const std::string& tmpl, std::string& format) {
+  format = tmpl.empty() ? "" : core::detect_chat_format(tmpl);
+  if (tmpl.empty()) return "none in the GGUF (prompts are used as raw text)";
+  const std::string size = fmt::format("tokenizer.chat_template, {} bytes", tmpl.size());
+  if (format.empty()) return fmt::format("not recognised ({}); --chat-template auto fails, use none or a format name", size);
+  if (!core::is_renderable_chat_format(format))
+    return fmt::format("{} (detected from {}), a llama.cpp format specmoe does not render; use none or another name",
+                       format, size);
+  return fmt::format("{} (detected from {})", format, size);
 }
 
 }  // namespace
@@ -48,6 +62,8 @@ void add_info_command(CLI::App& app) {
       bytes += t.nbytes;
     }
     const std::string tok_model = file->get_string("tokenizer.ggml.model", "");
+    std::string chat_format;
+    const std::string chat_summary = chat_template_summary(file->get_string("tokenizer.chat_template", ""), chat_format);
     if (a->json) {
       nlohmann::json j;
       // GGUF strings are whatever bytes their writer stored: valid UTF-8 with U+FFFD, plus
@@ -67,6 +83,8 @@ void add_info_command(CLI::App& app) {
       j["n_expert_used"] = c.n_expert_used;
       j["rope_freq_base"] = c.rope_freq_base;
       exp::set_text(j, "tokenizer", tok_model);
+      j["chat_template"] = chat_format.empty() ? nlohmann::json(nullptr) : nlohmann::json(chat_format);
+      j["chat_template_renderable"] = !chat_format.empty() && core::is_renderable_chat_format(chat_format);
       j["parameters"] = params;
       j["tensor_bytes"] = bytes;
       for (const auto& [type, e] : by_type) j["tensor_types"][type] = {{"tensors", e.first}, {"elements", e.second}};
@@ -77,6 +95,7 @@ void add_info_command(CLI::App& app) {
                 file->version(), file->metadata().size(), file->tensors().size());
     std::printf("architecture:  %s%s%s\n", c.arch_name.c_str(), c.name.empty() ? "" : "  name: ", c.name.c_str());
     std::printf("vocabulary:    %d tokens (%s tokenizer)\n", c.n_vocab, tok_model.c_str());
+    std::printf("chat template: %s\n", chat_summary.c_str());
     std::printf("context:       %d (training)\n", c.n_ctx_train);
     std::printf("layers:        %d, embedding %d, feed-forward %d\n", c.n_layer, c.n_embd, c.n_ff);
     std::printf("attention:     %d heads, %d KV heads, head dim %d\n", c.n_head, c.n_head_kv, c.head_dim);

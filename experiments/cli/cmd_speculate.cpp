@@ -69,10 +69,12 @@ void print_metrics(const verify::Metrics& m) {
 
 void run_speculate(const SpeculateArgs& a) {
   a.sampling.validate();
+  check_chat_options(a.input);
   const std::string prompt_text = read_prompt(a.input);
   std::shared_ptr<core::Model> target = load_model(a.model, a.model.model_path);
   const core::Tokenizer& tok = target->tokenizer();
-  const std::vector<int32_t> prompt = tok.encode(prompt_text, tok.add_bos_by_default());
+  const PromptTokens prompt_ids = prompt_tokens(*target, a.input, prompt_text, a.model.model_path);
+  const std::vector<int32_t>& prompt = prompt_ids.ids;
   if (prompt.empty()) throw_error(ErrorKind::InvalidArgument, "the prompt encodes to no tokens");
   const int n_ctx = context_for(*target, static_cast<int>(prompt.size()), a.input);
 
@@ -141,6 +143,8 @@ void run_speculate(const SpeculateArgs& a) {
     j["drafter"] = drafter_name;
     j["verifier"] = a.verifier;
     exp::set_text(j, "prompt", prompt_text);
+    j["chat_template"] = prompt_ids.chat.templated() ? nlohmann::json(prompt_ids.chat.format) : nlohmann::json(nullptr);
+    exp::set_text(j, "chat_template_reason", prompt_ids.chat.reason);
     j["prompt_tokens"] = prompt;
     j["tokens"] = spec.tokens;
     exp::set_text(j, "text", pieces(tok, spec.tokens));  // the bytes stdout gets, as valid UTF-8 (+ b64)
@@ -162,6 +166,7 @@ void run_speculate(const SpeculateArgs& a) {
   }
   std::printf("%s\n", pieces(tok, spec.tokens).c_str());
   std::fflush(stdout);
+  print_chat_template(prompt_ids.chat);
   std::fprintf(stderr, "speculative (%s drafter, %s verifier, g=%d): %lld tokens\n", drafter_name.c_str(),
                a.verifier.c_str(), a.draft_max, static_cast<long long>(spec.metrics.n_generated));
   print_metrics(spec.metrics);

@@ -25,8 +25,9 @@ void add_tokenize_command(CLI::App& app) {
     in.prompt = a->prompt;
     in.file = a->file;
     const std::string text = read_prompt(in);
-    // Only the vocabulary is needed, so vocabulary-only GGUF files work too.
-    auto file = core::GGUFFile::open(a->model);
+    // Only the vocabulary is needed: vocabulary-only GGUF files work too, and so do models whose
+    // tensor types this build cannot run.
+    auto file = core::GGUFFile::open_metadata(a->model);
     auto tok = core::Tokenizer::from_gguf(*file);
     const std::vector<int32_t> ids = tok->encode(text, a->bos, a->special);
     if (a->pieces) {

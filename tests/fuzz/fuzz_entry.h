@@ -435,13 +435,15 @@ inline Outcome run_toml(std::span<const uint8_t> bytes) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Prompt files: input = 1 selector byte + file content, read as JSONL or as a text file.
+// Prompt files: input = 1 selector byte + file content, read as JSONL or as a text file; selector
+// bit 6 names the file *.gz, so the content is inflated as gzip first.
 
 inline Outcome run_prompts(std::span<const uint8_t> bytes) {
   if (bytes.empty()) return Outcome::Rejected;
   const uint8_t sel = bytes[0];
   const bool jsonl = !(sel & 1);
-  const std::filesystem::path file = scratch_dir() / (jsonl ? "fuzz-prompts.jsonl" : "fuzz-prompts.txt");
+  const std::string gz = (sel & 0x40) ? ".gz" : "";
+  const std::filesystem::path file = scratch_dir() / ((jsonl ? "fuzz-prompts.jsonl" : "fuzz-prompts.txt") + gz);
   write_file(file, bytes.subspan(1));
   exp::PromptSource source;
   (jsonl ? source.jsonl : source.file) = file.string();

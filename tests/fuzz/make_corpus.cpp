@@ -10,6 +10,8 @@
 #include <fstream>
 #include <iostream>
 
+#include <zlib.h>
+
 #include "core/synth.h"
 #include "fuzz_entry.h"
 
@@ -277,8 +279,25 @@ verifier = "greedy"
   put("toml", "bad-unknown-key.toml", "[models.m]\nsynth = \"tiny\"\ncolour = 1\n");
 }
 
+// gzip data as `gzip -n` writes it (no name, no time stamp), so the seed is the same on every build.
+std::string gzip(const std::string& text) {
+  z_stream zs{};
+  if (deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) throw std::runtime_error("deflateInit2");
+  std::string out(deflateBound(&zs, text.size()) + 32, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  zs.avail_in = static_cast<uInt>(text.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  if (rc != Z_STREAM_END) throw std::runtime_error("deflate");
+  return out;
+}
+
 void prompts_seeds() {
-  // Byte 0: bit 0 = text file (else JSONL), bit 1 = turn, bits 2-3 = limit, bits 4-5 = filter.
+  // Byte 0: bit 0 = text file (else JSONL), bit 1 = turn, bits 2-3 = limit, bits 4-5 = filter,
+  // bit 6 = gzip.
   const std::string mt_bench =
       "{\"question_id\": 81, \"category\": \"writing\", \"turns\": [\"Compose a blog post.\", \"Rewrite it.\"]}\n"
       "{\"question_id\": 101, \"category\": \"math\", \"turns\": [\"What is 2+2?\", \"And 3+3?\"]}\n"
@@ -292,6 +311,8 @@ void prompts_seeds() {
   put("prompts", "valid-humaneval.jsonl", std::string(1, '\x00') + humaneval);
   put("prompts", "valid-text.txt", std::string(1, '\x01') + "First prompt\n# comment\n\n  Second\\nline\\\\\r\nThird\n");
   put("prompts", "bad-json.jsonl", std::string(1, '\x00') + "{\"turns\": [\"a\"]\n");
+  put("prompts", "valid-mt-bench-gzip.jsonl.gz", std::string(1, '\x42') + gzip(mt_bench));
+  put("prompts", "bad-gzip-truncated.jsonl.gz", std::string(1, '\x40') + gzip(mt_bench).substr(0, 30));
 }
 
 }  // namespace

@@ -573,6 +573,24 @@ TEST(BadCli, SamplingFlagsOutOfRange) {
   expect_cli_error(fmt::format("generate -m {} -p hi -n 2 --top-p 0", m), {"top_p", "0"});
 }
 
+TEST(BadCli, ChatTemplateChoices) {
+  SPECMOE_REQUIRE_CLI();
+  const std::string m = synth_model();
+  expect_cli_error(fmt::format("generate -m {} -p hi -n 2 --chat-template chatmlx", m),
+                   {"unknown chat template 'chatmlx'", "auto, none"});
+  expect_cli_error(fmt::format("speculate -m {} -p hi -n 2 --drafter ngram --chat-template chatglm3", m),
+                   {"'chatglm3'", "does not render", "'none'"});
+  expect_cli_error(fmt::format("generate -m {} -p hi -n 2 --chat-template none --system be-brief", m),
+                   {"--system needs a chat template"});
+  // The synth vocabulary has no template: auto means the raw text, where a system message cannot go.
+  expect_cli_error(fmt::format("generate -m {} -p hi -n 2 --system be-brief", m),
+                   {"--system needs a chat template", "no tokenizer.chat_template"});
+  // A name works on any model, and --json says which template was used.
+  const specmoe::testing::CliRun ok = run_cli(fmt::format("generate -m {} -p hi -n 2 --chat-template chatml --json", m));
+  EXPECT_EQ(ok.exit_code, 0) << ok.describe();
+  EXPECT_NE(ok.out.find("\"chat_template\":\"chatml\""), std::string::npos) << ok.describe();
+}
+
 TEST(BadCli, NegativeDraftLength) {
   SPECMOE_REQUIRE_CLI();
   expect_cli_error(fmt::format("speculate -m {} -p hi -n 2 --drafter ngram --draft-max -2", synth_model()),

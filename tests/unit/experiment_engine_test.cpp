@@ -13,6 +13,9 @@
 #include "experiments/atomic_file.h"
 #include "experiments/experiment.h"
 #include "experiments/report_builder.h"
+#include "core/chat_template.h"
+#include "core/model.h"
+#include "verify/autoregressive.h"
 #include "test_data.h"
 
 namespace specmoe::exp {
@@ -224,6 +227,93 @@ TEST_F(ExperimentEngine, DraftWithAnotherVocabularyIsRejected) {
   std::string toml = write_toml("vocab.toml", t);
   std::string msg = run_error(toml, options("vocab"));
   EXPECT_TRUE(msg.starts_with(fmt::format("{}:{}: key 'strategy[1].draft': run 'model-t0': ", toml, line_of(t, "draft = \"draft\""))))
+      << msg;
+}
+
+// MT-bench's second turn: the target answers the first turn itself, greedily, and the measured
+// generation starts from the whole conversation in the chat template.
+TEST_F(ExperimentEngine, SecondTurnFollowsTheTargetsOwnGreedyAnswer) {
+  std::ofstream(dir_ / "q.jsonl") << R"({"question_id": 1, "category": "writing", "turns": ["Tell a story.", "Now shorter."]}
+{"question_id": 2, "category": "math", "turns": ["2+2?", "And 3+3?"]}
+)";
+  const std::string t = R"([experiment]
+name = "turns"
+seed = 3
+warmup = 0
+threads = 1
+
+[models.target]
+synth = "tiny"
+seed = 9
+
+[prompts]
+jsonl = "q.jsonl"
+turn = 1
+chat_template = "chatml"
+system = "Be brief."
+history_max_tokens = 6
+
+[sampling]
+max_tokens = 5
+
+[[strategy]]
+name = "ar"
+kind = "autoregressive"
+target = "target"
+
+[[strategy]]
+name = "ngram"
+kind = "speculative"
+target = "target"
+drafter = "ngram"
+verifier = "greedy"
+)";
+  const std::string toml = write_toml("turns.toml", t);
+  ASSERT_EQ(run_experiment(toml, options("turns")), kRunOk);
+  Report rep = load_report_inputs((dir_ / "turns").string());
+  ASSERT_EQ(rep.runs.size(), 2u);
+
+  // The same conversation rebuilt by hand: system, turn 1, the greedy answer, turn 2.
+  const ExperimentSpec spec = parse_experiment_file(toml);
+  auto model = core::Model::load(spec.models[0].path, core::LoadOptions{});
+  const core::ChatTemplateChoice chat{"chatml", "chosen by name"};
+  const std::vector<std::string> first = {"Tell a story.", "2+2?"}, second = {"Now shorter.", "And 3+3?"};
+  for (int q = 0; q < 2; ++q) {
+    std::vector<core::ChatMessage> conv = {{"system", "Be brief."}, {"user", first[q]}};
+    core::SamplingParams greedy;
+    verify::DecodeOptions o;
+    o.max_tokens = 6;
+    const auto answer = verify::generate_autoregressive(*model, core::chat_prompt_tokens(model->tokenizer(), chat, conv),
+                                                        greedy, o);
+    ASSERT_FALSE(answer.tokens.empty());
+    std::string text;
+    for (int32_t id : answer.tokens)
+      if (!model->tokenizer().is_eog(id)) text += model->tokenizer().token_to_piece(id);
+    conv.push_back({"assistant", text});
+    conv.push_back({"user", second[q]});
+    const auto want = core::chat_prompt_tokens(model->tokenizer(), chat, conv);
+    for (const auto& records : rep.records) {
+      ASSERT_EQ(records.size(), 2u);
+      EXPECT_EQ(records[q].n_prompt_tokens, static_cast<int>(want.size())) << "question " << q + 1;
+      EXPECT_FALSE(records[q].tokens.empty());
+    }
+  }
+  EXPECT_EQ(rep.environment["chat_templates"]["target"]["format"], "chatml");
+  std::ifstream md(dir_ / "turns" / "report.md");
+  const std::string report((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(report.find("Prompts are turn 2 of multi-turn questions: the earlier turns were answered by each target "
+                        "itself, greedily (at most 6 tokens per answer)"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("Chat templates: target: chatml (chosen by name)."), std::string::npos) << report;
+
+  // The synth vocabulary has no chat template: auto gives raw text, which cannot hold a conversation.
+  const std::string t2 = replace(t, "chat_template = \"chatml\"\nsystem = \"Be brief.\"\n", "");
+  const std::string toml2 = write_toml("turns2.toml", t2);
+  const std::string msg = run_error(toml2, options("turns2"));
+  EXPECT_TRUE(msg.starts_with(fmt::format("{}:{}: key 'prompts.turn': model 'target': question '1' is answered after 1 "
+                                          "earlier turn(s), fed back as a conversation, which needs a chat template",
+                                          toml2, line_of(t2, "turn = 1"))))
       << msg;
 }
 

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include "base/error.h"
 #include "experiments/experiment_spec.h"
@@ -60,6 +61,7 @@ TEST(PromptLoader, JsonlCategoryFilterLimitAndTurn) {
   auto prompts = load_prompts(s, src_for("e.toml"));
   ASSERT_EQ(prompts.size(), 3u);
   EXPECT_EQ(prompts[0].text, "w1 second");
+  EXPECT_EQ(prompts[0].history, (std::vector<std::string>{"w1 first"}));  // answered first, by the target
   EXPECT_EQ(prompts[1].text, "w3 second");
   EXPECT_EQ(prompts[2].text, "c4 second");
   s.limit = 2;
@@ -108,6 +110,61 @@ TEST(PromptLoader, JsonlErrorsNameKeyFileAndLine) {
   }
 }
 
+// gzip data as `gzip` writes it, built with zlib (so no data file is needed).
+std::string gzip_bytes(const std::string& text) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&zs, text.size()) + 32, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  zs.avail_in = static_cast<uInt>(text.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+TEST(PromptLoader, GzipJsonlAndTextFiles) {
+  PromptSource s;
+  s.jsonl = write_scratch("q.jsonl.gz", gzip_bytes(kJsonl)).string();
+  auto prompts = load_prompts(s, src_for("e.toml"));
+  ASSERT_EQ(prompts.size(), 5u);
+  EXPECT_EQ(prompts[4].id, "HumanEval/0");
+  EXPECT_EQ(prompts[4].text, "def f():\n");
+  // Two gzip members back to back (gzip -c a b) read as one file.
+  s.jsonl = write_scratch("two.jsonl.gz", gzip_bytes(kJsonl) + gzip_bytes(kJsonl)).string();
+  EXPECT_EQ(load_prompts(s, src_for("e.toml")).size(), 10u);
+  s.jsonl.clear();
+  s.file = write_scratch("p.txt.gz", gzip_bytes("one\ntwo\n")).string();
+  EXPECT_EQ(load_prompts(s, src_for("e.toml")).size(), 2u);
+  // Not gzip, or cut short: the key and the file are named.
+  s.file.clear();
+  for (const std::string& bad : {std::string("plain text, not gzip"), gzip_bytes(kJsonl).substr(0, 40)}) {
+    s.jsonl = write_scratch("bad.jsonl.gz", bad).string();
+    try {
+      load_prompts(s, src_for("e.toml"));
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Config);
+      EXPECT_TRUE(std::string(e.what()).starts_with("e.toml:12: key 'prompts.jsonl': '" + s.jsonl +
+                                                    "' is not valid gzip data"))
+          << e.what();
+    }
+  }
+}
+
+TEST(PromptLoader, HumanEvalAsShipped) {
+  SPECMOE_REQUIRE_DATA("prompts/humaneval/HumanEval.jsonl.gz");
+  PromptSource s;
+  s.jsonl = specmoe::testing::data_path("prompts/humaneval/HumanEval.jsonl.gz").string();
+  auto prompts = load_prompts(s, src_for("e.toml"));
+  ASSERT_EQ(prompts.size(), 164u);
+  EXPECT_EQ(prompts[0].id, "HumanEval/0");
+  EXPECT_TRUE(prompts[0].text.starts_with("from typing import List\n\n\ndef has_close_elements")) << prompts[0].text;
+  EXPECT_EQ(prompts[163].id, "HumanEval/163");
+}
+
 TEST(PromptLoader, TextFileOnePromptPerLine) {
   PromptSource s;
   s.list = {"inline one"};
@@ -142,8 +199,10 @@ TEST(PromptLoader, MtBenchQuestionFile) {
   EXPECT_TRUE(prompts[0].text.starts_with("Compose an engaging travel blog post about a recent trip to Hawaii"));
   s.turn = 1;
   s.limit = 1;
-  EXPECT_EQ(load_prompts(s, src_for("e.toml"))[0].text,
-            "Rewrite your previous response. Start every sentence with the letter A.");
+  const Prompt second = load_prompts(s, src_for("e.toml"))[0];
+  EXPECT_EQ(second.text, "Rewrite your previous response. Start every sentence with the letter A.");
+  ASSERT_EQ(second.history.size(), 1u);
+  EXPECT_TRUE(second.history[0].starts_with("Compose an engaging travel blog post about a recent trip to Hawaii"));
 }
 
 TEST(PromptLoader, FromTomlRelativeToTheFile) {

@@ -169,6 +169,47 @@ TEST(ExperimentSpec, EmptyPromptSet) {
   EXPECT_EQ(config_error(text3), fmt::format("dir/t.toml:{}: key 'prompts': prompt 1 ('p1') is empty", line_of(text3, "[prompts]")));
 }
 
+TEST(ExperimentSpec, ChatTemplateKeys) {
+  ExperimentSpec spec = parse_experiment_string(kBase, "dir/t.toml");
+  EXPECT_EQ(spec.prompt_source.chat_template, "auto");  // the GGUF's template, raw text without one
+  EXPECT_EQ(spec.prompt_source.system, "");
+  std::string ok = replace(kBase, "list = [\"hello\", \"world\"]",
+                           "list = [\"hello\", \"world\"]\nchat_template = \"llama3\"\nsystem = \"Be brief.\"");
+  spec = parse_experiment_string(ok, "dir/t.toml");
+  EXPECT_EQ(spec.prompt_source.chat_template, "llama3");
+  EXPECT_EQ(spec.prompt_source.system, "Be brief.");
+
+  std::string bad = replace(kBase, "list = [\"hello\", \"world\"]", "list = [\"hello\", \"world\"]\nchat_template = \"chatmll\"");
+  const std::string msg = config_error(bad);
+  EXPECT_TRUE(msg.starts_with(fmt::format("dir/t.toml:{}: key 'prompts.chat_template': unknown chat template 'chatmll'",
+                                          line_of(bad, "chat_template"))))
+      << msg;
+  std::string sys = replace(kBase, "list = [\"hello\", \"world\"]",
+                            "list = [\"hello\", \"world\"]\nchat_template = \"none\"\nsystem = \"x\"");
+  EXPECT_EQ(config_error(sys), fmt::format("dir/t.toml:{}: key 'prompts.system': a system message needs a chat template; "
+                                           "prompts.chat_template is 'none'",
+                                           line_of(sys, "system =")));
+  std::string turn = replace(kBase, "list = [\"hello\", \"world\"]", "list = [\"hello\"]\nturn = 1\nchat_template = \"none\"");
+  EXPECT_TRUE(config_error(turn).starts_with(fmt::format("dir/t.toml:{}: key 'prompts.turn': turn 1 is answered after the "
+                                                         "earlier turns", line_of(turn, "turn ="))))
+      << config_error(turn);
+}
+
+// The templating settings reach the run hashes only when they differ from the defaults, so the
+// hashes of single-turn runs with auto templates are what they were before templates existed.
+TEST(ConfigHash, TemplatingChangesHashesOnlyWhenSet) {
+  const auto hashes = [](const std::string& text) {
+    ExperimentSpec spec = parse_experiment_string(text, "dir/t.toml");
+    std::vector<std::string> h;
+    for (const auto& r : expand_runs(spec)) h.push_back(r.config_hash);
+    return h;
+  };
+  const auto base = hashes(kBase);
+  EXPECT_EQ(hashes(replace(kBase, "[prompts]\n", "[prompts]\nchat_template = \"auto\"\n")), base);
+  EXPECT_NE(hashes(replace(kBase, "[prompts]\n", "[prompts]\nchat_template = \"chatml\"\n"))[0], base[0]);
+  EXPECT_NE(hashes(replace(kBase, "[prompts]\n", "[prompts]\nsystem = \"s\"\n"))[0], base[0]);
+}
+
 TEST(ExperimentSpec, SweepErrors) {
   std::string text = kBase + "\n[sweep]\ndraft_max = [2, -1]\n";
   EXPECT_EQ(config_error(text), fmt::format("dir/t.toml:{}: key 'sweep.draft_max': element 1: must be >= 1, got -1", line_of(text, "draft_max = [")));

@@ -366,5 +366,60 @@ TEST(Tokenizer, LongRuns) {
   }
 }
 
+// llama.cpp's fix-ups of special tokens by their text (as of 2026-10): end-of-generation and FIM
+// texts become Control (matched only when special tokens are parsed, never printed, and the
+// end-of-generation ones stop generation), gpt-oss's channel markers become UserDefined, and
+// <|end|> stops being an end of generation in Harmony-style vocabularies.
+TEST(Tokenizer, SpecialTokensRecognisedByText) {
+  Vocab v = byte_vocab(300);
+  const auto put = [&](int id, const std::string& text, TokenType type) {
+    v.tokens[id] = text;
+    v.types[id] = type;
+  };
+  put(260, "</s>", TokenType::UserDefined);  // as Qwen2.5 and Gemma 3 GGUFs have it
+  put(261, "<|fim_prefix|>", TokenType::Normal);
+  put(262, "<|channel|>", TokenType::Control);
+  put(263, "<|end|>", TokenType::Normal);
+  put(264, "<|return|>", TokenType::Normal);
+  put(265, "<|call|>", TokenType::Normal);
+  put(266, "<|file_sep|>", TokenType::Normal);
+  v.tokens[1] = "<bos>";  // no "</s>" among the built-in ids
+  v.tokens[2] = "<eos>";
+  auto tok = Tokenizer::from_vocab(v);
+
+  EXPECT_EQ(tok->token_type(260), TokenType::Control);
+  EXPECT_TRUE(tok->is_eog(260));
+  EXPECT_EQ(tok->encode("a</s>", false, true), (std::vector<int32_t>{3 + 'a', 260}));
+  // Plain text: the characters' bytes, not the special token.
+  EXPECT_EQ(tok->encode("</s>", false, false).size(), 4u);
+  EXPECT_EQ(tok->token_to_piece(260), "");
+  EXPECT_EQ(tok->token_to_piece(260, true), "</s>");
+
+  EXPECT_EQ(tok->token_type(261), TokenType::Control);
+  EXPECT_FALSE(tok->is_eog(261));  // a FIM prefix does not end generation
+  EXPECT_EQ(tok->token_type(262), TokenType::UserDefined);
+  EXPECT_EQ(tok->token_to_piece(262), "<|channel|>");
+  // <|end|> with <|return|> and <|call|>: an ordinary, printed token.
+  EXPECT_FALSE(tok->is_eog(263));
+  EXPECT_EQ(tok->token_type(263), TokenType::UserDefined);
+  EXPECT_TRUE(tok->is_eog(264));
+  EXPECT_TRUE(tok->is_eog(265));
+  EXPECT_TRUE(tok->is_eog(266));  // the FIM file separator ends generation
+  EXPECT_TRUE(tok->is_eog(2));    // EOS
+}
+
+// The chat template travels with the vocabulary (tokenizer.chat_template) through a GGUF.
+TEST(Tokenizer, ChatTemplateThroughGguf) {
+  Vocab v = byte_vocab(300);
+  v.chat_template = "{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}";
+  GGUFWriter w;
+  write_vocab(w, v);
+  const auto path = (scratch_dir() / "tokenizer_chat_template.gguf").string();
+  w.write(path);
+  auto file = GGUFFile::open_metadata(path);
+  EXPECT_EQ(Tokenizer::from_gguf(*file)->chat_template(), v.chat_template);
+  EXPECT_EQ(Tokenizer::from_vocab(byte_vocab(300))->chat_template(), "");
+}
+
 }  // namespace
 }  // namespace specmoe::core
