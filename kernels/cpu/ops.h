@@ -122,6 +122,18 @@ void matmul(ThreadPool& pool, const float* x, int64_t T, const MatrixView& w, fl
 float dot_f32(const float* a, const float* b, int64_t n, Isa isa = best_isa());
 
 // ---------------------------------------------------------------------------------------------
+// Row lookups and row reductions (the backends' get_rows and argmax_rows; references only: the
+// CPU backend's loops are these).
+
+// out[i, :] = row ids[i] of `table` dequantized (n_in floats each), for i < n. Ids must be in
+// [0, table.n_out) (throws Error(InvalidArgument) naming the id otherwise).
+void get_rows_ref(const MatrixView& table, const int32_t* ids, int64_t n, float* out);
+// ids[r] = the index of the largest x[r, :] among x [rows, n]: the lowest index among equal
+// maxima; NaN never wins; 0 when the whole row is NaN (the CUDA kernel's rule; the CPU backend's
+// core::argmax throws there instead).
+void argmax_rows_ref(const float* x, int64_t rows, int64_t n, int32_t* ids);
+
+// ---------------------------------------------------------------------------------------------
 // Norms (one row of n per token; x and out may alias).
 
 // out = x / sqrt(mean(x^2) + eps) * w          (w may be null = 1). x, out: [T, n]

@@ -1,0 +1,441 @@
+// The op cases of the differential harness (tests/backend_ops.h) for the forward's dense ops:
+// matmul, get_rows, rms_norm, layer_norm, rope, attention, the element-wise ops (swiglu, gelu,
+// add, add_bias) and argmax_rows. Each names its Backend op, makes seeded host inputs, computes
+// the reference with kernels::cpu::*_ref, and runs the op on a backend through the Backend
+// interface. Sampling and the MoE block: tests/backend_ops_sampling.h.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backend_ops.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+
+namespace specmoe::testing::ops {
+
+namespace cpu = kernels::cpu;
+using kernels::AttentionParams;
+using kernels::KVView;
+using kernels::RopePairing;
+using kernels::RopeParams;
+
+// y[T, n_out] = x[T, n_in] W^T for W of any dtype.
+class MatmulCase final : public OpCase {
+ public:
+  MatmulCase(DType type, int64_t T, int64_t n_in, int64_t n_out, Bound bound, Fill fill = Fill::Quantized,
+             size_t pad_bytes = 0)
+      : OpCase("matmul", std::move(bound)), type_(type), T_(T), n_in_(n_in), n_out_(n_out), fill_(fill),
+        pad_(pad_bytes) {}
+  std::string shape() const override {
+    return fmt::format("{} T={} n_in={} n_out={}{}{}", dtype_name(type_), T_, n_in_, n_out_,
+                       fill_ == Fill::RandomCodes ? " random-codes" : "", pad_ ? fmt::format(" pad={}", pad_) : "");
+  }
+  void run(Backend& b) override { b.matmul(x_d_, T_, w_d_, y_d_); }
+  Outputs result(Backend&, Arena& a) override { return {{"y", a.get(y_d_)}}; }
+  double bytes() const override {
+    return static_cast<double>(dtype_row_bytes(type_, n_in_)) * n_out_ + 4.0 * T_ * (n_in_ + n_out_);
+  }
+  double flops() const override { return 2.0 * T_ * n_in_ * n_out_; }
+
+ protected:
+  void make_inputs() override {
+    w_ = make_matrix(type_, n_in_, n_out_, seed(), fill_, pad_);
+    x_ = normal_floats(static_cast<size_t>(T_ * n_in_), seed() + 1);
+  }
+  Outputs compute_reference() override {
+    Output y{"y"};
+    y.values.resize(static_cast<size_t>(T_ * n_out_));
+    cpu::matmul_ref(x_.data(), T_, w_.view, y.values.data());
+    std::vector<float> row(static_cast<size_t>(n_in_));
+    double energy = 0.0;  // sum over outputs of sum_i (x_i w_i)^2
+    for (int64_t j = 0; j < n_out_; ++j) {
+      cpu::dequantize_row(type_, w_.view.row(j), row.data(), n_in_);
+      for (int64_t t = 0; t < T_; ++t)
+        for (int64_t i = 0; i < n_in_; ++i) {
+          const double p = static_cast<double>(x_[t * n_in_ + i]) * row[i];
+          energy += p * p;
+        }
+    }
+    y.energy = energy;
+    return {y};
+  }
+  void do_prepare(Backend& b, Arena& a) override {
+    w_d_ = b.resident(w_.view);
+    x_d_ = a.input(x_, n_in_);
+    y_d_ = a.output(static_cast<size_t>(T_ * n_out_), n_out_);
+  }
+  void free_inputs() override { w_ = {}, x_ = {}; }
+
+ private:
+  DType type_;
+  int64_t T_, n_in_, n_out_;
+  Fill fill_;
+  size_t pad_;
+  HostMatrix w_;
+  std::vector<float> x_;
+  MatrixView w_d_;
+  float *x_d_ = nullptr, *y_d_ = nullptr;
+};
+
+// out[i, :] = row ids[i] of a table of any dtype (embedding lookup).
+class GetRowsCase final : public OpCase {
+ public:
+  GetRowsCase(DType type, int64_t n_in, int64_t n_rows, int64_t n_ids, Bound bound, Fill fill = Fill::Quantized,
+              size_t pad_bytes = 0)
+      : OpCase("get_rows", std::move(bound)), type_(type), n_in_(n_in), n_rows_(n_rows), n_ids_(n_ids), fill_(fill),
+        pad_(pad_bytes) {}
+  std::string shape() const override {
+    return fmt::format("{} n_in={} rows={} ids={}{}{}", dtype_name(type_), n_in_, n_rows_, n_ids_,
+                       fill_ == Fill::RandomCodes ? " random-codes" : "", pad_ ? fmt::format(" pad={}", pad_) : "");
+  }
+  void run(Backend& b) override { b.get_rows(table_d_, ids_d_, n_ids_, out_d_); }
+  Outputs result(Backend&, Arena& a) override { return {{"rows", a.get(out_d_)}}; }
+  double bytes() const override {
+    return static_cast<double>(n_ids_) * (static_cast<double>(dtype_row_bytes(type_, n_in_)) + 4.0 * n_in_ + 4.0);
+  }
+
+ protected:
+  void make_inputs() override {
+    table_ = make_matrix(type_, n_in_, n_rows_, seed(), fill_, pad_);
+    std::mt19937_64 rng(seed() + 1);
+    ids_.resize(static_cast<size_t>(n_ids_));
+    for (int32_t& id : ids_) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(n_rows_));
+    ids_[0] = static_cast<int32_t>(n_rows_ - 1);  // the last row, the first, and a repeat
+    if (n_ids_ > 1) ids_[1] = 0;
+    if (n_ids_ > 2) ids_[2] = ids_[0];
+  }
+  Outputs compute_reference() override {
+    Output out{"rows"};
+    out.values.resize(static_cast<size_t>(n_ids_ * n_in_));
+    cpu::get_rows_ref(table_.view, ids_.data(), n_ids_, out.values.data());
+    return {out};
+  }
+  void do_prepare(Backend& b, Arena& a) override {
+    table_d_ = b.resident(table_.view);
+    ids_d_ = a.plain(ids_);
+    out_d_ = a.output(static_cast<size_t>(n_ids_ * n_in_), n_in_);
+  }
+  void free_inputs() override { table_ = {}, ids_ = {}; }
+
+ private:
+  DType type_;
+  int64_t n_in_, n_rows_, n_ids_;
+  Fill fill_;
+  size_t pad_;
+  HostMatrix table_;
+  std::vector<int32_t> ids_;
+  MatrixView table_d_;
+  int32_t* ids_d_ = nullptr;
+  float* out_d_ = nullptr;
+};
+
+// rms_norm and layer_norm over T rows of n; the weight (and bias) optional; out may be x.
+class NormCase final : public OpCase {
+ public:
+  enum class Kind { Rms, Layer };
+  NormCase(Kind kind, int64_t T, int64_t n, bool affine, bool in_place, Bound bound)
+      : OpCase(kind == Kind::Rms ? "rms_norm" : "layer_norm", std::move(bound)), kind_(kind), T_(T), n_(n),
+        affine_(affine), in_place_(in_place) {}
+  std::string shape() const override {
+    return fmt::format("T={} n={}{}{}", T_, n_, affine_ ? "" : " no-weight", in_place_ ? " in-place" : "");
+  }
+  void run(Backend& b) override {
+    if (kind_ == Kind::Rms)
+      b.rms_norm(x_d_, w_d_, out_d_, T_, n_, kEps);
+    else
+      b.layer_norm(x_d_, w_d_, b_d_, out_d_, T_, n_, kEps);
+  }
+  Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
+  double bytes() const override { return 4.0 * (2.0 * T_ * n_ + (affine_ ? 2.0 * n_ : 0.0)); }
+  double flops() const override { return (kind_ == Kind::Rms ? 4.0 : 7.0) * T_ * n_; }
+
+ protected:
+  void make_inputs() override {
+    // Layer norm gets an offset, so that subtracting the mean matters.
+    x_ = normal_floats(static_cast<size_t>(T_ * n_), seed(), 2.0f, kind_ == Kind::Layer ? 1.5f : 0.0f);
+    w_ = normal_floats(static_cast<size_t>(n_), seed() + 1, 0.5f, 1.0f);
+    bias_ = normal_floats(static_cast<size_t>(n_), seed() + 2, 0.5f);
+  }
+  Outputs compute_reference() override {
+    Output out{"out"};
+    out.values.resize(x_.size());
+    if (kind_ == Kind::Rms)
+      cpu::rms_norm_ref(x_.data(), affine_ ? w_.data() : nullptr, out.values.data(), T_, n_, kEps);
+    else
+      cpu::layer_norm_ref(x_.data(), affine_ ? w_.data() : nullptr, affine_ ? bias_.data() : nullptr,
+                          out.values.data(), T_, n_, kEps);
+    return {out};
+  }
+  void do_prepare(Backend& b, Arena& a) override {
+    // Norm weights reach the ops as the transformer passes them: resident vectors.
+    w_d_ = affine_ ? b.resident(core::VectorView{w_.data(), n_}).data : nullptr;
+    b_d_ = affine_ ? b.resident(core::VectorView{bias_.data(), n_}).data : nullptr;
+    x_d_ = in_place_ ? a.inout(x_, n_) : a.input(x_, n_);
+    out_d_ = in_place_ ? x_d_ : a.output(x_.size(), n_);
+  }
+  void free_inputs() override { x_ = {}, w_ = {}, bias_ = {}; }
+
+ private:
+  static constexpr float kEps = 1e-5f;
+  Kind kind_;
+  int64_t T_, n_;
+  bool affine_, in_place_;
+  std::vector<float> x_, w_, bias_;
+  const float *w_d_ = nullptr, *b_d_ = nullptr;
+  float *x_d_ = nullptr, *out_d_ = nullptr;
+};
+
+// RoPE in place over [T, n_head * head_dim] at random positions up to max_pos. Dimensions at or
+// beyond rope_dims must come back bit for bit (an exact output of their bit patterns).
+class RopeCase final : public OpCase {
+ public:
+  RopeCase(int64_t T, RopeParams p, int32_t max_pos, Bound bound)
+      : OpCase("rope", std::move(bound)), T_(T), p_(p), max_pos_(max_pos) {}
+  std::string shape() const override {
+    return fmt::format("T={} heads={} head_dim={} rope_dims={} {} base={} scale={} pos<={}", T_, p_.n_head,
+                       p_.head_dim, p_.rope_dims, p_.pairing == RopePairing::Adjacent ? "adjacent" : "split-halves",
+                       p_.freq_base, p_.freq_scale, max_pos_);
+  }
+  void run(Backend& b) override { b.rope(x_d_, T_, pos_d_, p_); }
+  Outputs result(Backend&, Arena& a) override { return split(a.get(x_d_)); }
+  double bytes() const override { return 8.0 * T_ * width() + 4.0 * T_; }
+  double flops() const override { return 6.0 * T_ * p_.n_head * (p_.rope_dims / 2); }
+
+ protected:
+  void make_inputs() override {
+    x_ = normal_floats(static_cast<size_t>(T_ * width()), seed());
+    std::mt19937_64 rng(seed() + 1);
+    pos_.resize(static_cast<size_t>(T_));
+    for (int32_t& q : pos_) q = static_cast<int32_t>(rng() % static_cast<uint64_t>(max_pos_ + 1));
+    pos_.back() = max_pos_;
+    if (T_ > 1) pos_[0] = 0;  // angle 0: the identity
+  }
+  Outputs compute_reference() override {
+    std::vector<float> y = x_;
+    cpu::rope_ref(y.data(), T_, pos_, p_);
+    return split(std::move(y));
+  }
+  void do_prepare(Backend&, Arena& a) override {
+    x_d_ = a.inout(x_, width());
+    pos_d_ = a.plain(pos_);
+  }
+  void free_inputs() override { x_ = {}, pos_ = {}; }
+
+ private:
+  int64_t width() const { return int64_t{p_.n_head} * p_.head_dim; }
+  // The rotated values, and the bit patterns of the dimensions rope must not touch.
+  Outputs split(std::vector<float> y) const {
+    Outputs out{{"x", std::move(y)}};
+    if (p_.rope_dims < p_.head_dim) {
+      Output bits{"dims >= rope_dims (bits)"};
+      for (size_t i = 0; i < out[0].values.size(); ++i)
+        if (static_cast<int>(i % p_.head_dim) >= p_.rope_dims) {
+          int32_t v;
+          std::memcpy(&v, &out[0].values[i], 4);
+          bits.ids.push_back(v);
+        }
+      out.push_back(std::move(bits));
+    }
+    return out;
+  }
+  int64_t T_;
+  RopeParams p_;
+  int32_t max_pos_;
+  std::vector<float> x_;
+  std::vector<int32_t> pos_;
+  float* x_d_ = nullptr;
+  int32_t* pos_d_ = nullptr;
+};
+
+// Attention of T new tokens over n_past cached rows plus themselves (KV rows kv_stride = kv_dim +
+// pad floats apart): causal (no mask), an explicit tree mask (each token sees its ancestors and
+// itself), or a tree whose last token sees no new token (with n_past = 0: nothing, a zero output).
+class AttentionCase final : public OpCase {
+ public:
+  enum class Mask { Causal, Tree, Blind };
+  AttentionCase(int n_head, int n_head_kv, int head_dim, int64_t n_past, int64_t T, int64_t pad, Mask mask,
+                Bound bound)
+      : OpCase("attention", std::move(bound)), p_{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim))},
+        n_past_(n_past), T_(T), pad_(pad), mask_(mask) {}
+  std::string shape() const override {
+    static const char* names[] = {"causal", "tree", "tree+blind"};
+    return fmt::format("heads={}/{} head_dim={} n_past={} T={}{} {}", p_.n_head, p_.n_head_kv, p_.head_dim, n_past_,
+                       T_, pad_ ? fmt::format(" pad={}", pad_) : "", names[static_cast<int>(mask_)]);
+  }
+  void run(Backend& b) override {
+    b.attention(q_d_, T_, KVView{k_d_, v_d_, stride(), n_past_}, mask_ == Mask::Causal ? nullptr : mask_d_, p_, out_d_);
+  }
+  Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
+  double bytes() const override { return 4.0 * (2.0 * T_ * q_width() + 2.0 * (n_past_ + T_) * kv_dim()) + T_ * T_; }
+  double flops() const override { return 4.0 * T_ * p_.n_head * p_.head_dim * (n_past_ + T_); }
+
+ protected:
+  void make_inputs() override {
+    q_ = normal_floats(static_cast<size_t>(T_ * q_width()), seed());
+    k_ = normal_floats(static_cast<size_t>((n_past_ + T_) * stride()), seed() + 1);
+    v_ = normal_floats(static_cast<size_t>((n_past_ + T_) * stride()), seed() + 2);
+    mask_bytes_.assign(static_cast<size_t>(T_ * T_), 0);
+    std::mt19937_64 rng(seed() + 3);
+    std::vector<int64_t> parent(static_cast<size_t>(T_), -1);  // -1: a child of the committed prefix
+    for (int64_t i = 1; i < T_; ++i) parent[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1)) - 1;
+    for (int64_t i = 0; i < T_; ++i)
+      for (int64_t j = i; j >= 0; j = parent[j]) mask_bytes_[i * T_ + j] = 1;
+    if (mask_ == Mask::Blind)
+      for (int64_t j = 0; j < T_; ++j) mask_bytes_[(T_ - 1) * T_ + j] = 0;
+  }
+  Outputs compute_reference() override {
+    Output out{"out"};
+    out.values.resize(q_.size());
+    cpu::attention_ref(q_.data(), T_, KVView{k_.data(), v_.data(), stride(), n_past_},
+                       mask_ == Mask::Causal ? nullptr : mask_bytes_.data(), p_, out.values.data());
+    return {out};
+  }
+  void do_prepare(Backend&, Arena& a) override {
+    q_d_ = a.input(q_, q_width());
+    k_d_ = a.input(k_, stride());  // guards after the last row: reading past n_past + T reads NaN
+    v_d_ = a.input(v_, stride());
+    mask_d_ = a.plain(mask_bytes_);
+    out_d_ = a.output(q_.size(), q_width());
+  }
+  void free_inputs() override { q_ = {}, k_ = {}, v_ = {}, mask_bytes_ = {}; }
+
+ private:
+  int64_t q_width() const { return int64_t{p_.n_head} * p_.head_dim; }
+  int64_t kv_dim() const { return int64_t{p_.n_head_kv} * p_.head_dim; }
+  int64_t stride() const { return kv_dim() + pad_; }
+  AttentionParams p_;
+  int64_t n_past_, T_, pad_;
+  Mask mask_;
+  std::vector<float> q_, k_, v_;
+  std::vector<uint8_t> mask_bytes_;
+  float *q_d_ = nullptr, *k_d_ = nullptr, *v_d_ = nullptr, *out_d_ = nullptr;
+  uint8_t* mask_d_ = nullptr;
+};
+
+// The element-wise ops over T rows of n: swiglu, gelu and add (on T * n elements; the output may
+// alias the first input) and add_bias (in place, the bias broadcast over the T rows).
+class ElementwiseCase final : public OpCase {
+ public:
+  enum class Kind { Swiglu, Gelu, Add, AddBias };
+  ElementwiseCase(Kind kind, int64_t T, int64_t n, bool alias, Bound bound)
+      : OpCase(op_name(kind), std::move(bound)), kind_(kind), T_(T), n_(n), alias_(alias || kind == Kind::AddBias) {}
+  std::string shape() const override {
+    return fmt::format("T={} n={}{}", T_, n_, alias_ && kind_ != Kind::AddBias ? " in-place" : "");
+  }
+  void run(Backend& b) override {
+    const int64_t total = T_ * n_;
+    switch (kind_) {
+      case Kind::Swiglu: b.swiglu(a_d_, b_d_, out_d_, total); break;
+      case Kind::Gelu: b.gelu(a_d_, out_d_, total); break;
+      case Kind::Add: b.add(a_d_, b_d_, out_d_, total); break;
+      case Kind::AddBias: b.add_bias(out_d_, b_d_, T_, n_); break;
+    }
+  }
+  Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
+  double bytes() const override {
+    const double total = static_cast<double>(T_) * n_;
+    switch (kind_) {
+      case Kind::Gelu: return 8.0 * total;
+      case Kind::AddBias: return 8.0 * total + 4.0 * n_;
+      default: return 12.0 * total;
+    }
+  }
+  double flops() const override { return static_cast<double>(T_) * n_ * (kind_ == Kind::Swiglu || kind_ == Kind::Gelu ? 8 : 1); }
+
+ protected:
+  void make_inputs() override {
+    const size_t total = static_cast<size_t>(T_ * n_);
+    a_ = normal_floats(total, seed(), 3.0f);
+    b_ = normal_floats(kind_ == Kind::AddBias ? static_cast<size_t>(n_) : total, seed() + 1, 3.0f);
+  }
+  Outputs compute_reference() override {
+    Output out{"out"};
+    out.values.resize(a_.size());
+    const int64_t total = T_ * n_;
+    switch (kind_) {
+      case Kind::Swiglu: cpu::swiglu_ref(a_.data(), b_.data(), out.values.data(), total); break;
+      case Kind::Gelu: cpu::gelu_ref(a_.data(), out.values.data(), total); break;
+      case Kind::Add: cpu::add(a_.data(), b_.data(), out.values.data(), total); break;  // its own reference
+      case Kind::AddBias:  // its own reference
+        out.values = a_;
+        cpu::add_bias(out.values.data(), b_.data(), T_, n_);
+        break;
+    }
+    return {out};
+  }
+  void do_prepare(Backend&, Arena& a) override {
+    a_d_ = alias_ ? a.inout(a_, n_) : a.input(a_, n_);
+    b_d_ = kind_ == Kind::Gelu ? nullptr : a.input(b_, n_);
+    out_d_ = alias_ ? a_d_ : a.output(a_.size(), n_);
+  }
+  void free_inputs() override { a_ = {}, b_ = {}; }
+
+ private:
+  static const char* op_name(Kind k) {
+    switch (k) {
+      case Kind::Swiglu: return "swiglu";
+      case Kind::Gelu: return "gelu";
+      case Kind::Add: return "add";
+      case Kind::AddBias: return "add_bias";
+    }
+    return "?";
+  }
+  Kind kind_;
+  int64_t T_, n_;
+  bool alias_;
+  std::vector<float> a_, b_;
+  float *a_d_ = nullptr, *b_d_ = nullptr, *out_d_ = nullptr;
+};
+
+// The argmax of each of `rows` rows of n (ids come back to the host), with a tie between two
+// maxima (the lowest id wins) and a NaN (never wins) planted when n >= 3.
+class ArgmaxCase final : public OpCase {
+ public:
+  ArgmaxCase(int64_t rows, int64_t n, Bound bound) : OpCase("argmax_rows", std::move(bound)), rows_(rows), n_(n) {}
+  std::string shape() const override { return fmt::format("rows={} n={}", rows_, n_); }
+  void run(Backend& b) override { b.argmax_rows(x_d_, rows_, n_, ids_.data()); }
+  Outputs result(Backend&, Arena&) override {
+    Output o{"ids"};
+    o.ids = ids_;
+    return {o};
+  }
+  double bytes() const override { return 4.0 * rows_ * (n_ + 1); }
+
+ protected:
+  void make_inputs() override {
+    x_ = normal_floats(static_cast<size_t>(rows_ * n_), seed());
+    if (n_ >= 3) {
+      float* tie = &x_[(1 % rows_) * n_];
+      tie[1] = tie[n_ - 1] = 10.0f;
+      float* nan = &x_[(2 % rows_) * n_];
+      nan[0] = NAN;
+      nan[2] = 11.0f;
+    }
+    ids_.assign(static_cast<size_t>(rows_), -1);
+  }
+  Outputs compute_reference() override {
+    Output o{"ids"};
+    o.ids.resize(static_cast<size_t>(rows_));
+    cpu::argmax_rows_ref(x_.data(), rows_, n_, o.ids.data());
+    return {o};
+  }
+  void do_prepare(Backend&, Arena& a) override {
+    x_d_ = a.input(x_, n_);
+    std::fill(ids_.begin(), ids_.end(), -1);
+  }
+  void free_inputs() override { x_ = {}; }
+
+ private:
+  int64_t rows_, n_;
+  std::vector<float> x_;
+  std::vector<int32_t> ids_;
+  float* x_d_ = nullptr;
+};
+
+}  // namespace specmoe::testing::ops

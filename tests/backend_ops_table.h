@@ -1,0 +1,224 @@
+// The table of the differential op harness (tests/backend_ops.h): every op of core::Backend, the
+// matmul and get_rows of every dtype, at awkward shapes (token counts and output rows of 1, 3, 17,
+// 4097; inner dimensions at the dtype's block multiple, and 17, 33, 100 for the float types), each
+// with the normalized-MSE bound of the CPU and the CUDA column and the reason for it.
+//
+// nMSE = sum (got - ref)^2 / sum ref^2 (for matmul the denominator is sum (x_i w_i)^2, see
+// Output::energy). Rules of thumb behind the numbers: an fp32 result computed in another order
+// differs by ~n eps^2 (eps = 2^-24 per rounding) in nMSE, far below 1e-9; rounding an operand
+// to a format with p significant bits adds (2^-p)^2 / 3 (half: 8e-8, bfloat16: 5e-6); rounding
+// activations to 8 bits per block adds (amax/127)^2 / 12 relative to E[x^2]. Bounds are 10-25x
+// those estimates: a shape with a single output sees one error, whose square is chi-square
+// distributed (P(> 10x its mean) = 0.2%, P(> 20x) = 1e-5). A wrong element mapping, pairing or
+// mask gives nMSE of order 1, so the bounds stay far from what a bug gives.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend_ops.h"
+#include "backend_ops_cases.h"
+#include "backend_ops_sampling.h"
+
+namespace specmoe::testing::ops {
+
+// Every tensor type of kernels/dtype.h; the Backend multiplies and looks up rows of each of them.
+inline const std::vector<DType>& all_dtypes() {
+  static const std::vector<DType> types = {DType::F32,  DType::F16,  DType::BF16,   DType::Q8_0,  DType::Q4_0,
+                                           DType::Q4_1, DType::Q5_0, DType::Q5_1,   DType::IQ4_NL, DType::Q2_K,
+                                           DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,   DType::IQ4_XS};
+  return types;
+}
+
+// The ops of core::Backend that compute (memory and weight residency are exercised by all).
+inline const std::vector<std::string>& backend_op_names() {
+  static const std::vector<std::string> names = {
+      "matmul", "get_rows", "rms_norm", "layer_norm", "rope",          "attention", "swiglu", "gelu",
+      "add",    "add_bias", "argmax_rows", "distributions", "sample", "draw",      "moe_ffn"};
+  return names;
+}
+
+inline bool is_float_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// Normalized-MSE bounds of y = x W^T for weights of type t and T tokens.
+inline Bound matmul_bound(DType t, int64_t T) {
+  Bound b;
+  std::string cpu, cuda;
+  if (is_float_type(t)) {
+    b.cpu = 1e-9;
+    cpu = "fp32 sums of the same products in another order (AVX2 lanes; F16/BF16 widen exactly)";
+  } else {
+    b.cpu = 5e-4;
+    cpu = "AVX2 integer kernels round x to 8 bits per block (step amax/127): ~2.5e-5 for N(0, 1) in blocks of "
+          "32, ~5e-5 in blocks of 256 (measured), and a shape with one output sees the chi-square tail of one "
+          "error (3x seen)";
+  }
+  switch (t) {
+    case DType::F32: b.cuda = 1e-8, cuda = "cuBLAS fp32 GEMM: summation order only"; break;
+    case DType::F16: b.cuda = 2e-6, cuda = "x rounded to half for the F16 GEMM: (2^-11)^2/3 = 8e-8"; break;
+    case DType::BF16: b.cuda = 1e-4, cuda = "x rounded to bfloat16 for the BF16 GEMM: (2^-8)^2/3 = 5e-6"; break;
+    default:
+      if (T <= 8)
+        b.cuda = 1e-8, cuda = "fp32 dequantizing matvec (T <= 8): summation order only";
+      else
+        b.cuda = 4e-6, cuda = "T > 8: weights dequantized to half and x rounded to half for cuBLAS: 2 x 8e-8";
+  }
+  b.why = "cpu: " + cpu + "; cuda: " + cuda;
+  return b;
+}
+
+inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
+  std::vector<std::unique_ptr<OpCase>> t;
+  auto add = [&](auto* c) { t.emplace_back(c); };
+  using Mask = AttentionCase::Mask;
+  using EW = ElementwiseCase::Kind;
+  using NK = NormCase::Kind;
+
+  // ---- matmul and get_rows, every dtype. K: inner dimensions (17, 33, 100 for float types; 1,
+  // 3 and 17 blocks otherwise); 4096 x 4097 is a real projection (what the perf mode reports).
+  for (DType type : all_dtypes()) {
+    const int64_t B = dtype_info(type).block_size;
+    const bool fl = B == 1;
+    const int64_t K0 = fl ? 17 : B, K1 = fl ? 33 : 3 * B, K2 = fl ? 100 : 17 * B;
+    // Matrices of 4097 rows of a quantized type hold random codes: quantizing millions of floats
+    // with the K-quant and IQ4 scale searches would cost seconds.
+    const Fill big = Fill::RandomCodes;
+    struct S { int64_t T, n_in, n_out; };
+    for (S s : {S{1, K0, 17}, S{17, K0, 1}, S{1, K1, 1}, S{3, K1, 3}, S{3, K1, 4097}, S{8, K2, 17}, S{17, K2, 17},
+                S{1, 4096, 4097}})
+      add(new MatmulCase(type, s.T, s.n_in, s.n_out, matmul_bound(type, s.T), s.n_out == 4097 && !fl ? big : Fill::Quantized));
+    // Rows padded past their blocks (row_bytes above the dense size), and for quantized types
+    // random codes: every byte pattern of the payload, the kernels' extremes included.
+    add(new MatmulCase(type, 3, K2, 33, matmul_bound(type, 3), fl ? Fill::Quantized : Fill::RandomCodes, 8));
+    if (!fl) add(new MatmulCase(type, 17, K1, 3, matmul_bound(type, 17), Fill::RandomCodes));
+
+    const Bound rows{0.0, 1e-12,
+                     "cpu: dequantize_row per id, as the reference; cuda: fp32 dequantization (FMA contraction may "
+                     "drop one rounding of d * q)"};
+    add(new GetRowsCase(type, K0, 4097, 3, rows, fl ? Fill::Quantized : big));
+    add(new GetRowsCase(type, K1, 17, 17, rows));
+    add(new GetRowsCase(type, fl ? 4096 : 16 * B, 3, 1, rows));
+    add(new GetRowsCase(type, K1, 37, 5, rows, fl ? Fill::Quantized : Fill::RandomCodes, 8));
+  }
+
+  // ---- norms: the fast path runs the reference's row code; the device reduces in fp32 (the
+  // reference in double): relative error ~1e-6 at most over 4097 terms.
+  const Bound norm{0.0, 1e-10, "cpu: the reference's row code; cuda: fp32 reductions over <= 4097 terms"};
+  struct N { int64_t T, n; bool affine, in_place; };
+  for (N s : {N{1, 1, true, false}, N{3, 17, true, false}, N{17, 100, true, false}, N{1, 4097, true, false},
+              N{3, 4096, true, true}, N{4097, 33, true, false}, N{17, 4097, false, false}})
+    add(new NormCase(NK::Rms, s.T, s.n, s.affine, s.in_place, norm));
+  for (N s : {N{1, 17, true, false}, N{3, 100, true, false}, N{17, 4097, true, false}, N{4097, 64, true, false},
+              N{3, 33, false, false}, N{1, 4096, true, true}})
+    add(new NormCase(NK::Layer, s.T, s.n, s.affine, s.in_place, norm));
+
+  // ---- rope: both pairings, partial rope_dims, head_dim not a multiple of 32, 4097 tokens.
+  const Bound rope{0.0, 1e-5,
+                   "cpu: the reference's angles and rotation; cuda: angles pos * freq in fp32 (powf within 4 ulp), "
+                   "|d theta| <= 4096 * 3e-7 rad: nMSE <= ~1e-6"};
+  const RopePairing A = RopePairing::Adjacent, H = RopePairing::SplitHalves;
+  struct R { int64_t T; RopeParams p; int32_t max_pos; };
+  for (R s : {R{1, {3, 64, 64, 10000.0f, 1.0f, A}, 4096}, R{17, {3, 64, 64, 1000000.0f, 1.0f, H}, 4096},
+              R{3, {2, 80, 32, 10000.0f, 0.5f, A}, 100}, R{17, {5, 18, 12, 500000.0f, 0.25f, H}, 2048},
+              R{3, {4, 128, 64, 10000.0f, 1.0f, A}, 4096}, R{1, {1, 2, 2, 10000.0f, 1.0f, H}, 7},
+              R{4097, {2, 64, 64, 10000.0f, 1.0f, H}, 4096}})
+    add(new RopeCase(s.T, s.p, s.max_pos, rope));
+
+  // ---- attention: causal, explicit tree masks, a token that sees nothing, GQA, long caches.
+  const Bound attn{1e-10, 1e-9,
+                   "cpu: AVX2 dot products and axpy in another order than the scalar reference; cuda: fp32 scores, "
+                   "softmax and sums in warp order"};
+  struct At { int h, hkv, d; int64_t past, T, pad; Mask m; };
+  for (At s : {At{4, 2, 64, 0, 1, 0, Mask::Causal}, At{4, 4, 17, 0, 3, 0, Mask::Causal},
+               At{4, 1, 17, 37, 3, 5, Mask::Causal}, At{6, 3, 128, 300, 17, 0, Mask::Tree},
+               At{2, 2, 33, 1, 1, 3, Mask::Causal}, At{3, 1, 64, 0, 17, 0, Mask::Blind},
+               At{8, 2, 100, 17, 17, 0, Mask::Tree}, At{8, 8, 64, 4097, 1, 0, Mask::Causal},
+               At{4, 2, 64, 4000, 3, 0, Mask::Tree}, At{2, 1, 64, 0, 100, 0, Mask::Causal}})
+    add(new AttentionCase(s.h, s.hkv, s.d, s.past, s.T, s.pad, s.m, attn));
+
+  // ---- element-wise ops.
+  const Bound act{0.0, 1e-10,
+                  "cpu: each element as the reference computes it; cuda: expf / tanhf within a few ulp (GELU's 1 + "
+                  "tanh cancels for x < 0 where the value is tiny, which nMSE weighs by size)"};
+  const Bound sum{0.0, 0.0, "one correctly rounded fp32 addition per element on every backend: bit-identical"};
+  struct E { int64_t T, n; bool alias; };
+  for (EW k : {EW::Swiglu, EW::Gelu, EW::Add})
+    for (E s : {E{1, 1, false}, E{3, 17, false}, E{17, 100, false}, E{1, 4097, false}, E{4097, 33, false},
+                E{3, 4097, true}})
+      add(new ElementwiseCase(k, s.T, s.n, s.alias, k == EW::Add ? sum : act));
+  for (E s : {E{1, 1, true}, E{3, 17, true}, E{17, 4097, true}, E{4097, 100, true}, E{1, 33, true}})
+    add(new ElementwiseCase(EW::AddBias, s.T, s.n, true, sum));
+
+  // ---- argmax: exact ids.
+  const Bound ids{0.0, 0.0, "ids compared exactly"};
+  for (auto [rows, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 3}, {3, 17}, {17, 4097}, {1, 32000}, {3, 4097}})
+    add(new ArgmaxCase(rows, n, ids));
+
+  // ---- sampling distributions, with and without penalties; the kept set is compared exactly.
+  const Bound dist{0.0, 1e-8,
+                   "cpu: the backend runs SamplerChain itself; cuda: softmax of the kept set with expf and CUB fp32 "
+                   "sums, relative 1e-4 per probability at most"};
+  auto params = [](float temp, int k, float p, float min_p, float pen = 1.0f, int last_n = 64, int ngram = 0) {
+    SamplingParams s;
+    s.temperature = temp, s.top_k = k, s.top_p = p, s.min_p = min_p;
+    s.repeat_penalty = pen, s.repeat_last_n = last_n, s.no_repeat_ngram = ngram;
+    return s;
+  };
+  const SamplingParams plain[] = {params(0.8f, 40, 0.95f, 0.05f), params(1.0f, 0, 1.0f, 0.0f),
+                                  params(0.7f, 5, 1.0f, 0.0f),    params(1.3f, 0, 0.5f, 0.0f),
+                                  params(1.0f, 0, 1.0f, 0.2f),    params(0.0f, 40, 0.95f, 0.05f)};
+  const SamplingParams penalised[] = {params(0.8f, 40, 0.95f, 0.05f, 1.3f, 16, 2), params(0.0f, 40, 0.95f, 0.05f, 1.3f, 64, 2),
+                                      params(1.0f, 0, 1.0f, 0.0f, 0.8f, -1, 0), params(0.7f, 0, 0.9f, 0.0f, 1.0f, 64, 3)};
+  for (const SamplingParams& p : plain)
+    for (int64_t n : {1, 3, 17, 4097, 32000}) add(new DistributionsCase(n >= 4097 ? 3 : 1, n, p, dist));
+  for (const SamplingParams& p : penalised)
+    for (int64_t n : {17, 4097, 32000}) add(new DistributionsCase(3, n, p, dist));
+
+  // ---- draws: tokens exactly (inverse CDF in double on both; only a uniform within rounding of
+  // a boundary could differ), draw's q and confidence by nMSE.
+  add(new SampleCase(5, params(1.0f, 0, 1.0f, 0.0f), 8, ids, {0.0f, 0.25f, 0.0f, 0.75f, 0.0f}));
+  for (int64_t n : {17, 4097, 32000})
+    for (const SamplingParams& p : {plain[0], plain[1], plain[5]}) add(new SampleCase(n, p, 64, ids));
+  const Bound draw{0.0, 1e-10,
+                   "cpu: the reference is the CPU backend's rule; cuda: renormalisation and the confidence's softmax "
+                   "sum in double, in another order"};
+  using DV = DrawCase::Variant;
+  add(new DrawCase(4097, 4097, plain[0], true, DV::Plain, 16, draw));
+  add(new DrawCase(4097, 4097, plain[0], false, DV::Aliased, 16, draw));
+  add(new DrawCase(4097, 4000, plain[1], true, DV::Plain, 16, draw));
+  add(new DrawCase(3000, 4097, plain[0], false, DV::Plain, 16, draw));
+  add(new DrawCase(17, 17, plain[5], true, DV::Plain, 4, draw));
+  add(new DrawCase(32000, 32000, plain[5], true, DV::Aliased, 4, draw));
+  add(new DrawCase(17, 5, plain[1], false, DV::NoMass, 4, draw));
+  add(new DrawCase(17, 5, plain[5], false, DV::NoMass, 4, draw));
+
+  // ---- the MoE block: routing exactly, the output by nMSE.
+  auto moe_bound = [](DType type) {
+    Bound b{0.0, 1e-8,
+            "cpu: the backend runs moe::MoELayer (bitwise the same for any thread count); cuda: fp32 GEMMs in "
+            "another order through router, SwiGLU and combine"};
+    if (type == DType::F16) b.cuda = 4e-6, b.why += "; F16 experts: x and the hidden rounded to half, 3 x 8e-8";
+    if (type == DType::BF16) b.cuda = 2e-4, b.why += "; BF16 experts: x and the hidden rounded to bfloat16, 3 x 5e-6";
+    if (!is_float_type(type))
+      b.cuda = 2e-3, b.why += "; quantized experts: the reference (AVX2) rounds the activations of all three "
+                              "products to 8 bits per block (~1e-4 together), the device does not";
+    return b;
+  };
+  using MS = MoECase::Shape;
+  using RK = moe::RouterKind;
+  for (MS s : {MS{DType::F32, 8, 2, 64, 96, 0, 1, RK::SoftmaxTopK, 0.0},
+               MS{DType::F32, 8, 2, 64, 96, 64, 17, RK::SoftmaxTopKRaw, 0.0},
+               MS{DType::F32, 4, 2, 33, 17, 0, 3, RK::SoftmaxTopK, 0.0},
+               MS{DType::F16, 8, 2, 64, 96, 0, 3, RK::SoftmaxTopK, 0.0},
+               MS{DType::BF16, 4, 2, 64, 64, 32, 17, RK::SoftmaxTopKRaw, 0.0},
+               MS{DType::Q8_0, 8, 2, 64, 96, 0, 17, RK::SoftmaxTopK, 0.0},
+               MS{DType::Q8_0, 8, 8, 64, 96, 0, 3, RK::SoftmaxTopK, 0.0},
+               MS{DType::Q4_K, 4, 2, 256, 256, 0, 3, RK::SoftmaxTopK, 0.0},
+               MS{DType::F32, 8, 3, 64, 96, 0, 17, RK::SigmoidGroup, 0.0},
+               MS{DType::F32, 8, 2, 64, 96, 0, 17, RK::SoftmaxTopK, 1.0},
+               MS{DType::Q8_0, 8, 3, 64, 96, 32, 17, RK::SigmoidGroup, 0.75}})
+    add(new MoECase(s, moe_bound(s.type)));
+  return t;
+}
+
+}  // namespace specmoe::testing::ops
