@@ -574,11 +574,58 @@ TEST_F(CudaOps, RopeBothPairingsPartialDims) {
   }
 }
 
+// RoPE with llama3 frequency factors, YaRN's ramp and a cos/sin magnitude (RopeParams): against
+// the definition in double. Angles up to ~2048 rad in fp32 (powf, sincosf of a float angle):
+// atol 3e-3 as above.
+TEST_F(CudaOps, RopeFrequencyFactorsAndYarn) {
+  for (RopePairing pairing : {RopePairing::Adjacent, RopePairing::SplitHalves})
+    for (bool yarn : {false, true}) {
+      const int n_head = 3, head_dim = 36, rope_dims = 32, half = 16;
+      const int64_t T = 9;
+      const std::vector<float> x = random_floats(rng_, static_cast<size_t>(T * n_head * head_dim), -1.0f, 1.0f);
+      const std::vector<float> factors = random_floats(rng_, half, 1.0f, 8.0f);
+      std::vector<int32_t> pos(static_cast<size_t>(T));
+      std::uniform_int_distribution<int32_t> pd(0, 2048);
+      for (int32_t& p : pos) p = pd(rng_);
+      RopeParams p{n_head, head_dim, rope_dims, 500000.0f, 0.25f, pairing};
+      p.attn_factor = 1.1386f;
+      if (yarn) {
+        p.ext_factor = 1.0f;
+        p.corr_low = 3.0f;
+        p.corr_high = 9.0f;
+      }
+      std::vector<double> ref(x.begin(), x.end());
+      for (int64_t t = 0; t < T; ++t)
+        for (int h = 0; h < n_head; ++h) {
+          double* v = &ref[(t * n_head + h) * head_dim];
+          for (int i = 0; i < half; ++i) {
+            const double extrap = pos[t] * std::pow(500000.0, -2.0 * i / rope_dims) / factors[i];
+            const double keep = yarn ? 1.0 - std::clamp((i - 3.0) / 6.0, 0.0, 1.0) : 0.0;
+            const double angle = extrap * 0.25 * (1 - keep) + extrap * keep;
+            const int a = pairing == RopePairing::Adjacent ? 2 * i : i;
+            const int b = pairing == RopePairing::Adjacent ? 2 * i + 1 : i + half;
+            const double x0 = v[a], x1 = v[b];
+            v[a] = 1.1386 * (x0 * std::cos(angle) - x1 * std::sin(angle));
+            v[b] = 1.1386 * (x0 * std::sin(angle) + x1 * std::cos(angle));
+          }
+        }
+      DeviceArray<float> dx(ctx(), x), dfactors(ctx(), factors);
+      DeviceArray<int32_t> dpos(ctx(), pos);
+      p.freq_factors = dfactors.ptr();
+      rope(ctx(), dx.ptr(), T, dpos.ptr(), p);
+      expect_close(dx.get(ctx()), ref, 3e-3, 0.0, std::string("rope factors") + (yarn ? " yarn" : ""));
+    }
+}
+
 // Attention: fp32 dot products over head_dim and a softmax over <= 320 keys: atol 2e-5, rtol 1e-4.
 TEST_F(CudaOps, AttentionCausalTreeMaskAndGqa) {
-  struct Case { int n_head, n_head_kv, head_dim; int64_t n_past, T, pad; bool tree; };
+  // window > 0: a sliding window over positions; the new tokens sit two per position (a tree's
+  // siblings share one), so the window is not a count of rows.
+  struct Case { int n_head, n_head_kv, head_dim; int64_t n_past, T, pad; bool tree; int window = 0; };
   const Case cases[] = {{4, 2, 64, 0, 1, 0, false},  {4, 4, 17, 0, 3, 0, false}, {4, 1, 17, 37, 3, 5, false},
-                        {6, 3, 128, 300, 17, 0, true}, {2, 2, 33, 1, 1, 3, false}, {3, 1, 64, 0, 17, 0, true}};
+                        {6, 3, 128, 300, 17, 0, true}, {2, 2, 33, 1, 1, 3, false}, {3, 1, 64, 0, 17, 0, true},
+                        {4, 2, 64, 40, 1, 0, false, 16}, {6, 3, 128, 300, 17, 0, true, 7},
+                        {3, 1, 64, 0, 17, 0, false, 3}};
   for (const Case& c : cases) {
     const int64_t kv_dim = int64_t{c.n_head_kv} * c.head_dim, stride = kv_dim + c.pad, n_kv = c.n_past + c.T;
     const std::vector<float> q = random_floats(rng_, static_cast<size_t>(c.T * c.n_head * c.head_dim), -1.0f, 1.0f);
@@ -589,6 +636,9 @@ TEST_F(CudaOps, AttentionCausalTreeMaskAndGqa) {
       for (int64_t j = 0; j < c.T; ++j) mask[i * c.T + j] = c.tree ? (j == i || (j < i && rng_() % 2)) : (j <= i);
     }
     if (c.tree && c.n_past == 0) mask[(c.T - 1) * c.T + (c.T - 1)] = 0;  // a token that sees nothing
+    std::vector<int32_t> positions(static_cast<size_t>(n_kv));
+    for (int64_t r = 0; r < n_kv; ++r)
+      positions[r] = static_cast<int32_t>(r < c.n_past ? r : c.n_past + (r - c.n_past) / 2);
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     std::vector<double> ref(q.size(), 0.0);
     const int group = c.n_head / c.n_head_kv;
@@ -599,6 +649,7 @@ TEST_F(CudaOps, AttentionCausalTreeMaskAndGqa) {
         std::vector<int64_t> rows;
         for (int64_t r = 0; r < n_kv; ++r) {
           if (r >= c.n_past && !mask[t * c.T + (r - c.n_past)]) continue;
+          if (c.window > 0 && positions[c.n_past + t] - positions[r] >= c.window) continue;
           double dot = 0;
           for (int d = 0; d < c.head_dim; ++d)
             dot += double(q[(t * c.n_head + h) * c.head_dim + d]) * k[r * stride + g * c.head_dim + d];
@@ -618,11 +669,14 @@ TEST_F(CudaOps, AttentionCausalTreeMaskAndGqa) {
     }
     DeviceArray<float> dq(ctx(), q), dk(ctx(), k), dv(ctx(), v), out(ctx(), q.size());
     DeviceArray<uint8_t> dmask(ctx(), mask);
-    attention(ctx(), dq.ptr(), c.T, KVView{dk.ptr(), dv.ptr(), stride, c.n_past}, c.tree ? dmask.ptr() : nullptr,
-              AttentionParams{c.n_head, c.n_head_kv, c.head_dim, scale}, out.ptr());
+    DeviceArray<int32_t> dpositions(ctx(), positions);
+    attention(ctx(), dq.ptr(), c.T, KVView{dk.ptr(), dv.ptr(), stride, c.n_past, dpositions.ptr()},
+              c.tree ? dmask.ptr() : nullptr, AttentionParams{c.n_head, c.n_head_kv, c.head_dim, scale, c.window},
+              out.ptr());
     expect_close(out.get(ctx()), ref, 2e-5, 1e-4,
                  "attention heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
-                     " n_past=" + std::to_string(c.n_past) + " T=" + std::to_string(c.T) + (c.tree ? " tree" : " causal"));
+                     " n_past=" + std::to_string(c.n_past) + " T=" + std::to_string(c.T) + (c.tree ? " tree" : " causal") +
+                     " window=" + std::to_string(c.window));
   }
 }
 
@@ -669,7 +723,8 @@ TEST_F(CudaOps, SoftmaxRowsAndArgmax) {
 }
 
 // Activations: expf / tanhf are within a few ulp: atol 2e-6 (GELU's 1 + tanh cancels for x < 0),
-// rtol 1e-5 on inputs in [-8, 8]; add is one correctly rounded fp32 addition: rtol 1e-7.
+// rtol 1e-5 on inputs in [-8, 8]; add, mul and scale are one correctly rounded fp32 operation:
+// rtol 1e-7; softcap 5 tanh(x / 5): atol 1e-5 (2 ulp of tanhf times 5).
 TEST_F(CudaOps, ActivationsAndElementwise) {
   for (int64_t n : {1, 17, 3 * 4097}) {
     const std::vector<float> a = random_floats(rng_, static_cast<size_t>(n), -8.0f, 8.0f);
@@ -692,6 +747,19 @@ TEST_F(CudaOps, ActivationsAndElementwise) {
     expect_close(out.get(ctx()), r_gelu, 2e-6, 1e-5, "gelu" + what);
     add(ctx(), da.ptr(), db.ptr(), out.ptr(), n);
     expect_close(out.get(ctx()), r_add, 0.0, 1e-7, "add" + what);
+    // mul and scale: one correctly rounded fp32 product; softcap: tanhf, atol 2e-6 * cap.
+    std::vector<double> r_mul(a.size()), r_scale(a.size()), r_cap(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      r_mul[i] = double(a[i]) * b[i];
+      r_scale[i] = double(a[i]) * 0.125;
+      r_cap[i] = 5.0 * std::tanh(a[i] / 5.0);
+    }
+    mul(ctx(), da.ptr(), db.ptr(), out.ptr(), n);
+    expect_close(out.get(ctx()), r_mul, 0.0, 1e-7, "mul" + what);
+    scale(ctx(), da.ptr(), 0.125f, out.ptr(), n);
+    expect_close(out.get(ctx()), r_scale, 0.0, 1e-7, "scale" + what);
+    softcap(ctx(), da.ptr(), 5.0f, out.ptr(), n);
+    expect_close(out.get(ctx()), r_cap, 1e-5, 1e-5, "softcap" + what);
   }
   const int64_t T = 3, n = 17;
   const std::vector<float> y = random_floats(rng_, T * n, -1.0f, 1.0f), bias = random_floats(rng_, n, -1.0f, 1.0f);
@@ -847,6 +915,9 @@ TEST_F(CudaOps, BadArgumentsThrowInvalidArgument) {
   EXPECT_THROW(rope(ctx(), buf.ptr(), 1, nullptr, RopeParams{1, 8, 7}), Error);
   EXPECT_THROW(attention(ctx(), buf.ptr(), 1, KVView{buf.ptr(), buf.ptr(), 8, 0}, nullptr,
                          AttentionParams{3, 2, 8, 1.0f}, buf.ptr() + 32), Error);
+  EXPECT_THROW(attention(ctx(), buf.ptr(), 1, KVView{buf.ptr(), buf.ptr(), 8, 0}, nullptr,
+                         AttentionParams{1, 1, 8, 1.0f, 4}, buf.ptr() + 32), Error);  // a window, no positions
+  EXPECT_THROW(softcap(ctx(), buf.ptr(), 0.0f, buf.ptr(), 8), Error);
   EXPECT_THROW(sampling_distribution(ctx(), buf.ptr(), buf.ptr() + 32, 1, 8, SamplingConfig{1.0f, 0, 0.0f, 0.0f}),
                Error);
 }
