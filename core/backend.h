@@ -129,7 +129,8 @@ class Backend : public Memory {
   virtual VectorView resident(const VectorView& host) = 0;
 
   // ---- ops of the transformer forward (kernels/cpu/ops.h for the shapes). ids, positions: T
-  // int32 in this memory; mask: [T, T] bytes or null (causal).
+  // int32 in this memory; mask: [T, T] bytes or null (causal). Pointers inside the parameter
+  // structs (RopeParams::freq_factors, KVView) are in this memory too.
   virtual void get_rows(const MatrixView& table, const int32_t* ids, int64_t n, float* out) = 0;
   virtual void rms_norm(const float* x, const float* w, float* out, int64_t T, int64_t n, float eps) = 0;
   virtual void layer_norm(const float* x, const float* w, const float* b, float* out, int64_t T, int64_t n,
@@ -142,6 +143,10 @@ class Backend : public Memory {
                          float* out) = 0;
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
   virtual void gelu(const float* x, float* y, int64_t n) = 0;
+  // y = a * b elementwise; y = s * x; y = cap * tanh(x / cap). Outputs may alias inputs.
+  virtual void mul(const float* a, const float* b, float* y, int64_t n) = 0;
+  virtual void scale(const float* x, float s, float* y, int64_t n) = 0;
+  virtual void softcap(const float* x, float cap, float* y, int64_t n) = 0;
   // The MoE feed-forward of one block over T tokens x: [T, n_embd] -> out [T, n_embd]
   // (overwritten): router logits, routing (block.router with k experts per token and the given
   // capacity factor, <= 0 dropless), each routed expert's SwiGLU over the tokens grouped to it

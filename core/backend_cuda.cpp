@@ -127,6 +127,9 @@ class CudaBackend final : public Backend {
     cu::swiglu(*ctx_, gate, up, out, n);
   }
   void gelu(const float* x, float* y, int64_t n) override { cu::gelu(*ctx_, x, y, n); }
+  void mul(const float* a, const float* b, float* y, int64_t n) override { cu::mul(*ctx_, a, b, y, n); }
+  void scale(const float* x, float s, float* y, int64_t n) override { cu::scale(*ctx_, x, s, y, n); }
+  void softcap(const float* x, float cap, float* y, int64_t n) override { cu::softcap(*ctx_, x, cap, y, n); }
   void moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, int64_t T, float* out,
                moe::Routing& routing) override;
   void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* host_ids) override {

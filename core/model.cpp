@@ -49,6 +49,19 @@ int ForwardStats::distinct_experts(int layer) const {
   return u;
 }
 
+namespace {
+
+// Layer l's cache rows: F32 keys and values of kv_dim, and the layer's sliding window.
+KVLayerLayout kv_layout(const ModelConfig& c, int l) { return {c.kv_dim(), c.kv_dim(), DType::F32, c.window(l)}; }
+
+std::vector<KVLayerLayout> kv_layouts(const ModelConfig& c) {
+  std::vector<KVLayerLayout> out;
+  for (int l = 0; l < c.n_layer; ++l) out.push_back(kv_layout(c, l));
+  return out;
+}
+
+}  // namespace
+
 struct Model::Impl {
   std::shared_ptr<GGUFFile> file;
   ModelConfig config;
@@ -135,8 +148,7 @@ KVCache Model::new_cache(int n_ctx) const {
   if (c.arch == Arch::Gpt2 && n_ctx > c.n_ctx_train)
     throw_error(ErrorKind::Limit, "{}: gpt2 context {} exceeds its {} learned positions", impl_->file->path(), n_ctx,
                 c.n_ctx_train);
-  const KVLayerLayout layout{c.kv_dim(), c.kv_dim(), DType::F32, 0};
-  return KVCache(impl_->backend, std::vector<KVLayerLayout>(static_cast<size_t>(c.n_layer), layout), n_ctx);
+  return KVCache(impl_->backend, kv_layouts(c), n_ctx);
 }
 
 ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptions& options) {
@@ -149,9 +161,17 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
   if (kv.memory() != I.backend.get())
     throw_error(ErrorKind::InvalidArgument, "{}: the KV cache ({}) was not made by this model ({}): make it with this "
                 "model's new_cache", path, kv.where().name(), I.backend->device().name());
-  if (kv.n_layer() != c.n_layer || kv.kv_dim() != c.kv_dim())
-    throw_error(ErrorKind::InvalidArgument, "{}: KV cache made for {} layers x {} kv dims, model has {} x {}", path,
-                kv.n_layer(), kv.kv_dim(), c.n_layer, c.kv_dim());
+  if (kv.n_layer() != c.n_layer)
+    throw_error(ErrorKind::InvalidArgument, "{}: KV cache made for {} layers, model has {}", path, kv.n_layer(),
+                c.n_layer);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const KVLayerLayout want = kv_layout(c, l), have = kv.layout(l);
+    if (!(have == want))
+      throw_error(ErrorKind::InvalidArgument,
+                  "{}: KV cache layer {} holds keys of {} and values of {} ({}, window {}); the model needs {} and {} "
+                  "({}, window {})", path, l, have.k_width, have.v_width, dtype_name(have.type), have.window,
+                  want.k_width, want.v_width, dtype_name(want.type), want.window);
+  }
   if (kv.size() + T > kv.capacity())
     throw_error(ErrorKind::Limit, "{}: KV cache full: {} tokens stored + {} new > capacity {}", path, kv.size(), T,
                 kv.capacity());

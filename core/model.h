@@ -1,5 +1,5 @@
-// Model: one transformer configured from GGUF metadata (llama, qwen2, qwen2moe, gpt2, and
-// Mixtral-style MoE llama), running a batch of new tokens against a KV cache on the backend it
+// Model: one transformer configured from GGUF metadata (llama, qwen2, qwen2moe, qwen3, gemma3,
+// gpt2, and Mixtral-style MoE llama), running a batch of new tokens against a KV cache on the backend it
 // was loaded onto (core/backend.h; the forward itself is core/transformer.cpp, written once).
 #pragma once
 #include <cstdint>

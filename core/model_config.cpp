@@ -62,7 +62,146 @@ struct Reader {
   }
 };
 
+// RoPE scaling as llama.cpp reads it (llama-model.cpp load_hparams, llama-context.cpp): the type
+// (default linear), the factor (rope.scaling.factor, else the older rope.scale_linear; 0 = none),
+// the original context of YaRN and the attn_factor that multiplies cos/sin. llama3 is accepted
+// for llama files that give Llama 3.1's factors by keys (llama.cpp's converter writes the tensor
+// rope_freqs.weight instead, which bind_weights reads for every llama file that has it).
+void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
+  const std::string type_key = r.key("rope.scaling.type");
+  const std::string type = file.get_string(type_key, "linear");
+  float factor = r.get_float("rope.scaling.factor", 0.0f);
+  if (factor == 0.0f) factor = r.get_float("rope.scale_linear", 0.0f);  // older files
+  if (!std::isfinite(factor) || factor < 0.0f)
+    throw_error(ErrorKind::Format, "{}: {} is {} (must be a positive number or 0)", file.path(),
+                r.key("rope.scaling.factor"), factor);
+  c.rope_scaling_factor = factor;
+  c.rope_n_ctx_orig = r.get("rope.scaling.original_context_length", c.n_ctx_train);
+  c.rope_attn_factor = r.get_float("rope.scaling.attn_factor", 1.0f);
+  if (type == "none") {
+    c.rope_scaling = RopeScaling::None;  // llama.cpp never scales then, whatever the factor says
+  } else if (type == "linear" || type == "yarn") {
+    c.rope_scaling = type == "yarn" ? RopeScaling::Yarn : (factor != 0.0f ? RopeScaling::Linear : RopeScaling::None);
+    if (factor != 0.0f) c.rope_freq_scale = 1.0f / factor;  // llama.cpp treats factor 0 as none
+  } else if (type == "llama3" && c.arch == Arch::Llama) {
+    c.rope_scaling = RopeScaling::Llama3;
+    c.rope_freq_factors = true;
+    if (c.rope_scaling_factor == 0.0f) c.rope_scaling_factor = 8.0f;  // Meta's defaults (Llama 3.1)
+    c.rope_n_ctx_orig = r.get("rope.scaling.original_context_length", 8192);
+    c.llama3_low_freq_factor = r.get_float("rope.scaling.low_freq_factor", 1.0f);
+    c.llama3_high_freq_factor = r.get_float("rope.scaling.high_freq_factor", 4.0f);
+  } else {
+    throw_error(ErrorKind::Unsupported, "{}: {} '{}' is unsupported (supported: none, linear, yarn{})", file.path(),
+                type_key, type, c.arch == Arch::Llama ? ", llama3" : "");
+  }
+  // llama.cpp reads rope_freqs.weight for llama only; its converter writes it for Llama 3.1+.
+  if (c.arch == Arch::Llama && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
+
+  // YaRN (llama_context's defaults for every architecture that does not read its own keys, which
+  // llama, qwen2, qwen3 and gemma3 do not): ext_factor 1, beta_fast 32, beta_slow 1, and an
+  // attn_factor of get_mscale(factor) / (1 + 0.1 ln factor) (the rope op multiplies by
+  // 1 + 0.1 ln(1/freq_scale) again, see rope_at) times rope.scaling.attn_factor.
+  float attn = 1.0f;
+  if (c.rope_scaling == RopeScaling::Yarn) {
+    c.yarn_ext_factor = 1.0f;
+    const float f = 1.0f / c.rope_freq_scale;
+    attn = f <= 1.0f ? 1.0f : 0.1f * std::log(f) + 1.0f;
+    attn *= 1.0f / (1.0f + 0.1f * std::log(f));
+  }
+  c.yarn_attn_factor = attn * c.rope_attn_factor;
+}
+
+// gemma3 (llama.cpp src/models/gemma3.cpp): the embedding scale, sliding-window layers (window
+// from attention.sliding_window; none when it is absent or 0; layer pattern from
+// attention.sliding_window_pattern, a period or one flag per layer, default period 6), the local
+// layers' RoPE base (rope.freq_base_swa, default 10000, never scaled), the final logit
+// soft-capping when the file has it, and the 27B's attention scale.
+void read_gemma3(const Reader& r, ModelConfig& c) {
+  const GGUFFile& f = r.f;
+  c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+  c.n_swa = r.get("attention.sliding_window", 0);
+  if (c.n_swa > 0) {
+    c.swa_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    const std::string pk = r.key("attention.sliding_window_pattern");
+    const GGUFValue* v = f.find(pk);
+    if (v && v->type == GGUFType::ARRAY) {
+      if (v->items.size() != static_cast<size_t>(c.n_layer))
+        throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries for {} layers", f.path(), pk,
+                    v->items.size(), c.n_layer);
+      for (int l = 0; l < c.n_layer; ++l) {
+        const GGUFValue& e = v->items[l];
+        if (!(e.is_integer() || e.type == GGUFType::BOOL))
+          throw_error(ErrorKind::Format, "{}: metadata key '{}' holds {}, expected booleans or integers", f.path(), pk,
+                      gguf_type_name(e.type));
+        c.swa_layers[l] = e.i != 0;
+      }
+      c.swa_pattern = 0;
+    } else {
+      c.swa_pattern = r.get("attention.sliding_window_pattern", 6);
+      // llama_hparams::set_swa_pattern: period 0 makes every layer local.
+      for (int l = 0; l < c.n_layer; ++l)
+        c.swa_layers[l] = c.swa_pattern == 0 || l % c.swa_pattern < c.swa_pattern - 1;
+    }
+    c.rope_freq_base_swa = r.get_float("rope.freq_base_swa", 10000.0f);
+    c.rope_freq_scale_swa = 1.0f;
+  }
+  c.final_logit_softcap = r.get_float("final_logit_softcapping", 0.0f);
+  // gemma_pytorch's query_pre_attn_scalar: n_embd / n_head for the 27B (62 layers), head_dim
+  // otherwise; GGUF files do not carry it, so llama.cpp decides by the layer count.
+  if (c.n_layer == 62) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+}
+
 }  // namespace
+
+LayerRope ModelConfig::rope_at(int layer) const {
+  LayerRope r;
+  const bool local = is_swa(layer);
+  r.freq_base = local ? rope_freq_base_swa : rope_freq_base;
+  r.freq_scale = local ? rope_freq_scale_swa : rope_freq_scale;
+  r.ext_factor = yarn_ext_factor;
+  r.attn_factor = yarn_attn_factor;
+  if (r.ext_factor != 0.0f) {
+    // ggml's rope_yarn multiplies the magnitude by 1 + 0.1 ln(1/freq_scale) whenever ext_factor is
+    // set; the correction range is ggml_rope_yarn_corr_dims (pair indices whose wavelength turns
+    // beta_fast and beta_slow times over the original context).
+    r.attn_factor *= 1.0f + 0.1f * std::log(1.0f / r.freq_scale);
+    const int n_dims = rope_dims;
+    auto corr_dim = [&](float n_rot) {
+      return static_cast<float>(n_dims) *
+             std::log(static_cast<float>(rope_n_ctx_orig) / (n_rot * 2.0f * static_cast<float>(M_PI))) /
+             (2.0f * std::log(r.freq_base));
+    };
+    r.corr_low = std::max(0.0f, std::floor(corr_dim(yarn_beta_fast)));
+    r.corr_high = std::min(static_cast<float>(n_dims - 1), std::ceil(corr_dim(yarn_beta_slow)));
+  }
+  return r;
+}
+
+std::vector<float> ModelConfig::llama3_rope_factors() const {
+  // Meta's Llama 3.1 scaling: wavelengths shorter than orig / high_freq_factor keep their
+  // frequency, longer than orig / low_freq_factor are divided by the factor, and those between
+  // are interpolated smoothly.
+  const int half = rope_dims / 2;
+  std::vector<float> out(static_cast<size_t>(half));
+  const double orig = rope_n_ctx_orig, factor = rope_scaling_factor;
+  const double lo = llama3_low_freq_factor, hi = llama3_high_freq_factor;
+  const double low_wavelen = orig / lo, high_wavelen = orig / hi;
+  for (int i = 0; i < half; ++i) {
+    const double freq = std::pow(static_cast<double>(rope_freq_base), -2.0 * i / rope_dims);
+    const double wavelen = 2.0 * M_PI / freq;
+    double ff;
+    if (wavelen < high_wavelen) {
+      ff = 1.0;
+    } else if (wavelen > low_wavelen) {
+      ff = factor;
+    } else {
+      const double smooth = (orig / wavelen - lo) / (hi - lo);
+      ff = 1.0 / ((1.0 - smooth) / factor + smooth);
+    }
+    out[i] = static_cast<float>(ff);
+  }
+  return out;
+}
 
 ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   ModelConfig c;
@@ -79,8 +218,19 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   } else if (c.arch_name == "gpt2") {
     c.arch = Arch::Gpt2;
     c.rope_style = RopeStyle::None;  // learned absolute position embeddings
+  } else if (c.arch_name == "qwen3") {
+    c.arch = Arch::Qwen3;
+    c.rope_style = RopeStyle::SplitHalves;
+    c.qk_norm = true;
+  } else if (c.arch_name == "gemma3") {
+    c.arch = Arch::Gemma3;
+    c.rope_style = RopeStyle::SplitHalves;
+    c.qk_norm = true;
+    c.post_norms = true;
+    c.ffn_act = FfnActivation::GeluTanh;
   } else {
-    throw_error(ErrorKind::Unsupported, "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2)",
+    throw_error(ErrorKind::Unsupported,
+                "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, gemma3)",
                 file.path(), c.arch_name);
   }
   c.name = file.get_string("general.name", "");
@@ -113,17 +263,9 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     c.norm_eps = r.get_float("attention.layer_norm_rms_epsilon", 1e-5f);
     c.rope_dims = r.get("rope.dimension_count", c.head_dim);
     c.rope_freq_base = r.get_float("rope.freq_base", 10000.0f);
-    // RoPE scaling: only linear position interpolation (freq_scale = 1 / factor) is implemented.
-    const std::string type = file.get_string(r.key("rope.scaling.type"), "");
-    float factor = r.get_float("rope.scaling.factor", 0.0f);
-    if (factor == 0.0f) factor = r.get_float("rope.scale_linear", 0.0f);  // older files
-    if (type.empty() || type == "linear") {
-      if (factor != 0.0f) c.rope_freq_scale = 1.0f / factor;  // llama.cpp treats factor 0 as none
-    } else if (type != "none") {
-      throw_error(ErrorKind::Unsupported, "{}: {} '{}' is unsupported (supported: none, linear)", file.path(),
-                  r.key("rope.scaling.type"), type);
-    }
+    read_rope_scaling(file, r, c);
   }
+  if (c.arch == Arch::Gemma3) read_gemma3(r, c);
 
   // Vocabulary: the tokenizer's token list, else <arch>.vocab_size, else the embedding's rows.
   if (file.has("tokenizer.ggml.tokens")) {
@@ -232,6 +374,43 @@ void ModelConfig::validate() const {
   }
   if (!(norm_eps > 0.0f) || !(norm_eps < 1.0f))
     throw_error(ErrorKind::Format, "model config: norm_eps {} is not in (0, 1)", norm_eps);
+  auto check_positive = [](const char* what, float v) {
+    if (!(v > 0.0f) || !std::isfinite(v))
+      throw_error(ErrorKind::Format, "model config: {} {} is not a positive number", what, v);
+  };
+  if (!(attn_scale >= 0.0f) || !std::isfinite(attn_scale))
+    throw_error(ErrorKind::Format, "model config: attn_scale {} is not 0 (default) or a positive number", attn_scale);
+  check_positive("embd_scale", embd_scale);
+  if (!(final_logit_softcap >= 0.0f) || !std::isfinite(final_logit_softcap))
+    throw_error(ErrorKind::Format, "model config: final_logit_softcap {} is not 0 or a positive number",
+                final_logit_softcap);
+  check_range("n_swa", n_swa, 0, kMaxCtx);
+  if (n_swa > 0) {
+    if (swa_layers.size() != static_cast<size_t>(n_layer))
+      throw_error(ErrorKind::Format, "model config: {} sliding-window layer flags for {} layers", swa_layers.size(),
+                  n_layer);
+    check_positive("rope_freq_base_swa", rope_freq_base_swa);
+    check_positive("rope_freq_scale_swa", rope_freq_scale_swa);
+  }
+  if (rope_style != RopeStyle::None) {
+    check_positive("rope attn_factor", yarn_attn_factor);
+    if (!std::isfinite(yarn_ext_factor))
+      throw_error(ErrorKind::Format, "model config: yarn ext_factor {} is not finite", yarn_ext_factor);
+    if (yarn_ext_factor != 0.0f) {
+      check_range("rope_n_ctx_orig", rope_n_ctx_orig, 1, kMaxCtx);
+      check_positive("yarn_beta_fast", yarn_beta_fast);
+      check_positive("yarn_beta_slow", yarn_beta_slow);
+    }
+    if (rope_scaling == RopeScaling::Llama3) {
+      check_range("rope_n_ctx_orig", rope_n_ctx_orig, 1, kMaxCtx);
+      check_positive("rope scaling factor", rope_scaling_factor);
+      check_positive("llama3 low_freq_factor", llama3_low_freq_factor);
+      check_positive("llama3 high_freq_factor", llama3_high_freq_factor);
+      if (!(llama3_high_freq_factor > llama3_low_freq_factor))
+        throw_error(ErrorKind::Format, "model config: llama3 high_freq_factor {} is not above low_freq_factor {}",
+                    llama3_high_freq_factor, llama3_low_freq_factor);
+    }
+  }
 }
 
 }  // namespace specmoe::core

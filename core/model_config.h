@@ -1,18 +1,39 @@
 // ModelConfig: the hyperparameters of a transformer, read from GGUF metadata
 // (`<arch>.block_count`, `<arch>.embedding_length`, ... as llama.cpp names them).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace specmoe::core {
 
 class GGUFFile;
 
-enum class Arch { Llama, Qwen2, Qwen2Moe, Gpt2 };
+enum class Arch { Llama, Qwen2, Qwen2Moe, Gpt2, Qwen3, Gemma3 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
 // Adjacent rotates (x[2i], x[2i+1]) (llama); SplitHalves rotates (x[i], x[i + d/2]) (qwen2).
 enum class RopeStyle { Adjacent, SplitHalves, None };
+
+// The activation of a gated feed-forward down(act(gate x) * up x): SwiGLU (llama, qwen) or
+// GELU with the tanh approximation (gemma3's GeGLU).
+enum class FfnActivation { Silu, GeluTanh };
+
+// RoPE scaling of the (global) layers: llama.cpp's <arch>.rope.scaling.type (none, linear, yarn),
+// and llama3 for files that describe Llama 3.1's frequency factors by keys instead of the
+// rope_freqs.weight tensor llama.cpp's converter writes.
+enum class RopeScaling { None, Linear, Yarn, Llama3 };
+
+// The RoPE of one layer as the rope op takes it (kernels/op_params.h RopeParams), with llama.cpp's
+// YaRN conventions resolved: attn_factor already holds YaRN's magnitude 1 + 0.1 ln(1/freq_scale).
+struct LayerRope {
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  float ext_factor = 0.0f;
+  float attn_factor = 1.0f;
+  float corr_low = 0.0f, corr_high = 0.0f;
+};
 
 // How router logits become expert scores: llama.cpp's `<arch>.expert_gating_func`
 // (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX = 1, _SIGMOID = 2).
@@ -37,6 +58,41 @@ struct ModelConfig {
   float rope_freq_scale = 1.0f;  // 1 / <arch>.rope.scale_linear
   bool tied_output = false;   // no output.weight: the head reuses token_embd
 
+  // Architecture specifics (llama.cpp src/models/<arch>.cpp); the defaults are llama's.
+  bool qk_norm = false;       // qwen3, gemma3: RMSNorm of every q and k head (blk.N.attn_{q,k}_norm,
+                              // [head_dim]) before RoPE
+  bool post_norms = false;    // gemma3: RMSNorm of each sublayer's output (attn_post_norm,
+                              // ffn_post_norm) before its residual add
+  float embd_scale = 1.0f;    // gemma3: the token embedding times sqrt(n_embd)
+  FfnActivation ffn_act = FfnActivation::Silu;
+  float attn_scale = 0.0f;    // q.k scale; 0 = 1/sqrt(head_dim). gemma3 27B: 1/sqrt(n_embd / n_head)
+                              // (its query_pre_attn_scalar; llama.cpp decides by model type)
+  float final_logit_softcap = 0.0f;  // <arch>.final_logit_softcapping: logits = c tanh(logits / c); 0 = none
+
+  // Sliding-window attention (gemma3's local layers; llama.cpp LLAMA_SWA_TYPE_STANDARD).
+  int n_swa = 0;              // <arch>.attention.sliding_window: a local layer's query at position p
+                              // sees keys at positions > p - n_swa (0 = no local layers)
+  int swa_pattern = 0;        // <arch>.attention.sliding_window_pattern N (gemma3 default 6): layer l
+                              // is local unless l % N == N - 1 (0: given per layer, or none)
+  std::vector<uint8_t> swa_layers;  // [n_layer] 1 = local layer; empty when n_swa == 0
+  float rope_freq_base_swa = 10000.0f;  // <arch>.rope.freq_base_swa: local layers' RoPE base
+  float rope_freq_scale_swa = 1.0f;     // local layers are never position-scaled (llama.cpp)
+
+  // RoPE scaling of the global layers (llama.cpp's llama_context: YaRN's ext_factor 1 and
+  // beta_fast 32 / beta_slow 1 unless a context overrides them; the attn_factor it derives).
+  RopeScaling rope_scaling = RopeScaling::None;
+  float rope_scaling_factor = 0.0f;  // <arch>.rope.scaling.factor (0 = none)
+  int rope_n_ctx_orig = 0;           // <arch>.rope.scaling.original_context_length (default n_ctx_train)
+  float rope_attn_factor = 1.0f;     // <arch>.rope.scaling.attn_factor (multiplies cos/sin everywhere)
+  float yarn_ext_factor = 0.0f;      // 1 for yarn
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
+  float yarn_attn_factor = 1.0f;     // llama.cpp's cparams.yarn_attn_factor (rope_attn_factor included)
+  bool rope_freq_factors = false;    // llama: per-pair frequency divisors, rope_freqs.weight
+                                     // [rope_dims / 2], or computed for RopeScaling::Llama3
+  float llama3_low_freq_factor = 1.0f;   // <arch>.rope.scaling.low_freq_factor (llama3 by keys)
+  float llama3_high_freq_factor = 4.0f;  // <arch>.rope.scaling.high_freq_factor
+
   // Mixture of experts (0 experts = dense). Defaults per architecture as llama.cpp has them.
   int n_expert = 0;           // <arch>.expert_count
   int n_expert_used = 0;      // <arch>.expert_used_count (k)
@@ -52,6 +108,19 @@ struct ModelConfig {
 
   bool is_moe() const { return n_expert > 0; }
   int kv_dim() const { return n_head_kv * head_dim; }
+  float attention_scale() const {
+    return attn_scale > 0.0f ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  }
+  bool is_swa(int layer) const {
+    return n_swa > 0 && layer >= 0 && layer < static_cast<int>(swa_layers.size()) && swa_layers[layer] != 0;
+  }
+  int window(int layer) const { return is_swa(layer) ? n_swa : 0; }  // 0 = the whole context
+  // The RoPE of layer `layer`: local layers use the swa base and scale, global ones the file's
+  // scaling; YaRN's correction range and magnitude as llama.cpp computes them.
+  LayerRope rope_at(int layer) const;
+  // Llama 3.1's frequency factors [rope_dims / 2] for RopeScaling::Llama3 (the formula
+  // llama.cpp's converter writes into rope_freqs.weight).
+  std::vector<float> llama3_rope_factors() const;
 
   static ModelConfig from_gguf(const GGUFFile& file);  // throws Error naming the file and key
   void validate() const;  // throws Error(Format) when sizes are inconsistent or out of range

@@ -1,7 +1,10 @@
 // Tensor binding per architecture (llama.cpp names, see llama-arch.cpp LLM_TENSOR_NAMES):
 //   llama: token_embd, output_norm, output (absent = tied), blk.N.{attn_norm, attn_q, attn_k,
 //          attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}
+//          optional: blk.N.attn_{q,k,v,output}.bias, rope_freqs.weight {rope_dims/2} (llama3)
 //   qwen2: llama + blk.N.attn_{q,k,v}.bias
+//   qwen3: llama + blk.N.attn_{q,k}_norm {head_dim}; q is {n_embd, n_head * head_dim}
+//   gemma3: qwen3 + blk.N.{post_attention_norm, post_ffw_norm} {n_embd}
 //   gpt2:  token_embd, position_embd, output_norm{,.bias}, output (absent = tied),
 //          blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up, ffn_down}{.weight,.bias}
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
@@ -14,6 +17,8 @@
 //                      blk.N.ffn_gate_inp_shexp.weight {n_embd}   (sigmoid gate of the shared expert)
 //     sigmoid gating   blk.N.exp_probs_b.bias {n_expert} when present (selection bias, DeepSeek-V3)
 #include "core/model_weights.h"
+
+#include <cmath>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -166,6 +171,19 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   w.output_norm = vec("output_norm.weight", c.n_embd);
   if (gpt2) w.output_norm_b = vec("output_norm.bias", c.n_embd);
   w.output = b.has("output.weight") ? b.matrix("output.weight", c.n_embd, c.n_vocab) : w.token_embd;
+  if (c.rope_freq_factors) {
+    // llama3: the converter's rope_freqs.weight, else the factors of the file's llama3 keys.
+    if (b.has("rope_freqs.weight")) {
+      w.rope_freqs = vec("rope_freqs.weight", c.rope_dims / 2);
+    } else {
+      floats.push_back(c.llama3_rope_factors());
+      w.rope_freqs = {floats.back().data(), c.rope_dims / 2};
+    }
+    for (int64_t i = 0; i < w.rope_freqs.n; ++i)
+      if (!(w.rope_freqs.data[i] > 0.0f) || !std::isfinite(w.rope_freqs.data[i]))
+        throw_error(ErrorKind::Format, "{}: rope_freqs.weight[{}] is {}; frequency factors must be positive",
+                    file.path(), i, w.rope_freqs.data[i]);
+  }
 
   w.layers.resize(c.n_layer);
   for (int l = 0; l < c.n_layer; ++l) {
@@ -187,6 +205,20 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
         L.bq = vec(p + "attn_q.bias", q_dim);
         L.bk = vec(p + "attn_k.bias", c.kv_dim());
         L.bv = vec(p + "attn_v.bias", c.kv_dim());
+      } else {
+        // llama.cpp binds these when a file has them (create_tensor_qkv).
+        if (b.has(p + "attn_q.bias")) L.bq = vec(p + "attn_q.bias", q_dim);
+        if (b.has(p + "attn_k.bias")) L.bk = vec(p + "attn_k.bias", c.kv_dim());
+        if (b.has(p + "attn_v.bias")) L.bv = vec(p + "attn_v.bias", c.kv_dim());
+        if (c.arch == Arch::Llama && b.has(p + "attn_output.bias")) L.bo = vec(p + "attn_output.bias", c.n_embd);
+      }
+      if (c.qk_norm) {
+        L.attn_q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
+        L.attn_k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
+      }
+      if (c.post_norms) {
+        L.attn_post_norm = vec(p + "post_attention_norm.weight", c.n_embd);
+        L.ffn_post_norm = vec(p + "post_ffw_norm.weight", c.n_embd);
       }
     }
     L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
@@ -229,9 +261,11 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
   m(w.output);
   f(w.output_norm);
   f(w.output_norm_b);
+  f(w.rope_freqs);
   for (LayerWeights& L : w.layers) {
-    for (VectorView* v : {&L.attn_norm, &L.attn_norm_b, &L.bq, &L.bk, &L.bv, &L.bqkv, &L.bo, &L.ffn_norm,
-                          &L.ffn_norm_b, &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias})
+    for (VectorView* v : {&L.attn_norm, &L.attn_norm_b, &L.bq, &L.bk, &L.bv, &L.bqkv, &L.bo, &L.attn_q_norm,
+                          &L.attn_k_norm, &L.attn_post_norm, &L.ffn_norm, &L.ffn_norm_b, &L.ffn_post_norm,
+                          &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias})
       f(*v);
     moe::MoEWeights& e = L.moe.weights;
     for (MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &e.gate_inp,

@@ -40,12 +40,14 @@ struct LayerWeights {
   // Separate projections (llama, qwen2) ...
   MatrixView wq;                               // (n_embd -> n_head * head_dim)
   MatrixView wk, wv;                           // (n_embd -> kv_dim)
-  VectorView bq, bk, bv;                       // qwen2 biases
+  VectorView bq, bk, bv;                       // qwen2 biases (optional for llama, qwen3, gemma3)
   // ... or one fused projection (gpt2): rows [q | k | v].
   MatrixView wqkv;                             // (n_embd -> n_head*head_dim + 2*kv_dim)
   VectorView bqkv;
   MatrixView wo;                               // (n_head * head_dim -> n_embd)
   VectorView bo;
+  VectorView attn_q_norm, attn_k_norm;         // qwen3, gemma3: [head_dim], RMSNorm of each head
+  VectorView attn_post_norm, ffn_post_norm;    // gemma3: [n_embd], RMSNorm of each sublayer's output
   VectorView ffn_norm, ffn_norm_b;             // [n_embd]
   // Dense FFN: SwiGLU down(silu(gate x) * up x) (llama, qwen2), or gpt2's GELU MLP
   // down(gelu(up x + up_b)) + down_b (no gate).
@@ -64,6 +66,7 @@ struct ModelWeights {
   MatrixView position_embd;                    // gpt2 only: (n_embd, n_ctx_train)
   VectorView output_norm, output_norm_b;
   MatrixView output;                           // (n_embd -> n_vocab); token_embd when tied
+  VectorView rope_freqs;                       // llama3: [rope_dims / 2] frequency divisors (empty: none)
   std::vector<LayerWeights> layers;
   // Owner of the 1-D tensors' floats of a host copy (the views above point into it).
   std::shared_ptr<std::vector<std::vector<float>>> host_floats;

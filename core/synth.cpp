@@ -47,10 +47,22 @@ std::vector<float> random_values(uint64_t seed, const std::string& name, size_t 
   return v;
 }
 
+int head_dim_of(const SynthSpec& s) { return s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head; }
+
 void check_spec(const SynthSpec& s) {
-  const bool ok_arch = s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen2moe" || s.arch == "gpt2";
+  const bool ok_arch = s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen2moe" || s.arch == "gpt2" ||
+                       s.arch == "qwen3" || s.arch == "gemma3";
   if (!ok_arch)
-    throw_error(ErrorKind::InvalidArgument, "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2)", s.arch);
+    throw_error(ErrorKind::InvalidArgument,
+                "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3)", s.arch);
+  if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
+    throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
+  if (s.llama3_orig_ctx > 0 && s.arch != "llama")
+    throw_error(ErrorKind::InvalidArgument, "synth: rope_freqs.weight (llama3_orig_ctx) is llama's, not {}'s", s.arch);
+  if ((s.n_swa > 0 || s.swa_pattern > 0 || s.rope_freq_base_swa > 0.0f || s.final_logit_softcap > 0.0f) &&
+      s.arch != "gemma3")
+    throw_error(ErrorKind::InvalidArgument, "synth: sliding windows and logit soft-capping are gemma3's, not {}'s",
+                s.arch);
   const bool experts_ok = s.arch == "qwen2moe" ? s.n_expert > 0 && s.n_ff_shared > 0
                          : s.arch == "llama"    ? s.n_expert >= 0 && s.n_ff_shared == 0
                                                 : s.n_expert == 0 && s.n_ff_shared == 0;
@@ -63,8 +75,8 @@ void check_spec(const SynthSpec& s) {
                 s.n_expert);
   const int n_head_kv = s.arch == "gpt2" ? s.n_head : s.n_head_kv;
   if (s.n_vocab < 259 || s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || n_head_kv <= 0 ||
-      s.n_embd % s.n_head != 0 || s.n_head % n_head_kv != 0 || (s.n_embd / s.n_head) % 2 != 0 || s.n_ff <= 0 ||
-      s.n_ctx <= 0 || s.keep_layers > s.n_layer || s.keep_layers == 0)
+      (s.head_dim <= 0 && s.n_embd % s.n_head != 0) || s.head_dim < 0 || s.n_head % n_head_kv != 0 ||
+      head_dim_of(s) % 2 != 0 || s.n_ff <= 0 || s.n_ctx <= 0 || s.keep_layers > s.n_layer || s.keep_layers == 0)
     throw_error(ErrorKind::InvalidArgument,
                 "synth: inconsistent sizes (vocab {} >= 259, embd {} divisible by heads {} into even head dims, "
                 "heads divisible by kv heads {}, ff {}, ctx {}, keep_layers {} in 1..{})",
@@ -72,7 +84,7 @@ void check_spec(const SynthSpec& s) {
   // Every matrix row (n_in: the embedding width, attn_output's n_head * head_dim = n_embd, the
   // FFN and shared-expert widths) must be whole blocks of the weight type.
   const int64_t block = dtype_info(s.type).block_size;
-  for (int width : {s.n_embd, s.n_ff, s.n_ff_shared})
+  for (int width : {s.n_embd, s.n_ff, s.n_ff_shared, s.n_head * head_dim_of(s)})
     if (width % block != 0)
       throw_error(ErrorKind::InvalidArgument,
                   "synth: type {} stores rows in blocks of {}, but '{}' has rows of {} (embd {}, ff {}{}); "
@@ -196,6 +208,45 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "qwen3-tiny" || preset == "qwen3-yarn-tiny") {
+    // qwen3 in llama.cpp's layout, F32: QK-norm, no QKV biases, heads of 32 wider than
+    // n_embd / n_head = 16 (attention.key_length). The yarn variant asks for YaRN (factor 4,
+    // original context 64: most pairs interpolated, the fastest extrapolated, cos/sin scaled).
+    s.arch = "qwen3";
+    s.head_dim = 32;
+    s.rope_freq_base = 1000000.0f;
+    s.name = preset;
+    if (preset == "qwen3-yarn-tiny") {
+      s.rope_scaling = "yarn";
+      s.rope_scaling_factor = 4.0f;
+      s.rope_orig_ctx = 64;
+    }
+    return s;
+  }
+  if (preset == "gemma3-tiny") {
+    // gemma3 in llama.cpp's layout, F32, 6 layers: embedding times sqrt(n_embd), QK-norm, post-
+    // norms, GeGLU, heads of 32, tied output, a sliding window of 4 positions on layers 0-4 and a
+    // global layer 5 (llama.cpp's default pattern 6, no pattern key), global RoPE base 1e6 and
+    // the local layers' default 10000 (no freq_base_swa key), as the converter writes them.
+    s.arch = "gemma3";
+    s.n_layer = 6;
+    s.n_head_kv = 1;
+    s.head_dim = 32;
+    s.n_ff = 128;
+    s.tied_output = true;
+    s.rope_freq_base = 1000000.0f;
+    s.n_swa = 4;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "llama3-tiny") {
+    // llama with Llama 3.1's RoPE frequency factors in rope_freqs.weight (original context 32, so
+    // the smoothed and divided pairs turn visibly within a short test sequence) and a tied head.
+    s.llama3_orig_ctx = 32;
+    s.tied_output = true;
+    s.name = preset;
+    return s;
+  }
   return std::nullopt;
 }
 
@@ -234,6 +285,12 @@ std::vector<std::string> synth_presets() {
       "moe-draft: dense, the first 2 layers' attention, embedding and head of moe-target, ff 2816 (~29M params)",
       "target-1b: llama, F16, 22 layers, dim 2048, ff 5632, 32/4 heads, vocab 32000 (~1.1B params, 2.2 GB): GPU "
       "benchmarks",
+      "qwen3-tiny: qwen3, F32, 4 layers, dim 64, heads 4/2 of 32 (key_length), QK-norm, no QKV biases",
+      "qwen3-yarn-tiny: qwen3-tiny with YaRN RoPE scaling (factor 4, original context 64)",
+      "gemma3-tiny: gemma3, F32, 6 layers, dim 64, heads 4/1 of 32, QK-norm, post-norms, GeGLU, tied head, "
+      "window 4 on layers 0-4 (default pattern 6), RoPE bases 1e6 global / 10000 local",
+      "llama3-tiny: tiny with Llama 3.1's RoPE frequency factors (rope_freqs.weight, original context 32) and a "
+      "tied head",
   };
 }
 
@@ -245,9 +302,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   check_spec(s);
   const std::string& a = s.arch;
   const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2" || a == "qwen2moe";
+  const bool qk_norm = a == "qwen3" || a == "gemma3", gemma3 = a == "gemma3";
   const int n_head_kv = gpt2 ? s.n_head : s.n_head_kv;
-  const int head_dim = s.n_embd / s.n_head;
-  const int64_t q_dim = s.n_embd, kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
+  const int head_dim = head_dim_of(s);
+  const int64_t q_dim = static_cast<int64_t>(s.n_head) * head_dim, kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
   const int n_write = s.keep_layers > 0 ? s.keep_layers : s.n_layer;
 
   GGUFWriter w;
@@ -277,6 +335,17 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
     w.set_u32(a + ".rope.dimension_count", head_dim);
     w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
+    if (s.head_dim > 0) {
+      w.set_u32(a + ".attention.key_length", head_dim);
+      w.set_u32(a + ".attention.value_length", head_dim);
+    }
+    if (!s.rope_scaling.empty()) w.set_string(a + ".rope.scaling.type", s.rope_scaling);
+    if (s.rope_scaling_factor != 0.0f) w.set_f32(a + ".rope.scaling.factor", s.rope_scaling_factor);
+    if (s.rope_orig_ctx > 0) w.set_u32(a + ".rope.scaling.original_context_length", s.rope_orig_ctx);
+    if (s.n_swa > 0) w.set_u32(a + ".attention.sliding_window", s.n_swa);
+    if (s.swa_pattern > 0) w.set_u32(a + ".attention.sliding_window_pattern", s.swa_pattern);
+    if (s.rope_freq_base_swa > 0.0f) w.set_f32(a + ".rope.freq_base_swa", s.rope_freq_base_swa);
+    if (s.final_logit_softcap > 0.0f) w.set_f32(a + ".final_logit_softcapping", s.final_logit_softcap);
   }
   w.set_u64("specmoe.synth.seed", seed);
   write_byte_vocab(w, s.n_vocab);  // core/tokenizer.h: <unk> <s> </s>, 256 byte tokens, padding
@@ -322,6 +391,24 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
                              random_values(seed, "position_embd.weight", static_cast<size_t>(s.n_embd) * s.n_ctx, 0.3f));
   vec("output_norm.weight", s.n_embd, 1.0f, 0.0f);
   if (gpt2) vec("output_norm.bias", s.n_embd, 0.0f, 0.0f);
+  if (s.llama3_orig_ctx > 0) {
+    // Llama 3.1's frequency factors, computed as llama.cpp's converter does (LlamaModel
+    // generate_extra_tensors) with factor 8 and low/high frequency factors 1 and 4.
+    const double factor = 8.0, lo = 1.0, hi = 4.0, orig = s.llama3_orig_ctx;
+    std::vector<float> ff(static_cast<size_t>(head_dim / 2));
+    for (int i = 0; i < head_dim / 2; ++i) {
+      const double wavelen = 2.0 * M_PI * std::pow(static_cast<double>(s.rope_freq_base), 2.0 * i / head_dim);
+      if (wavelen < orig / hi) {
+        ff[i] = 1.0f;
+      } else if (wavelen > orig / lo) {
+        ff[i] = static_cast<float>(factor);
+      } else {
+        const double smooth = (orig / wavelen - lo) / (hi - lo);
+        ff[i] = static_cast<float>(1.0 / ((1.0 - smooth) / factor + smooth));
+      }
+    }
+    w.add_tensor_f32("rope_freqs.weight", DType::F32, {head_dim / 2}, ff);
+  }
   if (!s.tied_output) {
     // Head rows: std 4 for printable ASCII bytes (byte b is token 3 + b) and 3 for newline, 0.5
     // for the rest: logits of a unit-RMS hidden state then have those spreads, so printable
@@ -366,6 +453,14 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         vec(p + "attn_q.bias", q_dim, 0.0f, 0.1f);
         vec(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);
         vec(p + "attn_v.bias", kv_dim, 0.0f, 0.1f);
+      }
+      if (qk_norm) {  // weights around 1 with a spread, so a norm that is skipped shows
+        vec(p + "attn_q_norm.weight", head_dim, 1.0f, 0.5f);
+        vec(p + "attn_k_norm.weight", head_dim, 1.0f, 0.5f);
+      }
+      if (gemma3) {  // the file holds 1 + w (llama.cpp's converter adds the 1)
+        vec(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.5f);
+        vec(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.5f);
       }
       if (moe) {
         write_experts(p, rs);

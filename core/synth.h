@@ -18,7 +18,7 @@ namespace specmoe::core {
 class Model;
 
 struct SynthSpec {
-  std::string arch = "llama";      // llama | qwen2 | qwen2moe | gpt2
+  std::string arch = "llama";      // llama | qwen2 | qwen2moe | gpt2 | qwen3 | gemma3
   DType type = DType::F32;         // type of the 2-D and expert weights (norms, biases, routers F32);
                                    // every row width must be a multiple of its block (checked)
   int n_vocab = 320;               // >= 259: <unk> <s> </s> + 256 byte tokens, padded
@@ -41,11 +41,30 @@ struct SynthSpec {
   int n_expert = 0;                // 0 = dense; > 0: n_ff is each routed expert's width
   int n_expert_used = 0;           // k
   int n_ff_shared = 0;             // qwen2moe: shared expert width
+  // Head width: 0 = n_embd / n_head; else written as attention.key_length and value_length (qwen3
+  // and gemma3 have heads wider than n_embd / n_head).
+  int head_dim = 0;
+  // RoPE scaling in llama.cpp's keys: rope.scaling.type ("" = no key, "linear", "yarn"), factor,
+  // original_context_length (0 = no key). llama3_orig_ctx > 0 (llama): a rope_freqs.weight tensor
+  // with Llama 3.1's frequency factors (factor 8, low/high frequency factors 1 and 4) for that
+  // original context, as llama.cpp's converter writes it.
+  std::string rope_scaling;
+  float rope_scaling_factor = 0.0f;
+  int rope_orig_ctx = 0;
+  int llama3_orig_ctx = 0;
+  // gemma3: attention.sliding_window, attention.sliding_window_pattern and rope.freq_base_swa
+  // (0 = key not written: no window / llama.cpp's defaults 6 and 10000), final_logit_softcapping
+  // (0 = not written).
+  int n_swa = 0;
+  int swa_pattern = 0;
+  float rope_freq_base_swa = 0.0f;
+  float final_logit_softcap = 0.0f;
   std::string name = "synth";
 };
 
 // A preset's spec ("tiny", "tiny-draft", "tiny-256", "target", "draft", "moe-tiny",
-// "qwen2moe-tiny", "moe-target", "moe-draft", "target-1b"), or "PRESET-TYPE" for a preset with
+// "qwen2moe-tiny", "moe-target", "moe-draft", "target-1b", "qwen3-tiny", "qwen3-yarn-tiny",
+// "gemma3-tiny", "llama3-tiny"), or "PRESET-TYPE" for a preset with
 // its matrices in TYPE (a dtype name in any case: "tiny-q5_0", "tiny-256-iq4_xs",
 // "target-q4_k"); throws Error(InvalidArgument) naming the preset and listing the known ones.
 SynthSpec synth_spec(const std::string& preset);

@@ -1,7 +1,11 @@
-// The transformer forward over a batch of new tokens (llama, qwen2, qwen2moe, gpt2, and Mixtral-
-// style MoE llama): pre-norm blocks x += attn(norm(x)); x += ffn(norm(x)); then the final norm
-// and the output head. Every op is a Backend call, so this one list runs on every backend, and
-// every matmul reads its weights once for the whole batch.
+// The transformer forward over a batch of new tokens (llama incl. Llama 3's RoPE scaling, qwen2,
+// qwen2moe, qwen3, gemma3, gpt2, and Mixtral-style MoE llama): pre-norm blocks
+// x += post(attn(norm(x))); x += post(ffn(norm(x))) (post: gemma3's post-norms, else nothing);
+// then the final norm, the output head and, when the file asks, logit soft-capping. Every op is a
+// Backend call, so this one list runs on every backend, and every matmul reads its weights once
+// for the whole batch. The architectures differ only in data: ModelConfig's flags (QK-norm,
+// post-norms, embedding scale, FFN activation, sliding windows, per-layer RoPE) and which
+// weights are present.
 #include "core/transformer.h"
 
 #include <algorithm>
@@ -25,13 +29,32 @@ enum Slot : size_t {
   kG,       // [T, n_ff] gate (or up for gpt2)
   kU,       // [T, n_ff] up
   kLogits,  // [T, n_vocab]
-  kIo,      // ids [T] | positions [T] | mask [T, T] bytes
+  kIo,      // ids [T] | positions [T] | row positions [n_past + T] (sliding windows) | mask [T, T] bytes
   kSlots
 };
 }  // namespace
 
 Transformer::Transformer(std::shared_ptr<Backend> backend, const ModelConfig& config, ModelWeights weights)
-    : be_(std::move(backend)), c_(config), w_(std::move(weights)), ws_(kSlots), ws_bytes_(kSlots, 0) {}
+    : be_(std::move(backend)), c_(config), w_(std::move(weights)), ws_(kSlots), ws_bytes_(kSlots, 0) {
+  for (int l = 0; l < c_.n_layer; ++l) {
+    has_window_ = has_window_ || c_.window(l) > 0;
+    if (c_.rope_style == RopeStyle::None) continue;
+    const LayerRope lr = c_.rope_at(l);
+    RopeParams rp;
+    rp.head_dim = c_.head_dim;
+    rp.rope_dims = c_.rope_dims;
+    rp.freq_base = lr.freq_base;
+    rp.freq_scale = lr.freq_scale;
+    rp.pairing = c_.rope_style == RopeStyle::SplitHalves ? kernels::RopePairing::SplitHalves
+                                                          : kernels::RopePairing::Adjacent;
+    rp.freq_factors = w_.rope_freqs.data;  // null unless llama3 factors
+    rp.ext_factor = lr.ext_factor;
+    rp.corr_low = lr.corr_low;
+    rp.corr_high = lr.corr_high;
+    rp.attn_factor = lr.attn_factor;
+    rope_.push_back(rp);
+  }
+}
 
 float* Transformer::buf(size_t slot, size_t floats) {
   const size_t bytes = std::max<size_t>(floats, 1) * sizeof(float);
@@ -52,7 +75,8 @@ void Transformer::norm(const VectorView& w, const VectorView& b, const float* in
 
 // x += attn_output(attention(rope(q), rope(k), v)) for layer l; the new tokens' keys/values go
 // into cache rows kv.size() .. kv.size()+T-1 (marked stored by the caller after the last layer).
-void Transformer::attention_block(int l, int64_t T, const int32_t* positions, const uint8_t* mask, KVCache& kv) {
+void Transformer::attention_block(int l, int64_t T, const int32_t* positions, const int32_t* row_positions,
+                                  const uint8_t* mask, KVCache& kv) {
   const LayerWeights& L = w_.layers[l];
   const int64_t d = c_.n_embd;
   const int64_t q_dim = static_cast<int64_t>(c_.n_head) * c_.head_dim;
@@ -78,20 +102,17 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     be_->matmul(xn, T, L.wq, q);
     be_->matmul(xn, T, L.wk, k_new);
     be_->matmul(xn, T, L.wv, v_new);
-    if (!L.bq.empty()) {
-      be_->add_bias(q, L.bq.data, T, q_dim);
-      be_->add_bias(k_new, L.bk.data, T, kvd);
-      be_->add_bias(v_new, L.bv.data, T, kvd);
-    }
+    if (!L.bq.empty()) be_->add_bias(q, L.bq.data, T, q_dim);
+    if (!L.bk.empty()) be_->add_bias(k_new, L.bk.data, T, kvd);
+    if (!L.bv.empty()) be_->add_bias(v_new, L.bv.data, T, kvd);
+  }
+  if (!L.attn_q_norm.empty()) {
+    // QK-norm (qwen3, gemma3): RMSNorm over each head, i.e. over rows of head_dim.
+    be_->rms_norm(q, L.attn_q_norm.data, q, T * c_.n_head, c_.head_dim, c_.norm_eps);
+    be_->rms_norm(k_new, L.attn_k_norm.data, k_new, T * c_.n_head_kv, c_.head_dim, c_.norm_eps);
   }
   if (c_.rope_style != RopeStyle::None) {
-    RopeParams rp;
-    rp.head_dim = c_.head_dim;
-    rp.rope_dims = c_.rope_dims;
-    rp.freq_base = c_.rope_freq_base;
-    rp.freq_scale = c_.rope_freq_scale;
-    rp.pairing = c_.rope_style == RopeStyle::SplitHalves ? kernels::RopePairing::SplitHalves
-                                                          : kernels::RopePairing::Adjacent;
+    RopeParams rp = rope_[l];  // this layer's base, scaling and frequency factors
     rp.n_head = c_.n_head;
     be_->rope(q, T, positions, rp);
     rp.n_head = c_.n_head_kv;
@@ -111,17 +132,20 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
   ap.n_head = c_.n_head;
   ap.n_head_kv = c_.n_head_kv;
   ap.head_dim = c_.head_dim;
-  ap.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
+  ap.scale = c_.attention_scale();
+  ap.window = c_.window(l);  // gemma3's local layers
+  if (ap.window > 0) view.positions = row_positions;
   float* att = buf(kAtt, T * q_dim);
   be_->attention(q, T, view, mask, ap, att);
 
   be_->matmul(att, T, L.wo, xn);
   if (!L.bo.empty()) be_->add_bias(xn, L.bo.data, T, d);
+  if (!L.attn_post_norm.empty()) be_->rms_norm(xn, L.attn_post_norm.data, xn, T, d, c_.norm_eps);
   be_->add(x, xn, x, T * d);
 }
 
-// x += ffn(norm(x)): SwiGLU down(silu(gate xn) * up xn), gpt2's down(gelu(up xn + b_up)) + b_down,
-// or the MoE block.
+// x += ffn(norm(x)): SwiGLU down(silu(gate xn) * up xn), gemma3's GeGLU down(gelu(gate xn) * up xn)
+// then its post-norm, gpt2's down(gelu(up xn + b_up)) + b_down, or the MoE block.
 void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Routing& routing) {
   const LayerWeights& L = w_.layers[l];
   const int64_t d = c_.n_embd;
@@ -138,7 +162,12 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
       float* u = buf(kU, T * n_ff);
       be_->matmul(xn, T, L.ffn_gate, g);
       be_->matmul(xn, T, L.ffn_up, u);
-      be_->swiglu(g, u, g, T * n_ff);
+      if (c_.ffn_act == FfnActivation::GeluTanh) {
+        be_->gelu(g, g, T * n_ff);
+        be_->mul(g, u, g, T * n_ff);
+      } else {
+        be_->swiglu(g, u, g, T * n_ff);
+      }
     } else {
       be_->matmul(xn, T, L.ffn_up, g);
       be_->add_bias(g, L.ffn_up_b.data, T, n_ff);
@@ -147,24 +176,38 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
     be_->matmul(g, T, L.ffn_down, out);
     if (!L.ffn_down_b.empty()) be_->add_bias(out, L.ffn_down_b.data, T, d);
   }
+  if (!L.ffn_post_norm.empty()) be_->rms_norm(out, L.ffn_post_norm.data, out, T, d, c_.norm_eps);
   be_->add(x, out, x, T * d);
 }
 
 Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<moe::Routing>& routing) {
   const int64_t T = static_cast<int64_t>(b.tokens.size());
   const int64_t d = c_.n_embd;
-  // Inputs in one upload: ids [T] int32, positions [T] int32, mask [T, T] bytes (when given).
+  // Inputs in one upload: ids [T] int32, positions [T] int32, the positions of every cache row the
+  // forward attends to [n_past + T] int32 (sliding-window models only), mask [T, T] bytes (when
+  // given).
+  const int64_t n_past = kv.size();
   const size_t ids_bytes = static_cast<size_t>(T) * sizeof(int32_t);
+  const size_t rows_bytes = has_window_ ? static_cast<size_t>(n_past + T) * sizeof(int32_t) : 0;
   const size_t mask_bytes = b.mask ? static_cast<size_t>(T * T) : 0;
-  auto* io = reinterpret_cast<uint8_t*>(buf(kIo, (2 * ids_bytes + mask_bytes + sizeof(float) - 1) / sizeof(float)));
+  auto* io = reinterpret_cast<uint8_t*>(
+      buf(kIo, (2 * ids_bytes + rows_bytes + mask_bytes + sizeof(float) - 1) / sizeof(float)));
   be_->upload(io, b.tokens.data(), ids_bytes);
   be_->upload(io + ids_bytes, b.positions.data(), ids_bytes);
-  if (b.mask) be_->upload(io + 2 * ids_bytes, b.mask, mask_bytes);
+  if (has_window_) {
+    row_positions_.resize(static_cast<size_t>(n_past + T));
+    for (int64_t r = 0; r < n_past; ++r) row_positions_[r] = kv.position(static_cast<int>(r));
+    std::copy(b.positions.begin(), b.positions.end(), row_positions_.begin() + n_past);
+    be_->upload(io + 2 * ids_bytes, row_positions_.data(), rows_bytes);
+  }
+  if (b.mask) be_->upload(io + 2 * ids_bytes + rows_bytes, b.mask, mask_bytes);
   const auto* ids = reinterpret_cast<const int32_t*>(io);
   const auto* positions = reinterpret_cast<const int32_t*>(io + ids_bytes);
-  const uint8_t* mask = b.mask ? io + 2 * ids_bytes : nullptr;
+  const auto* row_positions = has_window_ ? reinterpret_cast<const int32_t*>(io + 2 * ids_bytes) : nullptr;
+  const uint8_t* mask = b.mask ? io + 2 * ids_bytes + rows_bytes : nullptr;
 
-  // Embeddings: one row of token_embd per token (+ the learned position row for gpt2).
+  // Embeddings: one row of token_embd per token (+ the learned position row for gpt2; times
+  // sqrt(n_embd) for gemma3).
   float* x = buf(kX, T * d);
   float* xn = buf(kXn, T * d);
   be_->get_rows(w_.token_embd, ids, T, x);
@@ -172,10 +215,11 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
     be_->get_rows(w_.position_embd, positions, T, xn);
     be_->add(x, xn, x, T * d);
   }
+  if (c_.embd_scale != 1.0f) be_->scale(x, c_.embd_scale, x, T * d);
 
   routing.assign(static_cast<size_t>(c_.n_layer), moe::Routing{});
   for (int l = 0; l < b.n_layers; ++l) {
-    attention_block(l, T, positions, mask, kv);
+    attention_block(l, T, positions, row_positions, mask, kv);
     ffn_block(l, T, b, routing[l]);
   }
 
@@ -187,6 +231,8 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   norm(w_.output_norm, w_.output_norm_b, x + first * d, xn, n_out);
   float* logits = buf(kLogits, static_cast<size_t>(n_out) * c_.n_vocab);
   be_->matmul(xn, n_out, w_.output, logits);
+  if (c_.final_logit_softcap > 0.0f)
+    be_->softcap(logits, c_.final_logit_softcap, logits, static_cast<int64_t>(n_out) * c_.n_vocab);
   kv.append(b.positions);
   return Rows{logits, n_out, c_.n_vocab, be_.get()};
 }

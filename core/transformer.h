@@ -1,6 +1,6 @@
-// The transformer forward of every supported architecture, written once as a list of Backend op
-// calls (core/backend.h), in the manner of llm.c's gpt2_forward: the same code runs on the CPU
-// and on a GPU. Model (core/model.h) checks the arguments and owns one Transformer.
+// The transformer forward of every supported architecture (llama, qwen2, qwen2moe, qwen3, gemma3,
+// gpt2), written once as a list of Backend op calls (core/backend.h), in the manner of llm.c's
+// gpt2_forward: the same code runs on the CPU and on a GPU. Model (core/model.h) checks the arguments and owns one Transformer.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -42,7 +42,8 @@ class Transformer {
  private:
   float* buf(size_t slot, size_t floats);  // workspace slot, grown on demand
   void norm(const VectorView& w, const VectorView& b, const float* in, float* out, int64_t rows);
-  void attention_block(int l, int64_t T, const int32_t* positions, const uint8_t* mask, KVCache& kv);
+  void attention_block(int l, int64_t T, const int32_t* positions, const int32_t* row_positions, const uint8_t* mask,
+                       KVCache& kv);
   void ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Routing& routing);
 
   std::shared_ptr<Backend> be_;
@@ -50,6 +51,9 @@ class Transformer {
   ModelWeights w_;
   std::vector<std::shared_ptr<void>> ws_;  // workspace slots in the backend's memory
   std::vector<size_t> ws_bytes_;
+  std::vector<RopeParams> rope_;           // [n_layer] each layer's RoPE (n_head set per call)
+  bool has_window_ = false;                // some layer attends through a sliding window
+  std::vector<int32_t> row_positions_;     // host scratch: positions of the cache rows + new tokens
 };
 
 }  // namespace specmoe::core

@@ -11,6 +11,14 @@ enum class RopePairing {
   SplitHalves,  // rotates (x[i], x[i + rope_dims/2])  llama.cpp LLAMA_ROPE_TYPE_NEOX (qwen2)
 };
 
+// Pair i (i < rope_dims / 2) of a token at position pos turns by
+//   theta_extrap = pos * freq_base^(-2i/rope_dims) / freq_factors[i]
+//   theta_interp = freq_scale * theta_extrap
+//   theta        = theta_interp                                  (ext_factor == 0)
+//                = theta_interp * (1 - m_i) + theta_extrap * m_i  (YaRN, Peng et al. 2023)
+//     m_i = ext_factor * (1 - clamp((i - corr_low) / max(0.001, corr_high - corr_low), 0, 1))
+// and cos/sin are multiplied by attn_factor: the rotation of ggml's rope_yarn, with the YaRN
+// magnitude correction folded into attn_factor by the caller (core::ModelConfig::rope_at).
 struct RopeParams {
   int n_head = 0;
   int head_dim = 0;
@@ -18,6 +26,13 @@ struct RopeParams {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;    // positions are multiplied by it (linear scaling)
   RopePairing pairing = RopePairing::Adjacent;
+  // Per-pair divisors of the frequency (llama3's rope_freqs.weight): [rope_dims / 2] floats in
+  // the op's memory (host for the CPU ops, device for the CUDA ones); null = all 1.
+  const float* freq_factors = nullptr;
+  float ext_factor = 0.0f;    // YaRN's extrapolation mix (0 = plain interpolation)
+  float corr_low = 0.0f;      // YaRN's ramp between these pair indices
+  float corr_high = 0.0f;
+  float attn_factor = 1.0f;   // cos and sin are multiplied by it (1 = a pure rotation)
 };
 
 // Scaled dot-product attention (Vaswani et al. 2017) with grouped-query heads (Ainslie et al.
@@ -27,6 +42,10 @@ struct AttentionParams {
   int n_head_kv = 0;
   int head_dim = 0;
   float scale = 0.0f;  // usually 1/sqrt(head_dim)
+  // Sliding window (llama.cpp's LLAMA_SWA_TYPE_STANDARD, gemma3's local layers): with window > 0
+  // a key at position pk is visible to a query at position pq only when pq - pk < window, on top
+  // of the mask (KVView::positions gives the positions). 0 = the whole context.
+  int window = 0;
 };
 
 // Where the keys/values live (host memory for the CPU ops, device memory for the CUDA ones): row
@@ -37,6 +56,9 @@ struct KVView {
   const float* v = nullptr;
   int64_t kv_stride = 0;  // floats between rows (>= kv_dim)
   int64_t n_past = 0;
+  // [n_past + T] int32 positions of the rows (row n_past + j: new token j), in the op's memory;
+  // read only when AttentionParams::window > 0 (and required then).
+  const int32_t* positions = nullptr;
 };
 
 }  // namespace specmoe::kernels

@@ -1,6 +1,11 @@
-// specmoe info: architecture, hyperparameters, tensor types, parameter count and memory of a model.
+// specmoe info: architecture, hyperparameters and architecture specifics (QK-norm, sliding windows,
+// RoPE bases and scaling, soft-capping), tensor types, parameter count and memory of a model.
 #include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -34,6 +39,46 @@ std::string chat_template_summary(const std::string& tmpl, std::string& format) 
     return fmt::format("{} (detected from {}), a llama.cpp format specmoe does not render; use none or another name",
                        format, size);
   return fmt::format("{} (detected from {})", format, size);
+}
+
+const char* rope_scaling_name(core::RopeScaling s) {
+  switch (s) {
+    case core::RopeScaling::None: return "none";
+    case core::RopeScaling::Linear: return "linear";
+    case core::RopeScaling::Yarn: return "yarn";
+    case core::RopeScaling::Llama3: return "llama3";
+  }
+  return "?";
+}
+
+// "0-4, 6-10, 12-16" for the layers whose flag is set.
+std::string layer_ranges(const std::vector<uint8_t>& flags) {
+  std::string out;
+  for (size_t l = 0; l < flags.size(); ++l) {
+    if (!flags[l] || (l > 0 && flags[l - 1])) continue;
+    size_t e = l;
+    while (e + 1 < flags.size() && flags[e + 1]) ++e;
+    out += (out.empty() ? "" : ", ") + (e == l ? std::to_string(l) : fmt::format("{}-{}", l, e));
+  }
+  return out.empty() ? "none" : out;
+}
+
+// The RoPE line: style, dims, base (and the local layers' base), scaling and frequency factors.
+std::string rope_line(const core::ModelConfig& c) {
+  if (c.rope_style == core::RopeStyle::None) return rope_style_name(c.rope_style);
+  std::string s = fmt::format("{}, dims {}, base {:g}", rope_style_name(c.rope_style), c.rope_dims, c.rope_freq_base);
+  if (c.n_swa > 0) s += fmt::format(" (local layers {:g}, scale {:g})", c.rope_freq_base_swa, c.rope_freq_scale_swa);
+  s += fmt::format(", scaling {}", rope_scaling_name(c.rope_scaling));
+  if (c.rope_scaling == core::RopeScaling::Linear || c.rope_scaling == core::RopeScaling::Yarn)
+    s += fmt::format(" x{:g} (freq scale {:g})", c.rope_scaling_factor, c.rope_freq_scale);
+  if (c.rope_scaling == core::RopeScaling::Yarn) {
+    const core::LayerRope r = c.rope_at(c.n_layer - 1);
+    s += fmt::format(", original context {}, ext factor {:g}, magnitude {:.4f}, ramp pairs {:g}-{:g}",
+                     c.rope_n_ctx_orig, r.ext_factor, r.attn_factor, r.corr_low, r.corr_high);
+  }
+  if (c.rope_freq_factors) s += ", per-pair frequency factors (llama3 rope_freqs)";
+  if (c.rope_attn_factor != 1.0f) s += fmt::format(", attn factor {:g}", c.rope_attn_factor);
+  return s;
 }
 
 }  // namespace
@@ -82,6 +127,29 @@ void add_info_command(CLI::App& app) {
       j["n_expert"] = c.n_expert;
       j["n_expert_used"] = c.n_expert_used;
       j["rope_freq_base"] = c.rope_freq_base;
+      j["rope_freq_scale"] = c.rope_freq_scale;
+      j["rope_scaling"] = rope_scaling_name(c.rope_scaling);
+      j["rope_freq_factors"] = c.rope_freq_factors;
+      if (c.rope_scaling == core::RopeScaling::Yarn) {
+        const core::LayerRope r = c.rope_at(c.n_layer - 1);
+        j["rope_yarn"] = {{"original_context", c.rope_n_ctx_orig}, {"ext_factor", r.ext_factor},
+                          {"magnitude", r.attn_factor}, {"corr_low", r.corr_low}, {"corr_high", r.corr_high}};
+      }
+      j["qk_norm"] = c.qk_norm;
+      j["post_norms"] = c.post_norms;
+      j["embedding_scale"] = c.embd_scale;
+      j["ffn_activation"] = c.ffn_act == core::FfnActivation::GeluTanh ? "gelu_tanh" : "silu";
+      j["attention_scale"] = c.attention_scale();
+      j["final_logit_softcap"] = c.final_logit_softcap;
+      j["sliding_window"] = c.n_swa;
+      if (c.n_swa > 0) {
+        j["sliding_window_pattern"] = c.swa_pattern;
+        std::vector<int> local;
+        for (int l = 0; l < c.n_layer; ++l)
+          if (c.is_swa(l)) local.push_back(l);
+        j["sliding_window_layers"] = local;
+        j["rope_freq_base_swa"] = c.rope_freq_base_swa;
+      }
       exp::set_text(j, "tokenizer", tok_model);
       j["chat_template"] = chat_format.empty() ? nlohmann::json(nullptr) : nlohmann::json(chat_format);
       j["chat_template_renderable"] = !chat_format.empty() && core::is_renderable_chat_format(chat_format);
@@ -98,10 +166,21 @@ void add_info_command(CLI::App& app) {
     std::printf("chat template: %s\n", chat_summary.c_str());
     std::printf("context:       %d (training)\n", c.n_ctx_train);
     std::printf("layers:        %d, embedding %d, feed-forward %d\n", c.n_layer, c.n_embd, c.n_ff);
-    std::printf("attention:     %d heads, %d KV heads, head dim %d\n", c.n_head, c.n_head_kv, c.head_dim);
-    std::printf("rope:          %s, dims %d, base %g, scale %g\n", rope_style_name(c.rope_style), c.rope_dims,
-                c.rope_freq_base, c.rope_freq_scale);
-    std::printf("norm eps:      %g\n", c.norm_eps);
+    std::printf("attention:     %d heads, %d KV heads, head dim %d%s, scale %g%s\n", c.n_head, c.n_head_kv,
+                c.head_dim, c.head_dim * c.n_head != c.n_embd ? " (not n_embd / n_head)" : "", c.attention_scale(),
+                c.qk_norm ? ", QK-norm per head" : "");
+    if (c.n_swa > 0) {
+      int n_local = 0;
+      for (int l = 0; l < c.n_layer; ++l) n_local += c.is_swa(l);
+      const std::string pattern = c.swa_pattern > 0 ? fmt::format(", pattern {}", c.swa_pattern) : "";
+      std::printf("local layers:  %d of %d (%s%s) attend to a sliding window of %d positions; the others are "
+                  "global\n", n_local, c.n_layer, layer_ranges(c.swa_layers).c_str(), pattern.c_str(), c.n_swa);
+    }
+    std::printf("rope:          %s\n", rope_line(c).c_str());
+    std::printf("norm eps:      %g%s\n", c.norm_eps, c.post_norms ? " (pre- and post-norms)" : "");
+    if (c.embd_scale != 1.0f) std::printf("embedding:     scaled by %g\n", c.embd_scale);
+    if (c.ffn_act == core::FfnActivation::GeluTanh) std::printf("feed-forward:  GELU (tanh) gated\n");
+    if (c.final_logit_softcap > 0.0f) std::printf("logits:        soft-capped at %g\n", c.final_logit_softcap);
     std::printf("output head:   %s\n", c.tied_output ? "tied to the token embedding" : "separate");
     if (c.is_moe())
       std::printf("experts:       %d, %d active per token, expert ff %d, shared ff %d\n", c.n_expert,

@@ -1,6 +1,7 @@
-// Softmax, SwiGLU (Shazeer 2020) and GELU (tanh approximation, Hendrycks & Gimpel 2016; the form
-// GPT-2 and llama.cpp's ggml_gelu use). Element-wise ops split the vector into fixed chunks
-// over threads; each element is computed exactly as the reference computes it.
+// Softmax, SwiGLU (Shazeer 2020), GELU (tanh approximation, Hendrycks & Gimpel 2016; the form
+// GPT-2 and llama.cpp's ggml_gelu use), logit soft-capping and the elementwise helpers.
+// Element-wise ops split the vector into fixed chunks over threads; each element is computed
+// exactly as the reference computes it.
 #include <algorithm>
 #include <cmath>
 
@@ -52,6 +53,15 @@ void gelu(ThreadPool& pool, const float* x, float* y, int64_t n) {
   pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) { gelu_ref(x + b, y + b, e - b); });
 }
 
+void softcap_ref(const float* x, float cap, float* y, int64_t n) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) y[i] = cap * std::tanh(x[i] * inv);
+}
+
+void softcap(ThreadPool& pool, const float* x, float cap, float* y, int64_t n) {
+  pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) { softcap_ref(x + b, cap, y + b, e - b); });
+}
+
 void add_bias(float* y, const float* b, int64_t T, int64_t n) {
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < n; ++i) y[t * n + i] += b[i];
@@ -59,6 +69,14 @@ void add_bias(float* y, const float* b, int64_t T, int64_t n) {
 
 void add(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+void mul(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+
+void scale(const float* x, float s, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = s * x[i];
 }
 
 }  // namespace specmoe::kernels::cpu

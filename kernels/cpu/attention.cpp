@@ -1,5 +1,5 @@
 // Scaled dot-product attention of new tokens over a KV cache, grouped-query heads, optional mask
-// among the new tokens. Keys are visited in cache order (cached rows, then the allowed new
+// among the new tokens, optional sliding window over positions. Keys are visited in cache order (cached rows, then the allowed new
 // rows), so a token's output is the same whether it is computed in a batch or alone after its
 // predecessors were appended: the property speculative verification relies on.
 #include <algorithm>
@@ -14,10 +14,19 @@ namespace specmoe::kernels::cpu {
 
 namespace {
 
-void check(const AttentionParams& p) {
+void check(const AttentionParams& p, const KVView& kv) {
   if (p.n_head <= 0 || p.n_head_kv <= 0 || p.head_dim <= 0 || p.n_head % p.n_head_kv != 0)
     throw_error(ErrorKind::InvalidArgument, "attention: n_head {} must be a positive multiple of n_head_kv {}",
                 p.n_head, p.n_head_kv);
+  if (p.window < 0) throw_error(ErrorKind::InvalidArgument, "attention: window {} is negative", p.window);
+  if (p.window > 0 && kv.positions == nullptr)
+    throw_error(ErrorKind::InvalidArgument, "attention: a sliding window of {} needs the rows' positions", p.window);
+}
+
+// The sliding window: row r is within reach of new token i (positions pq - pk < window).
+inline bool in_window(const KVView& kv, const AttentionParams& p, int64_t i, int64_t r) {
+  return p.window <= 0 ||
+         static_cast<int64_t>(kv.positions[kv.n_past + i]) - static_cast<int64_t>(kv.positions[r]) < p.window;
 }
 
 inline bool visible(const uint8_t* allowed, int64_t T, int64_t i, int64_t j) {
@@ -34,9 +43,10 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
   float* oh = out + (i * p.n_head + h) * d;
   // Visible rows in cache order.
   int64_t n = 0;
-  for (int64_t r = 0; r < kv.n_past; ++r) rows[n++] = r;
+  for (int64_t r = 0; r < kv.n_past; ++r)
+    if (in_window(kv, p, i, r)) rows[n++] = r;
   for (int64_t j = 0; j < T; ++j)
-    if (visible(allowed, T, i, j)) rows[n++] = kv.n_past + j;
+    if (visible(allowed, T, i, j) && in_window(kv, p, i, kv.n_past + j)) rows[n++] = kv.n_past + j;
   std::fill(oh, oh + d, 0.0f);
   if (n == 0) return;
   float mx = -INFINITY;
@@ -73,7 +83,7 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
 
 void attention_ref(const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
                    const AttentionParams& p, float* out) {
-  check(p);
+  check(p, kv);
   std::vector<float> scores(kv.n_past + T);
   std::vector<int64_t> rows(kv.n_past + T);
   for (int64_t i = 0; i < T; ++i)
@@ -82,7 +92,7 @@ void attention_ref(const float* q, int64_t T, const KVView& kv, const uint8_t* a
 
 void attention(ThreadPool& pool, const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
                const AttentionParams& p, float* out, Isa isa) {
-  check(p);
+  check(p, kv);
   const bool fast = usable_isa(isa) == Isa::Avx2;
   // One item per (token, head); each is independent, so the split cannot change results.
   pool.parallel_for(T * p.n_head, 1, [&](int64_t b, int64_t e) {

@@ -184,11 +184,19 @@ void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, in
 // y[i] = gelu(x[i]); y may alias x.
 void gelu_ref(const float* x, float* y, int64_t n);
 void gelu(ThreadPool& pool, const float* x, float* y, int64_t n);
+// y[i] = cap * tanh(x[i] / cap): soft-capping of logits (Gemma 2; gemma3 files may ask for it).
+// cap > 0; y may alias x.
+void softcap_ref(const float* x, float cap, float* y, int64_t n);
+void softcap(ThreadPool& pool, const float* x, float cap, float* y, int64_t n);
 
 // Small helpers the forward uses (one implementation each: the reference is the op).
 // y[t, i] += b[i] for each of T rows of n.
 void add_bias(float* y, const float* b, int64_t T, int64_t n);
 // y[i] = a[i] + b[i]; y may alias a or b.
 void add(const float* a, const float* b, float* y, int64_t n);
+// y[i] = a[i] * b[i] (a gated FFN's gate times up); y may alias a or b.
+void mul(const float* a, const float* b, float* y, int64_t n);
+// y[i] = s * x[i] (gemma's embedding scale); y may alias x.
+void scale(const float* x, float s, float* y, int64_t n);
 
 }  // namespace specmoe::kernels::cpu

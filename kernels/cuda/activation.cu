@@ -1,4 +1,4 @@
-// Elementwise ops: SiLU, SwiGLU, GELU (tanh approximation), add, add_bias. Grid-stride loops; each
+// Elementwise ops: SiLU, SwiGLU, GELU (tanh approximation), add, mul, scale, softcap, add_bias. Grid-stride loops; each
 // thread reads element i before writing element i, so outputs may alias inputs.
 #include <initializer_list>
 
@@ -36,6 +36,15 @@ __global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) 
 }
 __global__ void add_bias_kernel(float* y, const float* b, int64_t total, int64_t n) {
   SPECMOE_GRID_STRIDE(i, total) y[i] += b[i % n];
+}
+__global__ void mul_kernel(const float* a, const float* b, float* y, int64_t n) {
+  SPECMOE_GRID_STRIDE(i, n) y[i] = a[i] * b[i];
+}
+__global__ void scale_kernel(const float* x, float s, float* y, int64_t n) {
+  SPECMOE_GRID_STRIDE(i, n) y[i] = s * x[i];
+}
+__global__ void softcap_kernel(const float* x, float cap, float inv_cap, float* y, int64_t n) {
+  SPECMOE_GRID_STRIDE(i, n) y[i] = cap * tanhf(x[i] * inv_cap);
 }
 
 #undef SPECMOE_GRID_STRIDE
@@ -81,6 +90,34 @@ void add(Context& ctx, const float* a, const float* b, float* y, int64_t n) {
   DeviceGuard guard(ctx.device());
   detail::add_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0, detail::stream_of(ctx)>>>(
       a, b, y, n);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void mul(Context& ctx, const float* a, const float* b, float* y, int64_t n) {
+  detail::check_elementwise("mul", n, {a, b, y});
+  if (n == 0) return;
+  DeviceGuard guard(ctx.device());
+  detail::mul_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0, detail::stream_of(ctx)>>>(
+      a, b, y, n);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void scale(Context& ctx, const float* x, float s, float* y, int64_t n) {
+  detail::check_elementwise("scale", n, {x, y});
+  if (n == 0) return;
+  DeviceGuard guard(ctx.device());
+  detail::scale_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0,
+                         detail::stream_of(ctx)>>>(x, s, y, n);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void softcap(Context& ctx, const float* x, float cap, float* y, int64_t n) {
+  detail::check_elementwise("softcap", n, {x, y});
+  detail::require(cap > 0.0f, "softcap", "cap must be positive");
+  if (n == 0) return;
+  DeviceGuard guard(ctx.device());
+  detail::softcap_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0,
+                           detail::stream_of(ctx)>>>(x, cap, 1.0f / cap, y, n);
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,4 +1,5 @@
-// Scaled dot-product attention over a KV cache with GQA and an optional mask among the new tokens.
+// Scaled dot-product attention over a KV cache with GQA, an optional mask among the new tokens and
+// an optional sliding window over positions.
 // One simple kernel: one block per (token, head) does three passes over the visible keys --
 // scores (one warp per key) into a scratch row, exp and sum, then the weighted sum of values.
 #include <algorithm>
@@ -14,9 +15,10 @@ constexpr int kAttentionThreads = 128;
 // grid = (n_head, tokens in this chunk); token t = t0 + blockIdx.y.
 // q, out: [T, n_head, head_dim]; k, v rows r < n_past + T at r * kv_stride, KV head g at g * head_dim.
 // scores: [chunk tokens, n_head, n_kv] scratch. Dynamic shared memory: head_dim floats (scaled q).
+// window > 0: positions [n_past + T] (device) hide the keys window or more positions behind t.
 __global__ void attention_kernel(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t n_past,
                                  int64_t T, int64_t t0, const uint8_t* allowed, int n_head, int group, int head_dim,
-                                 float scale, float* scores, float* out) {
+                                 float scale, int window, const int32_t* positions, float* scores, float* out) {
   extern __shared__ float q_s[];
   const int h = blockIdx.x;
   const int64_t t = t0 + blockIdx.y;
@@ -35,8 +37,10 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
 
   // Pass 1: scores, one warp per key (lanes split the head dimension: coalesced reads of K).
   float local_max = -INFINITY;
+  const int64_t q_pos = window > 0 ? positions[n_past + t] : 0;
   for (int64_t j = warp; j < n_scan; j += n_warps) {
-    const bool visible = j < n_past || allowed == nullptr || allowed[t * T + (j - n_past)] != 0;
+    const bool visible = (j < n_past || allowed == nullptr || allowed[t * T + (j - n_past)] != 0) &&
+                         (window <= 0 || q_pos - positions[j] < window);
     float score = -INFINITY;
     if (visible) {  // warp-uniform (same j for all lanes)
       const float* kr = kh + j * kv_stride;
@@ -88,6 +92,8 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
           "kv_stride = " + std::to_string(kv.kv_stride) + " is less than kv_dim = n_head_kv * head_dim");
   // q_s (head_dim floats) must fit the 48 KiB of shared memory a launch gets without opt-in.
   require(p.head_dim <= 4096, "attention", "head_dim = " + std::to_string(p.head_dim) + " exceeds 4096");
+  require(p.window >= 0, "attention", "window < 0");
+  require(p.window == 0 || kv.positions != nullptr, "attention", "a sliding window needs kv.positions");
   if (T == 0) return;
   detail::require_ptr(q, "attention", "q");
   detail::require_ptr(kv.k, "attention", "kv.k");
@@ -109,7 +115,7 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
     const dim3 grid(static_cast<unsigned>(p.n_head), static_cast<unsigned>(n));
     detail::attention_kernel<<<grid, detail::kAttentionThreads, smem, detail::stream_of(ctx)>>>(
         q, kv.k, kv.v, kv.kv_stride, kv.n_past, T, t0, allowed, p.n_head, p.n_head / p.n_head_kv, p.head_dim,
-        p.scale, scores, out);
+        p.scale, p.window, kv.positions, scores, out);
     SPECMOE_CUDA_CHECK_LAUNCH();
   }
 }

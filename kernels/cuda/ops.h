@@ -76,7 +76,9 @@ void layer_norm(Context& ctx, const float* x, const float* w, const float* b, fl
 // Rotary position embedding (Su et al. 2021, RoFormer), in place.
 
 // x: [T, n_head * head_dim]; positions: [T] int32 on the device. Pair i (i < rope_dims/2) turns
-// by angle pos * freq_scale * freq_base^(-2i/rope_dims); dims >= rope_dims are left unchanged.
+// by angle pos * freq_scale * freq_base^(-2i/rope_dims) / freq_factors[i] (a device array or
+// null), mixed with the extrapolated angle by YaRN and with cos/sin scaled by attn_factor as
+// RopeParams (kernels/op_params.h) defines; dims >= rope_dims are left unchanged.
 void rope(Context& ctx, float* x, int64_t T, const int32_t* positions, const RopeParams& p);
 
 // ---------------------------------------------------------------------------------------------
@@ -86,7 +88,9 @@ void rope(Context& ctx, float* x, int64_t T, const int32_t* positions, const Rop
 
 // q, out: [T, n_head * head_dim] (must not alias). allowed: null = causal among the new tokens,
 // else a device [T, T] uint8 mask, allowed[i * T + j] != 0 lets new token i see new token j (tree
-// verification). A token that sees nothing gets a zero output. Decode is T = 1.
+// verification). With p.window > 0, kv.positions (device, [n_past + T]) limits every token to the
+// keys less than `window` positions behind it. A token that sees nothing gets a zero output.
+// Decode is T = 1.
 // One block per (token, head); scores go to context scratch (tokens are processed in chunks so
 // that scratch stays under kDequantSliceBytes).
 void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
@@ -108,6 +112,12 @@ void swiglu(Context& ctx, const float* gate, const float* up, float* out, int64_
 void gelu(Context& ctx, const float* x, float* y, int64_t n);
 // y = a + b (y may alias a or b).
 void add(Context& ctx, const float* a, const float* b, float* y, int64_t n);
+// y = a * b elementwise (y may alias a or b).
+void mul(Context& ctx, const float* a, const float* b, float* y, int64_t n);
+// y = s * x (y may alias x).
+void scale(Context& ctx, const float* x, float s, float* y, int64_t n);
+// y = cap * tanh(x / cap), cap > 0 (logit soft-capping; y may alias x).
+void softcap(Context& ctx, const float* x, float cap, float* y, int64_t n);
 // y[t, i] += b[i] for T rows of n.
 void add_bias(Context& ctx, float* y, const float* b, int64_t T, int64_t n);
 

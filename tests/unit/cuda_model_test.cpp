@@ -297,6 +297,20 @@ TEST(CudaModel, SynthGpt2MatchesTheCpu) {
   compare_with_cpu(s, "cuda_gpt2_f16.gguf", kRelF16);
 }
 
+TEST(CudaModel, SynthQwen3Gemma3AndRopeScalingMatchTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  // QK-norm and wide heads; YaRN; llama3 frequency factors (a device copy of rope_freqs); gemma3's
+  // embedding scale, post-norms, GeGLU and sliding windows (positions uploaded per forward).
+  compare_with_cpu(synth_spec("qwen3-tiny"), "cuda_qwen3.gguf", kRelF32);
+  compare_with_cpu(synth_spec("qwen3-yarn-tiny"), "cuda_qwen3_yarn.gguf", kRelF32);
+  compare_with_cpu(synth_spec("llama3-tiny"), "cuda_llama3.gguf", kRelF32);
+  compare_with_cpu(synth_spec("gemma3-tiny"), "cuda_gemma3.gguf", kRelF32);
+  SynthSpec s = synth_spec("gemma3-tiny");
+  s.swa_pattern = 3;
+  s.final_logit_softcap = 30.0f;
+  compare_with_cpu(s, "cuda_gemma3_softcap.gguf", kRelF32);
+}
+
 TEST(CudaModel, BatchedForwardEqualsOneTokenForwards) {
   SPECMOE_REQUIRE_CUDA();
   SPECMOE_REQUIRE_DATA(kStories);

@@ -440,6 +440,57 @@ TEST(Rope, ReferencePairsAsSpecified) {
     }
 }
 
+TEST(Rope, FrequencyFactorsYarnAndMagnitudeFollowTheDefinition) {
+  // Each pair i turns by theta = pos * base^(-2i/d) / f_i, scaled by 1/s where YaRN's ramp says
+  // interpolate (i >= corr_high), kept where it says extrapolate (i <= corr_low), linearly mixed
+  // in between; cos and sin times attn_factor. Written out in double, per pair.
+  cpu::ThreadPool pool(2);
+  for (auto pairing : {cpu::RopePairing::Adjacent, cpu::RopePairing::SplitHalves})
+    for (bool yarn : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "split=" << (pairing == cpu::RopePairing::SplitHalves) << " yarn=" << yarn);
+      const int d = 12, half = 6;
+      const std::vector<float> factors = {1.0f, 1.0f, 1.7f, 3.1f, 8.0f, 8.0f};
+      cpu::RopeParams p;
+      p.n_head = 2;
+      p.head_dim = 14;  // 2 dims past rope_dims stay as they are
+      p.rope_dims = d;
+      p.freq_base = 1000.0f;
+      p.freq_scale = 0.25f;
+      p.pairing = pairing;
+      p.freq_factors = factors.data();
+      p.attn_factor = 1.25f;
+      if (yarn) {
+        p.ext_factor = 1.0f;
+        p.corr_low = 1.0f;
+        p.corr_high = 4.0f;
+      }
+      const int64_t T = 3;
+      const std::vector<int32_t> pos = {0, 5, 1000};
+      const auto x = random_vec(T * 28, 12);
+      auto ref = x, fast = x;
+      cpu::rope_ref(ref.data(), T, pos, p);
+      cpu::rope(pool, fast.data(), T, pos, p);
+      EXPECT_EQ(std::memcmp(ref.data(), fast.data(), ref.size() * 4), 0);
+      for (int64_t t = 0; t < T; ++t)
+        for (int h = 0; h < 2; ++h) {
+          const float* in = x.data() + (t * 2 + h) * 14;
+          const float* out = ref.data() + (t * 2 + h) * 14;
+          for (int i = 0; i < half; ++i) {
+            const double extrap = pos[t] * std::pow(1000.0, -2.0 * i / d) / factors[i];
+            const double interp = extrap * 0.25;
+            const double keep = yarn ? 1.0 - std::clamp((i - 1.0) / 3.0, 0.0, 1.0) : 0.0;
+            const double th = interp * (1 - keep) + extrap * keep;
+            const int a = pairing == cpu::RopePairing::Adjacent ? 2 * i : i;
+            const int b = pairing == cpu::RopePairing::Adjacent ? 2 * i + 1 : i + half;
+            // |theta| up to ~1000 rad: float cos/sin of a double angle, 2e-5 relative.
+            EXPECT_NEAR(out[a], 1.25 * (in[a] * std::cos(th) - in[b] * std::sin(th)), 2e-5) << i;
+            EXPECT_NEAR(out[b], 1.25 * (in[a] * std::sin(th) + in[b] * std::cos(th)), 2e-5) << i;
+          }
+          for (int i = d; i < 14; ++i) EXPECT_EQ(out[i], in[i]);
+        }
+    }
+}
+
 TEST(Rope, RejectsOddRopeDims) {
   cpu::RopeParams p;
   p.n_head = 1;
@@ -519,6 +570,55 @@ TEST(Attention, MaskedTokenIsInvisible) {
   EXPECT_EQ(std::memcmp(alone.data(), out.data() + n_head * d, alone.size() * 4), 0);
 }
 
+TEST(Attention, SlidingWindowMatchesReferenceAndHidesFarKeys) {
+  // Rows at positions that are not their indices (a tree: siblings share a position), a window
+  // of 3 positions: the fast paths equal the reference for any thread count, and each token's
+  // output equals attention over exactly the rows it may see, copied out as a cache of their own.
+  const int n_head = 4, n_head_kv = 2, d = 17;
+  const int64_t n_past = 6, T = 5, kvd = n_head_kv * d, qd = n_head * d, rows = n_past + T;
+  const std::vector<int32_t> positions = {0, 1, 2, 3, 4, 5, 6, 7, 7, 8, 9};  // new: 6, 7, 7', 8, 9
+  const std::vector<uint8_t> tree = {1, 0, 0, 0, 0,   //
+                                     1, 1, 0, 0, 0,   //
+                                     1, 0, 1, 0, 0,   //
+                                     1, 0, 1, 1, 0,   //
+                                     1, 0, 1, 1, 1};
+  const auto q = random_vec(T * qd, 71), k = random_vec(rows * kvd, 72), v = random_vec(rows * kvd, 73);
+  cpu::KVView kv{k.data(), v.data(), kvd, n_past, positions.data()};
+  cpu::AttentionParams p{n_head, n_head_kv, d, 0.3f, 3};
+  for (const uint8_t* mask : {static_cast<const uint8_t*>(nullptr), tree.data()}) {
+    std::vector<float> ref(T * qd), fast(T * qd);
+    cpu::attention_ref(q.data(), T, kv, mask, p, ref.data());
+    ASSERT_TRUE(any_nonzero(ref));
+    for (int threads : {1, 3}) {
+      cpu::ThreadPool pool(threads);
+      cpu::attention(pool, q.data(), T, kv, mask, p, fast.data());
+      for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-5) << i;
+    }
+    for (int64_t i = 0; i < T; ++i) {
+      std::vector<float> k2, v2;
+      for (int64_t r = 0; r < rows; ++r) {
+        const bool seen = r < n_past || (mask ? mask[i * T + (r - n_past)] != 0 : r - n_past <= i);
+        if (!seen || positions[n_past + i] - positions[r] >= 3) continue;
+        k2.insert(k2.end(), k.begin() + r * kvd, k.begin() + (r + 1) * kvd);
+        v2.insert(v2.end(), v.begin() + r * kvd, v.begin() + (r + 1) * kvd);
+      }
+      ASSERT_LT(k2.size(), static_cast<size_t>((n_past + i + 1) * kvd));  // the window did hide rows
+      std::vector<float> alone(qd);
+      const int64_t n = static_cast<int64_t>(k2.size()) / kvd;
+      cpu::AttentionParams plain{n_head, n_head_kv, d, 0.3f};
+      // The visible rows as a cache of n - 1 rows plus the token itself as the one new row.
+      cpu::attention_ref(q.data() + i * qd, 1, cpu::KVView{k2.data(), v2.data(), kvd, n - 1}, nullptr, plain,
+                         alone.data());
+      for (int64_t c = 0; c < qd; ++c) ASSERT_NEAR(alone[c], ref[i * qd + c], 1e-6) << i << " " << c;
+    }
+  }
+  cpu::AttentionParams no_positions{n_head, n_head_kv, d, 0.3f, 3};
+  std::vector<float> out(T * qd);
+  EXPECT_THROW(cpu::attention_ref(q.data(), T, cpu::KVView{k.data(), v.data(), kvd, n_past}, nullptr, no_positions,
+                                  out.data()),
+               specmoe::Error);
+}
+
 TEST(Attention, SingleVisibleKeyReturnsItsValue) {
   const auto q = random_vec(4, 41), k = random_vec(4, 42), v = random_vec(4, 43);
   cpu::AttentionParams p{1, 1, 4, 0.5f};
@@ -558,4 +658,23 @@ TEST(Activations, GeluAndSiluKnownValues) {
   EXPECT_NEAR(cpu::gelu(3.0f), 2.9963625, 1e-5);
   EXPECT_NEAR(cpu::silu(1.0f), 0.7310585786, 1e-6);
   EXPECT_NEAR(cpu::silu(-2.0f), -0.2384058440, 1e-6);
+}
+
+TEST(Activations, MulScaleAndSoftcap) {
+  cpu::ThreadPool pool(3);
+  for (int64_t n : {1, 17, 10007}) {
+    const auto a = random_vec(n, 81, 40.0f), b = random_vec(n, 82, 2.0f);
+    std::vector<float> y(n), ref(n), fast(n);
+    cpu::mul(a.data(), b.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], a[i] * b[i]);
+    cpu::scale(a.data(), 0.125f, y.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], a[i] * 0.125f);
+    cpu::softcap_ref(a.data(), 30.0f, ref.data(), n);
+    cpu::softcap(pool, a.data(), 30.0f, fast.data(), n);
+    EXPECT_EQ(std::memcmp(ref.data(), fast.data(), n * 4), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(ref[i], 30.0 * std::tanh(a[i] / 30.0), 1e-5 * 30.0);
+      ASSERT_LE(std::fabs(ref[i]), 30.0f);
+    }
+  }
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <functional>
 
 #include "base/error.h"
@@ -191,10 +192,170 @@ TEST(ModelConfig, RopeScaling) {
   none.set_string("llama.rope.scaling.type", "none");
   EXPECT_EQ(load(none).cfg.rope_freq_scale, 1.0f);
 
-  GGUFWriter yarn = base("qwen2");
-  yarn.set_string("qwen2.rope.scaling.type", "yarn");
-  yarn.set_f32("qwen2.rope.scaling.factor", 4.0f);
-  expect_error(yarn, ErrorKind::Unsupported, "qwen2.rope.scaling.type 'yarn' is unsupported");
+  GGUFWriter longrope = base("qwen2");
+  longrope.set_string("qwen2.rope.scaling.type", "longrope");
+  expect_error(longrope, ErrorKind::Unsupported, "qwen2.rope.scaling.type 'longrope' is unsupported");
+  GGUFWriter llama3 = base("qwen2");  // llama3 factors by keys: llama files only
+  llama3.set_string("qwen2.rope.scaling.type", "llama3");
+  expect_error(llama3, ErrorKind::Unsupported, "qwen2.rope.scaling.type 'llama3' is unsupported");
+}
+
+TEST(ModelConfig, YarnAsLlamaCppResolvesIt) {
+  // Qwen3's published YaRN setting: factor 4 over an original context of 32768, base 1e6,
+  // head_dim 128 (here 16 heads of 8 would be too small: 2 heads of 128 in an n_embd of 16).
+  GGUFWriter w = base("qwen3");
+  w.set_u32("qwen3.attention.head_count", 2);
+  w.set_u32("qwen3.attention.head_count_kv", 1);
+  w.set_u32("qwen3.attention.key_length", 128);
+  w.set_u32("qwen3.attention.value_length", 128);
+  w.set_f32("qwen3.rope.freq_base", 1000000.0f);
+  w.set_string("qwen3.rope.scaling.type", "yarn");
+  w.set_f32("qwen3.rope.scaling.factor", 4.0f);
+  w.set_u32("qwen3.rope.scaling.original_context_length", 32768);
+  const ModelConfig c = load(w).cfg;
+  EXPECT_EQ(c.rope_scaling, RopeScaling::Yarn);
+  EXPECT_EQ(c.rope_freq_scale, 0.25f);
+  EXPECT_EQ(c.yarn_ext_factor, 1.0f);
+  EXPECT_EQ(c.rope_n_ctx_orig, 32768);
+  const LayerRope r = c.rope_at(0);
+  // Correction range: d ln(L / (2 pi beta)) / (2 ln base) for beta 32 (floor) and 1 (ceil):
+  // 128 ln(32768 / 201.06) / 27.631 = 23.6 -> 23; 128 ln(32768 / 6.283) / 27.631 = 39.7 -> 40.
+  EXPECT_EQ(r.corr_low, 23.0f);
+  EXPECT_EQ(r.corr_high, 40.0f);
+  // Magnitude: 1 + 0.1 ln 4 (llama.cpp's attn_factor cancels its own, the op applies this one).
+  EXPECT_NEAR(r.attn_factor, 1.0 + 0.1 * std::log(4.0), 1e-6);
+  EXPECT_EQ(r.freq_base, 1000000.0f);
+  // Without YaRN nothing of it is set; rope.scaling.attn_factor multiplies either way.
+  GGUFWriter lin = base("llama");
+  lin.set_f32("llama.rope.scaling.attn_factor", 0.5f);
+  const LayerRope rl = load(lin).cfg.rope_at(0);
+  EXPECT_EQ(rl.ext_factor, 0.0f);
+  EXPECT_EQ(rl.attn_factor, 0.5f);
+  EXPECT_EQ(rl.freq_scale, 1.0f);
+}
+
+TEST(ModelConfig, Llama3RopeFactors) {
+  // By keys (llama only): Meta's formula, for base 500000, head_dim 128, factor 32 (Llama 3.2)
+  // over 8192 positions: pair 0 (wavelength 2 pi) is kept, the last pair (~3.1M) divided by 32,
+  // and pairs between the 2048 and 8192 wavelengths interpolated.
+  GGUFWriter w = base("llama");
+  w.set_u32("llama.embedding_length", 256);
+  w.set_u32("llama.attention.head_count", 2);
+  w.set_u32("llama.attention.head_count_kv", 1);
+  w.set_f32("llama.rope.freq_base", 500000.0f);
+  w.set_string("llama.rope.scaling.type", "llama3");
+  w.set_f32("llama.rope.scaling.factor", 32.0f);
+  const ModelConfig c = load(w).cfg;
+  EXPECT_EQ(c.rope_scaling, RopeScaling::Llama3);
+  EXPECT_TRUE(c.rope_freq_factors);
+  EXPECT_EQ(c.rope_freq_scale, 1.0f);  // the factor lives in the per-pair factors
+  EXPECT_EQ(c.rope_n_ctx_orig, 8192);
+  const std::vector<float> f = c.llama3_rope_factors();
+  ASSERT_EQ(f.size(), 64u);
+  int kept = 0, divided = 0, smooth = 0;
+  for (int i = 0; i < 64; ++i) {
+    const double wavelen = 2 * M_PI * std::pow(500000.0, 2.0 * i / 128);
+    if (wavelen < 2048) {
+      EXPECT_EQ(f[i], 1.0f) << i;
+      ++kept;
+    } else if (wavelen > 8192) {
+      EXPECT_EQ(f[i], 32.0f) << i;
+      ++divided;
+    } else {
+      const double s = (8192 / wavelen - 1) / 3;
+      EXPECT_NEAR(f[i], 1 / ((1 - s) / 32 + s), 1e-4) << i;
+      ++smooth;
+    }
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(divided, 0);
+  EXPECT_GT(smooth, 0);
+  // rope_freqs.weight in a llama file switches the factors on (bind_weights reads the tensor).
+  GGUFWriter t = base("llama");
+  const std::vector<float> two = {1.0f, 4.0f};
+  t.add_tensor_f32("rope_freqs.weight", DType::F32, {2}, two);
+  EXPECT_TRUE(load(t).cfg.rope_freq_factors);
+  EXPECT_EQ(load(t).cfg.rope_scaling, RopeScaling::None);
+}
+
+TEST(ModelConfig, Qwen3AndGemma3) {
+  GGUFWriter q = base("qwen3");
+  q.set_u32("qwen3.attention.key_length", 8);
+  q.set_u32("qwen3.attention.value_length", 8);
+  const ModelConfig cq = load(q).cfg;
+  EXPECT_EQ(cq.arch, Arch::Qwen3);
+  EXPECT_EQ(cq.rope_style, RopeStyle::SplitHalves);
+  EXPECT_TRUE(cq.qk_norm);
+  EXPECT_FALSE(cq.post_norms);
+  EXPECT_EQ(cq.head_dim, 8);  // not 16 / 4
+  EXPECT_EQ(cq.rope_dims, 8);
+  EXPECT_EQ(cq.n_swa, 0);
+  EXPECT_FLOAT_EQ(cq.attention_scale(), 1.0f / std::sqrt(8.0f));
+
+  // gemma3 as llama.cpp's converter writes it: a window, no pattern key (default 6), no
+  // freq_base_swa (default 10000).
+  GGUFWriter g = base("gemma3");
+  g.set_u32("gemma3.block_count", 13);
+  g.set_u32("gemma3.attention.sliding_window", 512);
+  g.set_f32("gemma3.rope.freq_base", 1000000.0f);
+  const ModelConfig cg = load(g).cfg;
+  EXPECT_EQ(cg.arch, Arch::Gemma3);
+  EXPECT_TRUE(cg.qk_norm);
+  EXPECT_TRUE(cg.post_norms);
+  EXPECT_EQ(cg.ffn_act, FfnActivation::GeluTanh);
+  EXPECT_FLOAT_EQ(cg.embd_scale, 4.0f);  // sqrt(16)
+  EXPECT_EQ(cg.n_swa, 512);
+  EXPECT_EQ(cg.swa_pattern, 6);
+  for (int l = 0; l < 13; ++l) {
+    EXPECT_EQ(cg.is_swa(l), l % 6 != 5) << l;
+    EXPECT_EQ(cg.window(l), l % 6 != 5 ? 512 : 0) << l;
+    EXPECT_EQ(cg.rope_at(l).freq_base, l % 6 != 5 ? 10000.0f : 1000000.0f) << l;
+  }
+  EXPECT_EQ(cg.final_logit_softcap, 0.0f);
+  EXPECT_FLOAT_EQ(cg.attention_scale(), 0.5f);  // 1/sqrt(head_dim 4)
+
+  // Linear scaling (Gemma 3 4B+: factor 8) applies to the global layers only.
+  g.set_string("gemma3.rope.scaling.type", "linear");
+  g.set_f32("gemma3.rope.scaling.factor", 8.0f);
+  g.set_f32("gemma3.rope.freq_base_swa", 5000.0f);
+  g.set_f32("gemma3.final_logit_softcapping", 30.0f);
+  g.set_u32("gemma3.attention.sliding_window_pattern", 4);
+  const ModelConfig cs = load(g).cfg;
+  EXPECT_EQ(cs.rope_at(3).freq_scale, 0.125f);
+  EXPECT_EQ(cs.rope_at(3).freq_base, 1000000.0f);
+  EXPECT_EQ(cs.rope_at(2).freq_scale, 1.0f);
+  EXPECT_EQ(cs.rope_at(2).freq_base, 5000.0f);
+  EXPECT_EQ(cs.final_logit_softcap, 30.0f);
+  for (int l = 0; l < 13; ++l) EXPECT_EQ(cs.is_swa(l), l % 4 != 3) << l;
+
+  // A per-layer pattern (bool array, as newer converters write it).
+  GGUFWriter a = base("gemma3");
+  a.set_u32("gemma3.attention.sliding_window", 8);
+  GGUFValue flags;
+  flags.type = GGUFType::ARRAY;
+  flags.elem_type = GGUFType::BOOL;
+  for (int l = 0; l < 3; ++l) {
+    GGUFValue b;
+    b.type = GGUFType::BOOL;
+    b.i = l != 1;
+    flags.items.push_back(b);
+  }
+  a.set_value("gemma3.attention.sliding_window_pattern", flags);
+  const ModelConfig ca = load(a).cfg;
+  EXPECT_EQ(ca.swa_pattern, 0);
+  EXPECT_TRUE(ca.is_swa(0));
+  EXPECT_FALSE(ca.is_swa(1));
+  EXPECT_TRUE(ca.is_swa(2));
+  flags.items.pop_back();
+  a.set_value("gemma3.attention.sliding_window_pattern", flags);
+  expect_error(a, ErrorKind::Format, "has 2 entries for 3 layers");
+
+  // The 27B (62 layers) scales queries by 1/sqrt(n_embd / n_head) instead of 1/sqrt(head_dim).
+  GGUFWriter big = base("gemma3");
+  big.set_u32("gemma3.block_count", 62);
+  big.set_u32("gemma3.attention.key_length", 16);
+  big.set_u32("gemma3.attention.value_length", 16);
+  EXPECT_FLOAT_EQ(load(big).cfg.attention_scale(), 0.5f);  // 1/sqrt(16 / 4), not 1/sqrt(16)
 }
 
 TEST(ModelConfig, PerLayerHeadCounts) {
@@ -216,7 +377,7 @@ TEST(ModelConfig, UnknownArchitecture) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
     EXPECT_EQ(std::string(e.what()),
-              path + ": unsupported architecture 'xyz' (supported: llama, qwen2, qwen2moe, gpt2)");
+              path + ": unsupported architecture 'xyz' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, gemma3)");
   }
 }
 

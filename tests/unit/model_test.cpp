@@ -433,3 +433,122 @@ TEST(Architectures, Gpt2MatchesReference) {
   s.type = DType::F16;
   check_against_reference(s, "arch_gpt2.gguf");
 }
+
+TEST(Architectures, Qwen3MatchesReference) {
+  // QK-norm per head, no QKV biases, heads of 32 while n_embd / n_head is 16.
+  const SynthSpec s = synth_spec("qwen3-tiny");
+  check_against_reference(s, "arch_qwen3.gguf");
+  auto m = Model::load(scratch("arch_qwen3.gguf"));
+  EXPECT_EQ(m->config().arch, Arch::Qwen3);
+  EXPECT_EQ(m->config().head_dim, 32);
+  EXPECT_TRUE(m->config().qk_norm);
+}
+
+TEST(Architectures, Qwen3WithYarnMatchesReference) {
+  // YaRN: factor 4, original context 64 (the fast pairs extrapolate, the slow ones interpolate,
+  // cos/sin scaled by 1 + 0.1 ln 4).
+  check_against_reference(synth_spec("qwen3-yarn-tiny"), "arch_qwen3_yarn.gguf");
+}
+
+TEST(Architectures, Gemma3MatchesReference) {
+  // Embedding scale, QK-norm, post-norms, GeGLU, tied head, window 4 (shorter than the 11 test
+  // tokens) on layers 0-4 with base 10000 and a global layer 5 with base 1e6.
+  SynthSpec s = synth_spec("gemma3-tiny");
+  check_against_reference(s, "arch_gemma3.gguf");
+  {
+    auto m = Model::load(scratch("arch_gemma3.gguf"));
+    const ModelConfig& c = m->config();
+    EXPECT_EQ(c.n_swa, 4);
+    EXPECT_EQ(c.swa_pattern, 6);
+    for (int l = 0; l < 6; ++l) EXPECT_EQ(c.is_swa(l), l != 5) << l;
+    EXPECT_EQ(c.rope_freq_base_swa, 10000.0f);
+    EXPECT_FLOAT_EQ(c.embd_scale, 8.0f);
+  }
+  // The pattern, local base and soft-capping from keys: layers 0, 1, 3, 4 local, 2 and 5 global.
+  s.swa_pattern = 3;
+  s.rope_freq_base_swa = 500.0f;
+  s.final_logit_softcap = 30.0f;  // below the largest logits (~60), so capping changes them
+  check_against_reference(s, "arch_gemma3_keys.gguf");
+  // Quantized: Q8_0 weights with 8-bit activations (see LlamaMatchesReference).
+  s = synth_spec("gemma3-tiny");
+  s.type = DType::Q8_0;
+  check_against_reference(s, "arch_gemma3_q8.gguf", 1.5e-2);
+}
+
+TEST(Architectures, Gemma3WindowHoldsInTreesAndSingleTokenSteps) {
+  // The window is over positions: a tree's siblings share one, and decoding one token at a time
+  // must see exactly the rows a batch sees (bit for bit, as for llama above).
+  const std::string path = scratch("arch_gemma3_tree.gguf");
+  synth_write("gemma3-tiny", path, 7);
+  auto m = Model::load(path);
+  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3};
+  KVCache a = m->new_cache(32), b = m->new_cache(32);
+  std::vector<float> batched;
+  m->forward(ids, a).logits.to_host(batched);
+  const std::vector<float> single = forward_one_by_one(*m, b, ids);
+  const int V = m->config().n_vocab;
+  EXPECT_TRUE(same_bits(batched.data(), single.data(), batched.size()));
+  EXPECT_EQ(a.layout(0).window, 4);
+  EXPECT_EQ(a.layout(5).window, 0);
+
+  // A tree after 6 tokens: r -> {c1, c2}, c2 -> g -> h; the path r, c2, g, h as a sequence.
+  const std::vector<int32_t> prefix(ids.begin(), ids.begin() + 6);
+  const std::vector<int32_t> tree = {90, 3, 17, 44, 120};
+  const std::vector<int32_t> parents = {-1, 0, 0, 2, 3};
+  KVCache t = m->new_cache(32), s = m->new_cache(32);
+  std::vector<float> l, tree_logits, path_logits;
+  m->forward(prefix, t).logits.to_host(l);
+  m->forward(prefix, s).logits.to_host(l);
+  core::Batch tb;
+  tb.tokens = tree;
+  tb.parents = parents;
+  m->forward(tb, t).logits.to_host(tree_logits);
+  const std::vector<int32_t> chain = {90, 17, 44, 120};
+  m->forward(chain, s).logits.to_host(path_logits);
+  EXPECT_TRUE(same_bits(tree_logits.data() + 2 * V, path_logits.data() + 1 * V, V));  // c2
+  EXPECT_TRUE(same_bits(tree_logits.data() + 4 * V, path_logits.data() + 3 * V, V));  // h: window over depth
+  EXPECT_FALSE(same_bits(tree_logits.data() + 1 * V, tree_logits.data() + 2 * V, V));
+}
+
+TEST(Architectures, Llama3RopeFactorsMatchReference) {
+  // rope_freqs.weight divides the slow pairs' frequencies (original context 32, so they turn
+  // visibly within the test tokens); the head is tied.
+  check_against_reference(synth_spec("llama3-tiny"), "arch_llama3.gguf");
+  // The same factors given by rope.scaling.type = llama3 keys instead of the tensor: same logits.
+  const std::string with_tensor = scratch("arch_llama3.gguf"), with_keys = scratch("arch_llama3_keys.gguf");
+  GgufEdit e;
+  e.drop_tensor = "rope_freqs.weight";
+  copy_gguf(with_tensor, with_keys, e);
+  {
+    auto f = GGUFFile::open(with_keys);
+    GGUFWriter w;
+    for (const auto& [k, v] : f->metadata())
+      if (k != "general.alignment") w.set_value(k, v);
+    w.set_string("llama.rope.scaling.type", "llama3");
+    w.set_f32("llama.rope.scaling.factor", 8.0f);
+    w.set_u32("llama.rope.scaling.original_context_length", 32);
+    for (const auto& t : f->tensors()) w.add_tensor(t.name, t.type, t.ne, std::span<const uint8_t>(t.data, t.nbytes));
+    w.write(with_keys);
+  }
+  auto a = Model::load(with_tensor), b = Model::load(with_keys);
+  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
+  KVCache ka = a->new_cache(16), kb = b->new_cache(16);
+  std::vector<float> la, lb;
+  a->forward(ids, ka).logits.to_host(la);
+  b->forward(ids, kb).logits.to_host(lb);
+  double max_diff = 0;
+  for (size_t i = 0; i < la.size(); ++i) max_diff = std::max(max_diff, std::fabs(double(la[i]) - lb[i]));
+  // The converter's float32 factors vs ours rounded from double: equal to a few ulps.
+  EXPECT_LT(max_diff, 1e-4);
+  // Without the factors the positions are wrong: the logits move.
+  GgufEdit plain;
+  plain.drop_tensor = "rope_freqs.weight";
+  copy_gguf(with_tensor, scratch("arch_llama3_plain.gguf"), plain);
+  auto c = Model::load(scratch("arch_llama3_plain.gguf"));
+  KVCache kc = c->new_cache(16);
+  std::vector<float> lc;
+  c->forward(ids, kc).logits.to_host(lc);
+  double moved = 0;
+  for (size_t i = 0; i < la.size(); ++i) moved = std::max(moved, std::fabs(double(la[i]) - lc[i]));
+  EXPECT_GT(moved, 1e-2);
+}

@@ -44,7 +44,9 @@ TEST(Synth, SameSeedSameBytesOtherSeedOtherBytes) {
 
 TEST(Synth, PresetsAreListedAndUnknownOnesRejected) {
   const auto presets = synth_presets();
-  ASSERT_EQ(presets.size(), 10u);  // tiny, tiny-draft, tiny-256, target, draft, moe-tiny, qwen2moe-tiny, moe-target, moe-draft, target-1b
+  // tiny, tiny-draft, tiny-256, target, draft, moe-tiny, qwen2moe-tiny, moe-target, moe-draft,
+  // target-1b, qwen3-tiny, qwen3-yarn-tiny, gemma3-tiny, llama3-tiny
+  ASSERT_EQ(presets.size(), 14u);
   for (const std::string& p : presets) {
     const std::string name = p.substr(0, p.find(':'));
     EXPECT_NO_THROW(synth_spec(name)) << name;
@@ -58,6 +60,29 @@ TEST(Synth, PresetsAreListedAndUnknownOnesRejected) {
     EXPECT_NE(std::string(e.what()).find("huge"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("tiny"), std::string::npos);
   }
+}
+
+// The architecture presets load as the architecture they name, with its specifics read back.
+TEST(Synth, ArchitecturePresetsLoad) {
+  struct Case { const char* preset; Arch arch; };
+  for (const Case& c : {Case{"qwen3-tiny", Arch::Qwen3}, Case{"qwen3-yarn-tiny", Arch::Qwen3},
+                        Case{"gemma3-tiny", Arch::Gemma3}, Case{"llama3-tiny", Arch::Llama},
+                        Case{"gemma3-tiny-q8_0", Arch::Gemma3}}) {
+    SCOPED_TRACE(c.preset);
+    const std::string path = scratch(std::string("synth_arch_") + c.preset + ".gguf");
+    synth_write(c.preset, path, 3);
+    auto m = Model::load(path);
+    const ModelConfig& cfg = m->config();
+    EXPECT_EQ(cfg.arch, c.arch);
+    EXPECT_EQ(cfg.qk_norm, c.arch != Arch::Llama);
+    EXPECT_EQ(cfg.head_dim, c.arch == Arch::Llama ? 16 : 32);
+    EXPECT_EQ(cfg.rope_scaling == RopeScaling::Yarn, std::string(c.preset) == "qwen3-yarn-tiny");
+    EXPECT_EQ(cfg.rope_freq_factors, c.arch == Arch::Llama);
+    EXPECT_EQ(cfg.n_swa, c.arch == Arch::Gemma3 ? 4 : 0);
+  }
+  SynthSpec bad = synth_spec("qwen3-tiny");
+  bad.n_swa = 4;  // sliding windows are gemma3's
+  EXPECT_THROW(synth_write(bad, scratch("synth_bad_swa.gguf"), 1), Error);
 }
 
 // PRESET-TYPE names a preset with its matrices in another type; a type whose blocks do not
