@@ -2,6 +2,7 @@
 // range-checked where they are read, anything else is an "unknown key" error at its line.
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -171,8 +172,11 @@ class Parser {
     }
     return want_scalar(v, key);
   }
+  // Relative paths start at the file's folder; "~/..." at $HOME (where scripts/fetch-models.sh
+  // puts real models by default, ~/.cache/specmoe/models).
   std::string resolve_path(const std::string& p) const {
     fs::path path(p);
+    if (const char* home = std::getenv("HOME"); home && *home && p.starts_with("~/")) path = fs::path(home) / p.substr(2);
     if (path.is_relative()) path = fs::path(spec_.dir) / path;
     return path.lexically_normal().string();
   }

@@ -1,5 +1,6 @@
 // Experiment TOML schema: every error names FILE:LINE and the key; sweep expansion counts, names,
 // baselines and config hashes.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -485,6 +486,15 @@ tree_sampling = ["topk", "stochastic-noreplace"]
   EXPECT_NE(e.find("not both"), std::string::npos) << e;
   e = config_error(replace(kBase, "draft = \"draft\"\n", "draft = \"draft\"\ntree_widths = [2, \"x\"]\n"));
   EXPECT_NE(e.find("expected an integer width"), std::string::npos) << e;
+}
+
+TEST(ExperimentSpec, HomeRelativeModelPaths) {
+  const char* home = std::getenv("HOME");
+  if (home == nullptr || *home == '\0') GTEST_SKIP() << "HOME is not set";
+  const ExperimentSpec spec =
+      parse_experiment_string(replace(kBase, "path = \"target.gguf\"", "path = \"~/models/t.gguf\""), "dir/t.toml");
+  EXPECT_EQ(spec.find_model("target")->path, (std::filesystem::path(home) / "models/t.gguf").string());
+  EXPECT_EQ(spec.find_model("draft")->path, std::filesystem::absolute("dir/draft.gguf").lexically_normal().string());
 }
 
 }  // namespace
