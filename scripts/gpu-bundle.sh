@@ -12,6 +12,9 @@
 #              and token ids): the GPU tests find them through SPECMOE_DATA_DIR. Never committed.
 #   MANIFEST   package versions and sha256 sums, the commit the bundle was made at, and the
 #              newest glibc / libstdc++ symbol versions the carried shared library needs.
+#   TREE       `git ls-files -s` at that commit: gpu-check.sh hashes the files it was sent
+#              against it, so its JSON says whether the tree it built is that commit (the device
+#              copy has no git history).
 # The working tree plus the bundle must stay under 64 MiB (the device tool's limit): the script
 # prints both sizes. Rerun it after changing the dependency list; it replaces the folder.
 #
@@ -57,6 +60,7 @@ needs=$(find "$tmp" -name '*.so.*' -type f -exec objdump -T {} + 2>/dev/null |
         grep -oE '(GLIBC|GLIBCXX|CXXABI)_[0-9][0-9.]*' | sort -u -V |
         awk -F_ '{max[$1]=$0} END {for (k in max) print max[k]}' | sort | tr '\n' ' ')
 
+git ls-files -s > "$DIR/TREE"
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- 2>/dev/null || commit="$commit-dirty"
 {

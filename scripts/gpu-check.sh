@@ -31,7 +31,7 @@
 #
 # Prepare here (Debian 12, network):  scripts/gpu-bundle.sh
 # Then the device tool's call, from the repository root (command string + carry):
-#   run(command="bash scripts/gpu-check.sh", carry=[".gpu-bundle"], timeout_s=570)
+#   run(command="bash scripts/gpu-check.sh", carry=[".gpu-bundle"], timeout_s=580)
 # A rerun while the machine is still warm reuses build-gpu/ (ignored build outputs are kept
 # there), so it rebuilds only what changed. Offline dry run here: scripts/gpu-bundle-dryrun.sh.
 #
@@ -284,7 +284,7 @@ fi
 # ---------------------------------------------------------------------------- 6. JSON + summary
 stage "figures"
 python3 - "$WORK" "$LOGS" "$ROOT" "$BUNDLE" "$gpu_visible" "$BAD_SKIP" "$(elapsed)" << 'PY' > "$LOGS/summary.txt" 2> "$WORK/figures.err"
-import glob, json, os, re, subprocess, sys, xml.etree.ElementTree as ET
+import glob, hashlib, json, os, re, subprocess, sys, xml.etree.ElementTree as ET
 
 work, logs, root, bundle, gpu_visible, bad_skip, elapsed = sys.argv[1:8]
 gpu_visible = gpu_visible == "1"
@@ -318,6 +318,26 @@ if not commit:
         commit = next(l.split()[1] for l in open(os.path.join(bundle, "MANIFEST")) if l.startswith("commit "))
     except Exception:
         commit = "unknown"
+
+# Does the tree built here equal that commit? (The bundle's TREE is `git ls-files -s` there.)
+tree = None
+if os.path.exists(os.path.join(bundle, "TREE")):
+    differ, n = [], 0
+    for l in open(os.path.join(bundle, "TREE")):
+        meta, path = l.rstrip("\n").split("\t", 1)
+        mode, sha = meta.split()[:2]
+        if mode == "160000":
+            continue
+        n += 1
+        full = os.path.join(root, path)
+        try:
+            data = os.readlink(full).encode() if mode == "120000" else open(full, "rb").read()
+            ok = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == sha
+        except OSError:
+            ok = False
+        if not ok:
+            differ.append(path)
+    tree = {"files": n, "differ_from_commit": len(differ), "first_differing": differ[:10]}
 
 # Device.
 device = {"gpu_visible": gpu_visible}
@@ -422,7 +442,8 @@ pre = load("prefill-target-1b.json")
 if pre and "timings" in pre:
     tm = pre["timings"]
     figures["prefill_synth_target_1b"] = {"prompt_tokens": tm.get("n_prompt"), "prefill_tokens_per_s": round(tm.get("prompt_tokens_per_second", 0), 1),
-                                          "decode_tokens_per_s_cli": round(tm.get("generation_tokens_per_second", 0), 2), "n_generated": tm.get("n_generated")}
+                                          "decode_tokens_per_s_cli": round(tm.get("generation_tokens_per_second", 0), 2), "n_generated": tm.get("n_generated"),
+                                          "note": "one CLI run: the prefill is the process's first forward on the device (includes cuBLAS's first-call setup); forward_64_tokens_per_s is the benchmark's steady state"}
     info = load("info-target-1b.json")
     if info and tm.get("generation_tokens_per_second"):
         figures["prefill_synth_target_1b"]["decode_file_bytes_GB_per_s_cli"] = round(info["tensor_bytes"] * tm["generation_tokens_per_second"] / 1e9, 1)
@@ -485,6 +506,7 @@ for n in notes:
         k = n.split(); build = {k[0]: int(k[1]), k[2]: int(k[3]), k[4]: int(k[5])}
 result = "OK" if gpu_visible and not failed_any else ("FAILED" if failed_any else "NO GPU (built; GPU tests skipped, nothing measured)")
 out = {"schema": "specmoe-gpu-check/1", "result": result, "commit": commit, "commit_source": commit_source,
+       "tree_vs_commit": tree, "cuda_version": toolchain["nvcc"],
        "date": env("date"), "device": device, "toolchain": toolchain, "build": build, "seconds_total": int(elapsed),
        "tests": tests, "missing_test_binaries": missing, "figures": figures, "not_measured": not_measured,
        "notes": [n for n in notes if not n.startswith(("configure_s", "missing_binary"))]}
@@ -493,20 +515,26 @@ if raw:  # Google Benchmark's own JSON of every CUDA benchmark run, one file
     json.dump(raw, open(os.path.join(logs, "bench_cuda.json"), "w"), indent=1)
 
 # Summary (stdout -> summary.txt).
-print(f"commit {commit}; device {device.get('name', 'none')} driver {device.get('driver')} CUDA {device.get('driver_cuda_version')}; nvcc {toolchain['nvcc']}")
+print(f"commit {commit}" + (f" ({tree['differ_from_commit']} of {tree['files']} files differ from it)" if tree else "") +
+      f"; device {device.get('name', 'none')} driver {device.get('driver')} (CUDA {device.get('driver_cuda_version')}); nvcc {toolchain['nvcc']}")
 if build:
     print(f"configure {build.get('configure_s')} s, build {build.get('build_s')} s on {build.get('jobs')} jobs")
 for t, e in tests.items():
     s = f"{t}: {'ok' if e['ok'] else 'FAILED'} exit={e['exit']} passed={len(e['passed'])} failed={len(e['failed'])} " \
         f"skipped={len(e['expected_skips']) + len(e['unexpected_skips'])} ({e['seconds']} s)"
     print(s)
-    for n in e["failed"]:
-        print(f"  FAILED {n}")
-    for n, msg in e["unexpected_skips"].items():
-        print(f"  UNEXPECTED SKIP {n}: {msg[:160]}")
+    # At most a few lines per binary: the device tool returns only the end of the output
+    # (gpu-check.json and tests.log hold them all).
+    def some(items, label, k):
+        items = list(items)
+        for n, msg in items[:k]:
+            print(f"  {label} {n}" + (f": {msg[:160]}" if msg else ""))
+        if len(items) > k:
+            print(f"  ... and {len(items) - k} more {label.lower()}(s): see gpu-check.json")
+    some(((n, "") for n in e["failed"]), "FAILED", 8)
+    some(e["unexpected_skips"].items(), "UNEXPECTED SKIP", 3)
     if gpu_visible:
-        for n, msg in e["expected_skips"].items():
-            print(f"  expected skip {n}: {msg[:160]}")
+        some(e["expected_skips"].items(), "expected skip", 5)
     elif e["expected_skips"]:
         print(f"  (no GPU: {len(e['expected_skips'])} skipped)")
     if "error" in e:
