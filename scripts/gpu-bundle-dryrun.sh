@@ -97,12 +97,14 @@ rm -rf "$DIR/out"; mkdir -p "$DIR/out"
 
 # 3. Mounts: /proc, and the CUDA toolkit read-only at the path the device image uses.
 mkdir -p "$RFS$CUDA_ROOT" "$RFS/work/out"
-cleanup() {
-  umount "$RFS/work/out" 2> /dev/null || true
-  umount "$RFS$CUDA_ROOT" 2> /dev/null || true
-  umount "$RFS/proc" 2> /dev/null || true
+cleanup() {  # lazily where a process still holds a mount (an interrupted run)
+  for m in "$RFS/work/out" "$RFS$CUDA_ROOT" "$RFS/proc"; do
+    mountpoint -q "$m" && { umount "$m" 2> /dev/null || umount -l "$m"; }
+  done
+  return 0
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 mount -t proc proc "$RFS/proc"
 mount --bind "$CUDA_ROOT" "$RFS$CUDA_ROOT"
 mount -o remount,bind,ro "$RFS$CUDA_ROOT"
