@@ -11,7 +11,8 @@
 #   data/      models/ and prompts/ of ../shared/data (stories260K.gguf, its expected greedy text
 #              and token ids): the GPU tests find them through SPECMOE_DATA_DIR. Never committed.
 #   MANIFEST   package versions and sha256 sums, the commit the bundle was made at, and the
-#              newest glibc / libstdc++ symbol versions the carried shared library needs.
+#              newest glibc / libstdc++ symbol versions that the carried shared library
+#              (libbenchmark) and the static GoogleTest archives need.
 #   TREE       `git ls-files -s` at that commit: gpu-check.sh hashes the files it was sent
 #              against it, so its JSON says whether the tree it built is that commit (the device
 #              copy has no git history).
@@ -61,12 +62,22 @@ needs=$(find "$tmp" -name '*.so.*' -type f -exec objdump -T {} + 2>/dev/null |
         awk -F_ '{max[$1]=$0} END {for (k in max) print max[k]}' | sort | tr '\n' ' ')
 
 git ls-files -s > "$DIR/TREE"
+# The static GoogleTest archives call into libstdc++: the newest symbol versions they need of it
+# (their undefined symbols looked up in this machine's libstdc++); glibc calls in them and in
+# libpcre2-8.a are long-standing ones.
+for deb in "$DIR"/debs/libgtest-dev_*.deb; do dpkg-deb -x "$deb" "$tmp"; done
+libstdcxx=$(g++ -print-file-name=libstdc++.so.6 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/libstdc++.so.6)
+static_needs=$(awk 'NR == FNR {need[$1] = 1; next} ($2 in need) {print $1}' \
+                 <(find "$tmp" -name 'libgtest*.a' -exec nm -u {} + 2>/dev/null | awk '{print $2}' | sort -u) \
+                 <(objdump -T "$libstdcxx" | grep -E '(GLIBCXX|CXXABI)_[0-9]' | awk 'NF >= 2 {print $(NF-1), $NF}') |
+               sort -u -V | awk -F_ '{max[$1]=$0} END {for (k in max) print max[k]}' | sort | tr '\n' ' ')
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- 2>/dev/null || commit="$commit-dirty"
 {
   echo "made $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(ldd --version | head -1 | awk '{print $NF}')"
   echo "commit $commit"
   echo "shared_lib_needs $needs"
+  echo "static_lib_needs $static_needs"
   for deb in "$DIR"/debs/*.deb; do
     echo "deb $(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version) $(sha256sum "$deb" | cut -c1-64)"
   done

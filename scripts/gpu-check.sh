@@ -111,17 +111,21 @@ cat "$ENV_TXT"
 gpu_visible=0
 if command -v nvidia-smi > /dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then gpu_visible=1; fi
 
-# The carried shared library (libbenchmark) must find the glibc and libstdc++ symbol versions it
-# was built against; a miss would only stop the benchmarks, so it is a warning.
+# The carried shared library (libbenchmark) and the static GoogleTest archives must find the
+# glibc and libstdc++ symbol versions they were built against: a miss stops the benchmarks from
+# loading, or the tests from linking. Said before the build, which would take minutes to tell.
 if [ -f "$BUNDLE/MANIFEST" ]; then
-  for need in $(sed -n 's/^shared_lib_needs //p' "$BUNDLE/MANIFEST"); do
-    case $need in
-      GLIBC_*) have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
-               [ -n "$have" ] && [ "$(printf '%s\n%s\n' "${need#GLIBC_}" "$have" | sort -V | head -1)" = "${need#GLIBC_}" ] ||
-                 echo "WARNING: carried libbenchmark needs $need, this glibc is ${have:-unknown}: benchmarks may not load" | tee -a "$ENV_TXT" ;;
-      GLIBCXX_*) [ -f "${libstdcxx:-}" ] && grep -aq "^$need\$" <(grep -aoE 'GLIBCXX_3\.4\.[0-9]+' "$libstdcxx" | sort -u) ||
-                 echo "WARNING: carried libbenchmark needs $need, not in ${libstdcxx:-libstdc++}: benchmarks may not load" | tee -a "$ENV_TXT" ;;
-    esac
+  for kind in shared static; do
+    what=libbenchmark.so; [ $kind = static ] && what="libgtest.a (the tests will not link)"
+    for need in $(sed -n "s/^${kind}_lib_needs //p" "$BUNDLE/MANIFEST"); do
+      case $need in
+        GLIBC_*) have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+                 [ -n "$have" ] && [ "$(printf '%s\n%s\n' "${need#GLIBC_}" "$have" | sort -V | head -1)" = "${need#GLIBC_}" ] ||
+                   echo "WARNING: carried $what needs $need, this glibc is ${have:-unknown}" | tee -a "$ENV_TXT" ;;
+        GLIBCXX_*) [ -f "${libstdcxx:-}" ] && grep -aq "^$need\$" <(grep -aoE 'GLIBCXX_3\.4\.[0-9]+' "$libstdcxx" | sort -u) ||
+                   echo "WARNING: carried $what needs $need, not in ${libstdcxx:-libstdc++}" | tee -a "$ENV_TXT" ;;
+      esac
+    done
   done
 fi
 
