@@ -153,6 +153,9 @@ if ! cmp -s "$BUNDLE/MANIFEST" "$DEPS/.manifest"; then
 fi
 LIBDIR=$(dirname "$(find "$DEPS" -name libgtest.a | head -1)")
 echo "prefix $DEPS/usr, libraries in ${LIBDIR#$ROOT/}"
+# The data and the CLI are carried and built here, so a test that finds either missing fails
+# (tests/test_data.h) instead of skipping.
+export SPECMOE_FAIL_ON_MISSING=1
 if [ -d "$BUNDLE/data" ]; then
   export SPECMOE_DATA_DIR=$ROOT/$BUNDLE/data
   echo "SPECMOE_DATA_DIR=$SPECMOE_DATA_DIR ($(find "$SPECMOE_DATA_DIR" -type f | wc -l) files)"
