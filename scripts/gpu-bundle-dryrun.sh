@@ -117,10 +117,10 @@ in_root() { chroot "$RFS" env -i PATH="$PATH_IN" HOME=/root TERM=dumb LANG=C.UTF
 echo "== the root: $(in_root sh -c '. /etc/os-release; echo $PRETTY_NAME'), glibc $(in_root getconf GNU_LIBC_VERSION)"
 echo "== system copies of the build dependencies in the root (expected: none)"
 in_root sh -c 'for p in /usr/include/fmt /usr/include/toml++ /usr/include/gtest /usr/include/gmock /usr/include/benchmark \
-  /usr/include/CLI /usr/include/nlohmann /usr/include/pcre2.h /usr/include/Random123 /usr/lib/x86_64-linux-gnu/cmake \
+  /usr/include/CLI /usr/include/nlohmann /usr/include/pcre2.h /usr/include/Random123 /usr/include/zlib.h /usr/lib/x86_64-linux-gnu/cmake \
   /usr/share/cmake; do ls -d "$p" 2>&1; done; echo ".pc files: $(ls /usr/lib/x86_64-linux-gnu/pkgconfig /usr/share/pkgconfig 2>/dev/null | tr "\n" " ")"'
-in_root sh -c 'ls /usr/lib/x86_64-linux-gnu | grep -E "fmt|toml|gtest|gmock|benchmark|pcre2" || true'
-in_root sh -c 'dpkg -l | grep -E "fmt|toml|gtest|gmock|benchmark|cli11|nlohmann|pcre2|random123|pkg-config|pkgconf|cmake|ninja" || echo "dpkg: none of those packages"'
+in_root sh -c 'ls /usr/lib/x86_64-linux-gnu | grep -E "fmt|toml|gtest|gmock|benchmark|pcre2|libz\." || true'
+in_root sh -c 'dpkg -l | grep -E "fmt|toml|gtest|gmock|benchmark|cli11|nlohmann|pcre2|random123|zlib|pkg-config|pkgconf|cmake|ninja" || echo "dpkg: none of those packages"'
 in_root sh -c 'for c in pkg-config cmake ninja nvcc g++ python3 git; do echo "$c: $(command -v $c || echo not found)"; done'
 
 # 5. The check itself, timed.

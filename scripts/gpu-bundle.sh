@@ -5,7 +5,7 @@
 #   debs/      the .deb files of the build dependencies (apt-get download), unpacked there into a
 #              private prefix by gpu-check.sh (dpkg-deb -x, or ar + tar where dpkg is absent);
 #              no network and no install into / are needed there. fmt and toml++ are used
-#              header-only, GoogleTest and PCRE2 link statically (Debian ships their .a), CLI11,
+#              header-only, GoogleTest, PCRE2 and zlib link statically (Debian ships their .a), CLI11,
 #              nlohmann-json and Random123 are header-only; Google Benchmark is the one shared
 #              library (Debian ships no libbenchmark.a), found through the build tree's RPATH.
 #   data/      models/ and prompts/ of ../shared/data (stories260K.gguf, its expected greedy text
@@ -30,7 +30,7 @@ DATA_DIRS=${GPU_BUNDLE_DATA:-models prompts}
 # -dev packages specmoe configures with, plus the runtime library of the one dependency that is
 # linked as a shared library. Keep in step with scripts/install-deps.sh.
 PKGS=(libfmt-dev libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
-      libcli11-dev nlohmann-json3-dev libpcre2-dev librandom123-dev)
+      libcli11-dev nlohmann-json3-dev libpcre2-dev librandom123-dev zlib1g-dev)
 
 command -v apt-get > /dev/null || { echo "gpu-bundle: needs apt-get (Debian 12)" >&2; exit 1; }
 if ! apt-cache show "${PKGS[0]}" > /dev/null 2>&1; then
@@ -63,8 +63,8 @@ needs=$(find "$tmp" -name '*.so.*' -type f -exec objdump -T {} + 2>/dev/null |
 
 git ls-files -s > "$DIR/TREE"
 # The static GoogleTest archives call into libstdc++: the newest symbol versions they need of it
-# (their undefined symbols looked up in this machine's libstdc++); glibc calls in them and in
-# libpcre2-8.a are long-standing ones.
+# (their undefined symbols looked up in this machine's libstdc++); glibc calls in them, in
+# libpcre2-8.a and in libz.a are long-standing ones.
 for deb in "$DIR"/debs/libgtest-dev_*.deb; do dpkg-deb -x "$deb" "$tmp"; done
 libstdcxx=$(g++ -print-file-name=libstdc++.so.6 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/libstdc++.so.6)
 static_needs=$(awk 'NR == FNR {need[$1] = 1; next} ($2 in need) {print $1}' \

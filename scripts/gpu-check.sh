@@ -6,7 +6,7 @@
 #      nvidia-smi) and whether the carried shared library's symbol versions are available;
 #   2. unpacks the bundle that scripts/gpu-bundle.sh made here (.gpu-bundle/: Debian .debs and the
 #      shared test data) into a private prefix (build-gpu/deps, nothing is installed into /);
-#   3. configures (sm_90, header-only fmt/toml++, static GoogleTest/PCRE2) and builds, with ninja
+#   3. configures (sm_90, header-only fmt/toml++, static GoogleTest/PCRE2/zlib) and builds, with ninja
 #      when present, the CLI, every GPU test binary (test_cuda_*, and any op-harness binary:
 #      test_*backend_ops*, test_*op_harness*; GPU_CHECK_TESTS overrides the pattern) and every
 #      bench_cuda_* binary;
@@ -177,6 +177,7 @@ cmake_args=(-S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release
   -DGTest_DIR="$LIBDIR/cmake/GTest" -Dbenchmark_DIR="$LIBDIR/cmake/benchmark"
   -DCLI11_DIR="$DEPS/usr/share/cmake/CLI11" -Dnlohmann_json_DIR="$DEPS/usr/share/cmake/nlohmann_json"
   -DPCRE2_INCLUDE_DIR="$DEPS/usr/include" -DPCRE2_LIBRARY="$LIBDIR/libpcre2-8.a"
+  -DZLIB_INCLUDE_DIR="$DEPS/usr/include" -DZLIB_LIBRARY="$LIBDIR/libz.a"
   -DRANDOM123_INCLUDE_DIR="$DEPS/usr/include" -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
 t0=$(date +%s)
 echo "cmake ${cmake_args[*]}" >> "$BUILD_LOG"
@@ -215,9 +216,13 @@ for t in $tests; do
   bin=$BUILD/tests/$t
   [ -x "$bin" ] || { echo "$t: not built"; note "missing_binary $t"; continue; }
   t0=$(date +%s)
-  { echo "===== $t"; } >> "$TESTS_LOG"
-  timeout "$(test_budget)" "$bin" --gtest_output="xml:$WORK/$t.xml" >> "$TESTS_LOG" 2>&1
+  # The op harness also times every entry on both backends (SPECMOE_OPS_PERF=1: its CUDA rows
+  # go into gpu-check.json), which also keeps its performance test from counting as a skip.
+  perf=0
+  [[ $t =~ backend_ops|op_harness|ops_harness ]] && perf=1
+  SPECMOE_OPS_PERF=$perf timeout "$(test_budget)" "$bin" --gtest_output="xml:$WORK/$t.xml" > "$WORK/$t.log" 2>&1
   rc=$?
+  { echo "===== $t (exit $rc)"; cat "$WORK/$t.log"; } >> "$TESTS_LOG"
   echo "$t rc $rc seconds $(( $(date +%s) - t0 ))" >> "$WORK/test_rcs.txt"
   echo "$t: exit $rc ($(( $(date +%s) - t0 )) s)"
 done
@@ -501,7 +506,27 @@ if loss: figures["gpu_losslessness_tests"] = loss
 else: not_measured.append("GPU losslessness tests")
 harness = {t: e for t, e in tests.items() if re.search(r"backend_ops|op_harness|ops_harness", t)}
 if harness:
-    figures["op_harness"] = {t: {"passed": len(e["passed"]), "failed": e["failed"]} for t, e in harness.items()}
+    oh = {}
+    for t, e in harness.items():
+        h = {"passed": len(e["passed"]), "failed": e["failed"], "cuda_tests": {}, "accuracy": [], "cuda_perf": []}
+        for n in e["passed"] + e["failed"] + list(e["expected_skips"]) + list(e["unexpected_skips"]):
+            if "cuda" in n.lower():
+                h["cuda_tests"][n] = ("FAILED" if n in e["failed"] else "passed" if n in e["passed"] else "skipped")
+        try:
+            log = open(os.path.join(work, t + ".log"), errors="replace").read().splitlines()
+        except OSError:
+            log = []
+        for l in log:
+            if l.startswith("[ops] ") and "cuda" in l.lower():
+                h["accuracy"].append(l[6:])  # "<op>/cuda: N entries on <backend>; worst nMSE ..."
+            m = re.match(r"^cuda\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(\d+)\s+(.+)$", l)
+            if m:  # the performance table's CUDA rows: ms, GB/s, GFLOP/s, runs, entry
+                h["cuda_perf"].append({"entry": m.group(5), "ms": float(m.group(1)), "GB_per_s": float(m.group(2)),
+                                       "GFLOP_per_s": float(m.group(3)), "runs": int(m.group(4))})
+        if not h["cuda_perf"]:
+            not_measured.append(f"{t}: CUDA rows of the performance table (none in its log)")
+        oh[t] = h
+    figures["op_harness"] = oh
 else:
     not_measured.append("op harness CUDA rows (no op-harness binary in this build)")
 cpu_gpu = group(r"cpu|match|equal|same")
@@ -549,7 +574,12 @@ for t, e in tests.items():
 for t in missing:
     print(f"{t}: NOT BUILT")
 for k, v in figures.items():
-    if k in ("gpu_losslessness_tests", "cpu_vs_gpu_tests"):
+    if k == "op_harness":
+        for t, h in v.items():
+            cuda = list(h["cuda_tests"].values())
+            print(f"op_harness {t}: CUDA tests {cuda.count('passed')} passed, {cuda.count('FAILED')} failed, "
+                  f"{cuda.count('skipped')} skipped; {len(h['cuda_perf'])} CUDA performance rows")
+    elif k in ("gpu_losslessness_tests", "cpu_vs_gpu_tests"):
         print(f"{k}: " + ", ".join(f"{st}" for st in [f"{sum(1 for x in v.values() if x == 'passed')} passed",
                                                           f"{sum(1 for x in v.values() if x == 'FAILED')} failed",
                                                           f"{sum(1 for x in v.values() if x == 'skipped')} skipped"]))
