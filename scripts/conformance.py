@@ -300,12 +300,12 @@ def llama_greedy_text(model, prompt_file, n, threads, kv):
     if p.returncode != 0:
         raise RuntimeError(f"llama-completion failed: {p.stderr.decode('utf-8', 'replace')[-1500:]}")
     out = p.stdout
-    # llama-completion ends its output with "\n\n" (after " [end of text]" at an end-of-generation).
-    if out.endswith(b"\n\n"):
-        out = out[:-2]
-    if out.endswith(b" [end of text]"):
-        out = out[: -len(b" [end of text]")]
-    return out
+    # At an end of generation llama-completion prints " [end of text]" and newlines after the
+    # text; otherwise it ends with "\n\n" (trailing bytes past specmoe's tokens are never compared).
+    tail = out.rstrip(b"\n")
+    if tail.endswith(b" [end of text]"):
+        return tail[: -len(b" [end of text]")]
+    return out[:-2] if out.endswith(b"\n\n") else out
 
 
 def specmoe_greedy(model, prompt_file, n, threads):
@@ -335,10 +335,15 @@ def greedy_agreement(model, prompts, n, threads, scratch, kv):
         ref = llama_greedy_text(model, pf, n, threads, kv)
         ours = specmoe_greedy(model, pf, n, threads)
         steps = ours["top_logits"]
-        agreed, pos, margin, ref_second = 0, 0, None, None
-        for step in steps:
+        n_tokens = len(ours["tokens"])  # steps has one more entry when an end-of-generation token ended it
+        agreed, pos, margin, ref_second, compared = 0, 0, None, None, 0
+        for k, step in enumerate(steps):
+            ended = k >= n_tokens  # specmoe chose end of generation here
+            if ended and pos >= len(ref):
+                break  # both ended at the same place
+            compared += 1
             piece = entry_bytes(step[0])
-            if ref[pos: pos + len(piece)] == piece:
+            if not ended and ref[pos: pos + len(piece)] == piece:
                 agreed += 1
                 pos += len(piece)
                 continue
@@ -346,9 +351,9 @@ def greedy_agreement(model, prompts, n, threads, scratch, kv):
             second = entry_bytes(step[1])
             ref_second = len(second) > 0 and ref[pos: pos + len(second)] == second
             break
-        rows.append({"prompt": i, "generated": len(steps), "agreed": agreed, "margin": margin,
+        rows.append({"prompt": i, "generated": n_tokens, "agreed": agreed, "margin": margin,
                      "ref_is_second": ref_second, "ref_bytes": len(ref)})
-        print(f"  greedy {os.path.basename(model)} prompt {i}: {agreed}/{len(steps)} agree"
+        print(f"  greedy {os.path.basename(model)} prompt {i}: {agreed}/{n_tokens} agree"
               + (f", margin {margin:.3f} ({'2nd' if ref_second else 'not 2nd'})" if margin is not None else ""),
               file=sys.stderr)
     return rows

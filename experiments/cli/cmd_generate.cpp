@@ -81,7 +81,7 @@ void run_generate(const GenerateArgs& a) {
 
   Utf8Stream out;
   std::vector<int32_t> generated;
-  std::vector<std::vector<std::pair<int32_t, float>>> tops;  // --top-logits, one list per generated token
+  std::vector<std::vector<std::pair<int32_t, float>>> tops;  // --top-logits, one list per sampled token
   std::vector<float> row;
   double ttft_s = 0.0;
   for (int i = 0; i < n_predict; ++i) {
@@ -89,11 +89,12 @@ void run_generate(const GenerateArgs& a) {
     const int32_t next = sampler.sample(sampler.distributions(f.logits, tokens, {}, probs), 0, rng);
     metrics.time.sampling_s += seconds(Clock::now() - t_sample);
     if (i == 0) ttft_s = seconds(Clock::now() - t0);
-    if (tok.is_eog(next)) break;
     if (a.top_logits > 0) {
+      // Also for an end-of-generation token, so a comparison sees where and how narrowly it won.
       f.logits.to_host(row);  // one row: the forward kept the last position's logits only
       tops.push_back(top_of_row(row, a.top_logits));
     }
+    if (tok.is_eog(next)) break;
     tokens.push_back(next);
     generated.push_back(next);
     if (!a.input.json) out.write(tok.token_to_piece(next));
@@ -147,8 +148,9 @@ void run_generate(const GenerateArgs& a) {
                     {"prompt_tokens_per_second", prompt_tps},
                     {"generation_tokens_per_second", gen_tps}, {"ttft_ms", ttft_s * 1e3}};
     if (a.top_logits > 0) {
-      // Per generated token, the K highest raw logits of the row it was chosen from (before
+      // Per sampled token, the K highest raw logits of the row it was chosen from (before
       // temperature and the other processors): at temperature 0 the first is the token itself.
+      // One more entry than "tokens" when an end-of-generation token ended the output.
       nlohmann::json list = nlohmann::json::array();
       for (const auto& top : tops) {
         nlohmann::json step = nlohmann::json::array();
@@ -187,7 +189,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--moe-stats", args->moe_stats,
                 "MoE models: print per-layer expert statistics to stderr (and a \"moe\" object with --json)");
   cmd->add_option("--top-logits", args->top_logits,
-                  "with --json: each generated token's K highest logits (id, logit, piece) as \"top_logits\"")
+                  "with --json: each sampled token's K highest logits (id, logit, piece) as \"top_logits\", an ending end-of-generation token included")
       ->check(CLI::Range(0, 1000));
   cmd->callback([args] {
     if (args->top_logits > 0 && !args->input.json)
