@@ -3,7 +3,7 @@
 // forwards for T = 1, 3, 9, expert counts and routing equal to the CPU's, k overrides;
 // DeepSeek-V3-style sigmoid + bias + group-limited routing and Switch capacity dropping (T = 1,
 // 3, 17) equal to the CPU's, with the routing kernels checked one by one against moe::
-// (moe_sigmoid_group_topk, moe_apply_capacity, grouping/gather/combine of dropped slots); and
+// (moe_group_topk, moe_apply_capacity, grouping/gather/combine of dropped slots); and
 // the argmax of logits rows where they live (core::Rows::argmax) on the CPU and the GPU,
 // with greedy speculative decoding equal to autoregressive decoding on the GPU. GPU tests skip
 // without a device (GTEST_SKIP); the CPU tests of the argmax run everywhere.
@@ -25,7 +25,7 @@
 #include "draft/ngram_drafter.h"
 #include "moe/expert_stats.h"
 #include "moe/router.h"
-#include "moe/sigmoid_group_router.h"
+#include "moe/group_router.h"
 #include "require_cuda.h"
 #include "test_data.h"
 #include "verify/autoregressive.h"
@@ -539,26 +539,26 @@ TEST(CudaMoEKernels, SigmoidGroupTopKEqualsTheCpuRouter) {
       if (E >= 2) bias[1] = bias[0];
     }
 
-    moe::SigmoidGroupOptions o;
+    moe::GroupRouterOptions o;
     o.n_group = c.n_group;
     o.topk_group = c.topk_group;
     o.normalize = c.normalize;
     o.scale = c.scale;
     o.bias = bias;
-    moe::SigmoidGroupRouter router(E, c.k, o);
+    moe::GroupRouter router(E, c.k, o);
     moe::Routing want;
     router.route(logits.data(), nullptr, T, want);
 
     cu::DeviceBuffer d_logits = to_device(ctx, logits), d_bias = to_device(ctx, bias);
     cu::DeviceBuffer d_ex(static_cast<size_t>(T) * c.k * sizeof(int32_t), 0);
     cu::DeviceBuffer d_w(static_cast<size_t>(T) * c.k * sizeof(float), 0);
-    cu::SigmoidGroupParams p;
+    cu::GroupRouterParams p;
     p.n_group = c.n_group;
     p.topk_group = c.topk_group;
     p.normalize = c.normalize;
     p.scale = c.scale;
     p.bias = c.bias ? d_bias.as<float>() : nullptr;
-    cu::moe_sigmoid_group_topk(ctx, d_logits.as<float>(), T, E, c.k, p, d_ex.as<int32_t>(), d_w.as<float>());
+    cu::moe_group_topk(ctx, d_logits.as<float>(), T, E, c.k, p, d_ex.as<int32_t>(), d_w.as<float>());
     const auto ex = to_host<int32_t>(ctx, d_ex, static_cast<size_t>(T) * c.k);
     const auto w = to_host<float>(ctx, d_w, static_cast<size_t>(T) * c.k);
     EXPECT_EQ(ex, want.expert) << what;
@@ -575,10 +575,10 @@ TEST(CudaMoEKernels, SigmoidGroupTopKEqualsTheCpuRouter) {
   }
   // k beyond the kept groups' experts is refused by name.
   cu::DeviceBuffer buf(64 * sizeof(float), 0);
-  cu::SigmoidGroupParams p;
+  cu::GroupRouterParams p;
   p.n_group = 4;
   p.topk_group = 1;
-  EXPECT_THROW(cu::moe_sigmoid_group_topk(ctx, buf.as<float>(), 1, 8, 3, p, buf.as<int32_t>(), buf.as<float>()),
+  EXPECT_THROW(cu::moe_group_topk(ctx, buf.as<float>(), 1, 8, 3, p, buf.as<int32_t>(), buf.as<float>()),
                Error);
 }
 
