@@ -291,6 +291,12 @@ class MoECase final : public OpCase {
       spec_.group.scale = 2.5f;
       spec_.group.bias = normal_floats(static_cast<size_t>(E), sd + 9, 0.3f);
     }
+    if (s_.router == moe::RouterKind::SoftmaxGroup) {  // DeepSeek-V2's: softmax over groups, scaled, raw
+      spec_.group.n_group = 4;
+      spec_.group.topk_group = 2;
+      spec_.group.normalize = false;
+      spec_.group.scale = 16.0f;
+    }
   }
   Outputs compute_reference() override {
     moe::MoELayer layer(host_weights(), moe::make_router(spec_));
