@@ -1,12 +1,14 @@
 // MoE models on the CUDA backend (core/backend_cuda.cpp, kernels/cuda/moe.cu) against the CPU:
-// Mixtral-style llama and qwen2moe synth models (F32, F16, Q8_0 experts), batched = one-token
-// forwards for T = 1, 3, 9, expert counts and routing equal to the CPU's, k overrides;
-// DeepSeek-V3-style sigmoid + bias + group-limited routing and Switch capacity dropping (T = 1,
-// 3, 17) equal to the CPU's, with the routing kernels checked one by one against moe::
-// (moe_group_topk, moe_apply_capacity, grouping/gather/combine of dropped slots); and
-// the argmax of logits rows where they live (core::Rows::argmax) on the CPU and the GPU,
-// with greedy speculative decoding equal to autoregressive decoding on the GPU. GPU tests skip
-// without a device (GTEST_SKIP); the CPU tests of the argmax run everywhere.
+// Mixtral-style llama and qwen2moe synth models (F32, F16, Q8_0 experts), qwen3moe, olmoe and
+// deepseek2 (latent attention, a dense first layer, shared experts, softmax group routing; F32 and
+// F16), batched = one-token forwards for T = 1, 3, 9, expert counts and routing equal to the
+// CPU's, k overrides; DeepSeek-V3-style sigmoid + bias + group-limited routing and Switch
+// capacity dropping (T = 1, 3, 17) equal to the CPU's, with the routing kernels checked one by one
+// against moe:: (moe_group_topk with sigmoid and softmax scores, moe_apply_capacity,
+// grouping/gather/combine of dropped slots); and the argmax of logits rows where they live
+// (core::Rows::argmax) on the CPU and the GPU, with greedy speculative decoding equal to
+// autoregressive decoding on the GPU. GPU tests skip without a device (GTEST_SKIP); the CPU tests
+// of the argmax run everywhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
