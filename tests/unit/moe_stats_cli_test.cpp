@@ -192,6 +192,8 @@ threads = 1
 synth = "deepseek2-tiny"
 [models.qw]
 synth = "qwen3moe-tiny"
+[models.ol]
+synth = "olmoe-tiny"
 [prompts]
 list = ["{}"]
 [sampling]
@@ -209,6 +211,16 @@ drafter = "ngram"
 name = "qw-ar"
 kind = "autoregressive"
 target = "qw"
+[[strategy]]
+name = "ol-ar"
+kind = "autoregressive"
+target = "ol"
+[[strategy]]
+name = "ol-layerskip"
+kind = "speculative"
+target = "ol"
+drafter = "layerskip"
+exit_layer = 1
 )",
                                      out, kPrompt);
   const CliRun r = run_cli({"run", toml, "-q"}, {{"SPECMOE_CACHE_DIR", scratch("cache")}});
@@ -220,10 +232,23 @@ target = "qw"
     ASSERT_TRUE(run.contains("moe") && run.at("moe").is_object()) << run.dump().substr(0, 400);
     kv[run.at("name").get<std::string>()] = run.at("moe").at("kv_bytes_per_token").get<double>();
   }
-  ASSERT_EQ(kv.size(), 3u);
+  ASSERT_EQ(kv.size(), 5u);
   EXPECT_DOUBLE_EQ(kv["ds-ar"], 3 * 48 * 4);  // the latent rows
   EXPECT_DOUBLE_EQ(kv["ds-ngram"], 3 * 48 * 4);
   EXPECT_DOUBLE_EQ(kv["qw-ar"], 2 * 3 * 2 * 32 * 4);  // keys and values of 2 KV heads of 32, 3 layers
+  auto ol = core::Model::load(write_preset("olmoe-tiny"));
+  const core::ModelConfig& oc = ol->config();
+  const double ol_kv = 2.0 * oc.n_layer * oc.n_head_kv * oc.head_dim * 4;
+  EXPECT_DOUBLE_EQ(kv["ol-ar"], ol_kv);
+  EXPECT_DOUBLE_EQ(kv["ol-layerskip"], ol_kv);
+  // The MoE aggregate of a speculative run on olmoe: verify forwards of more than one token read
+  // at least k experts per layer on average, at most E.
+  for (const json& run : report.at("runs"))
+    if (run.at("name") == "ol-layerskip") {
+      const double u = run.at("moe").at("mean_distinct_experts").get<double>();
+      EXPECT_GE(u, oc.n_expert_used);
+      EXPECT_LE(u, oc.n_expert);
+    }
   std::ifstream md(fs::path(out) / "report.md");
   const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("KV KiB / token"), std::string::npos);
