@@ -49,6 +49,19 @@ nlohmann::json metrics_to_json(const verify::Metrics& m) {
                                        : nlohmann::json());
   }
 
+  // Verify forwards by size N = g + 1 tokens (index N - 1): mean ms, steps, r(N).
+  nlohmann::json verify_ms = nlohmann::json::array(), verify_steps = nlohmann::json::array(),
+                 verify_ratio = nlohmann::json::array();
+  for (size_t g = 0; g < m.verify_steps_by_draft.size(); ++g) {
+    const int64_t n = m.verify_steps_by_draft[g];
+    const double sum = g < m.verify_forward_s_by_draft.size() ? m.verify_forward_s_by_draft[g] : 0.0;
+    verify_steps.push_back(n);
+    verify_ms.push_back(n > 0 ? num(1000.0 * sum / static_cast<double>(n)) : nlohmann::json());
+    verify_ratio.push_back(positive(m.verify_cost_ratio(static_cast<int>(g) + 1)));
+  }
+  const double r_g1 = m.verify_cost_ratio_at_draft_max();
+  const double measured_cost = std::isfinite(alpha) && std::isfinite(cost) && r_g1 > 0 ? m.predicted_speedup_measured_cost() : kNaN;
+
   nlohmann::json j = {
       {"n_prompt", m.n_prompt},
       {"n_generated", m.n_generated},
@@ -66,6 +79,10 @@ nlohmann::json metrics_to_json(const verify::Metrics& m) {
       {"cost_ratio", num(cost)},
       {"alpha_fit", num(alpha)},
       {"predicted_speedup", num(predicted)},
+      {"verify_forward_ms_by_tokens", verify_ms},
+      {"verify_steps_by_tokens", verify_steps},
+      {"verify_cost_ratio", verify_ratio},
+      {"predicted_speedup_measured_cost", num(measured_cost)},
       {"tokens_per_second", m.total_s > 0 ? num(static_cast<double>(m.n_generated) / m.total_s) : nlohmann::json()},
       {"decode_tokens_per_second",
        m.n_decoded > 0 && decode_s > 0 ? num(static_cast<double>(m.n_decoded) / decode_s) : nlohmann::json()},

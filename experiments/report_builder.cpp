@@ -177,6 +177,12 @@ RunAggregate aggregate_run(const nlohmann::json& run_spec, const std::vector<Pro
   if (a.kind == "speculative") {
     a.alpha_fit = alpha_fit(a.mean_accepted_length, a.draft_max);
     a.predicted_speedup = predicted_speedup(a.alpha_fit, a.draft_max, a.cost_ratio.mean);
+    // r(g+1) from the pooled records' own verify forwards (NaN when none were timed).
+    const double r = a.pooled.verify_cost_ratio_at_draft_max();
+    a.verify_cost_ratio = r > 0 ? r : kNaN;
+    if (std::isfinite(a.alpha_fit) && std::isfinite(a.cost_ratio.mean) && std::isfinite(a.verify_cost_ratio))
+      a.predicted_speedup_measured_cost =
+          verify::cost_aware_speedup_model(a.alpha_fit, a.draft_max, a.cost_ratio.mean, a.verify_cost_ratio);
   }
   a.output_digest = output_digest(records);
 
@@ -346,6 +352,8 @@ nlohmann::json aggregate_to_json(const RunAggregate& a) {
       {"speedup_pooled", number_or_null(a.speedup_pooled)},
       {"alpha_fit", number_or_null(a.alpha_fit)},
       {"predicted_speedup", number_or_null(a.predicted_speedup)},
+      {"verify_cost_ratio", number_or_null(a.verify_cost_ratio)},
+      {"predicted_speedup_measured_cost", number_or_null(a.predicted_speedup_measured_cost)},
       {"time_breakdown", time_breakdown_to_json(a.time_breakdown)},
       {"identical_to_baseline", a.identical_to_baseline ? nlohmann::json(*a.identical_to_baseline) : nlohmann::json()},
       {"output_digest", a.output_digest},

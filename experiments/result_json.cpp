@@ -118,6 +118,13 @@ verify::Metrics record_metrics(const PromptRecord& r) {
   m.position_drafted = r.position_drafted;
   m.position_accepted = r.position_accepted;
   m.accept_length_histogram = r.accept_length_histogram;
+  if (!r.verify_steps_by_tokens.empty()) {
+    m.verify_steps_by_draft = r.verify_steps_by_tokens;
+    m.verify_forward_s_by_draft.assign(m.verify_steps_by_draft.size(), 0.0);
+    for (size_t i = 0; i < m.verify_steps_by_draft.size() && i < r.verify_forward_ms_by_tokens.size(); ++i)
+      if (std::isfinite(r.verify_forward_ms_by_tokens[i]))
+        m.verify_forward_s_by_draft[i] = r.verify_forward_ms_by_tokens[i] / 1000.0 * static_cast<double>(m.verify_steps_by_draft[i]);
+  }
   m.total_s = r.wall_s;
   m.ttft_s = r.ttft_ms / 1000.0;
   m.prefill_s = r.prefill_s;
@@ -169,6 +176,9 @@ PromptRecord record_from_json(const nlohmann::json& j, const std::string& where)
   p.position_drafted = r.array<int64_t>("position_drafted");
   p.position_accepted = r.array<int64_t>("position_accepted");
   p.accept_length_histogram = r.array<int64_t>("accept_length_histogram");
+  p.verify_steps_by_tokens = r.array<int64_t>("verify_steps_by_tokens");  // absent in older records
+  if (auto it = j.find("verify_forward_ms_by_tokens"); it != j.end() && it->is_array())
+    for (const auto& v : *it) p.verify_forward_ms_by_tokens.push_back(number_from_json(v));
   p.wall_s = j.contains("total_s") ? r.real("total_s") : r.real("wall_s");
   p.prefill_s = r.real("prefill_s");             // absent in older records: unknown
   p.n_decoded = r.optional_integer("n_decoded", -1);

@@ -61,6 +61,10 @@ struct PromptRecord {
   std::vector<int64_t> position_drafted, position_accepted;
   // [k]: steps that accepted exactly k draft tokens (empty in records written before it existed).
   std::vector<int64_t> accept_length_histogram;
+  // [N-1]: target forwards over N new tokens during decoding, and their mean ms (NaN: none, or
+  // not timed); empty in records written before they existed.
+  std::vector<int64_t> verify_steps_by_tokens;
+  std::vector<double> verify_forward_ms_by_tokens;
 
   double wall_s = 0.0;              // whole generation (prefill + decode), seconds
   // Prompt processing before the decode loop, and the tokens the decode loop produced
@@ -166,6 +170,10 @@ struct RunAggregate {
   double speedup_pooled = kNaN;  // baseline total seconds/token over this run's
   double alpha_fit = kNaN;
   double predicted_speedup = kNaN;
+  // r(g+1) of the pooled records (verify::Metrics::verify_cost_ratio_at_draft_max) and Thm 3.8
+  // with it in place of 1 (verify::cost_aware_speedup_model).
+  double verify_cost_ratio = kNaN;
+  double predicted_speedup_measured_cost = kNaN;
   verify::TimeBreakdown time_breakdown;  // summed over records, seconds
   // The records' metrics merged (verify::Metrics::merge: counts and times summed; ttft_s the
   // mean over records), written as report.json's "metrics" by metrics_to_json.

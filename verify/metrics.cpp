@@ -23,10 +23,13 @@ void Metrics::resize_positions(int g) {
   position_drafted.resize(draft_max, 0);
   position_accepted.resize(draft_max, 0);
   accept_length_histogram.resize(draft_max + 1, 0);
+  verify_forward_s_by_draft.resize(draft_max + 1, 0.0);
+  verify_steps_by_draft.resize(draft_max + 1, 0);
 }
 
-void Metrics::record_step(int drafted, int accepted) {
-  if (drafted > draft_max || accept_length_histogram.size() < static_cast<size_t>(draft_max) + 1)
+void Metrics::record_step(int drafted, int accepted, double forward_s) {
+  if (drafted > draft_max || accept_length_histogram.size() < static_cast<size_t>(draft_max) + 1 ||
+      verify_steps_by_draft.size() < static_cast<size_t>(draft_max) + 1)
     resize_positions(std::max(drafted, draft_max));
   ++n_steps;
   n_drafted += drafted;
@@ -34,6 +37,10 @@ void Metrics::record_step(int drafted, int accepted) {
   for (int i = 0; i < drafted; ++i) ++position_drafted[i];
   for (int i = 0; i < accepted; ++i) ++position_accepted[i];
   ++accept_length_histogram[accepted];
+  if (forward_s >= 0.0) {
+    verify_forward_s_by_draft[drafted] += forward_s;
+    ++verify_steps_by_draft[drafted];
+  }
 }
 
 void Metrics::finish(double total, int64_t generated, bool first_from_prefill) {
@@ -62,6 +69,10 @@ void Metrics::merge(const Metrics& o) {
   for (size_t i = 0; i < o.position_drafted.size(); ++i) position_drafted[i] += o.position_drafted[i];
   for (size_t i = 0; i < o.position_accepted.size(); ++i) position_accepted[i] += o.position_accepted[i];
   for (size_t i = 0; i < o.accept_length_histogram.size(); ++i) accept_length_histogram[i] += o.accept_length_histogram[i];
+  for (size_t i = 0; i < o.verify_steps_by_draft.size() && i < verify_steps_by_draft.size(); ++i) {
+    verify_steps_by_draft[i] += o.verify_steps_by_draft[i];
+    if (i < o.verify_forward_s_by_draft.size()) verify_forward_s_by_draft[i] += o.verify_forward_s_by_draft[i];
+  }
   total_s += o.total_s;
   prefill_s += o.prefill_s;
   n_decoded += o.n_decoded;
@@ -95,6 +106,29 @@ double Metrics::alpha_fit() const { return fit_alpha(mean_accepted_length(), dra
 
 double Metrics::predicted_speedup() const { return speedup_model(alpha_fit(), draft_max, cost_ratio()); }
 
+double Metrics::verify_cost_ratio(int n_tokens) const {
+  const size_t g = static_cast<size_t>(n_tokens - 1);
+  if (n_tokens < 1 || g >= verify_steps_by_draft.size() || verify_steps_by_draft[g] == 0 || !(target_step_s > 0.0))
+    return 0.0;
+  return verify_forward_s_by_draft[g] / static_cast<double>(verify_steps_by_draft[g]) / target_step_s;
+}
+
+double Metrics::verify_cost_ratio_at_draft_max() const {
+  if (const double r = verify_cost_ratio(draft_max + 1); r > 0.0) return r;
+  if (!(target_step_s > 0.0)) return 0.0;
+  double s = 0.0;
+  int64_t n = 0;
+  for (size_t g = 1; g < verify_steps_by_draft.size(); ++g) {
+    s += verify_forward_s_by_draft[g];
+    n += verify_steps_by_draft[g];
+  }
+  return n > 0 ? s / static_cast<double>(n) / target_step_s : 0.0;
+}
+
+double Metrics::predicted_speedup_measured_cost() const {
+  return cost_aware_speedup_model(alpha_fit(), draft_max, cost_ratio(), verify_cost_ratio_at_draft_max());
+}
+
 double Metrics::tokens_per_second() const {
   return total_s > 0.0 ? static_cast<double>(n_generated) / total_s : 0.0;
 }
@@ -123,6 +157,13 @@ double speedup_model(double alpha, int g, double c) {
   const double a = std::clamp(alpha, 0.0, 1.0);
   // (1 - a^(g+1)) / (1 - a) is the geometric sum, which also covers a = 1 without 0/0.
   return geometric_sum(a, g) / (g * c + 1.0);
+}
+
+double cost_aware_speedup_model(double alpha, int g, double c, double r) {
+  g = std::max(g, 0);
+  const double a = std::clamp(alpha, 0.0, 1.0);
+  const double cost = g * c + r;
+  return cost > 0.0 ? geometric_sum(a, g) / cost : 0.0;
 }
 
 }  // namespace specmoe::verify

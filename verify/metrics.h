@@ -31,6 +31,11 @@ struct Metrics {
   std::vector<int64_t> position_drafted, position_accepted;
   // [k]: steps that accepted exactly k draft tokens, k = 0..draft_max.
   std::vector<int64_t> accept_length_histogram;
+  // [g]: seconds of the target forwards of the steps that drafted exactly g tokens (forwards of
+  // g + 1 tokens), and how many such steps there were, g = 0..draft_max: the loop's own measure
+  // of what a verify forward costs (verify_cost_ratio). Steps recorded without a time add none.
+  std::vector<double> verify_forward_s_by_draft;
+  std::vector<int64_t> verify_steps_by_draft;
 
   // Timing (seconds).
   double total_s = 0.0;          // wall time of the whole generation, prefill included
@@ -50,7 +55,9 @@ struct Metrics {
   MoEMetrics moe;               // MoE targets: experts touched per target forward (empty for dense)
 
   void resize_positions(int g);                // sets draft_max and sizes the per-position arrays
-  void record_step(int n_drafted, int n_accepted);  // one target forward over n_drafted draft tokens
+  // One target forward over n_drafted draft tokens (n_drafted + 1 tokens) that took
+  // forward_s seconds (< 0: not timed).
+  void record_step(int n_drafted, int n_accepted, double forward_s = -1.0);
   // At the end of a generation of total_s seconds that emitted n_generated tokens: sets total_s,
   // n_generated, n_decoded (all of them, or all but the first when it came from the prefill, as
   // in autoregressive decoding) and time.other_s (the wall time no part accounts for).
@@ -65,6 +72,14 @@ struct Metrics {
   double cost_ratio() const;              // c = draft_token_s / target_step_s (0 when unmeasured)
   double alpha_fit() const;               // fit_alpha(tau, draft_max)
   double predicted_speedup() const;       // speedup_model(alpha_fit, draft_max, c)
+  // r(N) = mean time of this loop's target forwards over N new tokens / target_step_s (0 when no
+  // step had N tokens or the single-token step was not measured).
+  double verify_cost_ratio(int n_tokens) const;
+  // The r(g+1) predicted_speedup_measured_cost uses: r(draft_max + 1) when steps drafted
+  // draft_max tokens, else the step-weighted mean of r over the steps that drafted any (0: none).
+  double verify_cost_ratio_at_draft_max() const;
+  // cost_aware_speedup_model(alpha_fit, draft_max, c, verify_cost_ratio_at_draft_max()).
+  double predicted_speedup_measured_cost() const;
   double tokens_per_second() const;       // n_generated / total_s
   double decode_s() const;                // total_s - prefill_s (>= 0)
   double decode_tokens_per_second() const;  // n_decoded / decode_s (0 when either is 0)
@@ -78,5 +93,8 @@ double fit_alpha(double tau, int g);
 // Leviathan et al. 2023, Thm 3.8: expected walltime improvement (1 - a^(g+1)) / ((1 - a)(g c + 1)),
 // with its limit (g+1) / (g c + 1) at a = 1.
 double speedup_model(double alpha, int g, double c);
+// The same without assuming a verify forward of g + 1 tokens costs one single-token step:
+// (1 - a^(g+1)) / ((1 - a)(g c + r)), r = time(verify of g+1 tokens) / time(one-token step).
+double cost_aware_speedup_model(double alpha, int g, double c, double r);
 
 }  // namespace specmoe::verify

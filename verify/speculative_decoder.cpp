@@ -53,8 +53,9 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
     core::ForwardOptions fwd;
     fwd.logits_all = g > 0;
     core::ForwardResult f;
+    double forward_s = 0.0;  // this step's verify forward, for verify_cost_ratio r(g+1)
     {
-      StepTimer t(&m.time.verify_forward_s, &target_.backend());
+      StepTimer t(&m.time.verify_forward_s, &target_.backend(), &forward_s);
       f = target_.forward(batch_, kv_, fwd);
     }
     VerifyResult r;
@@ -65,7 +66,7 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
       const core::Rows p = sampler_.distributions(f.logits, history_, draft_.tokens, p_);
       r = g == 0 ? VerifyResult{0, sampler_.sample(p, 0, rng)} : verifier_.verify(draft_, p, rng);
     }
-    m.record_step(g, r.n_accepted);
+    m.record_step(g, r.n_accepted, forward_s);
     m.moe.record_forward(f.stats, target_, g + 1, r.n_accepted + 1);  // positions 0..n_accepted stay cached
 
     kv_.truncate(c + r.n_accepted);  // keeps history_ + x_1..x_n

@@ -55,6 +55,15 @@ void print_metrics(const verify::Metrics& m) {
   for (double a : m.per_position_acceptance()) std::fprintf(stderr, " %.3f", a);
   std::fprintf(stderr, "\ncost ratio c %.3f | alpha_fit %.3f | predicted speedup %.3f\n", m.cost_ratio(),
                m.alpha_fit(), m.predicted_speedup());
+  // The loop's own verify forwards by size, over the single-token step (DESIGN.md r(N)).
+  std::string sizes;
+  for (size_t g = 0; g < m.verify_steps_by_draft.size(); ++g)
+    if (m.verify_steps_by_draft[g] > 0 && m.verify_cost_ratio(static_cast<int>(g) + 1) > 0)
+      sizes += fmt::format(" {}:{:.2f}({})", g + 1, m.verify_cost_ratio(static_cast<int>(g) + 1), m.verify_steps_by_draft[g]);
+  std::fprintf(stderr, "verify cost r(N) = verify forward of N tokens / %.2f ms step, N:r(steps):%s | "
+               "predicted speedup with measured cost %.3f (r(g+1) %.3f)\n",
+               m.target_step_s * 1e3, sizes.empty() ? " n/a" : sizes.c_str(), m.predicted_speedup_measured_cost(),
+               m.verify_cost_ratio_at_draft_max());
   std::fprintf(stderr, "%.2f tokens/s (decode phase %.2f) | ttft %.1f ms | time: draft %.3f s, verify %.3f s, sampling %.3f s, other %.3f s\n",
                m.tokens_per_second(), m.decode_tokens_per_second(), m.ttft_ms(), m.time.draft_s, m.time.verify_forward_s, m.time.sampling_s,
                m.time.other_s);
@@ -175,12 +184,15 @@ void run_speculate(const SpeculateArgs& a) {
                  static_cast<long long>(base.metrics.n_generated), base.metrics.tokens_per_second(),
                  base.metrics.decode_tokens_per_second());
     const double predicted = spec.metrics.predicted_speedup();
+    const double predicted_mc = spec.metrics.predicted_speedup_measured_cost();
     // A decode phase needs a token after the first (the baseline's first comes from its prefill).
     const std::string decode =
         decode_speedups.empty()
             ? std::string("decode phase n/a (no decoded tokens to time)")
-            : fmt::format("decode phase {:.3f}x vs {:.3f}x predicted ({:.0f}% of it)", decode_speedup, predicted,
-                          predicted > 0 ? 100.0 * decode_speedup / predicted : 0.0);
+            : fmt::format("decode phase {:.3f}x vs {:.3f}x predicted ({:.0f}% of it), {:.3f}x with measured verify "
+                          "cost ({:.0f}% of it)",
+                          decode_speedup, predicted, predicted > 0 ? 100.0 * decode_speedup / predicted : 0.0,
+                          predicted_mc, predicted_mc > 0 ? 100.0 * decode_speedup / predicted_mc : 0.0);
     std::fprintf(stderr, "speedup %.3fx (wall, prompt included) | %s%s | identical to baseline: %s%s\n", speedup,
                  decode.c_str(), pairs > 1 ? fmt::format(" | median of {} pairs", pairs).c_str() : "",
                  identical ? "yes" : "no",

@@ -32,7 +32,8 @@ namespace {
 const std::set<std::string> kMetricKeys = {
     "n_prompt", "n_generated", "n_decoded", "n_drafted", "n_accepted", "n_steps", "draft_max", "acceptance_rate",
     "mean_accepted_length", "per_position_acceptance", "position_drafted", "position_accepted",
-    "accept_length_histogram", "cost_ratio", "alpha_fit", "predicted_speedup", "tokens_per_second",
+    "accept_length_histogram", "cost_ratio", "alpha_fit", "predicted_speedup", "verify_forward_ms_by_tokens",
+    "verify_steps_by_tokens", "verify_cost_ratio", "predicted_speedup_measured_cost", "tokens_per_second",
     "decode_tokens_per_second", "ttft_ms", "total_s", "prefill_s", "draft_step_ms", "target_step_ms", "time_breakdown"};
 const std::set<std::string> kTimeKeys = {"draft_s", "verify_forward_s", "sampling_s", "other_s"};
 
@@ -46,8 +47,8 @@ TEST(MetricsJson, NamesValuesAndNulls) {
   verify::Metrics m;
   m.n_prompt = 5;
   m.resize_positions(2);
-  m.record_step(2, 2);
-  m.record_step(2, 0);
+  m.record_step(2, 2, 0.012);
+  m.record_step(2, 0, 0.014);
   m.record_step(1, 1);
   m.n_generated = 7;  // 3 accepted + 3 steps + ... as the loop counts them
   m.n_decoded = 7;
@@ -69,6 +70,14 @@ TEST(MetricsJson, NamesValuesAndNulls) {
   EXPECT_DOUBLE_EQ(j.at("cost_ratio").get<double>(), 0.2);
   EXPECT_DOUBLE_EQ(j.at("alpha_fit").get<double>(), verify::fit_alpha(2.0, 2));
   EXPECT_DOUBLE_EQ(j.at("predicted_speedup").get<double>(), verify::speedup_model(verify::fit_alpha(2.0, 2), 2, 0.2));
+  // 3-token verify forwards of 12 and 14 ms over a 10 ms step: r(3) = 1.3; the 2-token one was untimed.
+  EXPECT_EQ(j.at("verify_steps_by_tokens"), json::parse("[0, 0, 2]"));
+  EXPECT_TRUE(j.at("verify_forward_ms_by_tokens").at(1).is_null());
+  EXPECT_DOUBLE_EQ(j.at("verify_forward_ms_by_tokens").at(2).get<double>(), 13.0);
+  EXPECT_TRUE(j.at("verify_cost_ratio").at(0).is_null());
+  EXPECT_DOUBLE_EQ(j.at("verify_cost_ratio").at(2).get<double>(), 1.3);
+  EXPECT_DOUBLE_EQ(j.at("predicted_speedup_measured_cost").get<double>(),
+                   verify::cost_aware_speedup_model(verify::fit_alpha(2.0, 2), 2, 0.2, 1.3));
   EXPECT_DOUBLE_EQ(j.at("tokens_per_second").get<double>(), 14.0);
   EXPECT_DOUBLE_EQ(j.at("decode_tokens_per_second").get<double>(), 7 / 0.4);
   EXPECT_DOUBLE_EQ(j.at("ttft_ms").get<double>(), 120.0);
@@ -86,7 +95,8 @@ TEST(MetricsJson, NamesValuesAndNulls) {
   ar.n_decoded = -1;            // unknown
   const json a = metrics_to_json(ar);
   EXPECT_EQ(keys(a), kMetricKeys);
-  for (const char* k : {"acceptance_rate", "cost_ratio", "alpha_fit", "predicted_speedup", "prefill_s", "n_decoded",
+  for (const char* k : {"acceptance_rate", "cost_ratio", "alpha_fit", "predicted_speedup",
+                        "predicted_speedup_measured_cost", "prefill_s", "n_decoded",
                         "decode_tokens_per_second", "draft_step_ms", "target_step_ms"})
     EXPECT_TRUE(a.at(k).is_null()) << k << " = " << a.at(k);
   EXPECT_DOUBLE_EQ(a.at("mean_accepted_length").get<double>(), 1.0);
@@ -106,6 +116,8 @@ TEST(MetricsJson, RecordsRoundTripAndOldRecordsLoad) {
   r.position_drafted = {2, 2};
   r.position_accepted = {1, 1};
   r.accept_length_histogram = {1, 0, 1};
+  r.verify_steps_by_tokens = {0, 0, 2};
+  r.verify_forward_ms_by_tokens = {std::nan(""), std::nan(""), 9.0};
   r.wall_s = 0.25;
   r.prefill_s = 0.05;
   r.n_decoded = 3;
@@ -120,6 +132,9 @@ TEST(MetricsJson, RecordsRoundTripAndOldRecordsLoad) {
   EXPECT_EQ(back.text, r.text);
   EXPECT_EQ(back.tokens, r.tokens);
   EXPECT_EQ(back.accept_length_histogram, r.accept_length_histogram);
+  EXPECT_EQ(back.verify_steps_by_tokens, r.verify_steps_by_tokens);
+  EXPECT_DOUBLE_EQ(back.verify_forward_ms_by_tokens.at(2), 9.0);
+  EXPECT_DOUBLE_EQ(j.at("verify_cost_ratio").at(2).get<double>(), 1.5);
   EXPECT_EQ(back.n_prompt_tokens, 4);
   EXPECT_DOUBLE_EQ(back.wall_s, 0.25);
   EXPECT_DOUBLE_EQ(back.cost_ratio(), 0.25);
