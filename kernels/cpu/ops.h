@@ -89,6 +89,11 @@ class ThreadPool {
   std::exception_ptr error_;
 };
 
+// Streaming-read bandwidth of this machine, GB/s (1e9 bytes/s), once per pass: the pool's threads
+// sum a `bytes` buffer (rounded to MiB; a few times the last-level cache or more) in 1 MiB chunks.
+// The ceiling of a memory-bound decode at this thread count (specmoe bench prints it).
+std::vector<double> read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t{512} << 20, int passes = 5);
+
 // ---------------------------------------------------------------------------------------------
 // Instruction-set selection.
 
