@@ -7,12 +7,16 @@
 #endif
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "base/error.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/simd_avx2.h"
+#include "kernels/cpu/simd_avx512.h"
 
 namespace specmoe::kernels::cpu {
 
@@ -31,6 +35,41 @@ bool cpu_has_avx2() {
   return false;
 #endif
 }
+
+bool cpu_has_avx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512vnni");
+  return has;
+#else
+  return false;
+#endif
+}
+
+Isa detected_isa() { return cpu_has_avx512() ? Isa::Avx512 : cpu_has_avx2() ? Isa::Avx2 : Isa::Scalar; }
+
+// A 64-byte aligned, growable byte buffer (the quantized activations: the AVX-512 kernels load
+// whole cache lines of them).
+class AlignedBytes {
+ public:
+  uint8_t* get(size_t bytes) {
+    if (bytes > size_) {
+      const size_t rounded = (bytes + 63) / 64 * 64;
+      data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, rounded)));
+      if (!data_) throw_error(ErrorKind::Runtime, "matmul: cannot allocate {} bytes of activations", rounded);
+      size_ = rounded;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t size_ = 0;
+};
 
 // Rows per chunk handed to a thread: big enough to amortise the hand-out, small enough to
 // balance. Only affects which thread computes a row, never the row's value.
@@ -73,11 +112,31 @@ float dot_portable(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
-Isa best_isa() { return cpu_has_avx2() ? Isa::Avx2 : Isa::Scalar; }
+Isa best_isa() {
+  static const Isa isa = [] {
+    const char* env = std::getenv("SPECMOE_CPU_ISA");
+    if (env == nullptr || *env == 0) return detected_isa();
+    if (std::strcmp(env, "scalar") == 0) return Isa::Scalar;
+    if (std::strcmp(env, "avx2") == 0) return usable_isa(Isa::Avx2);
+    if (std::strcmp(env, "avx512") == 0) return usable_isa(Isa::Avx512);
+    return detected_isa();  // unknown names: the default
+  }();
+  return isa;
+}
 
-Isa usable_isa(Isa want) { return (want == Isa::Avx2 && cpu_has_avx2()) ? Isa::Avx2 : Isa::Scalar; }
+Isa usable_isa(Isa want) {
+  if (want == Isa::Avx512 && !cpu_has_avx512()) want = Isa::Avx2;
+  if (want == Isa::Avx2 && !cpu_has_avx2()) want = Isa::Scalar;
+  return want;
+}
 
-const char* isa_name(Isa isa) { return isa == Isa::Avx2 ? "avx2" : "scalar"; }
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return "avx512-vnni";
+    case Isa::Avx2: return "avx2";
+    default: return "scalar";
+  }
+}
 
 void matmul_ref(const float* x, int64_t T, const MatrixView& w, float* y) {
   std::vector<float> row(static_cast<size_t>(w.n_in));
@@ -99,14 +158,29 @@ void matmul(ThreadPool& pool, const float* x, int64_t T, const MatrixView& w, fl
     return;
   }
   isa = usable_isa(isa);
-  if (isa == Isa::Avx2 && avx2::act_block_size(w.type) > 0) {
+  if (isa != Isa::Scalar && avx2::act_block_size(w.type) > 0) {
     // Integer path: the activations are quantized once here, then every row reads them. The
     // buffer is per calling thread and reused across calls (no allocation per matmul).
-    thread_local std::vector<uint8_t> acts;
+    thread_local AlignedBytes acts;
     const size_t stride = avx2::act_row_bytes(w.type, w.n_in);
-    if (acts.size() < stride * static_cast<size_t>(T)) acts.resize(stride * static_cast<size_t>(T));
-    for (int64_t t = 0; t < T; ++t) avx2::quantize_acts(w.type, x + t * w.n_in, w.n_in, acts.data() + t * stride);
-    const uint8_t* a = acts.data();
+    uint8_t* a = acts.get(stride * static_cast<size_t>(T));
+    auto quantize = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) avx2::quantize_acts(w.type, x + t * w.n_in, w.n_in, a + t * stride);
+    };
+    // Long batches (prefill) quantize on every thread; a token's blocks depend on its row only.
+    if (T >= 16)
+      pool.parallel_for(T, 4, quantize);
+    else
+      quantize(0, T);
+    if (isa == Isa::Avx512 && avx512::has_quant_kernel(w.type)) {
+      const size_t scratch_floats = avx512::scratch_floats(w, T);
+      for_rows(pool, w, T, [&](int64_t j0, int64_t j1) {
+        thread_local std::vector<float> scratch;
+        if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
+        avx512::matmul_quant_rows(w, a, stride, T, y, j0, j1, scratch.data());
+      });
+      return;
+    }
     for_rows(pool, w, T, [&](int64_t j0, int64_t j1) {
       avx2::matmul_quant_rows(w, a, stride, T, y, j0, j1);
     });
@@ -114,6 +188,7 @@ void matmul(ThreadPool& pool, const float* x, int64_t T, const MatrixView& w, fl
   }
   // Dequantized-row scratch, only where a row must be converted to f32 first (the portable path
   // for non-F32 weights; types without an integer kernel on the AVX2 path never reach here).
+  if (isa == Isa::Avx512) isa = Isa::Avx2;  // float weights: the AVX2 kernels
   const bool need_scratch = isa == Isa::Avx2 ? (w.type != DType::F32 && w.type != DType::F16 && w.type != DType::BF16)
                                              : w.type != DType::F32;
   for_rows(pool, w, T, [&](int64_t j0, int64_t j1) {
@@ -131,7 +206,7 @@ void matmul(ThreadPool& pool, const float* x, int64_t T, const MatrixView& w, fl
 }
 
 float dot_f32(const float* a, const float* b, int64_t n, Isa isa) {
-  if (usable_isa(isa) == Isa::Avx2) return avx2::dot_f32(a, b, n);
+  if (usable_isa(isa) != Isa::Scalar) return avx2::dot_f32(a, b, n);
   return dot_portable(a, b, n);
 }
 
