@@ -81,15 +81,6 @@ constexpr int64_t kRowGrain = 16;
 // computes a row, never its value.
 constexpr int64_t kMinParallelMacs = int64_t{1} << 16;
 
-// Runs fn over the rows, in parallel when the product is big enough.
-template <class Fn>
-void for_rows(ThreadPool& pool, const MatrixView& w, int64_t T, Fn&& fn) {
-  if (T * w.n_in * w.n_out < kMinParallelMacs)
-    fn(int64_t{0}, w.n_out);
-  else
-    pool.parallel_for(w.n_out, kRowGrain, fn);
-}
-
 // Converts row j of w to floats. F32 rows are returned in place (no copy).
 const float* row_as_f32(const MatrixView& w, int64_t j, float* scratch) {
   const uint8_t* src = w.row(j);
@@ -152,57 +143,137 @@ void matmul_ref(const float* x, int64_t T, const MatrixView& w, float* y) {
 }
 
 void matmul(ThreadPool& pool, const float* x, int64_t T, const MatrixView& w, float* y, Isa isa) {
-  if (T <= 0 || w.n_out <= 0) return;
-  if (w.n_in == 0) {
-    std::fill(y, y + T * w.n_out, 0.0f);
-    return;
-  }
-  isa = usable_isa(isa);
-  if (isa != Isa::Scalar && avx2::act_block_size(w.type) > 0) {
-    // Integer path: the activations are quantized once here, then every row reads them. The
-    // buffer is per calling thread and reused across calls (no allocation per matmul).
-    thread_local AlignedBytes acts;
-    const size_t stride = avx2::act_row_bytes(w.type, w.n_in);
-    uint8_t* a = acts.get(stride * static_cast<size_t>(T));
-    auto quantize = [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) avx2::quantize_acts(w.type, x + t * w.n_in, w.n_in, a + t * stride);
-    };
-    // Long batches (prefill) quantize on every thread; a token's blocks depend on its row only.
-    if (T >= 16)
-      pool.parallel_for(T, 4, quantize);
-    else
-      quantize(0, T);
-    if (isa == Isa::Avx512 && avx512::has_quant_kernel(w.type)) {
-      const size_t scratch_floats = avx512::scratch_floats(w, T);
-      for_rows(pool, w, T, [&](int64_t j0, int64_t j1) {
-        thread_local std::vector<float> scratch;
-        if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
-        avx512::matmul_quant_rows(w, a, stride, T, y, j0, j1, scratch.data());
-      });
+  matmul_multi(pool, x, T, std::span<const MatrixView>(&w, 1), std::span<float* const>(&y, 1), isa);
+}
+
+namespace {
+
+// One weight of a matmul_multi call: which kernel runs its rows, on which activations.
+struct Product {
+  const MatrixView* w = nullptr;
+  float* y = nullptr;
+  enum class Path { Avx512Quant, Avx2Quant, Avx2Float, Portable } path = Path::Portable;
+  const uint8_t* acts = nullptr;  // quantized activations (the integer paths)
+  size_t stride = 0;
+  int64_t first_chunk = 0;        // index of its first chunk of rows among all products
+};
+
+// Rows [j0, j1) of one product for all T tokens.
+void run_rows(const Product& p, const float* x, int64_t T, int64_t j0, int64_t j1) {
+  const MatrixView& w = *p.w;
+  switch (p.path) {
+    case Product::Path::Avx512Quant: {
+      thread_local std::vector<float> scratch;
+      const size_t n = avx512::scratch_floats(w, T);
+      if (scratch.size() < n) scratch.resize(n);
+      avx512::matmul_quant_rows(w, p.acts, p.stride, T, p.y, j0, j1, scratch.data());
       return;
     }
-    for_rows(pool, w, T, [&](int64_t j0, int64_t j1) {
-      avx2::matmul_quant_rows(w, a, stride, T, y, j0, j1);
-    });
-    return;
+    case Product::Path::Avx2Quant: avx2::matmul_quant_rows(w, p.acts, p.stride, T, p.y, j0, j1); return;
+    default: break;
   }
   // Dequantized-row scratch, only where a row must be converted to f32 first (the portable path
   // for non-F32 weights; types without an integer kernel on the AVX2 path never reach here).
-  if (isa == Isa::Avx512) isa = Isa::Avx2;  // float weights: the AVX2 kernels
-  const bool need_scratch = isa == Isa::Avx2 ? (w.type != DType::F32 && w.type != DType::F16 && w.type != DType::BF16)
-                                             : w.type != DType::F32;
-  for_rows(pool, w, T, [&](int64_t j0, int64_t j1) {
-    thread_local std::vector<float> scratch;
-    if (need_scratch && scratch.size() < static_cast<size_t>(w.n_in)) scratch.resize(static_cast<size_t>(w.n_in));
-    if (isa == Isa::Avx2) {
-      avx2::matmul_rows(w, x, T, y, j0, j1, scratch.data());
-      return;
+  thread_local std::vector<float> scratch;
+  const bool need = p.path == Product::Path::Avx2Float
+                        ? (w.type != DType::F32 && w.type != DType::F16 && w.type != DType::BF16)
+                        : w.type != DType::F32;
+  if (need && scratch.size() < static_cast<size_t>(w.n_in)) scratch.resize(static_cast<size_t>(w.n_in));
+  if (p.path == Product::Path::Avx2Float) {
+    avx2::matmul_rows(w, x, T, p.y, j0, j1, scratch.data());
+    return;
+  }
+  for (int64_t j = j0; j < j1; ++j) {
+    const float* r = row_as_f32(w, j, scratch.data());
+    for (int64_t t = 0; t < T; ++t) p.y[t * w.n_out + j] = dot_portable(x + t * w.n_in, r, w.n_in);
+  }
+}
+
+}  // namespace
+
+void matmul_multi(ThreadPool& pool, const float* x, int64_t T, std::span<const MatrixView> ws,
+                  std::span<float* const> ys, Isa isa) {
+  if (ws.size() != ys.size())
+    throw_error(ErrorKind::InvalidArgument, "matmul_multi: {} weights but {} outputs", ws.size(), ys.size());
+  if (T <= 0 || ws.empty()) return;
+  for (const MatrixView& w : ws)
+    if (w.n_in != ws[0].n_in)
+      throw_error(ErrorKind::InvalidArgument, "matmul_multi: weights of {} and {} inputs share one x", ws[0].n_in,
+                  w.n_in);
+  isa = usable_isa(isa);
+  const int64_t n_in = ws[0].n_in;
+  if (n_in == 0) {
+    for (size_t i = 0; i < ws.size(); ++i) std::fill(ys[i], ys[i] + T * ws[i].n_out, 0.0f);
+    return;
+  }
+  // Integer paths: the activations are quantized once per block size (32 or 256) for all the
+  // weights, then every row reads them. The buffers are per calling thread and reused across
+  // calls (no allocation per matmul).
+  thread_local AlignedBytes acts_buf[2];
+  const uint8_t* acts[2] = {nullptr, nullptr};
+  size_t strides[2] = {0, 0};
+  auto quantized = [&](DType type) -> int {
+    const int k = avx2::act_block_size(type) == 32 ? 0 : 1;
+    if (acts[k] == nullptr) {
+      const size_t stride = avx2::act_row_bytes(type, n_in);
+      uint8_t* a = acts_buf[k].get(stride * static_cast<size_t>(T));
+      auto quantize = [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) avx2::quantize_acts(type, x + t * n_in, n_in, a + t * stride);
+      };
+      // Long batches (prefill) quantize on every thread; a token's blocks depend on its row only.
+      if (T >= 16)
+        pool.parallel_for(T, 4, quantize);
+      else
+        quantize(0, T);
+      acts[k] = a;
+      strides[k] = stride;
     }
-    for (int64_t j = j0; j < j1; ++j) {
-      const float* r = row_as_f32(w, j, scratch.data());
-      for (int64_t t = 0; t < T; ++t) y[t * w.n_out + j] = dot_portable(x + t * w.n_in, r, w.n_in);
+    return k;
+  };
+  Product products[8];
+  std::vector<Product> many;  // more than 8 weights in one call (not in the forward)
+  Product* prods = products;
+  if (ws.size() > 8) {
+    many.resize(ws.size());
+    prods = many.data();
+  }
+  // Rows per chunk: kRowGrain, or 4x that for long batches, whose activations are re-read from L2
+  // or L3 once per chunk of rows.
+  const int64_t grain = T > 64 ? 4 * kRowGrain : kRowGrain;
+  int64_t chunks = 0, macs = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const MatrixView& w = ws[i];
+    Product& p = prods[i];
+    p.w = &w;
+    p.y = ys[i];
+    p.first_chunk = chunks;
+    chunks += (w.n_out + grain - 1) / grain;
+    macs += T * n_in * w.n_out;
+    if (isa != Isa::Scalar && avx2::act_block_size(w.type) > 0) {
+      const int k = quantized(w.type);
+      p.acts = acts[k];
+      p.stride = strides[k];
+      p.path = isa == Isa::Avx512 && avx512::has_quant_kernel(w.type) ? Product::Path::Avx512Quant
+                                                                       : Product::Path::Avx2Quant;
+    } else {
+      p.path = isa == Isa::Scalar ? Product::Path::Portable : Product::Path::Avx2Float;
     }
-  });
+  }
+  // One job over the row chunks of every product: chunk c belongs to the product whose range
+  // holds it. Which thread runs a chunk never changes its values.
+  auto run_chunks = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      size_t i = 0;
+      while (i + 1 < ws.size() && prods[i + 1].first_chunk <= c) ++i;
+      const Product& p = prods[i];
+      const int64_t j0 = (c - p.first_chunk) * grain;
+      run_rows(p, x, T, j0, std::min(p.w->n_out, j0 + grain));
+    }
+  };
+  if (macs < kMinParallelMacs)
+    run_chunks(0, chunks);
+  else
+    pool.parallel_for(chunks, 1, run_chunks);
 }
 
 float dot_f32(const float* a, const float* b, int64_t n, Isa isa) {

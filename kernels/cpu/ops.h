@@ -128,6 +128,12 @@ void matmul_ref(const float* x, int64_t T, const MatrixView& w, float* y);
 // for any T, batch position and thread count.
 void matmul(ThreadPool& pool, const float* x, int64_t T, const MatrixView& w, float* y,
             Isa isa = best_isa());
+// y_i = x * W_i^T for weights that share their input (q/k/v, gate/up): the activations are
+// quantized once per block size and all the products run as one job over their rows (one
+// hand-off to the threads instead of one per weight). Each y_i is bit-identical to matmul's.
+// Every W_i has the same n_in (Error(InvalidArgument) otherwise).
+void matmul_multi(ThreadPool& pool, const float* x, int64_t T, std::span<const MatrixView> w,
+                  std::span<float* const> y, Isa isa = best_isa());
 
 // Dot product of two float vectors (fixed summation order for a given n and isa).
 float dot_f32(const float* a, const float* b, int64_t n, Isa isa = best_isa());
