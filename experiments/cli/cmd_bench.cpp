@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,14 +64,34 @@ std::vector<int32_t> bench_ids(const core::Model& m, int n, int salt) {
   return ids;
 }
 
-// Seconds of one forward over `ids`, the backend's queued work included.
-double time_forward(core::Model& m, std::span<const int32_t> ids, core::KVCache& kv, bool logits_all) {
+// CPU seconds this process has used, all its threads together.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Wall and CPU seconds of one forward. On a machine shared with other work the wall time
+// includes the moments the scheduler gave our threads' cores to others; the CPU time does not
+// (it counts what the threads ran, memory stalls and the pool's brief spins included), so a ratio
+// of CPU times is the steadier estimate of what a forward costs there.
+struct ForwardTime {
+  double wall = 0, cpu = 0;
+};
+
+ForwardTime time_forward_both(core::Model& m, std::span<const int32_t> ids, core::KVCache& kv, bool logits_all) {
   core::ForwardOptions o;
   o.logits_all = logits_all;
+  const double c0 = process_cpu_seconds();
   const auto t0 = Clock::now();
   m.forward(ids, kv, o);
   m.backend().synchronize();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+  return {std::chrono::duration<double>(Clock::now() - t0).count(), process_cpu_seconds() - c0};
+}
+
+// Seconds of one forward over `ids`, the backend's queued work included.
+double time_forward(core::Model& m, std::span<const int32_t> ids, core::KVCache& kv, bool logits_all) {
+  return time_forward_both(m, ids, kv, logits_all).wall;
 }
 
 // A cache of `capacity` rows holding `context` tokens.
@@ -84,6 +105,7 @@ core::KVCache cache_with_context(core::Model& m, int context, int capacity) {
 struct CostPoint {
   int tokens = 0;
   Spread ms, r;
+  Spread cpu_ms, r_cpu;  // the same from the process's CPU time (all threads)
 };
 
 struct BenchResult {
@@ -125,18 +147,21 @@ void run_prefill(core::Model& m, const BenchArgs& a, BenchResult& out) {
 void run_cost_curve(core::Model& m, const BenchArgs& a, BenchResult& out) {
   core::KVCache kv = cache_with_context(m, a.context, a.context + a.max_batch);
   const std::vector<int32_t> ids = bench_ids(m, a.max_batch, 7);
-  std::vector<std::vector<double>> ms(a.max_batch), ratio(a.max_batch);
+  std::vector<std::vector<double>> ms(a.max_batch), ratio(a.max_batch), cpu_ms(a.max_batch), cpu_ratio(a.max_batch);
   for (int r = 0; r < a.repeats; ++r) {
-    double one = 0.0;
+    ForwardTime one;
     for (int T = 1; T <= a.max_batch; ++T) {
-      const double s = time_forward(m, std::span<const int32_t>(ids.data(), T), kv, true);
+      const ForwardTime s = time_forward_both(m, std::span<const int32_t>(ids.data(), T), kv, true);
       kv.truncate(a.context);
       if (T == 1) one = s;
-      ms[T - 1].push_back(s * 1e3);
-      ratio[T - 1].push_back(s / one);
+      ms[T - 1].push_back(s.wall * 1e3);
+      ratio[T - 1].push_back(s.wall / one.wall);
+      cpu_ms[T - 1].push_back(s.cpu * 1e3);
+      cpu_ratio[T - 1].push_back(one.cpu > 0 ? s.cpu / one.cpu : 0.0);
     }
   }
-  for (int T = 1; T <= a.max_batch; ++T) out.curve.push_back({T, Spread(ms[T - 1]), Spread(ratio[T - 1])});
+  for (int T = 1; T <= a.max_batch; ++T)
+    out.curve.push_back({T, Spread(ms[T - 1]), Spread(ratio[T - 1]), Spread(cpu_ms[T - 1]), Spread(cpu_ratio[T - 1])});
 }
 
 // c: a draft single-token forward over a target single-token forward, alternated, same context.
@@ -194,9 +219,11 @@ void print_text(const BenchArgs& a, core::Model& m, const BenchResult& b) {
                 b.prefill_tps.max);
   std::printf("cost curve at context %d (logits for every token), median of %d [min-max of the per-repeat ratios]:\n",
               a.context, a.repeats);
-  std::printf("  %3s %10s %7s  %s\n", "T", "ms", "r(T)", "spread");
+  std::printf("  (cpu: the process's CPU time, all threads; its ratio moves less with other work on the machine)\n");
+  std::printf("  %3s %10s %7s  %-15s %10s %7s  %s\n", "T", "ms", "r(T)", "spread", "cpu ms", "r_cpu", "spread");
   for (const CostPoint& p : b.curve)
-    std::printf("  %3d %10.2f %7.3f  [%.3f-%.3f]\n", p.tokens, p.ms.median, p.r.median, p.r.min, p.r.max);
+    std::printf("  %3d %10.2f %7.3f  [%.3f-%.3f]   %10.2f %7.3f  [%.3f-%.3f]\n", p.tokens, p.ms.median, p.r.median,
+                p.r.min, p.r.max, p.cpu_ms.median, p.r_cpu.median, p.r_cpu.min, p.r_cpu.max);
   if (a.draft_path.empty()) return;
   std::printf("draft: %s, %.3f GB per token | step %.2f ms vs target %.2f ms | c = %.3f [%.3f-%.3f]\n",
               a.draft_path.c_str(), static_cast<double>(b.draft_weight_bytes) / 1e9, b.draft_ms.median,
@@ -212,7 +239,11 @@ void print_text(const BenchArgs& a, core::Model& m, const BenchResult& b) {
 nlohmann::json to_json(const BenchArgs& a, core::Model& m, const BenchResult& b) {
   const double gb = static_cast<double>(b.weight_bytes) / 1e9;
   nlohmann::json curve = nlohmann::json::array();
-  for (const CostPoint& p : b.curve) curve.push_back({{"tokens", p.tokens}, {"ms", p.ms.json()}, {"r", p.r.json()}});
+  for (const CostPoint& p : b.curve) curve.push_back({{"tokens", p.tokens},
+                     {"ms", p.ms.json()},
+                     {"r", p.r.json()},
+                     {"cpu_ms", p.cpu_ms.json()},
+                     {"r_cpu", p.r_cpu.json()}});
   nlohmann::json j;
   exp::set_text(j, "model", a.model.model_path);
   j["backend"] = m.backend().describe();
