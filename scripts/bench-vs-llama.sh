@@ -5,7 +5,8 @@
 # llama-bench: a T-token prompt batch takes T / pp_T seconds, a decode step 1 / tg.
 #   usage: LLAMA_BIN=/path/to/llama.cpp/build/bin scripts/bench-vs-llama.sh MODEL [THREADS] [ROUNDS]
 #   env:   SPECMOE (default build/specmoe), TG (tokens per tg, 32), PP (prompt, 512; 0 = skip),
-#          TS (batch sizes of the curve, "2,3,4,5,6,7,8,9"), DRAFT (a draft GGUF: specmoe's c too)
+#          TS (batch sizes of the curve, "2,3,4,5,6,7,8,9"), DRAFT (a draft GGUF: specmoe's c too),
+#          LLAMA_ARGS (more llama-bench flags, e.g. "--poll 0": workers sleep instead of spinning)
 # llama.cpp is built outside the repository (llama-cpp-python 0.3.36's vendor/llama.cpp) and never
 # committed. Prints each round's figures, then medians and the ratios specmoe / llama.cpp, and
 # the load average before and after (figures from a busy machine are noisy: quote the ratios).
@@ -19,6 +20,7 @@ TG=${TG:-32}
 PP=${PP:-512}
 TS=${TS:-2,3,4,5,6,7,8,9}
 DRAFT=${DRAFT:-}
+read -r -a LLAMA_EXTRA <<<"${LLAMA_ARGS:-}"
 : "${LLAMA_BIN:?set LLAMA_BIN to the folder holding llama-bench}"
 for tool in "$SPECMOE" "$LLAMA_BIN/llama-bench" python3; do
   command -v "$tool" >/dev/null 2>&1 || { echo "bench-vs-llama: '$tool' not found" >&2; exit 1; }
@@ -27,7 +29,7 @@ MAXT=$(tr ',' '\n' <<<"$TS" | sort -n | tail -1)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, threads $THREADS"
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, threads $THREADS${LLAMA_ARGS:+, llama-bench $LLAMA_ARGS}"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 LLAMA_PP=$TS
 [ "$PP" -gt 0 ] && LLAMA_PP="$TS,$PP"
@@ -37,7 +39,7 @@ for r in $(seq 1 "$ROUNDS"); do
   "$SPECMOE" bench -m "$MODEL" -t "$THREADS" -n "$TG" -p "$PP" -r 1 --max-batch "$MAXT" "${draft_args[@]}" --json \
     >"$WORK/specmoe.$r.json"
   LD_LIBRARY_PATH="$LLAMA_BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$LLAMA_BIN/llama-bench" -m "$MODEL" -t "$THREADS" \
-    -p "$LLAMA_PP" -n "$TG" -r 1 -o json >"$WORK/llama.$r.json" 2>/dev/null
+    -p "$LLAMA_PP" -n "$TG" -r 1 "${LLAMA_EXTRA[@]}" -o json >"$WORK/llama.$r.json" 2>/dev/null
   echo "round $r done, load $(cut -d' ' -f1 /proc/loadavg)"
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
