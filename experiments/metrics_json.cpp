@@ -49,19 +49,6 @@ nlohmann::json metrics_to_json(const verify::Metrics& m) {
                                        : nlohmann::json());
   }
 
-  // Verify forwards by size N = g + 1 tokens (index N - 1): mean ms, steps, r(N).
-  nlohmann::json verify_ms = nlohmann::json::array(), verify_steps = nlohmann::json::array(),
-                 verify_ratio = nlohmann::json::array();
-  for (size_t g = 0; g < m.verify_steps_by_draft.size(); ++g) {
-    const int64_t n = m.verify_steps_by_draft[g];
-    const double sum = g < m.verify_forward_s_by_draft.size() ? m.verify_forward_s_by_draft[g] : 0.0;
-    verify_steps.push_back(n);
-    verify_ms.push_back(n > 0 ? num(1000.0 * sum / static_cast<double>(n)) : nlohmann::json());
-    verify_ratio.push_back(positive(m.verify_cost_ratio(static_cast<int>(g) + 1)));
-  }
-  const double r_g1 = m.verify_cost_ratio_at_draft_max();
-  const double measured_cost = std::isfinite(alpha) && std::isfinite(cost) && r_g1 > 0 ? m.predicted_speedup_measured_cost() : kNaN;
-
   nlohmann::json j = {
       {"n_prompt", m.n_prompt},
       {"n_generated", m.n_generated},
@@ -75,14 +62,10 @@ nlohmann::json metrics_to_json(const verify::Metrics& m) {
       {"per_position_acceptance", per_position},
       {"position_drafted", m.position_drafted},
       {"position_accepted", m.position_accepted},
-      {"accept_length_histogram", m.accept_length_histogram},
+      {"accepted_length_histogram", m.accept_length_histogram},
       {"cost_ratio", num(cost)},
       {"alpha_fit", num(alpha)},
       {"predicted_speedup", num(predicted)},
-      {"verify_forward_ms_by_tokens", verify_ms},
-      {"verify_steps_by_tokens", verify_steps},
-      {"verify_cost_ratio", verify_ratio},
-      {"predicted_speedup_measured_cost", num(measured_cost)},
       {"tokens_per_second", m.total_s > 0 ? num(static_cast<double>(m.n_generated) / m.total_s) : nlohmann::json()},
       {"decode_tokens_per_second",
        m.n_decoded > 0 && decode_s > 0 ? num(static_cast<double>(m.n_decoded) / decode_s) : nlohmann::json()},
@@ -93,6 +76,26 @@ nlohmann::json metrics_to_json(const verify::Metrics& m) {
       {"target_step_ms", positive(m.target_step_s * 1000.0)},
       {"time_breakdown", time_breakdown_to_json(m.time)},
   };
+  // Trees (chains are one-child trees): nodes per step, acceptance by depth, the verify forward's
+  // cost r(N) and what the measured acceptance and costs predict.
+  nlohmann::json by_depth = nlohmann::json::array();
+  const std::vector<double> a_depth = m.acceptance_by_depth();
+  for (size_t i = 0; i < a_depth.size(); ++i)
+    by_depth.push_back(m.depth_tried[i] > 0 ? nlohmann::json(a_depth[i]) : nlohmann::json());
+  const int64_t n_verify = m.n_verify_forwards();
+  const double verify_ms = n_verify > 0 && m.verify_draft_s > 0 ? m.verify_draft_s / n_verify * 1000.0 : kNaN;
+  const double r = std::isfinite(verify_ms) && m.target_step_s > 0 ? m.verify_cost_ratio() : kNaN;
+  const bool costs = std::isfinite(r) && std::isfinite(cost);
+  j["tree_size"] = tau_defined ? nlohmann::json(m.tree_size()) : nlohmann::json();
+  j["tree_size_max"] = m.tree_size_max;
+  j["depth_tried"] = m.depth_tried;
+  j["acceptance_by_depth"] = by_depth;
+  j["verify_tokens"] = n_verify > 0 ? nlohmann::json(m.verify_tokens()) : nlohmann::json();
+  j["verify_step_ms"] = num(verify_ms);
+  j["verify_cost_ratio"] = num(r);
+  j["predicted_speedup_measured_cost"] = costs && std::isfinite(alpha) ? num(m.predicted_speedup_measured_cost()) : nlohmann::json();
+  j["predicted_speedup_tree"] = costs && n_verify > 0 ? num(m.predicted_speedup_tree()) : nlohmann::json();
+  j["speedup_bound"] = costs && m.draft_max > 0 ? num(m.speedup_bound()) : nlohmann::json();
   if (m.moe.n_expert > 0) j["moe"] = m.moe.to_json(m.n_generated);
   return j;
 }

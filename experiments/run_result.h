@@ -61,10 +61,12 @@ struct PromptRecord {
   std::vector<int64_t> position_drafted, position_accepted;
   // [k]: steps that accepted exactly k draft tokens (empty in records written before it existed).
   std::vector<int64_t> accept_length_histogram;
-  // [N-1]: target forwards over N new tokens during decoding, and their mean ms (NaN: none, or
-  // not timed); empty in records written before they existed.
-  std::vector<int64_t> verify_steps_by_tokens;
-  std::vector<double> verify_forward_ms_by_tokens;
+  // Trees (verify::Metrics): [d] steps whose accepted path reached depth d with a node below it;
+  // the most nodes one step verified; the mean time of a forward that verified a draft (NaN:
+  // unknown). Empty / 0 / NaN in records written before trees existed.
+  std::vector<int64_t> depth_tried;
+  int64_t tree_size_max = 0;
+  double verify_step_ms = kNaN;
 
   double wall_s = 0.0;              // whole generation (prefill + decode), seconds
   // Prompt processing before the decode loop, and the tokens the decode loop produced
@@ -150,6 +152,7 @@ struct RunAggregate {
   std::string name, strategy, kind, target, drafter, draft, verifier, baseline;
   bool is_baseline = false;
   int draft_max = 0;
+  std::string tree;  // draft::TreeSpec::describe() of a tree strategy, "" for chains
   double temperature = 0.0;
   std::string config_hash;
   int n_records = 0;
@@ -170,10 +173,6 @@ struct RunAggregate {
   double speedup_pooled = kNaN;  // baseline total seconds/token over this run's
   double alpha_fit = kNaN;
   double predicted_speedup = kNaN;
-  // r(g+1) of the pooled records (verify::Metrics::verify_cost_ratio_at_draft_max) and Thm 3.8
-  // with it in place of 1 (verify::cost_aware_speedup_model).
-  double verify_cost_ratio = kNaN;
-  double predicted_speedup_measured_cost = kNaN;
   verify::TimeBreakdown time_breakdown;  // summed over records, seconds
   // The records' metrics merged (verify::Metrics::merge: counts and times summed; ttft_s the
   // mean over records), written as report.json's "metrics" by metrics_to_json.

@@ -59,13 +59,11 @@ GenerationResult generate_autoregressive(core::Model& model, std::span<const int
       break;
     }
     if (static_cast<int>(out.tokens.size()) >= options.max_tokens) break;
-    double forward_s = 0.0;
     {
-      StepTimer t(&m.time.verify_forward_s, &model.backend(), &forward_s);
+      StepTimer t(&m.time.verify_forward_s, &model.backend(), &step_forward_s);
       f = model.forward(std::span<const int32_t>(&history.back(), 1), *kv, last_only);
     }
-    step_forward_s += forward_s;
-    m.record_step(0, 0, forward_s);
+    m.record_step(0, 0);
     m.moe.record_forward(f.stats, model, 1, 1);  // MoE targets: the baseline reads k experts per layer
   }
   m.finish(clock.seconds(), static_cast<int64_t>(out.tokens.size()), /*first_from_prefill=*/true);

@@ -22,25 +22,24 @@ void Metrics::resize_positions(int g) {
   draft_max = std::max(draft_max, g);
   position_drafted.resize(draft_max, 0);
   position_accepted.resize(draft_max, 0);
+  depth_tried.resize(draft_max, 0);
   accept_length_histogram.resize(draft_max + 1, 0);
-  verify_forward_s_by_draft.resize(draft_max + 1, 0.0);
-  verify_steps_by_draft.resize(draft_max + 1, 0);
 }
 
-void Metrics::record_step(int drafted, int accepted, double forward_s) {
-  if (drafted > draft_max || accept_length_histogram.size() < static_cast<size_t>(draft_max) + 1 ||
-      verify_steps_by_draft.size() < static_cast<size_t>(draft_max) + 1)
-    resize_positions(std::max(drafted, draft_max));
+void Metrics::record_step(int drafted, int accepted) { record_tree_step(drafted, drafted, accepted, accepted < drafted); }
+
+void Metrics::record_tree_step(int nodes, int depth, int accepted, bool tried_deeper) {
+  if (depth > draft_max || accept_length_histogram.size() < static_cast<size_t>(draft_max) + 1 ||
+      depth_tried.size() < static_cast<size_t>(draft_max))
+    resize_positions(std::max(depth, draft_max));
   ++n_steps;
-  n_drafted += drafted;
+  n_drafted += nodes;
   n_accepted += accepted;
-  for (int i = 0; i < drafted; ++i) ++position_drafted[i];
+  tree_size_max = std::max<int64_t>(tree_size_max, nodes);
+  for (int i = 0; i < depth; ++i) ++position_drafted[i];
   for (int i = 0; i < accepted; ++i) ++position_accepted[i];
+  for (int i = 0; i < accepted + (tried_deeper ? 1 : 0) && i < depth; ++i) ++depth_tried[i];
   ++accept_length_histogram[accepted];
-  if (forward_s >= 0.0) {
-    verify_forward_s_by_draft[drafted] += forward_s;
-    ++verify_steps_by_draft[drafted];
-  }
 }
 
 void Metrics::finish(double total, int64_t generated, bool first_from_prefill) {
@@ -60,7 +59,10 @@ void Metrics::merge(const Metrics& o) {
     target_step_s = (wa * target_step_s + wb * o.target_step_s) / (wa + wb);
   }
   if (drafted_a + drafted_b > 0) draft_token_s = (drafted_a * draft_token_s + drafted_b * o.draft_token_s) / (drafted_a + drafted_b);
+  verify_draft_s += o.verify_draft_s;
   resize_positions(o.draft_max);
+  for (size_t i = 0; i < o.depth_tried.size(); ++i) depth_tried[i] += o.depth_tried[i];
+  tree_size_max = std::max(tree_size_max, o.tree_size_max);
   n_prompt += o.n_prompt;
   n_generated += o.n_generated;
   n_drafted += o.n_drafted;
@@ -69,10 +71,6 @@ void Metrics::merge(const Metrics& o) {
   for (size_t i = 0; i < o.position_drafted.size(); ++i) position_drafted[i] += o.position_drafted[i];
   for (size_t i = 0; i < o.position_accepted.size(); ++i) position_accepted[i] += o.position_accepted[i];
   for (size_t i = 0; i < o.accept_length_histogram.size(); ++i) accept_length_histogram[i] += o.accept_length_histogram[i];
-  for (size_t i = 0; i < o.verify_steps_by_draft.size() && i < verify_steps_by_draft.size(); ++i) {
-    verify_steps_by_draft[i] += o.verify_steps_by_draft[i];
-    if (i < o.verify_forward_s_by_draft.size()) verify_forward_s_by_draft[i] += o.verify_forward_s_by_draft[i];
-  }
   total_s += o.total_s;
   prefill_s += o.prefill_s;
   n_decoded += o.n_decoded;
@@ -106,29 +104,6 @@ double Metrics::alpha_fit() const { return fit_alpha(mean_accepted_length(), dra
 
 double Metrics::predicted_speedup() const { return speedup_model(alpha_fit(), draft_max, cost_ratio()); }
 
-double Metrics::verify_cost_ratio(int n_tokens) const {
-  const size_t g = static_cast<size_t>(n_tokens - 1);
-  if (n_tokens < 1 || g >= verify_steps_by_draft.size() || verify_steps_by_draft[g] == 0 || !(target_step_s > 0.0))
-    return 0.0;
-  return verify_forward_s_by_draft[g] / static_cast<double>(verify_steps_by_draft[g]) / target_step_s;
-}
-
-double Metrics::verify_cost_ratio_at_draft_max() const {
-  if (const double r = verify_cost_ratio(draft_max + 1); r > 0.0) return r;
-  if (!(target_step_s > 0.0)) return 0.0;
-  double s = 0.0;
-  int64_t n = 0;
-  for (size_t g = 1; g < verify_steps_by_draft.size(); ++g) {
-    s += verify_forward_s_by_draft[g];
-    n += verify_steps_by_draft[g];
-  }
-  return n > 0 ? s / static_cast<double>(n) / target_step_s : 0.0;
-}
-
-double Metrics::predicted_speedup_measured_cost() const {
-  return cost_aware_speedup_model(alpha_fit(), draft_max, cost_ratio(), verify_cost_ratio_at_draft_max());
-}
-
 double Metrics::tokens_per_second() const {
   return total_s > 0.0 ? static_cast<double>(n_generated) / total_s : 0.0;
 }
@@ -138,6 +113,58 @@ double Metrics::decode_s() const { return std::max(0.0, total_s - prefill_s); }
 double Metrics::decode_tokens_per_second() const {
   const double d = decode_s();
   return d > 0.0 && n_decoded > 0 ? static_cast<double>(n_decoded) / d : 0.0;
+}
+
+double Metrics::tree_size() const {
+  return n_steps > 0 ? static_cast<double>(n_drafted) / static_cast<double>(n_steps) : 0.0;
+}
+
+std::vector<double> Metrics::acceptance_by_depth() const {
+  std::vector<double> out(depth_tried.size(), 0.0);
+  for (size_t i = 0; i < out.size() && i < position_accepted.size(); ++i)
+    if (depth_tried[i] > 0) out[i] = static_cast<double>(position_accepted[i]) / static_cast<double>(depth_tried[i]);
+  return out;
+}
+
+double Metrics::verify_tokens() const {
+  const int64_t v = n_verify_forwards();
+  return v > 0 ? static_cast<double>(n_drafted + v) / static_cast<double>(v) : 0.0;
+}
+
+double Metrics::verify_cost_ratio() const {
+  const int64_t v = n_verify_forwards();
+  return v > 0 && target_step_s > 0.0 && verify_draft_s > 0.0 ? verify_draft_s / static_cast<double>(v) / target_step_s
+                                                                : 0.0;
+}
+
+double Metrics::draft_cost_per_step() const {
+  return n_steps > 0 && target_step_s > 0.0
+             ? draft_token_s * static_cast<double>(n_drafted) / static_cast<double>(n_steps) / target_step_s
+             : 0.0;
+}
+
+double Metrics::expected_accepted_length() const {
+  double length = 1.0, reach = 1.0;
+  for (double a : acceptance_by_depth()) {
+    reach *= a;
+    length += reach;
+  }
+  return length;
+}
+
+double Metrics::predicted_speedup_tree() const {
+  const double r = verify_cost_ratio();
+  return r > 0.0 ? expected_accepted_length() / (draft_cost_per_step() + r) : 0.0;
+}
+
+double Metrics::speedup_bound() const {
+  const double r = verify_cost_ratio();
+  return r > 0.0 ? (draft_max + 1.0) / (draft_cost_per_step() + r) : 0.0;
+}
+
+double Metrics::predicted_speedup_measured_cost() const {
+  const double r = verify_cost_ratio();
+  return r > 0.0 ? geometric_sum(std::clamp(alpha_fit(), 0.0, 1.0), draft_max) / (draft_max * cost_ratio() + r) : 0.0;
 }
 
 double fit_alpha(double tau, int g) {
