@@ -1,7 +1,7 @@
 // The op cases of the differential harness (tests/backend_ops.h) for the forward's dense ops:
-// matmul, get_rows, rms_norm, layer_norm, rope, convert_rows (KV cache stores), attention (F32,
-// F16 and Q8_0 K/V rows, sliding windows), the element-wise ops (swiglu, gelu, add, add_bias)
-// and argmax_rows. Each names its Backend op, makes seeded host inputs, computes
+// matmul, get_rows, rms_norm, layer_norm, rope (with frequency factors, YaRN and attn_factor),
+// convert_rows (KV cache stores), attention (F32, F16 and Q8_0 K/V rows, sliding windows), the
+// element-wise ops (swiglu, gelu, add, add_bias, mul, scale, softcap) and argmax_rows. Each names its Backend op, makes seeded host inputs, computes
 // the reference with kernels::cpu::*_ref, and runs the op on a backend through the Backend
 // interface. Sampling and the MoE block: tests/backend_ops_sampling.h.
 #pragma once
@@ -194,16 +194,27 @@ class NormCase final : public OpCase {
 
 // RoPE in place over [T, n_head * head_dim] at random positions up to max_pos. Dimensions at or
 // beyond rope_dims must come back bit for bit (an exact output of their bit patterns).
+// With factors (llama3's rope_freqs): per-pair divisors in [1, 8], passed in the op's memory;
+// p's YaRN fields (ext_factor, corr_low/high) and attn_factor are used as given.
 class RopeCase final : public OpCase {
  public:
-  RopeCase(int64_t T, RopeParams p, int32_t max_pos, Bound bound)
-      : OpCase("rope", std::move(bound)), T_(T), p_(p), max_pos_(max_pos) {}
+  RopeCase(int64_t T, RopeParams p, int32_t max_pos, Bound bound, bool factors = false)
+      : OpCase("rope", std::move(bound)), T_(T), p_(p), max_pos_(max_pos), with_factors_(factors) {}
   std::string shape() const override {
-    return fmt::format("T={} heads={} head_dim={} rope_dims={} {} base={} scale={} pos<={}", T_, p_.n_head,
+    std::string extra;
+    if (with_factors_) extra += " freq-factors";
+    if (p_.ext_factor != 0.0f)
+      extra += fmt::format(" yarn ext={} corr=[{},{}]", p_.ext_factor, p_.corr_low, p_.corr_high);
+    if (p_.attn_factor != 1.0f) extra += fmt::format(" attn_factor={}", p_.attn_factor);
+    return fmt::format("T={} heads={} head_dim={} rope_dims={} {} base={} scale={} pos<={}{}", T_, p_.n_head,
                        p_.head_dim, p_.rope_dims, p_.pairing == RopePairing::Adjacent ? "adjacent" : "split-halves",
-                       p_.freq_base, p_.freq_scale, max_pos_);
+                       p_.freq_base, p_.freq_scale, max_pos_, extra);
   }
-  void run(Backend& b) override { b.rope(x_d_, T_, pos_d_, p_); }
+  void run(Backend& b) override {
+    RopeParams p = p_;
+    p.freq_factors = factors_d_;
+    b.rope(x_d_, T_, pos_d_, p);
+  }
   Outputs result(Backend&, Arena& a) override { return split(a.get(x_d_)); }
   double bytes() const override { return 8.0 * T_ * width() + 4.0 * T_; }
   double flops() const override { return 6.0 * T_ * p_.n_head * (p_.rope_dims / 2); }
@@ -216,17 +227,26 @@ class RopeCase final : public OpCase {
     for (int32_t& q : pos_) q = static_cast<int32_t>(rng() % static_cast<uint64_t>(max_pos_ + 1));
     pos_.back() = max_pos_;
     if (T_ > 1) pos_[0] = 0;  // angle 0: the identity
+    factors_.clear();
+    if (with_factors_) {  // llama3-like: 1 for high frequencies, up to 8 for low ones, a ramp between
+      const int half = p_.rope_dims / 2;
+      for (int i = 0; i < half; ++i)
+        factors_.push_back(1.0f + 7.0f * std::clamp((static_cast<float>(i) - half / 3.0f) / (half / 3.0f + 1), 0.0f, 1.0f));
+    }
   }
   Outputs compute_reference() override {
     std::vector<float> y = x_;
-    cpu::rope_ref(y.data(), T_, pos_, p_);
+    RopeParams p = p_;
+    p.freq_factors = with_factors_ ? factors_.data() : nullptr;
+    cpu::rope_ref(y.data(), T_, pos_, p);
     return split(std::move(y));
   }
   void do_prepare(Backend&, Arena& a) override {
     x_d_ = a.inout(x_, width());
     pos_d_ = a.plain(pos_);
+    factors_d_ = with_factors_ ? a.plain(factors_) : nullptr;
   }
-  void free_inputs() override { x_ = {}, pos_ = {}; }
+  void free_inputs() override { x_ = {}, pos_ = {}, factors_ = {}; }
 
  private:
   int64_t width() const { return int64_t{p_.n_head} * p_.head_dim; }
@@ -248,9 +268,11 @@ class RopeCase final : public OpCase {
   int64_t T_;
   RopeParams p_;
   int32_t max_pos_;
-  std::vector<float> x_;
+  bool with_factors_;
+  std::vector<float> x_, factors_;
   std::vector<int32_t> pos_;
   float* x_d_ = nullptr;
+  const float* factors_d_ = nullptr;
   int32_t* pos_d_ = nullptr;
 };
 
@@ -443,11 +465,13 @@ class ConvertRowsCase final : public OpCase {
   float *x_d_ = nullptr, *out_d_ = nullptr;
 };
 
-// The element-wise ops over T rows of n: swiglu, gelu and add (on T * n elements; the output may
-// alias the first input) and add_bias (in place, the bias broadcast over the T rows).
+// The element-wise ops over T rows of n: swiglu, gelu, add, mul, scale (by kScale) and softcap
+// (cap kCap, where inputs of sd 3 reach the saturating part of tanh) on T * n elements, the output
+// may alias the first input; add_bias (in place, the bias broadcast over the T rows).
 class ElementwiseCase final : public OpCase {
  public:
-  enum class Kind { Swiglu, Gelu, Add, AddBias };
+  enum class Kind { Swiglu, Gelu, Add, AddBias, Mul, Scale, Softcap };
+  static constexpr float kScale = 0.7f, kCap = 5.0f;
   ElementwiseCase(Kind kind, int64_t T, int64_t n, bool alias, Bound bound)
       : OpCase(op_name(kind), std::move(bound)), kind_(kind), T_(T), n_(n), alias_(alias || kind == Kind::AddBias) {}
   std::string shape() const override {
@@ -460,18 +484,24 @@ class ElementwiseCase final : public OpCase {
       case Kind::Gelu: b.gelu(a_d_, out_d_, total); break;
       case Kind::Add: b.add(a_d_, b_d_, out_d_, total); break;
       case Kind::AddBias: b.add_bias(out_d_, b_d_, T_, n_); break;
+      case Kind::Mul: b.mul(a_d_, b_d_, out_d_, total); break;
+      case Kind::Scale: b.scale(a_d_, kScale, out_d_, total); break;
+      case Kind::Softcap: b.softcap(a_d_, kCap, out_d_, total); break;
     }
   }
   Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
   double bytes() const override {
     const double total = static_cast<double>(T_) * n_;
     switch (kind_) {
-      case Kind::Gelu: return 8.0 * total;
+      case Kind::Gelu: case Kind::Scale: case Kind::Softcap: return 8.0 * total;
       case Kind::AddBias: return 8.0 * total + 4.0 * n_;
       default: return 12.0 * total;
     }
   }
-  double flops() const override { return static_cast<double>(T_) * n_ * (kind_ == Kind::Swiglu || kind_ == Kind::Gelu ? 8 : 1); }
+  double flops() const override {
+    const bool heavy = kind_ == Kind::Swiglu || kind_ == Kind::Gelu || kind_ == Kind::Softcap;
+    return static_cast<double>(T_) * n_ * (heavy ? 8 : 1);
+  }
 
  protected:
   void make_inputs() override {
@@ -491,12 +521,16 @@ class ElementwiseCase final : public OpCase {
         out.values = a_;
         cpu::add_bias(out.values.data(), b_.data(), T_, n_);
         break;
+      case Kind::Mul: cpu::mul(a_.data(), b_.data(), out.values.data(), total); break;  // its own reference
+      case Kind::Scale: cpu::scale(a_.data(), kScale, out.values.data(), total); break;  // its own reference
+      case Kind::Softcap: cpu::softcap_ref(a_.data(), kCap, out.values.data(), total); break;
     }
     return {out};
   }
   void do_prepare(Backend&, Arena& a) override {
     a_d_ = alias_ ? a.inout(a_, n_) : a.input(a_, n_);
-    b_d_ = kind_ == Kind::Gelu ? nullptr : a.input(b_, n_);
+    const bool unary = kind_ == Kind::Gelu || kind_ == Kind::Scale || kind_ == Kind::Softcap;
+    b_d_ = unary ? nullptr : a.input(b_, n_);
     out_d_ = alias_ ? a_d_ : a.output(a_.size(), n_);
   }
   void free_inputs() override { a_ = {}, b_ = {}; }
@@ -508,6 +542,9 @@ class ElementwiseCase final : public OpCase {
       case Kind::Gelu: return "gelu";
       case Kind::Add: return "add";
       case Kind::AddBias: return "add_bias";
+      case Kind::Mul: return "mul";
+      case Kind::Scale: return "scale";
+      case Kind::Softcap: return "softcap";
     }
     return "?";
   }

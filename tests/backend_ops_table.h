@@ -33,8 +33,9 @@ inline const std::vector<DType>& all_dtypes() {
 // The ops of core::Backend that compute (memory and weight residency are exercised by all).
 inline const std::vector<std::string>& backend_op_names() {
   static const std::vector<std::string> names = {
-      "matmul", "get_rows", "rms_norm", "layer_norm", "rope",          "convert_rows", "attention", "swiglu",
-      "gelu",   "add",      "add_bias", "argmax_rows", "distributions", "sample",       "draw",      "moe_ffn"};
+      "matmul", "get_rows", "rms_norm", "layer_norm", "rope",        "convert_rows",  "attention", "swiglu",
+      "gelu",   "add",      "add_bias", "mul",        "scale",       "softcap",       "argmax_rows", "distributions",
+      "sample", "draw",     "moe_ffn"};
   return names;
 }
 
@@ -123,6 +124,17 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
               R{3, {4, 128, 64, 10000.0f, 1.0f, A}, 4096}, R{1, {1, 2, 2, 10000.0f, 1.0f, H}, 7},
               R{4097, {2, 64, 64, 10000.0f, 1.0f, H}, 4096}})
     add(new RopeCase(s.T, s.p, s.max_pos, rope));
+  // Llama 3's frequency factors (per-pair divisors, in the op's memory), YaRN's ramp between
+  // extrapolated and interpolated angles (qwen3's YaRN: freq_scale 1/4, ext_factor 1, the
+  // correction range of pairs, an empty range), and a cos/sin magnitude (attn_factor): the same
+  // fp32-angle bound, positions up to 8192 (|d theta| <= 8192 * 3e-7 rad).
+  struct RF { int64_t T; RopeParams p; int32_t max_pos; bool factors; };
+  for (RF s : {RF{17, {4, 64, 64, 500000.0f, 1.0f, A}, 8192, true}, RF{3, {2, 80, 32, 10000.0f, 1.0f, H}, 1000, true},
+               RF{17, {4, 128, 128, 1000000.0f, 0.25f, H, nullptr, 1.0f, 20.0f, 45.0f, 1.1386f}, 8192, false},
+               RF{3, {3, 64, 64, 10000.0f, 0.5f, A, nullptr, 1.0f, 10.0f, 10.0f, 1.0f}, 4096, false},
+               RF{4097, {2, 64, 64, 10000.0f, 0.125f, H, nullptr, 0.5f, 4.0f, 24.0f, 1.2f}, 8192, true},
+               RF{1, {5, 18, 12, 10000.0f, 1.0f, A, nullptr, 0.0f, 0.0f, 0.0f, 0.8f}, 2048, false}})
+    add(new RopeCase(s.T, s.p, s.max_pos, rope, s.factors));
 
   // ---- convert_rows: the forward's KV cache stores, bytes compared exactly (padding between
   // rows untouched); float types at widths that are not multiples of 32.
@@ -200,6 +212,12 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
       add(new ElementwiseCase(k, s.T, s.n, s.alias, k == EW::Add ? sum : act));
   for (E s : {E{1, 1, true}, E{3, 17, true}, E{17, 4097, true}, E{4097, 100, true}, E{1, 33, true}})
     add(new ElementwiseCase(EW::AddBias, s.T, s.n, true, sum));
+  const Bound product{0.0, 0.0, "one correctly rounded fp32 product per element on every backend: bit-identical"};
+  const Bound cap{0.0, 1e-10, "cpu: the reference's loop; cuda: tanhf within a few ulp"};
+  for (EW k : {EW::Mul, EW::Scale, EW::Softcap})
+    for (E s : {E{1, 1, false}, E{3, 17, false}, E{17, 100, true}, E{1, 4097, false}, E{4097, 33, false},
+                E{3, 4097, true}})
+      add(new ElementwiseCase(k, s.T, s.n, s.alias, k == EW::Softcap ? cap : product));
 
   // ---- argmax: exact ids.
   const Bound ids{0.0, 0.0, "ids compared exactly"};
