@@ -38,7 +38,7 @@ fi
 # enter (GGUF reader, quantized blocks, tokenizers, ModelConfig, experiment TOML and prompts,
 # sampling and RNG), to keep CI's time down; `scripts/sanitize.sh` alone runs the whole suite.
 if [ "${SPECMOE_SKIP_SANITIZE:-0}" != 1 ]; then
-  JOBS=$JOBS SANITIZE_TARGETS="${SANITIZE_TARGETS:-test_gguf test_quant test_dtype test_tokenizer test_model_config test_sampling test_rng test_experiment_spec test_experiment_prompts test_chat_template}" \
+  JOBS=$JOBS SANITIZE_TARGETS="${SANITIZE_TARGETS:-test_gguf test_quant test_dtype test_tokenizer test_model_config test_sampling test_rng test_experiment_spec test_experiment_prompts test_chat_template test_json_output test_run_recovery}" \
     scripts/sanitize.sh
 fi
 # The closing summary of the main suite, repeated last so CI logs end on it.

@@ -54,6 +54,7 @@ struct ChiSquare {
   double stat = 0.0;
   int df = 0;
   int64_t impossible = 0;
+  double pooled_mass = 0.0;  // probability of the cells pooled into the one bucket
 };
 inline ChiSquare pooled_chi_square(const std::map<size_t, int64_t>& counts, const std::vector<double>& p, int64_t n) {
   ChiSquare r;
@@ -71,6 +72,7 @@ inline ChiSquare pooled_chi_square(const std::map<size_t, int64_t>& counts, cons
     if (e < 5.0) {
       pooled_e += e;
       pooled_o += o;
+      r.pooled_mass += p[i];
       continue;
     }
     r.stat += (o - e) * (o - e) / e;
@@ -98,22 +100,23 @@ class AlwaysAcceptVerifier : public verify::Verifier {
   std::string name() const override { return "always-accept"; }
   verify::VerifyResult verify(const draft::Draft& d, const core::Rows& p, core::Rng& rng) const override {
     p.slice(d.size(), 1).to_host(row_);
-    return {d.size(), verify::sample_weights(row_, rng)};
+    return {d.size(), verify::sample_weights(row_, rng), {}};
   }
 
  private:
   mutable std::vector<float> row_;
 };
 
-// Joint counts of the first two tokens over n_trials generations (streams 0..n-1), max_tokens 3
-// so the first step drafts 2 tokens and the second token comes from an accepted draft, a
-// correction, a bonus or the next step.
+// Joint counts of the first two tokens over n_trials generations (streams 0..n-1). With
+// max_tokens 3 and draft_max g the first step drafts min(g, 2) tokens, so the second token comes
+// from an accepted draft, a correction, the bonus (g = 1: the bonus token after an accepted
+// first token) or the next step.
 inline std::map<size_t, int64_t> two_token_counts(core::Model& target, draft::Drafter& drafter,
                                                   const verify::Verifier& verifier, const Tokens& prompt,
-                                                  const core::SamplingParams& sp, int n_trials) {
+                                                  const core::SamplingParams& sp, int n_trials, int draft_max = 3) {
   verify::DecodeOptions o;
   o.max_tokens = 3;
-  o.draft_max = 3;
+  o.draft_max = draft_max;
   o.cost_probe_forwards = 0;
   o.stop_at_eog = false;
   verify::SpeculativeDecoder dec(target, drafter, verifier, sp, o);
@@ -124,6 +127,18 @@ inline std::map<size_t, int64_t> two_token_counts(core::Model& target, draft::Dr
     ++counts[static_cast<size_t>(r.tokens[0]) * V + r.tokens[1]];
   }
   return counts;
+}
+
+// The first token's marginal of joint counts / probabilities over V x V cells.
+inline std::map<size_t, int64_t> first_token_counts(const std::map<size_t, int64_t>& joint, size_t V) {
+  std::map<size_t, int64_t> m;
+  for (const auto& [cell, n] : joint) m[cell / V] += n;
+  return m;
+}
+inline std::vector<double> first_token_probs(const std::vector<double>& joint, size_t V) {
+  std::vector<double> m(V, 0.0);
+  for (size_t c = 0; c < joint.size(); ++c) m[c / V] += joint[c];
+  return m;
 }
 
 // Significance 0.001 (fixed seeds: deterministic). Power: with N = 6,000 generations, a wrong
@@ -164,28 +179,55 @@ inline Tokens most_uncertain_prompt(core::Model& target, const core::SamplingPar
   return best;
 }
 
+// What check_lossless runs: the draft length of the loop under test (draft_max 1 puts the bonus
+// token of an accepted first draft at the second position) and whether the always-accept
+// verifier must fail the same test (the power check; it fails either by the statistic or by
+// emitting tokens the target never emits, which top-p and top-k make possible).
+struct LosslessCase {
+  int draft_max = 3;
+  bool power_check = true;
+};
+
 // The loop on the target's device: the speculative verifier's implementation for that device
-// (the CUDA one for a GPU target), the draft model wherever it runs.
+// (the CUDA one for a GPU target), the draft model wherever it runs. Tests the joint of the first
+// two tokens and, separately, the first token's marginal against the target's exact ones.
 inline void check_lossless(core::Model& target, core::Model& draft_model, const core::SamplingParams& sp,
-                           bool power_check) {
+                           LosslessCase lc) {
   std::vector<double> expect;
   const Tokens prompt = most_uncertain_prompt(target, sp, expect);
   draft::ModelDrafter drafter(&draft_model, target.config().n_vocab, -1, 64);
   const auto spec = verify::make_verifier("speculative", {target.device()});
-  const auto counts = two_token_counts(target, drafter, *spec, prompt, sp, kModelTrials);
+  const auto counts = two_token_counts(target, drafter, *spec, prompt, sp, kModelTrials, lc.draft_max);
+  const size_t V = static_cast<size_t>(target.config().n_vocab);
   const ChiSquare cs = pooled_chi_square(counts, expect, kModelTrials);
   EXPECT_EQ(cs.impossible, 0);
   EXPECT_GE(cs.df, 5) << "enough cells to mean something";
-  std::printf("lossless T=%.1f top_p=%.2f: chi2 %.1f df %d critical %.1f\n", sp.temperature, sp.top_p, cs.stat,
-              cs.df, chi2_critical_0001(cs.df));
+  EXPECT_LT(cs.pooled_mass, 0.5) << "most of the mass must be in tested cells";
+  std::printf("lossless T=%.1f top_k=%d top_p=%.2f min_p=%.2f rep=%.2f ngram=%d g=%d: chi2 %.1f df %d critical %.1f "
+              "(pooled mass %.3f)\n",
+              sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty, sp.no_repeat_ngram, lc.draft_max,
+              cs.stat, cs.df, chi2_critical_0001(cs.df), cs.pooled_mass);
   EXPECT_LT(cs.stat, chi2_critical_0001(cs.df)) << "df " << cs.df;
-  if (power_check) {
+  const std::vector<double> m_expect = first_token_probs(expect, V);
+  const ChiSquare ms = pooled_chi_square(first_token_counts(counts, V), m_expect, kModelTrials);
+  EXPECT_EQ(ms.impossible, 0);
+  std::printf("  first token: chi2 %.1f df %d critical %.1f (pooled mass %.3f)\n", ms.stat, ms.df,
+              chi2_critical_0001(std::max(ms.df, 1)), ms.pooled_mass);
+  if (ms.df >= 1) EXPECT_LT(ms.stat, chi2_critical_0001(ms.df)) << "first-token marginal, df " << ms.df;
+  if (lc.power_check) {
     const AlwaysAcceptVerifier bad;
-    const auto bad_counts = two_token_counts(target, drafter, bad, prompt, sp, kModelTrials);
+    const auto bad_counts = two_token_counts(target, drafter, bad, prompt, sp, kModelTrials, lc.draft_max);
     const ChiSquare bcs = pooled_chi_square(bad_counts, expect, kModelTrials);
-    EXPECT_GT(bcs.stat, chi2_critical_0001(bcs.df)) << "df " << bcs.df;
-    std::printf("always-accept: chi2 %.1f df %d critical %.1f\n", bcs.stat, bcs.df, chi2_critical_0001(bcs.df));
+    EXPECT_TRUE(bcs.stat > chi2_critical_0001(bcs.df) || bcs.impossible > 0)
+        << "the always-accept verifier passed: df " << bcs.df << " chi2 " << bcs.stat;
+    std::printf("  always-accept: chi2 %.1f df %d critical %.1f, impossible %lld\n", bcs.stat, bcs.df,
+                chi2_critical_0001(bcs.df), static_cast<long long>(bcs.impossible));
   }
+}
+
+inline void check_lossless(core::Model& target, core::Model& draft_model, const core::SamplingParams& sp,
+                           bool power_check) {
+  check_lossless(target, draft_model, sp, LosslessCase{3, power_check});
 }
 
 }  // namespace specmoe::testing

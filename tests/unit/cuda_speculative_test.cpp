@@ -376,7 +376,31 @@ TEST_F(CudaSpeculative, LosslessAtTemperature07TopP09) {
   sp.top_p = 0.9f;
   sp.min_p = 0.0f;
   sp.seed = 22;
-  testing::check_lossless(*target_, *draft_, sp, /*power_check=*/false);
+  testing::check_lossless(*target_, *draft_, sp, /*power_check=*/true);
+}
+
+// The cases of speculative_test.cpp on the device: the bonus token with draft_max 1, top-k and
+// min-p, and the penalties (applied on the device from host-made token lists).
+TEST_F(CudaSpeculative, LosslessBonusTopKMinPAndPenalties) {
+  core::SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_k = 0;
+  sp.top_p = 1.0f;
+  sp.min_p = 0.0f;
+  sp.seed = 23;
+  testing::check_lossless(*target_, *draft_, sp, testing::LosslessCase{1, true});
+  sp.temperature = 0.9f;
+  sp.top_k = 12;
+  sp.min_p = 0.02f;
+  sp.seed = 24;
+  testing::check_lossless(*target_, *draft_, sp, true);
+  sp.temperature = 1.0f;
+  sp.top_k = 0;
+  sp.min_p = 0.0f;
+  sp.repeat_penalty = 1.5f;
+  sp.no_repeat_ngram = 1;
+  sp.seed = 25;
+  testing::check_lossless(*target_, *draft_, sp, testing::LosslessCase{2, true});
 }
 
 TEST_F(CudaSpeculative, SameSeedSameTokensAndUndraftedStepsEqualTheBaseline) {

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 
@@ -287,11 +288,8 @@ std::vector<float> layer_rows(const core::KVCache& kv, int l, bool values, int n
   return out;
 }
 
-// |a - b| <= 1e-5 + 2e-3 |b|: the same arithmetic but a different batch split (prefill and
-// verification batches vs one token at a time) may change the matmul's accumulation order
-// (~1e-6 relative), and the caches are the default f16, where such a difference can land on two
-// neighbouring halves: one half step is 2^-10 = 9.8e-4 relative, 2e-3 covers it. A wrong row,
-// token or layer differs by order 1.
+// The caches' first n_tokens rows of every layer, byte for byte (keys and values of any cache
+// type), and their positions.
 void expect_cache_equal(const core::KVCache& a, const core::KVCache& b, int n_tokens, int n_layers) {
   ASSERT_GE(a.size(), n_tokens);
   ASSERT_GE(b.size(), n_tokens);
@@ -300,13 +298,16 @@ void expect_cache_equal(const core::KVCache& a, const core::KVCache& b, int n_to
   for (int t = 0; t < n_tokens; ++t) EXPECT_EQ(a.position(t), b.position(t));
   for (int l = 0; l < n_layers; ++l)
     for (bool values : {false, true}) {
-      const std::vector<float> ra = layer_rows(a, l, values, n_tokens), rb = layer_rows(b, l, values, n_tokens);
-      const int w = values ? a.layout(l).v_width : a.layout(l).k_width;
-      for (size_t i = 0; i < ra.size(); ++i) {
-        ASSERT_NEAR(ra[i], rb[i], 1e-5 + 2e-3 * std::abs(rb[i]))
-            << "layer " << l << (values ? " value" : " key") << " of token " << i / w;
-        max_abs = std::max(max_abs, static_cast<double>(std::abs(rb[i])));
-      }
+      // Bit for bit: the CPU kernels compute a token's keys and values the same way whether it
+      // came in a batch of g+1 or alone (kernels/cpu/ops.h, determinism contract), and equal
+      // floats convert to equal cache rows whatever the cache's type.
+      const std::vector<uint8_t> ba = a.read_layer(l), bb = b.read_layer(l);
+      const size_t row = values ? a.v_row_bytes(l) : a.k_row_bytes(l);
+      const size_t off_a = values ? a.size() * a.k_row_bytes(l) : 0, off_b = values ? b.size() * b.k_row_bytes(l) : 0;
+      for (int t = 0; t < n_tokens; ++t)
+        ASSERT_EQ(std::memcmp(ba.data() + off_a + t * row, bb.data() + off_b + t * row, row), 0)
+            << "layer " << l << (values ? " value" : " key") << " row of token " << t;
+      for (float x : layer_rows(b, l, values, n_tokens)) max_abs = std::max(max_abs, static_cast<double>(std::abs(x)));
     }
   EXPECT_GT(max_abs, 0.01) << "the caches should hold real keys, not zeros";
 }
@@ -398,7 +399,67 @@ TEST_F(SpeculativeTest, LosslessAtTemperature07TopP09) {
   sp.top_p = 0.9f;
   sp.min_p = 0.0f;
   sp.seed = 22;
-  testing::check_lossless(*tiny_, *tiny_draft_, sp, false);
+  testing::check_lossless(*tiny_, *tiny_draft_, sp, true);
+}
+
+// draft_max 1: an accepted first draft token is followed by the bonus token, drawn from p of the
+// second position, so the bonus path is inside the test at temperature > 0.
+TEST_F(SpeculativeTest, LosslessBonusTokenWithDraftMax1) {
+  core::SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_k = 0;
+  sp.top_p = 1.0f;
+  sp.min_p = 0.0f;
+  sp.seed = 23;
+  testing::check_lossless(*tiny_, *tiny_draft_, sp, testing::LosslessCase{1, true});
+}
+
+TEST_F(SpeculativeTest, LosslessWithTopKAndMinP) {
+  core::SamplingParams sp;
+  sp.temperature = 0.9f;
+  sp.top_k = 12;
+  sp.top_p = 1.0f;
+  sp.min_p = 0.02f;
+  sp.seed = 24;
+  testing::check_lossless(*tiny_, *tiny_draft_, sp, true);
+}
+
+// Penalties condition p (and q) on the drafted prefix: position i's distribution sees the
+// history plus x_1..x_i, which is what makes the loop lossless with them.
+TEST_F(SpeculativeTest, LosslessWithRepetitionPenaltyAndNgramBan) {
+  core::SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_k = 0;
+  sp.top_p = 1.0f;
+  sp.min_p = 0.0f;
+  sp.repeat_penalty = 1.5f;
+  sp.no_repeat_ngram = 1;  // every token already in the history is banned: the prompt's and t1
+  sp.seed = 25;
+  testing::check_lossless(*tiny_, *tiny_draft_, sp, testing::LosslessCase{2, true});
+}
+
+// At temperature 0 with penalties every drafter's output is the baseline's, token for token.
+TEST_F(SpeculativeTest, GreedyWithPenaltiesIsIdenticalForEveryDrafter) {
+  const auto ps = prompts();
+  const DecodeOptions o = decode_options(40, 4);
+  core::SamplingParams sp = greedy();
+  sp.repeat_penalty = 1.3f;
+  sp.no_repeat_ngram = 3;
+  const SpeculativeVerifier spec;
+  const GreedyVerifier greedy_v;
+  draft::ModelDrafter model(tiny_draft_.get(), 320, -1, 256);
+  const Metrics mm = expect_identical(*tiny_, model, spec, ps, o, sp);
+  expect_identical(*tiny_, model, greedy_v, ps, o, sp);
+  EXPECT_GT(mm.n_accepted, 0);
+  draft::NgramDrafter ngram(1, 3);
+  expect_identical(*tiny_, ngram, spec, ps, o, sp);
+  draft::LayerSkipDrafter skip(*tiny_, 2, 256);
+  const Metrics ml = expect_identical(*tiny_, skip, spec, ps, o, sp);
+  EXPECT_GT(ml.n_accepted, 0);
+  // The penalties change the output: the test would not notice them being ignored otherwise.
+  const GenerationResult plain = generate_autoregressive(*tiny_, ps[0], greedy(), o, 0);
+  const GenerationResult pen = generate_autoregressive(*tiny_, ps[0], sp, o, 0);
+  EXPECT_NE(plain.tokens, pen.tokens);
 }
 
 }  // namespace
