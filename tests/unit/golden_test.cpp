@@ -7,7 +7,8 @@
 // every architecture and several tensor types, and on stories260K when ../shared/data is there.
 //
 // The file was written by this test from the code before the backend-seam refactor, with F32 KV
-// caches (recorded_options pins them; the engine's default is f16 since):
+// caches: its "kv_cache" says so, recorded_options pins them (the engine's default is f16 since)
+// and the test checks that the two agree:
 //   SPECMOE_WRITE_GOLDENS=tests/golden/cpu_goldens.json ./build/tests/test_golden
 // Regenerate it only when a change is meant to alter CPU outputs, and say so in the commit.
 #include <gtest/gtest.h>
@@ -229,7 +230,9 @@ TEST(CpuGoldens, OutputsEqualTheRecordedOnes) {
   if (const char* out = std::getenv("SPECMOE_WRITE_GOLDENS")) {
     // One line per case, so that a regenerated file diffs by case.
     std::ofstream f(out);
-    f << "{\n\"synth\": {\n";
+    // The KV cache type the outputs were made with (recorded_options), checked on every read.
+    f << "{\n\"kv_cache\": " << json(core::kv_cache_type_name(recorded_options().cache_types.k)).dump()
+      << ",\n\"synth\": {\n";
     bool first = true;
     for (const auto& [name, j] : now["synth"].items()) {
       f << (first ? "" : ",\n") << json(name).dump() << ": " << j.dump();
@@ -243,6 +246,9 @@ TEST(CpuGoldens, OutputsEqualTheRecordedOnes) {
   std::ifstream in(golden_path());
   ASSERT_TRUE(in) << "missing " << golden_path();
   const json want = json::parse(in);
+  // Outputs depend on the cache type: the file says which one made it, and record_all uses it.
+  ASSERT_EQ(recorded_options().cache_types.k, recorded_options().cache_types.v);
+  EXPECT_EQ(want.value("kv_cache", ""), core::kv_cache_type_name(recorded_options().cache_types.k));
   ASSERT_TRUE(want.contains("synth"));
   ASSERT_EQ(want["synth"].size(), now["synth"].size());
   for (const auto& [name, j] : want["synth"].items()) {
