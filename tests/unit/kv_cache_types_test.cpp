@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -301,6 +302,25 @@ TEST(KVCacheTypes, CliFlagsAndTheirErrors) {
   const auto def = run_cli({"generate", "-m", wide, "-p", "hello", "-n", "1", "--chat-template", "none", "--json"});
   ASSERT_EQ(def.exit_code, 0) << def.describe();
   EXPECT_EQ(nlohmann::json::parse(def.out)["cache_type_k"], "f16");
+
+  // speculate: the target and a draft model both load with the given types; greedy speculation
+  // over them gives the same text as generate with the same types.
+  const auto spec = run_cli({"speculate", "-m", wide, "-md", wide, "-p", "hello", "-n", "3", "--temp", "0",
+                             "--cache-type-k", "q8_0", "--cache-type-v", "f32", "--chat-template", "none", "--json"});
+  ASSERT_EQ(spec.exit_code, 0) << spec.describe();
+  const nlohmann::json js = nlohmann::json::parse(spec.out);
+  EXPECT_EQ(js["cache_type_k"], "q8_0");
+  EXPECT_EQ(js["cache_type_v"], "f32");
+  EXPECT_EQ(js["text"], j["text"]) << spec.out;
+  // perplexity names the types it ran with.
+  const std::string text_file = (scratch_dir() / "kvtypes_ppl.txt").string();
+  {
+    std::ofstream f(text_file);
+    for (int i = 0; i < 40; ++i) f << "the quick brown fox jumps over the lazy dog " << i << "\n";
+  }
+  const auto ppl = run_cli({"perplexity", "-m", wide, "-f", text_file, "-c", "32", "-ctk", "q8_0", "-ctv", "f16"});
+  ASSERT_EQ(ppl.exit_code, 0) << ppl.describe();
+  EXPECT_NE(ppl.err.find("KV cache k q8_0, v f16"), std::string::npos) << ppl.describe();
 
   const auto bad = run_cli({"generate", "-m", tiny, "-p", "hello", "--cache-type-v", "q4_1"});
   EXPECT_NE(bad.exit_code, 0);
