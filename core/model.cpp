@@ -51,10 +51,17 @@ int ForwardStats::distinct_experts(int layer) const {
 
 namespace {
 
-// Layer l's cache rows: keys and values of kv_dim elements of the given types, and the layer's
-// sliding window.
+// The element types a cache of this model holds: the requested ones, except for MLA
+// (deepseek2), whose latent rows the mla_attention op reads as F32 only.
+KVCacheTypes effective_types(const ModelConfig& c, const KVCacheTypes& t) {
+  return c.is_mla() ? KVCacheTypes{DType::F32, DType::F32} : t;
+}
+
+// Layer l's cache rows: keys and values of kv_dim elements of the given types (MLA: the latent
+// and RoPE key rows of kv_lora_rank + rope_dims F32, no values), and the layer's sliding window.
 KVLayerLayout kv_layout(const ModelConfig& c, int l, const KVCacheTypes& t) {
-  return {c.kv_dim(), c.kv_dim(), t.k, t.v, c.window(l)};
+  const KVCacheTypes e = effective_types(c, t);
+  return {c.kv_key_width(), c.kv_value_width(), e.k, e.v, c.window(l)};
 }
 
 // Types a cache of this model can hold: F32, F16, or Q8_0 when every KV head of a row starts on
@@ -66,6 +73,7 @@ void check_cache_types(const ModelConfig& c, const KVCacheTypes& t, const std::s
       throw_error(ErrorKind::InvalidArgument, "{}: {} cache type {}: supported are {}", path, what,
                   kv_cache_type_name(type), kv_cache_type_names());
     const int64_t block = dtype_info(type).block_size;
+    if (c.is_mla()) continue;  // F32 latent rows whatever is asked (effective_types)
     if (c.head_dim % block != 0)
       throw_error(ErrorKind::InvalidArgument,
                   "{}: {} cache type {} needs heads of whole {}-element blocks, but layer 0 has {} KV heads of {} "
@@ -128,12 +136,12 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
                   options.moe_capacity_factor);
   }
   check_cache_types(c, options.cache_types, path);
-  I.cache_types = options.cache_types;
+  I.cache_types = effective_types(c, options.cache_types);
   I.moe_k = c.n_expert_used;
   I.moe_capacity = options.moe_capacity_factor;
   if (c.is_moe() && options.moe_k_override != 0) {
     const int k = options.moe_k_override;
-    const auto router = moe::make_router(host.layers[0].moe.router);
+    const auto router = moe::make_router(host.layers[c.n_layer_dense_lead].moe.router);  // the first MoE layer
     if (k < 1 || k > router->max_k())
       throw_error(ErrorKind::InvalidArgument, "{}: MoE k {} is outside [1, {}] ({} experts, {} router)", path, k,
                   router->max_k(), c.n_expert, router->name());

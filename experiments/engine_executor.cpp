@@ -304,6 +304,8 @@ PromptRecord EngineExecutor::execute(const ExecutionRequest& req) {
     mr.sum_distinct = m.moe.sum_distinct;
     mr.sum_uniform = m.moe.sum_uniform;
     mr.sum_rejected_reads = m.moe.sum_rejected_reads;
+    // What the target's cache holds per token with the run's KV cache types (rows of every layer).
+    mr.kv_bytes_per_token = static_cast<double>(target->new_cache(1).bytes_per_token());
     r.moe = std::move(mr);
   }
   return r;

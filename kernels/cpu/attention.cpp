@@ -1,8 +1,8 @@
 // Scaled dot-product attention of new tokens over a KV cache, grouped-query heads, optional mask
-// among the new tokens, optional sliding window over positions, keys and values of F32, F16 or
-// Q8_0 rows. Keys are visited in cache order (cached rows, then the allowed new rows), so a
-// token's output is the same whether it is computed in a batch or alone after its predecessors
-// were appended: the property speculative verification relies on.
+// among the new tokens, optional sliding window over positions, optional soft-capping of the
+// scores, keys and values of F32, F16 or Q8_0 rows. Keys are visited in cache order (cached rows,
+// then the allowed new rows), so a token's output is the same whether it is computed in a batch
+// or alone after its predecessors were appended: the property speculative verification relies on.
 //
 // The reference dequantizes each visible row (kernels/cpu/quant.h) and runs the float math. The
 // fast path reads the rows as they are stored: F32 and F16 keys against the float query (halves
@@ -30,6 +30,7 @@ void check(const AttentionParams& p, const KVView& kv) {
     throw_error(ErrorKind::InvalidArgument, "attention: n_head {} must be a positive multiple of n_head_kv {}",
                 p.n_head, p.n_head_kv);
   if (p.window < 0) throw_error(ErrorKind::InvalidArgument, "attention: window {} is negative", p.window);
+  if (!(p.softcap >= 0.0f)) throw_error(ErrorKind::InvalidArgument, "attention: softcap {} is negative", p.softcap);
   if (p.window > 0 && kv.positions == nullptr)
     throw_error(ErrorKind::InvalidArgument, "attention: a sliding window of {} needs the rows' positions", p.window);
   for (const auto& [type, bytes, what] : {std::tuple{kv.k_type, kv.k_row_bytes, "key"},
@@ -114,6 +115,7 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
       for (int64_t c = 0; c < d; ++c) dot += qh[c] * kf[c];
     }
     s.scores[t] = dot * p.scale;
+    if (p.softcap > 0.0f) s.scores[t] = p.softcap * std::tanh(s.scores[t] / p.softcap);
     mx = std::max(mx, s.scores[t]);
   }
   float sum = 0.0f;

@@ -1,6 +1,6 @@
 // Scaled dot-product attention over a KV cache with GQA, an optional mask among the new tokens,
-// an optional sliding window over positions, and K/V rows of F32, F16 or Q8_0 (the KV cache
-// types).
+// an optional sliding window over positions, optional soft-capping of the scores (Gemma 2), and
+// K/V rows of F32, F16 or Q8_0 (the KV cache types).
 // One simple kernel: one block per (token, head) does three passes over the visible keys --
 // scores (one warp per key) into a scratch row, exp and sum, then the weighted sum of values.
 // Rows are read as stored and widened to fp32 element by element (halves exactly, Q8_0 as
@@ -46,8 +46,8 @@ __device__ __forceinline__ float kv_at(const uint8_t* row, int i) {
 template <DType KT, DType VT>
 __global__ void attention_kernel(const float* q, const uint8_t* k, const uint8_t* v, int64_t k_pitch, int64_t v_pitch,
                                  int64_t n_past, int64_t T, int64_t t0, const uint8_t* allowed, int n_head, int group,
-                                 int head_dim, float scale, int window, const int32_t* positions, float* scores,
-                                 float* out) {
+                                 int head_dim, float scale, int window, const int32_t* positions, float softcap,
+                                 float* scores, float* out) {
   extern __shared__ float q_s[];
   const int h = blockIdx.x;
   const int64_t t = t0 + blockIdx.y;
@@ -76,6 +76,7 @@ __global__ void attention_kernel(const float* q, const uint8_t* k, const uint8_t
       float acc = 0.0f;
       for (int d = lane; d < head_dim; d += kWarp) acc += q_s[d] * kv_at<KT>(kr, d);
       score = warp_sum(acc);
+      if (softcap > 0.0f) score = softcap * tanhf(score / softcap);  // Gemma 2's attention soft-capping
     }
     if (lane == 0) s[j] = score;
     local_max = fmaxf(local_max, score);
@@ -143,6 +144,7 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
   // q_s (head_dim floats) must fit the 48 KiB of shared memory a launch gets without opt-in.
   require(p.head_dim <= 4096, "attention", "head_dim = " + std::to_string(p.head_dim) + " exceeds 4096");
   require(p.window >= 0, "attention", "window < 0");
+  require(p.softcap >= 0.0f, "attention", "softcap < 0");
   require(p.window == 0 || kv.positions != nullptr, "attention", "a sliding window needs kv.positions");
   if (T == 0) return;
   detail::require_ptr(q, "attention", "q");
@@ -169,7 +171,8 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
             <<<grid, detail::kAttentionThreads, smem, detail::stream_of(ctx)>>>(
                 q, static_cast<const uint8_t*>(kv.k), static_cast<const uint8_t*>(kv.v),
                 static_cast<int64_t>(kv.k_row_bytes), static_cast<int64_t>(kv.v_row_bytes), kv.n_past, T, t0, allowed,
-                p.n_head, p.n_head / p.n_head_kv, p.head_dim, p.scale, p.window, kv.positions, scores, out);
+                p.n_head, p.n_head / p.n_head_kv, p.head_dim, p.scale, p.window, kv.positions, p.softcap, scores,
+                out);
       });
     });
     SPECMOE_CUDA_CHECK_LAUNCH();

@@ -342,13 +342,13 @@ TEST(KVCacheTypes, InfoShowsBytesPerTokenOfEachType) {
   const size_t f32 = 2 * static_cast<size_t>(c.n_layer) * c.kv_dim() * 4;
   const auto a = run_cli({"info", "-m", wide, "--json"});
   ASSERT_EQ(a.exit_code, 0) << a.describe();
-  const nlohmann::json ja = nlohmann::json::parse(a.out)["kv_bytes_per_token"];
+  const nlohmann::json ja = nlohmann::json::parse(a.out)["kv_bytes_per_token_by_type"];
   EXPECT_EQ(ja["f32"], f32);
   EXPECT_EQ(ja["f16"], f32 / 2);
   EXPECT_EQ(ja["q8_0"], f32 / 4 / 32 * 34);
   const auto b = run_cli({"info", "-m", tiny, "--json"});
   ASSERT_EQ(b.exit_code, 0) << b.describe();
-  const nlohmann::json jb = nlohmann::json::parse(b.out)["kv_bytes_per_token"];
+  const nlohmann::json jb = nlohmann::json::parse(b.out)["kv_bytes_per_token_by_type"];
   EXPECT_GT(jb["f16"].get<size_t>(), 0u);
   EXPECT_TRUE(jb["q8_0"].is_null()) << jb;
   const auto text = run_cli({"info", "-m", wide});
