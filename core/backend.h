@@ -138,6 +138,11 @@ class Backend : public Memory {
   virtual void layer_norm(const float* x, const float* w, const float* b, float* out, int64_t T, int64_t n,
                           float eps) = 0;
   virtual void matmul(const float* x, int64_t T, const MatrixView& w, float* y) = 0;
+  // y[i] = x * w[i]^T for weights that share x (q/k/v, gate/up), each as matmul computes it: one
+  // call lets a backend quantize x once and run all the rows as one job. Default: matmul each.
+  virtual void matmul_multi(const float* x, int64_t T, std::span<const MatrixView> w, std::span<float* const> y) {
+    for (size_t i = 0; i < w.size() && i < y.size(); ++i) matmul(x, T, w[i], y[i]);
+  }
   virtual void add_bias(float* y, const float* b, int64_t T, int64_t n) = 0;
   virtual void add(const float* a, const float* b, float* y, int64_t n) = 0;
   virtual void rope(float* x, int64_t T, const int32_t* positions, const RopeParams& p) = 0;

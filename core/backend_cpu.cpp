@@ -63,6 +63,9 @@ class CpuBackend final : public Backend {
     cpu::layer_norm(pool_, x, w, b, out, T, n, eps);
   }
   void matmul(const float* x, int64_t T, const MatrixView& w, float* y) override { cpu::matmul(pool_, x, T, w, y); }
+  void matmul_multi(const float* x, int64_t T, std::span<const MatrixView> w, std::span<float* const> y) override {
+    cpu::matmul_multi(pool_, x, T, w, y);
+  }
   void add_bias(float* y, const float* b, int64_t T, int64_t n) override { cpu::add_bias(y, b, T, n); }
   void add(const float* a, const float* b, float* y, int64_t n) override { cpu::add(a, b, y, n); }
   void rope(float* x, int64_t T, const int32_t* positions, const RopeParams& p) override {

@@ -109,9 +109,9 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     be_->copy_rows(k_new, kvd * sizeof(float), qkv + q_dim, pitch, kvd * sizeof(float), T);
     be_->copy_rows(v_new, kvd * sizeof(float), qkv + q_dim + kvd, pitch, kvd * sizeof(float), T);
   } else {
-    be_->matmul(xn, T, L.wq, q);
-    be_->matmul(xn, T, L.wk, k_new);
-    be_->matmul(xn, T, L.wv, v_new);
+    const MatrixView w3[3] = {L.wq, L.wk, L.wv};
+    float* const y3[3] = {q, k_new, v_new};
+    be_->matmul_multi(xn, T, w3, y3);
     if (!L.bq.empty()) be_->add_bias(q, L.bq.data, T, q_dim);
     if (!L.bk.empty()) be_->add_bias(k_new, L.bk.data, T, kvd);
     if (!L.bv.empty()) be_->add_bias(v_new, L.bv.data, T, kvd);
@@ -274,8 +274,9 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
       be_->swiglu(g, u, g, T * n_ff);
     } else if (!L.ffn_gate.empty()) {
       float* u = buf(kU, T * n_ff);
-      be_->matmul(xn, T, L.ffn_gate, g);
-      be_->matmul(xn, T, L.ffn_up, u);
+      const MatrixView w2[2] = {L.ffn_gate, L.ffn_up};
+      float* const y2[2] = {g, u};
+      be_->matmul_multi(xn, T, w2, y2);
       if (c_.ffn_act == FfnActivation::GeluTanh) {
         be_->gelu(g, g, T * n_ff);
         be_->mul(g, u, g, T * n_ff);

@@ -86,6 +86,85 @@ class MatmulCase final : public OpCase {
   float *x_d_ = nullptr, *y_d_ = nullptr;
 };
 
+// y_i = x W_i^T for up to three weights sharing x (q/k/v, gate/up) in one matmul_multi call:
+// each y_i against matmul_ref, so a chunk of rows computed for the wrong weight, on the wrong
+// activation format or into the wrong output shows.
+class MatmulMultiCase final : public OpCase {
+ public:
+  MatmulMultiCase(std::vector<DType> types, int64_t T, int64_t n_in, std::vector<int64_t> n_outs, Bound bound)
+      : OpCase("matmul_multi", std::move(bound)), types_(std::move(types)), T_(T), n_in_(n_in), n_outs_(std::move(n_outs)) {}
+  std::string shape() const override {
+    std::string s = fmt::format("T={} n_in={}", T_, n_in_);
+    for (size_t i = 0; i < types_.size(); ++i) s += fmt::format(" {}x{}", dtype_name(types_[i]), n_outs_[i]);
+    return s;
+  }
+  void run(Backend& b) override { b.matmul_multi(x_d_, T_, w_d_, y_d_); }
+  Outputs result(Backend&, Arena& a) override {
+    Outputs out;
+    for (size_t i = 0; i < y_d_.size(); ++i) out.push_back({fmt::format("y{}", i), a.get(y_d_[i])});
+    return out;
+  }
+  double bytes() const override {
+    double b = 4.0 * T_ * n_in_;
+    for (size_t i = 0; i < types_.size(); ++i)
+      b += static_cast<double>(dtype_row_bytes(types_[i], n_in_)) * n_outs_[i] + 4.0 * T_ * n_outs_[i];
+    return b;
+  }
+  double flops() const override {
+    double f = 0.0;
+    for (int64_t n : n_outs_) f += 2.0 * T_ * n_in_ * n;
+    return f;
+  }
+
+ protected:
+  void make_inputs() override {
+    w_.clear();
+    for (size_t i = 0; i < types_.size(); ++i) w_.push_back(make_matrix(types_[i], n_in_, n_outs_[i], seed() + 10 * i));
+    x_ = normal_floats(static_cast<size_t>(T_ * n_in_), seed() + 1);
+  }
+  Outputs compute_reference() override {
+    Outputs out;
+    for (size_t i = 0; i < types_.size(); ++i) {
+      Output y{fmt::format("y{}", i)};
+      y.values.resize(static_cast<size_t>(T_ * n_outs_[i]));
+      cpu::matmul_ref(x_.data(), T_, w_[i].view, y.values.data());
+      std::vector<float> row(static_cast<size_t>(n_in_));
+      double energy = 0.0;  // as MatmulCase
+      for (int64_t j = 0; j < n_outs_[i]; ++j) {
+        cpu::dequantize_row(types_[i], w_[i].view.row(j), row.data(), n_in_);
+        for (int64_t t = 0; t < T_; ++t)
+          for (int64_t k = 0; k < n_in_; ++k) {
+            const double p = static_cast<double>(x_[t * n_in_ + k]) * row[k];
+            energy += p * p;
+          }
+      }
+      y.energy = energy;
+      out.push_back(std::move(y));
+    }
+    return out;
+  }
+  void do_prepare(Backend& b, Arena& a) override {
+    w_d_.clear();
+    y_d_.clear();
+    for (size_t i = 0; i < types_.size(); ++i) {
+      w_d_.push_back(b.resident(w_[i].view));
+      y_d_.push_back(a.output(static_cast<size_t>(T_ * n_outs_[i]), n_outs_[i]));
+    }
+    x_d_ = a.input(x_, n_in_);
+  }
+  void free_inputs() override { w_.clear(), x_ = {}; }
+
+ private:
+  std::vector<DType> types_;
+  int64_t T_, n_in_;
+  std::vector<int64_t> n_outs_;
+  std::vector<HostMatrix> w_;
+  std::vector<float> x_;
+  std::vector<MatrixView> w_d_;
+  std::vector<float*> y_d_;
+  float* x_d_ = nullptr;
+};
+
 // out[i, :] = row ids[i] of a table of any dtype (embedding lookup).
 class GetRowsCase final : public OpCase {
  public:

@@ -33,9 +33,9 @@ inline const std::vector<DType>& all_dtypes() {
 // The ops of core::Backend that compute (memory and weight residency are exercised by all).
 inline const std::vector<std::string>& backend_op_names() {
   static const std::vector<std::string> names = {
-      "matmul",   "get_rows", "rms_norm", "layer_norm", "rope",        "convert_rows", "attention",
-      "mla_attention", "swiglu", "gelu",   "add",        "add_bias",    "mul",          "scale",
-      "softcap",  "argmax_rows", "distributions", "sample", "draw",  "moe_ffn"};
+      "matmul",   "matmul_multi", "get_rows", "rms_norm", "layer_norm", "rope",        "convert_rows",
+      "attention", "mla_attention", "swiglu", "gelu",   "add",        "add_bias",    "mul",
+      "scale",    "softcap",  "argmax_rows", "distributions", "sample", "draw",  "moe_ffn"};
   return names;
 }
 
@@ -85,8 +85,9 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
     // with the K-quant and IQ4 scale searches would cost seconds.
     const Fill big = Fill::RandomCodes;
     struct S { int64_t T, n_in, n_out; };
-    for (S s : {S{1, K0, 17}, S{17, K0, 1}, S{1, K1, 1}, S{3, K1, 3}, S{3, K1, 4097}, S{8, K2, 17}, S{17, K2, 17},
-                S{1, 4096, 4097}})
+    // T = 9 and 16: one group of the AVX-512 kernels; 65: a second 64-token tile.
+    for (S s : {S{1, K0, 17}, S{17, K0, 1}, S{1, K1, 1}, S{3, K1, 3}, S{3, K1, 4097}, S{8, K2, 17}, S{9, K1, 5},
+                S{16, K1, 33}, S{17, K2, 17}, S{65, K1, 17}, S{1, 4096, 4097}})
       add(new MatmulCase(type, s.T, s.n_in, s.n_out, matmul_bound(type, s.T), s.n_out == 4097 && !fl ? big : Fill::Quantized));
     // Rows padded past their blocks (row_bytes above the dense size), and for quantized types
     // random codes: every byte pattern of the payload, the kernels' extremes included.
@@ -100,6 +101,27 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
     add(new GetRowsCase(type, K1, 17, 17, rows));
     add(new GetRowsCase(type, fl ? 4096 : 16 * B, 3, 1, rows));
     add(new GetRowsCase(type, K1, 37, 5, rows, fl ? Fill::Quantized : Fill::RandomCodes, 8));
+  }
+
+  // ---- matmul_multi: weights sharing x, mixed activation formats (blocks of 32, 256, float),
+  // awkward and empty-adjacent row counts; each output must equal its own matmul.
+  {
+    struct M { std::vector<DType> types; int64_t T, n_in; std::vector<int64_t> n_outs; };
+    const M multis[] = {{{DType::Q4_K, DType::Q4_K, DType::Q6_K}, 1, 512, {17, 3, 33}},
+                        {{DType::Q4_K, DType::Q4_K, DType::Q6_K}, 9, 512, {33, 1, 17}},
+                        {{DType::Q8_0, DType::Q4_K}, 17, 256, {5, 67}},
+                        {{DType::F16, DType::Q4_0, DType::Q5_K}, 3, 256, {4, 17, 3}},
+                        {{DType::Q4_1, DType::Q4_1}, 65, 128, {31, 16}}};
+    for (const M& m : multis) {
+      // The loosest bound of the types involved (each output is one of those matmuls).
+      Bound b = matmul_bound(m.types[0], m.T);
+      for (DType t : m.types) {
+        const Bound o = matmul_bound(t, m.T);
+        if (o.cpu > b.cpu) b.cpu = o.cpu, b.why = o.why;
+        b.cuda = std::max(b.cuda, o.cuda);
+      }
+      add(new MatmulMultiCase(m.types, m.T, m.n_in, m.n_outs, b));
+    }
   }
 
   // ---- norms: the fast path runs the reference's row code; the device reduces in fp32 (the

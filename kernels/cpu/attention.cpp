@@ -154,7 +154,7 @@ void attention_ref(const float* q, int64_t T, const KVView& kv, const uint8_t* a
 void attention(ThreadPool& pool, const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
                const AttentionParams& p, float* out, Isa isa) {
   check(p, kv);
-  const bool fast = usable_isa(isa) == Isa::Avx2;
+  const bool fast = usable_isa(isa) != Isa::Scalar;
   // One item per (token, head); each is independent, so the split cannot change results.
   pool.parallel_for(T * p.n_head, 1, [&](int64_t b, int64_t e) {
     Scratch s(kv.n_past + T, p.head_dim);

@@ -72,7 +72,7 @@ float sum_order_tolerance(const float* x, const std::vector<float>& w_row, int64
 // q = round(x / d), d = amax / 127, so |x - d q| <= d / 2 per element. Returns B, or 0 for the
 // types and paths that multiply in float.
 int64_t act_block(DType type, cpu::Isa isa) {
-  if (cpu::usable_isa(isa) != cpu::Isa::Avx2) return 0;
+  if (cpu::usable_isa(isa) == cpu::Isa::Scalar) return 0;
   switch (type) {
     case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::IQ4_NL:
       return 32;
