@@ -218,15 +218,15 @@ def llama_perplexity(model, text, ctx, kv, threads, extra=()):
 
 
 def specmoe_kv_flags():
-    """specmoe perplexity's KV cache choices: ["f32"] before -ctk/-ctv exist, else f32 and f16."""
+    """specmoe perplexity's KV cache choices: ["f32"] before --cache-type-k/v exist, else f32 and f16."""
     _, out, err = run([SPECMOE, "perplexity", "--help"])
-    return ["f32", "f16"] if "--cache-type-k" in out + err or "-ctk" in out + err else ["f32"]
+    return ["f32", "f16"] if "--cache-type-k" in out + err else ["f32"]
 
 
 def specmoe_perplexity(model, text, ctx, kv, threads, kv_flags):
     cmd = [SPECMOE, "perplexity", "-m", model, "-f", text, "-c", str(ctx), "-t", str(threads)]
     if len(kv_flags) > 1:
-        cmd += ["-ctk", kv, "-ctv", kv]
+        cmd += ["--cache-type-k", kv, "--cache-type-v", kv]
     rc, out, err = run(cmd, nice=True)
     m = re.search(r"perplexity: ([0-9.]+)", out)
     c = re.search(r"(\d+) chunks of (\d+) tokens", err)
@@ -308,9 +308,11 @@ def llama_greedy_text(model, prompt_file, n, threads, kv):
     return out[:-2] if out.endswith(b"\n\n") else out
 
 
-def specmoe_greedy(model, prompt_file, n, threads):
+def specmoe_greedy(model, prompt_file, n, threads, kv, kv_flags):
     cmd = [SPECMOE, "generate", "-m", model, "-f", prompt_file, "-n", str(n), "--temp", "0",
            "--chat-template", "none", "--json", "--top-logits", "2", "-t", str(threads), "-c", "2048"]
+    if len(kv_flags) > 1:
+        cmd += ["--cache-type-k", kv, "--cache-type-v", kv]
     rc, out, err = run(cmd, nice=True)
     if rc != 0:
         raise RuntimeError(f"specmoe generate failed: {err[-1500:]}")
@@ -322,7 +324,7 @@ def entry_bytes(e):
     return base64.b64decode(e["piece_bytes_b64"]) if "piece_bytes_b64" in e else e["piece"].encode("utf-8")
 
 
-def greedy_agreement(model, prompts, n, threads, scratch, kv):
+def greedy_agreement(model, prompts, n, threads, scratch, kv, kv_flags):
     """Per prompt: specmoe's greedy tokens that agree with llama-completion's text before the first
     divergence, and at that divergence specmoe's top-2 logit margin and whether llama.cpp's
     continuation is specmoe's second choice. Both read the prompt with llama.cpp's -f (no trailing
@@ -333,7 +335,7 @@ def greedy_agreement(model, prompts, n, threads, scratch, kv):
         with open(pf, "wb") as f:
             f.write(prompt.rstrip("\n").encode("utf-8"))
         ref = llama_greedy_text(model, pf, n, threads, kv)
-        ours = specmoe_greedy(model, pf, n, threads)
+        ours = specmoe_greedy(model, pf, n, threads, kv, kv_flags)
         steps = ours["top_logits"]
         n_tokens = len(ours["tokens"])  # steps has one more entry when an end-of-generation token ended it
         agreed, pos, margin, ref_second, compared = 0, 0, None, None, 0
@@ -473,7 +475,7 @@ def main():
                           f"chunks {sc}/{lc} [{time.time() - t0:.0f}s]", file=sys.stderr)
         if args.greedy and not synthetic:
             greedy_rows[label] = greedy_agreement(path, greedy_prompts(), args.greedy_tokens, args.threads,
-                                                  scratch, "f32")
+                                                  scratch, "f32", spec_kvs)
 
     lines = []
     if ppl_rows:

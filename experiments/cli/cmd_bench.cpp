@@ -209,7 +209,8 @@ void print_text(const BenchArgs& a, core::Model& m, const BenchResult& b) {
   std::printf("host streaming read: %.1f GB/s (%d threads, %d MiB, median of %d, %.1f-%.1f)\n",
               b.bandwidth_gbs.median, m.backend().threads(), a.bandwidth_mib, a.repeats, b.bandwidth_gbs.min,
               b.bandwidth_gbs.max);
-  std::printf("model: %s, %.3f GB of weights read per token\n", a.model.model_path.c_str(), gb);
+  std::printf("model: %s, %.3f GB of weights read per token, KV cache k %s, v %s\n", a.model.model_path.c_str(), gb,
+              core::kv_cache_type_name(m.cache_types().k), core::kv_cache_type_name(m.cache_types().v));
   const double bw = b.decode_tps.median * gb;
   std::printf("decode tg%d: %.2f tokens/s (%.2f-%.2f) | %.1f GB/s of weights, %.0f%% of the read bandwidth\n",
               a.n_gen, b.decode_tps.median, b.decode_tps.min, b.decode_tps.max, bw,
@@ -248,6 +249,8 @@ nlohmann::json to_json(const BenchArgs& a, core::Model& m, const BenchResult& b)
   exp::set_text(j, "model", a.model.model_path);
   j["backend"] = m.backend().describe();
   j["threads"] = m.backend().threads();
+  j["cache_type_k"] = core::kv_cache_type_name(m.cache_types().k);
+  j["cache_type_v"] = core::kv_cache_type_name(m.cache_types().v);
   j["repeats"] = a.repeats;
   j["read_bandwidth_gbs"] = b.bandwidth_gbs.json();
   j["weight_bytes_per_token"] = b.weight_bytes;

@@ -133,6 +133,8 @@ void run_generate(const GenerateArgs& a) {
     nlohmann::json j;
     exp::set_text(j, "model", a.model.model_path);  // paths are bytes too
     j["device"] = model->device().name();
+    j["cache_type_k"] = core::kv_cache_type_name(model->cache_types().k);
+    j["cache_type_v"] = core::kv_cache_type_name(model->cache_types().v);
     exp::set_text(j, "prompt", prompt);
     j["chat_template"] = prompt_ids.chat.templated() ? nlohmann::json(prompt_ids.chat.format) : nlohmann::json(nullptr);
     exp::set_text(j, "chat_template_reason", prompt_ids.chat.reason);

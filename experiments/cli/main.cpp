@@ -10,11 +10,13 @@
 
 namespace {
 
-// llama.cpp spells some options with one dash and several letters (-md); CLI11 reads one dash as
+// llama.cpp spells some options with one dash and several letters (-md, -ctk); CLI11 reads one dash as
 // one letter, so those are rewritten to their long names before parsing.
 std::vector<std::string> rewrite_aliases(int argc, char** argv) {
   static const std::pair<const char*, const char*> aliases[] = {
       {"-md", "--model-draft"},
+      {"-ctk", "--cache-type-k"},
+      {"-ctv", "--cache-type-v"},
   };
   std::vector<std::string> in(argv, argv + argc), args;
   for (size_t i = 0; i < in.size(); ++i) {

@@ -178,7 +178,10 @@ void rope(ThreadPool& pool, float* x, int64_t T, std::span<const int32_t> positi
 
 // q: [T, n_head * head_dim]; out: [T, n_head * head_dim]. allowed: null = causal among the new
 // tokens, else allowed[i * T + j] != 0 lets new token i see new token j. A token that sees
-// nothing at all gets a zero output.
+// nothing at all gets a zero output. K and V rows are F32, F16 or Q8_0 (KVView::k_type, v_type;
+// Q8_0 needs head_dim % 32 == 0). The reference dequantizes each row and computes in float; the
+// fast path widens F16 exactly and multiplies Q8_0 keys in integers with the query quantized to
+// 8 bits per block of 32, so with Q8_0 keys it differs from the reference by that rounding.
 void attention_ref(const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
                    const AttentionParams& p, float* out);
 void attention(ThreadPool& pool, const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
