@@ -56,4 +56,9 @@ PerplexityResult compute_perplexity(Model& model, const std::string& text, int c
   return result;
 }
 
+std::string text_as_llama_reads_file(std::string file_bytes) {
+  if (!file_bytes.empty() && file_bytes.back() == '\n') file_bytes.pop_back();
+  return file_bytes;
+}
+
 }  // namespace specmoe::core

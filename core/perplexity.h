@@ -25,4 +25,10 @@ struct PerplexityResult {
 PerplexityResult compute_perplexity(Model& model, const std::string& text, int ctx,
                                     const std::function<void(int, double)>& on_chunk = {});
 
+// The text llama.cpp's tools read from `-f FILE` (common/arg.cpp): the file's bytes less one
+// trailing '\n' ("a\n\n" -> "a\n", "a\r\n" -> "a\r", "a" unchanged). `specmoe perplexity -f`
+// reads its file this way, so its token and chunk counts are llama-perplexity's on the same file
+// (a text of exactly k * ctx tokens with its newline has k - 1 chunks without it).
+std::string text_as_llama_reads_file(std::string file_bytes);
+
 }  // namespace specmoe::core

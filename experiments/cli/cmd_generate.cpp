@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,7 +26,21 @@ struct GenerateArgs {
   InputOptions input;
   core::SamplingParams sampling;
   bool moe_stats = false;
+  int top_logits = 0;  // --top-logits K: each generated token's K highest logits in the JSON
 };
+
+// The k highest logits of a row (ties: the lower id first), as (id, logit).
+std::vector<std::pair<int32_t, float>> top_of_row(const std::vector<float>& row, int k) {
+  std::vector<int32_t> ids(row.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  k = std::min<int>(k, static_cast<int>(ids.size()));
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+    return row[a] > row[b] || (row[a] == row[b] && a < b);
+  });
+  std::vector<std::pair<int32_t, float>> top;
+  for (int i = 0; i < k; ++i) top.emplace_back(ids[i], row[ids[i]]);
+  return top;
+}
 
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -65,12 +81,19 @@ void run_generate(const GenerateArgs& a) {
 
   Utf8Stream out;
   std::vector<int32_t> generated;
+  std::vector<std::vector<std::pair<int32_t, float>>> tops;  // --top-logits, one list per sampled token
+  std::vector<float> row;
   double ttft_s = 0.0;
   for (int i = 0; i < n_predict; ++i) {
     const auto t_sample = Clock::now();
     const int32_t next = sampler.sample(sampler.distributions(f.logits, tokens, {}, probs), 0, rng);
     metrics.time.sampling_s += seconds(Clock::now() - t_sample);
     if (i == 0) ttft_s = seconds(Clock::now() - t0);
+    if (a.top_logits > 0) {
+      // Also for an end-of-generation token, so a comparison sees where and how narrowly it won.
+      f.logits.to_host(row);  // one row: the forward kept the last position's logits only
+      tops.push_back(top_of_row(row, a.top_logits));
+    }
     if (tok.is_eog(next)) break;
     tokens.push_back(next);
     generated.push_back(next);
@@ -132,6 +155,22 @@ void run_generate(const GenerateArgs& a) {
                     {"prompt_tokens_per_second", prompt_tps},
                     {"generation_tokens_per_second", gen_tps}, {"ttft_ms", ttft_s * 1e3},
                     {"decode_weight_gbs", step_gbs}};
+    if (a.top_logits > 0) {
+      // Per sampled token, the K highest raw logits of the row it was chosen from (before
+      // temperature and the other processors): at temperature 0 the first is the token itself.
+      // One more entry than "tokens" when an end-of-generation token ended the output.
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& top : tops) {
+        nlohmann::json step = nlohmann::json::array();
+        for (const auto& [id, logit] : top) {
+          nlohmann::json e = {{"id", id}, {"logit", logit}};
+          exp::set_text(e, "piece", tok.token_to_piece(id));
+          step.push_back(std::move(e));
+        }
+        list.push_back(std::move(step));
+      }
+      j["top_logits"] = std::move(list);
+    }
     j["metrics"] = exp::metrics_to_json(metrics);
     if (a.moe_stats) j["moe"] = moe_stats_json(*model, metrics.moe.layers);
     std::printf("%s\n", exp::dump_json(j).c_str());
@@ -159,7 +198,14 @@ void add_generate_command(CLI::App& app) {
   add_sampling_options(cmd, args->sampling);
   cmd->add_flag("--moe-stats", args->moe_stats,
                 "MoE models: print per-layer expert statistics to stderr (and a \"moe\" object with --json)");
-  cmd->callback([args] { run_generate(*args); });
+  cmd->add_option("--top-logits", args->top_logits,
+                  "with --json: each sampled token's K highest logits (id, logit, piece) as \"top_logits\", an ending end-of-generation token included")
+      ->check(CLI::Range(0, 1000));
+  cmd->callback([args] {
+    if (args->top_logits > 0 && !args->input.json)
+      throw_error(ErrorKind::InvalidArgument, "--top-logits needs --json (the logits are written in the JSON)");
+    run_generate(*args);
+  });
 }
 
 }  // namespace specmoe::cli

@@ -15,16 +15,17 @@ void add_perplexity_command(CLI::App& app) {
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("perplexity", "perplexity on a text file (llama.cpp's method)");
   add_model_options(cmd, a->model);
-  cmd->add_option("-f,--file", a->file, "text file")->required();
+  cmd->add_option("-f,--file", a->file, "text file (one trailing newline is dropped, as llama.cpp's -f does)")
+      ->required();
   cmd->add_option("-c,--ctx", a->ctx, "tokens per chunk")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->callback([a] {
-    const std::string text = read_file(a->file);
+    const std::string text = core::text_as_llama_reads_file(read_file(a->file));
     auto model = load_model(a->model, a->model.model_path);
     const auto r = core::compute_perplexity(*model, text, a->ctx, [](int chunk, double ppl) {
       std::fprintf(stderr, "[%d]%.4f ", chunk + 1, ppl);
     });
-    std::fprintf(stderr, "\n%d chunks of %d tokens, %d predictions scored, KV cache k %s, v %s\n", r.n_chunks, a->ctx,
-                 r.n_scored, core::kv_cache_type_name(model->cache_types().k),
+    std::fprintf(stderr, "\n%d chunks of %d tokens, %d predictions scored (the text: %d tokens), KV cache k %s, v %s\n",
+                 r.n_chunks, a->ctx, r.n_scored, r.n_tokens, core::kv_cache_type_name(model->cache_types().k),
                  core::kv_cache_type_name(model->cache_types().v));
     std::printf("perplexity: %.4f\n", r.perplexity);
   });

@@ -26,6 +26,7 @@
 
 #include "kernels/cpu/matmul_quant_avx2.h"
 #include "kernels/cpu/simd_avx2.h"
+#include "kernels/dtype.h"
 
 namespace specmoe::kernels::cpu::avx2 {
 
@@ -94,7 +95,7 @@ void dot_q4_0(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* out
   for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
 }
 
-// Q4_1: x = q * d + m, so dot = d * dx * sum(q * qx) + m * dx * sum(qx).
+// Q4_1: x = q * d + m, so dot = d * dx * sum(q * qx) + m * s, s = dx * sum(qx) (fp16, block_q8_1).
 template <int G>
 void dot_q4_1(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* out) {
   __m256 acc[G];
@@ -107,7 +108,7 @@ void dot_q4_1(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* out
       const ActQ8x32& x = a[g][b];
       const __m256i p = dot_u8_i8(q, loadu256(x.qs));
       acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(p), acc[g]);
-      acc_min[g] += mw * (x.d * static_cast<float>(x.sum));
+      acc_min[g] += mw * x.s;
     }
   }
   for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]) + acc_min[g];
@@ -257,19 +258,27 @@ void quantize_acts(DType type, const float* x, int64_t n_in, uint8_t* dst) {
   if (block == 32) {
     auto* out = reinterpret_cast<ActQ8x32*>(dst);
     for (int64_t b = 0; b < n_in / 32; ++b, x += 32) {
+      // As ggml's quantize_row_q8_0/q8_1 (AVX2): the codes use the float inverse scale 127 / amax,
+      // the stored scale is amax / 127 rounded to fp16 (block_q8_0's d), and Q8_1's s = d * sum(qs)
+      // is rounded to fp16 from the float d. The fp16 roundings change a dot product by at most
+      // 2^-11 of its size; they are kept so that the integer path computes what llama.cpp's does.
       const float amax = abs_max(x, 32);
-      out[b].d = amax / 127.0f;
+      const float d32 = amax / 127.0f;
+      out[b].d = fp16_to_fp32(fp32_to_fp16(d32));
       quantize32(x, _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f), out[b].qs);
       int32_t s = 0;
       for (int i = 0; i < 32; ++i) s += out[b].qs[i];
-      out[b].sum = s;
+      out[b].s = fp16_to_fp32(fp32_to_fp16(d32 * static_cast<float>(s)));
     }
   } else if (block == 256) {
     auto* out = reinterpret_cast<ActQ8x256*>(dst);
     for (int64_t b = 0; b < n_in / 256; ++b, x += 256) {
+      // Q8_K's scale is the float reciprocal of the inverse scale, not amax / 127 (one ulp apart
+      // at times): ggml's quantize_row_q8_K_ref and the AVX2 ggml_quantize_mat_q8_K_4x8.
       const float amax = abs_max(x, 256);
-      out[b].d = amax / 127.0f;
-      const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+      const float iscale = amax > 0.0f ? 127.0f / amax : 0.0f;
+      out[b].d = amax > 0.0f ? 1.0f / iscale : 0.0f;
+      const __m256 id = _mm256_set1_ps(iscale);
       for (int k = 0; k < 8; ++k) quantize32(x + 32 * k, id, out[b].qs + 32 * k);
       for (int k = 0; k < 16; ++k) {
         int s = 0;

@@ -83,7 +83,7 @@ void dot_q5_1(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* out
       const ActQ8x32& x = a[g][b];
       const __m256i p = dot_u8_i8(q, loadu256(x.qs));
       acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(p), acc[g]);
-      acc_min[g] += mw * (x.d * static_cast<float>(x.sum));
+      acc_min[g] += mw * x.s;
     }
   }
   for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]) + acc_min[g];

@@ -20,8 +20,8 @@ void axpy_f32(float a, const float* x, float* y, int64_t n);
 // Activations are quantized once per matmul to 8-bit blocks (the role of llama.cpp's Q8_0 / Q8_K,
 // with a float scale): x[i] ~ d * qs[i], qs in [-127, 127].
 struct ActQ8x32 {   // for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL weights (Q8_0 / Q8_1's role)
-  float d;
-  int32_t sum;      // sum of qs (the min term of Q4_1, Q5_1)
+  float d;          // amax / 127 rounded to fp16, as block_q8_0 / block_q8_1 store it
+  float s;          // (amax / 127) * sum rounded to fp16: block_q8_1's s, the min term of Q4_1, Q5_1
   int8_t qs[32];
 };
 // For Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS weights (Q8_K's role). qs first and 64-byte aligned

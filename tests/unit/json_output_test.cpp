@@ -346,6 +346,47 @@ TEST_F(JsonCli, RandomWeightSynthModelsOfEveryArchitecture) {
   EXPECT_GT(replaced, 0) << "no output of " << cases << " needed replacement";
 }
 
+// generate --top-logits K: per sampled token the K highest logits of the row it was chosen
+// from, highest first; at temperature 0 the first is the token itself. The greedy tokens are the
+// same with and without the option (it only reads the logits).
+TEST_F(JsonCli, GenerateTopLogitsListTheGreedyTokenFirst) {
+  const std::string model = scratch("top-logits-tiny.gguf");
+  core::synth_write("tiny", model, 3);
+  const std::vector<std::string> base = {"generate", "-m", model, "-p", kPrompts[0], "-n", "10", "--temp", "0",
+                                         "-t", "1", "--json"};
+  std::vector<std::string> with = base;
+  with.insert(with.end(), {"--top-logits", "4"});
+  const CliRun plain = run_cli(base), top = run_cli(with);
+  ASSERT_EQ(plain.exit_code, 0) << plain.describe();
+  ASSERT_EQ(top.exit_code, 0) << top.describe();
+  const json jp = json::parse(plain.out), jt = json::parse(top.out);
+  const auto tokens = jt.at("tokens").get<std::vector<int32_t>>();
+  EXPECT_EQ(tokens, jp.at("tokens").get<std::vector<int32_t>>());
+  ASSERT_FALSE(jp.contains("top_logits"));
+  const json& steps = jt.at("top_logits");
+  // One entry per token, and one more for an end-of-generation token that ended the output.
+  ASSERT_TRUE(steps.size() == tokens.size() || (steps.size() == tokens.size() + 1 && tokens.size() < 10u));
+  ASSERT_FALSE(tokens.empty());
+  int spread = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    ASSERT_EQ(steps[i].size(), 4u) << "step " << i;
+    if (i < tokens.size()) EXPECT_EQ(steps[i][0].at("id").get<int32_t>(), tokens[i]) << "step " << i;
+    for (size_t k = 1; k < 4; ++k) {
+      EXPECT_GE(steps[i][k - 1].at("logit").get<double>(), steps[i][k].at("logit").get<double>()) << "step " << i;
+      EXPECT_NE(steps[i][k - 1].at("id").get<int32_t>(), steps[i][k].at("id").get<int32_t>()) << "step " << i;
+    }
+    spread += steps[i][0].at("logit").get<double>() > steps[i][3].at("logit").get<double>();
+    EXPECT_TRUE(steps[i][0].contains("piece")) << "step " << i;
+  }
+  EXPECT_GT(spread, 0) << "all listed logits equal: the check compares nothing";
+  // Without --json there is nowhere to write them: one clear error.
+  std::vector<std::string> no_json(with.begin(), with.end());
+  no_json.erase(std::find(no_json.begin(), no_json.end(), "--json"));
+  const CliRun bad = run_cli(no_json);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--top-logits needs --json"), std::string::npos) << bad.err;
+}
+
 TEST_F(JsonCli, InfoJsonWithInvalidUtf8InGgufStrings) {
   const std::string src = scratch("info-src.gguf");
   core::synth_write("tiny", src, 1);

@@ -85,16 +85,24 @@ int64_t act_block(DType type, cpu::Isa isa) {
 // Tolerance of one output against matmul_ref: the float summation-order bound, plus (where the
 // activations are quantized) the exact bound on what activation rounding can change,
 // sum over blocks of d_B / 2 * sum_{i in B} |w_i|; the 1.01 and the doubled order bound cover
-// the float rounding of d, 1/d and the block scales.
+// the float rounding of d, 1/d and the block scales. Blocks of 32 store d rounded to fp16 (and
+// Q4_1/Q5_1 the fp16 s = d * sum(q), times the block's min), as llama.cpp's block_q8_0/q8_1 do:
+// a relative error of at most 2^-11 on d * sum |q_i w_i| <= amax * sum |w_i| and on
+// |m| * d * |sum q| <= max |w_i| * amax * 32.
 float matmul_tolerance(DType type, cpu::Isa isa, const float* x, const std::vector<float>& w_row, int64_t n) {
   const float order = sum_order_tolerance(x, w_row, n);
   const int64_t B = act_block(type, isa);
   if (B == 0) return order;
   double act = 0.0;
   for (int64_t b = 0; b < n; b += B) {
-    double amax = 0.0, wsum = 0.0;
-    for (int64_t i = b; i < b + B; ++i) amax = std::max(amax, static_cast<double>(std::fabs(x[i]))), wsum += std::fabs(w_row[i]);
+    double amax = 0.0, wsum = 0.0, wmax = 0.0;
+    for (int64_t i = b; i < b + B; ++i) {
+      amax = std::max(amax, static_cast<double>(std::fabs(x[i])));
+      wsum += std::fabs(w_row[i]);
+      wmax = std::max(wmax, static_cast<double>(std::fabs(w_row[i])));
+    }
     act += amax / 127.0 / 2.0 * wsum;
+    if (B == 32) act += std::ldexp(1.0, -11) * amax * (wsum + 32.0 * wmax);
   }
   return static_cast<float>(1.01 * act) + 2.0f * order;
 }

@@ -146,7 +146,11 @@ TEST(MoEForward, Q8_0ExpertsMatchReference) {
   // Q8_0 matmuls quantize activations to 8 bits per block (kernels/cpu integer path): measured
   // 1.0-1.5% of the logit range through 2-3 layers; 4e-2 leaves room, a wrong expert is O(1).
   check_against_reference(write_preset("moe-tiny", "moe_ref_q8.gguf", DType::Q8_0), 0, 4e-2);
-  check_against_reference(write_preset("qwen2moe-tiny", "qwen2moe_ref_q8.gguf", DType::Q8_0), 0, 4e-2);
+  // Seed 43, not 42: seed 42's qwen2moe-tiny has a router near-tie (layer 1, token 3) that the
+  // 8-bit activations decide the other way since their scales are rounded to fp16 as llama.cpp's
+  // block_q8_0 is; another expert changes everything after it. The test is about the Q8_0 path,
+  // not about ties, so it uses a model without one.
+  check_against_reference(write_preset("qwen2moe-tiny", "qwen2moe_ref_q8.gguf", DType::Q8_0, 43), 0, 4e-2);
   auto f = GGUFFile::open(scratch("moe_ref_q8.gguf"));
   EXPECT_EQ(f->tensor("blk.0.ffn_down_exps.weight").type, DType::Q8_0);
 }

@@ -4,6 +4,7 @@
 // predicting the next token; ppl = exp(mean nll); at least 2 * ctx tokens. On stories260K and its
 // published 200-token story (200 tokens, 201 with BOS), the counts are worked out by hand below,
 // and the value is checked against an independent computation from Model::forward.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "core/model.h"
 #include "core/perplexity.h"
 #include "core/tokenizer.h"
+#include "cli_runner.h"
 #include "test_data.h"
 
 namespace specmoe::core {
@@ -163,6 +165,45 @@ TEST_F(Perplexity, NeedsTwoContextsOfTokens) {
     EXPECT_NE(std::string(e.what()).find("at least 202"), std::string::npos) << e.what();
   }
   EXPECT_THROW(compute_perplexity(*model_, text_, 3), Error);  // below the smallest scorable context
+}
+
+TEST(PerplexityFileText, DropsOneTrailingNewlineAsLlamaCppsDashF) {
+  EXPECT_EQ(text_as_llama_reads_file("abc\n"), "abc");
+  EXPECT_EQ(text_as_llama_reads_file("abc\n\n"), "abc\n");
+  EXPECT_EQ(text_as_llama_reads_file("abc\r\n"), "abc\r");
+  EXPECT_EQ(text_as_llama_reads_file("abc"), "abc");
+  EXPECT_EQ(text_as_llama_reads_file("\n"), "");
+  EXPECT_EQ(text_as_llama_reads_file(""), "");
+  EXPECT_EQ(text_as_llama_reads_file("a\nb"), "a\nb");
+}
+
+// `specmoe perplexity -f` reads the file as llama-perplexity does. The story plus a newline is
+// 202 tokens read verbatim (exactly 2 chunks of 101) and 201 as llama.cpp reads it, one short of
+// 2 * 101: llama-perplexity refuses that file at -c 101 ("tokenizes to only 201 tokens"), and so
+// must specmoe; with two newlines both see 202 tokens and score 2 chunks.
+TEST_F(Perplexity, CliReadsTheFileAsLlamaCpp) {
+  SPECMOE_REQUIRE_CLI();
+  ASSERT_EQ(model_->tokenizer().encode(text_ + "\n", true).size(), 202u);
+  ASSERT_EQ(model_->tokenizer().encode(text_ + "\n\n", true).size(), 203u);
+  const auto dir = specmoe::testing::scratch_dir();
+  const auto write = [&](const std::string& name, const std::string& body) {
+    const std::string path = (dir / name).string();
+    std::ofstream(path, std::ios::binary) << body;
+    return path;
+  };
+  const std::string model = specmoe::testing::data_path(kModel).string();
+  const auto one = specmoe::testing::run_cli(
+      {"perplexity", "-m", model, "-f", write("ppl_one_newline.txt", text_ + "\n"), "-c", "101", "-t", "1"});
+  EXPECT_NE(one.exit_code, 0) << one.describe();
+  EXPECT_NE(one.err.find("201 tokens"), std::string::npos) << one.describe();
+  const auto two = specmoe::testing::run_cli(
+      {"perplexity", "-m", model, "-f", write("ppl_two_newlines.txt", text_ + "\n\n"), "-c", "101", "-t", "1"});
+  ASSERT_EQ(two.exit_code, 0) << two.describe();
+  EXPECT_NE(two.err.find("2 chunks of 101 tokens"), std::string::npos) << two.describe();
+  EXPECT_NE(two.err.find("the text: 202 tokens"), std::string::npos) << two.describe();
+  // The value is the in-process one of the text without its last newline, to the printed digits.
+  const double ppl = compute_perplexity(*model_, text_ + "\n", 101).perplexity;
+  EXPECT_NE(two.out.find(fmt::format("perplexity: {:.4f}", ppl)), std::string::npos) << two.describe() << ppl;
 }
 
 }  // namespace
