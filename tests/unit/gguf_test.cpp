@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 #include "base/error.h"
@@ -504,6 +505,15 @@ TEST(GGUFWriter, RoundTripsEveryTensorTypeByteExact) {
   EXPECT_EQ(p.ne, (std::vector<int64_t>{4, 1, 2, 64}));
   EXPECT_EQ(p.rows(), 128);
   EXPECT_EQ(std::memcmp(p.data, vals.data(), vals.size() * 4), 0);
+
+  // The in-memory image is the file, byte for byte, and opens the same.
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<uint8_t> file_bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<uint8_t> image = w.bytes();
+  EXPECT_EQ(image, file_bytes);
+  auto m = GGUFFile::open_memory(image, "image.gguf");
+  EXPECT_EQ(m->tensors().size(), f->tensors().size());
+  EXPECT_EQ(m->tensor("plain").rows(), 128);
   std::remove(path.c_str());
 }
 
