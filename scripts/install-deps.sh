@@ -6,7 +6,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git libfmt-dev libtomlplusplus-dev libgtest-dev libgmock-dev
       libbenchmark-dev libcli11-dev nlohmann-json3-dev libpcre2-dev librandom123-dev
-      zlib1g-dev)
+      zlib1g-dev ninja-build)
 if [[ ${1:-} == --fuzz ]]; then
   pkgs+=(clang libclang-rt-dev llvm)
 elif [[ $# -gt 0 ]]; then
