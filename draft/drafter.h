@@ -1,8 +1,9 @@
-// Drafter: proposes up to g tokens that the target model then verifies in one batched forward
-// (Leviathan et al. 2023; Chen et al. 2023). A drafter returns, for every drafted token, the
-// processed distribution q it was sampled from (after the SAME logits processors as the target),
-// or marks the draft one-hot when the tokens are deterministic (n-gram lookup): lossless
-// verification needs q (DESIGN.md "Speculative sampling, exactly").
+// Drafter: proposes up to g tokens, or a tree of candidate continuations, that the target model
+// then verifies in one batched forward (Leviathan et al. 2023; Chen et al. 2023; Miao et al.
+// 2024). A drafter returns, for every drafted token, the processed distribution q it was sampled
+// from (after the SAME logits processors as the target), or marks the draft one-hot when the
+// tokens are deterministic (n-gram lookup, top-k trees): lossless verification needs q
+// (DESIGN.md "Speculative sampling, exactly").
 #pragma once
 #include <cstdint>
 #include <span>
@@ -12,35 +13,65 @@
 #include "core/backend.h"
 #include "core/rng.h"
 #include "core/sampler.h"
+#include "draft/token_tree.h"
 
 namespace specmoe::draft {
 
-// One proposal. tokens: x_1..x_g (host). q: row i is the distribution x_{i+1} was drawn from, in
-// the TARGET's vocabulary ([g, n_vocab target]), in the memory of the backend the drafter drew it
-// on (a draft model's; q.where() says which), owned by the drafter and valid until its next
-// proposal. When one_hot, q is empty and q_i(x_i) = 1.
-struct Draft {
-  std::vector<int32_t> tokens;
+// One proposal: a chain x_1..x_g, or a token tree (TokenTree::parents) below the last context
+// token. tokens: the nodes (host). q: the draft distributions the nodes were drawn from, in the
+// TARGET's vocabulary (n_vocab target columns), in the memory of the backend the drafter drew
+// them on (a draft model's; q.where() says which), owned by the drafter and valid until its next
+// proposal. Node i was drawn from row q_row_of(i): for a chain row i; in a tree the children of
+// one node share their parent's row (q_row). When one_hot, q is empty and the nodes are
+// deterministic candidates (q_i(x_i) = 1: n-gram lookup, top-k trees). Otherwise the children of
+// a node were drawn from its row independently (with replacement; a chain's one child is the
+// Leviathan et al. case) or, when without_replacement, one after another from the row with the
+// earlier siblings removed and the rest renormalised (Jeon et al. 2024).
+struct Draft : TokenTree {
   core::Rows q;
+  std::vector<int32_t> q_row;  // trees: node i's q row; empty: row i
   bool one_hot = false;
+  bool without_replacement = false;
 
-  int size() const { return static_cast<int>(tokens.size()); }
-  bool empty() const { return tokens.empty(); }
+  int q_row_of(int i) const { return q_row.empty() ? i : q_row[static_cast<size_t>(i)]; }
   void clear() {
     tokens.clear();
+    parents.clear();
+    q_row.clear();
     q = {};
+  }
+  // TokenTree::truncate for a draft: the kept nodes keep their q rows.
+  void truncate(int max_nodes, int max_depth) {
+    const std::vector<int32_t> kept = TokenTree::truncate(max_nodes, max_depth);
+    bool prefix = true;
+    for (size_t i = 0; i < kept.size(); ++i) prefix = prefix && kept[i] == static_cast<int32_t>(i);
+    if (prefix) {
+      if (!q_row.empty()) q_row.resize(kept.size());
+      return;
+    }
+    std::vector<int32_t> rows;
+    for (int32_t i : kept) rows.push_back(q_row_of(i));
+    q_row = std::move(rows);
   }
 };
 
 // What the loop asks of one proposal.
 struct DraftParams {
-  int draft_max = 4;             // g: propose at most this many tokens (0 = propose nothing)
+  int draft_max = 4;             // g: propose at most this many tokens (0 = propose nothing); for a
+                                 // tree, at most this deep
   // Adaptive draft length: stop drafting when the draft's confidence (its top probability) falls
   // below p_min (0 disables). At temperature 0 the processed q is one-hot, so the confidence is
-  // the top probability of the plain softmax of the draft logits instead.
+  // the top probability of the plain softmax of the draft logits instead. Chains only.
   float p_min = 0.0f;
   const core::Sampler* sampler = nullptr;  // the target's logits processors (required)
   core::Rng* rng = nullptr;                // the draft's own random stream (required)
+  // Grow a tree of this shape (null or empty: a chain), with at most node_max nodes (the room
+  // left in the caches; 0: the shape's own size). Drafters that grow no trees propose chains,
+  // which are trees too.
+  const TreeSpec* tree = nullptr;
+  int node_max = 0;
+
+  bool wants_tree() const { return tree != nullptr && !tree->empty(); }
 };
 
 class Drafter {
@@ -58,6 +89,12 @@ class Drafter {
   // The verifier accepted the first n_accepted drafted tokens of the last proposal and then
   // emitted next_token: roll back / advance the drafter's own state accordingly.
   virtual void accepted(int n_accepted, int32_t next_token) = 0;
+  // The same after a tree proposal: the accepted nodes from the root down (node indices of the
+  // last proposal, each a child of the one before). A chain's path is 0..n_accepted-1, which is
+  // what the default passes on.
+  virtual void accepted_path(std::span<const int32_t> path, int32_t next_token) {
+    accepted(static_cast<int>(path.size()), next_token);
+  }
 };
 
 }  // namespace specmoe::draft

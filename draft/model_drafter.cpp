@@ -73,8 +73,14 @@ void ModelDrafter::accepted(int n_accepted, int32_t) {
 void ModelDrafter::propose(std::span<const int32_t> context, const DraftParams& params, Draft& out) {
   out.clear();
   out.one_hot = false;
+  out.without_replacement = false;
+  tree_proposal_ = false;
   if (params.sampler == nullptr || params.rng == nullptr)
     throw_error(ErrorKind::InvalidArgument, "model drafter: propose needs a sampler and an rng");
+  if (params.wants_tree()) {
+    propose_tree(context, params, out);
+    return;
+  }
   // Room in the cache: context (c) + g - 1 drafted tokens are stored.
   const int room = cache_.capacity() - static_cast<int>(context.size()) + 1;
   const int g = std::min(params.draft_max, room);

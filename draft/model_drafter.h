@@ -6,6 +6,15 @@
 // sampling each from the processed distribution of the shared Sampler with the draft's own Rng.
 // The distributions and draws run where the draft model runs (its backend); q stays there
 // (Draft::q), in the target's vocabulary.
+//
+// Asked for a tree (DraftParams::tree; model_drafter_tree.cpp), it grows one level per batched
+// forward: the nodes to expand at the next depth, with their ancestors, are fed as one tree batch
+// (the same tree attention the target verifies with) after the cache is rolled back to the
+// context, and each expanded node's children are the top-k of its q (one-hot candidates) or draws
+// from q with or without replacement. Static shapes expand every node; dynamic ones (EAGLE-2, Li
+// et al. 2024) expand the k nodes of highest cumulative draft probability at each depth, and a
+// top-k tree then keeps the N best nodes overall. After verification accepted_path() keeps the
+// KV rows of the accepted path that the cache holds (KVCache::keep); the next sync feeds the rest.
 #pragma once
 #include <memory>
 
@@ -27,6 +36,7 @@ class ModelDrafter : public Drafter {
   void begin(std::span<const int32_t> prompt) override;
   void propose(std::span<const int32_t> context, const DraftParams& params, Draft& out) override;
   void accepted(int n_accepted, int32_t next_token) override;
+  void accepted_path(std::span<const int32_t> path, int32_t next_token) override;
 
   const core::KVCache& cache() const { return cache_; }
   // The tokens whose keys/values cache() holds, in order.
@@ -39,6 +49,11 @@ class ModelDrafter : public Drafter {
   void sync(std::span<const int32_t> context);
   // Appends to the cache; the last token's logits go to logits_.
   void forward(std::span<const int32_t> tokens);
+  // Tree proposals (model_drafter_tree.cpp).
+  void propose_tree(std::span<const int32_t> context, const DraftParams& params, Draft& out);
+  // Adds up to k children of `parent` (-1: the root) drawn from its draft logits row `row`
+  // (draft vocabulary) to out; returns how many.
+  int add_children(int parent, const core::Rows& row, int k, const DraftParams& params, Draft& out);
 
   std::shared_ptr<core::Model> owned_;
   core::Model* model_;
@@ -50,6 +65,15 @@ class ModelDrafter : public Drafter {
   std::vector<int32_t> history_;    // context + drafted tokens, for the repetition penalties
   core::Rows logits_;               // [1, n_vocab draft] of the last fed token (the model's memory)
   core::RowBuffer q_, dist_;        // q rows [g, n_vocab target]; one draft-vocabulary row
+  // The last tree proposal: the node each cache row after the context holds (-1: dropped), each
+  // node's cumulative log draft probability, the q rows used, and host scratch.
+  bool tree_proposal_ = false;
+  std::vector<int32_t> tree_rows_;
+  std::vector<double> score_;
+  int n_q_rows_ = 0;
+  float* q_rows_ = nullptr;
+  std::vector<float> host_row_;
+  std::vector<int32_t> path_, batch_tokens_, batch_parents_;
 };
 
 }  // namespace specmoe::draft

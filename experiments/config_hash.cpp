@@ -46,6 +46,9 @@ nlohmann::json strategy_to_json(const StrategySpec& s) {
     j["ngram_min"] = s.ngram_min;
     j["ngram_max"] = s.ngram_max;
     j["exit_layer"] = s.exit_layer;
+    if (s.has_tree())  // written only for trees, so that chains' hashes stay what they were
+      j["tree"] = {{"widths", s.tree_widths}, {"nodes", s.tree_nodes}, {"depth", s.tree_depth},
+                   {"top_k", s.tree_top_k}, {"sampling", s.tree_sampling}};
   }
   return j;
 }

@@ -49,6 +49,7 @@ verify::DecodeOptions to_decode_options(const RunSpec& run) {
     o.draft_max = run.strategy.draft_max;
     o.draft_min = run.strategy.draft_min;
     o.draft_p_min = static_cast<float>(run.strategy.draft_p_min);
+    o.tree = tree_spec_of(run.strategy);
   }
   return o;
 }
@@ -147,7 +148,9 @@ void EngineExecutor::prepare(const ExperimentSpec& spec, const std::vector<RunSp
         }
         if (toks.empty() && tok.bos() >= 0) toks.push_back(tok.bos());
       }
-      const int need = static_cast<int>(toks.size()) + run.sampling.max_tokens + run.strategy.draft_max + 1;
+      const int draft_rows = run.strategy.has_tree() ? std::max(tree_spec_of(run.strategy).max_nodes(), 1)
+                                                     : run.strategy.draft_max;
+      const int need = static_cast<int>(toks.size()) + run.sampling.max_tokens + draft_rows + 1;
       if (n_ctx > 0 && need > n_ctx) {
         bool swept = false;
         for (const auto& [k, v] : run.point) swept |= k == "max_tokens";
@@ -254,6 +257,10 @@ PromptRecord EngineExecutor::execute(const ExecutionRequest& req) {
   r.position_drafted = m.position_drafted;
   r.position_accepted = m.position_accepted;
   r.accept_length_histogram = m.accept_length_histogram;
+  r.depth_tried = m.depth_tried;
+  r.tree_size_max = m.tree_size_max;
+  const int64_t n_verify = m.n_verify_forwards();
+  r.verify_step_ms = n_verify > 0 && m.verify_draft_s > 0 ? m.verify_draft_s / static_cast<double>(n_verify) * 1000.0 : kNaN;
   r.wall_s = m.total_s;
   r.prefill_s = m.prefill_s;
   r.n_decoded = m.n_decoded;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "draft/token_tree.h"
 
 namespace specmoe::exp {
 
@@ -100,6 +101,31 @@ std::string set_string(const FieldValue& v, std::string& out) {
   return "";
 }
 
+// "4,2,2,1" (an integer w: one level of w); checked by draft::parse_tree_widths.
+std::string set_tree_widths(const FieldValue& v, std::string& out) {
+  std::string text;
+  if (v.type == FieldValue::Type::Integer) text = std::to_string(v.i);
+  else if (v.type == FieldValue::Type::String) text = v.s;
+  else return fmt::format("expected a string of widths such as \"4,2,2,1\" or an array of integers, got {}",
+                          type_name(v.type));
+  try {
+    out = draft::format_tree_widths(draft::parse_tree_widths(text));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string set_tree_sampling(const FieldValue& v, std::string& out) {
+  if (v.type != FieldValue::Type::String) return fmt::format("expected a string, got {}", type_name(v.type));
+  try {
+    out = draft::tree_sampling_name(draft::parse_tree_sampling(v.s));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 constexpr double kInf = INFINITY;
 constexpr int64_t kMaxDraft = 64;      // beyond this a verification batch is no longer cheap
 constexpr int64_t kMaxTokens = 1 << 20;
@@ -121,6 +147,11 @@ const FieldDef kFields[] = {
     {"ngram_min", true, "nmin", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.ngram_min, 1, 64); }},
     {"ngram_max", true, "nmax", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.ngram_max, 1, 64); }},
     {"exit_layer", true, "L", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.exit_layer, 0, 100000); }},
+    {"tree_widths", true, "w", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_tree_widths(v, s.tree_widths); }},
+    {"tree_nodes", true, "N", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.tree_nodes, 0, 512); }},
+    {"tree_depth", true, "D", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.tree_depth, 0, 16); }},
+    {"tree_top_k", true, "K", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.tree_top_k, 0, 64); }},
+    {"tree_sampling", true, "ts", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_tree_sampling(v, s.tree_sampling); }},
     {"temperature", false, "t", [](const FieldValue& v, StrategySpec&, SamplingSpec& p) { return set_float(v, p.temperature, 0, false, kInf, false); }},
     {"top_k", false, "k", [](const FieldValue& v, StrategySpec&, SamplingSpec& p) { return set_int(v, p.top_k, 0, 1 << 30); }},
     {"top_p", false, "p", [](const FieldValue& v, StrategySpec&, SamplingSpec& p) { return set_float(v, p.top_p, 0, true, 1, false); }},
@@ -207,9 +238,24 @@ void ExperimentSpec::validate() const {
       src.fail(key(""), "missing required key 'draft' (the draft model) for drafter 'model'");
     if (!s.draft.empty() && !find_model(s.draft))
       src.fail(key("draft"), fmt::format("undefined model '{}' (defined: {})", s.draft, model_names));
+    if (!s.tree_widths.empty() && s.tree_nodes > 0)
+      src.fail(key("tree_nodes"), "give tree_widths (a static tree) or tree_nodes (a dynamic tree), not both");
+    if (!s.tree_widths.empty() && (s.tree_depth > 0 || s.tree_top_k > 0))
+      src.fail(key(s.tree_depth > 0 ? "tree_depth" : "tree_top_k"),
+               "tree_depth and tree_top_k shape a dynamic tree (tree_nodes), not tree_widths");
   }
   for (const auto& name : sweep.only)
     if (!names.count(name)) src.fail("sweep.only", fmt::format("undefined strategy '{}'", name));
+}
+
+draft::TreeSpec tree_spec_of(const StrategySpec& s) {
+  draft::TreeSpec t;
+  if (!s.tree_widths.empty()) t.widths = draft::parse_tree_widths(s.tree_widths);
+  t.nodes = s.tree_nodes;
+  t.depth = s.tree_depth;
+  t.top_k = s.tree_top_k;
+  t.sampling = draft::parse_tree_sampling(s.tree_sampling);
+  return t;
 }
 
 std::string synth_cache_dir() {

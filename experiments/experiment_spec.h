@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "draft/token_tree.h"
+
 namespace specmoe::exp {
 
 // Threads a run or a CLI command may ask for ([experiment] threads, --threads): 0 means all
@@ -102,7 +104,14 @@ struct StrategySpec {
   int ngram_min = 1, ngram_max = 3;     // n-gram drafter: match lengths tried (longest first)
   int exit_layer = 0;                   // layer-skip drafter: layers run before the head (0 = half
                                         // the target's); TOML exit_layer (layerskip_layers: deprecated)
+  // Token trees (draft::TreeSpec): a static shape "4,2,2,1" (TOML: that string or [4, 2, 2, 1]),
+  // or a dynamic one (tree_nodes > 0, tree_depth, tree_top_k); children as topk, stochastic or
+  // stochastic-noreplace. Neither widths nor nodes: chains of draft_max.
+  std::string tree_widths;
+  int tree_nodes = 0, tree_depth = 0, tree_top_k = 0;
+  std::string tree_sampling = "topk";
   int index = 0;                        // position among [[strategy]] tables
+  bool has_tree() const { return !tree_widths.empty() || tree_nodes > 0; }
   bool operator==(const StrategySpec&) const = default;
 };
 
@@ -156,6 +165,10 @@ struct ExperimentSpec {
   // Cross-references and ranges that need no files or registries; throws Error(Config).
   void validate() const;
 };
+
+// The strategy's tree shape (empty for chains); the fields are checked when parsed, the shape as a
+// whole by TreeSpec::validate().
+draft::TreeSpec tree_spec_of(const StrategySpec& s);
 
 // Parses, loads the prompts and validates. Throws Error(Config) "FILE:LINE: key 'x.y': problem".
 ExperimentSpec parse_experiment_file(const std::string& path);

@@ -62,7 +62,7 @@ nlohmann::json metrics_to_json(const verify::Metrics& m) {
       {"per_position_acceptance", per_position},
       {"position_drafted", m.position_drafted},
       {"position_accepted", m.position_accepted},
-      {"accept_length_histogram", m.accept_length_histogram},
+      {"accepted_length_histogram", m.accept_length_histogram},
       {"cost_ratio", num(cost)},
       {"alpha_fit", num(alpha)},
       {"predicted_speedup", num(predicted)},
@@ -76,6 +76,26 @@ nlohmann::json metrics_to_json(const verify::Metrics& m) {
       {"target_step_ms", positive(m.target_step_s * 1000.0)},
       {"time_breakdown", time_breakdown_to_json(m.time)},
   };
+  // Trees (chains are one-child trees): nodes per step, acceptance by depth, the verify forward's
+  // cost r(N) and what the measured acceptance and costs predict.
+  nlohmann::json by_depth = nlohmann::json::array();
+  const std::vector<double> a_depth = m.acceptance_by_depth();
+  for (size_t i = 0; i < a_depth.size(); ++i)
+    by_depth.push_back(m.depth_tried[i] > 0 ? nlohmann::json(a_depth[i]) : nlohmann::json());
+  const int64_t n_verify = m.n_verify_forwards();
+  const double verify_ms = n_verify > 0 && m.verify_draft_s > 0 ? m.verify_draft_s / n_verify * 1000.0 : kNaN;
+  const double r = std::isfinite(verify_ms) && m.target_step_s > 0 ? m.verify_cost_ratio() : kNaN;
+  const bool costs = std::isfinite(r) && std::isfinite(cost);
+  j["tree_size"] = tau_defined ? nlohmann::json(m.tree_size()) : nlohmann::json();
+  j["tree_size_max"] = m.tree_size_max;
+  j["depth_tried"] = m.depth_tried;
+  j["acceptance_by_depth"] = by_depth;
+  j["verify_tokens"] = n_verify > 0 ? nlohmann::json(m.verify_tokens()) : nlohmann::json();
+  j["verify_step_ms"] = num(verify_ms);
+  j["verify_cost_ratio"] = num(r);
+  j["predicted_speedup_measured_cost"] = costs && std::isfinite(alpha) ? num(m.predicted_speedup_measured_cost()) : nlohmann::json();
+  j["predicted_speedup_tree"] = costs && n_verify > 0 ? num(m.predicted_speedup_tree()) : nlohmann::json();
+  j["speedup_bound"] = costs && m.draft_max > 0 ? num(m.speedup_bound()) : nlohmann::json();
   if (m.moe.n_expert > 0) j["moe"] = m.moe.to_json(m.n_generated);
   return j;
 }

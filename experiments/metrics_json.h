@@ -19,10 +19,15 @@ verify::TimeBreakdown time_breakdown_from_json(const nlohmann::json& j);
 // Counts, rates, timings and (for MoE targets) the MoE object of `m`. Fields: n_prompt,
 // n_generated, n_decoded, n_drafted, n_accepted, n_steps, draft_max, acceptance_rate,
 // mean_accepted_length, per_position_acceptance, position_drafted, position_accepted,
-// accept_length_histogram, cost_ratio, alpha_fit, predicted_speedup, tokens_per_second,
-// decode_tokens_per_second, ttft_ms, total_s, prefill_s, draft_step_ms, target_step_ms,
-// time_breakdown, and moe when m.moe has experts. NaN inputs (unknown) are written as null;
-// n_decoded < 0 is unknown.
+// accepted_length_histogram (read back under its old name accept_length_histogram too), cost_ratio,
+// alpha_fit, predicted_speedup, tokens_per_second, decode_tokens_per_second, ttft_ms, total_s,
+// prefill_s, draft_step_ms, target_step_ms, time_breakdown; for trees (chains included: one-child
+// trees) tree_size (nodes verified per step), tree_size_max, depth_tried, acceptance_by_depth,
+// verify_tokens (N + 1 per verification forward), verify_step_ms, verify_cost_ratio r(N),
+// predicted_speedup_measured_cost, predicted_speedup_tree (expected accepted length from the
+// per-depth acceptance over draft cost + r(N)), speedup_bound ((D + 1) / (draft cost + r(N)));
+// and moe when m.moe has experts. NaN inputs (unknown) are written as null; n_decoded < 0 is
+// unknown.
 nlohmann::json metrics_to_json(const verify::Metrics& m);
 
 }  // namespace specmoe::exp

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "experiments/config_hash.h"
 #include "experiments/environment.h"
+#include "experiments/experiment_spec.h"
 #include "experiments/metrics_json.h"
 #include "experiments/statistics.h"
 #include "moe/expert_stats.h"
@@ -136,6 +137,19 @@ RunAggregate aggregate_run(const nlohmann::json& run_spec, const std::vector<Pro
   a.draft = st.value("draft", "");
   a.verifier = st.value("verifier", "");
   a.draft_max = st.value("draft_max", 0);
+  if (const auto t = st.find("tree"); t != st.end() && t->is_object()) {
+    StrategySpec tree_fields;
+    tree_fields.tree_widths = t->value("widths", "");
+    tree_fields.tree_nodes = t->value("nodes", 0);
+    tree_fields.tree_depth = t->value("depth", 0);
+    tree_fields.tree_top_k = t->value("top_k", 0);
+    tree_fields.tree_sampling = t->value("sampling", "topk");
+    try {
+      a.tree = tree_spec_of(tree_fields).describe();
+    } catch (const Error&) {
+      a.tree = "tree";  // a report of another version's config: named, not parsed
+    }
+  }
   a.temperature = run_spec.at("sampling").value("temperature", 0.0);
   a.baseline = run_spec.value("baseline", "");
   a.is_baseline = run_spec.value("is_baseline", false);
@@ -321,6 +335,7 @@ nlohmann::json aggregate_to_json(const RunAggregate& a) {
       {"draft", a.draft},
       {"verifier", a.verifier},
       {"draft_max", a.draft_max},
+      {"tree", a.tree.empty() ? nlohmann::json() : nlohmann::json(a.tree)},
       {"temperature", a.temperature},
       {"baseline", a.baseline},
       {"is_baseline", a.is_baseline},

@@ -113,6 +113,7 @@ class HtmlReportWriter : public ReportWriter {
     out += render_table(summary_table(r));
     out += charts(r);
     if (TextTable t = position_table(r); !t.empty()) out += render_table(t);
+    if (TextTable t = tree_table(r); !t.empty()) out += render_table(t);
     if (TextTable t = category_table(r); !t.empty()) out += render_table(t);
     out += render_table(time_table(r));
     out += moe_section(r);

@@ -71,6 +71,13 @@ class MarkdownReportWriter : public ReportWriter {
     out += prompts_note(r);
     out += render_table(summary_table(r));
     if (TextTable t = position_table(r); !t.empty()) out += render_table(t);
+    if (TextTable t = tree_table(r); !t.empty()) {
+      out += render_table(t);
+      out += "r(N): one verification forward over tree size + 1 tokens over one single-token target step; draft "
+             "cost: the drafter's time per step in the same unit; predicted (tree): the accepted length the "
+             "acceptance by depth predicts over (draft cost + r(N)); bound: (D+1) / (draft cost + r(N)), what no "
+             "tree of depth D with these costs exceeds.\n\n";
+    }
     if (TextTable t = category_table(r); !t.empty()) out += render_table(t);
     out += render_table(time_table(r));
     if (TextTable t = moe_traffic_table(r); !t.empty()) {

@@ -20,6 +20,11 @@ std::string format_estimate(const Estimate& e, int precision) {
   return fmt::format("{} ± {}", format_number(e.mean, precision), format_number(e.ci95, precision));
 }
 
+// "model g=4" for a chain, "model tree widths 4,2,2,1, topk" for a tree.
+std::string draft_kind(const RunAggregate& a) {
+  return a.tree.empty() ? fmt::format("{} g={}", a.drafter, a.draft_max) : fmt::format("{} tree {}", a.drafter, a.tree);
+}
+
 TextTable summary_table(const Report& r) {
   TextTable t;
   t.title = "Summary";
@@ -28,7 +33,7 @@ TextTable summary_table(const Report& r) {
   for (const auto& a : r.runs) {
     bool spec = a.kind == "speculative";
     std::string identical = a.identical_to_baseline ? (*a.identical_to_baseline ? "yes" : "NO") : "-";
-    std::string kind = spec ? fmt::format("{} g={}", a.drafter, a.draft_max) : (a.is_baseline ? "baseline" : "autoregressive");
+    std::string kind = spec ? draft_kind(a) : (a.is_baseline ? "baseline" : "autoregressive");
     t.rows.push_back({a.name, kind, format_estimate(a.tokens_per_second, 1), format_estimate(a.speedup, 2),
                       format_estimate(a.decode_speedup, 2), format_number(a.predicted_speedup, 2), format_number(a.acceptance_rate, 3),
                       format_number(a.mean_accepted_length, 2), format_estimate(a.cost_ratio, 3), identical});
@@ -49,6 +54,29 @@ TextTable position_table(const Report& r) {
     for (size_t i = 0; i < width; ++i)
       row.push_back(i < a.per_position_acceptance.size() ? format_number(a.per_position_acceptance[i], 3) : "-");
     t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+TextTable tree_table(const Report& r) {
+  TextTable t;
+  t.title = "Trees and chains: verified tokens, acceptance by depth, costs";
+  t.headers = {"run",           "draft",          "tree size", "mean accepted length", "acceptance by depth",
+               "r(N)",          "draft cost / step", "predicted (tree)", "bound (D+1)/(draft + r)", "decode speedup"};
+  for (const auto& a : r.runs) {
+    if (a.kind != "speculative") continue;
+    const verify::Metrics& m = a.pooled;
+    std::string depths;
+    const std::vector<double> by_depth = m.acceptance_by_depth();
+    for (size_t i = 0; i < by_depth.size(); ++i) {
+      if (i > 0) depths += ' ';
+      depths += m.depth_tried[i] > 0 ? format_number(by_depth[i], 2) : std::string("-");
+    }
+    const double r_n = m.verify_cost_ratio(), c = m.draft_cost_per_step();
+    t.rows.push_back({a.name, draft_kind(a), format_number(m.tree_size(), 2), format_number(a.mean_accepted_length, 2),
+                      depths.empty() ? "-" : depths, format_number(r_n > 0 ? r_n : kNaN, 2),
+                      format_number(c > 0 ? c : kNaN, 2), format_number(r_n > 0 ? m.predicted_speedup_tree() : kNaN, 2),
+                      format_number(r_n > 0 ? m.speedup_bound() : kNaN, 2), format_estimate(a.decode_speedup, 2)});
   }
   return t;
 }
@@ -102,7 +130,7 @@ TextTable moe_traffic_table(const Report& r) {
   for (const auto& a : r.runs) {
     if (!a.moe) continue;
     const MoeAggregate& m = *a.moe;
-    std::string kind = a.kind == "speculative" ? fmt::format("{} g={}", a.drafter, a.draft_max) : "autoregressive";
+    std::string kind = a.kind == "speculative" ? draft_kind(a) : "autoregressive";
     t.rows.push_back({a.name, kind, std::to_string(m.n_expert_used), std::to_string(m.n_expert),
                       format_number(m.mean_distinct, 2), format_number(m.amplification_mean, 2),
                       format_number(m.uniform_amplification, 2), format_number(m.expert_bytes_per_token / 1e6, 2),

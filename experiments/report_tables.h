@@ -21,6 +21,10 @@ std::string format_estimate(const Estimate& e, int precision = 3);  // "12.3 ± 
 
 TextTable summary_table(const Report& r);
 TextTable position_table(const Report& r);   // speculative runs only
+// Speculative runs: tree size (nodes verified per step), mean accepted length, acceptance by
+// depth, the verify forward's cost ratio r(N), the drafter's cost per step, the tree prediction
+// and the bound (D+1)/(draft cost + r(N)), the measured decode speedup.
+TextTable tree_table(const Report& r);
 TextTable category_table(const Report& r);   // empty when no run has categories
 TextTable time_table(const Report& r);
 TextTable moe_table(const Report& r);        // empty without MoE statistics

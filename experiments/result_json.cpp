@@ -118,6 +118,11 @@ verify::Metrics record_metrics(const PromptRecord& r) {
   m.position_drafted = r.position_drafted;
   m.position_accepted = r.position_accepted;
   m.accept_length_histogram = r.accept_length_histogram;
+  m.depth_tried = r.depth_tried;
+  m.depth_tried.resize(r.position_drafted.size(), 0);
+  m.tree_size_max = r.tree_size_max;
+  if (std::isfinite(r.verify_step_ms) && !r.position_drafted.empty())
+    m.verify_draft_s = r.verify_step_ms / 1000.0 * static_cast<double>(r.position_drafted[0]);
   m.total_s = r.wall_s;
   m.ttft_s = r.ttft_ms / 1000.0;
   m.prefill_s = r.prefill_s;
@@ -168,7 +173,12 @@ PromptRecord record_from_json(const nlohmann::json& j, const std::string& where)
   p.n_steps = r.integer("n_steps");
   p.position_drafted = r.array<int64_t>("position_drafted");
   p.position_accepted = r.array<int64_t>("position_accepted");
-  p.accept_length_histogram = r.array<int64_t>("accept_length_histogram");
+  // accepted_length_histogram (DESIGN.md's name) was written accept_length_histogram before trees.
+  p.accept_length_histogram = r.array<int64_t>(j.contains("accepted_length_histogram") ? "accepted_length_histogram"
+                                                                                      : "accept_length_histogram");
+  if (j.contains("depth_tried")) p.depth_tried = r.array<int64_t>("depth_tried");
+  p.tree_size_max = r.optional_integer("tree_size_max", 0);
+  p.verify_step_ms = r.real("verify_step_ms");
   p.wall_s = j.contains("total_s") ? r.real("total_s") : r.real("wall_s");
   p.prefill_s = r.real("prefill_s");             // absent in older records: unknown
   p.n_decoded = r.optional_integer("n_decoded", -1);

@@ -61,6 +61,12 @@ struct PromptRecord {
   std::vector<int64_t> position_drafted, position_accepted;
   // [k]: steps that accepted exactly k draft tokens (empty in records written before it existed).
   std::vector<int64_t> accept_length_histogram;
+  // Trees (verify::Metrics): [d] steps whose accepted path reached depth d with a node below it;
+  // the most nodes one step verified; the mean time of a forward that verified a draft (NaN:
+  // unknown). Empty / 0 / NaN in records written before trees existed.
+  std::vector<int64_t> depth_tried;
+  int64_t tree_size_max = 0;
+  double verify_step_ms = kNaN;
 
   double wall_s = 0.0;              // whole generation (prefill + decode), seconds
   // Prompt processing before the decode loop, and the tokens the decode loop produced
@@ -146,6 +152,7 @@ struct RunAggregate {
   std::string name, strategy, kind, target, drafter, draft, verifier, baseline;
   bool is_baseline = false;
   int draft_max = 0;
+  std::string tree;  // draft::TreeSpec::describe() of a tree strategy, "" for chains
   double temperature = 0.0;
   std::string config_hash;
   int n_records = 0;

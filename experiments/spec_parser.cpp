@@ -2,6 +2,7 @@
 // range-checked where they are read, anything else is an "unknown key" error at its line.
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -154,8 +155,28 @@ class Parser {
     }
     wrong_type(key, "a number or a string", v);
   }
+  // A strategy or sweep field's value: a scalar, or for tree_widths also an array of integers
+  // ([4, 2, 2, 1] is written "4,2,2,1").
+  FieldValue want_field(const toml::node& v, const std::string& key, std::string_view field) {
+    if (field == "tree_widths" && v.is_array()) {
+      std::string text;
+      size_t i = 0;
+      for (const auto& e : *v.as_array()) {
+        if (!e.is_integer())
+          src_.fail(key, fmt::format("element {}: expected an integer width, got {}", i, node_type_name(e)));
+        if (!text.empty()) text += ',';
+        text += std::to_string(e.as_integer()->get());
+        ++i;
+      }
+      return FieldValue::string(text);
+    }
+    return want_scalar(v, key);
+  }
+  // Relative paths start at the file's folder; "~/..." at $HOME (where scripts/fetch-models.sh
+  // puts real models by default, ~/.cache/specmoe/models).
   std::string resolve_path(const std::string& p) const {
     fs::path path(p);
+    if (const char* home = std::getenv("HOME"); home && *home && p.starts_with("~/")) path = fs::path(home) / p.substr(2);
     if (path.is_relative()) path = fs::path(spec_.dir) / path;
     return path.lexically_normal().string();
   }
@@ -298,7 +319,7 @@ class Parser {
         } else if (name == "target") {
           s.target = want_string(fv, key);
         } else if (is_strategy_field(name)) {
-          std::string problem = apply_field(name, want_scalar(fv, key), s, unused);
+          std::string problem = apply_field(name, want_field(fv, key, name), s, unused);
           if (!problem.empty()) src_.fail(key, problem);
         } else {
           std::vector<std::string> known = {"name", "kind", "target"};
@@ -336,7 +357,7 @@ class Parser {
       axis.strategy_field = is_strategy_field(name);
       size_t i = 0;
       for (const auto& e : *v.as_array()) {
-        FieldValue fv = want_scalar(e, key);
+        FieldValue fv = want_field(e, key, name);
         StrategySpec s;
         SamplingSpec p;
         std::string problem = apply_field(name, fv, s, p);

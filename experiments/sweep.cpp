@@ -41,6 +41,12 @@ void check_run(const ExperimentSpec& spec, const RunSpec& run) {
     spec.src.fail(key_for(spec, run, "draft"), fmt::format("run '{}': undefined model '{}'", run.name, s.draft));
   if (s.drafter == "model" && s.draft.empty())
     spec.src.fail(key_for(spec, run, "drafter"), fmt::format("run '{}': drafter 'model' needs 'draft'", run.name));
+  try {
+    tree_spec_of(s).validate();
+  } catch (const Error& e) {
+    spec.src.fail(key_for(spec, run, s.tree_widths.empty() ? "tree_nodes" : "tree_widths"),
+                  fmt::format("run '{}': {}", run.name, e.what()));
+  }
 }
 
 }  // namespace
@@ -72,7 +78,11 @@ std::vector<RunSpec> expand_runs(const ExperimentSpec& spec) {
         // Values were checked when the sweep was parsed, so this cannot fail.
         apply_field(axes[i]->key, v, run.strategy, run.sampling);
         run.point.emplace_back(axes[i]->key, v);
-        if (axes[i]->values.size() > 1) run.name += fmt::format("-{}{}", field_abbreviation(axes[i]->key), v.text());
+        if (axes[i]->values.size() > 1) {
+          std::string text = v.text();  // run names name files: tree widths 4,2,2,1 read 4x2x2x1
+          std::replace(text.begin(), text.end(), ',', 'x');
+          run.name += fmt::format("-{}{}", field_abbreviation(axes[i]->key), text);
+        }
       }
       run.index = static_cast<int>(runs.size());
       std::string owner = spec.strategy_key(strategy.index, "name");

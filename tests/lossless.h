@@ -100,7 +100,7 @@ class AlwaysAcceptVerifier : public verify::Verifier {
   std::string name() const override { return "always-accept"; }
   verify::VerifyResult verify(const draft::Draft& d, const core::Rows& p, core::Rng& rng) const override {
     p.slice(d.size(), 1).to_host(row_);
-    return {d.size(), verify::sample_weights(row_, rng)};
+    return {d.size(), verify::sample_weights(row_, rng), {}};
   }
 
  private:

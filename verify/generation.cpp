@@ -17,6 +17,9 @@ void DecodeOptions::validate() const {
     throw_error(ErrorKind::InvalidArgument, "draft_p_min must be in [0, 1], got {}", draft_p_min);
   if (cost_probe_forwards < 0)
     throw_error(ErrorKind::InvalidArgument, "cost_probe_forwards must be >= 0, got {}", cost_probe_forwards);
+  tree.validate();
+  if (!tree.empty() && tree.max_depth(draft_max) < 1)
+    throw_error(ErrorKind::InvalidArgument, "a dynamic tree needs a depth (tree depth or draft_max >= 1)");
 }
 
 uint64_t draft_stream_id(uint64_t stream) {

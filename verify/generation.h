@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "draft/token_tree.h"
 #include "verify/metrics.h"
 
 namespace specmoe::verify {
@@ -17,6 +18,9 @@ struct DecodeOptions {
   int n_ctx = 0;             // target KV cache capacity (<= 0: just enough for the request)
   int cost_probe_forwards = 3;  // single-token target forwards timed after a speculative run to
                                 // measure cost_ratio (0 = skip); their time is not in total_s
+  // Token trees (speculative only): the shape tree drafters grow each step (empty: chains of
+  // draft_max). A tree is at most tree.max_depth(draft_max) deep and tree.max_nodes() large.
+  draft::TreeSpec tree;
   void validate() const;     // throws Error(InvalidArgument) naming the field
 };
 

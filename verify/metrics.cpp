@@ -22,17 +22,23 @@ void Metrics::resize_positions(int g) {
   draft_max = std::max(draft_max, g);
   position_drafted.resize(draft_max, 0);
   position_accepted.resize(draft_max, 0);
+  depth_tried.resize(draft_max, 0);
   accept_length_histogram.resize(draft_max + 1, 0);
 }
 
-void Metrics::record_step(int drafted, int accepted) {
-  if (drafted > draft_max || accept_length_histogram.size() < static_cast<size_t>(draft_max) + 1)
-    resize_positions(std::max(drafted, draft_max));
+void Metrics::record_step(int drafted, int accepted) { record_tree_step(drafted, drafted, accepted, accepted < drafted); }
+
+void Metrics::record_tree_step(int nodes, int depth, int accepted, bool tried_deeper) {
+  if (depth > draft_max || accept_length_histogram.size() < static_cast<size_t>(draft_max) + 1 ||
+      depth_tried.size() < static_cast<size_t>(draft_max))
+    resize_positions(std::max(depth, draft_max));
   ++n_steps;
-  n_drafted += drafted;
+  n_drafted += nodes;
   n_accepted += accepted;
-  for (int i = 0; i < drafted; ++i) ++position_drafted[i];
+  tree_size_max = std::max<int64_t>(tree_size_max, nodes);
+  for (int i = 0; i < depth; ++i) ++position_drafted[i];
   for (int i = 0; i < accepted; ++i) ++position_accepted[i];
+  for (int i = 0; i < accepted + (tried_deeper ? 1 : 0) && i < depth; ++i) ++depth_tried[i];
   ++accept_length_histogram[accepted];
 }
 
@@ -53,7 +59,10 @@ void Metrics::merge(const Metrics& o) {
     target_step_s = (wa * target_step_s + wb * o.target_step_s) / (wa + wb);
   }
   if (drafted_a + drafted_b > 0) draft_token_s = (drafted_a * draft_token_s + drafted_b * o.draft_token_s) / (drafted_a + drafted_b);
+  verify_draft_s += o.verify_draft_s;
   resize_positions(o.draft_max);
+  for (size_t i = 0; i < o.depth_tried.size(); ++i) depth_tried[i] += o.depth_tried[i];
+  tree_size_max = std::max(tree_size_max, o.tree_size_max);
   n_prompt += o.n_prompt;
   n_generated += o.n_generated;
   n_drafted += o.n_drafted;
@@ -104,6 +113,58 @@ double Metrics::decode_s() const { return std::max(0.0, total_s - prefill_s); }
 double Metrics::decode_tokens_per_second() const {
   const double d = decode_s();
   return d > 0.0 && n_decoded > 0 ? static_cast<double>(n_decoded) / d : 0.0;
+}
+
+double Metrics::tree_size() const {
+  return n_steps > 0 ? static_cast<double>(n_drafted) / static_cast<double>(n_steps) : 0.0;
+}
+
+std::vector<double> Metrics::acceptance_by_depth() const {
+  std::vector<double> out(depth_tried.size(), 0.0);
+  for (size_t i = 0; i < out.size() && i < position_accepted.size(); ++i)
+    if (depth_tried[i] > 0) out[i] = static_cast<double>(position_accepted[i]) / static_cast<double>(depth_tried[i]);
+  return out;
+}
+
+double Metrics::verify_tokens() const {
+  const int64_t v = n_verify_forwards();
+  return v > 0 ? static_cast<double>(n_drafted + v) / static_cast<double>(v) : 0.0;
+}
+
+double Metrics::verify_cost_ratio() const {
+  const int64_t v = n_verify_forwards();
+  return v > 0 && target_step_s > 0.0 && verify_draft_s > 0.0 ? verify_draft_s / static_cast<double>(v) / target_step_s
+                                                                : 0.0;
+}
+
+double Metrics::draft_cost_per_step() const {
+  return n_steps > 0 && target_step_s > 0.0
+             ? draft_token_s * static_cast<double>(n_drafted) / static_cast<double>(n_steps) / target_step_s
+             : 0.0;
+}
+
+double Metrics::expected_accepted_length() const {
+  double length = 1.0, reach = 1.0;
+  for (double a : acceptance_by_depth()) {
+    reach *= a;
+    length += reach;
+  }
+  return length;
+}
+
+double Metrics::predicted_speedup_tree() const {
+  const double r = verify_cost_ratio();
+  return r > 0.0 ? expected_accepted_length() / (draft_cost_per_step() + r) : 0.0;
+}
+
+double Metrics::speedup_bound() const {
+  const double r = verify_cost_ratio();
+  return r > 0.0 ? (draft_max + 1.0) / (draft_cost_per_step() + r) : 0.0;
+}
+
+double Metrics::predicted_speedup_measured_cost() const {
+  const double r = verify_cost_ratio();
+  return r > 0.0 ? geometric_sum(std::clamp(alpha_fit(), 0.0, 1.0), draft_max) / (draft_max * cost_ratio() + r) : 0.0;
 }
 
 double fit_alpha(double tau, int g) {

@@ -26,11 +26,17 @@ struct Metrics {
                              // Speculative: every emitted token comes from a step, so
                              // n_generated = n_accepted + n_steps (less any cut at EOG/max).
                              // Autoregressive: the first token comes from the prefill.
-  int draft_max = 0;         // g configured (alpha_fit and predicted_speedup use it)
-  // [i]: steps that drafted at least i+1 tokens / that accepted draft token i+1 (size draft_max).
+  int draft_max = 0;         // g configured (alpha_fit and predicted_speedup use it); a tree's depth
+  // [i]: steps that drafted at least i+1 tokens (trees: a node at depth i+1) / that accepted draft
+  // token i+1 (a node at depth i+1) (size draft_max).
   std::vector<int64_t> position_drafted, position_accepted;
-  // [k]: steps that accepted exactly k draft tokens, k = 0..draft_max.
+  // [k]: steps that accepted exactly k draft tokens, k = 0..draft_max (accepted_length_histogram).
   std::vector<int64_t> accept_length_histogram;
+  // [d]: steps whose accepted path reached depth d and whose tree had a node below it there (a
+  // chain: accepted d tokens and drafted more); position_accepted[d] of them accepted one:
+  // acceptance_by_depth (size draft_max).
+  std::vector<int64_t> depth_tried;
+  int64_t tree_size_max = 0;  // most draft nodes one step verified
 
   // Timing (seconds).
   double total_s = 0.0;          // wall time of the whole generation, prefill included
@@ -45,12 +51,19 @@ struct Metrics {
   double prefill_s = 0.0;
   int64_t n_decoded = 0;
   double target_step_s = 0.0;    // one single-token target forward (measured, see cost_ratio)
+  // Target forwards that verified a draft (position_drafted[0] of them, over tree_size + 1 tokens
+  // on average): their seconds, summed (verify_cost_ratio's numerator).
+  double verify_draft_s = 0.0;
   double draft_token_s = 0.0;    // drafter time per drafted token
   TimeBreakdown time;
   MoEMetrics moe;               // MoE targets: experts touched per target forward (empty for dense)
 
   void resize_positions(int g);                // sets draft_max and sizes the per-position arrays
   void record_step(int n_drafted, int n_accepted);  // one target forward over n_drafted draft tokens
+  // One target forward over a tree of n_nodes nodes, depth deep, that accepted a path of
+  // n_accepted nodes and stopped at a node with children (tried_deeper) or without. A chain of g
+  // tokens is record_tree_step(g, g, n, n < g).
+  void record_tree_step(int n_nodes, int depth, int n_accepted, bool tried_deeper);
   // At the end of a generation of total_s seconds that emitted n_generated tokens: sets total_s,
   // n_generated, n_decoded (all of them, or all but the first when it came from the prefill, as
   // in autoregressive decoding) and time.other_s (the wall time no part accounts for).
@@ -69,6 +82,28 @@ struct Metrics {
   double decode_s() const;                // total_s - prefill_s (>= 0)
   double decode_tokens_per_second() const;  // n_decoded / decode_s (0 when either is 0)
   double ttft_ms() const { return ttft_s * 1000.0; }
+
+  // Trees (DESIGN.md names; chains are one-child trees, so these hold for them too).
+  int64_t n_verify_forwards() const { return position_drafted.empty() ? 0 : position_drafted[0]; }
+  double tree_size() const;               // nodes verified per step: n_drafted / n_steps
+  std::vector<double> acceptance_by_depth() const;  // position_accepted[d] / depth_tried[d]
+  double verify_tokens() const;           // tokens per verification forward: tree_size + 1 over those
+  // r(N) = one verification forward's time / one single-token step's (0 when unmeasured).
+  double verify_cost_ratio() const;
+  // The drafter's time per step over one single-token target step's: g c for a chain.
+  double draft_cost_per_step() const;
+  // 1 + sum_d prod_{i<=d} acceptance_by_depth[i]: the accepted length per step the measured
+  // per-depth acceptance predicts for trees reaching draft_max.
+  double expected_accepted_length() const;
+  // expected_accepted_length / (draft_cost_per_step + r(N)): the speedup trees of this shape
+  // predict from their measured acceptance and costs (0 when a cost is unmeasured).
+  double predicted_speedup_tree() const;
+  // (D + 1) / (draft_cost_per_step + r(N)), D = draft_max: what no tree of this depth and these
+  // costs can exceed (everything accepted).
+  double speedup_bound() const;
+  // Leviathan et al. Thm 3.8 with the verify forward's measured cost: (1 - a^(g+1)) / ((1 - a)
+  // (g c + r(g+1))), a = alpha_fit (DESIGN.md predicted_speedup_measured_cost).
+  double predicted_speedup_measured_cost() const;
 };
 
 // The i.i.d. acceptance probability a with (1 - a^(g+1)) / (1 - a) = tau, i.e. sum_{k=0..g} a^k =

@@ -9,15 +9,18 @@
 namespace specmoe::verify {
 namespace {
 
-// Distinct experts among the kept assignments of tokens [0, n).
-int distinct(const moe::Routing& r, int n, std::vector<uint8_t>& seen) {
+// Distinct experts among the kept assignments of tokens [0, n), or of the given tokens.
+int distinct(const moe::Routing& r, int n, std::vector<uint8_t>& seen, std::span<const int> tokens = {}) {
   seen.assign(r.n_expert, 0);
   int u = 0;
-  for (int t = 0; t < n; ++t)
+  for (int i = 0; i < (tokens.empty() ? n : static_cast<int>(tokens.size())); ++i) {
+    const int t = tokens.empty() ? i : tokens[static_cast<size_t>(i)];
+    if (t < 0 || t >= r.n_tokens) continue;
     for (int j = 0; j < r.k; ++j) {
       const int32_t e = r.expert_at(t, j);
       if (e >= 0 && !seen[e]) seen[e] = 1, ++u;
     }
+  }
   return u;
 }
 
@@ -37,7 +40,8 @@ void MoEMetrics::record_load(const core::ForwardStats& stats, const core::Model&
   }
 }
 
-void MoEMetrics::record_forward(const core::ForwardStats& stats, const core::Model& target, int T, int n_kept) {
+void MoEMetrics::record_forward(const core::ForwardStats& stats, const core::Model& target, int T, int n_kept,
+                                std::span<const int> kept) {
   const core::ModelConfig& c = target.config();
   if (!c.is_moe() || T <= 0) return;
   record_load(stats, target);
@@ -49,7 +53,7 @@ void MoEMetrics::record_forward(const core::ForwardStats& stats, const core::Mod
     const moe::Routing* r = l < static_cast<int>(stats.moe.size()) ? &stats.moe[l] : nullptr;
     if (!r || r->n_tokens != T) continue;  // dense layer, or not run by this forward
     const int u_all = distinct(*r, T, seen);
-    const int u_kept = distinct(*r, std::clamp(n_kept, 0, T), seen);
+    const int u_kept = distinct(*r, std::clamp(n_kept, 0, T), seen, kept);
     ++n_run;
     fwd_distinct += u_all;
     layer_sum_distinct[l] += u_all;

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <span>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -43,9 +44,11 @@ struct MoEMetrics {
 
   // Adds a target forward's routing to the per-layer load. No-op for a dense model.
   void record_load(const core::ForwardStats& stats, const core::Model& target);
-  // After a decode forward of T tokens of which the first n_kept stay in the cache: U(T), the
-  // uniform expectation, rejected reads and expert bytes from its routing, and record_load.
-  void record_forward(const core::ForwardStats& stats, const core::Model& target, int T, int n_kept);
+  // After a decode forward of T tokens of which the first n_kept stay in the cache (a tree's: the
+  // rows `kept`, when given): U(T), the uniform expectation, rejected reads and expert bytes from
+  // its routing, and record_load.
+  void record_forward(const core::ForwardStats& stats, const core::Model& target, int T, int n_kept,
+                      std::span<const int> kept = {});
   void merge(const MoEMetrics& other);
 
   double mean_distinct() const;              // U(T) per layer per forward

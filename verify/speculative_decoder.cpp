@@ -33,45 +33,68 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
   prefill(prompt, m);
   m.prefill_s = clock.seconds();
 
+  const bool tree = !options_.tree.empty();
+  const int depth_max = tree ? options_.tree.max_depth(options_.draft_max) : options_.draft_max;
+  const int nodes_max = tree ? options_.tree.max_nodes() : options_.draft_max;
   while (!out.stopped_at_eog && static_cast<int>(out.tokens.size()) < options_.max_tokens) {
     // Invariant: kv_ holds history_ but its last token, which this step feeds.
     const int c = static_cast<int>(history_.size());
-    // A step emits up to g+1 tokens: never draft past max_tokens or the cache.
-    const int g_max = std::min({options_.draft_max, options_.max_tokens - static_cast<int>(out.tokens.size()) - 1,
-                                kv_.capacity() - c});
+    // A step emits up to depth+1 tokens and stores up to nodes+1: never draft past max_tokens
+    // or the cache.
+    const int room = kv_.capacity() - c;
+    const int g_max = std::min({depth_max, options_.max_tokens - static_cast<int>(out.tokens.size()) - 1, room});
+    const int node_max = std::min(nodes_max, room);
     draft_.clear();
     if (g_max > 0) {
       StepTimer t(&m.time.draft_s, nullptr, &propose_s);
-      drafter_.propose(history_, {g_max, options_.draft_p_min, &sampler_, &draft_rng}, draft_);
-      if (draft_.size() > g_max) draft_.tokens.resize(g_max);  // a drafter over-proposing is cut
+      const draft::DraftParams params{g_max, options_.draft_p_min, &sampler_, &draft_rng,
+                                      tree ? &options_.tree : nullptr, node_max};
+      drafter_.propose(history_, params, draft_);
+      draft_.truncate(draft_.is_chain() ? g_max : node_max, g_max);  // a drafter over-proposing is cut
     }
     if (draft_.size() < std::max(options_.draft_min, 1)) draft_.clear();
     const int g = draft_.size();
 
-    batch_.assign(1, history_.back());  // one batched target forward over (last token, x_1..x_g)
-    batch_.insert(batch_.end(), draft_.tokens.begin(), draft_.tokens.end());
+    // One batched target forward over the root (the last token) and the draft: a chain, or a
+    // tree whose attention and positions follow its parents.
+    draft_.verify_batch(history_.back(), batch_, batch_parents_);
+    core::Batch batch(batch_);
+    batch.parents = batch_parents_;
     core::ForwardOptions fwd;
     fwd.logits_all = g > 0;
     core::ForwardResult f;
     {
-      StepTimer t(&m.time.verify_forward_s, &target_.backend());
-      f = target_.forward(batch_, kv_, fwd);
+      StepTimer t(&m.time.verify_forward_s, &target_.backend(), g > 0 ? &m.verify_draft_s : nullptr);
+      f = target_.forward(batch, kv_, fwd);
     }
     VerifyResult r;
     {
       StepTimer t(&m.time.sampling_s);
-      // p rows i condition on history + x_1..x_i (the penalties see the drafted prefix). A plain
-      // step (nothing drafted) samples exactly as the autoregressive baseline.
-      const core::Rows p = sampler_.distributions(f.logits, history_, draft_.tokens, p_);
-      r = g == 0 ? VerifyResult{0, sampler_.sample(p, 0, rng)} : verifier_.verify(draft_, p, rng);
+      // A plain step (nothing drafted) samples exactly as the autoregressive baseline.
+      const core::Rows p = target_distributions(f.logits);
+      r = g == 0 ? VerifyResult{0, sampler_.sample(p, 0, rng), {}} : verifier_.verify(draft_, p, rng);
     }
-    m.record_step(g, r.n_accepted);
-    m.moe.record_forward(f.stats, target_, g + 1, r.n_accepted + 1);  // positions 0..n_accepted stay cached
-
-    kv_.truncate(c + r.n_accepted);  // keeps history_ + x_1..x_n
+    if (draft_.is_chain()) {
+      m.record_step(g, r.n_accepted);
+      m.moe.record_forward(f.stats, target_, g + 1, r.n_accepted + 1);  // positions 0..n_accepted stay cached
+      kv_.truncate(c + r.n_accepted);  // keeps history_ + x_1..x_n
+    } else {
+      const int stop = r.n_accepted > 0 ? r.accepted_node(r.n_accepted - 1) : -1;
+      const bool deeper = std::any_of(draft_.parents.begin(), draft_.parents.end(), [&](int32_t v) { return v == stop; });
+      m.record_tree_step(g, draft_.max_depth(), r.n_accepted, deeper);
+      // The accepted path's rows move into place behind the root (forward row c - 1); the rest go.
+      keep_.clear();
+      for (int i = 0; i < c; ++i) keep_.push_back(i);
+      for (int i = 0; i < r.n_accepted; ++i) keep_.push_back(c + r.accepted_node(i));
+      std::vector<int> kept_rows(keep_.begin() + (c - 1), keep_.end());  // batch rows that stay
+      for (int& v : kept_rows) v -= c - 1;
+      m.moe.record_forward(f.stats, target_, g + 1, static_cast<int>(kept_rows.size()), kept_rows);
+      kv_.keep(keep_);
+    }
     {
       StepTimer t(&m.time.draft_s, nullptr, &propose_s);
-      drafter_.accepted(r.n_accepted, r.next_token);
+      if (draft_.is_chain()) drafter_.accepted(r.n_accepted, r.next_token);
+      else drafter_.accepted_path(r.path, r.next_token);
     }
     emit(r, out);
     if (m.ttft_s == 0.0) m.ttft_s = clock.seconds();
@@ -84,13 +107,16 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
 
 GenerationResult SpeculativeDecoder::start(std::span<const int32_t> prompt) {
   if (prompt.empty()) throw_error(ErrorKind::InvalidArgument, "generate: empty prompt (add BOS)");
-  // Stored at most: prompt + emitted tokens but the last + g drafted + 1 for the cost probe.
-  ensure_capacity(static_cast<int>(prompt.size()) + options_.max_tokens + options_.draft_max + 1);
+  // Stored at most: prompt + emitted tokens but the last + g drafted (a tree's nodes) + 1 for the
+  // cost probe.
+  const bool tree = !options_.tree.empty();
+  const int nodes = tree ? std::max(options_.tree.max_nodes(), 1) : options_.draft_max;
+  ensure_capacity(static_cast<int>(prompt.size()) + options_.max_tokens + nodes + 1);
   kv_.clear();
   history_.assign(prompt.begin(), prompt.end());
   GenerationResult out;
   out.metrics.n_prompt = static_cast<int64_t>(prompt.size());
-  out.metrics.resize_positions(options_.draft_max);
+  out.metrics.resize_positions(tree ? options_.tree.max_depth(options_.draft_max) : options_.draft_max);
   return out;
 }
 
@@ -110,11 +136,30 @@ void SpeculativeDecoder::prefill(std::span<const int32_t> prompt, Metrics& m) {
 
 void SpeculativeDecoder::emit(const VerifyResult& r, GenerationResult& out) {
   for (int i = 0; i <= r.n_accepted && !out.stopped_at_eog; ++i) {
-    const int32_t tok = i < r.n_accepted ? draft_.tokens[i] : r.next_token;
+    const int32_t tok = i < r.n_accepted ? draft_.tokens[static_cast<size_t>(r.accepted_node(i))] : r.next_token;
     history_.push_back(tok);
     out.tokens.push_back(tok);
     if (options_.stop_at_eog && target_.tokenizer().is_eog(tok)) out.stopped_at_eog = true;
   }
+}
+
+core::Rows SpeculativeDecoder::target_distributions(const core::Rows& logits) {
+  // A chain's row i conditions its penalties on history + x_1..x_i. Without penalties the rows
+  // never read the history beyond its size check, so a tree's rows go through the same call.
+  const core::SamplingParams& sp = sampler_.params();
+  const bool penalties = sp.repeat_penalty != 1.0f || sp.no_repeat_ngram > 0;
+  if (draft_.is_chain() || !penalties) return sampler_.distributions(logits, history_, draft_.tokens, p_);
+  // A tree with penalties: each row sees the context and the path to its own node.
+  float* out = p_.reserve(logits.rows, logits.cols);
+  for (int64_t row = 0; row < logits.rows; ++row) {
+    node_history_ = history_;
+    if (row > 0) {
+      draft_.path_to(static_cast<int>(row) - 1, path_);
+      for (int32_t v : path_) node_history_.push_back(draft_.tokens[static_cast<size_t>(v)]);
+    }
+    sampler_.distributions(logits.slice(row, 1), node_history_, {}, out + row * logits.cols);
+  }
+  return p_.view(logits.rows, logits.cols);
 }
 
 double SpeculativeDecoder::probe_step_seconds(int probes) {

@@ -1,7 +1,10 @@
 // The speculative decoding loop (Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2):
 // the drafter proposes up to g tokens, the target scores the last emitted token plus the g draft
 // tokens in ONE batched forward (g+1 positions), the verifier accepts a prefix and emits one
-// more token, and the target's KV cache is truncated to what was accepted. The same loop runs
+// more token, and the target's KV cache is truncated to what was accepted. With a tree shape
+// (DecodeOptions::tree) the drafter proposes a token tree, the forward attends along it, the
+// verifier accepts a root-to-node path (SpecInfer, Miao et al. 2024), and the path's KV rows are
+// compacted into place (KVCache::keep). The same loop runs
 // on every backend: the logits, p and q rows stay where the models run (core::Rows), and only
 // token ids and the verdict reach the host.
 #pragma once
@@ -44,6 +47,9 @@ class SpeculativeDecoder {
   GenerationResult start(std::span<const int32_t> prompt);
   void prefill(std::span<const int32_t> prompt, Metrics& m);
   void emit(const VerifyResult& r, GenerationResult& out);
+  // The target's processed distributions of one verification forward (row 0 after the root, row
+  // i + 1 after draft node i), each conditioned on its own prefix.
+  core::Rows target_distributions(const core::Rows& logits);
   // One single-token target forward timed `probes` times on this run's cache (cost_ratio's
   // denominator); returns the median seconds, 0 when there is no room.
   double probe_step_seconds(int probes);
@@ -57,7 +63,8 @@ class SpeculativeDecoder {
   // Scratch reused across steps (vocab-sized rows are allocated once).
   draft::Draft draft_;
   core::RowBuffer p_;  // (g+1, n_vocab) processed target distributions, in the target's memory
-  std::vector<int32_t> batch_, history_;
+  std::vector<int32_t> batch_, batch_parents_, history_, node_history_, path_;
+  std::vector<int> keep_;
 };
 
 }  // namespace specmoe::verify

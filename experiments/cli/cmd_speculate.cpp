@@ -13,6 +13,7 @@
 #include "cli_common.h"
 #include "base/error.h"
 #include "draft/registry.h"
+#include "draft/token_tree.h"
 #include "experiments/deprecation.h"
 #include "experiments/json_text.h"
 #include "experiments/metrics_json.h"
@@ -36,6 +37,8 @@ struct SpeculateArgs {
   int ngram_min = 1, ngram_max = 3;
   int draft_max = 4, draft_min = 0;
   float draft_p_min = 0.0f;
+  std::string tree_widths, tree_sampling = "topk";  // token trees (draft::TreeSpec)
+  int tree_nodes = 0, tree_depth = 0, tree_top_k = 0;
   bool compare = false;
   int repeat = 1;
 };
@@ -55,6 +58,19 @@ void print_metrics(const verify::Metrics& m) {
   for (double a : m.per_position_acceptance()) std::fprintf(stderr, " %.3f", a);
   std::fprintf(stderr, "\ncost ratio c %.3f | alpha_fit %.3f | predicted speedup %.3f\n", m.cost_ratio(),
                m.alpha_fit(), m.predicted_speedup());
+  if (m.tree_size_max > 0) {
+    std::fprintf(stderr, "tree size %.2f (max %lld) | verify forward r(N) %.3f over %.2f tokens | acceptance by depth:",
+                 m.tree_size(), static_cast<long long>(m.tree_size_max), m.verify_cost_ratio(), m.verify_tokens());
+    const std::vector<double> a = m.acceptance_by_depth();
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (m.depth_tried[i] > 0) std::fprintf(stderr, " %.3f", a[i]);
+      else std::fprintf(stderr, " -");
+    }
+    std::fprintf(stderr, "\naccepted length histogram:");
+    for (int64_t h : m.accept_length_histogram) std::fprintf(stderr, " %lld", static_cast<long long>(h));
+    std::fprintf(stderr, "\ndraft cost per step %.3f | predicted speedup (tree) %.3f | bound (D+1)/(draft + r(N)) %.3f\n",
+                 m.draft_cost_per_step(), m.predicted_speedup_tree(), m.speedup_bound());
+  }
   std::fprintf(stderr, "%.2f tokens/s (decode phase %.2f) | ttft %.1f ms | time: draft %.3f s, verify %.3f s, sampling %.3f s, other %.3f s\n",
                m.tokens_per_second(), m.decode_tokens_per_second(), m.ttft_ms(), m.time.draft_s, m.time.verify_forward_s, m.time.sampling_s,
                m.time.other_s);
@@ -78,6 +94,15 @@ void run_speculate(const SpeculateArgs& a) {
   if (prompt.empty()) throw_error(ErrorKind::InvalidArgument, "the prompt encodes to no tokens");
   const int n_ctx = context_for(*target, static_cast<int>(prompt.size()), a.input);
 
+  draft::TreeSpec tree;
+  if (!a.tree_widths.empty()) tree.widths = draft::parse_tree_widths(a.tree_widths);
+  tree.nodes = a.tree_nodes;
+  tree.depth = a.tree_depth;
+  tree.top_k = a.tree_top_k;
+  tree.sampling = draft::parse_tree_sampling(a.tree_sampling);
+  tree.validate();
+  // Cache rows one step may add after the context: a chain's g, a tree's nodes.
+  const int draft_rows = tree.empty() ? a.draft_max : std::max(tree.max_nodes(), 1);
   const std::string drafter_name = !a.drafter.empty() ? a.drafter : (a.draft_path.empty() ? "ngram" : "model");
   draft::DrafterOptions dopt;
   dopt.target = target.get();
@@ -86,7 +111,7 @@ void run_speculate(const SpeculateArgs& a) {
   dopt.ngram_min = a.ngram_min;
   dopt.ngram_max = a.ngram_max;
   dopt.exit_layer = a.exit_layer;
-  dopt.n_ctx = n_ctx + a.draft_max + 1;
+  dopt.n_ctx = n_ctx + draft_rows + 1;
   if (drafter_name == "model") {
     if (a.draft_path.empty()) throw_error(ErrorKind::InvalidArgument, "--drafter model needs a draft model: -md FILE");
     ModelOptions draft_opt = a.model;  // --moe-k / --moe-capacity are the target's
@@ -104,7 +129,8 @@ void run_speculate(const SpeculateArgs& a) {
   opt.draft_max = a.draft_max;
   opt.draft_min = a.draft_min;
   opt.draft_p_min = a.draft_p_min;
-  opt.n_ctx = n_ctx + a.draft_max + 1;
+  opt.tree = tree;
+  opt.n_ctx = n_ctx + draft_rows + 1;
   opt.validate();
 
   // One untimed forward pages the memory-mapped weights in, so neither timed run pays for it.
@@ -153,6 +179,10 @@ void run_speculate(const SpeculateArgs& a) {
                      {"top_p", a.sampling.top_p}, {"min_p", a.sampling.min_p}};
     j["draft"] = {{"draft_max", a.draft_max}, {"draft_min", a.draft_min}, {"draft_p_min", a.draft_p_min}};
     if (drafter_name == "layerskip") j["draft"]["exit_layer"] = a.exit_layer;
+    if (!tree.empty())
+      j["draft"]["tree"] = {{"widths", draft::format_tree_widths(tree.widths)}, {"nodes", tree.nodes},
+                            {"depth", tree.depth}, {"top_k", tree.top_k},
+                            {"sampling", draft::tree_sampling_name(tree.sampling)}, {"shape", tree.describe()}};
     j["metrics"] = exp::metrics_to_json(spec.metrics);
     if (a.compare) {
       j["baseline"] = {{"tokens", base.tokens}, {"metrics", exp::metrics_to_json(base.metrics)}};
@@ -167,8 +197,9 @@ void run_speculate(const SpeculateArgs& a) {
   std::printf("%s\n", pieces(tok, spec.tokens).c_str());
   std::fflush(stdout);
   print_chat_template(prompt_ids.chat);
-  std::fprintf(stderr, "speculative (%s drafter, %s verifier, g=%d): %lld tokens\n", drafter_name.c_str(),
-               a.verifier.c_str(), a.draft_max, static_cast<long long>(spec.metrics.n_generated));
+  const std::string shape = tree.empty() ? fmt::format("g={}", a.draft_max) : "tree " + tree.describe();
+  std::fprintf(stderr, "speculative (%s drafter, %s verifier, %s): %lld tokens\n", drafter_name.c_str(),
+               a.verifier.c_str(), shape.c_str(), static_cast<long long>(spec.metrics.n_generated));
   print_metrics(spec.metrics);
   if (a.compare) {
     std::fprintf(stderr, "baseline (autoregressive): %lld tokens, %.2f tokens/s (decode phase %.2f)\n",
@@ -209,6 +240,18 @@ void add_speculate_command(CLI::App& app) {
   cmd->add_option("--draft-max,--draft", a->draft_max, "draft tokens per step (g)")->capture_default_str();
   cmd->add_option("--draft-min", a->draft_min, "drafts shorter than this are not verified")->capture_default_str();
   cmd->add_option("--draft-p-min", a->draft_p_min, "stop drafting below this draft probability")
+      ->capture_default_str();
+  cmd->add_option("--tree-widths", a->tree_widths,
+                  "static token tree: children per node at each depth, e.g. 4,2,2,1 (4+8+16+16 nodes)");
+  cmd->add_option("--tree-nodes", a->tree_nodes, "dynamic (EAGLE-2 style) token tree of at most N nodes; the ngram "
+                  "drafter's trie budget")
+      ->check(CLI::Range(0, 512));
+  cmd->add_option("--tree-depth", a->tree_depth, "dynamic tree depth (0: --draft-max)")->check(CLI::Range(0, 16));
+  cmd->add_option("--tree-top-k", a->tree_top_k, "dynamic tree: children per expansion and nodes expanded per "
+                  "level (0: 4)")
+      ->check(CLI::Range(0, 64));
+  cmd->add_option("--tree-sampling", a->tree_sampling, "children as topk (one-hot candidates), stochastic (drawn "
+                  "from q with replacement) or stochastic-noreplace")
       ->capture_default_str();
   cmd->add_flag("--compare", a->compare, "also run the autoregressive baseline and report the speedup");
   cmd->add_option("--repeat", a->repeat, "--compare: alternated baseline/speculative pairs (median speedup)")

@@ -173,6 +173,20 @@ void sample_from_probs(Context& ctx, const float* probs, int64_t n_vocab, double
 void speculative_verify(Context& ctx, const float* p, const float* q, const int32_t* draft_tokens, int g,
                         int64_t n_vocab, const double* uniforms, int32_t* result);
 
+// The same rule over a token tree (verify::SpeculativeVerifier: multi-draft speculative sampling,
+// Miao et al. 2024; recursive rejection sampling without replacement, Jeon et al. 2024). p:
+// [n_nodes + 1, n_vocab] (row 0 the root's, row i + 1 node i's); q: draft rows (null: one-hot
+// candidates), node i drawn from row q_rows[i]; tokens[i]: node i's token; the children of node v
+// (-1: the root) are child_list[child_start[v + 1] .. child_start[v + 2]) in index order (at most
+// 64 per node when without_replacement). uniforms: device [n_nodes + 2], taken as on the host: one
+// per child tested with a ratio strictly between 0 and 1, walking down from the root, then one per
+// draw. residual: device scratch of n_vocab doubles. result (device int32[3 + n_nodes]): accepted
+// path length, emitted token, uniforms consumed, then the path's nodes.
+void speculative_tree_verify(Context& ctx, const float* p, const float* q, const int32_t* q_rows,
+                             const int32_t* tokens, const int32_t* child_start, const int32_t* child_list, int n_nodes,
+                             bool without_replacement, int64_t n_vocab, const double* uniforms, double* residual,
+                             int32_t* result);
+
 // A drafter's draw (core::Backend::draw): q_out[0, n_out) = probs[0, n) moved into n_out ids
 // (n > n_out: ids >= n_out masked out and the rest renormalised, result token -1 when that leaves
 // no mass; n < n_out: ids >= n get 0; probs may alias q_out when n == n_out); the confidence

@@ -1,7 +1,8 @@
 // Draws on the device with host-drawn uniforms: a token from a distribution row, a drafter's
 // draw (the row moved into the target's vocabulary, its confidence, the token), and the lossless
-// speculative verification rule (Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2) over
-// target and draft distributions that stay on the GPU. The uniforms come from the host's
+// speculative verification rule (Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2) and its
+// tree form (Miao et al. 2024; Jeon et al. 2024) over target and draft distributions that stay on
+// the GPU. The uniforms come from the host's
 // core::Rng and are consumed in the order the CPU code consumes them (core/sampling.cpp,
 // core/backend_cpu.cpp, verify/speculative_verifier.cpp), so the same seed gives the same draws
 // on both; the inverse CDF sums in double as the CPU does, in a block-scan order instead of id
@@ -139,6 +140,126 @@ __global__ void __launch_bounds__(kDrawThreads)
   }
 }
 
+// Weight of token j in a residual row kept in double (the tree rule's current distribution).
+struct ResidualWeights {
+  const double* r;
+  __device__ double operator()(int64_t j) const { return r[j]; }
+};
+
+constexpr int kMaxTried = 64;  // children of one node drawn without replacement (TreeSpec's width limit)
+
+// The tree rule of verify::SpeculativeVerifier (multi-draft speculative sampling: SpecInfer, Miao
+// et al. 2024; recursive rejection sampling, Jeon et al. 2024) in one block. Thread 0 runs the
+// sequential accept tests, each uncertain one taking the next uniform; the block computes each
+// rejection's residual max(0, p - q_j) into `residual` (double, the current node's distribution
+// once a child was rejected) and the final draw. result: path length, emitted token, uniforms
+// consumed, then the path's nodes.
+__global__ void __launch_bounds__(kDrawThreads)
+    speculative_tree_verify_kernel(const float* p, const float* q, const int32_t* q_rows, const int32_t* tokens,
+                                   const int32_t* child_start, const int32_t* child_list, int n_nodes,
+                                   bool without_replacement, int64_t n, const double* uniforms, double* residual,
+                                   int32_t* result) {
+  __shared__ typename DrawScan::TempStorage storage;
+  using Reduce = cub::BlockReduce<double, kDrawThreads>;
+  __shared__ typename Reduce::TempStorage rstorage;
+  __shared__ int s_node, s_used, s_len, s_accept, s_have, s_n_tried;
+  __shared__ double s_z, s_q_left;
+  __shared__ int32_t s_tried[kMaxTried];
+  if (threadIdx.x == 0) {
+    s_node = -1;
+    s_used = 0;
+    s_len = 0;
+  }
+  __syncthreads();
+  for (;;) {
+    const int node = s_node;
+    const float* p_row = p + static_cast<int64_t>(node + 1) * n;
+    if (threadIdx.x == 0) {
+      s_have = 0;
+      s_z = 1.0;
+      s_q_left = -1.0;
+      s_n_tried = 0;
+    }
+    __syncthreads();
+    const int b = child_start[node + 1], e = child_start[node + 2];
+    int accepted = -1;
+    for (int ci = b; ci < e; ++ci) {
+      const int c = child_list[ci];
+      const int32_t x = tokens[c];
+      const float* q_row = q != nullptr ? q + static_cast<int64_t>(q_rows[c]) * n : nullptr;
+      if (q_row != nullptr && without_replacement && s_q_left < 0.0) {
+        double part = 0.0;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) part += static_cast<double>(q_row[j]);
+        part = Reduce(rstorage).Sum(part);
+        if (threadIdx.x == 0) s_q_left = part;
+        __syncthreads();
+      }
+      const double q_scale = (q_row != nullptr && without_replacement) ? (s_q_left > 0.0 ? 1.0 / s_q_left : 0.0) : 1.0;
+      const bool have = s_have != 0;
+      const double z = s_z;
+      const int n_tried = s_n_tried;
+      auto q_j = [&](int64_t j) -> double {
+        if (q_row == nullptr) return j == x ? 1.0 : 0.0;
+        for (int t = 0; t < n_tried; ++t)
+          if (s_tried[t] == j) return 0.0;
+        return static_cast<double>(q_row[j]) * q_scale;
+      };
+      auto p_cur = [&](int64_t j) -> double { return have ? residual[j] / z : static_cast<double>(p_row[j]); };
+      if (threadIdx.x == 0) {
+        const double px = p_cur(x), qx = q_j(x);
+        // q(x) = 0 cannot happen for a token drawn from q: accept if the target allows it.
+        const double ratio = qx > 0.0 ? px / qx : (px > 0.0 ? 1.0 : 0.0);
+        bool accept;
+        if (ratio >= 1.0) accept = true;
+        else if (ratio <= 0.0) accept = false;
+        else accept = uniforms[s_used++] < ratio;
+        s_accept = accept ? 1 : 0;
+      }
+      __syncthreads();
+      if (s_accept) {
+        accepted = c;
+        break;
+      }
+      // Rejected: p <- max(0, p - q_j) (normalised by its sum when read).
+      double part = 0.0;
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        const double v = fmax(0.0, p_cur(j) - q_j(j));
+        residual[j] = v;
+        part += v;
+      }
+      part = Reduce(rstorage).Sum(part);
+      if (threadIdx.x == 0) {
+        // An empty residual means p <= q everywhere, i.e. p == q up to rounding: fall back to p.
+        s_have = part > 0.0 ? 1 : 0;
+        s_z = part > 0.0 ? part : 1.0;
+        if (q_row != nullptr && without_replacement && s_n_tried < kMaxTried) {
+          s_q_left -= static_cast<double>(q_row[x]);
+          s_tried[s_n_tried++] = x;
+        }
+      }
+      __syncthreads();
+    }
+    if (accepted >= 0) {
+      if (threadIdx.x == 0) {
+        result[3 + s_len++] = accepted;
+        s_node = accepted;
+      }
+      __syncthreads();
+      continue;
+    }
+    int used = s_used;
+    int32_t token = -1;
+    if (s_have) token = block_draw(storage, ResidualWeights{residual}, n, uniforms[used++]);
+    if (token < 0) token = block_draw(storage, DrawWeights{p_row, nullptr, -1, false}, n, uniforms[used++]);
+    if (threadIdx.x == 0) {
+      result[0] = s_len;
+      result[1] = token;
+      result[2] = used;
+    }
+    return;
+  }
+}
+
 // (value, index) for a block argmax: larger value first, lower index among equal values, NaN never
 // wins (index -1 = nothing yet).
 struct ArgMax {
@@ -249,6 +370,30 @@ void speculative_verify(Context& ctx, const float* p, const float* q, const int3
   if (g > 0) require_ptr(draft_tokens, op, "draft_tokens");
   DeviceGuard guard(ctx.device());
   speculative_verify_kernel<<<1, kDrawThreads, 0, stream_of(ctx)>>>(p, q, draft_tokens, g, n_vocab, uniforms, result);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void speculative_tree_verify(Context& ctx, const float* p, const float* q, const int32_t* q_rows,
+                             const int32_t* tokens, const int32_t* child_start, const int32_t* child_list, int n_nodes,
+                             bool without_replacement, int64_t n_vocab, const double* uniforms, double* residual,
+                             int32_t* result) {
+  using namespace detail;
+  const char* op = "speculative_tree_verify";
+  require(n_nodes >= 0, op, "n_nodes = " + std::to_string(n_nodes) + " is negative");
+  require(n_vocab > 0 && n_vocab <= INT_MAX, op, "n_vocab = " + std::to_string(n_vocab) + " is outside [1, INT_MAX]");
+  require_ptr(p, op, "p");
+  require_ptr(child_start, op, "child_start");
+  require_ptr(uniforms, op, "uniforms");
+  require_ptr(residual, op, "residual");
+  require_ptr(result, op, "result");
+  if (n_nodes > 0) {
+    require_ptr(tokens, op, "tokens");
+    require_ptr(child_list, op, "child_list");
+    if (q != nullptr) require_ptr(q_rows, op, "q_rows");
+  }
+  DeviceGuard guard(ctx.device());
+  speculative_tree_verify_kernel<<<1, kDrawThreads, 0, stream_of(ctx)>>>(
+      p, q, q_rows, tokens, child_start, child_list, n_nodes, without_replacement, n_vocab, uniforms, residual, result);
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,7 +1,9 @@
 // Experiment TOML schema: every error names FILE:LINE and the key; sweep expansion counts, names,
 // baselines and config hashes.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -423,6 +425,76 @@ TEST(ExperimentSpec, DeviceIsReadAndChecked) {
   const std::string e = config_error(bad);
   EXPECT_TRUE(e.starts_with(fmt::format("dir/t.toml:{}: key 'experiment.device': device 'gpu0'", line_of(bad, "device"))))
       << e;
+}
+
+TEST(ExperimentSpec, TreeFieldsParseSweepAndHash) {
+  // A static tree as a string or an array, a dynamic one, the sampling of children; sweepable.
+  const std::string text = replace(kBase, "draft = \"draft\"\n", R"(draft = "draft"
+tree_widths = [4, 2, 2, 1]
+tree_sampling = "stochastic"
+
+[[strategy]]
+name = "dyn"
+kind = "speculative"
+target = "target"
+drafter = "model"
+draft = "draft"
+tree_nodes = 16
+tree_depth = 4
+tree_top_k = 3
+
+[sweep]
+only = ["model"]
+tree_widths = ["4,2,2,1", [2, 2]]
+tree_sampling = ["topk", "stochastic-noreplace"]
+)");
+  const ExperimentSpec spec = parse_experiment_string(text, "dir/t.toml");
+  EXPECT_EQ(spec.strategies[1].tree_widths, "4,2,2,1");
+  EXPECT_EQ(spec.strategies[1].tree_sampling, "stochastic");
+  EXPECT_EQ(spec.strategies[2].tree_nodes, 16);
+  const draft::TreeSpec dyn = tree_spec_of(spec.strategies[2]);
+  EXPECT_EQ(dyn.nodes, 16);
+  EXPECT_EQ(dyn.depth, 4);
+  EXPECT_EQ(dyn.top_k, 3);
+  EXPECT_EQ(dyn.sampling, draft::TreeSampling::TopK);
+  const auto runs = expand_runs(spec);
+  std::vector<std::string> names;
+  for (const auto& r : runs) names.push_back(r.name);
+  // Run names name files: the widths' commas read x.
+  EXPECT_EQ(names, (std::vector<std::string>{"ar", "model-w4x2x2x1-tstopk", "model-w4x2x2x1-tsstochastic-noreplace",
+                                             "model-w2x2-tstopk", "model-w2x2-tsstochastic-noreplace", "dyn"}));
+  EXPECT_EQ(tree_spec_of(runs[3].strategy).widths, (std::vector<int>{2, 2}));
+  std::set<std::string> hashes;
+  for (const auto& r : runs) hashes.insert(r.config_hash);
+  EXPECT_EQ(hashes.size(), runs.size()) << "every tree shape is its own config";
+  // A chain's hash does not change for the tree fields it does not use (older results resume).
+  const ExperimentSpec plain = parse_experiment_string(kBase, "dir/t.toml");
+  const std::string chain_hash = expand_runs(plain)[1].config_hash;
+  const ExperimentSpec again = parse_experiment_string(replace(kBase, "draft = \"draft\"\n",
+                                                               "draft = \"draft\"\ntree_sampling = \"topk\"\n"),
+                                                       "dir/t.toml");
+  EXPECT_EQ(expand_runs(again)[1].config_hash, chain_hash);
+
+  // Errors name the line and the key.
+  const std::string bad = replace(kBase, "draft = \"draft\"\n", "draft = \"draft\"\ntree_widths = \"4,0\"\n");
+  std::string e = config_error(bad);
+  EXPECT_TRUE(e.starts_with(fmt::format("dir/t.toml:{}: key 'strategy[1].tree_widths'", line_of(bad, "tree_widths"))))
+      << e;
+  e = config_error(replace(kBase, "draft = \"draft\"\n", "draft = \"draft\"\ntree_sampling = \"beam\"\n"));
+  EXPECT_NE(e.find("stochastic-noreplace"), std::string::npos) << e;
+  e = config_error(replace(kBase, "draft = \"draft\"\n", "draft = \"draft\"\ntree_widths = \"2\"\ntree_nodes = 4\n"));
+  EXPECT_NE(e.find("not both"), std::string::npos) << e;
+  e = config_error(replace(kBase, "draft = \"draft\"\n", "draft = \"draft\"\ntree_widths = [2, \"x\"]\n"));
+  EXPECT_NE(e.find("expected an integer width"), std::string::npos) << e;
+}
+
+TEST(ExperimentSpec, HomeRelativeModelPaths) {
+  const char* home = std::getenv("HOME");
+  if (home == nullptr || *home == '\0') GTEST_SKIP() << "HOME is not set";
+  const ExperimentSpec spec =
+      parse_experiment_string(replace(kBase, "path = \"target.gguf\"", "path = \"~/models/t.gguf\""), "dir/t.toml");
+  EXPECT_EQ(spec.find_model("target")->path, (std::filesystem::path(home) / "models/t.gguf").string());
+  EXPECT_EQ(spec.find_model("draft")->path, std::filesystem::absolute("dir/draft.gguf").lexically_normal().string());
 }
 
 }  // namespace

@@ -32,8 +32,10 @@ namespace {
 const std::set<std::string> kMetricKeys = {
     "n_prompt", "n_generated", "n_decoded", "n_drafted", "n_accepted", "n_steps", "draft_max", "acceptance_rate",
     "mean_accepted_length", "per_position_acceptance", "position_drafted", "position_accepted",
-    "accept_length_histogram", "cost_ratio", "alpha_fit", "predicted_speedup", "tokens_per_second",
-    "decode_tokens_per_second", "ttft_ms", "total_s", "prefill_s", "draft_step_ms", "target_step_ms", "time_breakdown"};
+    "accepted_length_histogram", "cost_ratio", "alpha_fit", "predicted_speedup", "tokens_per_second",
+    "decode_tokens_per_second", "ttft_ms", "total_s", "prefill_s", "draft_step_ms", "target_step_ms", "time_breakdown",
+    "tree_size", "tree_size_max", "depth_tried", "acceptance_by_depth", "verify_tokens", "verify_step_ms",
+    "verify_cost_ratio", "predicted_speedup_measured_cost", "predicted_speedup_tree", "speedup_bound"};
 const std::set<std::string> kTimeKeys = {"draft_s", "verify_forward_s", "sampling_s", "other_s"};
 
 std::set<std::string> keys(const json& j) {
@@ -57,6 +59,7 @@ TEST(MetricsJson, NamesValuesAndNulls) {
   m.target_step_s = 0.010;
   m.draft_token_s = 0.002;
   m.time = {0.05, 0.3, 0.1, 0.05};
+  m.verify_draft_s = 0.045;  // 3 verification forwards of 15 ms
   const json j = metrics_to_json(m);
   EXPECT_EQ(keys(j), kMetricKeys);
   EXPECT_EQ(keys(j.at("time_breakdown")), kTimeKeys);
@@ -65,7 +68,23 @@ TEST(MetricsJson, NamesValuesAndNulls) {
   EXPECT_DOUBLE_EQ(j.at("acceptance_rate").get<double>(), 3.0 / 5.0);
   EXPECT_DOUBLE_EQ(j.at("mean_accepted_length").get<double>(), (3.0 + 3.0) / 3.0);
   EXPECT_EQ(j.at("per_position_acceptance"), json::parse("[0.6666666666666666, 0.5]"));
-  EXPECT_EQ(j.at("accept_length_histogram"), json::parse("[1, 1, 1]"));
+  EXPECT_EQ(j.at("accepted_length_histogram"), json::parse("[1, 1, 1]"));
+  // Chains as one-child trees: depth 1 was tried by all 3 steps (2 accepted), depth 2 by the one
+  // that accepted depth 1 and drafted a second token (accepted).
+  EXPECT_EQ(j.at("depth_tried"), json::parse("[3, 1]"));
+  EXPECT_EQ(j.at("acceptance_by_depth"), json::parse("[0.6666666666666666, 1.0]"));
+  EXPECT_DOUBLE_EQ(j.at("tree_size").get<double>(), 5.0 / 3.0);
+  EXPECT_EQ(j.at("tree_size_max"), 2);
+  EXPECT_DOUBLE_EQ(j.at("verify_tokens").get<double>(), 8.0 / 3.0);
+  EXPECT_DOUBLE_EQ(j.at("verify_step_ms").get<double>(), 15.0);
+  EXPECT_DOUBLE_EQ(j.at("verify_cost_ratio").get<double>(), 1.5);
+  // draft cost per step: 2 ms x 5 drafted / 3 steps / 10 ms; expected length 1 + 2/3 + 2/3.
+  const double c_step = 0.002 * 5.0 / 3.0 / 0.010, length = 1.0 + 2.0 / 3.0 + 2.0 / 3.0;
+  EXPECT_NEAR(j.at("predicted_speedup_tree").get<double>(), length / (c_step + 1.5), 1e-12);
+  EXPECT_NEAR(j.at("speedup_bound").get<double>(), 3.0 / (c_step + 1.5), 1e-12);
+  const double alpha = verify::fit_alpha(2.0, 2);
+  EXPECT_NEAR(j.at("predicted_speedup_measured_cost").get<double>(), (1.0 + alpha + alpha * alpha) / (2 * 0.2 + 1.5),
+              1e-9);
   EXPECT_DOUBLE_EQ(j.at("cost_ratio").get<double>(), 0.2);
   EXPECT_DOUBLE_EQ(j.at("alpha_fit").get<double>(), verify::fit_alpha(2.0, 2));
   EXPECT_DOUBLE_EQ(j.at("predicted_speedup").get<double>(), verify::speedup_model(verify::fit_alpha(2.0, 2), 2, 0.2));
@@ -87,7 +106,9 @@ TEST(MetricsJson, NamesValuesAndNulls) {
   const json a = metrics_to_json(ar);
   EXPECT_EQ(keys(a), kMetricKeys);
   for (const char* k : {"acceptance_rate", "cost_ratio", "alpha_fit", "predicted_speedup", "prefill_s", "n_decoded",
-                        "decode_tokens_per_second", "draft_step_ms", "target_step_ms"})
+                        "decode_tokens_per_second", "draft_step_ms", "target_step_ms", "verify_tokens",
+                        "verify_step_ms", "verify_cost_ratio", "predicted_speedup_measured_cost",
+                        "predicted_speedup_tree", "speedup_bound"})
     EXPECT_TRUE(a.at(k).is_null()) << k << " = " << a.at(k);
   EXPECT_DOUBLE_EQ(a.at("mean_accepted_length").get<double>(), 1.0);
 }
@@ -106,6 +127,9 @@ TEST(MetricsJson, RecordsRoundTripAndOldRecordsLoad) {
   r.position_drafted = {2, 2};
   r.position_accepted = {1, 1};
   r.accept_length_histogram = {1, 0, 1};
+  r.depth_tried = {2, 1};
+  r.tree_size_max = 2;
+  r.verify_step_ms = 7.5;
   r.wall_s = 0.25;
   r.prefill_s = 0.05;
   r.n_decoded = 3;
@@ -120,6 +144,10 @@ TEST(MetricsJson, RecordsRoundTripAndOldRecordsLoad) {
   EXPECT_EQ(back.text, r.text);
   EXPECT_EQ(back.tokens, r.tokens);
   EXPECT_EQ(back.accept_length_histogram, r.accept_length_histogram);
+  EXPECT_EQ(back.depth_tried, r.depth_tried);
+  EXPECT_EQ(back.tree_size_max, 2);
+  EXPECT_DOUBLE_EQ(back.verify_step_ms, 7.5);
+  EXPECT_DOUBLE_EQ(j.at("verify_cost_ratio").get<double>(), 7.5 / 6.0);
   EXPECT_EQ(back.n_prompt_tokens, 4);
   EXPECT_DOUBLE_EQ(back.wall_s, 0.25);
   EXPECT_DOUBLE_EQ(back.cost_ratio(), 0.25);
@@ -138,6 +166,13 @@ TEST(MetricsJson, RecordsRoundTripAndOldRecordsLoad) {
   EXPECT_DOUBLE_EQ(o.time_breakdown.verify_forward_s, 0.4);
   EXPECT_DOUBLE_EQ(o.time_breakdown.sampling_s, 0.05);
   EXPECT_TRUE(std::isnan(o.prefill_s));
+  EXPECT_TRUE(std::isnan(o.verify_step_ms));
+  EXPECT_TRUE(o.depth_tried.empty());
+  // The histogram's name before trees: accept_length_histogram.
+  json older = j;
+  older.erase("accepted_length_histogram");
+  older["accept_length_histogram"] = {1, 0, 1};
+  EXPECT_EQ(record_from_json(older, "older").accept_length_histogram, r.accept_length_histogram);
 }
 
 TEST(MetricsSchema, SameObjectInGenerateSpeculateRecordsAndReport) {

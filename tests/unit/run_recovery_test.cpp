@@ -142,7 +142,7 @@ struct RecordKey {
 json deterministic_part(const json& rec) {
   json d;
   for (const char* k : {"tokens", "n_prompt", "n_generated", "n_drafted", "n_accepted", "n_steps", "position_drafted",
-                        "position_accepted", "accept_length_histogram", "stopped_at_eog", "prompt_id", "draft_max"})
+                        "position_accepted", "accepted_length_histogram", "stopped_at_eog", "prompt_id", "draft_max"})
     d[k] = rec.at(k);
   d["text"] = *exp::get_text(rec, "text");
   return d;

@@ -91,7 +91,7 @@ class AlwaysAcceptVerifier : public Verifier {
  public:
   std::string name() const override { return "always-accept"; }
   VerifyResult verify(const draft::Draft& d, const core::Rows& p, core::Rng& rng) const override {
-    return {d.size(), sample_weights(std::span<const float>(p.row(d.size()), static_cast<size_t>(p.cols)), rng)};
+    return {d.size(), sample_weights(std::span<const float>(p.row(d.size()), static_cast<size_t>(p.cols)), rng), {}};
   }
 };
 
