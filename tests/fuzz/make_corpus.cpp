@@ -1,7 +1,7 @@
 // Writes the seed corpus of every fuzz target: small valid inputs the fuzzer mutates from.
-//   fuzz_corpus OUT_DIR   ->  OUT_DIR/{gguf,model,quant,router,results,tokenizer,toml,prompts,chat_template}/<seed files>
+//   fuzz_corpus OUT_DIR   ->  OUT_DIR/{gguf,model,quant,router,results,tree,tokenizer,toml,prompts,chat_template}/<seed files>
 // The text seeds committed in tests/fuzz/corpus/ come from this program (scripts/fuzz.sh --seeds
-// regenerates them); the binary ones (gguf, model, quant, router) are not committed: every build writes
+// regenerates them); the binary ones (gguf, model, quant, router, tree) are not committed: every build writes
 // them into build/fuzz-seeds/ (target fuzz_seeds) and scripts/fuzz.sh into its build folder.
 // Every file is a few KB (model seeds: tens of KB) at most; files named "valid-*" must be
 // accepted by their target (tests/unit/fuzz_regression_test.cpp checks it).
@@ -470,13 +470,13 @@ void router_seeds() {
       {"valid-qwen2moe-raw-60x4", 0x01, 59, 4, 0, 2, 0, 0, 8, 0, 120, smooth},
       {"valid-noisy-4x1", 0x02, 3, 1, 0, 2, 0, 0, 2, 3, 32, smooth},
       {"valid-deepseek3-groups-64x8", 0x0f, 63, 8, 7 | (4 << 3), 2, 0, 1, 8, 0, 192, smooth},
-      {"valid-sigmoid-no-groups-bias", 0x0b, 15, 4, 0, 4, 0, 0, 3, 0, 80, smooth},
+      {"valid-sigmoid-no-groups-bias", 0x0b, 15, 4, 0 | (1 << 3), 4, 0, 0, 3, 0, 80, smooth},
       {"valid-capacity-4x2-t8", 0x10, 3, 2, 0, 8, 4, 0, 1, 0, 32, smooth},
       {"valid-capacity-half", 0x11, 7, 2, 0, 8, 3, 0, 2, 0, 64, smooth},
       {"valid-ties", 0x00, 7, 3, 0, 2, 0, 0, 3, 0, 16, [](int) { return 0.0f; }},
       {"valid-nan-logits", 0x00, 3, 2, 0, 2, 0, 0, 2, 0, 8,
        [](int i) { return i % 3 == 0 ? std::numeric_limits<float>::quiet_NaN() : 1.0f * i; }},
-      {"valid-inf-logits", 0x0b, 3, 2, 1, 2, 0, 0, 2, 0, 12,
+      {"valid-inf-logits", 0x0b, 3, 2, 1 | (1 << 3), 2, 0, 0, 2, 0, 12,
        [](int i) { return i % 2 ? std::numeric_limits<float>::infinity() : -1.0f; }},
       {"valid-huge-logits", 0x01, 3, 1, 0, 1, 0, 0, 1, 0, 4, [](int i) { return i ? 3e38f : -3e38f; }},
       {"bad-k-zero", 0x00, 7, 0, 0, 1, 0, 0, 1, 0, 8, smooth},
@@ -574,6 +574,36 @@ void results_seeds() {
   put("results", "valid-text-utf8.txt", with('\x03', "caf\xc3\xa9 \xf0\x9f\x8c\xb8 \xe6\x98\xa5"));
   put("results", "valid-text-invalid-utf8.txt", with('\x03', "\xe6\x98 \xed\xa0\x80 \xf4\x90\x80\x80 \xc0\xaf \xff"));
   put("results", "valid-text-base64.txt", with('\x03', "aGVsbG8gd29ybGQ="));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Token trees (fuzz_tree): byte 0 the mode (0 TokenTree, 1 TreeSpec, 2 the n-gram trie), then
+// the layout of fuzz_tree.h.
+
+void tree_seeds() {
+  const auto bytes = [](std::initializer_list<int> xs) {
+    std::string s;
+    for (int x : xs) s += static_cast<char>(static_cast<uint8_t>(x));
+    return s;
+  };
+  // TokenTree: vocab 32, a tree / a chain, truncate(4, 2), root 7; pairs (token + 1, parent).
+  put("tree", "valid-tree-4-2-1.bin", bytes({0, 31, 0, 4, 2, 7, 4, -1, 5, -1, 6, 0, 7, 0, 8, 1, 9, 2, 10, 4}));
+  put("tree", "valid-chain.bin", bytes({0, 31, 1, 2, 9, 7, 4, 0, 5, 0, 6, 0, 7, 0}));
+  put("tree", "valid-tree-all-root-children.bin", bytes({0, 255, 0, 71, 19, 0, 1, -1, 2, -1, 3, -1, 4, -1}));
+  put("tree", "bad-tree-forward-parent.bin", bytes({0, 31, 0, 4, 2, 7, 4, 1, 5, -1}));
+  put("tree", "bad-tree-token-out-of-vocab.bin", bytes({0, 3, 0, 4, 2, 7, 5, -1}));
+  // TreeSpec: sampling name, widths text, then nodes / depth / top-k.
+  put("tree", "valid-spec-static-4-2-2-1.bin", std::string("\x01\x04topk4,2,2,1\x1e\x00\x00\x00", 17));
+  put("tree", "valid-spec-dynamic.bin", std::string("\x01\x0astochastic\x1e\x10\x04\x04", 16));
+  put("tree", "valid-spec-noreplace.bin", std::string("\x01\x14stochastic-noreplace2,2\x1e\x00\x00\x00", 29));
+  put("tree", "bad-spec-width-65.bin", std::string("\x01\x04topk65,1\x1e", 11));
+  put("tree", "bad-spec-both.bin", std::string("\x01\x04topk2\x1e\x08", 9));
+  // The n-gram trie: min 1, max 3, depth 4, 8 nodes, widths {3, 2}, then a repetitive context.
+  std::string ctx;
+  for (int i = 0; i < 40; ++i) ctx += static_cast<char>("\x01\x02\x03\x01\x02\x04\x01\x02\x03\x05"[i % 10]);
+  put("tree", "valid-ngram-trie.bin", bytes({2, 0, 2, 4, 8, 2, 2, 1}) + ctx);
+  put("tree", "valid-ngram-trie-no-widths.bin", bytes({2, 1, 1, 6, 30, 0}) + ctx);
+  put("tree", "valid-ngram-trie-one-token-alphabet.bin", bytes({2, 0, 3, 19, 127, 0}) + std::string(64, '\0'));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -772,6 +802,44 @@ target = "m"
 drafter = "layerskip"
 layerskip_layers = 2
 )");
+  // Token trees: static widths as an array and as text, a dynamic tree, the sampling names, a
+  // sweep over widths, and both shapes at once.
+  put("toml", "valid-trees.toml", R"([models.t]
+synth = "tiny"
+[models.d]
+synth = "tiny-draft-q8_0"
+[prompts]
+list = ["Hi", "Tell me"]
+[[strategy]]
+name = "static"
+kind = "speculative"
+target = "t"
+drafter = "model"
+draft = "d"
+tree_widths = [2, 1, 1]
+tree_sampling = "stochastic-noreplace"
+[[strategy]]
+name = "dynamic"
+kind = "speculative"
+target = "t"
+drafter = "layerskip"
+exit_layer = 1
+tree_nodes = 6
+tree_depth = 4
+tree_top_k = 2
+tree_sampling = "stochastic"
+[[strategy]]
+name = "trie"
+kind = "speculative"
+target = "t"
+drafter = "ngram"
+tree_widths = "3,2"
+[sweep]
+tree_widths = ["2,1", "4,2,2,1"]
+only = ["static"]
+)");
+  put("toml", "bad-tree-widths-and-nodes.toml", "[models.m]\nsynth = \"tiny\"\n[prompts]\nlist = [\"a\"]\n[[strategy]]\n"
+      "name = \"a\"\nkind = \"speculative\"\ntarget = \"m\"\ndrafter = \"ngram\"\ntree_widths = [2]\ntree_nodes = 4\n");
   put("toml", "bad-device.toml", "[experiment]\ndevice = \"cuda:x\"\n[models.m]\nsynth = \"tiny\"\n[prompts]\nlist = [\"a\"]\n"
       "[[strategy]]\nname = \"a\"\nkind = \"autoregressive\"\ntarget = \"m\"\n");
   put("toml", "bad-chat-template-none-with-system.toml", "[models.m]\nsynth = \"tiny\"\n[prompts]\nlist = [\"a\"]\n"
@@ -850,6 +918,7 @@ int main(int argc, char** argv) {
     quant_seeds();
     router_seeds();
     results_seeds();
+    tree_seeds();
     chat_template_seeds();
     tokenizer_seeds();
     toml_seeds();
