@@ -29,8 +29,10 @@ cmake -S . -B "$BUILD_DIR" "${generator[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE
 if [ -n "${SANITIZE_TARGETS:-}" ]; then
   targets=$SANITIZE_TARGETS
 else
-  targets=$(cmake --build "$BUILD_DIR" --target help | sed -n 's/^\.\.\. \(test_[A-Za-z0-9_]*\).*/\1/p')
-  targets="$targets $(cmake --build "$BUILD_DIR" --target help | sed -n 's/^\.\.\. \(specmoe\)$/\1/p')"
+  # Make lists targets as "... name", Ninja as "name: rule".
+  targets=$(cmake --build "$BUILD_DIR" --target help |
+    sed -n -e 's/^\.\.\. \(test_[A-Za-z0-9_]*\).*/\1/p' -e 's/^\(test_[A-Za-z0-9_]*\): .*/\1/p' \
+      -e 's/^\.\.\. \(specmoe\)$/\1/p' -e 's/^\(specmoe\): .*/\1/p' | sort -u | tr '\n' ' ')
 fi
 # shellcheck disable=SC2086
 cmake --build "$BUILD_DIR" -j"$JOBS" --target $targets
