@@ -213,7 +213,8 @@ class GgufMutator {
   }
 
   void set_string_key() {
-    static constexpr const char* kArchs[] = {"llama", "qwen2", "qwen2moe", "gpt2", "qwen3", "gemma3", "mistral", ""};
+    static constexpr const char* kArchs[] = {"llama",   "qwen2",   "qwen2moe", "gpt2",  "qwen3", "gemma3", "qwen3moe",
+                                             "olmoe",   "deepseek2", "phi3",  "gemma2", "mistral", ""};
     static constexpr const char* kScaling[] = {"none", "linear", "yarn", "llama3", "longrope", ""};
     static constexpr const char* kTokenizers[] = {"llama", "gpt2", "bert", ""};
     core::GGUFValue v;
