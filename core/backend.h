@@ -29,6 +29,8 @@ namespace specmoe::core {
 using kernels::AttentionParams;
 using kernels::KVView;
 using kernels::MatrixView;
+using kernels::MlaAttentionParams;
+using kernels::MlaKVView;
 using kernels::RopeParams;
 
 class Backend;
@@ -108,12 +110,12 @@ struct Draw {
 };
 
 // One MoE block as the backend runs it: the experts, the router's description (family, the file's
-// k, the selection bias and groups) and the bias in this backend's memory (sigmoid gating; empty =
+// k, the selection bias and groups) and the bias in this backend's memory (group routers; empty =
 // none).
 struct MoEBlock {
   moe::MoEWeights weights;  // resident views
-  moe::RouterSpec router;   // host description; router.sigmoid.bias holds the host bias
-  VectorView bias;          // resident copy of router.sigmoid.bias
+  moe::RouterSpec router;   // host description; router.group.bias holds the host bias
+  VectorView bias;          // resident copy of router.group.bias
 };
 
 class Backend : public Memory {
@@ -141,6 +143,11 @@ class Backend : public Memory {
   virtual void rope(float* x, int64_t T, const int32_t* positions, const RopeParams& p) = 0;
   virtual void attention(const float* q, int64_t T, const KVView& kv, const uint8_t* mask, const AttentionParams& p,
                          float* out) = 0;
+  // Multi-head latent attention in its absorbed form (deepseek2; kernels/op_params.h): q [T,
+  // n_head * (kv_lora_rank + rope_dims)] over the latent rows of kv -> out [T, n_head *
+  // kv_lora_rank]; mask as for attention.
+  virtual void mla_attention(const float* q, int64_t T, const MlaKVView& kv, const uint8_t* mask,
+                             const MlaAttentionParams& p, float* out) = 0;
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
   virtual void gelu(const float* x, float* y, int64_t n) = 0;
   // y = a * b elementwise; y = s * x; y = cap * tanh(x / cap). Outputs may alias inputs.

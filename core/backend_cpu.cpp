@@ -72,6 +72,10 @@ class CpuBackend final : public Backend {
                  float* out) override {
     cpu::attention(pool_, q, T, kv, mask, p, out);
   }
+  void mla_attention(const float* q, int64_t T, const MlaKVView& kv, const uint8_t* mask, const MlaAttentionParams& p,
+                     float* out) override {
+    cpu::mla_attention(pool_, q, T, kv, mask, p, out);
+  }
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override { cpu::swiglu(pool_, gate, up, out, n); }
   void gelu(const float* x, float* y, int64_t n) override { cpu::gelu(pool_, x, y, n); }
   void mul(const float* a, const float* b, float* y, int64_t n) override { cpu::mul(a, b, y, n); }

@@ -130,6 +130,10 @@ class CudaBackend final : public Backend {
   void mul(const float* a, const float* b, float* y, int64_t n) override { cu::mul(*ctx_, a, b, y, n); }
   void scale(const float* x, float s, float* y, int64_t n) override { cu::scale(*ctx_, x, s, y, n); }
   void softcap(const float* x, float cap, float* y, int64_t n) override { cu::softcap(*ctx_, x, cap, y, n); }
+  void mla_attention(const float* q, int64_t T, const MlaKVView& kv, const uint8_t* mask, const MlaAttentionParams& p,
+                     float* out) override {
+    cu::mla_attention(*ctx_, q, T, kv, mask, p, out);
+  }
   void moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, int64_t T, float* out,
                moe::Routing& routing) override;
   void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* host_ids) override {
@@ -199,7 +203,7 @@ class CudaBackend final : public Backend {
 };
 
 // The MoE block (moe::MoELayer on the device):
-//   logits = x W_inp^T; (experts, weights) = softmax top-k or sigmoid group-limited top-k; with a
+//   logits = x W_inp^T; (experts, weights) = softmax top-k or sigmoid / softmax group-limited top-k; with a
 //   capacity factor, the Switch limit marks assignments beyond each expert's capacity dropped
 //   (-1, weight 0); group the kept assignments by expert (histogram, scan, stable radix sort;
 //   dropped ones sort last) and gather their inputs; per active expert e, in expert order:
@@ -232,14 +236,16 @@ void CudaBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, 
 
   cu::matmul(ctx, x, T, W.gate_inp, rl);
   switch (block.router.kind) {
-    case moe::RouterKind::SigmoidGroup: {
-      cu::SigmoidGroupParams sp;
-      sp.n_group = block.router.sigmoid.n_group;
-      sp.topk_group = block.router.sigmoid.topk_group;
-      sp.normalize = block.router.sigmoid.normalize;
-      sp.scale = block.router.sigmoid.scale;
+    case moe::RouterKind::SigmoidGroup:
+    case moe::RouterKind::SoftmaxGroup: {
+      cu::GroupRouterParams sp;
+      sp.softmax = block.router.kind == moe::RouterKind::SoftmaxGroup;
+      sp.n_group = block.router.group.n_group;
+      sp.topk_group = block.router.group.topk_group;
+      sp.normalize = block.router.group.normalize;
+      sp.scale = block.router.group.scale;
       sp.bias = block.bias.data;
-      cu::moe_sigmoid_group_topk(ctx, rl, T, E, k, sp, experts, weights);
+      cu::moe_group_topk(ctx, rl, T, E, k, sp, experts, weights);
       break;
     }
     case moe::RouterKind::SoftmaxTopK:

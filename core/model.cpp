@@ -51,8 +51,11 @@ int ForwardStats::distinct_experts(int layer) const {
 
 namespace {
 
-// Layer l's cache rows: F32 keys and values of kv_dim, and the layer's sliding window.
-KVLayerLayout kv_layout(const ModelConfig& c, int l) { return {c.kv_dim(), c.kv_dim(), DType::F32, c.window(l)}; }
+// Layer l's cache rows: F32 keys and values of kv_dim (MLA: the latent and RoPE key rows of
+// kv_lora_rank + rope_dims, no values), and the layer's sliding window.
+KVLayerLayout kv_layout(const ModelConfig& c, int l) {
+  return {c.kv_key_width(), c.kv_value_width(), DType::F32, c.window(l)};
+}
 
 std::vector<KVLayerLayout> kv_layouts(const ModelConfig& c) {
   std::vector<KVLayerLayout> out;
@@ -110,7 +113,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   I.moe_capacity = options.moe_capacity_factor;
   if (c.is_moe() && options.moe_k_override != 0) {
     const int k = options.moe_k_override;
-    const auto router = moe::make_router(host.layers[0].moe.router);
+    const auto router = moe::make_router(host.layers[c.n_layer_dense_lead].moe.router);  // the first MoE layer
     if (k < 1 || k > router->max_k())
       throw_error(ErrorKind::InvalidArgument, "{}: MoE k {} is outside [1, {}] ({} experts, {} router)", path, k,
                   router->max_k(), c.n_expert, router->name());

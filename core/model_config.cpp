@@ -10,9 +10,12 @@
 
 #include "base/error.h"
 #include "core/gguf.h"
+#include "core/model_config_reader.h"
 
 namespace specmoe::core {
 namespace {
+
+using detail::Reader;
 
 // Limits well above any published model, so a corrupt header cannot make later code allocate
 // absurd buffers (checked, never silent).
@@ -25,42 +28,6 @@ constexpr int kMaxFF = 1 << 20;
 constexpr int kMaxCtx = 1 << 24;
 constexpr int kMaxExperts = 1024;
 
-struct Reader {
-  const GGUFFile& f;
-  std::string prefix;  // "<arch>."
-
-  std::string key(std::string_view suffix) const { return prefix + std::string(suffix); }
-
-  // An int-sized value. A per-layer array (some converters write head_count_kv per layer) is
-  // accepted when all layers agree, since specmoe models a uniform stack.
-  int get(std::string_view suffix, std::optional<int> def) const {
-    const std::string k = key(suffix);
-    const GGUFValue* v = f.find(k);
-    if (!v) {
-      if (!def) throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", f.path(), k);
-      return *def;
-    }
-    int64_t x = 0;
-    if (v->type == GGUFType::ARRAY) {
-      const auto xs = f.get_int_array(k);
-      if (xs.empty()) throw_error(ErrorKind::Format, "{}: metadata key '{}' is an empty array", f.path(), k);
-      for (int64_t y : xs)
-        if (y != xs[0])
-          throw_error(ErrorKind::Unsupported, "{}: metadata key '{}' varies per layer ({} vs {}); specmoe needs it uniform",
-                      f.path(), k, xs[0], y);
-      x = xs[0];
-    } else {
-      x = f.get_int(k);
-    }
-    if (x < 0 || x > INT_MAX)
-      throw_error(ErrorKind::Format, "{}: metadata key '{}' value {} is out of range", f.path(), k, x);
-    return static_cast<int>(x);
-  }
-
-  float get_float(std::string_view suffix, float def) const {
-    return static_cast<float>(f.get_float(key(suffix), static_cast<double>(def)));
-  }
-};
 
 // RoPE scaling as llama.cpp reads it (llama-model.cpp load_hparams, llama-context.cpp): the type
 // (default linear), the factor (rope.scaling.factor, else the older rope.scale_linear; 0 = none),
@@ -98,57 +65,26 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
   if (c.arch == Arch::Llama && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
 
   // YaRN (llama_context's defaults for every architecture that does not read its own keys, which
-  // llama, qwen2, qwen3 and gemma3 do not): ext_factor 1, beta_fast 32, beta_slow 1, and an
+  // none of specmoe's do): ext_factor 1, beta_fast 32, beta_slow 1, and an
   // attn_factor of get_mscale(factor) / (1 + 0.1 ln factor) (the rope op multiplies by
   // 1 + 0.1 ln(1/freq_scale) again, see rope_at) times rope.scaling.attn_factor.
   float attn = 1.0f;
   if (c.rope_scaling == RopeScaling::Yarn) {
     c.yarn_ext_factor = 1.0f;
     const float f = 1.0f / c.rope_freq_scale;
-    attn = f <= 1.0f ? 1.0f : 0.1f * std::log(f) + 1.0f;
+    auto mscale = [f](float m) { return f <= 1.0f ? 1.0f : 0.1f * m * std::log(f) + 1.0f; };
+    if (c.rope_yarn_log_mul != 0.0f) {
+      // llama_context with rope.scaling.yarn_log_multiplier (mscale_all_dim): mscale 1 over
+      // mscale_all_dim, except deepseek2, whose mscale equals mscale_all_dim (DeepSeek-V2's
+      // config), so the ratio is 1 there; deepseek2 applies the magnitude to the scores instead.
+      const float m = c.arch == Arch::Deepseek2 && c.rope_yarn_log_mul != 1.0f ? c.rope_yarn_log_mul : 1.0f;
+      attn = mscale(m) / mscale(c.rope_yarn_log_mul);
+    } else {
+      attn = mscale(1.0f);
+    }
     attn *= 1.0f / (1.0f + 0.1f * std::log(f));
   }
   c.yarn_attn_factor = attn * c.rope_attn_factor;
-}
-
-// gemma3 (llama.cpp src/models/gemma3.cpp): the embedding scale, sliding-window layers (window
-// from attention.sliding_window; none when it is absent or 0; layer pattern from
-// attention.sliding_window_pattern, a period or one flag per layer, default period 6), the local
-// layers' RoPE base (rope.freq_base_swa, default 10000, never scaled), the final logit
-// soft-capping when the file has it, and the 27B's attention scale.
-void read_gemma3(const Reader& r, ModelConfig& c) {
-  const GGUFFile& f = r.f;
-  c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
-  c.n_swa = r.get("attention.sliding_window", 0);
-  if (c.n_swa > 0) {
-    c.swa_layers.assign(static_cast<size_t>(c.n_layer), 0);
-    const std::string pk = r.key("attention.sliding_window_pattern");
-    const GGUFValue* v = f.find(pk);
-    if (v && v->type == GGUFType::ARRAY) {
-      if (v->items.size() != static_cast<size_t>(c.n_layer))
-        throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries for {} layers", f.path(), pk,
-                    v->items.size(), c.n_layer);
-      for (int l = 0; l < c.n_layer; ++l) {
-        const GGUFValue& e = v->items[l];
-        if (!(e.is_integer() || e.type == GGUFType::BOOL))
-          throw_error(ErrorKind::Format, "{}: metadata key '{}' holds {}, expected booleans or integers", f.path(), pk,
-                      gguf_type_name(e.type));
-        c.swa_layers[l] = e.i != 0;
-      }
-      c.swa_pattern = 0;
-    } else {
-      c.swa_pattern = r.get("attention.sliding_window_pattern", 6);
-      // llama_hparams::set_swa_pattern: period 0 makes every layer local.
-      for (int l = 0; l < c.n_layer; ++l)
-        c.swa_layers[l] = c.swa_pattern == 0 || l % c.swa_pattern < c.swa_pattern - 1;
-    }
-    c.rope_freq_base_swa = r.get_float("rope.freq_base_swa", 10000.0f);
-    c.rope_freq_scale_swa = 1.0f;
-  }
-  c.final_logit_softcap = r.get_float("final_logit_softcapping", 0.0f);
-  // gemma_pytorch's query_pre_attn_scalar: n_embd / n_head for the 27B (62 layers), head_dim
-  // otherwise; GGUF files do not carry it, so llama.cpp decides by the layer count.
-  if (c.n_layer == 62) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
 }
 
 }  // namespace
@@ -206,33 +142,36 @@ std::vector<float> ModelConfig::llama3_rope_factors() const {
 ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   ModelConfig c;
   c.arch_name = file.get_string("general.architecture");
-  if (c.arch_name == "llama") {
-    c.arch = Arch::Llama;
-    c.rope_style = RopeStyle::Adjacent;  // LLAMA_ROPE_TYPE_NORM
-  } else if (c.arch_name == "qwen2") {
-    c.arch = Arch::Qwen2;
-    c.rope_style = RopeStyle::SplitHalves;  // LLAMA_ROPE_TYPE_NEOX
-  } else if (c.arch_name == "qwen2moe") {
-    c.arch = Arch::Qwen2Moe;
-    c.rope_style = RopeStyle::SplitHalves;
-  } else if (c.arch_name == "gpt2") {
-    c.arch = Arch::Gpt2;
-    c.rope_style = RopeStyle::None;  // learned absolute position embeddings
-  } else if (c.arch_name == "qwen3") {
-    c.arch = Arch::Qwen3;
-    c.rope_style = RopeStyle::SplitHalves;
-    c.qk_norm = true;
-  } else if (c.arch_name == "gemma3") {
-    c.arch = Arch::Gemma3;
-    c.rope_style = RopeStyle::SplitHalves;
-    c.qk_norm = true;
-    c.post_norms = true;
-    c.ffn_act = FfnActivation::GeluTanh;
-  } else {
+  // llama.cpp's rope type per architecture (llama_model_rope_type: NORM = adjacent pairs, NEOX =
+  // split halves) and the flags its graph for the architecture applies.
+  struct ArchInfo {
+    const char* name;
+    Arch arch;
+    RopeStyle rope;
+  };
+  static constexpr ArchInfo kArchs[] = {
+      {"llama", Arch::Llama, RopeStyle::Adjacent},          {"qwen2", Arch::Qwen2, RopeStyle::SplitHalves},
+      {"qwen2moe", Arch::Qwen2Moe, RopeStyle::SplitHalves}, {"gpt2", Arch::Gpt2, RopeStyle::None},
+      {"qwen3", Arch::Qwen3, RopeStyle::SplitHalves},       {"gemma3", Arch::Gemma3, RopeStyle::SplitHalves},
+      {"qwen3moe", Arch::Qwen3Moe, RopeStyle::SplitHalves}, {"olmoe", Arch::Olmoe, RopeStyle::SplitHalves},
+      {"phi3", Arch::Phi3, RopeStyle::SplitHalves},         {"gemma2", Arch::Gemma2, RopeStyle::SplitHalves},
+      {"deepseek2", Arch::Deepseek2, RopeStyle::Adjacent},
+  };
+  const ArchInfo* info = nullptr;
+  for (const ArchInfo& a : kArchs)
+    if (c.arch_name == a.name) info = &a;
+  if (!info)
     throw_error(ErrorKind::Unsupported,
-                "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, gemma3)",
+                "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, gemma2, "
+                "gemma3, olmoe, phi3, deepseek2)",
                 file.path(), c.arch_name);
-  }
+  c.arch = info->arch;
+  c.rope_style = info->rope;
+  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3;
+  c.qk_norm_full = c.arch == Arch::Olmoe;
+  c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3;
+  if (c.post_norms) c.ffn_act = FfnActivation::GeluTanh;
+  c.ffn_gate_up_fused = c.arch == Arch::Phi3;
   c.name = file.get_string("general.name", "");
   const Reader r{file, c.arch_name + "."};
 
@@ -243,7 +182,9 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   c.n_head = r.get("attention.head_count", std::nullopt);
   c.n_head_kv = r.get("attention.head_count_kv", c.n_head);
   if (c.n_head <= 0) throw_error(ErrorKind::Format, "{}: {} is {}", file.path(), r.key("attention.head_count"), c.n_head);
-  if (file.has(r.key("attention.key_length"))) {
+  if (c.arch == Arch::Deepseek2) {
+    detail::read_mla(r, c);  // head_dim from key_length_mla; key_length is the latent's width
+  } else if (file.has(r.key("attention.key_length"))) {
     c.head_dim = r.get("attention.key_length", std::nullopt);
     const int v_len = r.get("attention.value_length", c.head_dim);
     if (v_len != c.head_dim)
@@ -263,9 +204,23 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     c.norm_eps = r.get_float("attention.layer_norm_rms_epsilon", 1e-5f);
     c.rope_dims = r.get("rope.dimension_count", c.head_dim);
     c.rope_freq_base = r.get_float("rope.freq_base", 10000.0f);
+    if (c.arch == Arch::Deepseek2 && file.has(r.key("rope.scaling.yarn_log_multiplier")))
+      c.rope_yarn_log_mul = r.get_float("rope.scaling.yarn_log_multiplier", 0.0f) / 0.1f;  // the converter's 0.1 x
     read_rope_scaling(file, r, c);
   }
-  if (c.arch == Arch::Gemma3) read_gemma3(r, c);
+  if (c.is_mla()) {
+    // llama.cpp's deepseek2 graph: kq_scale = mscale^2 / sqrt(key_length_mla) with mscale =
+    // attn_factor (1 + 0.1 ln(1/freq_scale)) (1 + 0.1 yarn_log_mul ln(1/freq_scale)): YaRN's
+    // magnitude goes into the scores, and the file's rope.scaling.attn_factor twice.
+    const float ln = std::log(1.0f / c.rope_freq_scale);
+    const float mscale = c.yarn_attn_factor * (1.0f + 0.1f * ln) * (1.0f + 0.1f * c.rope_yarn_log_mul * ln);
+    c.attn_scale = mscale * mscale / std::sqrt(static_cast<float>(c.head_dim));
+  }
+  if (c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) detail::read_gemma(r, c);
+  if (c.arch == Arch::Phi3) {
+    // llama.cpp reads phi3's attention.sliding_window but disables SWA (llama-model.cpp, phi3).
+    c.rope_long_short_factors = file.find_tensor("rope_factors_long.weight") != nullptr;
+  }
 
   // Vocabulary: the tokenizer's token list, else <arch>.vocab_size, else the embedding's rows.
   if (file.has("tokenizer.ggml.tokens")) {
@@ -278,41 +233,10 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     throw_error(ErrorKind::Format, "{}: cannot tell the vocabulary size (no tokenizer.ggml.tokens, {} or token_embd.weight)",
                 file.path(), r.key("vocab_size"));
   }
-  c.tied_output = file.find_tensor("output.weight") == nullptr;
+  // gemma2 always reads its head from token_embd (llama.cpp binds no output.weight for it).
+  c.tied_output = c.arch == Arch::Gemma2 || file.find_tensor("output.weight") == nullptr;
 
-  c.n_expert = r.get("expert_count", 0);
-  c.n_expert_used = r.get("expert_used_count", 0);
-  if (c.arch == Arch::Qwen2Moe) {
-    // llama.cpp (llama-model.cpp, LLM_ARCH_QWEN2MOE): n_ff_exp = expert_feed_forward_length or
-    // n_ff / n_expert_used; n_ff_shexp = expert_shared_feed_forward_length or n_ff.
-    c.n_ff_expert = r.get("expert_feed_forward_length", c.n_expert_used > 0 ? c.n_ff / c.n_expert_used : 0);
-    c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", c.n_ff);
-  } else {
-    // llama (Mixtral): the expert tensors are {n_embd, n_ff, n_expert} with n_ff =
-    // feed_forward_length; llama.cpp does not read expert_feed_forward_length for llama.
-    c.n_ff_expert = c.n_ff;
-    c.n_ff_shared_expert = 0;
-  }
-  // llama.cpp renormalises the top-k weights for llama-architecture MoE (Mixtral) and not for
-  // qwen2moe; a file may say otherwise explicitly.
-  c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), c.arch != Arch::Qwen2Moe);
-  const int gating = r.get("expert_gating_func", 0);  // 0 = LLAMA_EXPERT_GATING_FUNC_TYPE_NONE
-  if (gating == 0 || gating == 1) {
-    c.expert_gating = ExpertGating::Softmax;  // llama and qwen2moe build their MoE with softmax
-  } else if (gating == 2) {
-    c.expert_gating = ExpertGating::Sigmoid;
-  } else {
-    throw_error(ErrorKind::Unsupported, "{}: {} = {} is unsupported (1 softmax, 2 sigmoid)", file.path(),
-                r.key("expert_gating_func"), gating);
-  }
-  c.expert_weights_scale = r.get_float("expert_weights_scale", 0.0f);
-  if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp: 0 = no scaling
-  c.n_expert_group = std::max(1, r.get("expert_group_count", 1));
-  c.n_expert_group_used = std::max(1, r.get("expert_group_used_count", c.n_expert_group));
-  if (c.arch == Arch::Qwen2Moe && c.n_expert == 0)
-    throw_error(ErrorKind::Format, "{}: qwen2moe model without {}", file.path(), r.key("expert_count"));
-  if (c.arch != Arch::Llama && c.arch != Arch::Qwen2Moe && c.n_expert > 0)
-    throw_error(ErrorKind::Unsupported, "{}: {} models with experts are not supported", file.path(), c.arch_name);
+  detail::read_experts(r, c);
 
   try {
     c.validate();
@@ -354,11 +278,9 @@ void ModelConfig::validate() const {
     check_range("n_expert_group_used", n_expert_group_used, 1, n_expert_group);
     // Group-limited routing keeps n_expert_group_used groups: k must fit in them.
     check_range("n_expert_used", n_expert_used, 1, n_expert_group_used * (n_expert / n_expert_group));
-    if (expert_gating == ExpertGating::Softmax && (n_expert_group > 1 || expert_weights_scale != 1.0f))
-      throw_error(ErrorKind::Unsupported,
-                  "model config: softmax expert gating with {} expert groups and weights scale {} is unsupported "
-                  "(group-limited routing and scaling are implemented for sigmoid gating)",
-                  n_expert_group, expert_weights_scale);
+    check_range("n_layer_dense_lead", n_layer_dense_lead, 0, n_layer);
+    check_range("n_expert_shared", n_expert_shared, 0, kMaxExperts);
+    if (n_layer_dense_lead > 0) check_range("n_ff", n_ff, 1, kMaxFF);  // the leading dense layers
   } else {
     if (n_expert_used != 0)
       throw_error(ErrorKind::Format, "model config: n_expert_used is {} but the model has no experts", n_expert_used);
@@ -372,6 +294,19 @@ void ModelConfig::validate() const {
     if (!(rope_freq_scale > 0.0f) || !std::isfinite(rope_freq_scale))
       throw_error(ErrorKind::Format, "model config: rope_freq_scale {} is not a positive number", rope_freq_scale);
   }
+  if (is_mla()) {
+    check_range("kv_lora_rank", kv_lora_rank, 1, kMaxHeadDim);
+    check_range("q_lora_rank", q_lora_rank, 0, kMaxEmbd);
+    check_range("mla_v_head_dim", mla_v_head_dim, 1, kMaxHeadDim);
+    if (rope_dims >= head_dim)
+      throw_error(ErrorKind::Format, "model config: MLA rope dims {} leave no non-RoPE part of the {}-wide key head",
+                  rope_dims, head_dim);
+    if (n_head_kv != 1)
+      throw_error(ErrorKind::Format, "model config: MLA has one latent KV head (head_count_kv 1), not {}", n_head_kv);
+  }
+  if (!(attn_logit_softcap >= 0.0f) || !std::isfinite(attn_logit_softcap))
+    throw_error(ErrorKind::Format, "model config: attn_logit_softcap {} is not 0 or a positive number",
+                attn_logit_softcap);
   if (!(norm_eps > 0.0f) || !(norm_eps < 1.0f))
     throw_error(ErrorKind::Format, "model config: norm_eps {} is not in (0, 1)", norm_eps);
   auto check_positive = [](const char* what, float v) {

@@ -10,7 +10,7 @@ namespace specmoe::core {
 
 class GGUFFile;
 
-enum class Arch { Llama, Qwen2, Qwen2Moe, Gpt2, Qwen3, Gemma3 };
+enum class Arch { Llama, Qwen2, Qwen2Moe, Gpt2, Qwen3, Gemma3, Qwen3Moe, Olmoe, Phi3, Gemma2, Deepseek2 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
 // Adjacent rotates (x[2i], x[2i+1]) (llama); SplitHalves rotates (x[i], x[i + d/2]) (qwen2).
@@ -59,20 +59,30 @@ struct ModelConfig {
   bool tied_output = false;   // no output.weight: the head reuses token_embd
 
   // Architecture specifics (llama.cpp src/models/<arch>.cpp); the defaults are llama's.
-  bool qk_norm = false;       // qwen3, gemma3: RMSNorm of every q and k head (blk.N.attn_{q,k}_norm,
-                              // [head_dim]) before RoPE
-  bool post_norms = false;    // gemma3: RMSNorm of each sublayer's output (attn_post_norm,
+  bool qk_norm = false;       // qwen3, qwen3moe, gemma3: RMSNorm of every q and k head
+                              // (blk.N.attn_{q,k}_norm, [head_dim]) before RoPE
+  bool qk_norm_full = false;  // olmoe: RMSNorm of the whole q and k projections (attn_q_norm
+                              // [n_head * head_dim], attn_k_norm [n_head_kv * head_dim]) before RoPE
+  bool post_norms = false;    // gemma2, gemma3: RMSNorm of each sublayer's output (attn_post_norm,
                               // ffn_post_norm) before its residual add
-  float embd_scale = 1.0f;    // gemma3: the token embedding times sqrt(n_embd)
+  float embd_scale = 1.0f;    // gemma2, gemma3: the token embedding times sqrt(n_embd)
   FfnActivation ffn_act = FfnActivation::Silu;
   float attn_scale = 0.0f;    // q.k scale; 0 = 1/sqrt(head_dim). gemma3 27B: 1/sqrt(n_embd / n_head)
                               // (its query_pre_attn_scalar; llama.cpp decides by model type)
   float final_logit_softcap = 0.0f;  // <arch>.final_logit_softcapping: logits = c tanh(logits / c); 0 = none
+                                     // (gemma2: default 30)
+  float attn_logit_softcap = 0.0f;   // gemma2: <arch>.attn_logit_softcapping (default 50): attention
+                                     // scores s = c tanh(s / c) before the softmax; 0 = none
+  bool ffn_gate_up_fused = false;    // phi3: ffn_up holds [gate | up] (n_embd -> 2 n_ff), no ffn_gate
+  // phi3 LongRoPE: rope_factors_long / rope_factors_short [rope_dims / 2] frequency divisors; the
+  // long ones apply when the context (the KV cache's capacity) exceeds rope_n_ctx_orig, as
+  // llama.cpp chooses by n_ctx_seq.
+  bool rope_long_short_factors = false;
 
   // Sliding-window attention (gemma3's local layers; llama.cpp LLAMA_SWA_TYPE_STANDARD).
   int n_swa = 0;              // <arch>.attention.sliding_window: a local layer's query at position p
-                              // sees keys at positions > p - n_swa (0 = no local layers)
-  int swa_pattern = 0;        // <arch>.attention.sliding_window_pattern N (gemma3 default 6): layer l
+                              // sees keys at positions > p - n_swa (0 = no local layers; gemma2 default 4096)
+  int swa_pattern = 0;        // <arch>.attention.sliding_window_pattern N (gemma3 default 6, gemma2 2): layer l
                               // is local unless l % N == N - 1 (0: given per layer, or none)
   std::vector<uint8_t> swa_layers;  // [n_layer] 1 = local layer; empty when n_swa == 0
   float rope_freq_base_swa = 10000.0f;  // <arch>.rope.freq_base_swa: local layers' RoPE base
@@ -105,9 +115,36 @@ struct ModelConfig {
   float expert_weights_scale = 1.0f;  // <arch>.expert_weights_scale (0 or absent = 1)
   int n_expert_group = 1;       // <arch>.expert_group_count (group-limited routing; 1 = none)
   int n_expert_group_used = 1;  // <arch>.expert_group_used_count (groups kept per token)
+  int n_layer_dense_lead = 0;   // deepseek2: <arch>.leading_dense_block_count (the first layers have a
+                                // dense SwiGLU of n_ff instead of experts)
+  int n_expert_shared = 0;      // deepseek2: <arch>.expert_shared_count (shared experts of n_ff_expert,
+                                // one ungated SwiGLU of n_expert_shared * n_ff_expert)
+
+  // Multi-head latent attention (deepseek2; DeepSeek-AI 2024, DeepSeek-V2 sec. 2.1). Queries: a
+  // low-rank q (q_lora_rank > 0: attn_q_a, attn_q_a_norm, attn_q_b) or attn_q; keys and values
+  // come from one compressed latent c = norm(attn_kv_a_mqa x)[:kv_lora_rank] shared by all heads,
+  // plus a decoupled RoPE key of rope_dims shared by all heads. head_dim = qk_nope + rope_dims is
+  // the query/key head (llama.cpp's key_length_mla), mla_v_head_dim the value head
+  // (value_length_mla). The cache holds kv_lora_rank + rope_dims floats per token and layer.
+  int q_lora_rank = 0;        // <arch>.attention.q_lora_rank (0: a full-rank attn_q)
+  int kv_lora_rank = 0;       // <arch>.attention.kv_lora_rank (0: not MLA)
+  int mla_v_head_dim = 0;     // <arch>.attention.value_length_mla
+  float rope_yarn_log_mul = 0.0f;  // <arch>.rope.scaling.yarn_log_multiplier / 0.1 (mscale_all_dim)
 
   bool is_moe() const { return n_expert > 0; }
+  // Layer `layer` has experts (MoE models, past the leading dense layers).
+  bool is_moe_layer(int layer) const { return is_moe() && layer >= n_layer_dense_lead; }
+  bool is_mla() const { return kv_lora_rank > 0; }
+  int mla_qk_nope() const { return head_dim - rope_dims; }
   int kv_dim() const { return n_head_kv * head_dim; }
+  // Elements of one token's cached key and value rows per layer: n_head_kv * head_dim each, or
+  // for MLA the latent plus the RoPE key (kv_lora_rank + rope_dims) and no separate values.
+  int kv_key_width() const { return is_mla() ? kv_lora_rank + rope_dims : kv_dim(); }
+  int kv_value_width() const { return is_mla() ? 0 : kv_dim(); }
+  // Bytes the cache holds per token over all layers with elements of `element_bytes` bytes.
+  int64_t kv_bytes_per_token(int element_bytes = 4) const {
+    return static_cast<int64_t>(n_layer) * (kv_key_width() + kv_value_width()) * element_bytes;
+  }
   float attention_scale() const {
     return attn_scale > 0.0f ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   }

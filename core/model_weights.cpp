@@ -5,6 +5,19 @@
 //   qwen2: llama + blk.N.attn_{q,k,v}.bias
 //   qwen3: llama + blk.N.attn_{q,k}_norm {head_dim}; q is {n_embd, n_head * head_dim}
 //   gemma3: qwen3 + blk.N.{post_attention_norm, post_ffw_norm} {n_embd}
+//   gemma2: gemma3 without attn_{q,k}_norm; the head is always token_embd
+//   qwen3moe: qwen3 with the MoE block; olmoe: llama with attn_q_norm {n_head * head_dim},
+//          attn_k_norm {kv_dim} and the MoE block
+//   phi3:  llama with ffn_up {n_embd, 2 n_ff} ([gate | up], no ffn_gate), optional
+//          rope_factors_long / rope_factors_short {rope_dims/2}
+//   every non-gpt2 architecture (llama.cpp create_tensor_qkv): blk.N.attn_qkv {n_embd, q + 2 kv}
+//          (+ optional .bias) in place of attn_q/k/v when the file has it
+//   deepseek2 (MLA): blk.N.attn_q {n_embd, n_head*hd} or attn_q_a {n_embd, q_lora},
+//          attn_q_a_norm {q_lora}, attn_q_b {q_lora, n_head*hd}; attn_kv_a_mqa {n_embd,
+//          kv_lora + rope}, attn_kv_a_norm {kv_lora}, attn_k_b {qk_nope, kv_lora, n_head},
+//          attn_v_b {kv_lora, v_hd, n_head}, attn_output {n_head*v_hd, n_embd}; layers <
+//          leading_dense_block_count: ffn_{gate,up,down} {n_ff}; the others: the MoE block with
+//          ffn_{gate,up,down}_shexp {n_ff_exp * expert_shared_count} (ungated), exp_probs_b.bias
 //   gpt2:  token_embd, position_embd, output_norm{,.bias}, output (absent = tied),
 //          blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up, ffn_down}{.weight,.bias}
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
@@ -15,10 +28,13 @@
 //                      blk.N.ffn_gate_shexp.weight {n_embd, n_ff_shexp}           ffn_up_shexp the same
 //                      blk.N.ffn_down_shexp.weight {n_ff_shexp, n_embd}
 //                      blk.N.ffn_gate_inp_shexp.weight {n_embd}   (sigmoid gate of the shared expert)
-//     sigmoid gating   blk.N.exp_probs_b.bias {n_expert} when present (selection bias, DeepSeek-V3)
+//     deepseek2        the shared experts without ffn_gate_inp_shexp (weight 1)
+//     sigmoid gating   blk.N.exp_probs_b.bias {n_expert} when present (selection bias, DeepSeek-V3;
+//                      deepseek2 binds it for either gating, as llama.cpp does)
 #include "core/model_weights.h"
 
 #include <cmath>
+#include <functional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -89,15 +105,19 @@ moe::RouterSpec config_router_spec(const ModelConfig& c, std::vector<float> bias
   moe::RouterSpec s;
   s.n_expert = c.n_expert;
   s.k = c.n_expert_used;
-  if (c.expert_gating == ExpertGating::Sigmoid) {
-    s.kind = moe::RouterKind::SigmoidGroup;
-    s.sigmoid.n_group = c.n_expert_group;
-    s.sigmoid.topk_group = c.n_expert_group_used;
-    s.sigmoid.normalize = c.expert_weights_norm;
-    s.sigmoid.scale = c.expert_weights_scale;
-    s.sigmoid.bias = std::move(bias);
+  const bool softmax = c.expert_gating == ExpertGating::Softmax;
+  if (!softmax || c.n_expert_group > 1 || c.expert_weights_scale != 1.0f || !bias.empty()) {
+    // Sigmoid (DeepSeek-V3), or softmax with groups, a selection bias or a weight scale
+    // (DeepSeek-V2): llama.cpp's build_moe_ffn with its expert groups and w_scale.
+    s.kind = softmax ? moe::RouterKind::SoftmaxGroup : moe::RouterKind::SigmoidGroup;
+    s.group.n_group = c.n_expert_group;
+    s.group.topk_group = c.n_expert_group_used;
+    s.group.normalize = c.expert_weights_norm;
+    s.group.scale = c.expert_weights_scale;
+    s.group.bias = std::move(bias);
   } else {
-    // Softmax over the logits, top-k; Mixtral renormalises the k weights, Qwen-MoE does not.
+    // Softmax over the logits, top-k; Mixtral and Qwen3-MoE renormalise the k weights, Qwen-MoE
+    // and OLMoE do not.
     s.kind = c.expert_weights_norm ? moe::RouterKind::SoftmaxTopK : moe::RouterKind::SoftmaxTopKRaw;
   }
   return s;
@@ -114,12 +134,23 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
                 "{}: tensor '{}ffn_gate.0.weight': one tensor per expert is the old Mixtral GGUF layout; "
                 "specmoe reads the merged '{}ffn_gate_exps.weight' (re-convert with a current llama.cpp)",
                 b.file().path(), p, p);
+  if (b.has(p + "ffn_gate_up_exps.weight"))
+    throw_error(ErrorKind::Unsupported,
+                "{}: tensor '{}ffn_gate_up_exps.weight': merged gate/up experts are not supported; specmoe reads "
+                "'{}ffn_gate_exps.weight' and '{}ffn_up_exps.weight'",
+                b.file().path(), p, p, p);
   MoEBlock m;
   moe::MoEWeights& w = m.weights;
   w.gate_inp = b.matrix(p + "ffn_gate_inp.weight", d, E);
   w.gate_exps = b.stacked(p + "ffn_gate_exps.weight", d, ff, E);
   w.up_exps = b.stacked(p + "ffn_up_exps.weight", d, ff, E);
   w.down_exps = b.stacked(p + "ffn_down_exps.weight", ff, d, E);
+  if (c.arch == Arch::Deepseek2 && c.n_ff_shared_expert > 0) {
+    const int64_t sh = c.n_ff_shared_expert;  // expert_shared_count experts as one SwiGLU, weight 1
+    w.gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", d, sh);
+    w.up_shexp = b.matrix(p + "ffn_up_shexp.weight", d, sh);
+    w.down_shexp = b.matrix(p + "ffn_down_shexp.weight", sh, d);
+  }
   if (c.arch == Arch::Qwen2Moe) {
     const int64_t sh = c.n_ff_shared_expert;
     w.gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", d, sh);
@@ -137,7 +168,8 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
                   b.file().path(), p, g->nbytes, w.gate_inp_shexp.bytes());
   }
   std::vector<float> bias;
-  if (c.expert_gating == ExpertGating::Sigmoid && b.has(p + "exp_probs_b.bias")) bias = b.vector(p + "exp_probs_b.bias", E);
+  if ((c.expert_gating == ExpertGating::Sigmoid || c.arch == Arch::Deepseek2) && b.has(p + "exp_probs_b.bias"))
+    bias = b.vector(p + "exp_probs_b.bias", E);
   if (!bias.empty()) {
     floats.push_back(bias);
     m.bias = {floats.back().data(), E};
@@ -154,23 +186,58 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
 
 }  // namespace
 
+namespace {
+
+// Per-pair RoPE frequency divisors: positive and finite, or the file is refused.
+void check_factors(const GGUFFile& file, const char* name, const VectorView& v) {
+  for (int64_t i = 0; i < v.n; ++i)
+    if (!(v.data[i] > 0.0f) || !std::isfinite(v.data[i]))
+      throw_error(ErrorKind::Format, "{}: {}[{}] is {}; frequency factors must be positive", file.path(), name, i,
+                  v.data[i]);
+}
+
+// Multi-head latent attention of layer prefix p (deepseek2).
+void bind_mla(const TensorBinder& b, const ModelConfig& c, const std::string& p, LayerWeights& L,
+              const std::function<VectorView(const std::string&, int64_t)>& vec) {
+  const int64_t d = c.n_embd, H = c.n_head, qk = c.head_dim, nope = c.mla_qk_nope(), rank = c.kv_lora_rank;
+  if (b.has(p + "attn_kv_b.weight"))
+    throw_error(ErrorKind::Unsupported, "{}: tensor '{}attn_kv_b.weight' is the layout before MLA; specmoe reads "
+                "attn_k_b and attn_v_b (re-convert with a current llama.cpp)", b.file().path(), p);
+  if (c.q_lora_rank > 0) {
+    L.wq_a = b.matrix(p + "attn_q_a.weight", d, c.q_lora_rank);
+    L.attn_q_a_norm = vec(p + "attn_q_a_norm.weight", c.q_lora_rank);
+    L.wq_b = b.matrix(p + "attn_q_b.weight", c.q_lora_rank, H * qk);
+  } else {
+    L.wq = b.matrix(p + "attn_q.weight", d, H * qk);
+  }
+  L.wkv_a_mqa = b.matrix(p + "attn_kv_a_mqa.weight", d, rank + c.rope_dims);
+  L.attn_kv_a_norm = vec(p + "attn_kv_a_norm.weight", rank);
+  L.wk_b = b.stacked(p + "attn_k_b.weight", nope, rank, H);
+  L.wv_b = b.stacked(p + "attn_v_b.weight", rank, c.mla_v_head_dim, H);
+  L.wo = b.matrix(p + "attn_output.weight", H * c.mla_v_head_dim, d);
+}
+
+}  // namespace
+
 ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   const TensorBinder b(file);
   const bool gpt2 = c.arch == Arch::Gpt2;
   const bool qwen2 = c.arch == Arch::Qwen2 || c.arch == Arch::Qwen2Moe;
   const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
+  const int64_t qkv_dim = q_dim + 2 * c.kv_dim();
   ModelWeights w;
   w.host_floats = std::make_shared<std::vector<std::vector<float>>>();
   auto& floats = *w.host_floats;
-  auto vec = [&](const std::string& name, int64_t n) -> VectorView {
+  std::function<VectorView(const std::string&, int64_t)> vec = [&](const std::string& name, int64_t n) -> VectorView {
     floats.push_back(b.vector(name, n));
     return {floats.back().data(), n};
   };
+  auto opt_vec = [&](const std::string& name, int64_t n) { return b.has(name) ? vec(name, n) : VectorView{}; };
   w.token_embd = b.matrix("token_embd.weight", c.n_embd, c.n_vocab);
   if (gpt2) w.position_embd = b.matrix("position_embd.weight", c.n_embd, c.n_ctx_train);
   w.output_norm = vec("output_norm.weight", c.n_embd);
   if (gpt2) w.output_norm_b = vec("output_norm.bias", c.n_embd);
-  w.output = b.has("output.weight") ? b.matrix("output.weight", c.n_embd, c.n_vocab) : w.token_embd;
+  w.output = !c.tied_output ? b.matrix("output.weight", c.n_embd, c.n_vocab) : w.token_embd;
   if (c.rope_freq_factors) {
     // llama3: the converter's rope_freqs.weight, else the factors of the file's llama3 keys.
     if (b.has("rope_freqs.weight")) {
@@ -179,10 +246,13 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       floats.push_back(c.llama3_rope_factors());
       w.rope_freqs = {floats.back().data(), c.rope_dims / 2};
     }
-    for (int64_t i = 0; i < w.rope_freqs.n; ++i)
-      if (!(w.rope_freqs.data[i] > 0.0f) || !std::isfinite(w.rope_freqs.data[i]))
-        throw_error(ErrorKind::Format, "{}: rope_freqs.weight[{}] is {}; frequency factors must be positive",
-                    file.path(), i, w.rope_freqs.data[i]);
+    check_factors(file, "rope_freqs.weight", w.rope_freqs);
+  }
+  if (c.rope_long_short_factors) {
+    w.rope_long = vec("rope_factors_long.weight", c.rope_dims / 2);
+    w.rope_short = vec("rope_factors_short.weight", c.rope_dims / 2);
+    check_factors(file, "rope_factors_long.weight", w.rope_long);
+    check_factors(file, "rope_factors_short.weight", w.rope_short);
   }
 
   w.layers.resize(c.n_layer);
@@ -194,41 +264,59 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     if (gpt2) {
       L.attn_norm_b = vec(p + "attn_norm.bias", c.n_embd);
       L.ffn_norm_b = vec(p + "ffn_norm.bias", c.n_embd);
-      L.wqkv = b.matrix(p + "attn_qkv.weight", c.n_embd, q_dim + 2 * c.kv_dim());
-      L.bqkv = vec(p + "attn_qkv.bias", q_dim + 2 * c.kv_dim());
+      L.wqkv = b.matrix(p + "attn_qkv.weight", c.n_embd, qkv_dim);
+      L.bqkv = vec(p + "attn_qkv.bias", qkv_dim);
       L.bo = vec(p + "attn_output.bias", c.n_embd);
+    } else if (c.is_mla()) {
+      bind_mla(b, c, p, L, vec);
     } else {
-      L.wq = b.matrix(p + "attn_q.weight", c.n_embd, q_dim);
-      L.wk = b.matrix(p + "attn_k.weight", c.n_embd, c.kv_dim());
-      L.wv = b.matrix(p + "attn_v.weight", c.n_embd, c.kv_dim());
-      if (qwen2) {
-        L.bq = vec(p + "attn_q.bias", q_dim);
-        L.bk = vec(p + "attn_k.bias", c.kv_dim());
-        L.bv = vec(p + "attn_v.bias", c.kv_dim());
+      if (b.has(p + "attn_qkv.weight")) {
+        // llama.cpp's create_tensor_qkv: one fused projection when the file has it (phi3).
+        L.wqkv = b.matrix(p + "attn_qkv.weight", c.n_embd, qkv_dim);
+        L.bqkv = opt_vec(p + "attn_qkv.bias", qkv_dim);
+        if (L.bqkv.empty() && (b.has(p + "attn_q.bias") || b.has(p + "attn_k.bias") || b.has(p + "attn_v.bias")))
+          throw_error(ErrorKind::Unsupported, "{}: layer {} has a fused attn_qkv with separate q/k/v biases",
+                      file.path(), l);
       } else {
-        // llama.cpp binds these when a file has them (create_tensor_qkv).
-        if (b.has(p + "attn_q.bias")) L.bq = vec(p + "attn_q.bias", q_dim);
-        if (b.has(p + "attn_k.bias")) L.bk = vec(p + "attn_k.bias", c.kv_dim());
-        if (b.has(p + "attn_v.bias")) L.bv = vec(p + "attn_v.bias", c.kv_dim());
-        if (c.arch == Arch::Llama && b.has(p + "attn_output.bias")) L.bo = vec(p + "attn_output.bias", c.n_embd);
+        L.wq = b.matrix(p + "attn_q.weight", c.n_embd, q_dim);
+        L.wk = b.matrix(p + "attn_k.weight", c.n_embd, c.kv_dim());
+        L.wv = b.matrix(p + "attn_v.weight", c.n_embd, c.kv_dim());
+        if (qwen2) {
+          L.bq = vec(p + "attn_q.bias", q_dim);
+          L.bk = vec(p + "attn_k.bias", c.kv_dim());
+          L.bv = vec(p + "attn_v.bias", c.kv_dim());
+        } else {
+          // llama.cpp binds these when a file has them (create_tensor_qkv).
+          L.bq = opt_vec(p + "attn_q.bias", q_dim);
+          L.bk = opt_vec(p + "attn_k.bias", c.kv_dim());
+          L.bv = opt_vec(p + "attn_v.bias", c.kv_dim());
+        }
       }
+      if (c.arch == Arch::Llama) L.bo = opt_vec(p + "attn_output.bias", c.n_embd);
       if (c.qk_norm) {
         L.attn_q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
         L.attn_k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
+      }
+      if (c.qk_norm_full) {
+        L.attn_q_norm = vec(p + "attn_q_norm.weight", q_dim);
+        L.attn_k_norm = vec(p + "attn_k_norm.weight", c.kv_dim());
       }
       if (c.post_norms) {
         L.attn_post_norm = vec(p + "post_attention_norm.weight", c.n_embd);
         L.ffn_post_norm = vec(p + "post_ffw_norm.weight", c.n_embd);
       }
     }
-    L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
-    if (c.is_moe()) {
+    if (!c.is_mla()) L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
+    if (c.is_moe_layer(l)) {
       L.moe = bind_moe(b, c, l, floats);
     } else if (gpt2) {
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.ffn_up_b = vec(p + "ffn_up.bias", c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
       L.ffn_down_b = vec(p + "ffn_down.bias", c.n_embd);
+    } else if (c.ffn_gate_up_fused) {
+      L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, 2 * static_cast<int64_t>(c.n_ff));  // [gate | up]
+      L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
     } else {
       L.ffn_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
@@ -242,6 +330,7 @@ size_t ModelWeights::bytes_per_token() const {
   size_t total = output.bytes();
   for (const LayerWeights& L : layers) {
     total += L.wq.bytes() + L.wk.bytes() + L.wv.bytes() + L.wqkv.bytes() + L.wo.bytes();
+    total += L.wq_a.bytes() + L.wq_b.bytes() + L.wkv_a_mqa.bytes() + L.wk_b.bytes() + L.wv_b.bytes();
     if (L.is_moe()) {
       const moe::MoEWeights& m = L.moe.weights;
       total += m.router_bytes() + static_cast<size_t>(L.moe.router.k) * m.expert_bytes() + m.shared_bytes();
@@ -262,15 +351,17 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
   f(w.output_norm);
   f(w.output_norm_b);
   f(w.rope_freqs);
+  f(w.rope_long);
+  f(w.rope_short);
   for (LayerWeights& L : w.layers) {
     for (VectorView* v : {&L.attn_norm, &L.attn_norm_b, &L.bq, &L.bk, &L.bv, &L.bqkv, &L.bo, &L.attn_q_norm,
                           &L.attn_k_norm, &L.attn_post_norm, &L.ffn_norm, &L.ffn_norm_b, &L.ffn_post_norm,
-                          &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias})
+                          &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias, &L.attn_q_a_norm, &L.attn_kv_a_norm})
       f(*v);
     moe::MoEWeights& e = L.moe.weights;
     for (MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &e.gate_inp,
                           &e.gate_exps, &e.up_exps, &e.down_exps, &e.gate_shexp, &e.up_shexp, &e.down_shexp,
-                          &e.gate_inp_shexp})
+                          &e.gate_inp_shexp, &L.wq_a, &L.wq_b, &L.wkv_a_mqa, &L.wk_b, &L.wv_b})
       m(*v);
   }
   return w;

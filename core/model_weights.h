@@ -41,23 +41,39 @@ struct LayerWeights {
   MatrixView wq;                               // (n_embd -> n_head * head_dim)
   MatrixView wk, wv;                           // (n_embd -> kv_dim)
   VectorView bq, bk, bv;                       // qwen2 biases (optional for llama, qwen3, gemma3)
-  // ... or one fused projection (gpt2): rows [q | k | v].
+  // ... or one fused projection (gpt2; any architecture whose file has attn_qkv, e.g. phi3):
+  // rows [q | k | v].
   MatrixView wqkv;                             // (n_embd -> n_head*head_dim + 2*kv_dim)
   VectorView bqkv;
+  // Multi-head latent attention (deepseek2): q = attn_q x, or attn_q_b(norm(attn_q_a x)) with a
+  // q LoRA; the latent and the RoPE key [c | k_pe] = attn_kv_a_mqa x, c normalised by
+  // attn_kv_a_norm; per head h the key absorption attn_k_b[h] (qk_nope -> kv_lora_rank) and the
+  // value decompression attn_v_b[h] (kv_lora_rank -> v_head_dim), stacked over the heads.
+  MatrixView wq_a;                             // (n_embd -> q_lora_rank)
+  VectorView attn_q_a_norm;                    // [q_lora_rank]
+  MatrixView wq_b;                             // (q_lora_rank -> n_head * head_dim)
+  MatrixView wkv_a_mqa;                        // (n_embd -> kv_lora_rank + rope_dims)
+  VectorView attn_kv_a_norm;                   // [kv_lora_rank]
+  MatrixView wk_b;                             // n_head x (qk_nope -> kv_lora_rank): rows h*kv_lora_rank..
+  MatrixView wv_b;                             // n_head x (kv_lora_rank -> v_head_dim): rows h*v_head_dim..
   MatrixView wo;                               // (n_head * head_dim -> n_embd)
   VectorView bo;
-  VectorView attn_q_norm, attn_k_norm;         // qwen3, gemma3: [head_dim], RMSNorm of each head
-  VectorView attn_post_norm, ffn_post_norm;    // gemma3: [n_embd], RMSNorm of each sublayer's output
+  VectorView attn_q_norm, attn_k_norm;         // qwen3, qwen3moe, gemma3: [head_dim], RMSNorm of each
+                                               // head; olmoe: [q_dim] and [kv_dim], of the whole projection
+  VectorView attn_post_norm, ffn_post_norm;    // gemma2, gemma3: [n_embd], RMSNorm of each sublayer's output
   VectorView ffn_norm, ffn_norm_b;             // [n_embd]
   // Dense FFN: SwiGLU down(silu(gate x) * up x) (llama, qwen2), or gpt2's GELU MLP
-  // down(gelu(up x + up_b)) + down_b (no gate).
+  // down(gelu(up x + up_b)) + down_b (no gate), or phi3's fused [gate | up] = ffn_up x
+  // (ffn_up then maps n_embd -> 2 n_ff).
   MatrixView ffn_gate, ffn_up;                 // (n_embd -> n_ff)
   MatrixView ffn_down;                         // (n_ff -> n_embd)
   VectorView ffn_up_b, ffn_down_b;             // gpt2
-  // Mixture of experts (Mixtral-style llama, qwen2moe): the experts, the router's description and
-  // its selection bias (core/backend.h MoEBlock). moe.weights.empty() for a dense layer.
+  // Mixture of experts (Mixtral-style llama, qwen2moe, qwen3moe, olmoe, deepseek2): the experts,
+  // the router's description and its selection bias (core/backend.h MoEBlock).
+  // moe.weights.empty() for a dense layer (deepseek2's leading layers among them).
   MoEBlock moe;
   bool fused_qkv() const { return !wqkv.empty(); }
+  bool is_mla() const { return !wkv_a_mqa.empty(); }
   bool is_moe() const { return !moe.weights.empty(); }
 };
 
@@ -67,6 +83,7 @@ struct ModelWeights {
   VectorView output_norm, output_norm_b;
   MatrixView output;                           // (n_embd -> n_vocab); token_embd when tied
   VectorView rope_freqs;                       // llama3: [rope_dims / 2] frequency divisors (empty: none)
+  VectorView rope_long, rope_short;            // phi3 LongRoPE: [rope_dims / 2] divisors (empty: none)
   std::vector<LayerWeights> layers;
   // Owner of the 1-D tensors' floats of a host copy (the views above point into it).
   std::shared_ptr<std::vector<std::vector<float>>> host_floats;

@@ -49,42 +49,70 @@ std::vector<float> random_values(uint64_t seed, const std::string& name, size_t 
 
 int head_dim_of(const SynthSpec& s) { return s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head; }
 
+bool is_arch(const SynthSpec& s, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (s.arch == n) return true;
+  return false;
+}
+
 void check_spec(const SynthSpec& s) {
-  const bool ok_arch = s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen2moe" || s.arch == "gpt2" ||
-                       s.arch == "qwen3" || s.arch == "gemma3";
-  if (!ok_arch)
+  if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
+                   "deepseek2"}))
     throw_error(ErrorKind::InvalidArgument,
-                "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3)", s.arch);
+                "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
+                "gemma2, deepseek2)",
+                s.arch);
   if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
   if (s.llama3_orig_ctx > 0 && s.arch != "llama")
     throw_error(ErrorKind::InvalidArgument, "synth: rope_freqs.weight (llama3_orig_ctx) is llama's, not {}'s", s.arch);
   if ((s.n_swa > 0 || s.swa_pattern > 0 || s.rope_freq_base_swa > 0.0f || s.final_logit_softcap > 0.0f) &&
-      s.arch != "gemma3")
-    throw_error(ErrorKind::InvalidArgument, "synth: sliding windows and logit soft-capping are gemma3's, not {}'s",
+      !is_arch(s, {"gemma2", "gemma3"}))
+    throw_error(ErrorKind::InvalidArgument, "synth: sliding windows and logit soft-capping are gemma's, not {}'s",
                 s.arch);
-  const bool experts_ok = s.arch == "qwen2moe" ? s.n_expert > 0 && s.n_ff_shared > 0
-                         : s.arch == "llama"    ? s.n_expert >= 0 && s.n_ff_shared == 0
-                                                : s.n_expert == 0 && s.n_ff_shared == 0;
+  if (s.attn_logit_softcap > 0.0f && s.arch != "gemma2")
+    throw_error(ErrorKind::InvalidArgument, "synth: attention soft-capping is gemma2's, not {}'s", s.arch);
+  if ((s.rope_long_short || s.rope_attn_factor > 0.0f) && s.arch != "phi3")
+    throw_error(ErrorKind::InvalidArgument, "synth: LongRoPE factors are phi3's, not {}'s", s.arch);
+  const bool ds = s.arch == "deepseek2";
+  if (ds != (s.kv_lora_rank > 0) || (!ds && (s.q_lora_rank || s.v_head_dim || s.n_layer_dense_lead ||
+                                             s.n_expert_shared || s.n_ff_dense || s.yarn_log_mul != 0.0f)))
+    throw_error(ErrorKind::InvalidArgument, "synth: latent attention, dense lead layers and shared expert counts are "
+                "deepseek2's (which needs kv_lora_rank > 0), not {}'s", s.arch);
+  const bool experts_ok = s.arch == "qwen2moe"                    ? s.n_expert > 0 && s.n_ff_shared > 0
+                          : is_arch(s, {"qwen3moe", "olmoe"})     ? s.n_expert > 0 && s.n_ff_shared == 0
+                          : ds                                   ? s.n_expert > 0 && s.n_ff_shared == 0
+                          : s.arch == "llama"                    ? s.n_expert >= 0 && s.n_ff_shared == 0
+                                                                 : s.n_expert == 0 && s.n_ff_shared == 0;
   if (!experts_ok)
     throw_error(ErrorKind::InvalidArgument,
-                "synth: experts {} / shared width {}: qwen2moe needs both > 0, llama may have experts but no shared "
-                "expert, qwen2 and gpt2 neither", s.n_expert, s.n_ff_shared);
+                "synth: experts {} / shared width {}: qwen2moe needs both > 0, qwen3moe, olmoe and deepseek2 experts "
+                "(deepseek2's shared experts are n_expert_shared), llama may have experts but no shared expert, the "
+                "others neither", s.n_expert, s.n_ff_shared);
   if (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert))
     throw_error(ErrorKind::InvalidArgument, "synth: expert_used {} must be in [1, n_expert {}]", s.n_expert_used,
                 s.n_expert);
+  if (ds && (s.rope_dims <= 0 || s.rope_dims >= head_dim_of(s) || s.v_head_dim <= 0 || s.n_head_kv != 1 ||
+             s.n_layer_dense_lead > s.n_layer || (s.n_layer_dense_lead > 0 && s.n_ff_dense <= 0)))
+    throw_error(ErrorKind::InvalidArgument,
+                "synth: deepseek2 needs 0 < rope dims {} < head_dim {}, v_head_dim {} > 0, one KV head ({}), and a "
+                "dense width for its {} leading dense layers", s.rope_dims, head_dim_of(s), s.v_head_dim, s.n_head_kv,
+                s.n_layer_dense_lead);
   const int n_head_kv = s.arch == "gpt2" ? s.n_head : s.n_head_kv;
   if (s.n_vocab < 259 || s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || n_head_kv <= 0 ||
       (s.head_dim <= 0 && s.n_embd % s.n_head != 0) || s.head_dim < 0 || s.n_head % n_head_kv != 0 ||
-      head_dim_of(s) % 2 != 0 || s.n_ff <= 0 || s.n_ctx <= 0 || s.keep_layers > s.n_layer || s.keep_layers == 0)
+      head_dim_of(s) % 2 != 0 || s.n_ff <= 0 || s.n_ctx <= 0 || s.keep_layers > s.n_layer || s.keep_layers == 0 ||
+      s.rope_dims < 0 || s.rope_dims % 2 != 0 || s.rope_dims > head_dim_of(s))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: inconsistent sizes (vocab {} >= 259, embd {} divisible by heads {} into even head dims, "
-                "heads divisible by kv heads {}, ff {}, ctx {}, keep_layers {} in 1..{})",
-                s.n_vocab, s.n_embd, s.n_head, n_head_kv, s.n_ff, s.n_ctx, s.keep_layers, s.n_layer);
-  // Every matrix row (n_in: the embedding width, attn_output's n_head * head_dim = n_embd, the
-  // FFN and shared-expert widths) must be whole blocks of the weight type.
+                "heads divisible by kv heads {}, ff {}, ctx {}, keep_layers {} in 1..{}, even rope dims {})",
+                s.n_vocab, s.n_embd, s.n_head, n_head_kv, s.n_ff, s.n_ctx, s.keep_layers, s.n_layer, s.rope_dims);
+  // Every matrix row (n_in: the embedding width, attn_output's input, the FFN and shared-expert
+  // widths, MLA's ranks and per-head widths) must be whole blocks of the weight type.
   const int64_t block = dtype_info(s.type).block_size;
-  for (int width : {s.n_embd, s.n_ff, s.n_ff_shared, s.n_head * head_dim_of(s)})
+  const int attn_out_in = ds ? s.n_head * s.v_head_dim : s.n_head * head_dim_of(s);
+  for (int width : {s.n_embd, s.n_ff, s.n_ff_shared, attn_out_in, s.q_lora_rank, s.kv_lora_rank, s.n_ff_dense,
+                    ds ? head_dim_of(s) - s.rope_dims : 0})
     if (width % block != 0)
       throw_error(ErrorKind::InvalidArgument,
                   "synth: type {} stores rows in blocks of {}, but '{}' has rows of {} (embd {}, ff {}{}); "
@@ -95,205 +123,6 @@ void check_spec(const SynthSpec& s) {
 
 }  // namespace
 
-namespace {
-
-// A preset by its exact name, or nullopt.
-std::optional<SynthSpec> base_preset(const std::string& preset) {
-  SynthSpec s;
-  if (preset == "tiny" || preset == "tiny-draft") {
-    // ~0.2M parameters, F32: unit tests. Layers 1..3 are scaled for ~70% greedy agreement
-    // with tiny-draft (its first layer).
-    s.n_vocab = 320;
-    s.n_embd = 64;
-    s.n_layer = 4;
-    s.n_head = 4;
-    s.n_head_kv = 2;
-    s.n_ff = 192;
-    s.n_ctx = 512;
-    s.n_full_layers = 1;
-    s.deep_residual_scale = 0.3f;
-    s.name = preset;
-    if (preset == "tiny-draft") s.keep_layers = 1;
-    return s;
-  }
-  if (preset == "tiny-256") {
-    // tiny with rows of 256 (dim 256, ff 512), so the 256-element blocks (K-quants, IQ4_XS) fit:
-    // unit tests of those types (e.g. tiny-256-q2_k).
-    s.n_embd = 256;
-    s.n_ff = 512;
-    s.n_full_layers = 1;
-    s.deep_residual_scale = 0.3f;
-    s.name = preset;
-    return s;
-  }
-  if (preset == "target" || preset == "draft") {
-    // ~144M parameters, F16 (~288 MB): weights far exceed CPU caches, so decode is memory bound.
-    s.type = DType::F16;
-    s.n_vocab = 4096;
-    s.n_embd = 1024;
-    s.n_layer = 12;
-    s.n_head = 16;
-    s.n_head_kv = 4;
-    s.n_ff = 2816;
-    s.n_ctx = 2048;
-    s.n_full_layers = 2;
-    s.deep_residual_scale = 0.15f;
-    s.name = preset;
-    if (preset == "draft") s.keep_layers = 2;
-    return s;
-  }
-  if (preset == "moe-tiny" || preset == "qwen2moe-tiny") {
-    // ~0.3M parameters, F32: unit tests of MoE models. Widths are multiples of 32 so Q8_0 works.
-    s.n_vocab = 320;
-    s.n_embd = 64;
-    s.n_head = 4;
-    s.n_head_kv = 2;
-    s.n_ctx = 512;
-    s.name = preset;
-    if (preset == "moe-tiny") {
-      s.n_layer = 3;
-      s.n_ff = 96;  // each expert
-      s.n_expert = 4;
-      s.n_expert_used = 2;
-    } else {
-      s.arch = "qwen2moe";
-      s.n_layer = 2;
-      s.n_ff = 64;  // each routed expert
-      s.n_expert = 6;
-      s.n_expert_used = 2;
-      s.n_ff_shared = 128;
-      s.rope_freq_base = 1000000.0f;
-    }
-    return s;
-  }
-  if (preset == "moe-target" || preset == "moe-draft") {
-    // moe-target: Mixtral-style, 8 experts top-2, F16, ~305M parameters (~610 MB), of which ~98M
-    // are active per token: each layer's k = 2 experts of width 1408 equal one dense `target`
-    // layer's FFN (2816). moe-draft: dense, the first 2 layers' attention and the embedding and
-    // head of moe-target (same names, same seed: bit-identical), with a dense SwiGLU of width
-    // k * 1408 in place of the experts.
-    s.type = DType::F16;
-    s.n_vocab = 4096;
-    s.n_embd = 1024;
-    s.n_layer = 8;
-    s.n_head = 16;
-    s.n_head_kv = 4;
-    s.n_ctx = 2048;
-    s.n_full_layers = 2;
-    s.deep_residual_scale = 0.15f;
-    s.name = preset;
-    if (preset == "moe-target") {
-      s.n_ff = 1408;
-      s.n_expert = 8;
-      s.n_expert_used = 2;
-    } else {
-      s.n_ff = 2816;
-      s.keep_layers = 2;
-    }
-    return s;
-  }
-  if (preset == "target-1b") {
-    // ~1.1B parameters, F16 (~2.2 GB), TinyLlama-1.1B's shape: the GPU decode benchmark
-    // (scripts/gpu-check.sh), large enough that a forward reads far more than any GPU cache.
-    s.type = DType::F16;
-    s.n_vocab = 32000;
-    s.n_embd = 2048;
-    s.n_layer = 22;
-    s.n_head = 32;
-    s.n_head_kv = 4;
-    s.n_ff = 5632;
-    s.n_ctx = 2048;
-    s.n_full_layers = 2;
-    s.deep_residual_scale = 0.15f;
-    s.name = preset;
-    return s;
-  }
-  if (preset == "qwen3-tiny" || preset == "qwen3-yarn-tiny") {
-    // qwen3 in llama.cpp's layout, F32: QK-norm, no QKV biases, heads of 32 wider than
-    // n_embd / n_head = 16 (attention.key_length). The yarn variant asks for YaRN (factor 4,
-    // original context 64: most pairs interpolated, the fastest extrapolated, cos/sin scaled).
-    s.arch = "qwen3";
-    s.head_dim = 32;
-    s.rope_freq_base = 1000000.0f;
-    s.name = preset;
-    if (preset == "qwen3-yarn-tiny") {
-      s.rope_scaling = "yarn";
-      s.rope_scaling_factor = 4.0f;
-      s.rope_orig_ctx = 64;
-    }
-    return s;
-  }
-  if (preset == "gemma3-tiny") {
-    // gemma3 in llama.cpp's layout, F32, 6 layers: embedding times sqrt(n_embd), QK-norm, post-
-    // norms, GeGLU, heads of 32, tied output, a sliding window of 4 positions on layers 0-4 and a
-    // global layer 5 (llama.cpp's default pattern 6, no pattern key), global RoPE base 1e6 and
-    // the local layers' default 10000 (no freq_base_swa key), as the converter writes them.
-    s.arch = "gemma3";
-    s.n_layer = 6;
-    s.n_head_kv = 1;
-    s.head_dim = 32;
-    s.n_ff = 128;
-    s.tied_output = true;
-    s.rope_freq_base = 1000000.0f;
-    s.n_swa = 4;
-    s.name = preset;
-    return s;
-  }
-  if (preset == "llama3-tiny") {
-    // llama with Llama 3.1's RoPE frequency factors in rope_freqs.weight (original context 32, so
-    // the smoothed and divided pairs turn visibly within a short test sequence) and a tied head.
-    s.llama3_orig_ctx = 32;
-    s.tied_output = true;
-    s.name = preset;
-    return s;
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
-SynthSpec synth_spec(const std::string& preset) {
-  if (auto s = base_preset(preset)) return *s;
-  // PRESET-TYPE: the preset with its matrices in TYPE (a dtype name, any case).
-  if (const size_t dash = preset.rfind('-'); dash != std::string::npos) {
-    const auto type = dtype_from_name(std::string_view(preset).substr(dash + 1));
-    if (auto s = type ? base_preset(preset.substr(0, dash)) : std::nullopt) {
-      s->type = *type;
-      s->name = preset;
-      return *s;
-    }
-  }
-  std::string known;
-  for (const auto& p : synth_presets()) known += (known.empty() ? "" : ", ") + p.substr(0, p.find(':'));
-  throw_error(ErrorKind::InvalidArgument,
-              "synth: unknown preset '{}' (known: {}; PRESET-TYPE, e.g. tiny-q8_0, writes a preset's matrices in TYPE)",
-              preset, known);
-}
-
-std::vector<std::string> synth_presets() {
-  return {
-      "tiny: llama, F32, 4 layers, dim 64, vocab 320 (~0.2M params): unit tests, writes in milliseconds",
-      "tiny-draft: the first layer of tiny with its embedding and head: a draft for tiny",
-      "tiny-256: tiny with dim 256 and ff 512 (~2.5M params), so rows fit the 256-element blocks of the K-quants and "
-      "IQ4_XS",
-      "target: llama, F16, 12 layers, dim 1024, ff 2816, 16/4 heads, vocab 4096 (~144M params): benchmarks",
-      "draft: the first 2 layers of target with its embedding and head (~31M params): a draft for target",
-      "moe-tiny: llama (Mixtral layout), F32, 3 layers, dim 64, 4 experts top-2 of width 96: MoE unit tests",
-      "qwen2moe-tiny: qwen2moe, F32, 2 layers, dim 64, 6 experts top-2 of width 64 + gated shared expert 128",
-      "moe-target: llama (Mixtral layout), F16, 8 layers, dim 1024, 8 experts top-2 of width 1408 (~305M params, "
-      "~98M active): MoE benchmarks",
-      "moe-draft: dense, the first 2 layers' attention, embedding and head of moe-target, ff 2816 (~29M params)",
-      "target-1b: llama, F16, 22 layers, dim 2048, ff 5632, 32/4 heads, vocab 32000 (~1.1B params, 2.2 GB): GPU "
-      "benchmarks",
-      "qwen3-tiny: qwen3, F32, 4 layers, dim 64, heads 4/2 of 32 (key_length), QK-norm, no QKV biases",
-      "qwen3-yarn-tiny: qwen3-tiny with YaRN RoPE scaling (factor 4, original context 64)",
-      "gemma3-tiny: gemma3, F32, 6 layers, dim 64, heads 4/1 of 32, QK-norm, post-norms, GeGLU, tied head, "
-      "window 4 on layers 0-4 (default pattern 6), RoPE bases 1e6 global / 10000 local",
-      "llama3-tiny: tiny with Llama 3.1's RoPE frequency factors (rope_freqs.weight, original context 32) and a "
-      "tied head",
-  };
-}
-
 void synth_write(const std::string& preset, const std::string& path, uint64_t seed) {
   synth_write(synth_spec(preset), path, seed);
 }
@@ -302,9 +131,11 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   check_spec(s);
   const std::string& a = s.arch;
   const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2" || a == "qwen2moe";
-  const bool qk_norm = a == "qwen3" || a == "gemma3", gemma3 = a == "gemma3";
+  const bool qk_norm = is_arch(s, {"qwen3", "gemma3", "qwen3moe"}), post_norms = is_arch(s, {"gemma2", "gemma3"});
+  const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
   const int n_head_kv = gpt2 ? s.n_head : s.n_head_kv;
   const int head_dim = head_dim_of(s);
+  const int rope_dims = s.rope_dims > 0 ? s.rope_dims : head_dim;
   const int64_t q_dim = static_cast<int64_t>(s.n_head) * head_dim, kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
   const int n_write = s.keep_layers > 0 ? s.keep_layers : s.n_layer;
 
@@ -315,17 +146,29 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   w.set_u32(a + ".embedding_length", s.n_embd);
   w.set_u32(a + ".block_count", n_write);
   const bool moe = s.n_expert > 0, qwen2moe = a == "qwen2moe";
-  // llama (Mixtral): feed_forward_length is the expert width. qwen2moe: expert widths have their
-  // own keys; feed_forward_length is the dense-equivalent k * expert width (llama.cpp's default
-  // expert width is feed_forward_length / expert_used_count).
-  w.set_u32(a + ".feed_forward_length", qwen2moe ? s.n_ff * s.n_expert_used : s.n_ff);
+  const bool expert_width_key = qwen2moe || a == "qwen3moe" || ds;
+  // llama (Mixtral), olmoe: feed_forward_length is the expert width. qwen2moe, qwen3moe: expert
+  // widths have their own keys; feed_forward_length is the dense-equivalent k * expert width
+  // (llama.cpp's default expert width is feed_forward_length / expert_used_count). deepseek2: the
+  // leading dense layers' width.
+  const int ff_key = ds && s.n_ff_dense > 0 ? s.n_ff_dense : expert_width_key ? s.n_ff * s.n_expert_used : s.n_ff;
+  w.set_u32(a + ".feed_forward_length", ff_key);
   if (moe) {
     w.set_u32(a + ".expert_count", s.n_expert);
     w.set_u32(a + ".expert_used_count", s.n_expert_used);
   }
-  if (qwen2moe) {
-    w.set_u32(a + ".expert_feed_forward_length", s.n_ff);
-    w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
+  if (expert_width_key) w.set_u32(a + ".expert_feed_forward_length", s.n_ff);
+  if (qwen2moe) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
+  if (ds) {
+    w.set_u32(a + ".leading_dense_block_count", s.n_layer_dense_lead);
+    w.set_u32(a + ".expert_shared_count", s.n_expert_shared);
+  }
+  if (s.expert_weights_norm >= 0) w.set_bool(a + ".expert_weights_norm", s.expert_weights_norm != 0);
+  if (s.expert_weights_scale != 0.0f) w.set_f32(a + ".expert_weights_scale", s.expert_weights_scale);
+  if (s.expert_gating > 0) w.set_u32(a + ".expert_gating_func", s.expert_gating);
+  if (s.n_expert_group > 0) {
+    w.set_u32(a + ".expert_group_count", s.n_expert_group);
+    w.set_u32(a + ".expert_group_used_count", s.n_expert_group_used);
   }
   w.set_u32(a + ".attention.head_count", s.n_head);
   if (gpt2) {
@@ -333,18 +176,29 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   } else {
     w.set_u32(a + ".attention.head_count_kv", n_head_kv);
     w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
-    w.set_u32(a + ".rope.dimension_count", head_dim);
+    w.set_u32(a + ".rope.dimension_count", rope_dims);
     w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
-    if (s.head_dim > 0) {
+    if (ds) {
+      // The converter's MLA keys: the latent as one MQA head, and the decompressed heads.
+      w.set_u32(a + ".attention.q_lora_rank", s.q_lora_rank);
+      w.set_u32(a + ".attention.kv_lora_rank", s.kv_lora_rank);
+      w.set_u32(a + ".attention.key_length", s.kv_lora_rank + rope_dims);
+      w.set_u32(a + ".attention.value_length", s.kv_lora_rank);
+      w.set_u32(a + ".attention.key_length_mla", head_dim);
+      w.set_u32(a + ".attention.value_length_mla", s.v_head_dim);
+      if (s.yarn_log_mul != 0.0f) w.set_f32(a + ".rope.scaling.yarn_log_multiplier", s.yarn_log_mul);
+    } else if (s.head_dim > 0) {
       w.set_u32(a + ".attention.key_length", head_dim);
       w.set_u32(a + ".attention.value_length", head_dim);
     }
     if (!s.rope_scaling.empty()) w.set_string(a + ".rope.scaling.type", s.rope_scaling);
     if (s.rope_scaling_factor != 0.0f) w.set_f32(a + ".rope.scaling.factor", s.rope_scaling_factor);
     if (s.rope_orig_ctx > 0) w.set_u32(a + ".rope.scaling.original_context_length", s.rope_orig_ctx);
+    if (s.rope_attn_factor > 0.0f) w.set_f32(a + ".rope.scaling.attn_factor", s.rope_attn_factor);
     if (s.n_swa > 0) w.set_u32(a + ".attention.sliding_window", s.n_swa);
     if (s.swa_pattern > 0) w.set_u32(a + ".attention.sliding_window_pattern", s.swa_pattern);
     if (s.rope_freq_base_swa > 0.0f) w.set_f32(a + ".rope.freq_base_swa", s.rope_freq_base_swa);
+    if (s.attn_logit_softcap > 0.0f) w.set_f32(a + ".attn_logit_softcapping", s.attn_logit_softcap);
     if (s.final_logit_softcap > 0.0f) w.set_f32(a + ".final_logit_softcapping", s.final_logit_softcap);
   }
   w.set_u64("specmoe.synth.seed", seed);
@@ -354,6 +208,11 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     // (n_in -> n_out): std 1/sqrt(n_in) keeps the output at the input's scale.
     const auto v = random_values(seed, name, static_cast<size_t>(n_in * n_out), scale / std::sqrt(float(n_in)));
     w.add_tensor_f32(name, s.type, {n_in, n_out}, v);
+  };
+  // (n_in, n_out, n) stacked matrices: experts, or MLA's per-head projections.
+  const auto stacked = [&](const std::string& name, int64_t n_in, int64_t n_out, int64_t n, float scale) {
+    const auto v = random_values(seed, name, static_cast<size_t>(n_in * n_out * n), scale / std::sqrt(float(n_in)));
+    w.add_tensor_f32(name, s.type, {n_in, n_out, n}, v);
   };
   auto vec = [&](const std::string& name, int64_t n, float base, float noise) {
     auto v = random_values(seed, name, static_cast<size_t>(n), noise);
@@ -366,15 +225,11 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   // a dense one. (n_in, n_out, n_expert) for the stacked expert tensors.
   auto write_experts = [&](const std::string& p, float rs) {
     const int64_t d = s.n_embd, ff = s.n_ff, E = s.n_expert;
-    const auto stacked = [&](const std::string& name, int64_t n_in, int64_t n_out, float scale) {
-      const auto v = random_values(seed, name, static_cast<size_t>(n_in * n_out * E), scale / std::sqrt(float(n_in)));
-      w.add_tensor_f32(name, s.type, {n_in, n_out, E}, v);
-    };
     w.add_tensor_f32(p + "ffn_gate_inp.weight", DType::F32, {d, E},
                      random_values(seed, p + "ffn_gate_inp.weight", static_cast<size_t>(d * E), 1.0f / std::sqrt(float(d))));
-    stacked(p + "ffn_gate_exps.weight", d, ff, 1.0f);
-    stacked(p + "ffn_up_exps.weight", d, ff, 1.0f);
-    stacked(p + "ffn_down_exps.weight", ff, d, rs);
+    stacked(p + "ffn_gate_exps.weight", d, ff, E, 1.0f);
+    stacked(p + "ffn_up_exps.weight", d, ff, E, 1.0f);
+    stacked(p + "ffn_down_exps.weight", ff, d, E, rs);
     if (qwen2moe) {
       matrix(p + "ffn_gate_shexp.weight", d, s.n_ff_shared, 1.0f);
       matrix(p + "ffn_up_shexp.weight", d, s.n_ff_shared, 1.0f);
@@ -382,6 +237,14 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       w.add_tensor_f32(p + "ffn_gate_inp_shexp.weight", DType::F32, {d},
                        random_values(seed, p + "ffn_gate_inp_shexp.weight", static_cast<size_t>(d), 1.0f / std::sqrt(float(d))));
     }
+    if (ds && s.n_expert_shared > 0) {  // the shared experts as one ungated SwiGLU
+      const int64_t sh = static_cast<int64_t>(s.n_expert_shared) * ff;
+      matrix(p + "ffn_gate_shexp.weight", d, sh, 1.0f);
+      matrix(p + "ffn_up_shexp.weight", d, sh, 1.0f);
+      matrix(p + "ffn_down_shexp.weight", sh, d, rs);
+    }
+    if (s.exp_probs_bias)  // a selection bias of the scores' scale (softmax scores are ~1/E)
+      vec(p + "exp_probs_b.bias", E, 0.0f, s.expert_gating == 2 ? 0.3f : 0.5f / static_cast<float>(E));
   };
 
   // Token embedding: unit-variance rows. (n_embd, n_vocab)
@@ -409,6 +272,19 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     }
     w.add_tensor_f32("rope_freqs.weight", DType::F32, {head_dim / 2}, ff);
   }
+  if (s.rope_long_short) {
+    // Phi-3's LongRoPE factors have this shape: short ones near 1, long ones growing to tens
+    // for the slow pairs (the file holds the divisors of each pair's frequency).
+    const int half = rope_dims / 2;
+    std::vector<float> lf(static_cast<size_t>(half)), sf(static_cast<size_t>(half));
+    for (int i = 0; i < half; ++i) {
+      const float u = static_cast<float>(i) / static_cast<float>(std::max(1, half - 1));
+      sf[i] = 1.0f + 0.25f * u;
+      lf[i] = 1.0f + 24.0f * u * u;
+    }
+    w.add_tensor_f32("rope_factors_long.weight", DType::F32, {half}, lf);
+    w.add_tensor_f32("rope_factors_short.weight", DType::F32, {half}, sf);
+  }
   if (!s.tied_output) {
     // Head rows: std 4 for printable ASCII bytes (byte b is token 3 + b) and 3 for newline, 0.5
     // for the rest: logits of a unit-RMS hidden state then have those spreads, so printable
@@ -434,6 +310,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     const std::string p = fmt::format("blk.{}.", l);
     // Residual branches of the layers the draft does not have are scaled down.
     const float rs = (s.n_full_layers >= 0 && l >= s.n_full_layers) ? s.deep_residual_scale : 1.0f;
+    const bool moe_layer = moe && l >= s.n_layer_dense_lead;
     vec(p + "attn_norm.weight", s.n_embd, 1.0f, 0.0f);
     vec(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.0f);
     if (gpt2) {
@@ -445,10 +322,37 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
       vec(p + "ffn_up.bias", s.n_ff, 0.0f, 0.1f);
       vec(p + "ffn_down.bias", s.n_embd, 0.0f, 0.1f * rs);
+    } else if (ds) {
+      // Multi-head latent attention (norm weights around 1 with a spread, so a skipped norm shows).
+      const int64_t rank = s.kv_lora_rank, nope = head_dim - rope_dims;
+      if (s.q_lora_rank > 0) {
+        matrix(p + "attn_q_a.weight", s.n_embd, s.q_lora_rank, 1.0f);
+        vec(p + "attn_q_a_norm.weight", s.q_lora_rank, 1.0f, 0.5f);
+        matrix(p + "attn_q_b.weight", s.q_lora_rank, q_dim, 1.0f);
+      } else {
+        matrix(p + "attn_q.weight", s.n_embd, q_dim, 1.0f);
+      }
+      matrix(p + "attn_kv_a_mqa.weight", s.n_embd, rank + rope_dims, 1.0f);
+      vec(p + "attn_kv_a_norm.weight", rank, 1.0f, 0.5f);
+      stacked(p + "attn_k_b.weight", nope, rank, s.n_head, 1.0f);
+      stacked(p + "attn_v_b.weight", rank, s.v_head_dim, s.n_head, 1.0f);
+      if (moe_layer) {
+        write_experts(p, rs);
+      } else {
+        matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff_dense, 1.0f);
+        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff_dense, 1.0f);
+        matrix(p + "ffn_down.weight", s.n_ff_dense, s.n_embd, rs);
+      }
+      matrix(p + "attn_output.weight", static_cast<int64_t>(s.n_head) * s.v_head_dim, s.n_embd, rs);
+      continue;
     } else {
-      matrix(p + "attn_q.weight", s.n_embd, q_dim, 1.0f);
-      matrix(p + "attn_k.weight", s.n_embd, kv_dim, 1.0f);
-      matrix(p + "attn_v.weight", s.n_embd, kv_dim, 1.0f);
+      if (phi3) {
+        matrix(p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim, 1.0f);
+      } else {
+        matrix(p + "attn_q.weight", s.n_embd, q_dim, 1.0f);
+        matrix(p + "attn_k.weight", s.n_embd, kv_dim, 1.0f);
+        matrix(p + "attn_v.weight", s.n_embd, kv_dim, 1.0f);
+      }
       if (qwen2) {
         vec(p + "attn_q.bias", q_dim, 0.0f, 0.1f);
         vec(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);
@@ -458,12 +362,18 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         vec(p + "attn_q_norm.weight", head_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", head_dim, 1.0f, 0.5f);
       }
-      if (gemma3) {  // the file holds 1 + w (llama.cpp's converter adds the 1)
+      if (olmoe) {  // over the whole projections
+        vec(p + "attn_q_norm.weight", q_dim, 1.0f, 0.5f);
+        vec(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.5f);
+      }
+      if (post_norms) {  // the file holds 1 + w (llama.cpp's converter adds the 1)
         vec(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.5f);
         vec(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.5f);
       }
       if (moe) {
         write_experts(p, rs);
+      } else if (phi3) {
+        matrix(p + "ffn_up.weight", s.n_embd, 2 * static_cast<int64_t>(s.n_ff), 1.0f);  // [gate | up]
       } else {
         matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
         matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);

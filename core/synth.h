@@ -18,7 +18,8 @@ namespace specmoe::core {
 class Model;
 
 struct SynthSpec {
-  std::string arch = "llama";      // llama | qwen2 | qwen2moe | gpt2 | qwen3 | gemma3
+  std::string arch = "llama";      // llama | qwen2 | qwen2moe | gpt2 | qwen3 | gemma3 | qwen3moe | olmoe |
+                                   // phi3 | gemma2 | deepseek2
   DType type = DType::F32;         // type of the 2-D and expert weights (norms, biases, routers F32);
                                    // every row width must be a multiple of its block (checked)
   int n_vocab = 320;               // >= 259: <unk> <s> </s> + 256 byte tokens, padded
@@ -41,6 +42,33 @@ struct SynthSpec {
   int n_expert = 0;                // 0 = dense; > 0: n_ff is each routed expert's width
   int n_expert_used = 0;           // k
   int n_ff_shared = 0;             // qwen2moe: shared expert width
+  // qwen3moe, olmoe: llama.cpp's layout of the MoE block as llama's (qwen3moe writes the expert
+  // width as expert_feed_forward_length, olmoe as feed_forward_length). deepseek2 (below) writes it
+  // as expert_feed_forward_length and n_ff_dense as feed_forward_length.
+  int expert_weights_norm = -1;    // -1: no key; 0 / 1: <arch>.expert_weights_norm
+  float expert_weights_scale = 0;  // 0: no key; else <arch>.expert_weights_scale
+  int n_expert_group = 0;          // 0: no keys; else expert_group_count / expert_group_used_count
+  int n_expert_group_used = 0;
+  int expert_gating = 0;           // 0: no key; 1 softmax, 2 sigmoid (<arch>.expert_gating_func)
+  bool exp_probs_bias = false;     // blk.N.exp_probs_b.bias (selection bias) in every MoE layer
+  // deepseek2: multi-head latent attention (head_dim = qk_nope + rope_dims is key_length_mla),
+  // leading dense layers of n_ff_dense, shared experts of the expert width.
+  int q_lora_rank = 0;             // 0: attn_q (DeepSeek-V2-Lite), else attn_q_a / attn_q_b
+  int kv_lora_rank = 0;
+  int rope_dims = 0;               // rope.dimension_count (0 = head_dim); deepseek2: the RoPE part
+  int v_head_dim = 0;              // value_length_mla
+  int n_layer_dense_lead = 0;
+  int n_ff_dense = 0;              // deepseek2: the leading dense layers' width
+  int n_expert_shared = 0;
+  float yarn_log_mul = 0.0f;       // 0: no key; else rope.scaling.yarn_log_multiplier (0.1 x mscale_all_dim)
+  // phi3: one attn_qkv and ffn_up = [gate | up] (always), optional LongRoPE factor tensors
+  // rope_factors_long / _short (rope_orig_ctx is then written as original_context_length) and
+  // rope.scaling.attn_factor (0 = no key).
+  bool rope_long_short = false;
+  float rope_attn_factor = 0.0f;
+  // gemma2: attn_logit_softcapping (0 = no key: llama.cpp's 50); final_logit_softcap above
+  // (0 = no key: 30).
+  float attn_logit_softcap = 0.0f;
   // Head width: 0 = n_embd / n_head; else written as attention.key_length and value_length (qwen3
   // and gemma3 have heads wider than n_embd / n_head).
   int head_dim = 0;
@@ -52,8 +80,8 @@ struct SynthSpec {
   float rope_scaling_factor = 0.0f;
   int rope_orig_ctx = 0;
   int llama3_orig_ctx = 0;
-  // gemma3: attention.sliding_window, attention.sliding_window_pattern and rope.freq_base_swa
-  // (0 = key not written: no window / llama.cpp's defaults 6 and 10000), final_logit_softcapping
+  // gemma2, gemma3: attention.sliding_window, attention.sliding_window_pattern and
+  // rope.freq_base_swa (0 = key not written: llama.cpp's defaults), final_logit_softcapping
   // (0 = not written).
   int n_swa = 0;
   int swa_pattern = 0;
@@ -64,7 +92,9 @@ struct SynthSpec {
 
 // A preset's spec ("tiny", "tiny-draft", "tiny-256", "target", "draft", "moe-tiny",
 // "qwen2moe-tiny", "moe-target", "moe-draft", "target-1b", "qwen3-tiny", "qwen3-yarn-tiny",
-// "gemma3-tiny", "llama3-tiny"), or "PRESET-TYPE" for a preset with
+// "gemma3-tiny", "llama3-tiny", "qwen3moe-tiny", "olmoe-tiny", "phi3-tiny", "gemma2-tiny",
+// "deepseek2-tiny", "deepseek2-lite-tiny", "qwen3moe-target", "deepseek2-target"), or
+// "PRESET-TYPE" for a preset with
 // its matrices in TYPE (a dtype name in any case: "tiny-q5_0", "tiny-256-iq4_xs",
 // "target-q4_k"); throws Error(InvalidArgument) naming the preset and listing the known ones.
 SynthSpec synth_spec(const std::string& preset);

@@ -1,11 +1,12 @@
 // The transformer forward over a batch of new tokens (llama incl. Llama 3's RoPE scaling, qwen2,
-// qwen2moe, qwen3, gemma3, gpt2, and Mixtral-style MoE llama): pre-norm blocks
-// x += post(attn(norm(x))); x += post(ffn(norm(x))) (post: gemma3's post-norms, else nothing);
-// then the final norm, the output head and, when the file asks, logit soft-capping. Every op is a
-// Backend call, so this one list runs on every backend, and every matmul reads its weights once
-// for the whole batch. The architectures differ only in data: ModelConfig's flags (QK-norm,
-// post-norms, embedding scale, FFN activation, sliding windows, per-layer RoPE) and which
-// weights are present.
+// qwen2moe, qwen3, qwen3moe, olmoe, phi3, gemma2, gemma3, gpt2, Mixtral-style MoE llama, and
+// deepseek2 with multi-head latent attention): pre-norm blocks x += post(attn(norm(x)));
+// x += post(ffn(norm(x))) (post: gemma's post-norms, else nothing); then the final norm, the
+// output head and, when the file asks, logit soft-capping. Every op is a Backend call, so this one
+// list runs on every backend, and every matmul reads its weights once for the whole batch. The
+// architectures differ only in data: ModelConfig's flags (QK-norm per head or over the whole
+// projection, post-norms, embedding scale, FFN activation, sliding windows, per-layer RoPE,
+// soft-capping, MLA) and which weights are present (fused QKV or gate-up, biases, experts).
 #include "core/transformer.h"
 
 #include <algorithm>
@@ -30,6 +31,15 @@ enum Slot : size_t {
   kU,       // [T, n_ff] up
   kLogits,  // [T, n_vocab]
   kIo,      // ids [T] | positions [T] | row positions [n_past + T] (sliding windows) | mask [T, T] bytes
+  kGateUp,  // [T, 2 n_ff] phi3's fused [gate | up]
+  // Multi-head latent attention (H heads, latent rank R, RoPE dims P, nope = head_dim - P):
+  kQa,      // [T, q_lora_rank] q LoRA; then [T, R] one head's absorbed query or latent output
+  kKvA,     // [T, R + P] attn_kv_a_mqa x
+  kLat,     // [T, R] the normalised latent; then [T, nope] one head's q_nope
+  kPe,      // [T, P] the RoPE key; [T, H, P] the RoPE queries
+  kQAbs,    // [T, H, R + P] absorbed queries
+  kLatOut,  // [T, H, R] attention over the latents
+  kVOut,    // [T, H, v_head_dim] decompressed values; then [T, v_head_dim] one head's
   kSlots
 };
 }  // namespace
@@ -41,7 +51,7 @@ Transformer::Transformer(std::shared_ptr<Backend> backend, const ModelConfig& co
     if (c_.rope_style == RopeStyle::None) continue;
     const LayerRope lr = c_.rope_at(l);
     RopeParams rp;
-    rp.head_dim = c_.head_dim;
+    rp.head_dim = c_.is_mla() ? c_.rope_dims : c_.head_dim;  // MLA ropes [P]-wide heads of their own
     rp.rope_dims = c_.rope_dims;
     rp.freq_base = lr.freq_base;
     rp.freq_scale = lr.freq_scale;
@@ -93,7 +103,7 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     const int64_t w3 = q_dim + 2 * kvd;
     float* qkv = buf(kQkv, T * w3);  // rows [q | k | v]
     be_->matmul(xn, T, L.wqkv, qkv);
-    be_->add_bias(qkv, L.bqkv.data, T, w3);
+    if (!L.bqkv.empty()) be_->add_bias(qkv, L.bqkv.data, T, w3);
     const size_t pitch = static_cast<size_t>(w3) * sizeof(float);
     be_->copy_rows(q, q_dim * sizeof(float), qkv, pitch, q_dim * sizeof(float), T);
     be_->copy_rows(k_new, kvd * sizeof(float), qkv + q_dim, pitch, kvd * sizeof(float), T);
@@ -106,13 +116,18 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     if (!L.bk.empty()) be_->add_bias(k_new, L.bk.data, T, kvd);
     if (!L.bv.empty()) be_->add_bias(v_new, L.bv.data, T, kvd);
   }
-  if (!L.attn_q_norm.empty()) {
-    // QK-norm (qwen3, gemma3): RMSNorm over each head, i.e. over rows of head_dim.
+  if (c_.qk_norm) {
+    // QK-norm (qwen3, qwen3moe, gemma3): RMSNorm over each head, i.e. over rows of head_dim.
     be_->rms_norm(q, L.attn_q_norm.data, q, T * c_.n_head, c_.head_dim, c_.norm_eps);
     be_->rms_norm(k_new, L.attn_k_norm.data, k_new, T * c_.n_head_kv, c_.head_dim, c_.norm_eps);
+  } else if (c_.qk_norm_full) {
+    // olmoe: RMSNorm over each token's whole q and k projection.
+    be_->rms_norm(q, L.attn_q_norm.data, q, T, q_dim, c_.norm_eps);
+    be_->rms_norm(k_new, L.attn_k_norm.data, k_new, T, kvd, c_.norm_eps);
   }
   if (c_.rope_style != RopeStyle::None) {
     RopeParams rp = rope_[l];  // this layer's base, scaling and frequency factors
+    if (rope_factors_) rp.freq_factors = rope_factors_;  // phi3's long or short factors
     rp.n_head = c_.n_head;
     be_->rope(q, T, positions, rp);
     rp.n_head = c_.n_head_kv;
@@ -133,7 +148,8 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
   ap.n_head_kv = c_.n_head_kv;
   ap.head_dim = c_.head_dim;
   ap.scale = c_.attention_scale();
-  ap.window = c_.window(l);  // gemma3's local layers
+  ap.window = c_.window(l);  // gemma's local layers
+  ap.softcap = c_.attn_logit_softcap;  // gemma2
   if (ap.window > 0) view.positions = row_positions;
   float* att = buf(kAtt, T * q_dim);
   be_->attention(q, T, view, mask, ap, att);
@@ -144,8 +160,91 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
   be_->add(x, xn, x, T * d);
 }
 
-// x += ffn(norm(x)): SwiGLU down(silu(gate xn) * up xn), gemma3's GeGLU down(gelu(gate xn) * up xn)
-// then its post-norm, gpt2's down(gelu(up xn + b_up)) + b_down, or the MoE block.
+// deepseek2's multi-head latent attention (DeepSeek-AI 2024, DeepSeek-V2 sec. 2.1), absorbed as
+// llama.cpp runs it (src/models/deepseek2.cpp): per token
+//   q = attn_q x  or  attn_q_b(norm(attn_q_a x))             [H, nope + P] per head [q_nope | q_pe]
+//   [c | k_pe] = attn_kv_a_mqa x;  c = norm(c);  k_pe = rope(k_pe)   one row shared by the heads
+//   q_abs[h] = [attn_k_b[h] q_nope[h] | rope(q_pe[h])]       [H, R + P]
+//   o[h] = sum_j softmax_j(scale q_abs[h] . [c_j | k_pe_j]) c_j   (mla_attention op)
+//   x += attn_output [attn_v_b[h] o[h]]_h
+// which equals attention with keys [attn_k_b^T c | k_pe] and values attn_v_b c per head, while the
+// cache holds the R + P floats of [c | k_pe] per token and layer.
+void Transformer::mla_attention_block(int l, int64_t T, const int32_t* positions, const uint8_t* mask, KVCache& kv) {
+  const LayerWeights& L = w_.layers[l];
+  const int64_t d = c_.n_embd, H = c_.n_head, hd = c_.head_dim, P = c_.rope_dims, nope = hd - P;
+  const int64_t R = c_.kv_lora_rank, W = R + P, vd = c_.mla_v_head_dim;
+  const int64_t n_past = kv.size();
+  const size_t f = sizeof(float);
+  float* x = buf(kX, T * d);
+  float* xn = buf(kXn, T * d);
+  float* q = buf(kQ, T * H * hd);
+  norm(L.attn_norm, L.attn_norm_b, x, xn, T);
+  if (!L.wq_a.empty()) {
+    float* qa = buf(kQa, T * std::max<int64_t>(c_.q_lora_rank, R));
+    be_->matmul(xn, T, L.wq_a, qa);
+    be_->rms_norm(qa, L.attn_q_a_norm.data, qa, T, c_.q_lora_rank, c_.norm_eps);
+    be_->matmul(qa, T, L.wq_b, q);
+  } else {
+    be_->matmul(xn, T, L.wq, q);
+  }
+  float* kva = buf(kKvA, T * W);
+  be_->matmul(xn, T, L.wkv_a_mqa, kva);
+
+  // The new cache rows [norm(c) | rope(k_pe)], written in place at rows n_past .. n_past+T-1.
+  float* lat = buf(kLat, T * std::max(R, nope));
+  float* pe = buf(kPe, T * H * P);
+  auto* rows = static_cast<float*>(kv.k_data(l));
+  float* new_rows = rows + n_past * W;
+  be_->copy_rows(lat, R * f, kva, W * f, R * f, T);
+  be_->rms_norm(lat, L.attn_kv_a_norm.data, lat, T, R, c_.norm_eps);
+  be_->copy_rows(new_rows, W * f, lat, R * f, R * f, T);
+  be_->copy_rows(pe, P * f, kva + R, W * f, P * f, T);
+  RopeParams rp = rope_[l];
+  rp.n_head = 1;
+  be_->rope(pe, T, positions, rp);
+  be_->copy_rows(new_rows + R, W * f, pe, P * f, P * f, T);
+
+  // Absorbed queries [T, H, R + P]: q_pe of every head roped in one call, q_nope absorbed head by
+  // head (attn_k_b[h] maps nope -> R).
+  float* qabs = buf(kQAbs, T * H * W);
+  be_->copy_rows(pe, P * f, q + nope, hd * f, P * f, T * H);
+  rp.n_head = static_cast<int>(H);
+  be_->rope(pe, T, positions, rp);
+  be_->copy_rows(qabs + R, W * f, pe, P * f, P * f, T * H);
+  float* qh = buf(kQa, T * std::max<int64_t>(c_.q_lora_rank, R));
+  for (int64_t h = 0; h < H; ++h) {
+    be_->copy_rows(lat, nope * f, q + h * hd, H * hd * f, nope * f, T);
+    be_->matmul(lat, T, L.wk_b.rows(h * R, R), qh);
+    be_->copy_rows(qabs + h * W, H * W * f, qh, R * f, R * f, T);
+  }
+
+  MlaKVView view;
+  view.rows = rows;
+  view.stride = W;
+  view.n_past = n_past;
+  MlaAttentionParams ap;
+  ap.n_head = static_cast<int>(H);
+  ap.kv_lora_rank = static_cast<int>(R);
+  ap.rope_dims = static_cast<int>(P);
+  ap.scale = c_.attention_scale();
+  float* lo = buf(kLatOut, T * H * R);
+  be_->mla_attention(qabs, T, view, mask, ap, lo);
+
+  // Values per head: attn_v_b[h] (R -> v_head_dim) of the attended latent, then attn_output.
+  float* vo = buf(kVOut, T * H * vd + T * vd);
+  float* vh = vo + T * H * vd;
+  for (int64_t h = 0; h < H; ++h) {
+    be_->copy_rows(qh, R * f, lo + h * R, H * R * f, R * f, T);
+    be_->matmul(qh, T, L.wv_b.rows(h * vd, vd), vh);
+    be_->copy_rows(vo + h * vd, H * vd * f, vh, vd * f, vd * f, T);
+  }
+  be_->matmul(vo, T, L.wo, xn);
+  be_->add(x, xn, x, T * d);
+}
+
+// x += ffn(norm(x)): SwiGLU down(silu(gate xn) * up xn) (phi3: gate and up from one fused
+// matrix), gemma's GeGLU down(gelu(gate xn) * up xn) then its post-norm, gpt2's
+// down(gelu(up xn + b_up)) + b_down, or the MoE block.
 void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Routing& routing) {
   const LayerWeights& L = w_.layers[l];
   const int64_t d = c_.n_embd;
@@ -156,9 +255,18 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
   if (L.is_moe()) {
     be_->moe_ffn(L.moe, b.moe_k, b.moe_capacity_factor, xn, T, out, routing);
   } else {
-    const int64_t n_ff = L.ffn_up.n_out;
+    const int64_t n_ff = L.ffn_down.n_in;
     float* g = buf(kG, T * n_ff);
-    if (!L.ffn_gate.empty()) {
+    if (c_.ffn_gate_up_fused) {
+      // phi3: [gate | up] = ffn_up xn, split into the two halves of each row.
+      float* gu = buf(kGateUp, T * 2 * n_ff);
+      float* u = buf(kU, T * n_ff);
+      be_->matmul(xn, T, L.ffn_up, gu);
+      const size_t row = static_cast<size_t>(n_ff) * sizeof(float);
+      be_->copy_rows(g, row, gu, 2 * row, row, T);
+      be_->copy_rows(u, row, gu + n_ff, 2 * row, row, T);
+      be_->swiglu(g, u, g, T * n_ff);
+    } else if (!L.ffn_gate.empty()) {
       float* u = buf(kU, T * n_ff);
       be_->matmul(xn, T, L.ffn_gate, g);
       be_->matmul(xn, T, L.ffn_up, u);
@@ -207,7 +315,7 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   const uint8_t* mask = b.mask ? io + 2 * ids_bytes + rows_bytes : nullptr;
 
   // Embeddings: one row of token_embd per token (+ the learned position row for gpt2; times
-  // sqrt(n_embd) for gemma3).
+  // sqrt(n_embd) for gemma).
   float* x = buf(kX, T * d);
   float* xn = buf(kXn, T * d);
   be_->get_rows(w_.token_embd, ids, T, x);
@@ -217,9 +325,18 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   }
   if (c_.embd_scale != 1.0f) be_->scale(x, c_.embd_scale, x, T * d);
 
+  // phi3's LongRoPE factors: the long set when the context (the cache's capacity) exceeds the
+  // original one, as llama.cpp picks by its n_ctx_seq.
+  rope_factors_ = nullptr;
+  if (c_.rope_long_short_factors)
+    rope_factors_ = kv.capacity() > c_.rope_n_ctx_orig ? w_.rope_long.data : w_.rope_short.data;
+
   routing.assign(static_cast<size_t>(c_.n_layer), moe::Routing{});
   for (int l = 0; l < b.n_layers; ++l) {
-    attention_block(l, T, positions, row_positions, mask, kv);
+    if (c_.is_mla())
+      mla_attention_block(l, T, positions, mask, kv);
+    else
+      attention_block(l, T, positions, row_positions, mask, kv);
     ffn_block(l, T, b, routing[l]);
   }
 

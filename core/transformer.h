@@ -1,5 +1,5 @@
-// The transformer forward of every supported architecture (llama, qwen2, qwen2moe, qwen3, gemma3,
-// gpt2), written once as a list of Backend op calls (core/backend.h), in the manner of llm.c's
+// The transformer forward of every supported architecture (llama, qwen2, qwen2moe, qwen3, qwen3moe,
+// olmoe, phi3, gemma2, gemma3, gpt2, deepseek2), written once as a list of Backend op calls (core/backend.h), in the manner of llm.c's
 // gpt2_forward: the same code runs on the CPU and on a GPU. Model (core/model.h) checks the arguments and owns one Transformer.
 #pragma once
 #include <cstdint>
@@ -44,6 +44,8 @@ class Transformer {
   void norm(const VectorView& w, const VectorView& b, const float* in, float* out, int64_t rows);
   void attention_block(int l, int64_t T, const int32_t* positions, const int32_t* row_positions, const uint8_t* mask,
                        KVCache& kv);
+  // deepseek2's multi-head latent attention, absorbed form (the cache holds latent rows).
+  void mla_attention_block(int l, int64_t T, const int32_t* positions, const uint8_t* mask, KVCache& kv);
   void ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Routing& routing);
 
   std::shared_ptr<Backend> be_;
@@ -53,6 +55,7 @@ class Transformer {
   std::vector<size_t> ws_bytes_;
   std::vector<RopeParams> rope_;           // [n_layer] each layer's RoPE (n_head set per call)
   bool has_window_ = false;                // some layer attends through a sliding window
+  const float* rope_factors_ = nullptr;     // this forward's phi3 LongRoPE factors (null: the layer's own)
   std::vector<int32_t> row_positions_;     // host scratch: positions of the cache rows + new tokens
 };
 

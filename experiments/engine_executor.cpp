@@ -298,6 +298,7 @@ PromptRecord EngineExecutor::execute(const ExecutionRequest& req) {
     mr.sum_distinct = m.moe.sum_distinct;
     mr.sum_uniform = m.moe.sum_uniform;
     mr.sum_rejected_reads = m.moe.sum_rejected_reads;
+    mr.kv_bytes_per_token = static_cast<double>(target->config().kv_bytes_per_token());
     r.moe = std::move(mr);
   }
   return r;

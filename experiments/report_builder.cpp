@@ -75,6 +75,7 @@ std::optional<MoeAggregate> aggregate_moe(const std::vector<PromptRecord>& recor
     for (size_t t = 0; t < n; ++t) u_sum[t] += mr.distinct_experts_sum[t], u_count[t] += mr.distinct_experts_count[t];
     bytes += mr.expert_bytes_read;
     generated += r.n_generated;
+    if (std::isfinite(mr.kv_bytes_per_token)) m.kv_bytes_per_token = mr.kv_bytes_per_token;
     if (!std::isfinite(mr.sum_distinct) || !std::isfinite(mr.sum_uniform) || !std::isfinite(mr.sum_rejected_reads)) {
       complete = false;
       continue;
@@ -403,7 +404,8 @@ nlohmann::json aggregate_to_json(const RunAggregate& a) {
                 {"mean_distinct_experts", number_or_null(a.moe->mean_distinct)},
                 {"amplification", number_or_null(a.moe->amplification_mean)},
                 {"uniform_amplification", number_or_null(a.moe->uniform_amplification)},
-                {"rejected_read_share", number_or_null(a.moe->rejected_read_share)}};
+                {"rejected_read_share", number_or_null(a.moe->rejected_read_share)},
+                {"kv_bytes_per_token", number_or_null(a.moe->kv_bytes_per_token)}};
   }
   return j;
 }

@@ -126,7 +126,7 @@ TextTable moe_traffic_table(const Report& r) {
   TextTable t;
   t.title = "MoE expert traffic (target decode forwards)";
   t.headers = {"run",         "kind", "k", "E", "mean U(T)", "U/k", "uniform U/k", "expert MB / token",
-               "% reads on rejected tokens"};
+               "% reads on rejected tokens", "KV KiB / token"};
   for (const auto& a : r.runs) {
     if (!a.moe) continue;
     const MoeAggregate& m = *a.moe;
@@ -134,7 +134,7 @@ TextTable moe_traffic_table(const Report& r) {
     t.rows.push_back({a.name, kind, std::to_string(m.n_expert_used), std::to_string(m.n_expert),
                       format_number(m.mean_distinct, 2), format_number(m.amplification_mean, 2),
                       format_number(m.uniform_amplification, 2), format_number(m.expert_bytes_per_token / 1e6, 2),
-                      format_number(100.0 * m.rejected_read_share, 1)});
+                      format_number(100.0 * m.rejected_read_share, 1), format_number(m.kv_bytes_per_token / 1024.0, 1)});
   }
   return t;
 }

@@ -83,7 +83,8 @@ nlohmann::json moe_to_json(const MoeRecord& m) {
           {"n_forwards", m.n_forwards},
           {"sum_distinct", number_or_null(m.sum_distinct)},
           {"sum_uniform", number_or_null(m.sum_uniform)},
-          {"sum_rejected_reads", number_or_null(m.sum_rejected_reads)}};
+          {"sum_rejected_reads", number_or_null(m.sum_rejected_reads)},
+          {"kv_bytes_per_token", number_or_null(m.kv_bytes_per_token)}};
 }
 
 MoeRecord moe_from_json(const nlohmann::json& j, const std::string& where) {
@@ -102,6 +103,7 @@ MoeRecord moe_from_json(const nlohmann::json& j, const std::string& where) {
   m.sum_distinct = r.real("sum_distinct");
   m.sum_uniform = r.real("sum_uniform");
   m.sum_rejected_reads = r.real("sum_rejected_reads");
+  if (j.contains("kv_bytes_per_token")) m.kv_bytes_per_token = r.real("kv_bytes_per_token");
   return m;
 }
 

@@ -37,6 +37,9 @@ struct MoeRecord {
   double sum_distinct = kNaN;
   double sum_uniform = kNaN;
   double sum_rejected_reads = kNaN;
+  // The target's KV cache per token over all layers, F32 elements (deepseek2's MLA: the latent and
+  // RoPE key rows); NaN in records written before it existed.
+  double kv_bytes_per_token = kNaN;
 };
 
 // One generation: a run's strategy on one prompt, one repeat.
@@ -145,6 +148,7 @@ struct MoeAggregate {
   double amplification_mean = kNaN;
   double uniform_amplification = kNaN;
   double rejected_read_share = kNaN;
+  double kv_bytes_per_token = kNaN;  // the target's KV cache per token (MoeRecord)
 };
 
 // What the report says about one run (computed from its records and its baseline's records).

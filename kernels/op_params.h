@@ -46,6 +46,9 @@ struct AttentionParams {
   // a key at position pk is visible to a query at position pq only when pq - pk < window, on top
   // of the mask (KVView::positions gives the positions). 0 = the whole context.
   int window = 0;
+  // Soft-capping of the scores (Gemma 2): s = softcap * tanh(s / softcap) after the scale, before
+  // the softmax. 0 = none.
+  float softcap = 0.0f;
 };
 
 // Where the keys/values live (host memory for the CPU ops, device memory for the CUDA ones): row
@@ -59,6 +62,32 @@ struct KVView {
   // [n_past + T] int32 positions of the rows (row n_past + j: new token j), in the op's memory;
   // read only when AttentionParams::window > 0 (and required then).
   const int32_t* positions = nullptr;
+};
+
+// Multi-head latent attention in its absorbed form (DeepSeek-AI 2024, DeepSeek-V2 sec. 2.1.2-2.1.3:
+// W_UK is folded into the query, W_UV is applied after the weighted sum, so the cache holds only
+// the compressed latent and the decoupled RoPE key). Every token has one row shared by all heads,
+// [c (kv_lora_rank) | k_pe (rope_dims)]; head h of new token t has the query [q_c | q_pe] of the
+// same width, and the values are the latents c:
+//   out[t, h, :] = sum_j softmax_j(scale * q[t, h, :] . row_j) * row_j[0 : kv_lora_rank]
+// over the rows j token t sees (the cache, then the new tokens by the mask, within the window).
+struct MlaAttentionParams {
+  int n_head = 0;
+  int kv_lora_rank = 0;
+  int rope_dims = 0;
+  float scale = 0.0f;
+  int window = 0;  // as AttentionParams::window (MlaKVView::positions required when > 0)
+  int row_width() const { return kv_lora_rank + rope_dims; }
+};
+
+// The latent rows: row r (0 <= r < n_past + T) has row_width floats at rows + r * stride (host
+// memory for the CPU ops, device memory for the CUDA ones); rows [0, n_past) are cached, row
+// n_past + j is new token j. A separate view from KVView: latent rows are F32 in specmoe's caches.
+struct MlaKVView {
+  const float* rows = nullptr;
+  int64_t stride = 0;  // floats between rows (>= row_width)
+  int64_t n_past = 0;
+  const int32_t* positions = nullptr;  // [n_past + T], read only when window > 0
 };
 
 }  // namespace specmoe::kernels

@@ -136,17 +136,18 @@ const char* router_kind_name(RouterKind kind) {
     case RouterKind::SoftmaxTopKRaw: return "softmax_topk_raw";
     case RouterKind::NoisyTopK: return "noisy_topk";
     case RouterKind::SigmoidGroup: return "sigmoid_group";
+    case RouterKind::SoftmaxGroup: return "softmax_group";
   }
   return "unknown";
 }
 
 RouterKind router_kind_from_name(std::string_view name) {
   for (RouterKind k : {RouterKind::SoftmaxTopK, RouterKind::SoftmaxTopKRaw, RouterKind::NoisyTopK,
-                       RouterKind::SigmoidGroup})
+                       RouterKind::SigmoidGroup, RouterKind::SoftmaxGroup})
     if (name == router_kind_name(k)) return k;
   throw_error(ErrorKind::Config,
-              "unknown router '{}' (expected softmax_topk, softmax_topk_raw, noisy_topk or "
-              "sigmoid_group)",
+              "unknown router '{}' (expected softmax_topk, softmax_topk_raw, noisy_topk, "
+              "sigmoid_group or softmax_group)",
               name);
 }
 

@@ -2,8 +2,9 @@
 // routers the hidden state), choose k experts and their combine weights. Capacity limits with
 // token dropping (Switch Transformer) are applied to a whole batch after selection.
 //
-// Families (one .h/.cpp each): softmax top-k with or without renormalisation (Mixtral; Qwen-MoE,
-// OLMoE), noisy top-k (Shazeer et al. 2017), sigmoid + bias + group-limited (DeepSeek-V3).
+// Families (one .h/.cpp each): softmax top-k with or without renormalisation (Mixtral, Qwen3-MoE;
+// Qwen-MoE, OLMoE), noisy top-k (Shazeer et al. 2017), sigmoid or softmax scores + bias +
+// group-limited selection + weight scale (DeepSeek-V3; DeepSeek-V2).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -96,8 +97,8 @@ class Router {
 
 // Every router family by name, for configs: "softmax_topk" (renormalised, Mixtral),
 // "softmax_topk_raw" (no renormalisation, Qwen-MoE / OLMoE), "noisy_topk", "sigmoid_group"
-// (DeepSeek-V3).
-enum class RouterKind { SoftmaxTopK, SoftmaxTopKRaw, NoisyTopK, SigmoidGroup };
+// (DeepSeek-V3), "softmax_group" (DeepSeek-V2: softmax scores, groups, scale).
+enum class RouterKind { SoftmaxTopK, SoftmaxTopKRaw, NoisyTopK, SigmoidGroup, SoftmaxGroup };
 const char* router_kind_name(RouterKind kind);
 RouterKind router_kind_from_name(std::string_view name);  // throws Error(Config)
 

@@ -16,7 +16,9 @@ std::unique_ptr<Router> make_router(RouterSpec spec) {
                                             std::move(spec.noise_weight), std::move(spec.noise));
       break;
     case RouterKind::SigmoidGroup:
-      r = std::make_unique<SigmoidGroupRouter>(spec.n_expert, spec.k, std::move(spec.sigmoid));
+    case RouterKind::SoftmaxGroup:
+      spec.group.score = spec.kind == RouterKind::SoftmaxGroup ? GateScore::Softmax : GateScore::Sigmoid;
+      r = std::make_unique<GroupRouter>(spec.n_expert, spec.k, std::move(spec.group));
       break;
   }
   r->set_capacity_factor(spec.capacity_factor);

@@ -4,9 +4,9 @@
 #include <memory>
 #include <vector>
 
+#include "moe/group_router.h"
 #include "moe/noisy_router.h"
 #include "moe/router.h"
-#include "moe/sigmoid_group_router.h"
 #include "moe/softmax_router.h"
 
 namespace specmoe::moe {
@@ -16,7 +16,7 @@ struct RouterSpec {
   int n_expert = 0;
   int k = 0;
   double capacity_factor = 0.0;   // <= 0: dropless
-  SigmoidGroupOptions sigmoid;    // SigmoidGroup only
+  GroupRouterOptions group;      // SigmoidGroup and SoftmaxGroup (group.score is set from kind)
   int n_embd = 0;                 // NoisyTopK only: hidden size
   std::vector<float> noise_weight;  // NoisyTopK only: [n_expert, n_embd]
   NormalSource noise;             // NoisyTopK only

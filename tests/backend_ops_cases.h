@@ -22,6 +22,8 @@ namespace specmoe::testing::ops {
 namespace cpu = kernels::cpu;
 using kernels::AttentionParams;
 using kernels::KVView;
+using kernels::MlaAttentionParams;
+using kernels::MlaKVView;
 using kernels::RopePairing;
 using kernels::RopeParams;
 
@@ -316,6 +318,86 @@ class AttentionCase final : public OpCase {
   std::vector<uint8_t> mask_bytes_;
   float *q_d_ = nullptr, *k_d_ = nullptr, *v_d_ = nullptr, *out_d_ = nullptr;
   uint8_t* mask_d_ = nullptr;
+};
+
+// Multi-head latent attention in its absorbed form (deepseek2): T new tokens of n_head queries of
+// kv_lora_rank + rope_dims over n_past cached latent rows plus the new ones (rows padded by pad
+// floats), causal or by a tree mask, optionally within a sliding window over the rows' positions.
+class MlaAttentionCase final : public OpCase {
+ public:
+  using Mask = AttentionCase::Mask;
+  MlaAttentionCase(int n_head, int kv_lora_rank, int rope_dims, int64_t n_past, int64_t T, int64_t pad, Mask mask,
+                   int window, Bound bound)
+      : OpCase("mla_attention", std::move(bound)),
+        p_{n_head, kv_lora_rank, rope_dims, 1.0f / std::sqrt(float(kv_lora_rank + rope_dims)), window},
+        n_past_(n_past), T_(T), pad_(pad), mask_(mask) {}
+  std::string shape() const override {
+    static const char* names[] = {"causal", "tree", "tree+blind"};
+    return fmt::format("heads={} rank={} rope={} n_past={} T={}{}{} {}", p_.n_head, p_.kv_lora_rank, p_.rope_dims,
+                       n_past_, T_, pad_ ? fmt::format(" pad={}", pad_) : "",
+                       p_.window ? fmt::format(" window={}", p_.window) : "", names[static_cast<int>(mask_)]);
+  }
+  void run(Backend& b) override {
+    b.mla_attention(q_d_, T_, view(rows_d_, pos_d_), mask_ == Mask::Causal ? nullptr : mask_d_, p_, out_d_);
+  }
+  Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
+  double bytes() const override {
+    return 4.0 * (T_ * p_.n_head * (p_.row_width() + p_.kv_lora_rank) + (n_past_ + T_) * p_.row_width()) + T_ * T_;
+  }
+  double flops() const override {
+    return 2.0 * T_ * p_.n_head * (p_.row_width() + p_.kv_lora_rank) * (n_past_ + T_);
+  }
+
+ protected:
+  void make_inputs() override {
+    q_ = normal_floats(static_cast<size_t>(T_ * p_.n_head * p_.row_width()), seed());
+    rows_ = normal_floats(static_cast<size_t>((n_past_ + T_) * stride()), seed() + 1);
+    mask_bytes_.assign(static_cast<size_t>(T_ * T_), 0);
+    std::mt19937_64 rng(seed() + 3);
+    std::vector<int64_t> parent(static_cast<size_t>(T_), -1);
+    for (int64_t i = 1; i < T_; ++i) parent[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1)) - 1;
+    std::vector<int32_t> depth(static_cast<size_t>(T_), 0);
+    for (int64_t i = 0; i < T_; ++i) {
+      for (int64_t j = i; j >= 0; j = parent[j]) mask_bytes_[i * T_ + j] = 1;
+      depth[i] = mask_ == Mask::Causal ? static_cast<int32_t>(i) : parent[i] < 0 ? 0 : depth[parent[i]] + 1;
+    }
+    if (mask_ == Mask::Blind)
+      for (int64_t j = 0; j < T_; ++j) mask_bytes_[(T_ - 1) * T_ + j] = 0;
+    // Positions: the cache 0..n_past-1, a new token at n_past + its depth (a tree's siblings share one).
+    positions_.resize(static_cast<size_t>(n_past_ + T_));
+    for (int64_t r = 0; r < n_past_; ++r) positions_[r] = static_cast<int32_t>(r);
+    for (int64_t i = 0; i < T_; ++i) positions_[n_past_ + i] = static_cast<int32_t>(n_past_) + depth[i];
+  }
+  Outputs compute_reference() override {
+    Output out{"out"};
+    out.values.resize(static_cast<size_t>(T_ * p_.n_head * p_.kv_lora_rank));
+    cpu::mla_attention_ref(q_.data(), T_, view(rows_.data(), positions_.data()),
+                           mask_ == Mask::Causal ? nullptr : mask_bytes_.data(), p_, out.values.data());
+    return {out};
+  }
+  void do_prepare(Backend&, Arena& a) override {
+    q_d_ = a.input(q_, p_.row_width());
+    rows_d_ = a.input(rows_, stride());  // guards after the last row: reading past n_past + T reads NaN
+    mask_d_ = a.plain(mask_bytes_);
+    pos_d_ = a.plain(positions_);
+    out_d_ = a.output(static_cast<size_t>(T_ * p_.n_head * p_.kv_lora_rank), p_.kv_lora_rank);
+  }
+  void free_inputs() override { q_ = {}, rows_ = {}, mask_bytes_ = {}, positions_ = {}; }
+
+ private:
+  int64_t stride() const { return p_.row_width() + pad_; }
+  MlaKVView view(const float* rows, const int32_t* positions) const {
+    return MlaKVView{rows, stride(), n_past_, p_.window > 0 ? positions : nullptr};
+  }
+  MlaAttentionParams p_;
+  int64_t n_past_, T_, pad_;
+  Mask mask_;
+  std::vector<float> q_, rows_;
+  std::vector<uint8_t> mask_bytes_;
+  std::vector<int32_t> positions_;
+  float *q_d_ = nullptr, *rows_d_ = nullptr, *out_d_ = nullptr;
+  uint8_t* mask_d_ = nullptr;
+  int32_t* pos_d_ = nullptr;
 };
 
 // The element-wise ops over T rows of n: swiglu, gelu and add (on T * n elements; the output may

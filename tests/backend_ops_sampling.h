@@ -285,11 +285,17 @@ class MoECase final : public OpCase {
     spec_.k = s_.k;
     spec_.capacity_factor = s_.capacity_factor;
     if (s_.router == moe::RouterKind::SigmoidGroup) {  // DeepSeek-V3's shape: groups, bias, scale
-      spec_.sigmoid.n_group = 4;
-      spec_.sigmoid.topk_group = 2;
-      spec_.sigmoid.normalize = true;
-      spec_.sigmoid.scale = 2.5f;
-      spec_.sigmoid.bias = normal_floats(static_cast<size_t>(E), sd + 9, 0.3f);
+      spec_.group.n_group = 4;
+      spec_.group.topk_group = 2;
+      spec_.group.normalize = true;
+      spec_.group.scale = 2.5f;
+      spec_.group.bias = normal_floats(static_cast<size_t>(E), sd + 9, 0.3f);
+    }
+    if (s_.router == moe::RouterKind::SoftmaxGroup) {  // DeepSeek-V2's: softmax over groups, scaled, raw
+      spec_.group.n_group = 4;
+      spec_.group.topk_group = 2;
+      spec_.group.normalize = false;
+      spec_.group.scale = 16.0f;
     }
   }
   Outputs compute_reference() override {
@@ -309,8 +315,8 @@ class MoECase final : public OpCase {
     block_d_.weights = {res(h.gate_inp), res(h.gate_exps), res(h.up_exps),    res(h.down_exps),
                         res(h.gate_shexp), res(h.up_shexp), res(h.down_shexp), res(h.gate_inp_shexp)};
     block_d_.router = spec_;
-    if (!spec_.sigmoid.bias.empty())
-      block_d_.bias = b.resident(core::VectorView{spec_.sigmoid.bias.data(), static_cast<int64_t>(s_.n_expert)});
+    if (!spec_.group.bias.empty())
+      block_d_.bias = b.resident(core::VectorView{spec_.group.bias.data(), static_cast<int64_t>(s_.n_expert)});
     x_d_ = a.input(x_, s_.n_embd);
     out_d_ = a.output(x_.size(), s_.n_embd);
     routing_ = {};

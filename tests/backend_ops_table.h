@@ -33,8 +33,9 @@ inline const std::vector<DType>& all_dtypes() {
 // The ops of core::Backend that compute (memory and weight residency are exercised by all).
 inline const std::vector<std::string>& backend_op_names() {
   static const std::vector<std::string> names = {
-      "matmul", "get_rows", "rms_norm", "layer_norm", "rope",          "attention", "swiglu", "gelu",
-      "add",    "add_bias", "argmax_rows", "distributions", "sample", "draw",      "moe_ffn"};
+      "matmul",   "get_rows", "rms_norm",    "layer_norm",    "rope",   "attention", "mla_attention",
+      "swiglu",   "gelu",     "add",         "add_bias",      "argmax_rows", "distributions", "sample",
+      "draw",     "moe_ffn"};
   return names;
 }
 
@@ -136,6 +137,16 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
                At{4, 2, 64, 4000, 3, 0, Mask::Tree}, At{2, 1, 64, 0, 100, 0, Mask::Causal}})
     add(new AttentionCase(s.h, s.hkv, s.d, s.past, s.T, s.pad, s.m, attn));
 
+  // ---- multi-head latent attention (deepseek2's absorbed form): one query head set over the
+  // shared latent rows; causal, trees, a blind token, padded rows, a long cache, windows.
+  struct Ml { int h, rank, rope; int64_t past, T, pad; Mask m; int window; };
+  for (Ml s : {Ml{4, 32, 16, 0, 1, 0, Mask::Causal, 0}, Ml{4, 17, 3, 0, 3, 0, Mask::Causal, 0},
+               Ml{16, 512, 64, 37, 3, 5, Mask::Causal, 0}, Ml{3, 64, 32, 300, 17, 0, Mask::Tree, 0},
+               Ml{1, 33, 0, 1, 1, 3, Mask::Causal, 0}, Ml{2, 64, 16, 0, 17, 0, Mask::Blind, 0},
+               Ml{8, 128, 64, 4097, 1, 0, Mask::Causal, 0}, Ml{4, 64, 16, 100, 17, 0, Mask::Tree, 40},
+               Ml{2, 32, 16, 0, 100, 0, Mask::Causal, 7}})
+    add(new MlaAttentionCase(s.h, s.rank, s.rope, s.past, s.T, s.pad, s.m, s.window, attn));
+
   // ---- element-wise ops.
   const Bound act{0.0, 1e-10,
                   "cpu: each element as the reference computes it; cuda: expf / tanhf within a few ulp (GELU's 1 + "
@@ -216,7 +227,10 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
                MS{DType::Q4_K, 4, 2, 256, 256, 0, 3, RK::SoftmaxTopK, 0.0},
                MS{DType::F32, 8, 3, 64, 96, 0, 17, RK::SigmoidGroup, 0.0},
                MS{DType::F32, 8, 2, 64, 96, 0, 17, RK::SoftmaxTopK, 1.0},
-               MS{DType::Q8_0, 8, 3, 64, 96, 32, 17, RK::SigmoidGroup, 0.75}})
+               MS{DType::Q8_0, 8, 3, 64, 96, 32, 17, RK::SigmoidGroup, 0.75},
+               MS{DType::F32, 16, 4, 64, 96, 0, 1, RK::SoftmaxGroup, 0.0},
+               MS{DType::F16, 16, 4, 64, 96, 64, 17, RK::SoftmaxGroup, 0.0},
+               MS{DType::Q8_0, 8, 3, 64, 96, 0, 17, RK::SoftmaxGroup, 1.0}})
     add(new MoECase(s, moe_bound(s.type)));
   return t;
 }

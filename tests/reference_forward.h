@@ -1,14 +1,19 @@
 // Double-precision reference forward over a whole sequence (no cache), straight from the
 // definitions: llama (Touvron et al. 2023), qwen2 (llama + QKV biases, NEOX RoPE), gpt2 (Radford
-// et al. 2019), qwen3 (qwen2 without biases, RMSNorm of each q/k head), gemma3 (Gemma Team 2025:
-// embedding times sqrt(n_embd), QK-norm, post-norms, GeGLU, sliding-window local layers with
-// their own RoPE base), RoPE with Llama 3.1's frequency factors and YaRN (Peng et al. 2023). The
-// model tests compare the transformer's logits with it; an MoE test supplies its own feed-forward
-// block through run()'s hook and reuses the building blocks.
+// et al. 2019), qwen3 and qwen3moe (qwen2 without biases, RMSNorm of each q/k head), olmoe (RMSNorm
+// of the whole q and k projections), phi3 (fused QKV and gate-up, LongRoPE's long/short factors
+// by context), gemma2 and gemma3 (Gemma Team 2024/2025: embedding times sqrt(n_embd), post-norms,
+// GeGLU, sliding-window local layers with their own RoPE base; gemma2's attention and final
+// soft-capping, gemma3's QK-norm), deepseek2's multi-head latent attention in its plain,
+// decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
+// normalised latent c; the model runs the absorbed form), RoPE with Llama 3.1's frequency factors
+// and YaRN (Peng et al. 2023). The model tests compare the transformer's logits with it; an MoE
+// test supplies its own feed-forward block through run()'s hook and reuses the building blocks.
 //
 // Written apart from core/: it takes the sizes from ModelConfig but reads every architecture
-// specific (windows, layer pattern, RoPE bases and scaling, soft-capping) from the GGUF keys
-// itself, with llama.cpp's defaults, and computes the RoPE angles from the papers' formulas.
+// specific (windows, layer pattern, RoPE bases, scaling and factors, soft-capping, MLA's scale)
+// from the GGUF keys itself, with llama.cpp's defaults, and computes the RoPE angles from the
+// papers' formulas.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -29,12 +34,17 @@ class ReferenceForward {
       : f_(core::GGUFFile::open(path)), c_(core::ModelConfig::from_gguf(*f_)) {
     arch_ = f_->get_string("general.architecture");
     const std::string a = arch_ + ".";
-    gemma3_ = arch_ == "gemma3";
-    qk_norm_ = arch_ == "qwen3" || gemma3_;
-    softcap_ = f_->get_float(a + "final_logit_softcapping", 0.0);
-    // Sliding windows (gemma3): window w, layer l local when l % pattern < pattern - 1 (or a flag
-    // per layer); query i sees key j when i - w < j <= i.
-    window_ = gemma3_ ? static_cast<int>(f_->get_int(a + "attention.sliding_window", 0)) : 0;
+    gemma2_ = arch_ == "gemma2";
+    gemma_ = gemma2_ || arch_ == "gemma3";
+    qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3";
+    qk_norm_full_ = arch_ == "olmoe";
+    mla_ = arch_ == "deepseek2";
+    softcap_ = f_->get_float(a + "final_logit_softcapping", gemma2_ ? 30.0 : 0.0);
+    attn_softcap_ = gemma2_ ? f_->get_float(a + "attn_logit_softcapping", 50.0) : 0.0;
+    // Sliding windows (gemma): window w, layer l local when l % pattern < pattern - 1 (or a flag
+    // per layer); query i sees key j when i - w < j <= i. gemma2: w 4096 and pattern 2 by
+    // default; gemma3: no window unless the key says, pattern 6.
+    window_ = gemma_ ? static_cast<int>(f_->get_int(a + "attention.sliding_window", gemma2_ ? 4096 : 0)) : 0;
     local_.assign(c_.n_layer, false);
     if (window_ > 0) {
       const core::GGUFValue* pat = f_->find(a + "attention.sliding_window_pattern");
@@ -42,14 +52,14 @@ class ReferenceForward {
         if (pat && pat->type == core::GGUFType::ARRAY) {
           local_[l] = pat->items[l].i != 0;
         } else {
-          const int n = pat ? static_cast<int>(pat->i) : 6;
+          const int n = pat ? static_cast<int>(pat->i) : gemma2_ ? 2 : 6;
           local_[l] = n == 0 || l % n < n - 1;
         }
       }
     }
     // RoPE: base per layer kind, the linear factor (also YaRN's), YaRN's original context.
     base_ = f_->get_float(a + "rope.freq_base", 10000.0);
-    base_local_ = f_->get_float(a + "rope.freq_base_swa", 10000.0);
+    base_local_ = f_->get_float(a + "rope.freq_base_swa", gemma2_ ? base_ : 10000.0);
     const std::string type = f_->get_string(a + "rope.scaling.type", "linear");
     double factor = f_->get_float(a + "rope.scaling.factor", 0.0);
     if (factor == 0.0) factor = f_->get_float(a + "rope.scale_linear", 0.0);
@@ -58,10 +68,24 @@ class ReferenceForward {
     orig_ctx_ = static_cast<double>(f_->get_int(a + "rope.scaling.original_context_length", c_.n_ctx_train));
     attn_factor_ = f_->get_float(a + "rope.scaling.attn_factor", 1.0);
     if (arch_ == "llama" && f_->find_tensor("rope_freqs.weight")) freq_factors_ = tensor("rope_freqs.weight");
-    // Gemma's query_pre_attn_scalar is n_embd / n_head for the 27B (62 layers), else head_dim.
-    q_scale_ = gemma3_ && c_.n_layer == 62 ? 1.0 / std::sqrt(static_cast<double>(c_.n_embd / c_.n_head))
-                                           : 1.0 / std::sqrt(static_cast<double>(c_.head_dim));
+    context_ = c_.n_ctx_train;
+    // Gemma's query_pre_attn_scalar is n_embd / n_head for the 27B (gemma2: 46 layers, gemma3: 62),
+    // else head_dim.
+    q_scale_ = gemma_ && c_.n_layer == (gemma2_ ? 46 : 62)
+                   ? 1.0 / std::sqrt(static_cast<double>(c_.n_embd / c_.n_head))
+                   : 1.0 / std::sqrt(static_cast<double>(c_.head_dim));
+    if (mla_) {
+      // DeepSeek-V2's softmax scale: q_head_dim^-1/2 times YaRN's mscale(s, mscale_all_dim)^2
+      // (mscale_all_dim = yarn_log_multiplier / 0.1 as the converter writes it), times the
+      // file's attn_factor squared; the RoPE itself then carries no YaRN magnitude.
+      mscale_all_ = f_->get_float(a + "rope.scaling.yarn_log_multiplier", 0.0) / 0.1;
+      const double m = attn_factor_ * (yarn_ ? 1.0 + 0.1 * mscale_all_ * std::log(factor_) : 1.0);
+      q_scale_ = m * m / std::sqrt(static_cast<double>(c_.head_dim));
+    }
   }
+  // The context the model runs at (the KV cache's capacity): phi3 picks its long RoPE factors
+  // when it exceeds the original context.
+  void set_context(int n_ctx) { context_ = n_ctx; }
   virtual ~ReferenceForward() = default;
 
   // The feed-forward block of layer l on token t, in place (x += FFN(norm(x))). Empty: the
@@ -70,9 +94,8 @@ class ReferenceForward {
 
   // logits [T][n_vocab]
   std::vector<std::vector<double>> run(const std::vector<int32_t>& ids, const FfnBlock& ffn = {}) {
-    const int T = static_cast<int>(ids.size()), d = c_.n_embd, hd = c_.head_dim;
+    const int T = static_cast<int>(ids.size()), d = c_.n_embd;
     const bool gpt2 = c_.arch == core::Arch::Gpt2;
-    const int qd = c_.n_head * hd, kvd = c_.kv_dim();
     std::vector<std::vector<double>> x(T);
     const auto emb = tensor("token_embd.weight");
     for (int t = 0; t < T; ++t) {
@@ -81,51 +104,44 @@ class ReferenceForward {
         const auto pe = tensor("position_embd.weight");
         for (int i = 0; i < d; ++i) x[t][i] += pe[static_cast<size_t>(t) * d + i];
       }
-      if (gemma3_)
+      if (gemma_)
         for (double& e : x[t]) e *= std::sqrt(static_cast<double>(d));
     }
     for (int l = 0; l < c_.n_layer; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
+      // Per token: queries [n_head, dk], keys [n_kv, dk], values [n_kv, dv].
       std::vector<std::vector<double>> q(T), k(T), v(T);
+      int n_kv = c_.n_head_kv, dk = c_.head_dim, dv = c_.head_dim;
       for (int t = 0; t < T; ++t) {
         const auto h = norm(x[t], p + "attn_norm");
-        if (gpt2) {
-          const auto qkv = linear(h, p + "attn_qkv", qd + 2 * kvd);
-          q[t].assign(qkv.begin(), qkv.begin() + qd);
-          k[t].assign(qkv.begin() + qd, qkv.begin() + qd + kvd);
-          v[t].assign(qkv.begin() + qd + kvd, qkv.end());
+        if (mla_) {
+          mla_qkv(h, p, t, l, q[t], k[t], v[t]);
+          n_kv = c_.n_head, dv = c_.mla_v_head_dim;
         } else {
-          q[t] = linear(h, p + "attn_q", qd);
-          k[t] = linear(h, p + "attn_k", kvd);
-          v[t] = linear(h, p + "attn_v", kvd);
-          if (qk_norm_) {
-            head_norm(q[t], p + "attn_q_norm", c_.n_head);
-            head_norm(k[t], p + "attn_k_norm", c_.n_head_kv);
-          }
-          rope(q[t], c_.n_head, t, l);
-          rope(k[t], c_.n_head_kv, t, l);
+          qkv(h, p, t, l, q[t], k[t], v[t]);
         }
       }
       const int w = local_[l] ? window_ : 0;
       for (int t = 0; t < T; ++t) {
         const int j0 = w > 0 ? std::max(0, t - w + 1) : 0;  // the window: t - j < w
-        std::vector<double> att(qd, 0.0);
+        std::vector<double> att(static_cast<size_t>(c_.n_head) * dv, 0.0);
         for (int h = 0; h < c_.n_head; ++h) {
-          const int kh = h / (c_.n_head / c_.n_head_kv);
+          const int kh = h / (c_.n_head / n_kv);
           std::vector<double> s(t + 1);
           double mx = -1e300, sum = 0;
           for (int j = j0; j <= t; ++j) {
             double dot = 0;
-            for (int i = 0; i < hd; ++i) dot += q[t][h * hd + i] * k[j][kh * hd + i];
+            for (int i = 0; i < dk; ++i) dot += q[t][h * dk + i] * k[j][kh * dk + i];
             s[j] = dot * q_scale_;
+            if (attn_softcap_ > 0) s[j] = attn_softcap_ * std::tanh(s[j] / attn_softcap_);
             mx = std::max(mx, s[j]);
           }
           for (int j = j0; j <= t; ++j) sum += (s[j] = std::exp(s[j] - mx));
           for (int j = j0; j <= t; ++j)
-            for (int i = 0; i < hd; ++i) att[h * hd + i] += s[j] / sum * v[j][kh * hd + i];
+            for (int i = 0; i < dv; ++i) att[h * dv + i] += s[j] / sum * v[j][kh * dv + i];
         }
         auto o = linear(att, p + "attn_output", d);
-        if (gemma3_) o = norm(o, p + "post_attention_norm");
+        if (gemma_) o = norm(o, p + "post_attention_norm");
         for (int i = 0; i < d; ++i) x[t][i] += o[i];
       }
       for (int t = 0; t < T; ++t) {
@@ -136,7 +152,7 @@ class ReferenceForward {
       }
     }
     std::vector<std::vector<double>> logits(T);
-    const std::string head = f_->find_tensor("output.weight") ? "output" : "token_embd";
+    const std::string head = f_->find_tensor("output.weight") && !gemma2_ ? "output" : "token_embd";
     for (int t = 0; t < T; ++t) {
       logits[t] = linear(norm(x[t], "output_norm"), head, c_.n_vocab);
       if (softcap_ > 0)
@@ -183,22 +199,27 @@ class ReferenceForward {
       for (int i = 0; i < hd; ++i) v[h * hd + i] *= inv * w[i];
     }
   }
-  // RoPE in place on n_head heads of v at position pos for layer `layer` (adjacent pairs or split
-  // halves). Pair i's frequency is base^(-2i/d) / factor_i (llama3's rope_freqs); the angle is
-  // pos times it divided by the linear factor s, except under YaRN, whose NTK-by-parts mix keeps
-  // the fast pairs (wavelength below L / beta_fast, L the original context) unscaled, scales the
-  // slow ones (above L / beta_slow) by 1/s and ramps linearly in between, and whose attention
-  // temperature multiplies cos and sin by 0.1 ln s + 1. Local gemma3 layers use their own base,
-  // unscaled.
-  void rope(std::vector<double>& v, int n_head, int pos, int layer = 0) const {
-    const int hd = c_.head_dim, nd = c_.rope_dims;
+  // RoPE in place on n_head heads of v (head_width floats each, default head_dim) at position pos
+  // for layer `layer` (adjacent pairs or split halves; the first rope_dims of each head). Pair i's
+  // frequency is base^(-2i/d) / factor_i (llama3's rope_freqs, phi3's long factors when the
+  // context exceeds the original one, else its short ones); the angle is pos times it divided by
+  // the linear factor s, except under YaRN, whose NTK-by-parts mix keeps the fast pairs
+  // (wavelength below L / beta_fast, L the original context) unscaled, scales the slow ones (above
+  // L / beta_slow) by 1/s and ramps linearly in between, and whose attention temperature
+  // multiplies cos and sin by 0.1 ln s + 1 (deepseek2 moves it into the scores instead). Local
+  // gemma layers use their own base, unscaled for gemma3 and scaled as the global ones for gemma2.
+  void rope(std::vector<double>& v, int n_head, int pos, int layer = 0, int head_width = 0) const {
+    const int hd = head_width > 0 ? head_width : c_.head_dim, nd = c_.rope_dims;
     const bool neox = c_.rope_style == core::RopeStyle::SplitHalves;
     const bool local = local_[layer];
     const double base = local ? base_local_ : base_;
-    const double s = local ? 1.0 : factor_;
+    const double s = local && !gemma2_ ? 1.0 : factor_;
     double mscale = attn_factor_, low = 0, high = 0;
+    std::vector<double> ff = freq_factors_;
+    if (arch_ == "phi3" && f_->find_tensor("rope_factors_long.weight"))
+      ff = tensor(context_ > orig_ctx_ ? "rope_factors_long.weight" : "rope_factors_short.weight");
     if (yarn_) {
-      if (s > 1) mscale *= 0.1 * std::log(s) + 1.0;
+      if (s > 1 && !mla_) mscale *= 0.1 * std::log(s) + 1.0;
       auto dim_of = [&](double rotations) {  // the pair index that turns `rotations` times in L
         return nd * std::log(orig_ctx_ / (rotations * 2 * M_PI)) / (2 * std::log(base));
       };
@@ -208,7 +229,7 @@ class ReferenceForward {
     for (int h = 0; h < n_head; ++h)
       for (int i = 0; i < nd / 2; ++i) {
         double freq = std::pow(base, -2.0 * i / nd);
-        if (!freq_factors_.empty()) freq /= freq_factors_[i];
+        if (!ff.empty()) freq /= ff[i];
         double th = pos * freq / s;
         if (yarn_) {
           const double ramp = std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
@@ -242,23 +263,91 @@ class ReferenceForward {
     return out;
   }
 
-  // x += FFN(norm(x)) for layer prefix p: SwiGLU, GeGLU (tanh GELU) followed by gemma3's
-  // post-norm, or GELU (tanh form) for gpt2.
+  // q [n_head * head_dim], k and v [n_kv * head_dim] of token t at layer l from its normalised
+  // input h: one fused attn_qkv (gpt2, phi3) or three projections, QK-norm per head or over the
+  // whole projections, RoPE (not gpt2).
+  void qkv(const std::vector<double>& h, const std::string& p, int t, int l, std::vector<double>& q,
+           std::vector<double>& k, std::vector<double>& v) const {
+    const int qd = c_.n_head * c_.head_dim, kvd = c_.kv_dim();
+    if (f_->find_tensor(p + "attn_qkv.weight")) {
+      const auto y = linear(h, p + "attn_qkv", qd + 2 * kvd);
+      q.assign(y.begin(), y.begin() + qd);
+      k.assign(y.begin() + qd, y.begin() + qd + kvd);
+      v.assign(y.begin() + qd + kvd, y.end());
+    } else {
+      q = linear(h, p + "attn_q", qd);
+      k = linear(h, p + "attn_k", kvd);
+      v = linear(h, p + "attn_v", kvd);
+    }
+    if (c_.arch == core::Arch::Gpt2) return;
+    if (qk_norm_) {
+      head_norm(q, p + "attn_q_norm", c_.n_head);
+      head_norm(k, p + "attn_k_norm", c_.n_head_kv);
+    }
+    if (qk_norm_full_) {
+      q = norm(q, p + "attn_q_norm");
+      k = norm(k, p + "attn_k_norm");
+    }
+    rope(q, c_.n_head, t, l);
+    rope(k, c_.n_head_kv, t, l);
+  }
+
+  // deepseek2's attention inputs in the plain form: per head the query [q_nope | rope(q_pe)], the
+  // key [W_UK[h]^T c | rope(k_pe)] and the value W_UV[h] c, with c = norm(latent). attn_k_b is
+  // {nope, rank, n_head}: head h's row r (r < rank) holds W_UK[h][:, r] over the nope dims.
+  void mla_qkv(const std::vector<double>& h, const std::string& p, int t, int l, std::vector<double>& q,
+               std::vector<double>& k, std::vector<double>& v) const {
+    const int H = c_.n_head, hd = c_.head_dim, P = c_.rope_dims, nope = hd - P, R = c_.kv_lora_rank;
+    const int vd = c_.mla_v_head_dim;
+    if (f_->find_tensor(p + "attn_q_a.weight"))
+      q = linear(norm(linear(h, p + "attn_q_a", c_.q_lora_rank), p + "attn_q_a_norm"), p + "attn_q_b", H * hd);
+    else
+      q = linear(h, p + "attn_q", H * hd);
+    const auto kva = linear(h, p + "attn_kv_a_mqa", R + P);
+    const auto c = norm(std::vector<double>(kva.begin(), kva.begin() + R), p + "attn_kv_a_norm");
+    std::vector<double> k_pe(kva.begin() + R, kva.end());
+    rope(k_pe, 1, t, l, P);
+    std::vector<double> q_pe(static_cast<size_t>(H) * P);
+    for (int hh = 0; hh < H; ++hh)
+      for (int i = 0; i < P; ++i) q_pe[hh * P + i] = q[hh * hd + nope + i];
+    rope(q_pe, H, t, l, P);
+    const auto kb = tensor(p + "attn_k_b.weight"), vb = tensor(p + "attn_v_b.weight");
+    k.assign(static_cast<size_t>(H) * hd, 0.0);
+    v.assign(static_cast<size_t>(H) * vd, 0.0);
+    for (int hh = 0; hh < H; ++hh) {
+      for (int i = 0; i < P; ++i) q[hh * hd + nope + i] = q_pe[hh * P + i];
+      for (int r = 0; r < R; ++r)
+        for (int i = 0; i < nope; ++i) k[hh * hd + i] += kb[(static_cast<size_t>(hh) * R + r) * nope + i] * c[r];
+      for (int i = 0; i < P; ++i) k[hh * hd + nope + i] = k_pe[i];
+      for (int j = 0; j < vd; ++j)
+        for (int r = 0; r < R; ++r) v[hh * vd + j] += vb[(static_cast<size_t>(hh) * vd + j) * R + r] * c[r];
+    }
+  }
+
+  // x += FFN(norm(x)) for layer prefix p: SwiGLU (phi3: gate and up as the two halves of one
+  // ffn_up), GeGLU (tanh GELU) followed by gemma's post-norm, or GELU (tanh form) for gpt2.
   void dense_ffn(std::vector<double>& x, const std::string& p) const {
-    const int d = c_.n_embd;
+    const int d = c_.n_embd, ff = c_.n_ff;
     const auto h = norm(x, p + "ffn_norm");
     auto gelu = [](double e) { return 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e))); };
     std::vector<double> f;
     if (c_.arch == core::Arch::Gpt2) {
-      auto u = linear(h, p + "ffn_up", c_.n_ff);
+      auto u = linear(h, p + "ffn_up", ff);
       for (auto& e : u) e = gelu(e);
       f = linear(u, p + "ffn_down", d);
     } else {
-      const auto g = linear(h, p + "ffn_gate", c_.n_ff);
-      auto u = linear(h, p + "ffn_up", c_.n_ff);
-      for (int i = 0; i < c_.n_ff; ++i) u[i] *= gemma3_ ? gelu(g[i]) : g[i] / (1 + std::exp(-g[i]));
+      std::vector<double> g, u;
+      if (arch_ == "phi3") {
+        const auto gu = linear(h, p + "ffn_up", 2 * ff);
+        g.assign(gu.begin(), gu.begin() + ff);
+        u.assign(gu.begin() + ff, gu.end());
+      } else {
+        g = linear(h, p + "ffn_gate", ff);
+        u = linear(h, p + "ffn_up", ff);
+      }
+      for (int i = 0; i < ff; ++i) u[i] *= gemma_ ? gelu(g[i]) : g[i] / (1 + std::exp(-g[i]));
       f = linear(u, p + "ffn_down", d);
-      if (gemma3_) f = norm(f, p + "post_ffw_norm");
+      if (gemma_) f = norm(f, p + "post_ffw_norm");
     }
     for (int i = 0; i < d; ++i) x[i] += f[i];
   }
@@ -266,10 +355,12 @@ class ReferenceForward {
   std::shared_ptr<core::GGUFFile> f_;
   core::ModelConfig c_;
   std::string arch_;
-  bool gemma3_ = false, qk_norm_ = false, yarn_ = false;
-  double softcap_ = 0, base_ = 10000, base_local_ = 10000, factor_ = 1, orig_ctx_ = 0, attn_factor_ = 1;
+  bool gemma_ = false, gemma2_ = false, qk_norm_ = false, qk_norm_full_ = false, mla_ = false, yarn_ = false;
+  double softcap_ = 0, attn_softcap_ = 0, base_ = 10000, base_local_ = 10000, factor_ = 1, orig_ctx_ = 0;
+  double attn_factor_ = 1, mscale_all_ = 0;
   double q_scale_ = 1;
   int window_ = 0;
+  int context_ = 0;
   std::vector<bool> local_;
   std::vector<double> freq_factors_;
 };

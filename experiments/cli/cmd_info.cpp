@@ -1,5 +1,6 @@
 // specmoe info: architecture, hyperparameters and architecture specifics (QK-norm, sliding windows,
-// RoPE bases and scaling, soft-capping), tensor types, parameter count and memory of a model.
+// RoPE bases, scaling and factors, soft-capping, latent attention), the KV cache per token, the
+// experts and router, tensor types, parameter count and memory of a model.
 #include <cstdio>
 #include <map>
 #include <string>
@@ -14,6 +15,7 @@
 #include "core/chat_template.h"
 #include "core/gguf.h"
 #include "core/model_config.h"
+#include "core/model_weights.h"
 #include "experiments/json_text.h"
 #include "experiments/result_json.h"
 
@@ -77,8 +79,24 @@ std::string rope_line(const core::ModelConfig& c) {
                      c.rope_n_ctx_orig, r.ext_factor, r.attn_factor, r.corr_low, r.corr_high);
   }
   if (c.rope_freq_factors) s += ", per-pair frequency factors (llama3 rope_freqs)";
+  if (c.rope_long_short_factors)
+    s += fmt::format(", LongRoPE factors (rope_factors_short; rope_factors_long for contexts above {})",
+                     c.rope_n_ctx_orig);
   if (c.rope_attn_factor != 1.0f) s += fmt::format(", attn factor {:g}", c.rope_attn_factor);
   return s;
+}
+
+// The KV cache one token costs, F32 elements over all layers; for MLA next to what the same
+// heads would cache uncompressed (keys of head_dim and values of v_head_dim per head).
+std::string kv_line(const core::ModelConfig& c) {
+  const double kib = c.kv_bytes_per_token() / 1024.0;
+  if (!c.is_mla())
+    return fmt::format("{:.1f} KiB per token (F32; {} layers x keys and values of {})", kib, c.n_layer, c.kv_dim());
+  const int64_t mha = static_cast<int64_t>(c.n_layer) * c.n_head * (c.head_dim + c.mla_v_head_dim) * 4;
+  return fmt::format("{:.1f} KiB per token (F32; {} layers x one latent row of {} = kv_lora_rank {} + rope {}), "
+                     "{:.1f}x less than the {:.1f} KiB of uncompressed keys and values",
+                     kib, c.n_layer, c.kv_key_width(), c.kv_lora_rank, c.rope_dims,
+                     static_cast<double>(mha) / c.kv_bytes_per_token(), mha / 1024.0);
 }
 
 }  // namespace
@@ -136,6 +154,29 @@ void add_info_command(CLI::App& app) {
                           {"magnitude", r.attn_factor}, {"corr_low", r.corr_low}, {"corr_high", r.corr_high}};
       }
       j["qk_norm"] = c.qk_norm;
+      j["qk_norm_full"] = c.qk_norm_full;
+      j["kv_bytes_per_token"] = c.kv_bytes_per_token();
+      j["kv_cache_type"] = "f32";
+      if (c.is_mla())
+        j["mla"] = {{"q_lora_rank", c.q_lora_rank},       {"kv_lora_rank", c.kv_lora_rank},
+                    {"rope_dims", c.rope_dims},           {"qk_nope_head_dim", c.mla_qk_nope()},
+                    {"v_head_dim", c.mla_v_head_dim},     {"cache_row_width", c.kv_key_width()},
+                    {"uncompressed_kv_bytes_per_token",
+                     static_cast<int64_t>(c.n_layer) * c.n_head * (c.head_dim + c.mla_v_head_dim) * 4}};
+      j["attn_logit_softcap"] = c.attn_logit_softcap;
+      j["ffn_gate_up_fused"] = c.ffn_gate_up_fused;
+      j["rope_long_short_factors"] = c.rope_long_short_factors;
+      if (c.is_moe()) {
+        const moe::RouterSpec r = core::config_router_spec(c);
+        j["router"] = moe::router_kind_name(r.kind);
+        j["expert_weights_norm"] = c.expert_weights_norm;
+        j["expert_weights_scale"] = c.expert_weights_scale;
+        j["expert_groups"] = {c.n_expert_group, c.n_expert_group_used};
+        j["n_expert_shared"] = c.n_expert_shared;
+        j["n_ff_expert"] = c.n_ff_expert;
+        j["n_ff_shared_expert"] = c.n_ff_shared_expert;
+        j["leading_dense_layers"] = c.n_layer_dense_lead;
+      }
       j["post_norms"] = c.post_norms;
       j["embedding_scale"] = c.embd_scale;
       j["ffn_activation"] = c.ffn_act == core::FfnActivation::GeluTanh ? "gelu_tanh" : "silu";
@@ -166,9 +207,18 @@ void add_info_command(CLI::App& app) {
     std::printf("chat template: %s\n", chat_summary.c_str());
     std::printf("context:       %d (training)\n", c.n_ctx_train);
     std::printf("layers:        %d, embedding %d, feed-forward %d\n", c.n_layer, c.n_embd, c.n_ff);
-    std::printf("attention:     %d heads, %d KV heads, head dim %d%s, scale %g%s\n", c.n_head, c.n_head_kv,
-                c.head_dim, c.head_dim * c.n_head != c.n_embd ? " (not n_embd / n_head)" : "", c.attention_scale(),
-                c.qk_norm ? ", QK-norm per head" : "");
+    if (c.is_mla())
+      std::printf("attention:     multi-head latent, %d heads of %d (%d + %d RoPE dims), values of %d, q LoRA rank "
+                  "%d%s, kv LoRA rank %d, scale %g\n",
+                  c.n_head, c.head_dim, c.mla_qk_nope(), c.rope_dims, c.mla_v_head_dim, c.q_lora_rank,
+                  c.q_lora_rank == 0 ? " (full-rank attn_q)" : "", c.kv_lora_rank, c.attention_scale());
+    else
+      std::printf("attention:     %d heads, %d KV heads, head dim %d%s, scale %g%s%s\n", c.n_head, c.n_head_kv,
+                  c.head_dim, c.head_dim * c.n_head != c.n_embd ? " (not n_embd / n_head)" : "", c.attention_scale(),
+                  c.qk_norm ? ", QK-norm per head" : c.qk_norm_full ? ", QK-norm over the whole projections" : "",
+                  c.attn_logit_softcap > 0.0f ? fmt::format(", scores soft-capped at {:g}", c.attn_logit_softcap).c_str()
+                                              : "");
+    std::printf("kv cache:      %s\n", kv_line(c).c_str());
     if (c.n_swa > 0) {
       int n_local = 0;
       for (int l = 0; l < c.n_layer; ++l) n_local += c.is_swa(l);
@@ -180,11 +230,21 @@ void add_info_command(CLI::App& app) {
     std::printf("norm eps:      %g%s\n", c.norm_eps, c.post_norms ? " (pre- and post-norms)" : "");
     if (c.embd_scale != 1.0f) std::printf("embedding:     scaled by %g\n", c.embd_scale);
     if (c.ffn_act == core::FfnActivation::GeluTanh) std::printf("feed-forward:  GELU (tanh) gated\n");
+    if (c.ffn_gate_up_fused) std::printf("feed-forward:  SwiGLU, gate and up fused in ffn_up\n");
     if (c.final_logit_softcap > 0.0f) std::printf("logits:        soft-capped at %g\n", c.final_logit_softcap);
     std::printf("output head:   %s\n", c.tied_output ? "tied to the token embedding" : "separate");
-    if (c.is_moe())
-      std::printf("experts:       %d, %d active per token, expert ff %d, shared ff %d\n", c.n_expert,
-                  c.n_expert_used, c.n_ff_expert, c.n_ff_shared_expert);
+    if (c.is_moe()) {
+      std::printf("experts:       %d, %d active per token, expert ff %d, shared ff %d%s\n", c.n_expert,
+                  c.n_expert_used, c.n_ff_expert, c.n_ff_shared_expert,
+                  c.n_layer_dense_lead > 0 ? fmt::format(", layers 0-{} dense (ff {})", c.n_layer_dense_lead - 1, c.n_ff).c_str()
+                                           : "");
+      const moe::RouterSpec r = core::config_router_spec(c);
+      std::printf("router:        %s, %s%s%s\n", moe::router_kind_name(r.kind),
+                  c.expert_weights_norm ? "renormalised" : "not renormalised",
+                  c.expert_weights_scale != 1.0f ? fmt::format(", scale {:g}", c.expert_weights_scale).c_str() : "",
+                  c.n_expert_group > 1 ? fmt::format(", {} groups keep {}", c.n_expert_group, c.n_expert_group_used).c_str()
+                                       : "");
+    }
     std::printf("parameters:    %lld (%.2f M)\n", static_cast<long long>(params), params / 1e6);
     std::printf("memory:        %.2f MiB of tensor data\n", bytes / (1024.0 * 1024.0));
     std::printf("tensor types:\n");

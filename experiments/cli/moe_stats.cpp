@@ -1,6 +1,7 @@
 // Expert statistics of an MoE model for the CLI: a per-layer table on stderr and a JSON object
 // (DESIGN.md, Metrics: tokens per expert, load CV, max/mean, Jain, routing entropy, drops, and
-// the distinct experts per forward U(T) next to the uniform-routing expectation).
+// the distinct experts per forward U(T) next to the uniform-routing expectation, the router and the
+// expert bytes read per token).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "core/model_weights.h"
 #include "moe/expert_stats.h"
 
 namespace specmoe::cli {
@@ -52,6 +54,36 @@ moe::ExpertStats merged(const core::Model& model, const std::vector<moe::ExpertS
   return all;
 }
 
+// The router as the model's metadata describes it (core::config_router_spec): its family and, for
+// the group routers, groups, normalisation, scale and bias; shared experts and dense layers.
+std::string router_line(const core::Model& model) {
+  const core::ModelConfig& c = model.config();
+  const moe::RouterSpec r = core::config_router_spec(c);
+  std::string s = moe::router_kind_name(r.kind);
+  if (r.kind == moe::RouterKind::SigmoidGroup || r.kind == moe::RouterKind::SoftmaxGroup) {
+    if (r.group.n_group > 1) s += fmt::format(", {} groups keep {}", r.group.n_group, r.group.topk_group);
+    s += r.group.normalize ? ", renormalised" : ", not renormalised";
+    if (r.group.scale != 1.0f) s += fmt::format(", scale {:g}", r.group.scale);
+  }
+  if (c.n_expert_shared > 0) s += fmt::format("; {} shared experts", c.n_expert_shared);
+  else if (c.n_ff_shared_expert > 0) s += "; a gated shared expert";
+  if (c.n_layer_dense_lead > 0) s += fmt::format("; layers 0-{} dense", c.n_layer_dense_lead - 1);
+  return s;
+}
+
+// Routed-expert weight bytes read per token of the recorded forwards (every touched expert once
+// per forward and layer), and those tokens.
+std::pair<double, int64_t> expert_bytes_per_token(const core::Model& model, const std::vector<moe::ExpertStats>& layers) {
+  double bytes = 0;
+  int64_t tokens = 0;
+  for (int l = 0; l < model.config().n_layer; ++l)
+    if (const moe::ExpertStats* s = layer_stats(layers, l)) {
+      bytes += static_cast<double>(s->expert_bytes());
+      tokens = std::max(tokens, s->n_tokens());
+    }
+  return {tokens > 0 ? bytes / static_cast<double>(tokens) : 0.0, tokens};
+}
+
 }  // namespace
 
 void print_moe_stats(const core::Model& model, const std::vector<moe::ExpertStats>& layers, std::FILE* out) {
@@ -63,6 +95,9 @@ void print_moe_stats(const core::Model& model, const std::vector<moe::ExpertStat
   std::fprintf(out, "MoE expert statistics: %d experts, k %d, entropy in bits (max %.2f); U(T): mean distinct "
                "experts per forward of T tokens (uniform routing expectation)\n",
                c.n_expert, model.moe_k(), std::log2(static_cast<double>(c.n_expert)));
+  const auto [bytes_per_token, tokens] = expert_bytes_per_token(model, layers);
+  std::fprintf(out, "router: %s; expert weights read: %.3f MB per token over %lld tokens\n", router_line(model).c_str(),
+               bytes_per_token / 1e6, static_cast<long long>(tokens));
   std::fprintf(out, "%5s %8s  %-32s %6s %8s %6s %7s %7s  %s\n", "layer", "tokens", "tokens per expert", "CV",
                "max/mean", "Jain", "entropy", "dropped", "U(T)");
   auto row = [&](const std::string& name, const moe::ExpertStats& s) {
@@ -82,6 +117,8 @@ nlohmann::json moe_stats_json(const core::Model& model, const std::vector<moe::E
   if (!c.is_moe()) return j;  // null
   j["n_expert"] = c.n_expert;
   j["k"] = model.moe_k();
+  j["router"] = router_line(model);
+  j["expert_bytes_per_token"] = expert_bytes_per_token(model, layers).first;
   auto& out = j["layers"] = nlohmann::json::array();
   for (int l = 0; l < c.n_layer; ++l)
     if (const moe::ExpertStats* s = layer_stats(layers, l)) out.push_back(s->to_json());

@@ -1,5 +1,5 @@
 // Scaled dot-product attention of new tokens over a KV cache, grouped-query heads, optional mask
-// among the new tokens, optional sliding window over positions. Keys are visited in cache order (cached rows, then the allowed new
+// among the new tokens, optional sliding window over positions, optional soft-capping of the scores. Keys are visited in cache order (cached rows, then the allowed new
 // rows), so a token's output is the same whether it is computed in a batch or alone after its
 // predecessors were appended: the property speculative verification relies on.
 #include <algorithm>
@@ -19,6 +19,7 @@ void check(const AttentionParams& p, const KVView& kv) {
     throw_error(ErrorKind::InvalidArgument, "attention: n_head {} must be a positive multiple of n_head_kv {}",
                 p.n_head, p.n_head_kv);
   if (p.window < 0) throw_error(ErrorKind::InvalidArgument, "attention: window {} is negative", p.window);
+  if (!(p.softcap >= 0.0f)) throw_error(ErrorKind::InvalidArgument, "attention: softcap {} is negative", p.softcap);
   if (p.window > 0 && kv.positions == nullptr)
     throw_error(ErrorKind::InvalidArgument, "attention: a sliding window of {} needs the rows' positions", p.window);
 }
@@ -60,6 +61,7 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
       for (int64_t c = 0; c < d; ++c) dot += qh[c] * kr[c];
     }
     scores[s] = dot * p.scale;
+    if (p.softcap > 0.0f) scores[s] = p.softcap * std::tanh(scores[s] / p.softcap);
     mx = std::max(mx, scores[s]);
   }
   float sum = 0.0f;

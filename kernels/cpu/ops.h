@@ -29,6 +29,8 @@ namespace specmoe::kernels::cpu {
 // RoPE, attention and KV-cache parameters: kernels/op_params.h (shared with the CUDA ops).
 using kernels::AttentionParams;
 using kernels::KVView;
+using kernels::MlaAttentionParams;
+using kernels::MlaKVView;
 using kernels::RopePairing;
 using kernels::RopeParams;
 
@@ -164,6 +166,14 @@ void attention_ref(const float* q, int64_t T, const KVView& kv, const uint8_t* a
                    const AttentionParams& p, float* out);
 void attention(ThreadPool& pool, const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
                const AttentionParams& p, float* out, Isa isa = best_isa());
+
+// Multi-head latent attention, absorbed form (kernels/op_params.h MlaAttentionParams): q: [T,
+// n_head * row_width]; out: [T, n_head * kv_lora_rank]; allowed as for attention. A token that
+// sees nothing gets a zero output.
+void mla_attention_ref(const float* q, int64_t T, const MlaKVView& kv, const uint8_t* allowed,
+                       const MlaAttentionParams& p, float* out);
+void mla_attention(ThreadPool& pool, const float* q, int64_t T, const MlaKVView& kv, const uint8_t* allowed,
+                   const MlaAttentionParams& p, float* out, Isa isa = best_isa());
 
 // ---------------------------------------------------------------------------------------------
 // Softmax and activations.

@@ -1,5 +1,5 @@
 // Scaled dot-product attention over a KV cache with GQA, an optional mask among the new tokens and
-// an optional sliding window over positions.
+// an optional sliding window over positions and optional soft-capping of the scores (Gemma 2).
 // One simple kernel: one block per (token, head) does three passes over the visible keys --
 // scores (one warp per key) into a scratch row, exp and sum, then the weighted sum of values.
 #include <algorithm>
@@ -18,7 +18,8 @@ constexpr int kAttentionThreads = 128;
 // window > 0: positions [n_past + T] (device) hide the keys window or more positions behind t.
 __global__ void attention_kernel(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t n_past,
                                  int64_t T, int64_t t0, const uint8_t* allowed, int n_head, int group, int head_dim,
-                                 float scale, int window, const int32_t* positions, float* scores, float* out) {
+                                 float scale, int window, const int32_t* positions, float softcap, float* scores,
+                                 float* out) {
   extern __shared__ float q_s[];
   const int h = blockIdx.x;
   const int64_t t = t0 + blockIdx.y;
@@ -47,6 +48,7 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
       float acc = 0.0f;
       for (int d = lane; d < head_dim; d += kWarp) acc += q_s[d] * kr[d];
       score = warp_sum(acc);
+      if (softcap > 0.0f) score = softcap * tanhf(score / softcap);  // Gemma 2's attention soft-capping
     }
     if (lane == 0) s[j] = score;
     local_max = fmaxf(local_max, score);
@@ -93,6 +95,7 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
   // q_s (head_dim floats) must fit the 48 KiB of shared memory a launch gets without opt-in.
   require(p.head_dim <= 4096, "attention", "head_dim = " + std::to_string(p.head_dim) + " exceeds 4096");
   require(p.window >= 0, "attention", "window < 0");
+  require(p.softcap >= 0.0f, "attention", "softcap < 0");
   require(p.window == 0 || kv.positions != nullptr, "attention", "a sliding window needs kv.positions");
   if (T == 0) return;
   detail::require_ptr(q, "attention", "q");
@@ -115,7 +118,7 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
     const dim3 grid(static_cast<unsigned>(p.n_head), static_cast<unsigned>(n));
     detail::attention_kernel<<<grid, detail::kAttentionThreads, smem, detail::stream_of(ctx)>>>(
         q, kv.k, kv.v, kv.kv_stride, kv.n_past, T, t0, allowed, p.n_head, p.n_head / p.n_head_kv, p.head_dim,
-        p.scale, p.window, kv.positions, scores, out);
+        p.scale, p.window, kv.positions, p.softcap, scores, out);
     SPECMOE_CUDA_CHECK_LAUNCH();
   }
 }

@@ -68,30 +68,47 @@ __device__ int best_eligible(const float* v, int n, const uint8_t* eligible) {
   return best;
 }
 
-// Bytes of dynamic shared memory of sigmoid_group_kernel: score, biased [E] and group score
-// [G] floats, then the eligibility flags of experts [E] and groups [G].
-size_t sigmoid_group_shared_bytes(int E, int G) {
+// Bytes of dynamic shared memory of group_kernel: score, biased [E] and group score [G] floats,
+// then the eligibility flags of experts [E] and groups [G].
+size_t group_shared_bytes(int E, int G) {
   return (2 * static_cast<size_t>(E) + G) * sizeof(float) + static_cast<size_t>(E) + G;
 }
 
-// One block per token. The block computes the E sigmoid scores (the only O(E) arithmetic), then
-// thread 0 alone runs moe::SigmoidGroupRouter::select step by step (a few scans of E entries for
-// the k <= 8 of released models): the same float/double operations in the same order, so the
-// CPU and GPU results agree exactly unless a double exp rounds differently (at most 1 ulp of
-// double before the rounding to float). An expert or group already picked is made ineligible,
-// which is top_k_indices' "taken".
-__global__ void sigmoid_group_kernel(const float* logits, int E, int k, int G, int topk_group, bool normalize,
-                                     float scale, const float* bias, int32_t* experts, float* weights) {
+// One block per token. The block computes the E scores (moe::gate_scores: sigmoid, or softmax
+// with the max and the double sum taken by thread 0 in index order, as the CPU does), then thread
+// 0 alone runs moe::GroupRouter::select step by step (a few scans of E entries for the k <= 8 of
+// released models): the same float/double operations in the same order, so the CPU and GPU
+// results agree exactly unless a double exp rounds differently (at most 1 ulp of double before
+// the rounding to float). An expert or group already picked is made ineligible, which is
+// top_k_indices' "taken".
+__global__ void group_kernel(const float* logits, int E, int k, int G, int topk_group, bool normalize, float scale,
+                             const float* bias, bool softmax, int32_t* experts, float* weights) {
   extern __shared__ float shm[];
-  float* score = shm;                // [E] unbiased sigmoid scores
+  float* score = shm;                // [E] unbiased scores
   float* biased = score + E;         // [E] selection scores
   float* gscore = biased + E;        // [G]
   auto* elig = reinterpret_cast<uint8_t*>(gscore + G);  // [E]
   uint8_t* gelig = elig + E;         // [G]
+  __shared__ float s_max;
+  __shared__ double s_sum;
   const int64_t t = blockIdx.x;
   const float* l = logits + t * E;
+  if (softmax) {
+    if (threadIdx.x == 0) {
+      float mx = -INFINITY;
+      for (int e = 0; e < E; ++e)
+        if (!isnan(l[e])) mx = fmaxf(mx, l[e]);
+      if (!isfinite(mx)) mx = 0.0f;
+      double sum = 0.0;
+      for (int e = 0; e < E; ++e) sum += exp(static_cast<double>(l[e]) - mx);
+      s_max = mx;
+      s_sum = sum;
+    }
+    __syncthreads();
+  }
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    score[e] = static_cast<float>(1.0 / (1.0 + exp(-static_cast<double>(l[e]))));
+    score[e] = softmax ? static_cast<float>(exp(static_cast<double>(l[e]) - s_max) / s_sum)
+                       : static_cast<float>(1.0 / (1.0 + exp(-static_cast<double>(l[e]))));
     biased[e] = score[e] + (bias ? bias[e] : 0.0f);
   }
   __syncthreads();  // the last barrier: only thread 0 continues
@@ -220,10 +237,10 @@ void moe_softmax_topk(Context& ctx, const float* logits, int64_t T, int E, int k
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 
-void moe_sigmoid_group_topk(Context& ctx, const float* logits, int64_t T, int E, int k,
-                            const SigmoidGroupParams& p, int32_t* experts, float* weights) {
+void moe_group_topk(Context& ctx, const float* logits, int64_t T, int E, int k, const GroupRouterParams& p,
+                    int32_t* experts, float* weights) {
   using detail::require;
-  const char* op = "moe_sigmoid_group_topk";
+  const char* op = "moe_group_topk";
   require(T >= 0 && T <= 0x7fffffffLL, op, "T = " + std::to_string(T) + " outside [0, INT_MAX]");
   require(E >= 1 && E <= 2048, op, "E = " + std::to_string(E) + " outside [1, 2048]");
   require(p.n_group >= 1 && E % p.n_group == 0, op,
@@ -239,9 +256,9 @@ void moe_sigmoid_group_topk(Context& ctx, const float* logits, int64_t T, int E,
   detail::require_ptr(experts, op, "experts");
   detail::require_ptr(weights, op, "weights");
   DeviceGuard guard(ctx.device());
-  const size_t shared = detail::sigmoid_group_shared_bytes(E, p.n_group);  // <= 14 * 2048 bytes
-  detail::sigmoid_group_kernel<<<static_cast<unsigned>(T), detail::kMoEThreads, shared, detail::stream_of(ctx)>>>(
-      logits, E, k, p.n_group, p.topk_group, p.normalize, p.scale, p.bias, experts, weights);
+  const size_t shared = detail::group_shared_bytes(E, p.n_group);  // <= 14 * 2048 bytes
+  detail::group_kernel<<<static_cast<unsigned>(T), detail::kMoEThreads, shared, detail::stream_of(ctx)>>>(
+      logits, E, k, p.n_group, p.topk_group, p.normalize, p.scale, p.bias, p.softmax, experts, weights);
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,11 +1,11 @@
 // Host launchers of the mixture-of-experts ops on the GPU (kernels/cuda/moe.cu): softmax top-k
-// routing and sigmoid + bias + group-limited routing (DeepSeek-V3), the Switch capacity limit,
+// routing and sigmoid or softmax + bias + group-limited routing (DeepSeek-V3, V2), the Switch capacity limit,
 // grouping the (token, slot) assignments by expert, gathering the inputs in that order and the
 // weighted combine. The expert FFNs themselves are plain matmul calls (ops.h) on slices of
 // the stacked expert tensors, one per active expert, made by the caller (core/backend_cuda.cpp).
 // Conventions as in ops.h: device pointers, work queued on ctx.stream(), host-side argument checks
 // throwing Error(InvalidArgument). Semantics mirror moe::MoELayer, moe::SoftmaxTopKRouter,
-// moe::SigmoidGroupRouter and moe::apply_capacity. A dropped assignment has expert id -1
+// moe::GroupRouter and moe::apply_capacity. A dropped assignment has expert id -1
 // (moe::Routing::kDropped) and weight 0.
 #pragma once
 #include <cstdint>
@@ -24,26 +24,29 @@ namespace specmoe::kernels::cuda {
 void moe_softmax_topk(Context& ctx, const float* logits, int64_t T, int E, int k, bool renormalize,
                       int32_t* experts, float* weights);
 
-// The options of moe::SigmoidGroupOptions, with the bias on the device.
-struct SigmoidGroupParams {
+// The options of moe::GroupRouterOptions, with the bias on the device.
+struct GroupRouterParams {
   int n_group = 1;              // experts form n_group contiguous groups of E / n_group
   int topk_group = 1;           // groups kept per token
   bool normalize = true;        // divide the k weights by their sum
   float scale = 1.0f;           // routed_scaling_factor
   const float* bias = nullptr;  // device [E] selection-only bias (exp_probs_b); null = zeros
+  bool softmax = false;         // scores: softmax over the E logits (DeepSeek-V2) instead of sigmoid (V3)
 };
 
-// Sigmoid + bias + group-limited top-k routing (moe/sigmoid_group_router.h, DeepSeek-V3), one
-// block per token: s_e = float(1 / (1 + exp(-double(l_e)))), b_e = s_e + bias_e (float);
-// when n_group > 1, a group's score is the float sum of its two best b (one when groups have
-// one expert), the best topk_group groups stay eligible; experts[t, :] = the k eligible experts
-// with the largest b in descending order; every ranking as moe::top_k_indices (equal values:
-// lowest index first; NaN below every number). weights[t, j] = s_e / (sum_j s_e + 1e-20) in
-// double when normalize (else s_e), times scale, rounded once to float, as the CPU router.
-// logits: [T, E]; experts, weights: [T, k]. Requires E % n_group == 0, 1 <= topk_group <=
-// n_group, 1 <= k <= topk_group * E / n_group and E <= 2048 (shared memory: 14 E bytes at most).
-void moe_sigmoid_group_topk(Context& ctx, const float* logits, int64_t T, int E, int k,
-                            const SigmoidGroupParams& params, int32_t* experts, float* weights);
+// Score + bias + group-limited top-k routing (moe/group_router.h; DeepSeek-V3 with sigmoid
+// scores, DeepSeek-V2 with softmax), one block per token: s = moe::gate_scores (sigmoid: s_e =
+// float(1 / (1 + exp(-double(l_e)))); softmax: float(exp(double(l_e) - m) / sum) with the double
+// sum in index order), b_e = s_e + bias_e (float); when n_group > 1, a group's score is the float
+// sum of its two best b (one when groups have one expert), the best topk_group groups stay
+// eligible; experts[t, :] = the k eligible experts with the largest b in descending order; every
+// ranking as moe::top_k_indices (equal values: lowest index first; NaN below every number).
+// weights[t, j] = s_e / (sum_j s_e + 1e-20) in double when normalize (else s_e), times scale,
+// rounded once to float, as the CPU router. logits: [T, E]; experts, weights: [T, k]. Requires
+// E % n_group == 0, 1 <= topk_group <= n_group, 1 <= k <= topk_group * E / n_group and E <= 2048
+// (shared memory: 14 E bytes at most).
+void moe_group_topk(Context& ctx, const float* logits, int64_t T, int E, int k, const GroupRouterParams& params,
+                    int32_t* experts, float* weights);
 
 // Switch capacity with token dropping (moe::apply_capacity, Fedus et al. 2021): assignments are
 // taken in token order and within a token in slot order; an expert keeps its first `capacity`

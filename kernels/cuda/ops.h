@@ -23,6 +23,8 @@ namespace specmoe::kernels::cuda {
 // RoPE, attention and KV-cache parameters: kernels/op_params.h (shared with the CPU ops).
 using kernels::AttentionParams;
 using kernels::KVView;
+using kernels::MlaAttentionParams;
+using kernels::MlaKVView;
 using kernels::RopePairing;
 using kernels::RopeParams;
 
@@ -95,6 +97,12 @@ void rope(Context& ctx, float* x, int64_t T, const int32_t* positions, const Rop
 // that scratch stays under kDequantSliceBytes).
 void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
                const AttentionParams& p, float* out);
+// Multi-head latent attention, absorbed form (kernels/op_params.h; kernels/cpu/ops.h
+// mla_attention_ref is the definition): q [T, n_head * (kv_lora_rank + rope_dims)], out [T, n_head *
+// kv_lora_rank]. The attention kernel's scheme with one shared latent row per token as key and
+// value (mla_attention.cu).
+void mla_attention(Context& ctx, const float* q, int64_t T, const MlaKVView& kv, const uint8_t* allowed,
+                   const MlaAttentionParams& p, float* out);
 
 // ---------------------------------------------------------------------------------------------
 // Softmax, argmax, activations, elementwise helpers.

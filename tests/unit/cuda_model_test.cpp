@@ -311,6 +311,14 @@ TEST(CudaModel, SynthQwen3Gemma3AndRopeScalingMatchTheCpu) {
   compare_with_cpu(s, "cuda_gemma3_softcap.gguf", kRelF32);
 }
 
+TEST(CudaModel, SynthPhi3AndGemma2MatchTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  // phi3's fused attn_qkv and [gate | up] ffn_up with LongRoPE factors; gemma2's attention and
+  // final soft-capping over sliding-window layers.
+  compare_with_cpu(synth_spec("phi3-tiny"), "cuda_phi3.gguf", kRelF32);
+  compare_with_cpu(synth_spec("gemma2-tiny"), "cuda_gemma2.gguf", kRelF32);
+}
+
 TEST(CudaModel, BatchedForwardEqualsOneTokenForwards) {
   SPECMOE_REQUIRE_CUDA();
   SPECMOE_REQUIRE_DATA(kStories);

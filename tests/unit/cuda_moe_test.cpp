@@ -1,12 +1,14 @@
 // MoE models on the CUDA backend (core/backend_cuda.cpp, kernels/cuda/moe.cu) against the CPU:
-// Mixtral-style llama and qwen2moe synth models (F32, F16, Q8_0 experts), batched = one-token
-// forwards for T = 1, 3, 9, expert counts and routing equal to the CPU's, k overrides;
-// DeepSeek-V3-style sigmoid + bias + group-limited routing and Switch capacity dropping (T = 1,
-// 3, 17) equal to the CPU's, with the routing kernels checked one by one against moe::
-// (moe_sigmoid_group_topk, moe_apply_capacity, grouping/gather/combine of dropped slots); and
-// the argmax of logits rows where they live (core::Rows::argmax) on the CPU and the GPU,
-// with greedy speculative decoding equal to autoregressive decoding on the GPU. GPU tests skip
-// without a device (GTEST_SKIP); the CPU tests of the argmax run everywhere.
+// Mixtral-style llama and qwen2moe synth models (F32, F16, Q8_0 experts), qwen3moe, olmoe and
+// deepseek2 (latent attention, a dense first layer, shared experts, softmax group routing; F32 and
+// F16), batched = one-token forwards for T = 1, 3, 9, expert counts and routing equal to the
+// CPU's, k overrides; DeepSeek-V3-style sigmoid + bias + group-limited routing and Switch
+// capacity dropping (T = 1, 3, 17) equal to the CPU's, with the routing kernels checked one by one
+// against moe:: (moe_group_topk with sigmoid and softmax scores, moe_apply_capacity,
+// grouping/gather/combine of dropped slots); and the argmax of logits rows where they live
+// (core::Rows::argmax) on the CPU and the GPU, with greedy speculative decoding equal to
+// autoregressive decoding on the GPU. GPU tests skip without a device (GTEST_SKIP); the CPU tests
+// of the argmax run everywhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,7 +27,7 @@
 #include "draft/ngram_drafter.h"
 #include "moe/expert_stats.h"
 #include "moe/router.h"
-#include "moe/sigmoid_group_router.h"
+#include "moe/group_router.h"
 #include "require_cuda.h"
 #include "test_data.h"
 #include "verify/autoregressive.h"
@@ -190,8 +192,10 @@ void compare_moe_with_cpu(const std::string& path, double rel) {
   forward(*gpu, lg, one, kg, b, o);
   expect_close(b, a, rel, path + " early exit");
   EXPECT_EQ(lg.last.distinct_experts(1), -1);  // not run by the early exit
-  EXPECT_EQ(lg.all.layers.at(0).n_forwards(), 5);
-  EXPECT_EQ(lg.all.layers.at(1).n_forwards(), 4);
+  // Leading dense layers (deepseek2) route nothing.
+  const core::ModelConfig& c = gpu->config();
+  EXPECT_EQ(lg.all.layers.at(0).n_forwards(), c.is_moe_layer(0) ? 5 : 0);
+  EXPECT_EQ(lg.all.layers.at(1).n_forwards(), c.is_moe_layer(1) ? 4 : 0);
 }
 
 }  // namespace
@@ -300,6 +304,17 @@ TEST(CudaMoE, F16AndQ8ExpertsMatchTheCpu) {
   compare_moe_with_cpu(write_preset("moe-tiny", "cuda_moe_f16.gguf", DType::F16), kRelF16);
   compare_moe_with_cpu(write_preset("moe-tiny", "cuda_moe_q8.gguf", DType::Q8_0), kRelF16);
   compare_moe_with_cpu(write_preset("qwen2moe-tiny", "cuda_qwen2moe_q8.gguf", DType::Q8_0), kRelF16);
+}
+
+TEST(CudaMoE, Qwen3MoeOlmoeAndDeepseek2MatchTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  // QK-norm per head and over the whole projections; deepseek2's latent attention (the absorbed
+  // form over the compressed cache, kernels/cuda/mla_attention.cu), dense first layer, shared
+  // experts and the softmax group router with its scale, with a q LoRA and without.
+  for (const char* preset : {"qwen3moe-tiny", "olmoe-tiny", "deepseek2-tiny", "deepseek2-lite-tiny"}) {
+    compare_moe_with_cpu(write_preset(preset, std::string("cuda_") + preset + ".gguf"), kRelF32);
+    compare_moe_with_cpu(write_preset(preset, std::string("cuda_") + preset + "_f16.gguf", DType::F16), kRelF16);
+  }
 }
 
 TEST(CudaMoE, BatchedForwardEqualsOneTokenForwards) {
@@ -502,7 +517,7 @@ std::vector<E> to_host(cu::Context& ctx, const cu::DeviceBuffer& buf, size_t n) 
 
 }  // namespace
 
-TEST(CudaMoEKernels, SigmoidGroupTopKEqualsTheCpuRouter) {
+TEST(CudaMoEKernels, GroupTopKEqualsTheCpuRouterForSigmoidAndSoftmaxScores) {
   SPECMOE_REQUIRE_CUDA();
   cu::Context ctx(0);
   struct Case {
@@ -516,10 +531,12 @@ TEST(CudaMoEKernels, SigmoidGroupTopKEqualsTheCpuRouter) {
   const Case cases[] = {{8, 4, 2, 3, true, 2.5f, true},  {16, 1, 1, 5, false, 1.0f, false},
                         {12, 3, 1, 4, true, 1.0f, true}, {6, 6, 3, 2, true, 1.5f, true},
                         {1, 1, 1, 1, true, 1.0f, false}, {8, 4, 2, 4, false, 2.0f, true}};
+  // Each case with DeepSeek-V3's sigmoid scores and DeepSeek-V2's softmax over the E logits.
+  for (const bool softmax : {false, true})
   for (const Case& c : cases) {
     const int T = 17, E = c.E;
-    const std::string what = "E " + std::to_string(E) + " groups " + std::to_string(c.n_group) + " k " +
-                             std::to_string(c.k);
+    const std::string what = std::string(softmax ? "softmax" : "sigmoid") + " E " + std::to_string(E) + " groups " +
+                             std::to_string(c.n_group) + " k " + std::to_string(c.k);
     std::mt19937 gen(static_cast<uint32_t>(E * 131 + c.k));
     std::normal_distribution<float> nd(0.0f, 1.5f);
     std::uniform_real_distribution<float> ud(-0.2f, 0.2f);
@@ -528,8 +545,11 @@ TEST(CudaMoEKernels, SigmoidGroupTopKEqualsTheCpuRouter) {
     // Row 3: all equal (ties everywhere: lowest index, lowest group); row 5: NaN at 0 and E-1
     // (NaN ranks last); row 7: values repeated in pairs.
     for (int e = 0; e < E; ++e) logits[3 * E + e] = 0.25f;
-    logits[5 * E] = std::nanf("");
-    logits[5 * E + E - 1] = std::nanf("");
+    // (Softmax: a NaN logit makes the whole row's scores NaN, a row with no order to compare.)
+    if (!softmax) {
+      logits[5 * E] = std::nanf("");
+      logits[5 * E + E - 1] = std::nanf("");
+    }
     for (int e = 1; e < E; e += 2) logits[7 * E + e] = logits[7 * E + e - 1];
     std::vector<float> bias;
     if (c.bias) {
@@ -539,26 +559,28 @@ TEST(CudaMoEKernels, SigmoidGroupTopKEqualsTheCpuRouter) {
       if (E >= 2) bias[1] = bias[0];
     }
 
-    moe::SigmoidGroupOptions o;
+    moe::GroupRouterOptions o;
     o.n_group = c.n_group;
     o.topk_group = c.topk_group;
     o.normalize = c.normalize;
     o.scale = c.scale;
     o.bias = bias;
-    moe::SigmoidGroupRouter router(E, c.k, o);
+    o.score = softmax ? moe::GateScore::Softmax : moe::GateScore::Sigmoid;
+    moe::GroupRouter router(E, c.k, o);
     moe::Routing want;
     router.route(logits.data(), nullptr, T, want);
 
     cu::DeviceBuffer d_logits = to_device(ctx, logits), d_bias = to_device(ctx, bias);
     cu::DeviceBuffer d_ex(static_cast<size_t>(T) * c.k * sizeof(int32_t), 0);
     cu::DeviceBuffer d_w(static_cast<size_t>(T) * c.k * sizeof(float), 0);
-    cu::SigmoidGroupParams p;
+    cu::GroupRouterParams p;
     p.n_group = c.n_group;
     p.topk_group = c.topk_group;
     p.normalize = c.normalize;
     p.scale = c.scale;
     p.bias = c.bias ? d_bias.as<float>() : nullptr;
-    cu::moe_sigmoid_group_topk(ctx, d_logits.as<float>(), T, E, c.k, p, d_ex.as<int32_t>(), d_w.as<float>());
+    p.softmax = softmax;
+    cu::moe_group_topk(ctx, d_logits.as<float>(), T, E, c.k, p, d_ex.as<int32_t>(), d_w.as<float>());
     const auto ex = to_host<int32_t>(ctx, d_ex, static_cast<size_t>(T) * c.k);
     const auto w = to_host<float>(ctx, d_w, static_cast<size_t>(T) * c.k);
     EXPECT_EQ(ex, want.expert) << what;
@@ -575,10 +597,10 @@ TEST(CudaMoEKernels, SigmoidGroupTopKEqualsTheCpuRouter) {
   }
   // k beyond the kept groups' experts is refused by name.
   cu::DeviceBuffer buf(64 * sizeof(float), 0);
-  cu::SigmoidGroupParams p;
+  cu::GroupRouterParams p;
   p.n_group = 4;
   p.topk_group = 1;
-  EXPECT_THROW(cu::moe_sigmoid_group_topk(ctx, buf.as<float>(), 1, 8, 3, p, buf.as<int32_t>(), buf.as<float>()),
+  EXPECT_THROW(cu::moe_group_topk(ctx, buf.as<float>(), 1, 8, 3, p, buf.as<int32_t>(), buf.as<float>()),
                Error);
 }
 

@@ -377,7 +377,8 @@ TEST(ModelConfig, UnknownArchitecture) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
     EXPECT_EQ(std::string(e.what()),
-              path + ": unsupported architecture 'xyz' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, gemma3)");
+              path + ": unsupported architecture 'xyz' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, "
+                     "gemma2, gemma3, olmoe, phi3, deepseek2)");
   }
 }
 

@@ -14,10 +14,11 @@
 #include "base/error.h"
 #include "core/gguf.h"
 #include "core/model.h"
+#include "core/model_weights.h"
 #include "core/synth.h"
 #include "kernels/cpu/quant.h"
 #include "moe/expert_stats.h"
-#include "reference_forward.h"
+#include "moe_reference_forward.h"
 #include "test_data.h"
 
 using namespace specmoe;
@@ -41,124 +42,15 @@ bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a,
 
 const std::vector<int32_t> kIds = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
 
-// ------------------------------------------------------------------------------------------
-// Double-precision reference forward for llama (Mixtral-style MoE) and qwen2moe, no cache.
+using specmoe::testing::MoEReferenceForward;
 
-// The shared reference forward (tests/reference_forward.h) with the MoE block as its
-// feed-forward, recording each token's experts.
-class MoEReferenceForward : public specmoe::testing::ReferenceForward {
- public:
-  // k: experts per token (the model's expert_used_count unless overridden).
-  MoEReferenceForward(const std::string& path, int k) : ReferenceForward(path), k_(k) {}
-
-  // logits [T][n_vocab]; routing[l][t] = the k experts chosen for token t in layer l.
-  std::vector<std::vector<double>> run(const std::vector<int32_t>& ids) {
-    routing.assign(c_.n_layer, std::vector<std::vector<int>>(ids.size()));
-    return ReferenceForward::run(ids, [this](std::vector<double>& x, int l, int t) { moe_block(x, l, routing[l][t]); });
-  }
-
-  // The MoE block of layer l on one token, in place: x += MoE(norm(x)).
-  //   logits_e = W_inp[e] . h;  p = softmax(logits);  S = top-k of p (ties: lower index)
-  //   w_e = p_e / sum_S p (Mixtral, expert_weights_norm) or p_e (Qwen-MoE)
-  //   y = sum_{e in S} w_e * down_e(silu(gate_e h) * up_e h)  [+ sigmoid(w_sh . h) * shared(h)]
-  void moe_block(std::vector<double>& x, int l, std::vector<int>& chosen) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    const int d = c_.n_embd, E = c_.n_expert, ff = c_.n_ff_expert;
-    const auto h = norm(x, p + "ffn_norm");
-    const auto logits = linear(h, p + "ffn_gate_inp", E);
-    const double mx = *std::max_element(logits.begin(), logits.end());
-    std::vector<double> prob(E);
-    double z = 0;
-    for (int e = 0; e < E; ++e) z += (prob[e] = std::exp(logits[e] - mx));
-    for (auto& pe : prob) pe /= z;
-    std::vector<int> order(E);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
-    chosen.assign(order.begin(), order.begin() + k_);
-    double sel = 0;
-    for (int e : chosen) sel += prob[e];
-    const auto gate = tensor(p + "ffn_gate_exps.weight"), up = tensor(p + "ffn_up_exps.weight"),
-               down = tensor(p + "ffn_down_exps.weight");
-    std::vector<double> y(d, 0.0);
-    for (int e : chosen) {
-      const double w = c_.expert_weights_norm ? prob[e] / sel : prob[e];
-      const auto out = swiglu(h, gate.data() + static_cast<size_t>(e) * ff * d, up.data() + static_cast<size_t>(e) * ff * d,
-                              down.data() + static_cast<size_t>(e) * d * ff, ff);
-      for (int i = 0; i < d; ++i) y[i] += w * out[i];
-    }
-    if (c_.arch == Arch::Qwen2Moe) {
-      const int sh = c_.n_ff_shared_expert;
-      const auto gs = tensor(p + "ffn_gate_shexp.weight"), us = tensor(p + "ffn_up_shexp.weight"),
-                 ds = tensor(p + "ffn_down_shexp.weight"), wg = tensor(p + "ffn_gate_inp_shexp.weight");
-      double zg = 0;
-      for (int i = 0; i < d; ++i) zg += wg[i] * h[i];
-      const double g = 1 / (1 + std::exp(-zg));
-      const auto out = swiglu(h, gs.data(), us.data(), ds.data(), sh);
-      for (int i = 0; i < d; ++i) y[i] += g * out[i];
-    }
-    for (int i = 0; i < d; ++i) x[i] += y[i];
-  }
-
-  std::vector<std::vector<std::vector<int>>> routing;  // [layer][token] chosen experts
-
- private:
-  std::vector<double> swiglu(const std::vector<double>& h, const double* wg, const double* wu, const double* wd, int ff) {
-    const int d = static_cast<int>(h.size());
-    std::vector<double> a(ff), out(d, 0.0);
-    for (int r = 0; r < ff; ++r) {
-      double g = 0, u = 0;
-      for (int i = 0; i < d; ++i) {
-        g += wg[static_cast<size_t>(r) * d + i] * h[i];
-        u += wu[static_cast<size_t>(r) * d + i] * h[i];
-      }
-      a[r] = g / (1 + std::exp(-g)) * u;
-    }
-    for (int o = 0; o < d; ++o)
-      for (int r = 0; r < ff; ++r) out[o] += wd[static_cast<size_t>(o) * ff + r] * a[r];
-    return out;
-  }
-  int k_;
-};
-
-// Model vs reference on kIds with k experts per token (0 = the file's); also checks that the
-// model routed every token of every layer to the reference's experts.
+// Model vs the double reference (tests/moe_reference_forward.h) on kIds with k experts per token
+// (0 = the file's): routing equal per token and layer, logits within rel_tol of the logit range.
+// float32 activations through 2-3 layers of dot products over <= 128 terms against double:
+// measured max error 1.9e-7 to 2.4e-7 of the logit range (F32 and Q8_0, k = 1..E); 1e-5 leaves
+// 40x room, while flipping the weight renormalisation alone gives 0.2-0.6.
 void check_against_reference(const std::string& path, int k = 0, double rel_tol = 1e-5) {
-  LoadOptions o;
-  o.n_threads = 2;
-  o.moe_k_override = k;
-  auto m = Model::load(path, o);
-  const int kk = m->moe_k();
-  ASSERT_EQ(kk, k ? k : m->config().n_expert_used);
-  KVCache kv = m->new_cache(32);
-  std::vector<float> logits;
-  const ForwardResult f = m->forward(kIds, kv);
-  f.logits.to_host(logits);
-  MoEReferenceForward ref(path, kk);
-  const auto want = ref.run(kIds);
-  const int V = m->config().n_vocab, T = static_cast<int>(kIds.size());
-  ASSERT_EQ(f.stats.moe.size(), static_cast<size_t>(m->config().n_layer));
-  for (int l = 0; l < m->config().n_layer; ++l) {
-    const moe::Routing* r = &f.stats.moe[l];
-    ASSERT_EQ(r->n_tokens, T);
-    ASSERT_EQ(r->k, kk);
-    for (int t = 0; t < T; ++t) {
-      std::set<int> got, exp(ref.routing[l][t].begin(), ref.routing[l][t].end());
-      for (int j = 0; j < kk; ++j) got.insert(r->expert_at(t, j));
-      EXPECT_EQ(got, exp) << "layer " << l << " token " << t;
-    }
-  }
-  double max_ref = 0, max_diff = 0;
-  for (int t = 0; t < T; ++t)
-    for (int j = 0; j < V; ++j) {
-      ASSERT_TRUE(std::isfinite(logits[t * V + j]));
-      max_ref = std::max(max_ref, std::fabs(want[t][j]));
-      max_diff = std::max(max_diff, std::fabs(want[t][j] - logits[t * V + j]));
-    }
-  ASSERT_GT(max_ref, 1.0);  // logits are not trivially small
-  // float32 activations through 2-3 layers of dot products over <= 128 terms against double:
-  // measured max error 1.9e-7 to 2.4e-7 of the logit range (F32 and Q8_0, k = 1..E); 1e-5 leaves
-  // 40x room, while flipping the weight renormalisation alone gives 0.2-0.6.
-  EXPECT_LE(max_diff, rel_tol * max_ref) << path << " k " << kk << ": max |logit| " << max_ref;
+  specmoe::testing::check_moe_against_reference(path, kIds, k, rel_tol);
 }
 
 }  // namespace
@@ -483,10 +375,19 @@ TEST(MoELoad, RouterAndSizesFromMetadata) {
   g3.u32 = {{"llama.expert_gating_func", 3}};
   rewrite(base, scratch("moe_meta_g3.gguf"), g3);
   expect_load_error(scratch("moe_meta_g3.gguf"), ErrorKind::Unsupported, "llama.expert_gating_func");
+  // Softmax gating with a weight scale (DeepSeek-V2's routed_scaling_factor): the softmax group
+  // router, whose renormalised k = 2 weights (Mixtral's llama default) sum to the scale.
   Edit scale;
   scale.f32 = {{"llama.expert_weights_scale", 2.0f}};
   rewrite(base, scratch("moe_meta_scale.gguf"), scale);
-  expect_load_error(scratch("moe_meta_scale.gguf"), ErrorKind::Unsupported, "softmax");
+  {
+    auto ms = Model::load(scratch("moe_meta_scale.gguf"));
+    EXPECT_EQ(config_router_spec(ms->config()).kind, moe::RouterKind::SoftmaxGroup);
+    KVCache kvs = ms->new_cache(32);
+    const ForwardStats f = ms->forward(kIds, kvs).stats;
+    for (int t = 0; t < f.moe[0].n_tokens; ++t)
+      EXPECT_NEAR(f.moe[0].weight_at(t, 0) + f.moe[0].weight_at(t, 1), 2.0f, 1e-5f);
+  }
   Edit groups;
   groups.u32 = {{"llama.expert_gating_func", 2}, {"llama.expert_group_count", 3}};
   rewrite(base, scratch("moe_meta_groups.gguf"), groups);

@@ -1,7 +1,8 @@
 // The transformer forward: the published greedy output of a real model (stories260K), then the
 // forward's contracts (batched = sequential, truncate + recompute, tree masks, KV compaction,
-// early exit, cache limits, load errors), and llama / qwen2 / gpt2 synthetic models against a
-// plain double-precision reference forward written here.
+// early exit, cache limits, load errors), and the dense architectures' synthetic models (llama,
+// qwen2, gpt2, qwen3, gemma2, gemma3, phi3) against the double-precision reference forward
+// (tests/reference_forward.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -551,4 +552,82 @@ TEST(Architectures, Llama3RopeFactorsMatchReference) {
   double moved = 0;
   for (size_t i = 0; i < la.size(); ++i) moved = std::max(moved, std::fabs(double(la[i]) - lc[i]));
   EXPECT_GT(moved, 1e-2);
+}
+
+TEST(Architectures, Phi3FusedProjectionsAndLongRopeMatchReference) {
+  // One attn_qkv, ffn_up = [gate | up], LongRoPE factors for an original context of 64 and the
+  // converter's attn_factor: a cache of 32 positions runs the short factors, one of 128 the long
+  // ones (llama.cpp picks by the context, n_ctx_seq > n_ctx_orig_yarn); each matches the
+  // reference given the same context, and the two differ.
+  const std::string path = scratch("arch_phi3.gguf");
+  synth_write("phi3-tiny", path, 42);
+  auto m = Model::load(path);
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Phi3);
+  EXPECT_TRUE(c.ffn_gate_up_fused);
+  EXPECT_TRUE(c.rope_long_short_factors);
+  EXPECT_EQ(c.rope_n_ctx_orig, 64);
+  EXPECT_NEAR(c.rope_attn_factor, std::sqrt(1.0 + std::log(8.0) / std::log(64.0)), 1e-6);
+  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
+  const int V = c.n_vocab;
+  std::vector<float> by_ctx[2];
+  for (int i = 0; i < 2; ++i) {
+    const int n_ctx = i == 0 ? 32 : 128;
+    KVCache kv = m->new_cache(n_ctx);
+    m->forward(ids, kv).logits.to_host(by_ctx[i]);
+    ReferenceForward ref(path);
+    ref.set_context(n_ctx);
+    const auto want = ref.run(ids);
+    double max_ref = 0, max_diff = 0;
+    for (size_t t = 0; t < ids.size(); ++t)
+      for (int j = 0; j < V; ++j) {
+        max_ref = std::max(max_ref, std::fabs(want[t][j]));
+        max_diff = std::max(max_diff, std::fabs(want[t][j] - by_ctx[i][t * V + j]));
+      }
+    ASSERT_GT(max_ref, 1.0);
+    EXPECT_LE(max_diff, 1e-4 * max_ref) << "context " << n_ctx;  // as check_against_reference
+  }
+  double moved = 0;
+  for (size_t j = 0; j < by_ctx[0].size(); ++j) moved = std::max(moved, std::fabs(double(by_ctx[0][j]) - by_ctx[1][j]));
+  EXPECT_GT(moved, 1e-2);  // the long factors turn the slow pairs visibly slower
+  // Fused tensors in the file, no separate q/k/v or gate.
+  EXPECT_NE(m->file().find_tensor("blk.0.attn_qkv.weight"), nullptr);
+  EXPECT_EQ(m->file().find_tensor("blk.0.ffn_gate.weight"), nullptr);
+}
+
+TEST(Architectures, Gemma2SoftCappingAndWindowsMatchReference) {
+  // gemma3's block without QK-norm; every second layer local (default pattern 2) with the global
+  // base; attention scores capped at 2 and logits at 5 (tight enough to bite on random weights).
+  SynthSpec s = synth_spec("gemma2-tiny");
+  check_against_reference(s, "arch_gemma2.gguf");
+  auto m = Model::load(scratch("arch_gemma2.gguf"));
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Gemma2);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_TRUE(c.post_norms);
+  EXPECT_EQ(c.swa_pattern, 2);
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(c.is_swa(l), l % 2 == 0) << l;
+  EXPECT_FLOAT_EQ(c.rope_freq_base_swa, c.rope_freq_base);
+  EXPECT_FLOAT_EQ(c.attn_logit_softcap, 2.0f);
+  EXPECT_FLOAT_EQ(c.final_logit_softcap, 5.0f);
+  EXPECT_TRUE(c.tied_output);
+  KVCache kv = m->new_cache(32);
+  std::vector<float> logits;
+  m->forward(std::vector<int32_t>{1, 72, 105}, kv).logits.to_host(logits);
+  for (float v : logits) ASSERT_LE(std::fabs(v), 5.0f);
+  // Without the keys: llama.cpp's defaults, 50 for the scores and 30 for the logits.
+  s.attn_logit_softcap = 0.0f;
+  s.final_logit_softcap = 0.0f;
+  check_against_reference(s, "arch_gemma2_defaults.gguf");
+  auto d = Model::load(scratch("arch_gemma2_defaults.gguf"));
+  EXPECT_FLOAT_EQ(d->config().attn_logit_softcap, 50.0f);
+  EXPECT_FLOAT_EQ(d->config().final_logit_softcap, 30.0f);
+  EXPECT_EQ(d->config().n_swa, 4);
+  // Q8_0 weights with 8-bit activations (see LlamaMatchesReference), logits capped at 30: a cap
+  // of 5 would make the largest logit, the bound's unit, 5 while uncapped errors of the small
+  // logits pass through tanh's linear part unchanged.
+  s = synth_spec("gemma2-tiny");
+  s.type = DType::Q8_0;
+  s.final_logit_softcap = 30.0f;
+  check_against_reference(s, "arch_gemma2_q8.gguf", 1.5e-2);
 }

@@ -126,10 +126,10 @@ MoELayer make_layer(const Case& c, const Fixture& f, std::shared_ptr<cpu::Thread
   spec.n_expert = c.n_expert;
   spec.k = c.k;
   spec.capacity_factor = c.capacity_factor;
-  spec.sigmoid.n_group = c.n_group;
-  spec.sigmoid.topk_group = c.topk_group;
-  spec.sigmoid.scale = f.scale;
-  spec.sigmoid.bias = f.bias;
+  spec.group.n_group = c.n_group;
+  spec.group.topk_group = c.topk_group;
+  spec.group.scale = f.scale;
+  spec.group.bias = f.bias;
   spec.n_embd = c.n_embd;
   spec.noise_weight = f.noise_weight;
   auto next = std::make_shared<size_t>(0);

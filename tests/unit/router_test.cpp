@@ -214,12 +214,12 @@ TEST(Capacity, CountDropsRecountsWhatApplyCapacityCounted) {
 // Expert 0 has the best single score but its group loses: group limiting must exclude it.
 const float kDeepSeekLogits[] = {3.0f, -3.0f, 1.0f, 0.9f, 0.5f, 1.2f, -1.0f, -2.0f};
 
-TEST(SigmoidGroupRouter, GroupLimitedSelection) {
-  SigmoidGroupOptions opt;
+TEST(GroupRouter, GroupLimitedSelection) {
+  GroupRouterOptions opt;
   opt.n_group = 4;
   opt.topk_group = 2;
   opt.scale = 2.5f;
-  SigmoidGroupRouter r(8, 2, opt);
+  GroupRouter r(8, 2, opt);
   Routing out;
   r.route(kDeepSeekLogits, nullptr, 1, out);
   EXPECT_EQ(experts_of(out, 0), (std::vector<int32_t>{5, 2}));
@@ -230,24 +230,24 @@ TEST(SigmoidGroupRouter, GroupLimitedSelection) {
   EXPECT_THROW(r.set_k(5), Error);
 
   // Without group limiting the best two overall win: {0, 5}.
-  SigmoidGroupOptions flat;
+  GroupRouterOptions flat;
   flat.normalize = false;
-  SigmoidGroupRouter r1(8, 2, flat);
+  GroupRouter r1(8, 2, flat);
   r1.route(kDeepSeekLogits, nullptr, 1, out);
   EXPECT_EQ(experts_of(out, 0), (std::vector<int32_t>{0, 5}));
   EXPECT_NEAR(out.weight_at(0, 0), sigmoid(3.0), kWeightTol);  // raw sigmoid, no renorm
   EXPECT_NEAR(out.weight_at(0, 1), sigmoid(1.2), kWeightTol);
 }
 
-TEST(SigmoidGroupRouter, BiasChangesSelectionButNotWeights) {
+TEST(GroupRouter, BiasChangesSelectionButNotWeights) {
   // bias[4] = +0.5: expert 4's biased score 1.122 makes g2 the best group (1.891) and expert 4
   // the first pick; its weight still comes from the unbiased sigmoid(0.5) = 0.622.
-  SigmoidGroupOptions opt;
+  GroupRouterOptions opt;
   opt.n_group = 4;
   opt.topk_group = 2;
   opt.scale = 2.5f;
   opt.bias = {0, 0, 0, 0, 0.5f, 0, 0, 0};
-  SigmoidGroupRouter r(8, 2, opt);
+  GroupRouter r(8, 2, opt);
   Routing out;
   r.route(kDeepSeekLogits, nullptr, 1, out);
   EXPECT_EQ(experts_of(out, 0), (std::vector<int32_t>{4, 5}));
@@ -256,10 +256,10 @@ TEST(SigmoidGroupRouter, BiasChangesSelectionButNotWeights) {
   EXPECT_NEAR(out.weight_at(0, 1), 2.5 * s5 / (s4 + s5), 4 * kWeightTol);
 
   // A bias that does not change the selection leaves the weights bit-identical.
-  SigmoidGroupOptions base = opt, nudged = opt;
+  GroupRouterOptions base = opt, nudged = opt;
   base.bias.clear();
   nudged.bias = {0, 0, 0.01f, 0, 0, 0.02f, 0, 0};  // on the two selected experts {5, 2}
-  SigmoidGroupRouter rb(8, 2, base), rn(8, 2, nudged);
+  GroupRouter rb(8, 2, base), rn(8, 2, nudged);
   Routing ob, on;
   rb.route(kDeepSeekLogits, nullptr, 1, ob);
   rn.route(kDeepSeekLogits, nullptr, 1, on);
@@ -267,20 +267,84 @@ TEST(SigmoidGroupRouter, BiasChangesSelectionButNotWeights) {
   EXPECT_EQ(ob.weight, on.weight);
 }
 
-TEST(SigmoidGroupRouter, GroupTiesGoToLowestGroup) {
+TEST(GroupRouter, GroupTiesGoToLowestGroup) {
   // All logits equal: every group ties; groups {0, 1} are kept, experts {0, 1} chosen.
   const float logits[8] = {};
-  SigmoidGroupOptions opt;
+  GroupRouterOptions opt;
   opt.n_group = 4;
   opt.topk_group = 2;
-  SigmoidGroupRouter r(8, 3, opt);
+  GroupRouter r(8, 3, opt);
   Routing out;
   r.route(logits, nullptr, 1, out);
   EXPECT_EQ(experts_of(out, 0), (std::vector<int32_t>{0, 1, 2}));
   for (int j = 0; j < 3; ++j) EXPECT_NEAR(out.weight_at(0, j), 1.0 / 3.0, kWeightTol);
-  EXPECT_THROW(SigmoidGroupRouter(8, 2, SigmoidGroupOptions{3, 1, true, 1.0f, {}}), Error);
-  EXPECT_THROW(SigmoidGroupRouter(8, 2, SigmoidGroupOptions{4, 5, true, 1.0f, {}}), Error);
-  EXPECT_THROW(SigmoidGroupRouter(8, 2, SigmoidGroupOptions{4, 2, true, 1.0f, {1.0f}}), Error);
+  EXPECT_THROW(GroupRouter(8, 2, GroupRouterOptions{3, 1, true, 1.0f, {}}), Error);
+  EXPECT_THROW(GroupRouter(8, 2, GroupRouterOptions{4, 5, true, 1.0f, {}}), Error);
+  EXPECT_THROW(GroupRouter(8, 2, GroupRouterOptions{4, 2, true, 1.0f, {1.0f}}), Error);
+}
+
+// DeepSeek-V2's routing on the same logits: softmax over all 8 experts, then the groups.
+//   softmax g0 {.6520, .0016} g1 {.0882, .0799} g2 {.0535, .1078} g3 {.0119, .0044}
+//   group score (sum of top-2): g0 .6536, g1 .1681, g2 .1613, g3 .0163 -> keep g0, g1
+//   eligible {0, 1, 2, 3} -> experts {0, 2}; weights p_e (norm_topk_prob false) times 16.
+// The sigmoid router above keeps g1, g2 on these logits: the score function changes the groups.
+TEST(SoftmaxGroupRouter, GroupLimitedSelectionWithScale) {
+  RouterSpec spec;
+  spec.kind = RouterKind::SoftmaxGroup;
+  spec.n_expert = 8;
+  spec.k = 2;
+  spec.group.n_group = 4;
+  spec.group.topk_group = 2;
+  spec.group.normalize = false;
+  spec.group.scale = 16.0f;
+  auto r = make_router(spec);
+  EXPECT_EQ(r->name(), "softmax_group");
+  Routing out;
+  r->route(kDeepSeekLogits, nullptr, 1, out);
+  EXPECT_EQ(experts_of(out, 0), (std::vector<int32_t>{0, 2}));
+  double z = 0;
+  for (float l : kDeepSeekLogits) z += std::exp(l - 3.0);
+  EXPECT_NEAR(out.weight_at(0, 0), 16.0 * 1.0 / z, 16 * kWeightTol);
+  EXPECT_NEAR(out.weight_at(0, 1), 16.0 * std::exp(-2.0) / z, 16 * kWeightTol);
+  EXPECT_EQ(r->max_k(), 4);
+
+  // normalize: the two weights sum to the scale.
+  spec.group.normalize = true;
+  auto rn = make_router(spec);
+  rn->route(kDeepSeekLogits, nullptr, 1, out);
+  EXPECT_NEAR(out.weight_at(0, 0) + out.weight_at(0, 1), 16.0, 16 * kWeightTol);
+  EXPECT_NEAR(out.weight_at(0, 0), 16.0 / (1.0 + std::exp(-2.0)), 16 * kWeightTol);
+
+  // A selection bias is added to the softmax scores (llama.cpp's exp_probs_b for any gating):
+  // +0.2 on expert 5 lifts g2 above g1 and expert 5 above expert 2; weights stay unbiased.
+  spec.group.normalize = false;
+  spec.group.bias = {0, 0, 0, 0, 0, 0.2f, 0, 0};
+  auto rb = make_router(spec);
+  rb->route(kDeepSeekLogits, nullptr, 1, out);
+  EXPECT_EQ(experts_of(out, 0), (std::vector<int32_t>{0, 5}));
+  EXPECT_NEAR(out.weight_at(0, 1), 16.0 * std::exp(1.2 - 3.0) / z, 16 * kWeightTol);
+}
+
+// Without groups, bias or scale the softmax group router is Mixtral's (renormalised) or
+// Qwen-MoE's (raw) softmax top-k, to float rounding.
+TEST(SoftmaxGroupRouter, WithoutGroupsEqualsSoftmaxTopK) {
+  const float logits[] = {0.3f, -1.2f, 2.5f, 0.31f, -0.7f, 1.9f, 0.0f, 2.4f, -3.0f, 1.0f, 0.8f, -0.1f};
+  for (bool norm : {true, false}) {
+    RouterSpec g;
+    g.kind = RouterKind::SoftmaxGroup;
+    g.n_expert = 12;
+    g.k = 3;
+    g.group.normalize = norm;
+    RouterSpec s = g;
+    s.kind = norm ? RouterKind::SoftmaxTopK : RouterKind::SoftmaxTopKRaw;
+    Routing a, b;
+    make_router(g)->route(logits, nullptr, 1, a);
+    make_router(s)->route(logits, nullptr, 1, b);
+    EXPECT_EQ(a.expert, b.expert);
+    EXPECT_EQ(a.expert, (std::vector<int32_t>{2, 7, 5}));
+    for (int j = 0; j < 3; ++j) EXPECT_NEAR(a.weight[j], b.weight[j], kWeightTol) << "norm " << norm;
+  }
+  EXPECT_EQ(router_kind_from_name("softmax_group"), RouterKind::SoftmaxGroup);
 }
 
 TEST(NoisyRouter, NoiseIsScaledBySoftplusOfNoiseLogits) {
@@ -354,8 +418,8 @@ TEST(RouterFactory, NamesAndKinds) {
   spec.n_expert = 8;
   spec.k = 2;
   spec.capacity_factor = 1.5;
-  spec.sigmoid.n_group = 4;
-  spec.sigmoid.topk_group = 2;
+  spec.group.n_group = 4;
+  spec.group.topk_group = 2;
   auto r = make_router(spec);
   EXPECT_EQ(r->name(), "sigmoid_group");
   EXPECT_EQ(r->capacity_factor(), 1.5);

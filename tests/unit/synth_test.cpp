@@ -45,8 +45,9 @@ TEST(Synth, SameSeedSameBytesOtherSeedOtherBytes) {
 TEST(Synth, PresetsAreListedAndUnknownOnesRejected) {
   const auto presets = synth_presets();
   // tiny, tiny-draft, tiny-256, target, draft, moe-tiny, qwen2moe-tiny, moe-target, moe-draft,
-  // target-1b, qwen3-tiny, qwen3-yarn-tiny, gemma3-tiny, llama3-tiny
-  ASSERT_EQ(presets.size(), 14u);
+  // target-1b, qwen3-tiny, qwen3-yarn-tiny, gemma3-tiny, llama3-tiny, qwen3moe-tiny, olmoe-tiny,
+  // phi3-tiny, gemma2-tiny, deepseek2-tiny, deepseek2-lite-tiny, qwen3moe-target, deepseek2-target
+  ASSERT_EQ(presets.size(), 22u);
   for (const std::string& p : presets) {
     const std::string name = p.substr(0, p.find(':'));
     EXPECT_NO_THROW(synth_spec(name)) << name;
@@ -81,8 +82,42 @@ TEST(Synth, ArchitecturePresetsLoad) {
     EXPECT_EQ(cfg.n_swa, c.arch == Arch::Gemma3 ? 4 : 0);
   }
   SynthSpec bad = synth_spec("qwen3-tiny");
-  bad.n_swa = 4;  // sliding windows are gemma3's
+  bad.n_swa = 4;  // sliding windows are gemma's
   EXPECT_THROW(synth_write(bad, scratch("synth_bad_swa.gguf"), 1), Error);
+}
+
+// The presets of issue 19's architectures: what each file holds in llama.cpp's layout and names.
+TEST(Synth, MoEAndMlaArchitecturePresetsLoad) {
+  struct Case { const char* preset; Arch arch; int n_expert, k; };
+  for (const Case& c : {Case{"qwen3moe-tiny", Arch::Qwen3Moe, 16, 4}, Case{"olmoe-tiny", Arch::Olmoe, 8, 2},
+                        Case{"phi3-tiny", Arch::Phi3, 0, 0}, Case{"gemma2-tiny", Arch::Gemma2, 0, 0},
+                        Case{"deepseek2-tiny", Arch::Deepseek2, 8, 2}, Case{"deepseek2-lite-tiny", Arch::Deepseek2, 8, 2},
+                        Case{"olmoe-tiny-q8_0", Arch::Olmoe, 8, 2}}) {
+    SCOPED_TRACE(c.preset);
+    const std::string path = scratch(std::string("synth_arch_") + c.preset + ".gguf");
+    synth_write(c.preset, path, 3);
+    auto m = Model::load(path);
+    EXPECT_EQ(m->config().arch, c.arch);
+    EXPECT_EQ(m->config().n_expert, c.n_expert);
+    EXPECT_EQ(m->config().n_expert_used, c.k);
+  }
+  auto f = GGUFFile::open(scratch("synth_arch_deepseek2-tiny.gguf"));
+  EXPECT_EQ(f->tensor("blk.1.attn_k_b.weight").ne, (std::vector<int64_t>{32, 32, 4}));  // {nope, rank, heads}
+  EXPECT_EQ(f->tensor("blk.1.attn_v_b.weight").ne, (std::vector<int64_t>{32, 32, 4}));  // {rank, v_head, heads}
+  EXPECT_EQ(f->tensor("blk.1.attn_kv_a_mqa.weight").ne, (std::vector<int64_t>{64, 48}));
+  EXPECT_EQ(f->tensor("blk.0.ffn_gate.weight").ne, (std::vector<int64_t>{64, 128}));     // the dense lead layer
+  EXPECT_EQ(f->tensor("blk.2.ffn_up_shexp.weight").ne, (std::vector<int64_t>{64, 64}));  // 2 shared experts of 32
+  EXPECT_EQ(f->get_int("deepseek2.attention.key_length"), 48);
+  EXPECT_EQ(f->get_int("deepseek2.attention.key_length_mla"), 48);
+  EXPECT_EQ(f->get_int("deepseek2.attention.value_length"), 32);
+  EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight"), nullptr);  // the q LoRA
+  auto p = GGUFFile::open(scratch("synth_arch_phi3-tiny.gguf"));
+  EXPECT_EQ(p->tensor("blk.0.ffn_up.weight").ne, (std::vector<int64_t>{64, 192}));
+  EXPECT_EQ(p->tensor("blk.0.attn_qkv.weight").ne, (std::vector<int64_t>{64, 192}));
+  EXPECT_EQ(p->tensor("rope_factors_long.weight").ne, (std::vector<int64_t>{8}));
+  SynthSpec bad = synth_spec("phi3-tiny");
+  bad.kv_lora_rank = 16;  // latent attention is deepseek2's
+  EXPECT_THROW(synth_write(bad, scratch("synth_bad_mla.gguf"), 1), Error);
 }
 
 // PRESET-TYPE names a preset with its matrices in another type; a type whose blocks do not

@@ -1,4 +1,4 @@
-#include "moe/sigmoid_group_router.h"
+#include "moe/group_router.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,26 +7,36 @@
 
 namespace specmoe::moe {
 
-SigmoidGroupRouter::SigmoidGroupRouter(int n_expert, int k, SigmoidGroupOptions options)
+void gate_scores(const float* logits, int n, GateScore score, float* out) {
+  if (score == GateScore::Sigmoid) {
+    for (int e = 0; e < n; ++e) out[e] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(logits[e]))));
+    return;
+  }
+  float mx = -INFINITY;
+  for (int e = 0; e < n; ++e)
+    if (!std::isnan(logits[e])) mx = std::max(mx, logits[e]);
+  if (!std::isfinite(mx)) mx = 0.0f;  // all NaN or -inf: the scores are NaN or 0, and rank as such
+  double sum = 0.0;
+  for (int e = 0; e < n; ++e) sum += std::exp(static_cast<double>(logits[e]) - mx);
+  for (int e = 0; e < n; ++e) out[e] = static_cast<float>(std::exp(static_cast<double>(logits[e]) - mx) / sum);
+}
+
+GroupRouter::GroupRouter(int n_expert, int k, GroupRouterOptions options)
     : Router(n_expert, k), opt_(std::move(options)) {
+  const std::string nm = name();
   if (opt_.n_group < 1 || n_expert % opt_.n_group != 0)
-    throw_error(ErrorKind::InvalidArgument,
-                "sigmoid_group router: n_group = {} must be >= 1 and divide n_expert = {}",
+    throw_error(ErrorKind::InvalidArgument, "{} router: n_group = {} must be >= 1 and divide n_expert = {}", nm,
                 opt_.n_group, n_expert);
   if (opt_.topk_group < 1 || opt_.topk_group > opt_.n_group)
-    throw_error(ErrorKind::InvalidArgument,
-                "sigmoid_group router: topk_group = {} must be in [1, n_group = {}]",
+    throw_error(ErrorKind::InvalidArgument, "{} router: topk_group = {} must be in [1, n_group = {}]", nm,
                 opt_.topk_group, opt_.n_group);
   if (!opt_.bias.empty() && opt_.bias.size() != static_cast<size_t>(n_expert))
-    throw_error(ErrorKind::InvalidArgument,
-                "sigmoid_group router: bias has {} values, expected n_expert = {}",
+    throw_error(ErrorKind::InvalidArgument, "{} router: bias has {} values, expected n_expert = {}", nm,
                 opt_.bias.size(), n_expert);
-  if (!std::isfinite(opt_.scale))
-    throw_error(ErrorKind::InvalidArgument, "sigmoid_group router: scale is not finite");
+  if (!std::isfinite(opt_.scale)) throw_error(ErrorKind::InvalidArgument, "{} router: scale is not finite", nm);
   group_size_ = n_expert / opt_.n_group;
   if (k > max_k())
-    throw_error(ErrorKind::InvalidArgument,
-                "sigmoid_group router: k = {} exceeds the {} experts of {} kept groups", k,
+    throw_error(ErrorKind::InvalidArgument, "{} router: k = {} exceeds the {} experts of {} kept groups", nm, k,
                 max_k(), opt_.topk_group);
   score_.resize(n_expert);
   biased_.resize(n_expert);
@@ -35,15 +45,13 @@ SigmoidGroupRouter::SigmoidGroupRouter(int n_expert, int k, SigmoidGroupOptions 
   group_pick_.resize(opt_.topk_group);
 }
 
-int SigmoidGroupRouter::max_k() const { return opt_.topk_group * (n_expert() / opt_.n_group); }
+int GroupRouter::max_k() const { return opt_.topk_group * (n_expert() / opt_.n_group); }
 
-void SigmoidGroupRouter::select(const float* logits_row, const float* /*hidden*/, int /*t*/, int k,
-                                int32_t* experts, float* weights) {
+void GroupRouter::select(const float* logits_row, const float* /*hidden*/, int /*t*/, int k, int32_t* experts,
+                         float* weights) {
   const int E = n_expert();
-  for (int e = 0; e < E; ++e) {
-    score_[e] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(logits_row[e]))));
-    biased_[e] = score_[e] + (opt_.bias.empty() ? 0.0f : opt_.bias[e]);
-  }
+  gate_scores(logits_row, E, opt_.score, score_.data());
+  for (int e = 0; e < E; ++e) biased_[e] = score_[e] + (opt_.bias.empty() ? 0.0f : opt_.bias[e]);
   if (opt_.n_group > 1) {
     // A group's score: the sum of its (up to) two best biased scores.
     const int top = group_size_ >= 2 ? 2 : 1;

@@ -1,0 +1,142 @@
+// The architecture specifics ModelConfig::from_gguf reads beyond the common keys, with
+// llama.cpp's defaults (src/models/<arch>.cpp load_arch_hparams, llama-model.cpp load_hparams):
+// gemma2 and gemma3 (embedding scale, sliding windows, local RoPE base, soft-capping, attention
+// scale), the MoE keys of every architecture, and deepseek2's multi-head latent attention.
+#include <algorithm>
+#include <cmath>
+
+#include "core/model_config_reader.h"
+
+namespace specmoe::core::detail {
+
+// gemma2 (src/models/gemma2.cpp) and gemma3 (gemma3.cpp): the embedding scale; sliding-window
+// layers (attention.sliding_window: gemma2 default 4096, gemma3 none when absent or 0; the layer
+// pattern attention.sliding_window_pattern, a period or one flag per layer, default 2 for gemma2
+// and 6 for gemma3: layer l is local unless l % N == N - 1); the local layers' RoPE
+// (rope.freq_base_swa: gemma2 defaults to the global base and scale, gemma3 to 10000, never
+// scaled); soft-capping (gemma2: attention 50 and final 30 unless the keys say otherwise; gemma3:
+// final only, when the key is there); and the 27B's query scale 1/sqrt(n_embd / n_head) (46
+// layers for gemma2, 62 for gemma3; GGUF files do not carry query_pre_attn_scalar, llama.cpp
+// decides by the layer count).
+void read_gemma(const Reader& r, ModelConfig& c) {
+  const GGUFFile& f = r.f;
+  const bool g2 = c.arch == Arch::Gemma2;
+  c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+  c.n_swa = r.get("attention.sliding_window", g2 ? 4096 : 0);
+  if (c.n_swa > 0) {
+    c.swa_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    const std::string pk = r.key("attention.sliding_window_pattern");
+    const GGUFValue* v = f.find(pk);
+    if (v && v->type == GGUFType::ARRAY) {
+      if (v->items.size() != static_cast<size_t>(c.n_layer))
+        throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries for {} layers", f.path(), pk,
+                    v->items.size(), c.n_layer);
+      for (int l = 0; l < c.n_layer; ++l) {
+        const GGUFValue& e = v->items[l];
+        if (!(e.is_integer() || e.type == GGUFType::BOOL))
+          throw_error(ErrorKind::Format, "{}: metadata key '{}' holds {}, expected booleans or integers", f.path(), pk,
+                      gguf_type_name(e.type));
+        c.swa_layers[l] = e.i != 0;
+      }
+      c.swa_pattern = 0;
+    } else {
+      c.swa_pattern = r.get("attention.sliding_window_pattern", g2 ? 2 : 6);
+      // llama_hparams::set_swa_pattern: period 0 makes every layer local.
+      for (int l = 0; l < c.n_layer; ++l)
+        c.swa_layers[l] = c.swa_pattern == 0 || l % c.swa_pattern < c.swa_pattern - 1;
+    }
+    c.rope_freq_base_swa = r.get_float("rope.freq_base_swa", g2 ? c.rope_freq_base : 10000.0f);
+    c.rope_freq_scale_swa = g2 ? c.rope_freq_scale : 1.0f;
+  }
+  c.final_logit_softcap = r.get_float("final_logit_softcapping", g2 ? 30.0f : 0.0f);
+  if (g2) c.attn_logit_softcap = r.get_float("attn_logit_softcapping", 50.0f);
+  if (c.n_layer == (g2 ? 46 : 62)) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+}
+
+// The experts: counts, widths, the router's gating, normalisation, scale and groups, and
+// deepseek2's leading dense layers and shared experts.
+//   expert width: qwen2moe, qwen3moe: expert_feed_forward_length, else feed_forward_length /
+//     expert_used_count; deepseek2: expert_feed_forward_length (required); llama (Mixtral), olmoe:
+//     feed_forward_length (llama.cpp binds the expert tensors with n_ff there)
+//   shared expert: qwen2moe expert_shared_feed_forward_length (else n_ff), gated by
+//     ffn_gate_inp_shexp; deepseek2 expert_shared_count experts of the expert width, ungated
+//   renormalisation (expert_weights_norm): llama.cpp's defaults, Mixtral and Qwen3-MoE yes,
+//     Qwen-MoE, OLMoE and DeepSeek-V2 no; a file's key is honoured
+//   gating (expert_gating_func): 0 or absent = softmax (deepseek2's compatibility default too)
+//   expert_weights_scale: 0 or absent = 1; groups: expert_group_count / _used_count (any gating)
+void read_experts(const Reader& r, ModelConfig& c) {
+  const GGUFFile& file = r.f;
+  c.n_expert = r.get("expert_count", 0);
+  c.n_expert_used = r.get("expert_used_count", 0);
+  const int per_token = c.n_expert_used > 0 ? c.n_ff / c.n_expert_used : 0;
+  switch (c.arch) {
+    case Arch::Qwen2Moe:
+      c.n_ff_expert = r.get("expert_feed_forward_length", per_token);
+      c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", c.n_ff);
+      break;
+    case Arch::Qwen3Moe:
+      c.n_ff_expert = r.get("expert_feed_forward_length", per_token);
+      break;
+    case Arch::Deepseek2:
+      c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);
+      if (c.n_expert > 0) {
+        c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
+        c.n_expert_shared = r.get("expert_shared_count", std::nullopt);
+        c.n_ff_shared_expert = c.n_expert_shared * c.n_ff_expert;
+      }
+      break;
+    default:
+      c.n_ff_expert = c.n_ff;
+  }
+  const bool raw = c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2;
+  c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), !raw);
+  const int gating = r.get("expert_gating_func", 0);  // 0 = LLAMA_EXPERT_GATING_FUNC_TYPE_NONE
+  if (gating == 0 || gating == 1) {
+    c.expert_gating = ExpertGating::Softmax;
+  } else if (gating == 2) {
+    c.expert_gating = ExpertGating::Sigmoid;
+  } else {
+    throw_error(ErrorKind::Unsupported, "{}: {} = {} is unsupported (1 softmax, 2 sigmoid)", file.path(),
+                r.key("expert_gating_func"), gating);
+  }
+  c.expert_weights_scale = r.get_float("expert_weights_scale", 0.0f);
+  if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp: 0 = no scaling
+  c.n_expert_group = std::max(1, r.get("expert_group_count", 1));
+  c.n_expert_group_used = std::max(1, r.get("expert_group_used_count", c.n_expert_group));
+
+  const bool needs_experts = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
+                             (c.arch == Arch::Deepseek2 && c.n_layer_dense_lead < c.n_layer);
+  const bool may_have_experts = needs_experts || c.arch == Arch::Llama || c.arch == Arch::Deepseek2;
+  if (needs_experts && c.n_expert == 0)
+    throw_error(ErrorKind::Format, "{}: {} model without {}", file.path(), c.arch_name, r.key("expert_count"));
+  if (!may_have_experts && c.n_expert > 0)
+    throw_error(ErrorKind::Unsupported, "{}: {} models with experts are not supported", file.path(), c.arch_name);
+}
+
+// deepseek2's multi-head latent attention in llama.cpp's current layout (conversion/deepseek.py:
+// "MLA converts into MQA with larger heads"): attention.kv_lora_rank, attention.q_lora_rank (0 or
+// absent: attn_q), attention.key_length_mla / value_length_mla (the decompressed query-key and
+// value heads), attention.key_length = kv_lora_rank + rope dims and value_length = kv_lora_rank
+// (the latent as one MQA head), head_count_kv 1. Files of the older layout (one attn_kv_b, no
+// key_length_mla) are refused with a note to re-convert.
+void read_mla(const Reader& r, ModelConfig& c) {
+  const GGUFFile& f = r.f;
+  c.q_lora_rank = r.get("attention.q_lora_rank", 0);
+  c.kv_lora_rank = r.get("attention.kv_lora_rank", std::nullopt);
+  if (!f.has(r.key("attention.key_length_mla")))
+    throw_error(ErrorKind::Unsupported,
+                "{}: {} is missing: a deepseek2 file of the layout before MLA (one attn_kv_b per layer); specmoe reads "
+                "the split attn_k_b / attn_v_b layout (re-convert with a current llama.cpp)",
+                f.path(), r.key("attention.key_length_mla"));
+  c.head_dim = r.get("attention.key_length_mla", std::nullopt);
+  c.mla_v_head_dim = r.get("attention.value_length_mla", std::nullopt);
+  const int rope = r.get("rope.dimension_count", std::nullopt);
+  const int k_len = r.get("attention.key_length", c.kv_lora_rank + rope);
+  const int v_len = r.get("attention.value_length", c.kv_lora_rank);
+  if (k_len != c.kv_lora_rank + rope || v_len != c.kv_lora_rank)
+    throw_error(ErrorKind::Format, "{}: {} {} and {} {} are not kv_lora_rank {} + rope dims {} and kv_lora_rank",
+                f.path(), r.key("attention.key_length"), k_len, r.key("attention.value_length"), v_len,
+                c.kv_lora_rank, rope);
+}
+
+}  // namespace specmoe::core::detail

@@ -1,0 +1,373 @@
+// The synth presets: small models for tests in llama.cpp's layout of every architecture, and
+// benchmark-sized dense and MoE targets with their drafts (core/synth.h lists them).
+#include <cmath>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "core/synth.h"
+
+namespace specmoe::core {
+
+namespace {
+
+// A preset by its exact name, or nullopt.
+std::optional<SynthSpec> base_preset(const std::string& preset) {
+  SynthSpec s;
+  if (preset == "tiny" || preset == "tiny-draft") {
+    // ~0.2M parameters, F32: unit tests. Layers 1..3 are scaled for ~70% greedy agreement
+    // with tiny-draft (its first layer).
+    s.n_vocab = 320;
+    s.n_embd = 64;
+    s.n_layer = 4;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ff = 192;
+    s.n_ctx = 512;
+    s.n_full_layers = 1;
+    s.deep_residual_scale = 0.3f;
+    s.name = preset;
+    if (preset == "tiny-draft") s.keep_layers = 1;
+    return s;
+  }
+  if (preset == "tiny-256") {
+    // tiny with rows of 256 (dim 256, ff 512), so the 256-element blocks (K-quants, IQ4_XS) fit:
+    // unit tests of those types (e.g. tiny-256-q2_k).
+    s.n_embd = 256;
+    s.n_ff = 512;
+    s.n_full_layers = 1;
+    s.deep_residual_scale = 0.3f;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "target" || preset == "draft") {
+    // ~144M parameters, F16 (~288 MB): weights far exceed CPU caches, so decode is memory bound.
+    s.type = DType::F16;
+    s.n_vocab = 4096;
+    s.n_embd = 1024;
+    s.n_layer = 12;
+    s.n_head = 16;
+    s.n_head_kv = 4;
+    s.n_ff = 2816;
+    s.n_ctx = 2048;
+    s.n_full_layers = 2;
+    s.deep_residual_scale = 0.15f;
+    s.name = preset;
+    if (preset == "draft") s.keep_layers = 2;
+    return s;
+  }
+  if (preset == "moe-tiny" || preset == "qwen2moe-tiny") {
+    // ~0.3M parameters, F32: unit tests of MoE models. Widths are multiples of 32 so Q8_0 works.
+    s.n_vocab = 320;
+    s.n_embd = 64;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ctx = 512;
+    s.name = preset;
+    if (preset == "moe-tiny") {
+      s.n_layer = 3;
+      s.n_ff = 96;  // each expert
+      s.n_expert = 4;
+      s.n_expert_used = 2;
+    } else {
+      s.arch = "qwen2moe";
+      s.n_layer = 2;
+      s.n_ff = 64;  // each routed expert
+      s.n_expert = 6;
+      s.n_expert_used = 2;
+      s.n_ff_shared = 128;
+      s.rope_freq_base = 1000000.0f;
+    }
+    return s;
+  }
+  if (preset == "moe-target" || preset == "moe-draft") {
+    // moe-target: Mixtral-style, 8 experts top-2, F16, ~305M parameters (~610 MB), of which ~98M
+    // are active per token: each layer's k = 2 experts of width 1408 equal one dense `target`
+    // layer's FFN (2816). moe-draft: dense, the first 2 layers' attention and the embedding and
+    // head of moe-target (same names, same seed: bit-identical), with a dense SwiGLU of width
+    // k * 1408 in place of the experts.
+    s.type = DType::F16;
+    s.n_vocab = 4096;
+    s.n_embd = 1024;
+    s.n_layer = 8;
+    s.n_head = 16;
+    s.n_head_kv = 4;
+    s.n_ctx = 2048;
+    s.n_full_layers = 2;
+    s.deep_residual_scale = 0.15f;
+    s.name = preset;
+    if (preset == "moe-target") {
+      s.n_ff = 1408;
+      s.n_expert = 8;
+      s.n_expert_used = 2;
+    } else {
+      s.n_ff = 2816;
+      s.keep_layers = 2;
+    }
+    return s;
+  }
+  if (preset == "target-1b") {
+    // ~1.1B parameters, F16 (~2.2 GB), TinyLlama-1.1B's shape: the GPU decode benchmark
+    // (scripts/gpu-check.sh), large enough that a forward reads far more than any GPU cache.
+    s.type = DType::F16;
+    s.n_vocab = 32000;
+    s.n_embd = 2048;
+    s.n_layer = 22;
+    s.n_head = 32;
+    s.n_head_kv = 4;
+    s.n_ff = 5632;
+    s.n_ctx = 2048;
+    s.n_full_layers = 2;
+    s.deep_residual_scale = 0.15f;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "qwen3-tiny" || preset == "qwen3-yarn-tiny") {
+    // qwen3 in llama.cpp's layout, F32: QK-norm, no QKV biases, heads of 32 wider than
+    // n_embd / n_head = 16 (attention.key_length). The yarn variant asks for YaRN (factor 4,
+    // original context 64: most pairs interpolated, the fastest extrapolated, cos/sin scaled).
+    s.arch = "qwen3";
+    s.head_dim = 32;
+    s.rope_freq_base = 1000000.0f;
+    s.name = preset;
+    if (preset == "qwen3-yarn-tiny") {
+      s.rope_scaling = "yarn";
+      s.rope_scaling_factor = 4.0f;
+      s.rope_orig_ctx = 64;
+    }
+    return s;
+  }
+  if (preset == "gemma3-tiny") {
+    // gemma3 in llama.cpp's layout, F32, 6 layers: embedding times sqrt(n_embd), QK-norm, post-
+    // norms, GeGLU, heads of 32, tied output, a sliding window of 4 positions on layers 0-4 and a
+    // global layer 5 (llama.cpp's default pattern 6, no pattern key), global RoPE base 1e6 and
+    // the local layers' default 10000 (no freq_base_swa key), as the converter writes them.
+    s.arch = "gemma3";
+    s.n_layer = 6;
+    s.n_head_kv = 1;
+    s.head_dim = 32;
+    s.n_ff = 128;
+    s.tied_output = true;
+    s.rope_freq_base = 1000000.0f;
+    s.n_swa = 4;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "llama3-tiny") {
+    // llama with Llama 3.1's RoPE frequency factors in rope_freqs.weight (original context 32, so
+    // the smoothed and divided pairs turn visibly within a short test sequence) and a tied head.
+    s.llama3_orig_ctx = 32;
+    s.tied_output = true;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "qwen3moe-tiny") {
+    // qwen3moe in llama.cpp's layout, F32: qwen3's attention (QK-norm per head, heads of 32 from
+    // key_length, no biases) with 16 experts top-4 of width 32 (expert_feed_forward_length), the
+    // k weights renormalised (expert_weights_norm, llama.cpp's default for qwen3moe).
+    s.arch = "qwen3moe";
+    s.n_layer = 3;
+    s.head_dim = 32;
+    s.n_ff = 32;
+    s.n_expert = 16;
+    s.n_expert_used = 4;
+    s.expert_weights_norm = 1;
+    s.rope_freq_base = 1000000.0f;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "olmoe-tiny") {
+    // olmoe in llama.cpp's layout, F32: RMSNorm over the whole q and k projections (attn_q_norm
+    // [n_embd], attn_k_norm [kv_dim]), 8 experts top-2 of width 64 (feed_forward_length), raw
+    // softmax weights (OLMoE does not renormalise).
+    s.arch = "olmoe";
+    s.n_layer = 3;
+    s.n_ff = 64;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "phi3-tiny") {
+    // phi3 in llama.cpp's layout, F32: one attn_qkv, ffn_up = [gate | up] of 2 x 96, LongRoPE
+    // (rope_factors_long / rope_factors_short for an original context of 64: caches of more than
+    // 64 positions use the long factors) and the converter's attn_factor sqrt(1 + ln 8 / ln 64).
+    s.arch = "phi3";
+    s.n_ff = 96;
+    s.n_head_kv = 4;
+    s.rope_long_short = true;
+    s.rope_orig_ctx = 64;
+    s.rope_attn_factor = std::sqrt(1.0f + std::log(8.0f) / std::log(64.0f));
+    s.name = preset;
+    return s;
+  }
+  if (preset == "gemma2-tiny") {
+    // gemma2 in llama.cpp's layout, F32, 4 layers: gemma3's block without QK-norm, tied head,
+    // a window of 4 positions on layers 0 and 2 (llama.cpp's default pattern 2: every second
+    // layer global), and soft-capping tight enough to bite on random weights: attention scores at
+    // 2 (llama.cpp's default 50), logits at 5 (default 30).
+    s.arch = "gemma2";
+    s.n_head_kv = 2;
+    s.head_dim = 32;
+    s.n_ff = 128;
+    s.tied_output = true;
+    s.n_swa = 4;
+    s.attn_logit_softcap = 2.0f;
+    s.final_logit_softcap = 5.0f;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "deepseek2-tiny" || preset == "deepseek2-lite-tiny") {
+    // deepseek2 in llama.cpp's layout (MLA converted to its absorbed form), F32, 3 layers, dim 64,
+    // 4 heads: query/key heads of 48 = 32 non-RoPE + 16 RoPE dims, value heads of 32, a latent of
+    // rank 32 (the cache holds 32 + 16 floats per token and layer), the first layer dense (width
+    // 128), then 8 routed experts top-2 of width 32 plus 2 shared ones. deepseek2-tiny: DeepSeek-V2's
+    // shape: a q LoRA of rank 32, softmax routing over 4 groups of which 2 are kept, weights
+    // scaled by 1.5 without renormalisation, YaRN (factor 4, original context 64, mscale_all_dim
+    // 0.707). deepseek2-lite-tiny: DeepSeek-V2-Lite's: attn_q, one group, no scale, no YaRN.
+    s.arch = "deepseek2";
+    s.n_layer = 3;
+    s.n_head = 4;
+    s.n_head_kv = 1;
+    s.head_dim = 48;
+    s.rope_dims = 16;
+    s.v_head_dim = 32;
+    s.kv_lora_rank = 32;
+    s.n_layer_dense_lead = 1;
+    s.n_ff_dense = 128;
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.n_expert_shared = 2;
+    s.name = preset;
+    if (preset == "deepseek2-tiny") {
+      s.q_lora_rank = 32;
+      s.n_expert_group = 4;
+      s.n_expert_group_used = 2;
+      s.expert_weights_scale = 1.5f;
+      s.expert_gating = 1;
+      s.exp_probs_bias = false;
+      s.rope_scaling = "yarn";
+      s.rope_scaling_factor = 4.0f;
+      s.rope_orig_ctx = 64;
+      s.yarn_log_mul = 0.0707f;
+    }
+    return s;
+  }
+  if (preset == "qwen3moe-target") {
+    // Qwen3-30B-A3B's routing (128 experts, top-8, renormalised, narrow experts, QK-norm, heads
+    // wider than n_embd / n_head) scaled down to run on 2 cores: F16, 6 layers, dim 512, heads 8/2
+    // of 128 (key_length; n_embd / n_head is 64), experts of width 128 (~160M parameters, ~20M
+    // read per token).
+    s.type = DType::F16;
+    s.arch = "qwen3moe";
+    s.n_vocab = 4096;
+    s.n_embd = 512;
+    s.n_layer = 6;
+    s.n_head = 8;
+    s.n_head_kv = 2;
+    s.head_dim = 128;
+    s.n_ff = 128;
+    s.n_expert = 128;
+    s.n_expert_used = 8;
+    s.expert_weights_norm = 1;
+    s.n_ctx = 2048;
+    s.rope_freq_base = 1000000.0f;
+    s.n_full_layers = 2;
+    s.deep_residual_scale = 0.15f;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "deepseek2-target") {
+    // DeepSeek-V2-Lite's shape (64 routed experts top-6, 2 shared, the first layer dense, MLA
+    // with a latent of 512 = 4x the value heads, no q LoRA, raw softmax weights) scaled down to
+    // run on 2 cores: F16, 6 layers, dim 512, 8 heads of 96 = 64 + 32 RoPE dims, value heads of
+    // 64, latent rank 128 (160 floats cached per token and layer, against 2 x 8 x 96 for the same
+    // heads without compression), experts of width 192 (~110M parameters, ~20M read per token).
+    s.type = DType::F16;
+    s.arch = "deepseek2";
+    s.n_vocab = 4096;
+    s.n_embd = 512;
+    s.n_layer = 6;
+    s.n_head = 8;
+    s.n_head_kv = 1;
+    s.head_dim = 96;
+    s.rope_dims = 32;
+    s.v_head_dim = 64;
+    s.kv_lora_rank = 128;
+    s.n_layer_dense_lead = 1;
+    s.n_ff_dense = 1536;
+    s.n_ff = 192;
+    s.n_expert = 64;
+    s.n_expert_used = 6;
+    s.n_expert_shared = 2;
+    s.n_ctx = 2048;
+    s.n_full_layers = 2;
+    s.deep_residual_scale = 0.15f;
+    s.name = preset;
+    return s;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+SynthSpec synth_spec(const std::string& preset) {
+  if (auto s = base_preset(preset)) return *s;
+  // PRESET-TYPE: the preset with its matrices in TYPE (a dtype name, any case).
+  if (const size_t dash = preset.rfind('-'); dash != std::string::npos) {
+    const auto type = dtype_from_name(std::string_view(preset).substr(dash + 1));
+    if (auto s = type ? base_preset(preset.substr(0, dash)) : std::nullopt) {
+      s->type = *type;
+      s->name = preset;
+      return *s;
+    }
+  }
+  std::string known;
+  for (const auto& p : synth_presets()) known += (known.empty() ? "" : ", ") + p.substr(0, p.find(':'));
+  throw_error(ErrorKind::InvalidArgument,
+              "synth: unknown preset '{}' (known: {}; PRESET-TYPE, e.g. tiny-q8_0, writes a preset's matrices in TYPE)",
+              preset, known);
+}
+
+std::vector<std::string> synth_presets() {
+  return {
+      "tiny: llama, F32, 4 layers, dim 64, vocab 320 (~0.2M params): unit tests, writes in milliseconds",
+      "tiny-draft: the first layer of tiny with its embedding and head: a draft for tiny",
+      "tiny-256: tiny with dim 256 and ff 512 (~2.5M params), so rows fit the 256-element blocks of the K-quants and "
+      "IQ4_XS",
+      "target: llama, F16, 12 layers, dim 1024, ff 2816, 16/4 heads, vocab 4096 (~144M params): benchmarks",
+      "draft: the first 2 layers of target with its embedding and head (~31M params): a draft for target",
+      "moe-tiny: llama (Mixtral layout), F32, 3 layers, dim 64, 4 experts top-2 of width 96: MoE unit tests",
+      "qwen2moe-tiny: qwen2moe, F32, 2 layers, dim 64, 6 experts top-2 of width 64 + gated shared expert 128",
+      "moe-target: llama (Mixtral layout), F16, 8 layers, dim 1024, 8 experts top-2 of width 1408 (~305M params, "
+      "~98M active): MoE benchmarks",
+      "moe-draft: dense, the first 2 layers' attention, embedding and head of moe-target, ff 2816 (~29M params)",
+      "target-1b: llama, F16, 22 layers, dim 2048, ff 5632, 32/4 heads, vocab 32000 (~1.1B params, 2.2 GB): GPU "
+      "benchmarks",
+      "qwen3-tiny: qwen3, F32, 4 layers, dim 64, heads 4/2 of 32 (key_length), QK-norm, no QKV biases",
+      "qwen3-yarn-tiny: qwen3-tiny with YaRN RoPE scaling (factor 4, original context 64)",
+      "gemma3-tiny: gemma3, F32, 6 layers, dim 64, heads 4/1 of 32, QK-norm, post-norms, GeGLU, tied head, "
+      "window 4 on layers 0-4 (default pattern 6), RoPE bases 1e6 global / 10000 local",
+      "llama3-tiny: tiny with Llama 3.1's RoPE frequency factors (rope_freqs.weight, original context 32) and a "
+      "tied head",
+      "qwen3moe-tiny: qwen3moe, F32, 3 layers, dim 64, heads 4/2 of 32, QK-norm, 16 experts top-4 of width 32, "
+      "renormalised",
+      "olmoe-tiny: olmoe, F32, 3 layers, dim 64, QK-norm over the whole projections, 8 experts top-2 of width 64, raw "
+      "softmax weights",
+      "phi3-tiny: phi3, F32, 4 layers, dim 64, fused QKV and gate-up (2 x 96), LongRoPE long/short factors "
+      "(original context 64) and attn_factor",
+      "gemma2-tiny: gemma2, F32, 4 layers, dim 64, heads 4/2 of 32, post-norms, GeGLU, tied head, window 4 on layers "
+      "0 and 2, attention and final soft-capping at 2 and 5",
+      "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "
+      "of 8 experts top-2 + 2 shared, softmax over 4 groups keep 2, scale 1.5, YaRN",
+      "deepseek2-lite-tiny: deepseek2-tiny in DeepSeek-V2-Lite's form: attn_q, no groups, no scale, no YaRN",
+      "qwen3moe-target: qwen3moe, F16, 6 layers, dim 512, 128 experts top-8 of width 128 (Qwen3-30B-A3B's routing "
+      "scaled down, ~160M params, ~20M read per token): MoE study",
+      "deepseek2-target: deepseek2, F16, 6 layers, dim 512, MLA (latent 128 + RoPE 32), 1 dense + 5 MoE layers of 64 "
+      "experts top-6 of width 192 + 2 shared (DeepSeek-V2-Lite's shape scaled down, ~110M params): MoE study",
+  };
+}
+
+}  // namespace specmoe::core

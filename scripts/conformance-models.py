@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""Writes random-weight GGUF models of qwen3moe, olmoe, phi3, gemma2 and deepseek2 in llama.cpp's
+layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
+after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
+tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
+their create_tensor calls (GGUF ne order; numpy shapes are reversed), and the vocabulary is a
+SentencePiece-style byte vocabulary both tokenizers read the same way.
+
+    python3 -m venv /tmp/venv && /tmp/venv/bin/pip install gguf numpy
+    /tmp/venv/bin/python scripts/conformance-models.py OUT_DIR [--f32] [ARCH...]
+
+Writes OUT_DIR/<arch>-f16.gguf, or with --f32 OUT_DIR/<arch>-f32.gguf (the same weights, rounded to
+half in both cases first so the two files differ only in storage; for the reference-forward test
+tests/unit/conformance_models_test.cpp). Matrices are F16 (the routers' ffn_gate_inp F32, as llama.cpp's converter and quantizer keep
+them), 1-D tensors F32; every weight is N(0, 1/n_in) so activations stay at unit scale, the norms
+are 1 + noise (a skipped norm shows), and the head is scaled for peaked but not one-hot
+distributions. Row widths are multiples of 256 where the architecture allows, so Q4_K_M keeps
+K-quants.
+"""
+import os
+import sys
+
+import numpy as np
+import gguf
+
+N_VOCAB = 512  # <unk> <s> </s>, 256 byte tokens, padding
+
+
+def byte_vocab(w):
+    tokens = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)]
+    tokens += ["<pad_%d>" % i for i in range(len(tokens), N_VOCAB)]
+    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+    types += [gguf.TokenType.BYTE] * 256 + [gguf.TokenType.NORMAL] * (N_VOCAB - 259)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * N_VOCAB)
+    w.add_token_types(types)
+    w.add_uint32("tokenizer.ggml.unknown_token_id", 0)
+    w.add_uint32("tokenizer.ggml.bos_token_id", 1)
+    w.add_uint32("tokenizer.ggml.eos_token_id", 2)
+    w.add_bool("tokenizer.ggml.add_bos_token", True)
+    w.add_bool("tokenizer.ggml.add_eos_token", False)
+    w.add_bool("tokenizer.ggml.add_space_prefix", False)
+
+
+class Model:
+    def __init__(self, path, arch, seed, dtype):
+        self.w = gguf.GGUFWriter(path, arch)
+        self.dtype = dtype
+        self.arch = arch
+        self.rng = np.random.default_rng(seed)
+
+    def u32(self, key, v):
+        self.w.add_uint32(f"{self.arch}.{key}", int(v))
+
+    def f32(self, key, v):
+        self.w.add_float32(f"{self.arch}.{key}", float(v))
+
+    def matrix(self, name, ne, scale=1.0, dtype=None):
+        # ne: GGUF order (ne[0] = n_in); numpy holds the reverse.
+        a = self.rng.standard_normal(tuple(reversed(ne)), dtype=np.float32) * (scale / np.sqrt(ne[0]))
+        if dtype is None:  # the file's matrix type, from the same half-precision values
+            a = a.astype(np.float16).astype(self.dtype)
+        self.w.add_tensor(name, a.astype(dtype or self.dtype))
+
+    def norm(self, name, n, base=1.0, noise=0.3):
+        self.w.add_tensor(name, (base + noise * self.rng.standard_normal(n)).astype(np.float32))
+
+    def common(self, n_embd, n_layer, n_head, n_head_kv, n_ctx=4096, eps=1e-6, embd_scale=None):
+        self.u32("context_length", n_ctx)
+        self.u32("embedding_length", n_embd)
+        self.u32("block_count", n_layer)
+        self.u32("attention.head_count", n_head)
+        self.u32("attention.head_count_kv", n_head_kv)
+        self.f32("attention.layer_norm_rms_epsilon", eps)
+        byte_vocab(self.w)
+        scale = np.sqrt(n_embd) if embd_scale is None else embd_scale  # unit-variance rows by default
+        self.matrix("token_embd.weight", [n_embd, N_VOCAB], scale=scale)
+        self.norm("output_norm.weight", n_embd)
+
+    def head(self, n_embd):
+        self.matrix("output.weight", [n_embd, N_VOCAB], scale=1.5)
+
+    def experts(self, p, n_embd, ff, E, router=True):
+        if router:
+            self.matrix(p + "ffn_gate_inp.weight", [n_embd, E], scale=2.0, dtype=np.float32)
+        self.matrix(p + "ffn_gate_exps.weight", [n_embd, ff, E])
+        self.matrix(p + "ffn_up_exps.weight", [n_embd, ff, E])
+        self.matrix(p + "ffn_down_exps.weight", [ff, n_embd, E], scale=0.7)
+
+    def write(self):
+        self.w.write_header_to_file()
+        self.w.write_kv_data_to_file()
+        self.w.write_tensors_to_file()
+        self.w.close()
+
+
+def qwen3moe(path, dtype):
+    # llama_model_qwen3moe: qwen3's attention (QK-norm per head, heads of key_length) and experts of
+    # expert_feed_forward_length, softmax top-k renormalised (norm_w true in its graph).
+    d, L, H, Hkv, hd, E, k, ff = 256, 4, 4, 2, 128, 16, 4, 256
+    m = Model(path, "qwen3moe", 1, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", ff * k)
+    m.u32("expert_feed_forward_length", ff)
+    m.u32("expert_count", E)
+    m.u32("expert_used_count", k)
+    m.u32("attention.key_length", hd)
+    m.u32("attention.value_length", hd)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 1000000.0)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        m.matrix(p + "attn_q.weight", [d, H * hd])
+        m.matrix(p + "attn_k.weight", [d, Hkv * hd])
+        m.matrix(p + "attn_v.weight", [d, Hkv * hd])
+        m.norm(p + "attn_q_norm.weight", hd)
+        m.norm(p + "attn_k_norm.weight", hd)
+        m.matrix(p + "attn_output.weight", [H * hd, d], scale=0.7)
+        m.norm(p + "ffn_norm.weight", d)
+        m.experts(p, d, ff, E)
+    m.write()
+
+
+def olmoe(path, dtype):
+    # llama_model_olmoe: attn_q_norm / attn_k_norm over the whole projections, experts of
+    # feed_forward_length, raw softmax weights (norm_w false).
+    d, L, H, E, k, ff = 256, 4, 4, 8, 2, 256
+    m = Model(path, "olmoe", 2, dtype)
+    m.common(d, L, H, H)
+    m.u32("feed_forward_length", ff)
+    m.u32("expert_count", E)
+    m.u32("expert_used_count", k)
+    m.u32("rope.dimension_count", d // H)
+    m.f32("rope.freq_base", 10000.0)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        for t in ("q", "k", "v"):
+            m.matrix(p + f"attn_{t}.weight", [d, d])
+        m.norm(p + "attn_q_norm.weight", d)
+        m.norm(p + "attn_k_norm.weight", d)
+        m.matrix(p + "attn_output.weight", [d, d], scale=0.7)
+        m.norm(p + "ffn_norm.weight", d)
+        m.experts(p, d, ff, E)
+    m.write()
+
+
+def phi3(path, dtype):
+    # llama_model_phi3: fused attn_qkv, ffn_up = [gate | up] of 2 * n_ff (LLM_FFN_SWIGLU), LongRoPE
+    # rope_factors_long / rope_factors_short [n_rot / 2] picked by n_ctx_seq > original context
+    # (256 here: a context of 256 runs the short factors, 512 the long ones), the converter's
+    # attn_factor sqrt(1 + ln(ctx / orig) / ln(orig)) and an (ignored) sliding_window of 0.
+    d, L, H, Hkv, ff, n_ctx, orig = 256, 4, 4, 2, 512, 8192, 256
+    hd = d // H
+    m = Model(path, "phi3", 3, dtype)
+    m.common(d, L, H, Hkv, n_ctx=n_ctx)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    m.u32("rope.scaling.original_context_length", orig)
+    m.f32("rope.scaling.attn_factor", np.sqrt(1 + np.log(n_ctx / orig) / np.log(orig)))
+    m.u32("attention.sliding_window", 0)
+    half = hd // 2
+    u = np.arange(half) / (half - 1)
+    m.w.add_tensor("rope_factors_long.weight", (1 + 24 * u * u).astype(np.float32))
+    m.w.add_tensor("rope_factors_short.weight", (1 + 0.25 * u).astype(np.float32))
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        m.matrix(p + "attn_qkv.weight", [d, d + 2 * Hkv * hd])
+        m.matrix(p + "attn_output.weight", [d, d], scale=0.7)
+        m.norm(p + "ffn_norm.weight", d)
+        m.matrix(p + "ffn_up.weight", [d, 2 * ff])
+        m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+    m.write()
+
+
+def gemma2(path, dtype):
+    # llama_model_gemma2: embedding times sqrt(n_embd), post-norms (the file's weights already
+    # hold Gemma's 1 +), GeGLU, the head tied to token_embd, sliding windows of 64 on every second
+    # layer (default pattern 2), soft-capping of scores at 1.5 and logits at 4 (explicit keys, tight
+    # enough to bite on random weights).
+    d, L, H, Hkv, hd, ff = 256, 4, 4, 2, 64, 512
+    m = Model(path, "gemma2", 4, dtype)
+    m.common(d, L, H, Hkv, embd_scale=1.0)  # Gemma scales the embedding by sqrt(n_embd) itself
+    m.u32("feed_forward_length", ff)
+    m.u32("attention.key_length", hd)
+    m.u32("attention.value_length", hd)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    m.u32("attention.sliding_window", 64)
+    m.f32("attn_logit_softcapping", 1.5)
+    m.f32("final_logit_softcapping", 4.0)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        m.matrix(p + "attn_q.weight", [d, H * hd])
+        m.matrix(p + "attn_k.weight", [d, Hkv * hd])
+        m.matrix(p + "attn_v.weight", [d, Hkv * hd])
+        m.matrix(p + "attn_output.weight", [H * hd, d], scale=0.7)
+        m.norm(p + "post_attention_norm.weight", d)
+        m.norm(p + "ffn_norm.weight", d)
+        m.matrix(p + "ffn_gate.weight", [d, ff])
+        m.matrix(p + "ffn_up.weight", [d, ff])
+        m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+        m.norm(p + "post_ffw_norm.weight", d)
+    m.write()
+
+
+def deepseek2(path, dtype, lite):
+    # llama_model_deepseek2 with MLA in the converter's split form: attn_kv_a_mqa {n_embd, rank +
+    # rope}, attn_kv_a_norm, attn_k_b {nope, rank, H}, attn_v_b {rank, v, H}; a q LoRA (attn_q_a,
+    # attn_q_a_norm, attn_q_b) or attn_q (q_lora_rank 0); the first layer dense; 16 routed experts
+    # top-4 and 2 shared ones (ffn_*_shexp of 2 x the expert width). Full: softmax routing over 4
+    # groups keeping 2, weights scaled by 2 and not renormalised, YaRN (factor 4, original context
+    # 256, yarn_log_multiplier 0.1 * mscale_all_dim 0.707). Lite: no groups, scale or YaRN.
+    d, L, H, rank, rope, nope, v, E, k, ff, dense_ff = 256, 4, 4, 256, 64, 128, 128, 16, 4, 256, 512
+    m = Model(path, "deepseek2", 5 if lite else 6, dtype)
+    m.common(d, L, H, 1, n_ctx=8192)
+    m.u32("vocab_size", N_VOCAB)
+    m.u32("feed_forward_length", dense_ff)
+    m.u32("leading_dense_block_count", 1)
+    m.u32("expert_feed_forward_length", ff)
+    m.u32("expert_count", E)
+    m.u32("expert_used_count", k)
+    m.u32("expert_shared_count", 2)
+    m.u32("attention.q_lora_rank", 0 if lite else 256)
+    m.u32("attention.kv_lora_rank", rank)
+    m.u32("attention.key_length", rank + rope)
+    m.u32("attention.value_length", rank)
+    m.u32("attention.key_length_mla", nope + rope)
+    m.u32("attention.value_length_mla", v)
+    m.u32("rope.dimension_count", rope)
+    m.f32("rope.freq_base", 10000.0)
+    if not lite:
+        m.u32("expert_gating_func", 1)
+        m.u32("expert_group_count", 4)
+        m.u32("expert_group_used_count", 2)
+        m.f32("expert_weights_scale", 2.0)
+        m.w.add_string("deepseek2.rope.scaling.type", "yarn")
+        m.f32("rope.scaling.factor", 4.0)
+        m.u32("rope.scaling.original_context_length", 256)
+        m.f32("rope.scaling.yarn_log_multiplier", 0.0707)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        if lite:
+            m.matrix(p + "attn_q.weight", [d, H * (nope + rope)])
+        else:
+            m.matrix(p + "attn_q_a.weight", [d, 256])
+            m.norm(p + "attn_q_a_norm.weight", 256)
+            m.matrix(p + "attn_q_b.weight", [256, H * (nope + rope)])
+        m.matrix(p + "attn_kv_a_mqa.weight", [d, rank + rope])
+        m.norm(p + "attn_kv_a_norm.weight", rank)
+        m.matrix(p + "attn_k_b.weight", [nope, rank, H])
+        m.matrix(p + "attn_v_b.weight", [rank, v, H])
+        m.matrix(p + "attn_output.weight", [H * v, d], scale=0.7)
+        m.norm(p + "ffn_norm.weight", d)
+        if l == 0:
+            m.matrix(p + "ffn_gate.weight", [d, dense_ff])
+            m.matrix(p + "ffn_up.weight", [d, dense_ff])
+            m.matrix(p + "ffn_down.weight", [dense_ff, d], scale=0.7)
+        else:
+            m.experts(p, d, ff, E)
+            m.matrix(p + "ffn_gate_shexp.weight", [d, 2 * ff])
+            m.matrix(p + "ffn_up_shexp.weight", [d, 2 * ff])
+            m.matrix(p + "ffn_down_shexp.weight", [2 * ff, d], scale=0.7)
+    m.write()
+
+
+WRITERS = {
+    "qwen3moe": qwen3moe,
+    "olmoe": olmoe,
+    "phi3": phi3,
+    "gemma2": gemma2,
+    "deepseek2": lambda p, t: deepseek2(p, t, False),
+    "deepseek2-lite": lambda p, t: deepseek2(p, t, True),
+}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    args = sys.argv[2:]
+    f32 = "--f32" in args
+    names = [a for a in args if a != "--f32"] or list(WRITERS)
+    os.makedirs(out, exist_ok=True)
+    for name in names:
+        if name not in WRITERS:
+            sys.exit(f"conformance-models: unknown architecture {name!r} (one of {', '.join(WRITERS)})")
+        path = os.path.join(out, f"{name}-{'f32' if f32 else 'f16'}.gguf")
+        WRITERS[name](path, np.float32 if f32 else np.float16)
+        print(path)

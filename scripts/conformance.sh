@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Perplexity of specmoe against llama.cpp's llama-perplexity on random-weight models of qwen3moe,
+# olmoe, phi3, gemma2 and deepseek2 (and DeepSeek-V2-Lite's form) written in llama.cpp's layout by
+# scripts/conformance-models.py (the gguf Python package), with F16 weights and after
+# llama-quantize to Q8_0 and Q4_K_M. Prints a Markdown table (README.md, "Architectures").
+#
+#   LLAMA_BIN=/path/to/llama.cpp/build/bin PYTHON=/path/to/venv/bin/python \
+#     scripts/conformance.sh [OUT_DIR] [TEXT] [ARCH...]
+#
+# LLAMA_BIN holds llama-perplexity and llama-quantize (llama.cpp 2026-10, built outside the
+# repository); PYTHON has `gguf` and `numpy` (python3 -m venv V && V/bin/pip install gguf numpy).
+# TEXT (default: the first 8192 bytes of README.md as of commit 09643d0, a text that does not move
+# when the README does) is scored at ctx 512 by both, one chunk per
+# batch (-b 512: llama.cpp's context then equals the chunk, so phi3 picks the long RoPE factors as
+# specmoe does for a 512-token cache), with f32 KV caches on both sides (specmoe's caches are F32)
+# and 2 threads. phi3 is also scored at ctx 256 (its original context: the short factors).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+OUT="${1:-/tmp/specmoe-conformance}"
+TEXT="${2:-}"
+shift $(( $# > 2 ? 2 : $# )) || true
+ARCHS=("${@:-qwen3moe olmoe phi3 gemma2 deepseek2 deepseek2-lite}")
+ARCHS=(${ARCHS[*]})
+LLAMA_BIN="${LLAMA_BIN:-$HOME/.cache/specmoe-peer/llama.cpp/build/bin}"
+PYTHON="${PYTHON:-python3}"
+SPECMOE="${SPECMOE:-$ROOT/build/specmoe}"
+THREADS="${THREADS:-2}"
+mkdir -p "$OUT"
+if [[ -z "$TEXT" ]]; then
+  TEXT="$OUT/text.txt"
+  git -C "$ROOT" show 09643d0:README.md > "$OUT/README-09643d0.md" ||
+    { echo "conformance: commit 09643d0 not in this checkout; pass a TEXT file" >&2; exit 1; }
+  head -c 8192 "$OUT/README-09643d0.md" > "$TEXT"
+fi
+for tool in "$LLAMA_BIN/llama-perplexity" "$LLAMA_BIN/llama-quantize" "$SPECMOE"; do
+  [[ -x "$tool" ]] || { echo "conformance: $tool not found (set LLAMA_BIN / SPECMOE)" >&2; exit 1; }
+done
+
+"$PYTHON" "$ROOT/scripts/conformance-models.py" "$OUT" "${ARCHS[@]}" > /dev/null
+
+llama_ppl() {  # model ctx
+  # llama.cpp's logger writes from a worker thread that the process does not join at exit
+  # (common/log.cpp), so on a loaded machine the last lines (the last chunk, the final estimate)
+  # can be lost; OpenMP's spinning workers make that likely, so they wait passively. The running
+  # value after the last chunk is the final estimate; run again while neither is there.
+  local log v="" n last
+  for _ in 1 2 3 4 5 6; do
+    log=$(OMP_WAIT_POLICY=passive nice -n 10 "$LLAMA_BIN/llama-perplexity" -m "$1" -f "$TEXT" -c "$2" -b "$2" \
+          -t "$THREADS" -ctk f32 -ctv f32 2>&1) || true
+    v=$(sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' <<< "$log")
+    [[ -n "$v" ]] && break
+    n=$(sed -n 's/.*calculating perplexity over \([0-9]*\) chunks.*/\1/p' <<< "$log")
+    last=$(grep -o "\[$n\][0-9.]*" <<< "$log" | sed 's/.*\]//') || true
+    [[ -n "$n" && -n "$last" ]] && { v="$last"; break; }
+  done
+  echo "$v"
+}
+specmoe_ppl() {  # model ctx
+  nice -n 10 "$SPECMOE" perplexity -m "$1" -f "$TEXT" -c "$2" --threads "$THREADS" 2>/dev/null | sed -n 's/^perplexity: //p'
+}
+
+echo "| architecture | weights | ctx | llama.cpp | specmoe | difference |"
+echo "|---|---|---:|---:|---:|---:|"
+for arch in "${ARCHS[@]}"; do
+  f16="$OUT/$arch-f16.gguf"
+  for type in F16 Q8_0 Q4_K_M; do
+    model="$f16"
+    if [[ "$type" != F16 ]]; then
+      model="$OUT/$arch-${type,,}.gguf"
+      nice -n 10 "$LLAMA_BIN/llama-quantize" "$f16" "$model" "$type" "$THREADS" > "$OUT/$arch-${type,,}.quantize.log" 2>&1
+    fi
+    ctxs=(512)
+    [[ "$arch" == phi3 ]] && ctxs=(256 512)
+    for ctx in "${ctxs[@]}"; do
+      a=$(llama_ppl "$model" "$ctx")
+      b=$(specmoe_ppl "$model" "$ctx")
+      d=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%+.3f%%", 100 * (b - a) / a }')
+      echo "| $arch | $type | $ctx | $a | $b | $d |"
+    done
+  done
+done

@@ -1,0 +1,201 @@
+// The double-precision reference forward (tests/reference_forward.h) with an MoE block written out
+// from the definitions, recording each token's experts, and the check of a model against it: the
+// MoE architectures' tests (model_moe_test.cpp, model_arch_moe_test.cpp) share it.
+//
+// The block reads its router from the GGUF keys itself, with llama.cpp's defaults
+// (build_moe_ffn): scores = softmax over all experts (expert_gating_func 0/1) or sigmoid (2);
+// selection on scores + exp_probs_b (the bias, when present: deepseek2 for either gating, any
+// architecture with sigmoid gating); with expert_group_count G > 1 a group's score is the sum of
+// its two best selection scores and only the expert_group_used_count best groups are eligible;
+// top-k by selection score (ties: lower index); weights = the unbiased scores, divided by their sum
+// when expert_weights_norm (default: yes for llama, qwen3moe; no for qwen2moe, olmoe, deepseek2),
+// times expert_weights_scale (0 or absent: 1). Shared experts: qwen2moe's gated by sigmoid(w . h),
+// deepseek2's ungated; deepseek2's leading_dense_block_count layers are dense SwiGLUs.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "reference_forward.h"
+
+namespace specmoe::testing {
+
+class MoEReferenceForward : public ReferenceForward {
+ public:
+  // k: experts per token (the model's expert_used_count unless overridden).
+  MoEReferenceForward(const std::string& path, int k) : ReferenceForward(path), k_(k) {
+    const std::string a = arch_ + ".";
+    const bool raw = arch_ == "qwen2moe" || arch_ == "olmoe" || arch_ == "deepseek2";
+    norm_w_ = f_->get_bool(a + "expert_weights_norm", !raw);
+    scale_ = f_->get_float(a + "expert_weights_scale", 0.0);
+    if (scale_ == 0.0) scale_ = 1.0;
+    sigmoid_ = f_->get_int(a + "expert_gating_func", 0) == 2;
+    groups_ = std::max<int64_t>(1, f_->get_int(a + "expert_group_count", 1));
+    groups_used_ = std::max<int64_t>(1, f_->get_int(a + "expert_group_used_count", groups_));
+    dense_lead_ = arch_ == "deepseek2" ? static_cast<int>(f_->get_int(a + "leading_dense_block_count", 0)) : 0;
+  }
+
+  // logits [T][n_vocab]; routing[l][t] = the k experts chosen for token t in layer l (empty for a
+  // dense layer).
+  std::vector<std::vector<double>> run(const std::vector<int32_t>& ids) {
+    routing.assign(c_.n_layer, std::vector<std::vector<int>>(ids.size()));
+    return ReferenceForward::run(ids, [this](std::vector<double>& x, int l, int t) { moe_block(x, l, routing[l][t]); });
+  }
+
+  // The feed-forward of layer l on one token, in place: x += MoE(norm(x)) (or the dense FFN).
+  void moe_block(std::vector<double>& x, int l, std::vector<int>& chosen) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    chosen.clear();
+    if (l < dense_lead_) return dense_ffn(x, p);
+    const int d = c_.n_embd, E = c_.n_expert;
+    const auto h = norm(x, p + "ffn_norm");
+    const auto logits = linear(h, p + "ffn_gate_inp", E);
+    std::vector<double> score(E), sel(E);
+    if (sigmoid_) {
+      for (int e = 0; e < E; ++e) score[e] = 1 / (1 + std::exp(-logits[e]));
+    } else {
+      const double mx = *std::max_element(logits.begin(), logits.end());
+      double z = 0;
+      for (int e = 0; e < E; ++e) z += (score[e] = std::exp(logits[e] - mx));
+      for (auto& s : score) s /= z;
+    }
+    sel = score;
+    if ((sigmoid_ || arch_ == "deepseek2") && f_->find_tensor(p + "exp_probs_b.bias")) {
+      const auto b = tensor(p + "exp_probs_b.bias");
+      for (int e = 0; e < E; ++e) sel[e] += b[e];
+    }
+    std::vector<bool> allowed(E, true);
+    if (groups_ > 1) {
+      const int gs = E / static_cast<int>(groups_);
+      std::vector<double> gscore(groups_);
+      for (int g = 0; g < groups_; ++g) {
+        std::vector<double> v(sel.begin() + g * gs, sel.begin() + (g + 1) * gs);
+        std::sort(v.rbegin(), v.rend());
+        gscore[g] = v[0] + (gs > 1 ? v[1] : 0.0);
+      }
+      std::vector<int> order(groups_);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return gscore[a] > gscore[b]; });
+      std::fill(allowed.begin(), allowed.end(), false);
+      for (int j = 0; j < groups_used_; ++j)
+        for (int e = order[j] * gs; e < (order[j] + 1) * gs; ++e) allowed[e] = true;
+    }
+    std::vector<int> order;
+    for (int e = 0; e < E; ++e)
+      if (allowed[e]) order.push_back(e);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return sel[a] > sel[b]; });
+    chosen.assign(order.begin(), order.begin() + k_);
+    double sum = 0;
+    for (int e : chosen) sum += score[e];
+    const int ff = c_.n_ff_expert;
+    const auto gate = tensor(p + "ffn_gate_exps.weight"), up = tensor(p + "ffn_up_exps.weight"),
+               down = tensor(p + "ffn_down_exps.weight");
+    std::vector<double> y(d, 0.0);
+    for (int e : chosen) {
+      const double w = (norm_w_ ? score[e] / sum : score[e]) * scale_;
+      const auto out = swiglu(h, gate.data() + static_cast<size_t>(e) * ff * d, up.data() + static_cast<size_t>(e) * ff * d,
+                              down.data() + static_cast<size_t>(e) * d * ff, ff);
+      for (int i = 0; i < d; ++i) y[i] += w * out[i];
+    }
+    if (f_->find_tensor(p + "ffn_gate_shexp.weight")) {
+      const int sh = static_cast<int>(f_->tensor(p + "ffn_gate_shexp.weight").ne[1]);
+      const auto gs = tensor(p + "ffn_gate_shexp.weight"), us = tensor(p + "ffn_up_shexp.weight"),
+                 ds = tensor(p + "ffn_down_shexp.weight");
+      double g = 1;  // deepseek2: ungated; qwen2moe: sigmoid(w_sh . h)
+      if (f_->find_tensor(p + "ffn_gate_inp_shexp.weight")) {
+        const auto wg = tensor(p + "ffn_gate_inp_shexp.weight");
+        double zg = 0;
+        for (int i = 0; i < d; ++i) zg += wg[i] * h[i];
+        g = 1 / (1 + std::exp(-zg));
+      }
+      const auto out = swiglu(h, gs.data(), us.data(), ds.data(), sh);
+      for (int i = 0; i < d; ++i) y[i] += g * out[i];
+    }
+    for (int i = 0; i < d; ++i) x[i] += y[i];
+  }
+
+  std::vector<std::vector<std::vector<int>>> routing;  // [layer][token] chosen experts
+
+ private:
+  std::vector<double> swiglu(const std::vector<double>& h, const double* wg, const double* wu, const double* wd, int ff) {
+    const int d = static_cast<int>(h.size());
+    std::vector<double> a(ff), out(d, 0.0);
+    for (int r = 0; r < ff; ++r) {
+      double g = 0, u = 0;
+      for (int i = 0; i < d; ++i) {
+        g += wg[static_cast<size_t>(r) * d + i] * h[i];
+        u += wu[static_cast<size_t>(r) * d + i] * h[i];
+      }
+      a[r] = g / (1 + std::exp(-g)) * u;
+    }
+    for (int o = 0; o < d; ++o)
+      for (int r = 0; r < ff; ++r) out[o] += wd[static_cast<size_t>(o) * ff + r] * a[r];
+    return out;
+  }
+  int k_;
+  bool norm_w_ = true, sigmoid_ = false;
+  double scale_ = 1;
+  int64_t groups_ = 1, groups_used_ = 1;
+  int dense_lead_ = 0;
+};
+
+// The model's forward of `ids` against the reference with k experts per token (0 = the file's),
+// on a cache of n_ctx positions (the context phi3's and the reference's RoPE factors follow):
+// every MoE layer routes every token to the reference's experts (as sets: the model may order
+// equal-scored slots differently), and the logits agree within rel_tol of the largest reference
+// logit. Returns the largest relative error seen.
+inline double check_moe_against_reference(const std::string& path, const std::vector<int32_t>& ids, int k = 0,
+                                          double rel_tol = 1e-5, int n_ctx = 32) {
+  core::LoadOptions o;
+  o.n_threads = 2;
+  o.moe_k_override = k;
+  auto m = core::Model::load(path, o);
+  const int kk = m->moe_k();
+  EXPECT_EQ(kk, k ? k : m->config().n_expert_used);
+  core::KVCache kv = m->new_cache(n_ctx);
+  std::vector<float> logits;
+  const core::ForwardResult f = m->forward(ids, kv);
+  f.logits.to_host(logits);
+  MoEReferenceForward ref(path, kk);
+  ref.set_context(n_ctx);
+  const auto want = ref.run(ids);
+  const int V = m->config().n_vocab, T = static_cast<int>(ids.size());
+  EXPECT_EQ(f.stats.moe.size(), static_cast<size_t>(m->config().n_layer));
+  int moe_layers = 0;
+  for (int l = 0; l < m->config().n_layer && l < static_cast<int>(f.stats.moe.size()); ++l) {
+    const moe::Routing& r = f.stats.moe[l];
+    if (!m->config().is_moe_layer(l)) {
+      EXPECT_EQ(r.n_tokens, 0) << "dense layer " << l;
+      EXPECT_TRUE(ref.routing[l][0].empty());
+      continue;
+    }
+    ++moe_layers;
+    EXPECT_EQ(r.n_tokens, T);
+    EXPECT_EQ(r.k, kk);
+    for (int t = 0; t < T && r.n_tokens == T; ++t) {
+      std::set<int> got, exp(ref.routing[l][t].begin(), ref.routing[l][t].end());
+      for (int j = 0; j < kk; ++j) got.insert(r.expert_at(t, j));
+      EXPECT_EQ(got, exp) << path << " layer " << l << " token " << t;
+    }
+  }
+  EXPECT_GT(moe_layers, 0);
+  double max_ref = 0, max_diff = 0;
+  for (int t = 0; t < T; ++t)
+    for (int j = 0; j < V; ++j) {
+      EXPECT_TRUE(std::isfinite(logits[t * V + j]));
+      max_ref = std::max(max_ref, std::fabs(want[t][j]));
+      max_diff = std::max(max_diff, std::fabs(want[t][j] - logits[t * V + j]));
+    }
+  EXPECT_GT(max_ref, 1.0);  // logits are not trivially small
+  EXPECT_LE(max_diff, rel_tol * max_ref) << path << " k " << kk << ": max |logit| " << max_ref;
+  if (std::getenv("SPECMOE_PRINT_REL")) std::fprintf(stderr, "REL %s k=%d %.3g\n", path.c_str(), kk, max_diff / max_ref);
+  return max_ref > 0 ? max_diff / max_ref : 0.0;
+}
+
+}  // namespace specmoe::testing

@@ -1,0 +1,215 @@
+// The MoE architectures of llama.cpp's layout beyond Mixtral and Qwen-MoE: qwen3moe (QK-norm per
+// head, renormalised softmax top-k of narrow experts), olmoe (QK-norm over the whole projections,
+// raw softmax weights) and deepseek2 (multi-head latent attention with a q LoRA or a full-rank
+// query, the compressed cache, leading dense layers, shared experts, softmax routing over expert
+// groups with a weight scale, YaRN with its score magnitude). Each synthetic model matches the
+// double-precision reference forward with its MoE block (tests/moe_reference_forward.h): every
+// token is routed to the reference's experts in every layer for F32 and F16 weights, and the
+// logits agree; the latent cache has the layout the model needs and decoding one token at a time
+// or through a tree gives the batch's logits bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/model.h"
+#include "core/synth.h"
+#include "moe/expert_stats.h"
+#include "moe_reference_forward.h"
+#include "test_data.h"
+
+using namespace specmoe;
+using namespace specmoe::core;
+using specmoe::testing::check_moe_against_reference;
+using specmoe::testing::scratch_dir;
+
+namespace {
+
+const std::vector<int32_t> kIds = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
+
+std::string write(const SynthSpec& s, const std::string& file, uint64_t seed = 42) {
+  const std::string path = (scratch_dir() / file).string();
+  synth_write(s, path, seed);
+  return path;
+}
+
+std::string write_preset(const std::string& preset, DType type, const std::string& file) {
+  SynthSpec s = synth_spec(preset);
+  s.type = type;
+  return write(s, file);
+}
+
+bool same_bits(const std::vector<float>& a, size_t a0, const std::vector<float>& b, size_t b0, size_t n) {
+  return std::memcmp(a.data() + a0, b.data() + b0, n * sizeof(float)) == 0;
+}
+
+// Tolerances (max |logit - reference| over the largest reference logit), per weight type. F32:
+// float32 activations through 3 layers of dot products over <= 192 terms against double, measured
+// 2e-7 to 6e-7; 1e-5 leaves more than 10x room, while a wrong op (a skipped norm, the other RoPE
+// pairing, a missing scale or shared expert) moves logits by O(1) of the range. F16: the reference
+// reads the same F16 weights, so only activation rounding differs: the same bound. Routing is
+// compared exactly for both: a tie within float rounding among random router logits has
+// probability ~1e-6 per token here.
+constexpr double kTolF32 = 1e-5;
+
+}  // namespace
+
+TEST(MoEArchitectures, Qwen3MoeMatchesReferenceAndRoutes) {
+  for (DType t : {DType::F32, DType::F16}) {
+    const std::string path = write_preset("qwen3moe-tiny", t, fmt::format("qwen3moe_{}.gguf", dtype_name(t)));
+    check_moe_against_reference(path, kIds, 0, kTolF32);
+    check_moe_against_reference(path, kIds, 1, kTolF32);  // k override
+  }
+  auto m = Model::load(write_preset("qwen3moe-tiny", DType::F32, "qwen3moe_cfg.gguf"));
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Qwen3Moe);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.n_expert, 16);
+  EXPECT_EQ(c.n_expert_used, 4);
+  EXPECT_EQ(c.n_ff_expert, 32);  // expert_feed_forward_length, not feed_forward_length (128)
+  EXPECT_TRUE(c.expert_weights_norm);
+  // Renormalised softmax top-k: the four weights of every token sum to 1.
+  KVCache kv = m->new_cache(32);
+  const ForwardResult f = m->forward(kIds, kv);
+  const moe::Routing& r = f.stats.moe[1];
+  for (int t = 0; t < r.n_tokens; ++t) {
+    double s = 0;
+    for (int j = 0; j < r.k; ++j) s += r.weight_at(t, j);
+    EXPECT_NEAR(s, 1.0, 1e-6);
+  }
+}
+
+TEST(MoEArchitectures, OlmoeMatchesReferenceAndRoutes) {
+  for (DType t : {DType::F32, DType::F16})
+    check_moe_against_reference(write_preset("olmoe-tiny", t, fmt::format("olmoe_{}.gguf", dtype_name(t))), kIds, 0,
+                                kTolF32);
+  auto m = Model::load(write_preset("olmoe-tiny", DType::F32, "olmoe_cfg.gguf"));
+  EXPECT_EQ(m->config().arch, Arch::Olmoe);
+  EXPECT_TRUE(m->config().qk_norm_full);
+  EXPECT_FALSE(m->config().qk_norm);
+  EXPECT_FALSE(m->config().expert_weights_norm);  // raw softmax weights
+  EXPECT_EQ(m->config().n_ff_expert, 64);
+}
+
+TEST(MoEArchitectures, Deepseek2MatchesReferenceAndRoutes) {
+  // The q LoRA, groups (4 of 2 experts, 2 kept), scale 1.5 and YaRN; then DeepSeek-V2-Lite's form.
+  for (const char* preset : {"deepseek2-tiny", "deepseek2-lite-tiny"})
+    for (DType t : {DType::F32, DType::F16}) {
+      const std::string path = write_preset(preset, t, fmt::format("{}_{}.gguf", preset, dtype_name(t)));
+      check_moe_against_reference(path, kIds, 0, kTolF32);
+    }
+  // k = 4 = every expert of the two kept groups.
+  check_moe_against_reference(write_preset("deepseek2-tiny", DType::F32, "deepseek2_k4.gguf"), kIds, 4, kTolF32);
+  // A selection bias (exp_probs_b) with softmax gating, and sigmoid gating with the bias
+  // (DeepSeek-V3's router on V2's attention).
+  SynthSpec s = synth_spec("deepseek2-tiny");
+  s.exp_probs_bias = true;
+  check_moe_against_reference(write(s, "deepseek2_bias.gguf"), kIds, 0, kTolF32);
+  s.expert_gating = 2;
+  s.expert_weights_norm = 1;
+  check_moe_against_reference(write(s, "deepseek2_sigmoid.gguf"), kIds, 0, kTolF32);
+  // Q8_0: activations rounded to 8 bits per block (kernels/cpu integer path): ~1% of the logit
+  // range through 3 layers (as Q8_0 in model_moe_test.cpp); routing still compared exactly.
+  check_moe_against_reference(write_preset("deepseek2-lite-tiny", DType::Q8_0, "deepseek2_q8.gguf"), kIds, 0, 4e-2);
+}
+
+TEST(MoEArchitectures, Deepseek2ReadsMlaDenseLeadAndSharedExperts) {
+  const std::string path = write_preset("deepseek2-tiny", DType::F32, "deepseek2_cfg.gguf");
+  auto m = Model::load(path);
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Deepseek2);
+  EXPECT_TRUE(c.is_mla());
+  EXPECT_EQ(c.q_lora_rank, 32);
+  EXPECT_EQ(c.kv_lora_rank, 32);
+  EXPECT_EQ(c.head_dim, 48);
+  EXPECT_EQ(c.rope_dims, 16);
+  EXPECT_EQ(c.mla_qk_nope(), 32);
+  EXPECT_EQ(c.mla_v_head_dim, 32);
+  EXPECT_EQ(c.n_layer_dense_lead, 1);
+  EXPECT_FALSE(c.is_moe_layer(0));
+  EXPECT_TRUE(c.is_moe_layer(1));
+  EXPECT_EQ(c.n_expert_shared, 2);
+  EXPECT_EQ(c.n_ff_shared_expert, 64);
+  EXPECT_EQ(c.n_expert_group, 4);
+  EXPECT_FLOAT_EQ(c.expert_weights_scale, 1.5f);
+  EXPECT_FALSE(c.expert_weights_norm);
+  EXPECT_EQ(m->moe_expert_bytes(0), 0u);
+  EXPECT_EQ(m->moe_expert_bytes(1), size_t{3} * 64 * 32 * 4);
+  // YaRN's magnitude moves into the scores: (1 + 0.1 * 0.707 ln 4)^2 / sqrt(48).
+  const double ms = 1.0 + 0.1 * (0.0707f / 0.1f) * std::log(4.0);
+  EXPECT_NEAR(c.attention_scale(), ms * ms / std::sqrt(48.0), 1e-6);
+  EXPECT_NEAR(c.rope_at(2).attn_factor, 1.0, 1e-6);  // and none stays on cos / sin
+  // The compressed cache: kv_lora_rank + rope dims per token and layer, no values.
+  KVCache kv = m->new_cache(16);
+  for (int l = 0; l < c.n_layer; ++l) {
+    EXPECT_EQ(kv.layout(l).k_width, 48);
+    EXPECT_EQ(kv.layout(l).v_width, 0);
+  }
+  EXPECT_EQ(c.kv_bytes_per_token(), int64_t{3} * 48 * 4);
+  // Dense layer 0 carries no routing; the MoE layers route every token.
+  const ForwardResult f = m->forward(kIds, kv);
+  EXPECT_EQ(f.stats.moe[0].n_tokens, 0);
+  EXPECT_EQ(f.stats.distinct_experts(0), -1);
+  EXPECT_EQ(f.stats.moe[2].n_tokens, static_cast<int>(kIds.size()));
+}
+
+TEST(MoEArchitectures, Deepseek2DecodesAsItPrefillsThroughTheLatentCache) {
+  // The absorbed attention reads only the cached latents: one token at a time, a tree, and a
+  // truncated and re-run step give the batch's logits bit for bit.
+  auto m = Model::load(write_preset("deepseek2-tiny", DType::F32, "deepseek2_steps.gguf"));
+  const int V = m->config().n_vocab;
+  KVCache a = m->new_cache(32), b = m->new_cache(32);
+  std::vector<float> batched, l, single;
+  m->forward(kIds, a).logits.to_host(batched);
+  for (size_t i = 0; i < kIds.size(); ++i) {
+    m->forward(std::span<const int32_t>(kIds).subspan(i, 1), b).logits.to_host(l);
+    single.insert(single.end(), l.begin(), l.end());
+  }
+  EXPECT_TRUE(same_bits(batched, 0, single, 0, batched.size()));
+  EXPECT_EQ(a.read_layer(1), b.read_layer(1));
+
+  // A tree after 6 tokens: r -> {c1, c2}, c2 -> g; the path r, c2, g as a chain.
+  const std::vector<int32_t> prefix(kIds.begin(), kIds.begin() + 6);
+  const std::vector<int32_t> tree = {90, 3, 17, 44};
+  const std::vector<int32_t> parents = {-1, 0, 0, 2};
+  KVCache t = m->new_cache(32), s = m->new_cache(32);
+  std::vector<float> tree_logits, path_logits;
+  m->forward(prefix, t).logits.to_host(l);
+  m->forward(prefix, s).logits.to_host(l);
+  Batch tb;
+  tb.tokens = tree;
+  tb.parents = parents;
+  m->forward(tb, t).logits.to_host(tree_logits);
+  const std::vector<int32_t> chain = {90, 17, 44};
+  m->forward(chain, s).logits.to_host(path_logits);
+  EXPECT_TRUE(same_bits(tree_logits, 2 * V, path_logits, 1 * V, V));  // c2
+  EXPECT_TRUE(same_bits(tree_logits, 3 * V, path_logits, 2 * V, V));  // g
+  EXPECT_FALSE(same_bits(tree_logits, 1 * V, tree_logits, 2 * V, V));
+}
+
+TEST(MoEArchitectures, ExpertStatisticsOfTheNewRouters) {
+  // U(T) per layer from the model's routing for the group-limited softmax router, against the
+  // reference's experts; the dense leading layer is not counted.
+  const std::string path = write_preset("deepseek2-tiny", DType::F32, "deepseek2_stats.gguf");
+  auto m = Model::load(path);
+  KVCache kv = m->new_cache(32);
+  const ForwardResult f = m->forward(kIds, kv);
+  specmoe::testing::MoEReferenceForward ref(path, m->moe_k());
+  ref.set_context(32);
+  ref.run(kIds);
+  for (int l = 1; l < m->config().n_layer; ++l) {
+    moe::ExpertStats st(m->config().n_expert, m->moe_k(), l);
+    st.record_forward(f.stats.moe[l], m->moe_expert_bytes(l));
+    std::set<int> touched;
+    for (const auto& e : ref.routing[l]) touched.insert(e.begin(), e.end());
+    EXPECT_EQ(f.stats.distinct_experts(l), static_cast<int>(touched.size()));
+    EXPECT_EQ(st.by_size().at({static_cast<int>(kIds.size()), 2}).sum_distinct, static_cast<int64_t>(touched.size()));
+    // Group-limited: every token's two experts lie in its two kept groups of 2, so U(T) <= E.
+    EXPECT_LE(touched.size(), 8u);
+    EXPECT_EQ(st.expert_bytes(), touched.size() * m->moe_expert_bytes(l));
+  }
+}
