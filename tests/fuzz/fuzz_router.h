@@ -3,7 +3,8 @@
 // logits, bias and hidden states. Shared by tests/fuzz/router_fuzz.cpp and the regression replay
 // (tests/unit/fuzz_regression_test.cpp); contract as in fuzz_entry.h.
 //
-// Input: byte 0 the family (bits 0-1), normalize (bit 2), a bias (bit 3), capacity limit (bit 4);
+// Input: byte 0 the family (bits 0-1; bit 5 set: softmax_group), normalize (bit 2), a bias (bit 3),
+// capacity limit (bit 4);
 // byte 1 n_expert - 1 (0..63); byte 2 k (mod n_expert + 2, so 0 and n_expert + 1 come up);
 // byte 3 n_group - 1 (0..7) and topk_group (bits 3-5); byte 4 T (0..8); byte 5 the capacity
 // factor and byte 6 the scale (indices into the tables below); byte 7 a set_k value (mod
@@ -17,7 +18,7 @@
 //  - with finite logits (and bias; noisy top-k: finite noisy logits): weights are finite; softmax weights
 //    lie in [0, 1] and, renormalised, sum to 1 for a token that kept all its slots; the
 //    selection is a top-k: no unselected expert scores strictly above a selected one
-//    (softmax: the logits; sigmoid without groups: sigmoid(logit) + bias);
+//    (softmax: the logits; group routers without groups: gate_scores + bias);
 //  - routing is deterministic (the noise source is reseeded for the second run);
 //  - set_k accepts exactly [1, max_k()].
 #pragma once
@@ -40,14 +41,14 @@ inline Outcome run_router(std::span<const uint8_t> bytes) {
 
   const uint8_t flags = bytes[0];
   moe::RouterSpec spec;
-  spec.kind = static_cast<moe::RouterKind>(flags & 3);
+  spec.kind = (flags & 0x20) ? moe::RouterKind::SoftmaxGroup : static_cast<moe::RouterKind>(flags & 3);
   spec.n_expert = 1 + bytes[1] % 64;
   const int E = spec.n_expert;
   spec.k = bytes[2] % (E + 2);
-  spec.sigmoid.n_group = 1 + (bytes[3] & 7);
-  spec.sigmoid.topk_group = (bytes[3] >> 3) & 7;
-  spec.sigmoid.normalize = flags & 4;
-  spec.sigmoid.scale = static_cast<float>(kScale[bytes[6] % std::size(kScale)]);
+  spec.group.n_group = 1 + (bytes[3] & 7);
+  spec.group.topk_group = (bytes[3] >> 3) & 7;
+  spec.group.normalize = flags & 4;
+  spec.group.scale = static_cast<float>(kScale[bytes[6] % std::size(kScale)]);
   spec.capacity_factor = (flags & 16) ? kCapacity[bytes[5] % std::size(kCapacity)] : 0.0;
   const int T = bytes[4] % 9;
   const int set_k_to = bytes[7] % (E + 2);
@@ -69,8 +70,8 @@ inline Outcome run_router(std::span<const uint8_t> bytes) {
   std::vector<float> logits(static_cast<size_t>(T) * E);
   for (float& v : logits) v = next_float();
   if (flags & 8) {
-    spec.sigmoid.bias.resize(static_cast<size_t>(E));
-    for (float& v : spec.sigmoid.bias) v = next_float();
+    spec.group.bias.resize(static_cast<size_t>(E));
+    for (float& v : spec.group.bias) v = next_float();
   }
   std::vector<float> hidden;
   if (spec.kind == moe::RouterKind::NoisyTopK) {
@@ -85,10 +86,10 @@ inline Outcome run_router(std::span<const uint8_t> bytes) {
       if (!std::isfinite(x)) return false;
     return true;
   };
-  const bool finite_inputs = all_finite(logits) && all_finite(spec.sigmoid.bias) && all_finite(hidden) &&
+  const bool finite_inputs = all_finite(logits) && all_finite(spec.group.bias) && all_finite(hidden) &&
                       all_finite(spec.noise_weight);
   const moe::RouterKind kind = spec.kind;
-  const moe::SigmoidGroupOptions sigmoid = spec.sigmoid;
+  const moe::GroupRouterOptions group = spec.group;
   const double capacity_factor = spec.capacity_factor;
 
   auto build = [&](moe::RouterSpec s) {
@@ -134,6 +135,8 @@ inline Outcome run_router(std::span<const uint8_t> bytes) {
   SPECMOE_FUZZ_CHECK(r.expert.size() == static_cast<size_t>(T) * k && r.weight.size() == r.expert.size(),
                      what + ": routing has the wrong size");
   const bool limited = capacity_factor > 0.0;
+  const bool grouped = kind == moe::RouterKind::SigmoidGroup || kind == moe::RouterKind::SoftmaxGroup;
+  std::vector<float> scores(static_cast<size_t>(E));
   for (int t = 0; t < T; ++t) {
     std::vector<uint8_t> seen(static_cast<size_t>(E), 0);
     bool kept_all = true;
@@ -152,8 +155,8 @@ inline Outcome run_router(std::span<const uint8_t> bytes) {
       seen[e] = 1;
       sum += w;
       if (!finite) continue;
-      const bool softmax = kind != moe::RouterKind::SigmoidGroup;
-      if (softmax || std::isfinite(sigmoid.scale))
+      const bool softmax = !grouped;
+      if (softmax || std::isfinite(group.scale))
         SPECMOE_FUZZ_CHECK(std::isfinite(w), fmt::format("{}: token {} has weight {} from finite inputs", what, t, w));
       if (softmax)
         SPECMOE_FUZZ_CHECK(w >= 0.0f && w <= 1.0f, fmt::format("{}: softmax weight {} outside [0, 1]", what, w));
@@ -164,15 +167,15 @@ inline Outcome run_router(std::span<const uint8_t> bytes) {
                          fmt::format("{}: token {}'s renormalised weights sum to {}", what, t, sum));
     // Top-k by the selection score, where it can be recomputed here exactly.
     const float* row = logits.data() + static_cast<size_t>(t) * E;
+    if (grouped)
+      moe::gate_scores(row, E, kind == moe::RouterKind::SoftmaxGroup ? moe::GateScore::Softmax : moe::GateScore::Sigmoid,
+                       scores.data());
     auto score = [&](int e) -> double {
-      if (kind == moe::RouterKind::SigmoidGroup) {
-        const float s = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(row[e]))));
-        return s + (sigmoid.bias.empty() ? 0.0f : sigmoid.bias[e]);
-      }
+        if (grouped) return static_cast<double>(scores[static_cast<size_t>(e)] + (group.bias.empty() ? 0.0f : group.bias[e]));
       return row[e];
     };
     const bool exact = kind == moe::RouterKind::SoftmaxTopK || kind == moe::RouterKind::SoftmaxTopKRaw ||
-                       (kind == moe::RouterKind::SigmoidGroup && sigmoid.n_group == 1);
+                       (grouped && group.n_group == 1);
     if (exact && kept_all) {
       double lowest_selected = std::numeric_limits<double>::infinity();
       for (int j = 0; j < k; ++j) lowest_selected = std::min(lowest_selected, score(r.expert_at(t, j)));
