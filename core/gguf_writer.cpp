@@ -151,8 +151,8 @@ void GGUFWriter::set_i32_array(const std::string& key, const std::vector<int32_t
 }
 
 void GGUFWriter::set_alignment(uint32_t a) {
-  if (a == 0 || (a & (a - 1)) != 0)
-    throw_error(ErrorKind::InvalidArgument, "GGUF writer: alignment {} is not a power of two", a);
+  if (a < 8 || (a & (a - 1)) != 0)
+    throw_error(ErrorKind::InvalidArgument, "GGUF writer: alignment {} is not a power of two >= 8 (GGUF: a multiple of 8)", a);
   alignment_ = a;
   set_u32("general.alignment", a);
 }

@@ -73,7 +73,7 @@ inline std::optional<std::vector<uint8_t>> gguf_encode(const GgufImage& img) {
   try {
     core::GGUFWriter w;
     for (const auto& [k, v] : img.kv) {
-      if (k == "general.alignment" && v.is_integer() && v.i > 0 && v.i <= (1 << 16) && (v.i & (v.i - 1)) == 0)
+      if (k == "general.alignment" && v.is_integer() && v.i >= 8 && v.i <= (1 << 16) && (v.i & (v.i - 1)) == 0)
         w.set_alignment(static_cast<uint32_t>(v.i));
       else
         w.set_value(k, v);

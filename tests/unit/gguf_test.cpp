@@ -517,6 +517,31 @@ TEST(GGUFWriter, RoundTripsEveryTensorTypeByteExact) {
   std::remove(path.c_str());
 }
 
+// Found by fuzz_model (tests/regression/model/alignment-below-8-misaligned-f16.gguf): an
+// alignment of 1, 2 or 4 was accepted, so F16 data could sit at an odd address and the F16
+// dequantizer loaded uint16_t from it (undefined behaviour). The GGUF specification requires a
+// multiple of 8; the reader refuses less, naming the file, and the writer never writes less.
+TEST(GGUFReader, RefusesAnAlignmentBelowEight) {
+  for (int64_t a : {1, 2, 4, 8, 16}) {
+    GGUFWriter w;
+    GGUFValue v;
+    v.type = GGUFType::UINT32;
+    v.i = a;
+    w.set_value("general.alignment", v);  // the key only: the writer still pads to 32
+    const std::vector<float> vals = {1.0f, 2.0f};
+    w.add_tensor_f32("t", DType::F16, {2}, vals);
+    if (a < 8) {
+      expect_error(w.bytes(), ErrorKind::Format, fmt::format("general.alignment {} is not a power of two in [8, 2^30]", a));
+    } else {
+      auto f = GGUFFile::open_memory(w.bytes(), "aligned.gguf");
+      EXPECT_EQ(f->alignment(), static_cast<size_t>(a));
+    }
+  }
+  GGUFWriter w;
+  EXPECT_THROW(w.set_alignment(4), Error);
+  EXPECT_NO_THROW(w.set_alignment(8));
+}
+
 TEST(GGUFWriter, RejectsBadTensorsAndUnwritablePath) {
   GGUFWriter w;
   std::vector<uint8_t> bytes(8);
