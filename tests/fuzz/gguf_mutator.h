@@ -301,7 +301,7 @@ class GgufMutator {
 
   void reshape_tensor() {
     GgufImage::Tensor* t = some_tensor();
-    if (!t) return;
+    if (!t || t->ne.empty()) return;
     std::vector<int64_t> ne = t->ne;
     switch (pick(4)) {
       case 0: if (ne.size() >= 2) std::swap(ne[0], ne[1]); break;  // transposed
@@ -326,11 +326,14 @@ class GgufMutator {
                                        DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,   DType::Q3_K,
                                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
     const DType to = pick_of(kTypes);
+    if (t->ne.empty()) return;
+    // A row longer than the file could hold has no data (a shape with a zero dimension): nothing
+    // to convert, and a row buffer of its length could be gigabytes.
     const int64_t n0 = t->ne[0];
-    if (n0 <= 0 || n0 % dtype_info(to).block_size != 0) return;
+    if (n0 <= 0 || static_cast<uint64_t>(n0) > max_size_ || n0 % dtype_info(to).block_size != 0) return;
     const size_t from_row = dtype_row_bytes(t->type, n0), to_row = dtype_row_bytes(to, n0);
     const size_t rows = from_row ? t->bytes.size() / from_row : 0;
-    if (to_row * rows > max_size_) return;
+    if (rows == 0 || to_row * rows > max_size_) return;
     std::vector<float> row(static_cast<size_t>(n0));
     std::vector<uint8_t> out(to_row * rows);
     for (size_t r = 0; r < rows; ++r) {
