@@ -138,9 +138,20 @@ class Backend : public Memory {
   virtual void layer_norm(const float* x, const float* w, const float* b, float* out, int64_t T, int64_t n,
                           float eps) = 0;
   virtual void matmul(const float* x, int64_t T, const MatrixView& w, float* y) = 0;
+  // y[i] = x * w[i]^T for weights that share x (q/k/v, gate/up), each as matmul computes it: one
+  // call lets a backend quantize x once and run all the rows as one job. Default: matmul each.
+  virtual void matmul_multi(const float* x, int64_t T, std::span<const MatrixView> w, std::span<float* const> y) {
+    for (size_t i = 0; i < w.size() && i < y.size(); ++i) matmul(x, T, w[i], y[i]);
+  }
   virtual void add_bias(float* y, const float* b, int64_t T, int64_t n) = 0;
   virtual void add(const float* a, const float* b, float* y, int64_t n) = 0;
   virtual void rope(float* x, int64_t T, const int32_t* positions, const RopeParams& p) = 0;
+  // Writes `rows` rows of n floats (src, contiguous) as rows of `type` dst_pitch bytes apart:
+  // F32 copied, F16 rounded to nearest even, Q8_0 as kernels/cpu quantize_row makes ggml's
+  // block_q8_0 (n a multiple of 32), the same bytes on every backend. The forward stores its new
+  // keys and values into the KV cache with it.
+  virtual void convert_rows(const float* src, int64_t rows, int64_t n, DType type, void* dst, size_t dst_pitch) = 0;
+  // Attention over K/V rows of F32, F16 or Q8_0 (KVView::k_type, v_type).
   virtual void attention(const float* q, int64_t T, const KVView& kv, const uint8_t* mask, const AttentionParams& p,
                          float* out) = 0;
   // Multi-head latent attention in its absorbed form (deepseek2; kernels/op_params.h): q [T,

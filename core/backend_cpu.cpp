@@ -63,10 +63,23 @@ class CpuBackend final : public Backend {
     cpu::layer_norm(pool_, x, w, b, out, T, n, eps);
   }
   void matmul(const float* x, int64_t T, const MatrixView& w, float* y) override { cpu::matmul(pool_, x, T, w, y); }
+  void matmul_multi(const float* x, int64_t T, std::span<const MatrixView> w, std::span<float* const> y) override {
+    cpu::matmul_multi(pool_, x, T, w, y);
+  }
   void add_bias(float* y, const float* b, int64_t T, int64_t n) override { cpu::add_bias(y, b, T, n); }
   void add(const float* a, const float* b, float* y, int64_t n) override { cpu::add(a, b, y, n); }
   void rope(float* x, int64_t T, const int32_t* positions, const RopeParams& p) override {
     cpu::rope(pool_, x, T, std::span<const int32_t>(positions, static_cast<size_t>(T)), p);
+  }
+  void convert_rows(const float* src, int64_t rows, int64_t n, DType type, void* dst, size_t dst_pitch) override {
+    if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0)
+      throw_error(ErrorKind::InvalidArgument, "convert_rows: rows of {}: only F32, F16 and Q8_0", dtype_name(type));
+    if (dst_pitch < dtype_row_bytes(type, n))
+      throw_error(ErrorKind::InvalidArgument, "convert_rows: {} {} elements do not fit rows {} bytes apart", n,
+                  dtype_name(type), dst_pitch);
+    pool_.parallel_for(rows, 16, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) cpu::quantize_row(type, src + r * n, static_cast<uint8_t*>(dst) + r * dst_pitch, n);
+    });
   }
   void attention(const float* q, int64_t T, const KVView& kv, const uint8_t* mask, const AttentionParams& p,
                  float* out) override {

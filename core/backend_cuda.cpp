@@ -119,6 +119,9 @@ class CudaBackend final : public Backend {
   void rope(float* x, int64_t T, const int32_t* positions, const RopeParams& p) override {
     cu::rope(*ctx_, x, T, positions, p);
   }
+  void convert_rows(const float* src, int64_t rows, int64_t n, DType type, void* dst, size_t dst_pitch) override {
+    cu::convert_rows(*ctx_, src, rows, n, type, dst, dst_pitch);
+  }
   void attention(const float* q, int64_t T, const KVView& kv, const uint8_t* mask, const AttentionParams& p,
                  float* out) override {
     cu::attention(*ctx_, q, T, kv, mask, p, out);

@@ -6,13 +6,37 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
+#include <string>
+#include <tuple>
 #include <utility>
 
 #include "base/error.h"
 #include "core/backend.h"
 
 namespace specmoe::core {
+
+DType parse_kv_cache_type(std::string_view name, std::string_view what) {
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "f32") return DType::F32;
+  if (lower == "f16") return DType::F16;
+  if (lower == "q8_0") return DType::Q8_0;
+  throw_error(ErrorKind::InvalidArgument, "{} '{}': not a KV cache type this build supports ({})", what, name,
+              kv_cache_type_names());
+}
+
+const char* kv_cache_type_name(DType type) {
+  switch (type) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::Q8_0: return "q8_0";
+    default: return dtype_name(type);
+  }
+}
+
+const char* kv_cache_type_names() { return "f32, f16, q8_0"; }
 
 KVCache::KVCache(std::shared_ptr<Memory> memory, std::vector<KVLayerLayout> layers, int capacity)
     : memory_(std::move(memory)), layers_(std::move(layers)), capacity_(capacity) {
@@ -24,7 +48,7 @@ KVCache::KVCache(int n_layer, int capacity, int kv_dim)
   if (n_layer <= 0 || kv_dim <= 0)
     throw_error(ErrorKind::InvalidArgument, "KVCache: n_layer {}, capacity {} and kv_dim {} must be positive",
                 n_layer, capacity, kv_dim);
-  layers_.assign(static_cast<size_t>(n_layer), KVLayerLayout{kv_dim, kv_dim, DType::F32, 0});
+  layers_.assign(static_cast<size_t>(n_layer), KVLayerLayout{kv_dim, kv_dim, DType::F32, DType::F32, 0});
   allocate();
 }
 
@@ -45,9 +69,18 @@ void KVCache::allocate() {
     if (L.k_width <= 0 || L.v_width < 0 || L.window < 0)
       throw_error(ErrorKind::InvalidArgument, "KVCache: layer {} has key width {}, value width {}, window {}", l,
                   L.k_width, L.v_width, L.window);
+    for (const auto& [type, width, what] :
+         {std::tuple{L.k_type, L.k_width, "key"}, std::tuple{L.v_type, L.v_width, "value"}}) {
+      if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0)
+        throw_error(ErrorKind::InvalidArgument, "KVCache: layer {} {} rows of {}: a KV cache holds {}", l, what,
+                    dtype_name(type), kv_cache_type_names());
+      if (width % dtype_info(type).block_size != 0)
+        throw_error(ErrorKind::InvalidArgument, "KVCache: layer {} {} width {} is not a multiple of {}'s {}-element "
+                    "blocks", l, what, width, kv_cache_type_name(type), dtype_info(type).block_size);
+    }
     size_t kl = 0, vl = 0;
-    overflow |= __builtin_mul_overflow(dtype_row_bytes(L.type, L.k_width), static_cast<size_t>(capacity_), &kl);
-    overflow |= __builtin_mul_overflow(L.v_width ? dtype_row_bytes(L.type, L.v_width) : size_t{0},
+    overflow |= __builtin_mul_overflow(dtype_row_bytes(L.k_type, L.k_width), static_cast<size_t>(capacity_), &kl);
+    overflow |= __builtin_mul_overflow(L.v_width ? dtype_row_bytes(L.v_type, L.v_width) : size_t{0},
                                        static_cast<size_t>(capacity_), &vl);
     k_offset_[l] = k_bytes;
     v_offset_[l] = v_bytes;
@@ -101,15 +134,21 @@ Device KVCache::where() const { return memory_ ? memory_->device() : Device{}; }
 int KVCache::kv_dim() const {
   if (layers_.empty()) return 0;
   for (const KVLayerLayout& L : layers_)
-    if (!(L == layers_[0]) || L.k_width != L.v_width || L.type != DType::F32) return 0;
+    if (!(L == layers_[0]) || L.k_width != L.v_width || L.k_type != DType::F32 || L.v_type != DType::F32) return 0;
   return layers_[0].k_width;
 }
 
 void* KVCache::k_data(int layer) const { return static_cast<uint8_t*>(k_mem_.get()) + k_offset_[layer]; }
 void* KVCache::v_data(int layer) const { return static_cast<uint8_t*>(v_mem_.get()) + v_offset_[layer]; }
-size_t KVCache::k_row_bytes(int layer) const { return dtype_row_bytes(layers_[layer].type, layers_[layer].k_width); }
+size_t KVCache::k_row_bytes(int layer) const { return dtype_row_bytes(layers_[layer].k_type, layers_[layer].k_width); }
 size_t KVCache::v_row_bytes(int layer) const {
-  return layers_[layer].v_width ? dtype_row_bytes(layers_[layer].type, layers_[layer].v_width) : 0;
+  return layers_[layer].v_width ? dtype_row_bytes(layers_[layer].v_type, layers_[layer].v_width) : 0;
+}
+
+size_t KVCache::bytes_per_token() const {
+  size_t bytes = 0;
+  for (int l = 0; l < n_layer(); ++l) bytes += k_row_bytes(l) + v_row_bytes(l);
+  return bytes;
 }
 
 void KVCache::truncate(int n) {

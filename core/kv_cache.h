@@ -5,13 +5,16 @@
 //
 // Every layer has its own layout (KVLayerLayout): key and value widths (they differ for an
 // MLA-style latent cache, whose "key" row is the compressed latent plus the decoupled RoPE part
-// and whose value width is 0), the element type (F32 today; F16 and Q8_0 rows are laid out by
-// dtype_row_bytes), and a sliding window (a layer that attends to the last `window` positions
-// only). Rows of layer l are contiguous: row t starts at k(l) + t * k_row_bytes(l).
+// and whose value width is 0), the element types of key and value rows (F32, F16 or Q8_0,
+// llama.cpp's --cache-type-k/-v; rows laid out by dtype_row_bytes: IEEE halves, ggml's
+// block_q8_0), and a sliding window (a layer that attends to the last `window` positions only).
+// Rows of layer l are contiguous: row t starts at k_data(l) + t * k_row_bytes(l). Every
+// operation here (truncate, keep, copies, read_layer) moves rows as bytes, whatever their type.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "base/device.h"
@@ -24,10 +27,27 @@ class Memory;
 struct KVLayerLayout {
   int k_width = 0;             // elements per key row (n_head_kv * head_dim; MLA: latent + rope dims)
   int v_width = 0;             // elements per value row (0: no separate values, e.g. MLA)
-  DType type = DType::F32;     // element type of both
+  DType k_type = DType::F32;   // element type of key rows: F32, F16 or Q8_0
+  DType v_type = DType::F32;   // element type of value rows
   int window = 0;              // sliding window in positions (0: the whole context)
   bool operator==(const KVLayerLayout&) const = default;
 };
+
+// The element types of a model's KV cache (LoadOptions, Model::new_cache): llama.cpp's
+// --cache-type-k / --cache-type-v, with its default F16.
+struct KVCacheTypes {
+  DType k = DType::F16;
+  DType v = DType::F16;
+  bool operator==(const KVCacheTypes&) const = default;
+};
+
+// "f32", "f16", "q8_0" (case-insensitive, llama.cpp's spellings) -> the type. Anything else throws
+// Error(InvalidArgument) "<what> '<name>': ..." listing the supported names (what: "--cache-type-k").
+DType parse_kv_cache_type(std::string_view name, std::string_view what);
+// "f32", "f16", "q8_0": llama.cpp's lowercase spelling of a KV cache type.
+const char* kv_cache_type_name(DType type);
+// The supported names for messages: "f32, f16, q8_0".
+const char* kv_cache_type_names();
 
 class KVCache {
  public:
@@ -38,6 +58,8 @@ class KVCache {
   KVCache(std::shared_ptr<Memory> memory, std::vector<KVLayerLayout> layers, int capacity);
   // A host cache of n_layer layers with k_width = v_width = kv_dim F32 (tests, tools).
   KVCache(int n_layer, int capacity, int kv_dim);
+  // Throws Error(InvalidArgument) for a key or value type other than F32, F16 and Q8_0, or a
+  // width that is not a whole number of the type's blocks.
   KVCache(const KVCache& other);  // a deep copy, in the same memory
   KVCache& operator=(const KVCache& other);
   KVCache(KVCache&&) noexcept = default;
@@ -66,6 +88,8 @@ class KVCache {
   void* v_data(int layer) const;
   size_t k_row_bytes(int layer) const;
   size_t v_row_bytes(int layer) const;
+  // Bytes one token occupies: the key and value rows of every layer.
+  size_t bytes_per_token() const;
   // Host F32 caches: token t's key / value row of layer l.
   float* k(int layer, int t) { return static_cast<float*>(k_data(layer)) + static_cast<size_t>(t) * layers_[layer].k_width; }
   float* v(int layer, int t) { return static_cast<float*>(v_data(layer)) + static_cast<size_t>(t) * layers_[layer].v_width; }

@@ -51,15 +51,40 @@ int ForwardStats::distinct_experts(int layer) const {
 
 namespace {
 
-// Layer l's cache rows: F32 keys and values of kv_dim (MLA: the latent and RoPE key rows of
-// kv_lora_rank + rope_dims, no values), and the layer's sliding window.
-KVLayerLayout kv_layout(const ModelConfig& c, int l) {
-  return {c.kv_key_width(), c.kv_value_width(), DType::F32, c.window(l)};
+// The element types a cache of this model holds: the requested ones, except for MLA
+// (deepseek2), whose latent rows the mla_attention op reads as F32 only.
+KVCacheTypes effective_types(const ModelConfig& c, const KVCacheTypes& t) {
+  return c.is_mla() ? KVCacheTypes{DType::F32, DType::F32} : t;
 }
 
-std::vector<KVLayerLayout> kv_layouts(const ModelConfig& c) {
+// Layer l's cache rows: keys and values of kv_dim elements of the given types (MLA: the latent
+// and RoPE key rows of kv_lora_rank + rope_dims F32, no values), and the layer's sliding window.
+KVLayerLayout kv_layout(const ModelConfig& c, int l, const KVCacheTypes& t) {
+  const KVCacheTypes e = effective_types(c, t);
+  return {c.kv_key_width(), c.kv_value_width(), e.k, e.v, c.window(l)};
+}
+
+// Types a cache of this model can hold: F32, F16, or Q8_0 when every KV head of a row starts on
+// a 32-element block (attention reads one head's elements of a row; llama.cpp refuses the same).
+// Every layer has the same heads, so the first one that fails is layer 0.
+void check_cache_types(const ModelConfig& c, const KVCacheTypes& t, const std::string& path) {
+  for (const auto& [type, what] : {std::pair{t.k, "K"}, std::pair{t.v, "V"}}) {
+    if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0)
+      throw_error(ErrorKind::InvalidArgument, "{}: {} cache type {}: supported are {}", path, what,
+                  kv_cache_type_name(type), kv_cache_type_names());
+    const int64_t block = dtype_info(type).block_size;
+    if (c.is_mla()) continue;  // F32 latent rows whatever is asked (effective_types)
+    if (c.head_dim % block != 0)
+      throw_error(ErrorKind::InvalidArgument,
+                  "{}: {} cache type {} needs heads of whole {}-element blocks, but layer 0 has {} KV heads of {} "
+                  "(width {}); use f16 or f32", path, what, kv_cache_type_name(type), block, c.n_head_kv,
+                  c.head_dim, c.kv_dim());
+  }
+}
+
+std::vector<KVLayerLayout> kv_layouts(const ModelConfig& c, const KVCacheTypes& t) {
   std::vector<KVLayerLayout> out;
-  for (int l = 0; l < c.n_layer; ++l) out.push_back(kv_layout(c, l));
+  for (int l = 0; l < c.n_layer; ++l) out.push_back(kv_layout(c, l, t));
   return out;
 }
 
@@ -73,6 +98,7 @@ struct Model::Impl {
   std::unique_ptr<Transformer> transformer;
   int moe_k = 0;
   double moe_capacity = 0.0;
+  KVCacheTypes cache_types;
   // Scratch of one forward's checks: resolved positions and a tree's mask.
   std::vector<int32_t> positions;
   AttentionMask tree_mask;
@@ -109,6 +135,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
       throw_error(ErrorKind::InvalidArgument, "{}: MoE capacity factor {} is not finite", path,
                   options.moe_capacity_factor);
   }
+  check_cache_types(c, options.cache_types, path);
+  I.cache_types = effective_types(c, options.cache_types);
   I.moe_k = c.n_expert_used;
   I.moe_capacity = options.moe_capacity_factor;
   if (c.is_moe() && options.moe_k_override != 0) {
@@ -145,13 +173,18 @@ size_t Model::moe_expert_bytes(int layer) const {
   return layers[layer].is_moe() ? layers[layer].moe.weights.expert_bytes() : 0;
 }
 
-KVCache Model::new_cache(int n_ctx) const {
+const KVCacheTypes& Model::cache_types() const { return impl_->cache_types; }
+
+KVCache Model::new_cache(int n_ctx) const { return new_cache(n_ctx, impl_->cache_types); }
+
+KVCache Model::new_cache(int n_ctx, const KVCacheTypes& types) const {
   const ModelConfig& c = impl_->config;
+  check_cache_types(c, types, impl_->file->path());
   if (n_ctx <= 0) n_ctx = c.n_ctx_train;
   if (c.arch == Arch::Gpt2 && n_ctx > c.n_ctx_train)
     throw_error(ErrorKind::Limit, "{}: gpt2 context {} exceeds its {} learned positions", impl_->file->path(), n_ctx,
                 c.n_ctx_train);
-  return KVCache(impl_->backend, kv_layouts(c), n_ctx);
+  return KVCache(impl_->backend, kv_layouts(c, types), n_ctx);
 }
 
 ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptions& options) {
@@ -168,12 +201,13 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
     throw_error(ErrorKind::InvalidArgument, "{}: KV cache made for {} layers, model has {}", path, kv.n_layer(),
                 c.n_layer);
   for (int l = 0; l < c.n_layer; ++l) {
-    const KVLayerLayout want = kv_layout(c, l), have = kv.layout(l);
+    // Any element types the cache was made with (new_cache checked them); widths and window must match.
+    const KVLayerLayout have = kv.layout(l), want = kv_layout(c, l, {have.k_type, have.v_type});
     if (!(have == want))
       throw_error(ErrorKind::InvalidArgument,
-                  "{}: KV cache layer {} holds keys of {} and values of {} ({}, window {}); the model needs {} and {} "
-                  "({}, window {})", path, l, have.k_width, have.v_width, dtype_name(have.type), have.window,
-                  want.k_width, want.v_width, dtype_name(want.type), want.window);
+                  "{}: KV cache layer {} holds keys of {} and values of {} (window {}); the model needs {} and {} "
+                  "(window {})", path, l, have.k_width, have.v_width, have.window, want.k_width, want.v_width,
+                  want.window);
   }
   if (kv.size() + T > kv.capacity())
     throw_error(ErrorKind::Limit, "{}: KV cache full: {} tokens stored + {} new > capacity {}", path, kv.size(), T,

@@ -88,6 +88,10 @@ struct LoadOptions {
   // expert_used_count (0 = the file's), and the Switch capacity factor (0 = dropless).
   int moe_k_override = 0;
   double moe_capacity_factor = 0.0;
+  // Element types of the caches new_cache makes (llama.cpp's --cache-type-k/-v): F32, F16 (the
+  // default, as llama.cpp's) or Q8_0, which needs a head dimension that is a multiple of 32
+  // (Error(InvalidArgument) naming the file and layer otherwise).
+  KVCacheTypes cache_types;
 };
 
 class Model {
@@ -103,10 +107,15 @@ class Model {
   Backend& backend() const;
   Device device() const;
 
-  // A cache for up to n_ctx tokens (<= 0: the model's training context), in the model's memory.
+  // A cache for up to n_ctx tokens (<= 0: the model's training context), in the model's memory,
+  // with the element types the model was loaded with (LoadOptions::cache_types) or the given
+  // ones. Throws Error(InvalidArgument) naming the file and layer for Q8_0 rows this model's
+  // heads cannot be split into.
   KVCache new_cache(int n_ctx = 0) const;
+  KVCache new_cache(int n_ctx, const KVCacheTypes& types) const;
+  const KVCacheTypes& cache_types() const;
 
-  // Appends the batch's keys/values to kv and returns the logits (all rows, or the last with
+  // Appends the batch's keys/values to kv (converted to its element types) and returns the logits (all rows, or the last with
   // !options.logits_all) and this forward's statistics. Reads every weight once for the whole
   // batch. Throws Error(InvalidArgument) for ids outside the vocabulary, a cache this model did
   // not make or a bad tree, Error(Limit) when the cache is full.

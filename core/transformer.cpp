@@ -109,9 +109,9 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     be_->copy_rows(k_new, kvd * sizeof(float), qkv + q_dim, pitch, kvd * sizeof(float), T);
     be_->copy_rows(v_new, kvd * sizeof(float), qkv + q_dim + kvd, pitch, kvd * sizeof(float), T);
   } else {
-    be_->matmul(xn, T, L.wq, q);
-    be_->matmul(xn, T, L.wk, k_new);
-    be_->matmul(xn, T, L.wv, v_new);
+    const MatrixView w3[3] = {L.wq, L.wk, L.wv};
+    float* const y3[3] = {q, k_new, v_new};
+    be_->matmul_multi(xn, T, w3, y3);
     if (!L.bq.empty()) be_->add_bias(q, L.bq.data, T, q_dim);
     if (!L.bk.empty()) be_->add_bias(k_new, L.bk.data, T, kvd);
     if (!L.bv.empty()) be_->add_bias(v_new, L.bv.data, T, kvd);
@@ -133,15 +133,21 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     rp.n_head = c_.n_head_kv;
     be_->rope(k_new, T, positions, rp);
   }
-  // Into the cache rows n_past .. n_past+T-1 of layer l (F32 rows of kv_dim).
-  const size_t row = kv.k_row_bytes(l);
-  be_->copy(static_cast<uint8_t*>(kv.k_data(l)) + n_past * row, k_new, T * row);
-  be_->copy(static_cast<uint8_t*>(kv.v_data(l)) + n_past * row, v_new, T * row);
+  // Into the cache rows n_past .. n_past+T-1 of layer l, converted to the cache's element types
+  // (F32, F16 or Q8_0 rows of kv_dim); attention then reads every row, new ones included, from
+  // the cache, so a token sees the same keys in a batch as after its own forward.
+  const KVLayerLayout& layout = kv.layout(l);
+  const size_t k_row = kv.k_row_bytes(l), v_row = kv.v_row_bytes(l);
+  be_->convert_rows(k_new, T, kvd, layout.k_type, static_cast<uint8_t*>(kv.k_data(l)) + n_past * k_row, k_row);
+  be_->convert_rows(v_new, T, kvd, layout.v_type, static_cast<uint8_t*>(kv.v_data(l)) + n_past * v_row, v_row);
 
   KVView view;
-  view.k = static_cast<const float*>(kv.k_data(l));
-  view.v = static_cast<const float*>(kv.v_data(l));
-  view.kv_stride = kvd;
+  view.k = kv.k_data(l);
+  view.v = kv.v_data(l);
+  view.k_type = layout.k_type;
+  view.v_type = layout.v_type;
+  view.k_row_bytes = k_row;
+  view.v_row_bytes = v_row;
   view.n_past = n_past;
   AttentionParams ap;
   ap.n_head = c_.n_head;
@@ -268,8 +274,9 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
       be_->swiglu(g, u, g, T * n_ff);
     } else if (!L.ffn_gate.empty()) {
       float* u = buf(kU, T * n_ff);
-      be_->matmul(xn, T, L.ffn_gate, g);
-      be_->matmul(xn, T, L.ffn_up, u);
+      const MatrixView w2[2] = {L.ffn_gate, L.ffn_up};
+      float* const y2[2] = {g, u};
+      be_->matmul_multi(xn, T, w2, y2);
       if (c_.ffn_act == FfnActivation::GeluTanh) {
         be_->gelu(g, g, T * n_ff);
         be_->mul(g, u, g, T * n_ff);

@@ -26,6 +26,7 @@ std::unique_ptr<Drafter> make_model_drafter(const DrafterOptions& o) {
     core::LoadOptions load;
     load.n_threads = o.n_threads;
     load.device = o.device;
+    load.cache_types = o.cache_types;
     model = core::Model::load(o.draft_model_path, load);
   }
   check_vocab_compatible(*o.target, *model);

@@ -20,6 +20,8 @@ struct DrafterOptions {
   std::string draft_model_path;              // "model": a GGUF file to load
   int n_threads = 0;                         // "model": threads when loading (0 = all)
   std::string device = "cpu";                // "model": device when loading (cpu, cuda, cuda:N)
+  core::KVCacheTypes cache_types;            // "model": KV cache types when loading (the
+                                             // layer-skip draft uses the target's cache)
   int n_ctx = 0;                             // draft KV cache capacity (<= 0: the model's context)
   int ngram_min = 1;                         // "ngram": shortest n-gram matched
   int ngram_max = 3;                         // "ngram": longest n-gram matched

@@ -1,7 +1,8 @@
 // The resolved configuration as JSON and its hashes. A run's hash covers everything that decides
-// its records (seed, repeats, threads, prompts, sampling, strategy, the models' identity), so
-// --resume can tell a finished run from a changed one; the experiment hash covers the whole
-// resolved config except the output folder, so shards written to different folders merge.
+// its records (seed, repeats, threads, KV cache types, prompts, sampling, strategy, the models'
+// identity), so --resume can tell a finished run from a changed one; the experiment hash covers
+// the whole resolved config except the output folder, so shards written to different folders
+// merge.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -87,6 +87,7 @@ std::shared_ptr<core::Model> EngineExecutor::model(const std::string& path, int 
   core::LoadOptions load;
   load.n_threads = threads;
   if (!device_.empty()) load.device = device_;
+  load.cache_types = cache_types_;
   std::shared_ptr<core::Model> m = core::Model::load(path, load);
   models_[path] = m;
   return m;
@@ -94,6 +95,8 @@ std::shared_ptr<core::Model> EngineExecutor::model(const std::string& path, int 
 
 void EngineExecutor::prepare(const ExperimentSpec& spec, const std::vector<RunSpec>& runs) {
   if (device_.empty()) device_ = spec.device;  // --device overrides [experiment] device
+  cache_types_ = {core::parse_kv_cache_type(spec.cache_type_k, "experiment.cache_type_k"),
+                  core::parse_kv_cache_type(spec.cache_type_v, "experiment.cache_type_v")};
   std::set<std::string> used;
   for (const auto& run : runs) {
     used.insert(run.strategy.target);
@@ -195,6 +198,9 @@ void EngineExecutor::prepare(const ExperimentSpec& spec, const std::vector<RunSp
 void EngineExecutor::describe_environment(nlohmann::json& environment) const {
   // Where the models were loaded ("cpu" unless a device was given).
   environment["backend"] = device_.empty() ? "cpu" : device_;
+  // The KV cache element types every model ran with (llama.cpp's -ctk / -ctv).
+  environment["kv_cache"] = fmt::format("k {}, v {}", core::kv_cache_type_name(cache_types_.k),
+                                        core::kv_cache_type_name(cache_types_.v));
   if (device_.starts_with("cuda")) environment["cuda_device"] = device_;
   // The chat template each target's prompts were rendered with ("none" = raw text), and why.
   for (const auto& [name, chat] : chat_templates_)
@@ -298,7 +304,8 @@ PromptRecord EngineExecutor::execute(const ExecutionRequest& req) {
     mr.sum_distinct = m.moe.sum_distinct;
     mr.sum_uniform = m.moe.sum_uniform;
     mr.sum_rejected_reads = m.moe.sum_rejected_reads;
-    mr.kv_bytes_per_token = static_cast<double>(target->config().kv_bytes_per_token());
+    // What the target's cache holds per token with the run's KV cache types (rows of every layer).
+    mr.kv_bytes_per_token = static_cast<double>(target->new_cache(1).bytes_per_token());
     r.moe = std::move(mr);
   }
   return r;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/chat_template.h"
+#include "core/kv_cache.h"
 #include "experiments/executor.h"
 
 namespace specmoe::core {
@@ -40,6 +41,7 @@ class EngineExecutor : public RunExecutor {
   RunState& state_for(const ExecutionRequest& request);
 
   std::string device_;
+  core::KVCacheTypes cache_types_;  // [experiment] cache_type_k / cache_type_v
   std::map<std::string, std::shared_ptr<core::Model>> models_;  // by path; loaded once
   std::map<std::string, std::unique_ptr<RunState>> runs_;       // by run name
   // Prompt tokens by (target path, prompt index).

@@ -149,6 +149,8 @@ struct ExperimentSpec {
   int warmup = 1;    // unrecorded generations before each run's first record
   int threads = 0;   // 0 = all hardware threads
   std::string device = "cpu";  // where the models run: cpu, cuda or cuda:N (--device overrides)
+  // KV cache element types of every model (llama.cpp's --cache-type-k/-v): f32, f16 or q8_0.
+  std::string cache_type_k = "f16", cache_type_v = "f16";
   std::string output;  // report folder (relative to the current directory)
 
   std::vector<ModelSpec> models;  // in the order written

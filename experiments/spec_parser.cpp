@@ -13,6 +13,7 @@
 #include "base/device.h"
 #include "base/error.h"
 #include "core/chat_template.h"
+#include "core/kv_cache.h"
 #include "core/synth.h"
 #include "experiments/config_hash.h"
 #include "experiments/deprecation.h"
@@ -202,7 +203,16 @@ class Parser {
         } catch (const Error& e) {
           src_.fail(key, e.what());
         }
-      } else unknown(key, {"name", "description", "seed", "repeats", "warmup", "threads", "device", "output"});
+      } else if (name == "cache_type_k" || name == "cache_type_v") {
+        // llama.cpp's KV cache types, stored in its lowercase spelling.
+        std::string& field = name == "cache_type_k" ? spec_.cache_type_k : spec_.cache_type_v;
+        try {
+          field = core::kv_cache_type_name(core::parse_kv_cache_type(want_string(v, key), "KV cache type"));
+        } catch (const Error& e) {
+          src_.fail(key, e.what());
+        }
+      } else unknown(key, {"name", "description", "seed", "repeats", "warmup", "threads", "device", "output",
+                           "cache_type_k", "cache_type_v"});
     }
   }
 

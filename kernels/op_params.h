@@ -2,7 +2,10 @@
 // (kernels/cuda/ops.h), so both backends take the same description of RoPE, attention and a KV
 // cache. Plain C++17 (the .cu files include it through kernels/cuda/ops.h).
 #pragma once
+#include <cstddef>
 #include <cstdint>
+
+#include "kernels/dtype.h"
 
 namespace specmoe::kernels {
 
@@ -52,16 +55,35 @@ struct AttentionParams {
 };
 
 // Where the keys/values live (host memory for the CPU ops, device memory for the CUDA ones): row
-// r (0 <= r < n_past + T) has kv_dim = n_head_kv * head_dim floats at k + r * kv_stride (likewise
-// v). Rows [0, n_past) are the cached tokens, always visible; row n_past + j is new token j.
+// r (0 <= r < n_past + T) holds kv_dim = n_head_kv * head_dim elements of k_type at
+// k + r * k_row_bytes (likewise v). Rows [0, n_past) are the cached tokens, always visible; row
+// n_past + j is new token j. Element types (the KV cache types, llama.cpp's --cache-type-k/-v):
+// F32; F16 (IEEE half); Q8_0 (ggml's block_q8_0: an fp16 scale and 32 int8 per block, which
+// needs head_dim to be a multiple of 32 so that every head starts on a block). KV head g of a
+// row starts dtype_row_bytes(type, g * head_dim) bytes into it.
 struct KVView {
-  const float* k = nullptr;
-  const float* v = nullptr;
-  int64_t kv_stride = 0;  // floats between rows (>= kv_dim)
+  const void* k = nullptr;
+  const void* v = nullptr;
+  size_t k_row_bytes = 0;  // bytes between key rows (>= the bytes of kv_dim elements)
+  size_t v_row_bytes = 0;
   int64_t n_past = 0;
   // [n_past + T] int32 positions of the rows (row n_past + j: new token j), in the op's memory;
   // read only when AttentionParams::window > 0 (and required then).
   const int32_t* positions = nullptr;
+  DType k_type = DType::F32;
+  DType v_type = DType::F32;
+
+  // F32 keys and values, rows `stride` floats apart (the layout of every cache before typed ones).
+  static KVView f32(const float* k, const float* v, int64_t stride, int64_t n_past,
+                    const int32_t* positions = nullptr) {
+    KVView kv;
+    kv.k = k;
+    kv.v = v;
+    kv.k_row_bytes = kv.v_row_bytes = static_cast<size_t>(stride) * sizeof(float);
+    kv.n_past = n_past;
+    kv.positions = positions;
+    return kv;
+  }
 };
 
 // Multi-head latent attention in its absorbed form (DeepSeek-AI 2024, DeepSeek-V2 sec. 2.1.2-2.1.3:

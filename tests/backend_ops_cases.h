@@ -1,6 +1,7 @@
 // The op cases of the differential harness (tests/backend_ops.h) for the forward's dense ops:
-// matmul, get_rows, rms_norm, layer_norm, rope, attention, the element-wise ops (swiglu, gelu,
-// add, add_bias) and argmax_rows. Each names its Backend op, makes seeded host inputs, computes
+// matmul, get_rows, rms_norm, layer_norm, rope (with frequency factors, YaRN and attn_factor),
+// convert_rows (KV cache stores), attention (F32, F16 and Q8_0 K/V rows, sliding windows), the
+// element-wise ops (swiglu, gelu, add, add_bias, mul, scale, softcap) and argmax_rows. Each names its Backend op, makes seeded host inputs, computes
 // the reference with kernels::cpu::*_ref, and runs the op on a backend through the Backend
 // interface. Sampling and the MoE block: tests/backend_ops_sampling.h.
 #pragma once
@@ -83,6 +84,85 @@ class MatmulCase final : public OpCase {
   std::vector<float> x_;
   MatrixView w_d_;
   float *x_d_ = nullptr, *y_d_ = nullptr;
+};
+
+// y_i = x W_i^T for up to three weights sharing x (q/k/v, gate/up) in one matmul_multi call:
+// each y_i against matmul_ref, so a chunk of rows computed for the wrong weight, on the wrong
+// activation format or into the wrong output shows.
+class MatmulMultiCase final : public OpCase {
+ public:
+  MatmulMultiCase(std::vector<DType> types, int64_t T, int64_t n_in, std::vector<int64_t> n_outs, Bound bound)
+      : OpCase("matmul_multi", std::move(bound)), types_(std::move(types)), T_(T), n_in_(n_in), n_outs_(std::move(n_outs)) {}
+  std::string shape() const override {
+    std::string s = fmt::format("T={} n_in={}", T_, n_in_);
+    for (size_t i = 0; i < types_.size(); ++i) s += fmt::format(" {}x{}", dtype_name(types_[i]), n_outs_[i]);
+    return s;
+  }
+  void run(Backend& b) override { b.matmul_multi(x_d_, T_, w_d_, y_d_); }
+  Outputs result(Backend&, Arena& a) override {
+    Outputs out;
+    for (size_t i = 0; i < y_d_.size(); ++i) out.push_back({fmt::format("y{}", i), a.get(y_d_[i])});
+    return out;
+  }
+  double bytes() const override {
+    double b = 4.0 * T_ * n_in_;
+    for (size_t i = 0; i < types_.size(); ++i)
+      b += static_cast<double>(dtype_row_bytes(types_[i], n_in_)) * n_outs_[i] + 4.0 * T_ * n_outs_[i];
+    return b;
+  }
+  double flops() const override {
+    double f = 0.0;
+    for (int64_t n : n_outs_) f += 2.0 * T_ * n_in_ * n;
+    return f;
+  }
+
+ protected:
+  void make_inputs() override {
+    w_.clear();
+    for (size_t i = 0; i < types_.size(); ++i) w_.push_back(make_matrix(types_[i], n_in_, n_outs_[i], seed() + 10 * i));
+    x_ = normal_floats(static_cast<size_t>(T_ * n_in_), seed() + 1);
+  }
+  Outputs compute_reference() override {
+    Outputs out;
+    for (size_t i = 0; i < types_.size(); ++i) {
+      Output y{fmt::format("y{}", i)};
+      y.values.resize(static_cast<size_t>(T_ * n_outs_[i]));
+      cpu::matmul_ref(x_.data(), T_, w_[i].view, y.values.data());
+      std::vector<float> row(static_cast<size_t>(n_in_));
+      double energy = 0.0;  // as MatmulCase
+      for (int64_t j = 0; j < n_outs_[i]; ++j) {
+        cpu::dequantize_row(types_[i], w_[i].view.row(j), row.data(), n_in_);
+        for (int64_t t = 0; t < T_; ++t)
+          for (int64_t k = 0; k < n_in_; ++k) {
+            const double p = static_cast<double>(x_[t * n_in_ + k]) * row[k];
+            energy += p * p;
+          }
+      }
+      y.energy = energy;
+      out.push_back(std::move(y));
+    }
+    return out;
+  }
+  void do_prepare(Backend& b, Arena& a) override {
+    w_d_.clear();
+    y_d_.clear();
+    for (size_t i = 0; i < types_.size(); ++i) {
+      w_d_.push_back(b.resident(w_[i].view));
+      y_d_.push_back(a.output(static_cast<size_t>(T_ * n_outs_[i]), n_outs_[i]));
+    }
+    x_d_ = a.input(x_, n_in_);
+  }
+  void free_inputs() override { w_.clear(), x_ = {}; }
+
+ private:
+  std::vector<DType> types_;
+  int64_t T_, n_in_;
+  std::vector<int64_t> n_outs_;
+  std::vector<HostMatrix> w_;
+  std::vector<float> x_;
+  std::vector<MatrixView> w_d_;
+  std::vector<float*> y_d_;
+  float* x_d_ = nullptr;
 };
 
 // out[i, :] = row ids[i] of a table of any dtype (embedding lookup).
@@ -195,16 +275,27 @@ class NormCase final : public OpCase {
 
 // RoPE in place over [T, n_head * head_dim] at random positions up to max_pos. Dimensions at or
 // beyond rope_dims must come back bit for bit (an exact output of their bit patterns).
+// With factors (llama3's rope_freqs): per-pair divisors in [1, 8], passed in the op's memory;
+// p's YaRN fields (ext_factor, corr_low/high) and attn_factor are used as given.
 class RopeCase final : public OpCase {
  public:
-  RopeCase(int64_t T, RopeParams p, int32_t max_pos, Bound bound)
-      : OpCase("rope", std::move(bound)), T_(T), p_(p), max_pos_(max_pos) {}
+  RopeCase(int64_t T, RopeParams p, int32_t max_pos, Bound bound, bool factors = false)
+      : OpCase("rope", std::move(bound)), T_(T), p_(p), max_pos_(max_pos), with_factors_(factors) {}
   std::string shape() const override {
-    return fmt::format("T={} heads={} head_dim={} rope_dims={} {} base={} scale={} pos<={}", T_, p_.n_head,
+    std::string extra;
+    if (with_factors_) extra += " freq-factors";
+    if (p_.ext_factor != 0.0f)
+      extra += fmt::format(" yarn ext={} corr=[{},{}]", p_.ext_factor, p_.corr_low, p_.corr_high);
+    if (p_.attn_factor != 1.0f) extra += fmt::format(" attn_factor={}", p_.attn_factor);
+    return fmt::format("T={} heads={} head_dim={} rope_dims={} {} base={} scale={} pos<={}{}", T_, p_.n_head,
                        p_.head_dim, p_.rope_dims, p_.pairing == RopePairing::Adjacent ? "adjacent" : "split-halves",
-                       p_.freq_base, p_.freq_scale, max_pos_);
+                       p_.freq_base, p_.freq_scale, max_pos_, extra);
   }
-  void run(Backend& b) override { b.rope(x_d_, T_, pos_d_, p_); }
+  void run(Backend& b) override {
+    RopeParams p = p_;
+    p.freq_factors = factors_d_;
+    b.rope(x_d_, T_, pos_d_, p);
+  }
   Outputs result(Backend&, Arena& a) override { return split(a.get(x_d_)); }
   double bytes() const override { return 8.0 * T_ * width() + 4.0 * T_; }
   double flops() const override { return 6.0 * T_ * p_.n_head * (p_.rope_dims / 2); }
@@ -217,17 +308,26 @@ class RopeCase final : public OpCase {
     for (int32_t& q : pos_) q = static_cast<int32_t>(rng() % static_cast<uint64_t>(max_pos_ + 1));
     pos_.back() = max_pos_;
     if (T_ > 1) pos_[0] = 0;  // angle 0: the identity
+    factors_.clear();
+    if (with_factors_) {  // llama3-like: 1 for high frequencies, up to 8 for low ones, a ramp between
+      const int half = p_.rope_dims / 2;
+      for (int i = 0; i < half; ++i)
+        factors_.push_back(1.0f + 7.0f * std::clamp((static_cast<float>(i) - half / 3.0f) / (half / 3.0f + 1), 0.0f, 1.0f));
+    }
   }
   Outputs compute_reference() override {
     std::vector<float> y = x_;
-    cpu::rope_ref(y.data(), T_, pos_, p_);
+    RopeParams p = p_;
+    p.freq_factors = with_factors_ ? factors_.data() : nullptr;
+    cpu::rope_ref(y.data(), T_, pos_, p);
     return split(std::move(y));
   }
   void do_prepare(Backend&, Arena& a) override {
     x_d_ = a.inout(x_, width());
     pos_d_ = a.plain(pos_);
+    factors_d_ = with_factors_ ? a.plain(factors_) : nullptr;
   }
-  void free_inputs() override { x_ = {}, pos_ = {}; }
+  void free_inputs() override { x_ = {}, pos_ = {}, factors_ = {}; }
 
  private:
   int64_t width() const { return int64_t{p_.n_head} * p_.head_dim; }
@@ -249,39 +349,78 @@ class RopeCase final : public OpCase {
   int64_t T_;
   RopeParams p_;
   int32_t max_pos_;
-  std::vector<float> x_;
+  bool with_factors_;
+  std::vector<float> x_, factors_;
   std::vector<int32_t> pos_;
   float* x_d_ = nullptr;
+  const float* factors_d_ = nullptr;
   int32_t* pos_d_ = nullptr;
 };
 
-// Attention of T new tokens over n_past cached rows plus themselves (KV rows kv_stride = kv_dim +
-// pad floats apart): causal (no mask), an explicit tree mask (each token sees its ancestors and
-// itself), or a tree whose last token sees no new token (with n_past = 0: nothing, a zero output).
+// KV cache rows of `type` made from float rows: row r of `rows` holds the first n of the
+// `stride` floats at src + r * stride, converted by quantize_row (the bytes the forward's
+// convert_rows stores), then the bit patterns of the remaining stride - n floats (padding a view
+// may skip over). Kept in floats so the harness's guarded buffers can hold them.
+struct KVRows {
+  std::vector<float> store;
+  size_t pitch = 0;  // bytes between rows
+  const void* data() const { return store.data(); }
+};
+inline KVRows make_kv_rows(DType type, const std::vector<float>& src, int64_t rows, int64_t n, int64_t stride) {
+  KVRows out;
+  out.pitch = dtype_row_bytes(type, n) + static_cast<size_t>(stride - n) * sizeof(float);
+  out.store.assign((rows * out.pitch + 3) / 4, 0.0f);
+  auto* bytes = reinterpret_cast<uint8_t*>(out.store.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = bytes + r * out.pitch;
+    cpu::quantize_row(type, src.data() + r * stride, row, n);
+    std::memcpy(row + dtype_row_bytes(type, n), src.data() + r * stride + n, static_cast<size_t>(stride - n) * sizeof(float));
+  }
+  return out;
+}
+
+// Attention of T new tokens over n_past cached rows plus themselves (KV rows of kv_dim elements
+// of the key / value types, pad floats' worth of bytes apart beyond the row): causal (no mask),
+// an explicit tree mask (each token sees its ancestors and itself), or a tree whose last token
+// sees no new token (with n_past = 0 and no window reaching the cache: nothing, a zero output).
+// With a window, cached row r is at position r and new token j at n_past + its depth (its index
+// for a causal batch), as the forward sets them.
+struct AttentionKv {  // key / value row types and the sliding window of an AttentionCase
+  DType k = DType::F32, v = DType::F32;
+  int window = 0;
+};
 class AttentionCase final : public OpCase {
  public:
   enum class Mask { Causal, Tree, Blind };
+  using Kv = AttentionKv;
   AttentionCase(int n_head, int n_head_kv, int head_dim, int64_t n_past, int64_t T, int64_t pad, Mask mask,
-                Bound bound)
-      : OpCase("attention", std::move(bound)), p_{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim))},
-        n_past_(n_past), T_(T), pad_(pad), mask_(mask) {}
+                Bound bound, Kv kv = {})
+      : OpCase("attention", std::move(bound)), p_{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim)), kv.window},
+        n_past_(n_past), T_(T), pad_(pad), mask_(mask), kt_(kv.k), vt_(kv.v) {}
   std::string shape() const override {
     static const char* names[] = {"causal", "tree", "tree+blind"};
-    return fmt::format("heads={}/{} head_dim={} n_past={} T={}{} {}", p_.n_head, p_.n_head_kv, p_.head_dim, n_past_,
-                       T_, pad_ ? fmt::format(" pad={}", pad_) : "", names[static_cast<int>(mask_)]);
+    std::string types = kt_ == DType::F32 && vt_ == DType::F32
+                            ? std::string()
+                            : fmt::format(" K={} V={}", dtype_name(kt_), dtype_name(vt_));
+    return fmt::format("heads={}/{} head_dim={} n_past={} T={}{} {}{}{}", p_.n_head, p_.n_head_kv, p_.head_dim,
+                       n_past_, T_, pad_ ? fmt::format(" pad={}", pad_) : "", names[static_cast<int>(mask_)], types,
+                       p_.window ? fmt::format(" window={}", p_.window) : "");
   }
   void run(Backend& b) override {
-    b.attention(q_d_, T_, KVView{k_d_, v_d_, stride(), n_past_}, mask_ == Mask::Causal ? nullptr : mask_d_, p_, out_d_);
+    b.attention(q_d_, T_, view(k_d_, v_d_, pos_d_), mask_ == Mask::Causal ? nullptr : mask_d_, p_, out_d_);
   }
   Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
-  double bytes() const override { return 4.0 * (2.0 * T_ * q_width() + 2.0 * (n_past_ + T_) * kv_dim()) + T_ * T_; }
+  double bytes() const override {
+    return 8.0 * T_ * q_width() + static_cast<double>(n_past_ + T_) * (k_.pitch + v_.pitch) + T_ * T_;
+  }
   double flops() const override { return 4.0 * T_ * p_.n_head * p_.head_dim * (n_past_ + T_); }
 
  protected:
   void make_inputs() override {
+    const int64_t rows = n_past_ + T_;
     q_ = normal_floats(static_cast<size_t>(T_ * q_width()), seed());
-    k_ = normal_floats(static_cast<size_t>((n_past_ + T_) * stride()), seed() + 1);
-    v_ = normal_floats(static_cast<size_t>((n_past_ + T_) * stride()), seed() + 2);
+    k_ = make_kv_rows(kt_, normal_floats(static_cast<size_t>(rows * stride()), seed() + 1), rows, kv_dim(), stride());
+    v_ = make_kv_rows(vt_, normal_floats(static_cast<size_t>(rows * stride()), seed() + 2), rows, kv_dim(), stride());
     mask_bytes_.assign(static_cast<size_t>(T_ * T_), 0);
     std::mt19937_64 rng(seed() + 3);
     std::vector<int64_t> parent(static_cast<size_t>(T_), -1);  // -1: a child of the committed prefix
@@ -290,35 +429,126 @@ class AttentionCase final : public OpCase {
       for (int64_t j = i; j >= 0; j = parent[j]) mask_bytes_[i * T_ + j] = 1;
     if (mask_ == Mask::Blind)
       for (int64_t j = 0; j < T_; ++j) mask_bytes_[(T_ - 1) * T_ + j] = 0;
+    positions_.resize(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < n_past_; ++r) positions_[r] = static_cast<int32_t>(r);
+    for (int64_t j = 0; j < T_; ++j) {
+      int64_t depth = 0;
+      if (mask_ == Mask::Causal) depth = j;
+      else for (int64_t a = parent[j]; a >= 0; a = parent[a]) ++depth;
+      positions_[n_past_ + j] = static_cast<int32_t>(n_past_ + depth);
+    }
   }
   Outputs compute_reference() override {
     Output out{"out"};
     out.values.resize(q_.size());
-    cpu::attention_ref(q_.data(), T_, KVView{k_.data(), v_.data(), stride(), n_past_},
+    cpu::attention_ref(q_.data(), T_, view(k_.data(), v_.data(), positions_.data()),
                        mask_ == Mask::Causal ? nullptr : mask_bytes_.data(), p_, out.values.data());
     return {out};
   }
   void do_prepare(Backend&, Arena& a) override {
     q_d_ = a.input(q_, q_width());
-    k_d_ = a.input(k_, stride());  // guards after the last row: reading past n_past + T reads NaN
-    v_d_ = a.input(v_, stride());
+    // Guards after the last row: reading past n_past + T reads NaN (sentinel bytes decode to NaN
+    // halves and NaN Q8_0 scales too).
+    k_d_ = a.input(k_.store, static_cast<int64_t>(k_.pitch / 4 + 1));
+    v_d_ = a.input(v_.store, static_cast<int64_t>(v_.pitch / 4 + 1));
     mask_d_ = a.plain(mask_bytes_);
+    pos_d_ = a.plain(positions_);
     out_d_ = a.output(q_.size(), q_width());
   }
-  void free_inputs() override { q_ = {}, k_ = {}, v_ = {}, mask_bytes_ = {}; }
+  void free_inputs() override { q_ = {}, k_ = {}, v_ = {}, mask_bytes_ = {}, positions_ = {}; }
 
  private:
+  KVView view(const void* k, const void* v, const int32_t* positions) const {
+    KVView kv;
+    kv.k = k, kv.v = v;
+    kv.k_row_bytes = k_.pitch, kv.v_row_bytes = v_.pitch;
+    kv.k_type = kt_, kv.v_type = vt_;
+    kv.n_past = n_past_;
+    kv.positions = p_.window > 0 ? positions : nullptr;
+    return kv;
+  }
   int64_t q_width() const { return int64_t{p_.n_head} * p_.head_dim; }
   int64_t kv_dim() const { return int64_t{p_.n_head_kv} * p_.head_dim; }
   int64_t stride() const { return kv_dim() + pad_; }
   AttentionParams p_;
   int64_t n_past_, T_, pad_;
   Mask mask_;
-  std::vector<float> q_, k_, v_;
+  DType kt_, vt_;
+  std::vector<float> q_;
+  KVRows k_, v_;
   std::vector<uint8_t> mask_bytes_;
+  std::vector<int32_t> positions_;
   float *q_d_ = nullptr, *k_d_ = nullptr, *v_d_ = nullptr, *out_d_ = nullptr;
   uint8_t* mask_d_ = nullptr;
+  int32_t* pos_d_ = nullptr;
 };
+
+// convert_rows: `rows` rows of n floats into rows of `type` (F32, F16, Q8_0) pad bytes apart
+// beyond the row, as the forward stores new keys and values. The whole output buffer must equal
+// the reference's bytes (kernels/cpu quantize_row per row), the padding between rows untouched
+// (it keeps the sentinel). Inputs of more than one row include an all-zero block (Q8_0's d = 0),
+// a value beyond the half range (Inf in F16) and a tie between two halves (rounds to even).
+class ConvertRowsCase final : public OpCase {
+ public:
+  ConvertRowsCase(DType type, int64_t rows, int64_t n, size_t pad, Bound bound)
+      : OpCase("convert_rows", std::move(bound)), type_(type), rows_(rows), n_(n), pad_(pad) {}
+  std::string shape() const override {
+    return fmt::format("{} rows={} n={}{}", dtype_name(type_), rows_, n_, pad_ ? fmt::format(" pad={}", pad_) : "");
+  }
+  void run(Backend& b) override { b.convert_rows(x_d_, rows_, n_, type_, out_d_, pitch()); }
+  Outputs result(Backend&, Arena& a) override { return outputs(a.get(out_d_)); }
+  double bytes() const override { return 4.0 * rows_ * n_ + static_cast<double>(rows_) * dtype_row_bytes(type_, n_); }
+
+ protected:
+  void make_inputs() override {
+    x_ = normal_floats(static_cast<size_t>(rows_ * n_), seed(), 2.0f);
+    if (rows_ > 1) {
+      for (int64_t i = 0; i < std::min<int64_t>(n_, 32); ++i) x_[(rows_ - 1) * n_ + i] = 0.0f;  // last row's first block
+      x_[n_] = 1.0f + 1.0f / 2048.0f;  // halfway between the halves 1 and 1 + 2^-10
+      if (n_ > 1) x_[n_ + 1] = 7.0e4f;  // above 65504: Inf as a half
+    }
+  }
+  Outputs compute_reference() override {
+    std::vector<float> buf(words(), sentinel());
+    for (int64_t r = 0; r < rows_; ++r)
+      cpu::quantize_row(type_, x_.data() + r * n_, reinterpret_cast<uint8_t*>(buf.data()) + r * pitch(), n_);
+    return outputs(buf);
+  }
+  void do_prepare(Backend&, Arena& a) override {
+    x_d_ = a.input(x_, n_);
+    out_d_ = a.output(words(), static_cast<int64_t>(pitch() / 4 + 1));
+  }
+  void free_inputs() override { x_ = {}; }
+
+ private:
+  size_t pitch() const { return dtype_row_bytes(type_, n_) + pad_; }
+  size_t words() const { return (rows_ * pitch() + 3) / 4; }
+  static float sentinel() {
+    float f;
+    std::memcpy(&f, &kSentinelBits, 4);
+    return f;
+  }
+  // The bytes (as 32-bit words, exact) and the rows dequantized (finite and non-zero checks).
+  Outputs outputs(const std::vector<float>& buf) const {
+    Output bytes{"bytes"};
+    bytes.ids.resize(buf.size());
+    std::memcpy(bytes.ids.data(), buf.data(), buf.size() * 4);
+    Output rows{"dequantized"};
+    rows.values.resize(static_cast<size_t>(rows_ * n_));
+    for (int64_t r = 0; r < rows_; ++r)
+      cpu::dequantize_row(type_, reinterpret_cast<const uint8_t*>(buf.data()) + r * pitch(), rows.values.data() + r * n_, n_);
+    return {bytes, rows};
+  }
+  DType type_;
+  int64_t rows_, n_;
+  size_t pad_;
+  std::vector<float> x_;
+  float *x_d_ = nullptr, *out_d_ = nullptr;
+};
+
+// The element-wise ops over T rows of n: swiglu, gelu, add, mul, scale (by kScale) and softcap
+// (cap kCap, where inputs of sd 3 reach the saturating part of tanh) on T * n elements, the output
+// may alias the first input; add_bias (in place, the bias broadcast over the T rows).
 
 // Multi-head latent attention in its absorbed form (deepseek2): T new tokens of n_head queries of
 // kv_lora_rank + rope_dims over n_past cached latent rows plus the new ones (rows padded by pad
@@ -404,7 +634,8 @@ class MlaAttentionCase final : public OpCase {
 // alias the first input) and add_bias (in place, the bias broadcast over the T rows).
 class ElementwiseCase final : public OpCase {
  public:
-  enum class Kind { Swiglu, Gelu, Add, AddBias };
+  enum class Kind { Swiglu, Gelu, Add, AddBias, Mul, Scale, Softcap };
+  static constexpr float kScale = 0.7f, kCap = 5.0f;
   ElementwiseCase(Kind kind, int64_t T, int64_t n, bool alias, Bound bound)
       : OpCase(op_name(kind), std::move(bound)), kind_(kind), T_(T), n_(n), alias_(alias || kind == Kind::AddBias) {}
   std::string shape() const override {
@@ -417,18 +648,24 @@ class ElementwiseCase final : public OpCase {
       case Kind::Gelu: b.gelu(a_d_, out_d_, total); break;
       case Kind::Add: b.add(a_d_, b_d_, out_d_, total); break;
       case Kind::AddBias: b.add_bias(out_d_, b_d_, T_, n_); break;
+      case Kind::Mul: b.mul(a_d_, b_d_, out_d_, total); break;
+      case Kind::Scale: b.scale(a_d_, kScale, out_d_, total); break;
+      case Kind::Softcap: b.softcap(a_d_, kCap, out_d_, total); break;
     }
   }
   Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
   double bytes() const override {
     const double total = static_cast<double>(T_) * n_;
     switch (kind_) {
-      case Kind::Gelu: return 8.0 * total;
+      case Kind::Gelu: case Kind::Scale: case Kind::Softcap: return 8.0 * total;
       case Kind::AddBias: return 8.0 * total + 4.0 * n_;
       default: return 12.0 * total;
     }
   }
-  double flops() const override { return static_cast<double>(T_) * n_ * (kind_ == Kind::Swiglu || kind_ == Kind::Gelu ? 8 : 1); }
+  double flops() const override {
+    const bool heavy = kind_ == Kind::Swiglu || kind_ == Kind::Gelu || kind_ == Kind::Softcap;
+    return static_cast<double>(T_) * n_ * (heavy ? 8 : 1);
+  }
 
  protected:
   void make_inputs() override {
@@ -448,12 +685,16 @@ class ElementwiseCase final : public OpCase {
         out.values = a_;
         cpu::add_bias(out.values.data(), b_.data(), T_, n_);
         break;
+      case Kind::Mul: cpu::mul(a_.data(), b_.data(), out.values.data(), total); break;  // its own reference
+      case Kind::Scale: cpu::scale(a_.data(), kScale, out.values.data(), total); break;  // its own reference
+      case Kind::Softcap: cpu::softcap_ref(a_.data(), kCap, out.values.data(), total); break;
     }
     return {out};
   }
   void do_prepare(Backend&, Arena& a) override {
     a_d_ = alias_ ? a.inout(a_, n_) : a.input(a_, n_);
-    b_d_ = kind_ == Kind::Gelu ? nullptr : a.input(b_, n_);
+    const bool unary = kind_ == Kind::Gelu || kind_ == Kind::Scale || kind_ == Kind::Softcap;
+    b_d_ = unary ? nullptr : a.input(b_, n_);
     out_d_ = alias_ ? a_d_ : a.output(a_.size(), n_);
   }
   void free_inputs() override { a_ = {}, b_ = {}; }
@@ -465,6 +706,9 @@ class ElementwiseCase final : public OpCase {
       case Kind::Gelu: return "gelu";
       case Kind::Add: return "add";
       case Kind::AddBias: return "add_bias";
+      case Kind::Mul: return "mul";
+      case Kind::Scale: return "scale";
+      case Kind::Softcap: return "softcap";
     }
     return "?";
   }

@@ -33,9 +33,9 @@ inline const std::vector<DType>& all_dtypes() {
 // The ops of core::Backend that compute (memory and weight residency are exercised by all).
 inline const std::vector<std::string>& backend_op_names() {
   static const std::vector<std::string> names = {
-      "matmul",   "get_rows", "rms_norm",    "layer_norm",    "rope",   "attention", "mla_attention",
-      "swiglu",   "gelu",     "add",         "add_bias",      "argmax_rows", "distributions", "sample",
-      "draw",     "moe_ffn"};
+      "matmul",   "matmul_multi", "get_rows", "rms_norm", "layer_norm", "rope",        "convert_rows",
+      "attention", "mla_attention", "swiglu", "gelu",   "add",        "add_bias",    "mul",
+      "scale",    "softcap",  "argmax_rows", "distributions", "sample", "draw",  "moe_ffn"};
   return names;
 }
 
@@ -85,8 +85,9 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
     // with the K-quant and IQ4 scale searches would cost seconds.
     const Fill big = Fill::RandomCodes;
     struct S { int64_t T, n_in, n_out; };
-    for (S s : {S{1, K0, 17}, S{17, K0, 1}, S{1, K1, 1}, S{3, K1, 3}, S{3, K1, 4097}, S{8, K2, 17}, S{17, K2, 17},
-                S{1, 4096, 4097}})
+    // T = 9 and 16: one group of the AVX-512 kernels; 65: a second 64-token tile.
+    for (S s : {S{1, K0, 17}, S{17, K0, 1}, S{1, K1, 1}, S{3, K1, 3}, S{3, K1, 4097}, S{8, K2, 17}, S{9, K1, 5},
+                S{16, K1, 33}, S{17, K2, 17}, S{65, K1, 17}, S{1, 4096, 4097}})
       add(new MatmulCase(type, s.T, s.n_in, s.n_out, matmul_bound(type, s.T), s.n_out == 4097 && !fl ? big : Fill::Quantized));
     // Rows padded past their blocks (row_bytes above the dense size), and for quantized types
     // random codes: every byte pattern of the payload, the kernels' extremes included.
@@ -100,6 +101,27 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
     add(new GetRowsCase(type, K1, 17, 17, rows));
     add(new GetRowsCase(type, fl ? 4096 : 16 * B, 3, 1, rows));
     add(new GetRowsCase(type, K1, 37, 5, rows, fl ? Fill::Quantized : Fill::RandomCodes, 8));
+  }
+
+  // ---- matmul_multi: weights sharing x, mixed activation formats (blocks of 32, 256, float),
+  // awkward and empty-adjacent row counts; each output must equal its own matmul.
+  {
+    struct M { std::vector<DType> types; int64_t T, n_in; std::vector<int64_t> n_outs; };
+    const M multis[] = {{{DType::Q4_K, DType::Q4_K, DType::Q6_K}, 1, 512, {17, 3, 33}},
+                        {{DType::Q4_K, DType::Q4_K, DType::Q6_K}, 9, 512, {33, 1, 17}},
+                        {{DType::Q8_0, DType::Q4_K}, 17, 256, {5, 67}},
+                        {{DType::F16, DType::Q4_0, DType::Q5_K}, 3, 256, {4, 17, 3}},
+                        {{DType::Q4_1, DType::Q4_1}, 65, 128, {31, 16}}};
+    for (const M& m : multis) {
+      // The loosest bound of the types involved (each output is one of those matmuls).
+      Bound b = matmul_bound(m.types[0], m.T);
+      for (DType t : m.types) {
+        const Bound o = matmul_bound(t, m.T);
+        if (o.cpu > b.cpu) b.cpu = o.cpu, b.why = o.why;
+        b.cuda = std::max(b.cuda, o.cuda);
+      }
+      add(new MatmulMultiCase(m.types, m.T, m.n_in, m.n_outs, b));
+    }
   }
 
   // ---- norms: the fast path runs the reference's row code; the device reduces in fp32 (the
@@ -124,6 +146,30 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
               R{3, {4, 128, 64, 10000.0f, 1.0f, A}, 4096}, R{1, {1, 2, 2, 10000.0f, 1.0f, H}, 7},
               R{4097, {2, 64, 64, 10000.0f, 1.0f, H}, 4096}})
     add(new RopeCase(s.T, s.p, s.max_pos, rope));
+  // Llama 3's frequency factors (per-pair divisors, in the op's memory), YaRN's ramp between
+  // extrapolated and interpolated angles (qwen3's YaRN: freq_scale 1/4, ext_factor 1, the
+  // correction range of pairs, an empty range), and a cos/sin magnitude (attn_factor): the same
+  // fp32-angle bound, positions up to 8192 (|d theta| <= 8192 * 3e-7 rad).
+  struct RF { int64_t T; RopeParams p; int32_t max_pos; bool factors; };
+  for (RF s : {RF{17, {4, 64, 64, 500000.0f, 1.0f, A}, 8192, true}, RF{3, {2, 80, 32, 10000.0f, 1.0f, H}, 1000, true},
+               RF{17, {4, 128, 128, 1000000.0f, 0.25f, H, nullptr, 1.0f, 20.0f, 45.0f, 1.1386f}, 8192, false},
+               RF{3, {3, 64, 64, 10000.0f, 0.5f, A, nullptr, 1.0f, 10.0f, 10.0f, 1.0f}, 4096, false},
+               RF{4097, {2, 64, 64, 10000.0f, 0.125f, H, nullptr, 0.5f, 4.0f, 24.0f, 1.2f}, 8192, true},
+               RF{1, {5, 18, 12, 10000.0f, 1.0f, A, nullptr, 0.0f, 0.0f, 0.0f, 0.8f}, 2048, false}})
+    add(new RopeCase(s.T, s.p, s.max_pos, rope, s.factors));
+
+  // ---- convert_rows: the forward's KV cache stores, bytes compared exactly (padding between
+  // rows untouched); float types at widths that are not multiples of 32.
+  const Bound bytes_exact{0.0, 0.0,
+                          "bytes compared exactly: F16 by round-to-nearest-even and Q8_0 by the same fp32 steps with "
+                          "IEEE rounding on every backend"};
+  struct C { int64_t rows, n; size_t pad; };
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+    for (C s : {C{1, 32, 0}, C{3, 64, 6}, C{17, 256, 0}, C{4097, 128, 0}, C{5, 96, 34}})
+      add(new ConvertRowsCase(type, s.rows, s.n, s.pad, bytes_exact));
+    if (type != DType::Q8_0)
+      for (C s : {C{3, 17, 2}, C{17, 100, 0}}) add(new ConvertRowsCase(type, s.rows, s.n, s.pad, bytes_exact));
+  }
 
   // ---- attention: causal, explicit tree masks, a token that sees nothing, GQA, long caches.
   const Bound attn{1e-10, 1e-9,
@@ -136,6 +182,45 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
                At{8, 2, 100, 17, 17, 0, Mask::Tree}, At{8, 8, 64, 4097, 1, 0, Mask::Causal},
                At{4, 2, 64, 4000, 3, 0, Mask::Tree}, At{2, 1, 64, 0, 100, 0, Mask::Causal}})
     add(new AttentionCase(s.h, s.hkv, s.d, s.past, s.T, s.pad, s.m, attn));
+
+  // KV rows of every cache type, each key type with each value type. The reference dequantizes
+  // the rows and runs the same float math; F16 widens exactly and Q8_0 values are d * q, so the
+  // CPU fast path and the device differ from it by summation order only (the F32 bound), except
+  // for Q8_0 keys on the CPU: the query is rounded to 8 bits per block of 32 for the integer dot
+  // (step amax/127: relative score error ~(2.5/127)^2/12 = 3e-5 in variance for N(0, 1) blocks,
+  // which the softmax carries into the output; 1e-6 to 3.3e-5 measured, the largest with one
+  // token and two heads), the bound of the integer matmuls, whose activations round the same way.
+  const Bound attn_q8k{5e-4, 1e-9,
+                       "cpu: Q8_0 keys against the query rounded to 8 bits per block (~3e-5 relative score "
+                       "variance, up to 3.3e-5 measured); cuda: fp32 scores, softmax and sums in warp order"};
+  using KT = AttentionCase::Kv;
+  const DType kv_types[] = {DType::F32, DType::F16, DType::Q8_0};
+  for (DType kt : kv_types)
+    for (DType vt : kv_types) {
+      if (kt == DType::F32 && vt == DType::F32) continue;  // the entries above
+      const Bound& b = kt == DType::Q8_0 ? attn_q8k : attn;
+      for (At s : {At{4, 2, 64, 0, 1, 0, Mask::Causal}, At{6, 3, 128, 300, 17, 0, Mask::Tree},
+                   At{2, 2, 32, 1, 1, 3, Mask::Causal}, At{3, 1, 64, 0, 17, 0, Mask::Blind},
+                   At{8, 8, 64, 4097, 1, 0, Mask::Causal}, At{4, 2, 64, 4000, 3, 0, Mask::Tree}})
+        add(new AttentionCase(s.h, s.hkv, s.d, s.past, s.T, s.pad, s.m, b, KT{kt, vt}));
+      if (kt != DType::Q8_0 && vt != DType::Q8_0)  // head dimensions no Q8_0 block divides
+        for (At s : {At{4, 1, 17, 37, 3, 5, Mask::Causal}, At{8, 2, 100, 17, 17, 0, Mask::Tree}})
+          add(new AttentionCase(s.h, s.hkv, s.d, s.past, s.T, s.pad, s.m, b, KT{kt, vt}));
+    }
+
+  // Sliding windows (gemma3's local layers): keys window or more positions behind a query are
+  // hidden, in caches and trees (new tokens at n_past + depth), a window of 1 (each token sees only
+  // keys at its own position), a token whose window holds no cached row, and F16 / Q8_0 caches.
+  struct W { At s; int window; DType kt, vt; };
+  for (W w : {W{At{4, 2, 64, 300, 17, 0, Mask::Tree}, 64, DType::F32, DType::F32},
+              W{At{2, 1, 64, 0, 100, 0, Mask::Causal}, 5, DType::F32, DType::F32},
+              W{At{3, 1, 64, 37, 3, 0, Mask::Blind}, 7, DType::F32, DType::F32},
+              W{At{6, 3, 128, 300, 17, 0, Mask::Tree}, 1, DType::F32, DType::F32},
+              W{At{4, 1, 17, 37, 3, 5, Mask::Causal}, 30, DType::F32, DType::F32},
+              W{At{8, 8, 64, 4097, 1, 0, Mask::Causal}, 512, DType::F16, DType::F16},
+              W{At{4, 2, 64, 4000, 3, 0, Mask::Tree}, 1000, DType::Q8_0, DType::Q8_0}})
+    add(new AttentionCase(w.s.h, w.s.hkv, w.s.d, w.s.past, w.s.T, w.s.pad, w.s.m,
+                          w.kt == DType::Q8_0 ? attn_q8k : attn, KT{w.kt, w.vt, w.window}));
 
   // ---- multi-head latent attention (deepseek2's absorbed form): one query head set over the
   // shared latent rows; causal, trees, a blind token, padded rows, a long cache, windows.
@@ -159,6 +244,12 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
       add(new ElementwiseCase(k, s.T, s.n, s.alias, k == EW::Add ? sum : act));
   for (E s : {E{1, 1, true}, E{3, 17, true}, E{17, 4097, true}, E{4097, 100, true}, E{1, 33, true}})
     add(new ElementwiseCase(EW::AddBias, s.T, s.n, true, sum));
+  const Bound product{0.0, 0.0, "one correctly rounded fp32 product per element on every backend: bit-identical"};
+  const Bound cap{0.0, 1e-10, "cpu: the reference's loop; cuda: tanhf within a few ulp"};
+  for (EW k : {EW::Mul, EW::Scale, EW::Softcap})
+    for (E s : {E{1, 1, false}, E{3, 17, false}, E{17, 100, true}, E{1, 4097, false}, E{4097, 33, false},
+                E{3, 4097, true}})
+      add(new ElementwiseCase(k, s.T, s.n, s.alias, k == EW::Softcap ? cap : product));
 
   // ---- argmax: exact ids.
   const Bound ids{0.0, 0.0, "ids compared exactly"};

@@ -186,4 +186,11 @@ double speedup_model(double alpha, int g, double c) {
   return geometric_sum(a, g) / (g * c + 1.0);
 }
 
+double cost_aware_speedup_model(double alpha, int g, double c, double r) {
+  g = std::max(g, 0);
+  const double a = std::clamp(alpha, 0.0, 1.0);
+  const double cost = g * c + r;
+  return cost > 0.0 ? geometric_sum(a, g) / cost : 0.0;
+}
+
 }  // namespace specmoe::verify

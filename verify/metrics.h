@@ -113,5 +113,9 @@ double fit_alpha(double tau, int g);
 // Leviathan et al. 2023, Thm 3.8: expected walltime improvement (1 - a^(g+1)) / ((1 - a)(g c + 1)),
 // with its limit (g+1) / (g c + 1) at a = 1.
 double speedup_model(double alpha, int g, double c);
+// The same without assuming a verify forward of g + 1 tokens costs one single-token step:
+// (1 - a^(g+1)) / ((1 - a)(g c + r)), r = that forward's cost in single-token steps
+// (predicted_speedup_measured_cost; specmoe bench evaluates it on its measured r(T)).
+double cost_aware_speedup_model(double alpha, int g, double c, double r);
 
 }  // namespace specmoe::verify

@@ -20,6 +20,11 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt, bool required) {
   cmd->add_option("--moe-capacity", opt.moe_capacity,
                   "MoE models: expert capacity factor with token dropping (0 = dropless)")
       ->check(CLI::NonNegativeNumber);
+  // llama.cpp's names and meaning (its default f16); checked in load_model for one error line.
+  cmd->add_option("--cache-type-k", opt.cache_type_k, "KV cache type of keys: f32, f16 or q8_0 (alias -ctk)")
+      ->capture_default_str();
+  cmd->add_option("--cache-type-v", opt.cache_type_v, "KV cache type of values: f32, f16 or q8_0 (alias -ctv)")
+      ->capture_default_str();
 }
 
 void add_input_options(CLI::App* cmd, InputOptions& opt) {
@@ -55,9 +60,15 @@ void check_threads(int threads, const char* flag) {
     throw_error(ErrorKind::InvalidArgument, "{} {}: must be between 0 (all cores) and {}", flag, threads, exp::kMaxThreads);
 }
 
+core::KVCacheTypes cache_types(const ModelOptions& opt) {
+  return {core::parse_kv_cache_type(opt.cache_type_k, "--cache-type-k"),
+          core::parse_kv_cache_type(opt.cache_type_v, "--cache-type-v")};
+}
+
 std::unique_ptr<core::Model> load_model(const ModelOptions& opt, const std::string& path) {
   check_threads(opt.threads, "--threads");
   core::LoadOptions lo;
+  lo.cache_types = cache_types(opt);
   lo.n_threads = opt.threads;
   lo.moe_k_override = opt.moe_k;
   lo.moe_capacity_factor = opt.moe_capacity;

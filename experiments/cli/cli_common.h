@@ -23,6 +23,8 @@ struct ModelOptions {
   std::string device = "cpu";
   int moe_k = 0;            // --moe-k: experts per token (0 = the model's)
   double moe_capacity = 0;  // --moe-capacity: Switch capacity factor (0 = dropless)
+  std::string cache_type_k = "f16";  // --cache-type-k / -ctk: KV cache key type, f32 | f16 | q8_0
+  std::string cache_type_v = "f16";  // --cache-type-v / -ctv: value type
 };
 
 struct InputOptions {
@@ -43,7 +45,12 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt, bool required = true);
 void add_input_options(CLI::App* cmd, InputOptions& opt);
 void add_sampling_options(CLI::App* cmd, core::SamplingParams& params);
 
-// Loads the model named by -m on the selected device with the selected thread count.
+// --cache-type-k / --cache-type-v as KV cache types; Error(InvalidArgument) naming the flag and
+// the bad value.
+core::KVCacheTypes cache_types(const ModelOptions& opt);
+
+// Loads the model named by -m on the selected device with the selected thread count and KV
+// cache types.
 std::unique_ptr<core::Model> load_model(const ModelOptions& opt, const std::string& path);
 
 // The prompt text from -p or -f; Error(InvalidArgument) when neither or both are given, when the
@@ -97,6 +104,7 @@ void add_info_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_speculate_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 void add_run_commands(CLI::App& app, int argc, char** argv);  // run, merge, compare
 void add_slurm_command(CLI::App& app, int argc, char** argv);
 

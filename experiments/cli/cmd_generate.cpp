@@ -91,6 +91,11 @@ void run_generate(const GenerateArgs& a) {
   const double gen_s = seconds(t_end - t_prefill);
   const double prompt_tps = prefill_s > 0 ? n_prompt / prefill_s : 0.0;
   const double gen_tps = gen_s > 0 ? generated.size() / gen_s : 0.0;
+  // Achieved weight bandwidth of the decode steps: bytes every single-token forward reads times
+  // forwards per second (the first token comes from the prefill, so steps = generated - 1).
+  const double step_gbs = metrics.n_steps > 0 && step_forward_s > 0
+                              ? static_cast<double>(model->weight_bytes_per_token()) * metrics.n_steps / step_forward_s / 1e9
+                              : 0.0;
 
   metrics.n_generated = static_cast<int64_t>(generated.size());
   metrics.n_decoded = std::max<int64_t>(0, metrics.n_generated - 1);
@@ -105,6 +110,8 @@ void run_generate(const GenerateArgs& a) {
     nlohmann::json j;
     exp::set_text(j, "model", a.model.model_path);  // paths are bytes too
     j["device"] = model->device().name();
+    j["cache_type_k"] = core::kv_cache_type_name(model->cache_types().k);
+    j["cache_type_v"] = core::kv_cache_type_name(model->cache_types().v);
     exp::set_text(j, "prompt", prompt);
     j["chat_template"] = prompt_ids.chat.templated() ? nlohmann::json(prompt_ids.chat.format) : nlohmann::json(nullptr);
     exp::set_text(j, "chat_template_reason", prompt_ids.chat.reason);
@@ -123,7 +130,8 @@ void run_generate(const GenerateArgs& a) {
     j["timings"] = {{"n_prompt", n_prompt}, {"n_generated", generated.size()},
                     {"prompt_seconds", prefill_s}, {"generation_seconds", gen_s},
                     {"prompt_tokens_per_second", prompt_tps},
-                    {"generation_tokens_per_second", gen_tps}, {"ttft_ms", ttft_s * 1e3}};
+                    {"generation_tokens_per_second", gen_tps}, {"ttft_ms", ttft_s * 1e3},
+                    {"decode_weight_gbs", step_gbs}};
     j["metrics"] = exp::metrics_to_json(metrics);
     if (a.moe_stats) j["moe"] = moe_stats_json(*model, metrics.moe.layers);
     std::printf("%s\n", exp::dump_json(j).c_str());
@@ -133,8 +141,10 @@ void run_generate(const GenerateArgs& a) {
   out.flush();
   std::printf("\n");
   std::fflush(stdout);
-  std::fprintf(stderr, "prompt: %d tokens, %.1f tokens/s | generation: %zu tokens, %.1f tokens/s | ttft %.1f ms | seed %llu\n",
-               n_prompt, prompt_tps, generated.size(), gen_tps, ttft_s * 1e3,
+  std::fprintf(stderr,
+               "prompt: %d tokens, %.1f tokens/s | generation: %zu tokens, %.1f tokens/s, %.1f GB/s of weights read "
+               "| ttft %.1f ms | seed %llu\n",
+               n_prompt, prompt_tps, generated.size(), gen_tps, step_gbs, ttft_s * 1e3,
                static_cast<unsigned long long>(a.sampling.seed));
   if (a.moe_stats) print_moe_stats(*model, metrics.moe.layers, stderr);
 }

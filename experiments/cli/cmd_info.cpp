@@ -7,13 +7,12 @@
 #include <vector>
 
 #include <fmt/format.h>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "core/chat_template.h"
 #include "core/gguf.h"
+#include "core/kv_cache.h"
 #include "core/model_config.h"
 #include "core/model_weights.h"
 #include "experiments/json_text.h"
@@ -85,6 +84,18 @@ std::string rope_line(const core::ModelConfig& c) {
   if (c.rope_attn_factor != 1.0f) s += fmt::format(", attn factor {:g}", c.rope_attn_factor);
   return s;
 }
+
+// KV cache bytes per token (keys and values of every layer) for a cache type, or 0 when the
+// type cannot hold this model's heads (Q8_0 needs head_dim % 32 == 0) or the model's cache is F32
+// only (MLA's latent rows).
+size_t kv_bytes_per_token(const core::ModelConfig& c, DType type) {
+  if (c.is_mla()) return type == DType::F32 ? static_cast<size_t>(c.kv_bytes_per_token()) : 0;
+  const int64_t block = dtype_info(type).block_size;
+  if (c.head_dim % block != 0) return 0;
+  return 2 * static_cast<size_t>(c.n_layer) * dtype_row_bytes(type, c.kv_dim());
+}
+
+constexpr DType kKvTypes[] = {DType::F32, DType::F16, DType::Q8_0};
 
 // The KV cache one token costs, F32 elements over all layers; for MLA next to what the same
 // heads would cache uncompressed (keys of head_dim and values of v_head_dim per head).
@@ -194,6 +205,11 @@ void add_info_command(CLI::App& app) {
       exp::set_text(j, "tokenizer", tok_model);
       j["chat_template"] = chat_format.empty() ? nlohmann::json(nullptr) : nlohmann::json(chat_format);
       j["chat_template_renderable"] = !chat_format.empty() && core::is_renderable_chat_format(chat_format);
+      // Per KV cache type (-ctk / -ctv); kv_bytes_per_token above is the F32 figure.
+      for (DType t : kKvTypes) {
+        const size_t kv = kv_bytes_per_token(c, t);
+        j["kv_bytes_per_token_by_type"][core::kv_cache_type_name(t)] = kv ? nlohmann::json(kv) : nlohmann::json(nullptr);
+      }
       j["parameters"] = params;
       j["tensor_bytes"] = bytes;
       for (const auto& [type, e] : by_type) j["tensor_types"][type] = {{"tensors", e.first}, {"elements", e.second}};
@@ -218,7 +234,7 @@ void add_info_command(CLI::App& app) {
                   c.qk_norm ? ", QK-norm per head" : c.qk_norm_full ? ", QK-norm over the whole projections" : "",
                   c.attn_logit_softcap > 0.0f ? fmt::format(", scores soft-capped at {:g}", c.attn_logit_softcap).c_str()
                                               : "");
-    std::printf("kv cache:      %s\n", kv_line(c).c_str());
+    if (c.is_mla()) std::printf("kv cache:      %s\n", kv_line(c).c_str());
     if (c.n_swa > 0) {
       int n_local = 0;
       for (int l = 0; l < c.n_layer; ++l) n_local += c.is_swa(l);
@@ -247,6 +263,16 @@ void add_info_command(CLI::App& app) {
     }
     std::printf("parameters:    %lld (%.2f M)\n", static_cast<long long>(params), params / 1e6);
     std::printf("memory:        %.2f MiB of tensor data\n", bytes / (1024.0 * 1024.0));
+    if (!c.is_mla()) {
+      std::string types;
+      for (DType t : kKvTypes) {
+        const size_t kv = kv_bytes_per_token(c, t);
+        types += fmt::format("{}{} {}", types.empty() ? "" : ", ", core::kv_cache_type_name(t),
+                             kv ? fmt::format("{} B", kv) : std::string("n/a (head dim not a multiple of 32)"));
+      }
+      std::printf("kv cache:      %s per token (keys + values, %d layers x %d)\n", types.c_str(), c.n_layer,
+                  c.kv_dim());
+    }
     std::printf("tensor types:\n");
     for (const auto& [type, e] : by_type)
       std::printf("  %-6s %5d tensors, %lld elements\n", type.c_str(), e.first, static_cast<long long>(e.second));

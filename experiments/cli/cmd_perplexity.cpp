@@ -23,7 +23,9 @@ void add_perplexity_command(CLI::App& app) {
     const auto r = core::compute_perplexity(*model, text, a->ctx, [](int chunk, double ppl) {
       std::fprintf(stderr, "[%d]%.4f ", chunk + 1, ppl);
     });
-    std::fprintf(stderr, "\n%d chunks of %d tokens, %d predictions scored\n", r.n_chunks, a->ctx, r.n_scored);
+    std::fprintf(stderr, "\n%d chunks of %d tokens, %d predictions scored, KV cache k %s, v %s\n", r.n_chunks, a->ctx,
+                 r.n_scored, core::kv_cache_type_name(model->cache_types().k),
+                 core::kv_cache_type_name(model->cache_types().v));
     std::printf("perplexity: %.4f\n", r.perplexity);
   });
 }

@@ -108,6 +108,7 @@ void run_speculate(const SpeculateArgs& a) {
   dopt.target = target.get();
   dopt.n_threads = a.model.threads;
   dopt.device = a.model.device;
+  dopt.cache_types = cache_types(a.model);
   dopt.ngram_min = a.ngram_min;
   dopt.ngram_max = a.ngram_max;
   dopt.exit_layer = a.exit_layer;
@@ -165,6 +166,8 @@ void run_speculate(const SpeculateArgs& a) {
     nlohmann::json j;
     exp::set_text(j, "model", a.model.model_path);  // paths are bytes too
     j["device"] = target->device().name();
+    j["cache_type_k"] = core::kv_cache_type_name(target->cache_types().k);
+    j["cache_type_v"] = core::kv_cache_type_name(target->cache_types().v);
     exp::set_text(j, "draft_model", a.draft_path);
     j["drafter"] = drafter_name;
     j["verifier"] = a.verifier;

@@ -10,11 +10,13 @@
 
 namespace {
 
-// llama.cpp spells some options with one dash and several letters (-md); CLI11 reads one dash as
+// llama.cpp spells some options with one dash and several letters (-md, -ctk); CLI11 reads one dash as
 // one letter, so those are rewritten to their long names before parsing.
 std::vector<std::string> rewrite_aliases(int argc, char** argv) {
   static const std::pair<const char*, const char*> aliases[] = {
       {"-md", "--model-draft"},
+      {"-ctk", "--cache-type-k"},
+      {"-ctv", "--cache-type-v"},
   };
   std::vector<std::string> in(argv, argv + argc), args;
   for (size_t i = 0; i < in.size(); ++i) {
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
   specmoe::cli::add_perplexity_command(app);
   specmoe::cli::add_synth_command(app);
   specmoe::cli::add_speculate_command(app);
+  specmoe::cli::add_bench_command(app);
   specmoe::cli::add_run_commands(app, argc, argv);
   specmoe::cli::add_slurm_command(app, argc, argv);
 

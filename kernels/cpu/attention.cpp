@@ -1,18 +1,29 @@
 // Scaled dot-product attention of new tokens over a KV cache, grouped-query heads, optional mask
-// among the new tokens, optional sliding window over positions, optional soft-capping of the scores. Keys are visited in cache order (cached rows, then the allowed new
-// rows), so a token's output is the same whether it is computed in a batch or alone after its
-// predecessors were appended: the property speculative verification relies on.
+// among the new tokens, optional sliding window over positions, optional soft-capping of the
+// scores, keys and values of F32, F16 or Q8_0 rows. Keys are visited in cache order (cached rows,
+// then the allowed new rows), so a token's output is the same whether it is computed in a batch
+// or alone after its predecessors were appended: the property speculative verification relies on.
+//
+// The reference dequantizes each visible row (kernels/cpu/quant.h) and runs the float math. The
+// fast path reads the rows as they are stored: F32 and F16 keys against the float query (halves
+// widened exactly), Q8_0 keys by an integer dot with the query quantized to 8 bits per block (as
+// llama.cpp's CPU attention does for quantized K), values accumulated from each type directly.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/attention_avx2.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
 #include "kernels/cpu/simd_avx2.h"
 
 namespace specmoe::kernels::cpu {
 
 namespace {
+
+bool kv_type_ok(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::Q8_0; }
 
 void check(const AttentionParams& p, const KVView& kv) {
   if (p.n_head <= 0 || p.n_head_kv <= 0 || p.head_dim <= 0 || p.n_head % p.n_head_kv != 0)
@@ -22,6 +33,19 @@ void check(const AttentionParams& p, const KVView& kv) {
   if (!(p.softcap >= 0.0f)) throw_error(ErrorKind::InvalidArgument, "attention: softcap {} is negative", p.softcap);
   if (p.window > 0 && kv.positions == nullptr)
     throw_error(ErrorKind::InvalidArgument, "attention: a sliding window of {} needs the rows' positions", p.window);
+  for (const auto& [type, bytes, what] : {std::tuple{kv.k_type, kv.k_row_bytes, "key"},
+                                          std::tuple{kv.v_type, kv.v_row_bytes, "value"}}) {
+    if (!kv_type_ok(type))
+      throw_error(ErrorKind::InvalidArgument, "attention: {} rows of type {}: KV rows are F32, F16 or Q8_0", what,
+                  dtype_name(type));
+    if (p.head_dim % dtype_info(type).block_size != 0)
+      throw_error(ErrorKind::InvalidArgument,
+                  "attention: {} {} rows need head_dim {} to be a multiple of {} (a head must start on a block)",
+                  dtype_name(type), what, p.head_dim, dtype_info(type).block_size);
+    if (bytes < dtype_row_bytes(type, int64_t{p.n_head_kv} * p.head_dim))
+      throw_error(ErrorKind::InvalidArgument, "attention: {} rows {} bytes apart hold fewer than n_head_kv {} x "
+                  "head_dim {} {} elements", what, bytes, p.n_head_kv, p.head_dim, dtype_name(type));
+  }
 }
 
 // The sliding window: row r is within reach of new token i (positions pq - pk < window).
@@ -34,49 +58,85 @@ inline bool visible(const uint8_t* allowed, int64_t T, int64_t i, int64_t j) {
   return allowed ? allowed[i * T + j] != 0 : j <= i;
 }
 
-// One (token i, head h) output. scores: scratch of n_past + T floats.
+// One KV head's elements in the rows of a cache: row r starts at base + r * pitch.
+struct HeadRows {
+  const uint8_t* base;
+  size_t pitch;
+  DType type;
+  const uint8_t* row(int64_t r) const { return base + static_cast<size_t>(r) * pitch; }
+};
+
+HeadRows head_rows(const void* data, size_t pitch, DType type, int kvh, int64_t d) {
+  return {static_cast<const uint8_t*>(data) + dtype_row_bytes(type, kvh * d), pitch, type};
+}
+
+// Per-thread scratch: scores and visible rows (n_past + T), a dequantized row and the quantized
+// query (head_dim).
+struct Scratch {
+  std::vector<float> scores, row;
+  std::vector<int64_t> rows;
+  std::vector<avx2::QueryQ8> query;
+  Scratch(int64_t n, int64_t d) : scores(n), row(d), rows(n), query((d + 31) / 32) {}
+};
+
+// One (token i, head h) output.
 template <bool kFast>
 void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, const uint8_t* allowed,
-                const AttentionParams& p, float* out, float* scores, int64_t* rows) {
+                const AttentionParams& p, float* out, Scratch& s) {
   const int kvh = h / (p.n_head / p.n_head_kv);
   const int64_t d = p.head_dim;
   const float* qh = q + (i * p.n_head + h) * d;
   float* oh = out + (i * p.n_head + h) * d;
+  const HeadRows K = head_rows(kv.k, kv.k_row_bytes, kv.k_type, kvh, d);
+  const HeadRows V = head_rows(kv.v, kv.v_row_bytes, kv.v_type, kvh, d);
   // Visible rows in cache order.
   int64_t n = 0;
   for (int64_t r = 0; r < kv.n_past; ++r)
-    if (in_window(kv, p, i, r)) rows[n++] = r;
+    if (in_window(kv, p, i, r)) s.rows[n++] = r;
   for (int64_t j = 0; j < T; ++j)
-    if (visible(allowed, T, i, j) && in_window(kv, p, i, kv.n_past + j)) rows[n++] = kv.n_past + j;
+    if (visible(allowed, T, i, j) && in_window(kv, p, i, kv.n_past + j)) s.rows[n++] = kv.n_past + j;
   std::fill(oh, oh + d, 0.0f);
   if (n == 0) return;
+  if (kFast && K.type == DType::Q8_0) avx2::quantize_query_q8(qh, d / 32, s.query.data());
   float mx = -INFINITY;
-  for (int64_t s = 0; s < n; ++s) {
-    const float* kr = kv.k + rows[s] * kv.kv_stride + kvh * d;
+  for (int64_t t = 0; t < n; ++t) {
+    const uint8_t* kr = K.row(s.rows[t]);
     float dot;
     if constexpr (kFast) {
-      dot = avx2::dot_f32(qh, kr, d);
+      switch (K.type) {
+        case DType::F16: dot = avx2::dot_f16(qh, reinterpret_cast<const uint16_t*>(kr), d); break;
+        case DType::Q8_0: dot = avx2::dot_q8_0(s.query.data(), kr, d / 32); break;
+        default: dot = avx2::dot_f32(qh, reinterpret_cast<const float*>(kr), d);
+      }
     } else {
+      const float* kf = reinterpret_cast<const float*>(kr);
+      if (K.type != DType::F32) dequantize_row(K.type, kr, s.row.data(), d), kf = s.row.data();
       dot = 0.0f;
-      for (int64_t c = 0; c < d; ++c) dot += qh[c] * kr[c];
+      for (int64_t c = 0; c < d; ++c) dot += qh[c] * kf[c];
     }
-    scores[s] = dot * p.scale;
-    if (p.softcap > 0.0f) scores[s] = p.softcap * std::tanh(scores[s] / p.softcap);
-    mx = std::max(mx, scores[s]);
+    s.scores[t] = dot * p.scale;
+    if (p.softcap > 0.0f) s.scores[t] = p.softcap * std::tanh(s.scores[t] / p.softcap);
+    mx = std::max(mx, s.scores[t]);
   }
   float sum = 0.0f;
-  for (int64_t s = 0; s < n; ++s) {
-    scores[s] = std::exp(scores[s] - mx);
-    sum += scores[s];
+  for (int64_t t = 0; t < n; ++t) {
+    s.scores[t] = std::exp(s.scores[t] - mx);
+    sum += s.scores[t];
   }
   const float inv = 1.0f / sum;
-  for (int64_t s = 0; s < n; ++s) {
-    const float* vr = kv.v + rows[s] * kv.kv_stride + kvh * d;
-    const float a = scores[s] * inv;
+  for (int64_t t = 0; t < n; ++t) {
+    const uint8_t* vr = V.row(s.rows[t]);
+    const float a = s.scores[t] * inv;
     if constexpr (kFast) {
-      avx2::axpy_f32(a, vr, oh, d);
+      switch (V.type) {
+        case DType::F16: avx2::axpy_f16(a, reinterpret_cast<const uint16_t*>(vr), oh, d); break;
+        case DType::Q8_0: avx2::axpy_q8_0(a, vr, oh, d / 32); break;
+        default: avx2::axpy_f32(a, reinterpret_cast<const float*>(vr), oh, d);
+      }
     } else {
-      for (int64_t c = 0; c < d; ++c) oh[c] += a * vr[c];
+      const float* vf = reinterpret_cast<const float*>(vr);
+      if (V.type != DType::F32) dequantize_row(V.type, vr, s.row.data(), d), vf = s.row.data();
+      for (int64_t c = 0; c < d; ++c) oh[c] += a * vf[c];
     }
   }
 }
@@ -86,27 +146,25 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
 void attention_ref(const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
                    const AttentionParams& p, float* out) {
   check(p, kv);
-  std::vector<float> scores(kv.n_past + T);
-  std::vector<int64_t> rows(kv.n_past + T);
+  Scratch s(kv.n_past + T, p.head_dim);
   for (int64_t i = 0; i < T; ++i)
-    for (int h = 0; h < p.n_head; ++h) attend_one<false>(q, T, i, h, kv, allowed, p, out, scores.data(), rows.data());
+    for (int h = 0; h < p.n_head; ++h) attend_one<false>(q, T, i, h, kv, allowed, p, out, s);
 }
 
 void attention(ThreadPool& pool, const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
                const AttentionParams& p, float* out, Isa isa) {
   check(p, kv);
-  const bool fast = usable_isa(isa) == Isa::Avx2;
+  const bool fast = usable_isa(isa) != Isa::Scalar;
   // One item per (token, head); each is independent, so the split cannot change results.
   pool.parallel_for(T * p.n_head, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> scores(kv.n_past + T);
-    std::vector<int64_t> rows(kv.n_past + T);
+    Scratch s(kv.n_past + T, p.head_dim);
     for (int64_t it = b; it < e; ++it) {
       const int64_t i = it / p.n_head;
       const int h = static_cast<int>(it % p.n_head);
       if (fast)
-        attend_one<true>(q, T, i, h, kv, allowed, p, out, scores.data(), rows.data());
+        attend_one<true>(q, T, i, h, kv, allowed, p, out, s);
       else
-        attend_one<false>(q, T, i, h, kv, allowed, p, out, scores.data(), rows.data());
+        attend_one<false>(q, T, i, h, kv, allowed, p, out, s);
     }
   });
 }

@@ -7,12 +7,16 @@
 #endif
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "base/error.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/simd_avx2.h"
+#include "kernels/cpu/simd_avx512.h"
 
 namespace specmoe::kernels::cpu {
 
@@ -32,6 +36,41 @@ bool cpu_has_avx2() {
 #endif
 }
 
+bool cpu_has_avx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512vnni");
+  return has;
+#else
+  return false;
+#endif
+}
+
+Isa detected_isa() { return cpu_has_avx512() ? Isa::Avx512 : cpu_has_avx2() ? Isa::Avx2 : Isa::Scalar; }
+
+// A 64-byte aligned, growable byte buffer (the quantized activations: the AVX-512 kernels load
+// whole cache lines of them).
+class AlignedBytes {
+ public:
+  uint8_t* get(size_t bytes) {
+    if (bytes > size_) {
+      const size_t rounded = (bytes + 63) / 64 * 64;
+      data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, rounded)));
+      if (!data_) throw_error(ErrorKind::Runtime, "matmul: cannot allocate {} bytes of activations", rounded);
+      size_ = rounded;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t size_ = 0;
+};
+
 // Rows per chunk handed to a thread: big enough to amortise the hand-out, small enough to
 // balance. Only affects which thread computes a row, never the row's value.
 constexpr int64_t kRowGrain = 16;
@@ -41,15 +80,6 @@ constexpr int64_t kRowGrain = 16;
 // (stories260K's 64 x 64 projections are 4K multiply-adds). Serial or not only changes who
 // computes a row, never its value.
 constexpr int64_t kMinParallelMacs = int64_t{1} << 16;
-
-// Runs fn over the rows, in parallel when the product is big enough.
-template <class Fn>
-void for_rows(ThreadPool& pool, const MatrixView& w, int64_t T, Fn&& fn) {
-  if (T * w.n_in * w.n_out < kMinParallelMacs)
-    fn(int64_t{0}, w.n_out);
-  else
-    pool.parallel_for(w.n_out, kRowGrain, fn);
-}
 
 // Converts row j of w to floats. F32 rows are returned in place (no copy).
 const float* row_as_f32(const MatrixView& w, int64_t j, float* scratch) {
@@ -73,11 +103,31 @@ float dot_portable(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
-Isa best_isa() { return cpu_has_avx2() ? Isa::Avx2 : Isa::Scalar; }
+Isa best_isa() {
+  static const Isa isa = [] {
+    const char* env = std::getenv("SPECMOE_CPU_ISA");
+    if (env == nullptr || *env == 0) return detected_isa();
+    if (std::strcmp(env, "scalar") == 0) return Isa::Scalar;
+    if (std::strcmp(env, "avx2") == 0) return usable_isa(Isa::Avx2);
+    if (std::strcmp(env, "avx512") == 0) return usable_isa(Isa::Avx512);
+    return detected_isa();  // unknown names: the default
+  }();
+  return isa;
+}
 
-Isa usable_isa(Isa want) { return (want == Isa::Avx2 && cpu_has_avx2()) ? Isa::Avx2 : Isa::Scalar; }
+Isa usable_isa(Isa want) {
+  if (want == Isa::Avx512 && !cpu_has_avx512()) want = Isa::Avx2;
+  if (want == Isa::Avx2 && !cpu_has_avx2()) want = Isa::Scalar;
+  return want;
+}
 
-const char* isa_name(Isa isa) { return isa == Isa::Avx2 ? "avx2" : "scalar"; }
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return "avx512-vnni";
+    case Isa::Avx2: return "avx2";
+    default: return "scalar";
+  }
+}
 
 void matmul_ref(const float* x, int64_t T, const MatrixView& w, float* y) {
   std::vector<float> row(static_cast<size_t>(w.n_in));
@@ -93,45 +143,141 @@ void matmul_ref(const float* x, int64_t T, const MatrixView& w, float* y) {
 }
 
 void matmul(ThreadPool& pool, const float* x, int64_t T, const MatrixView& w, float* y, Isa isa) {
-  if (T <= 0 || w.n_out <= 0) return;
-  if (w.n_in == 0) {
-    std::fill(y, y + T * w.n_out, 0.0f);
-    return;
-  }
-  isa = usable_isa(isa);
-  if (isa == Isa::Avx2 && avx2::act_block_size(w.type) > 0) {
-    // Integer path: the activations are quantized once here, then every row reads them. The
-    // buffer is per calling thread and reused across calls (no allocation per matmul).
-    thread_local std::vector<uint8_t> acts;
-    const size_t stride = avx2::act_row_bytes(w.type, w.n_in);
-    if (acts.size() < stride * static_cast<size_t>(T)) acts.resize(stride * static_cast<size_t>(T));
-    for (int64_t t = 0; t < T; ++t) avx2::quantize_acts(w.type, x + t * w.n_in, w.n_in, acts.data() + t * stride);
-    const uint8_t* a = acts.data();
-    for_rows(pool, w, T, [&](int64_t j0, int64_t j1) {
-      avx2::matmul_quant_rows(w, a, stride, T, y, j0, j1);
-    });
-    return;
+  matmul_multi(pool, x, T, std::span<const MatrixView>(&w, 1), std::span<float* const>(&y, 1), isa);
+}
+
+namespace {
+
+// One weight of a matmul_multi call: which kernel runs its rows, on which activations.
+struct Product {
+  const MatrixView* w = nullptr;
+  float* y = nullptr;
+  enum class Path { Avx512Quant, Avx2Quant, Avx2Float, Portable } path = Path::Portable;
+  const uint8_t* acts = nullptr;  // quantized activations (the integer paths)
+  size_t stride = 0;
+  int64_t first_chunk = 0;        // index of its first chunk of rows among all products
+};
+
+// Rows [j0, j1) of one product for all T tokens.
+void run_rows(const Product& p, const float* x, int64_t T, int64_t j0, int64_t j1) {
+  const MatrixView& w = *p.w;
+  switch (p.path) {
+    case Product::Path::Avx512Quant: {
+      thread_local std::vector<float> scratch;
+      const size_t n = avx512::scratch_floats(w, T);
+      if (scratch.size() < n) scratch.resize(n);
+      avx512::matmul_quant_rows(w, p.acts, p.stride, T, p.y, j0, j1, scratch.data());
+      return;
+    }
+    case Product::Path::Avx2Quant: avx2::matmul_quant_rows(w, p.acts, p.stride, T, p.y, j0, j1); return;
+    default: break;
   }
   // Dequantized-row scratch, only where a row must be converted to f32 first (the portable path
   // for non-F32 weights; types without an integer kernel on the AVX2 path never reach here).
-  const bool need_scratch = isa == Isa::Avx2 ? (w.type != DType::F32 && w.type != DType::F16 && w.type != DType::BF16)
-                                             : w.type != DType::F32;
-  for_rows(pool, w, T, [&](int64_t j0, int64_t j1) {
-    thread_local std::vector<float> scratch;
-    if (need_scratch && scratch.size() < static_cast<size_t>(w.n_in)) scratch.resize(static_cast<size_t>(w.n_in));
-    if (isa == Isa::Avx2) {
-      avx2::matmul_rows(w, x, T, y, j0, j1, scratch.data());
-      return;
+  thread_local std::vector<float> scratch;
+  const bool need = p.path == Product::Path::Avx2Float
+                        ? (w.type != DType::F32 && w.type != DType::F16 && w.type != DType::BF16)
+                        : w.type != DType::F32;
+  if (need && scratch.size() < static_cast<size_t>(w.n_in)) scratch.resize(static_cast<size_t>(w.n_in));
+  if (p.path == Product::Path::Avx2Float) {
+    avx2::matmul_rows(w, x, T, p.y, j0, j1, scratch.data());
+    return;
+  }
+  for (int64_t j = j0; j < j1; ++j) {
+    const float* r = row_as_f32(w, j, scratch.data());
+    for (int64_t t = 0; t < T; ++t) p.y[t * w.n_out + j] = dot_portable(x + t * w.n_in, r, w.n_in);
+  }
+}
+
+}  // namespace
+
+void matmul_multi(ThreadPool& pool, const float* x, int64_t T, std::span<const MatrixView> ws,
+                  std::span<float* const> ys, Isa isa) {
+  if (ws.size() != ys.size())
+    throw_error(ErrorKind::InvalidArgument, "matmul_multi: {} weights but {} outputs", ws.size(), ys.size());
+  if (T <= 0 || ws.empty()) return;
+  for (const MatrixView& w : ws)
+    if (w.n_in != ws[0].n_in)
+      throw_error(ErrorKind::InvalidArgument, "matmul_multi: weights of {} and {} inputs share one x", ws[0].n_in,
+                  w.n_in);
+  isa = usable_isa(isa);
+  const int64_t n_in = ws[0].n_in;
+  if (n_in == 0) {
+    for (size_t i = 0; i < ws.size(); ++i) std::fill(ys[i], ys[i] + T * ws[i].n_out, 0.0f);
+    return;
+  }
+  // Integer paths: the activations are quantized once per block size (32 or 256) for all the
+  // weights, then every row reads them. The buffers are per calling thread and reused across
+  // calls (no allocation per matmul).
+  thread_local AlignedBytes acts_buf[2];
+  const uint8_t* acts[2] = {nullptr, nullptr};
+  size_t strides[2] = {0, 0};
+  auto quantized = [&](DType type) -> int {
+    const int k = avx2::act_block_size(type) == 32 ? 0 : 1;
+    if (acts[k] == nullptr) {
+      const size_t stride = avx2::act_row_bytes(type, n_in);
+      uint8_t* a = acts_buf[k].get(stride * static_cast<size_t>(T));
+      auto quantize = [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) avx2::quantize_acts(type, x + t * n_in, n_in, a + t * stride);
+      };
+      // Long batches (prefill) quantize on every thread; a token's blocks depend on its row only.
+      if (T >= 16)
+        pool.parallel_for(T, 4, quantize);
+      else
+        quantize(0, T);
+      acts[k] = a;
+      strides[k] = stride;
     }
-    for (int64_t j = j0; j < j1; ++j) {
-      const float* r = row_as_f32(w, j, scratch.data());
-      for (int64_t t = 0; t < T; ++t) y[t * w.n_out + j] = dot_portable(x + t * w.n_in, r, w.n_in);
+    return k;
+  };
+  Product products[8];
+  std::vector<Product> many;  // more than 8 weights in one call (not in the forward)
+  Product* prods = products;
+  if (ws.size() > 8) {
+    many.resize(ws.size());
+    prods = many.data();
+  }
+  // Rows per chunk: kRowGrain, or 4x that for long batches, whose activations are re-read from L2
+  // or L3 once per chunk of rows.
+  const int64_t grain = T > 64 ? 4 * kRowGrain : kRowGrain;
+  int64_t chunks = 0, macs = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const MatrixView& w = ws[i];
+    Product& p = prods[i];
+    p.w = &w;
+    p.y = ys[i];
+    p.first_chunk = chunks;
+    chunks += (w.n_out + grain - 1) / grain;
+    macs += T * n_in * w.n_out;
+    if (isa != Isa::Scalar && avx2::act_block_size(w.type) > 0) {
+      const int k = quantized(w.type);
+      p.acts = acts[k];
+      p.stride = strides[k];
+      p.path = isa == Isa::Avx512 && avx512::has_quant_kernel(w.type) ? Product::Path::Avx512Quant
+                                                                       : Product::Path::Avx2Quant;
+    } else {
+      p.path = isa == Isa::Scalar ? Product::Path::Portable : Product::Path::Avx2Float;
     }
-  });
+  }
+  // One job over the row chunks of every product: chunk c belongs to the product whose range
+  // holds it. Which thread runs a chunk never changes its values.
+  auto run_chunks = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      size_t i = 0;
+      while (i + 1 < ws.size() && prods[i + 1].first_chunk <= c) ++i;
+      const Product& p = prods[i];
+      const int64_t j0 = (c - p.first_chunk) * grain;
+      run_rows(p, x, T, j0, std::min(p.w->n_out, j0 + grain));
+    }
+  };
+  if (macs < kMinParallelMacs)
+    run_chunks(0, chunks);
+  else
+    pool.parallel_for(chunks, 1, run_chunks);
 }
 
 float dot_f32(const float* a, const float* b, int64_t n, Isa isa) {
-  if (usable_isa(isa) == Isa::Avx2) return avx2::dot_f32(a, b, n);
+  if (usable_isa(isa) != Isa::Scalar) return avx2::dot_f32(a, b, n);
   return dot_portable(a, b, n);
 }
 

@@ -91,13 +91,24 @@ class ThreadPool {
   std::exception_ptr error_;
 };
 
+// Streaming-read bandwidth of this machine, GB/s (1e9 bytes/s), once per pass: the pool's threads
+// sum a `bytes` buffer (rounded to MiB; a few times the last-level cache or more) in 1 MiB chunks.
+// The ceiling of a memory-bound decode at this thread count (specmoe bench prints it).
+std::vector<double> read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t{512} << 20, int passes = 5);
+
 // ---------------------------------------------------------------------------------------------
 // Instruction-set selection.
 
-enum class Isa { Scalar, Avx2 };  // Avx2 = AVX2 + FMA + F16C
-// The best path this CPU supports (checked once at runtime with __builtin_cpu_supports).
+// Avx2 = AVX2 + FMA + F16C; Avx512 = that + AVX-512 F/BW/VL/DQ + VNNI (Ice Lake, Sapphire Rapids,
+// Zen 4 and later). Avx512 gives the same results as Avx2 bit for bit (its kernels reproduce the
+// AVX2 arithmetic, kernels/cpu/simd_avx512.h), only faster; ops without an AVX-512 kernel run
+// their AVX2 one.
+enum class Isa { Scalar, Avx2, Avx512 };
+// The best path this CPU supports (checked once at runtime with __builtin_cpu_supports), or the
+// one SPECMOE_CPU_ISA names (scalar, avx2, avx512) when the CPU supports it: to compare paths on
+// one machine.
 Isa best_isa();
-// `want` if the CPU supports it, else Scalar.
+// `want` if the CPU supports it, else the best supported path below it (Avx512 -> Avx2 -> Scalar).
 Isa usable_isa(Isa want);
 const char* isa_name(Isa isa);
 
@@ -119,6 +130,12 @@ void matmul_ref(const float* x, int64_t T, const MatrixView& w, float* y);
 // for any T, batch position and thread count.
 void matmul(ThreadPool& pool, const float* x, int64_t T, const MatrixView& w, float* y,
             Isa isa = best_isa());
+// y_i = x * W_i^T for weights that share their input (q/k/v, gate/up): the activations are
+// quantized once per block size and all the products run as one job over their rows (one
+// hand-off to the threads instead of one per weight). Each y_i is bit-identical to matmul's.
+// Every W_i has the same n_in (Error(InvalidArgument) otherwise).
+void matmul_multi(ThreadPool& pool, const float* x, int64_t T, std::span<const MatrixView> w,
+                  std::span<float* const> y, Isa isa = best_isa());
 
 // Dot product of two float vectors (fixed summation order for a given n and isa).
 float dot_f32(const float* a, const float* b, int64_t n, Isa isa = best_isa());
@@ -161,7 +178,10 @@ void rope(ThreadPool& pool, float* x, int64_t T, std::span<const int32_t> positi
 
 // q: [T, n_head * head_dim]; out: [T, n_head * head_dim]. allowed: null = causal among the new
 // tokens, else allowed[i * T + j] != 0 lets new token i see new token j. A token that sees
-// nothing at all gets a zero output.
+// nothing at all gets a zero output. K and V rows are F32, F16 or Q8_0 (KVView::k_type, v_type;
+// Q8_0 needs head_dim % 32 == 0). The reference dequantizes each row and computes in float; the
+// fast path widens F16 exactly and multiplies Q8_0 keys in integers with the query quantized to
+// 8 bits per block of 32, so with Q8_0 keys it differs from the reference by that rounding.
 void attention_ref(const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
                    const AttentionParams& p, float* out);
 void attention(ThreadPool& pool, const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,

@@ -24,10 +24,12 @@ struct ActQ8x32 {   // for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL weights (Q8_0 / 
   int32_t sum;      // sum of qs (the min term of Q4_1, Q5_1)
   int8_t qs[32];
 };
-struct ActQ8x256 {  // for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS weights (Q8_K's role)
-  float d;
-  int16_t bsums[16];  // bsums[k] = sum of qs[16k, 16k + 16) (the K-quants' min / offset terms)
+// For Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS weights (Q8_K's role). qs first and 64-byte aligned
+// (in a 64-byte aligned buffer): the AVX-512 kernels read it in whole cache lines.
+struct alignas(64) ActQ8x256 {
   int8_t qs[256];
+  int16_t bsums[16];  // bsums[k] = sum of qs[16k, 16k + 16) (the K-quants' min / offset terms)
+  float d;
 };
 // Elements per activation block for weights of `type`: 32, 256, or 0 when the type has no
 // integer kernel (float types).

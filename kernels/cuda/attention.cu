@@ -1,25 +1,53 @@
-// Scaled dot-product attention over a KV cache with GQA, an optional mask among the new tokens and
-// an optional sliding window over positions and optional soft-capping of the scores (Gemma 2).
+// Scaled dot-product attention over a KV cache with GQA, an optional mask among the new tokens,
+// an optional sliding window over positions, optional soft-capping of the scores (Gemma 2), and
+// K/V rows of F32, F16 or Q8_0 (the KV cache types).
 // One simple kernel: one block per (token, head) does three passes over the visible keys --
 // scores (one warp per key) into a scratch row, exp and sum, then the weighted sum of values.
+// Rows are read as stored and widened to fp32 element by element (halves exactly, Q8_0 as
+// d * q), so every type runs the same fp32 math as kernels/cpu attention_ref.
+#include <cuda_fp16.h>
+
 #include <algorithm>
+#include <string>
+#include <tuple>
+#include <type_traits>
 
 #include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/quant_blocks.h"
 
 namespace specmoe::kernels::cuda {
 namespace detail {
 
 constexpr int kAttentionThreads = 128;
 
+// Bytes of n elements of a KV row type (n a multiple of 32 for Q8_0).
+template <DType T>
+__host__ __device__ constexpr int64_t kv_bytes(int64_t n) {
+  if constexpr (T == DType::F32) return 4 * n;
+  if constexpr (T == DType::F16) return 2 * n;
+  return n / 32 * 34;  // Q8_0: fp16 d, int8 qs[32]
+}
+
+// Element i of a row of type T, as fp32.
+template <DType T>
+__device__ __forceinline__ float kv_at(const uint8_t* row, int i) {
+  if constexpr (T == DType::F32) return reinterpret_cast<const float*>(row)[i];
+  if constexpr (T == DType::F16) return __half2float(reinterpret_cast<const __half*>(row)[i]);
+  const uint8_t* b = row + (i >> 5) * 34;
+  return load_half(b) * static_cast<float>(static_cast<int8_t>(b[2 + (i & 31)]));
+}
+
 // grid = (n_head, tokens in this chunk); token t = t0 + blockIdx.y.
-// q, out: [T, n_head, head_dim]; k, v rows r < n_past + T at r * kv_stride, KV head g at g * head_dim.
-// scores: [chunk tokens, n_head, n_kv] scratch. Dynamic shared memory: head_dim floats (scaled q).
-// window > 0: positions [n_past + T] (device) hide the keys window or more positions behind t.
-__global__ void attention_kernel(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t n_past,
-                                 int64_t T, int64_t t0, const uint8_t* allowed, int n_head, int group, int head_dim,
-                                 float scale, int window, const int32_t* positions, float softcap, float* scores,
-                                 float* out) {
+// q, out: [T, n_head, head_dim]; k, v rows r < n_past + T at r * k_pitch / v_pitch bytes, KV head
+// g at kv_bytes(g * head_dim) into a row. scores: [chunk tokens, n_head, n_kv] scratch. Dynamic
+// shared memory: head_dim floats (scaled q). window > 0: positions [n_past + T] (device) hide
+// the keys window or more positions behind t.
+template <DType KT, DType VT>
+__global__ void attention_kernel(const float* q, const uint8_t* k, const uint8_t* v, int64_t k_pitch, int64_t v_pitch,
+                                 int64_t n_past, int64_t T, int64_t t0, const uint8_t* allowed, int n_head, int group,
+                                 int head_dim, float scale, int window, const int32_t* positions, float softcap,
+                                 float* scores, float* out) {
   extern __shared__ float q_s[];
   const int h = blockIdx.x;
   const int64_t t = t0 + blockIdx.y;
@@ -33,8 +61,8 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
 
   float* s = scores + (static_cast<int64_t>(blockIdx.y) * n_head + h) * n_kv;
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, n_warps = blockDim.x / kWarp;
-  const float* kh = k + static_cast<int64_t>(kvh) * head_dim;
-  const float* vh = v + static_cast<int64_t>(kvh) * head_dim;
+  const uint8_t* kh = k + kv_bytes<KT>(static_cast<int64_t>(kvh) * head_dim);
+  const uint8_t* vh = v + kv_bytes<VT>(static_cast<int64_t>(kvh) * head_dim);
 
   // Pass 1: scores, one warp per key (lanes split the head dimension: coalesced reads of K).
   float local_max = -INFINITY;
@@ -44,9 +72,9 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
                          (window <= 0 || q_pos - positions[j] < window);
     float score = -INFINITY;
     if (visible) {  // warp-uniform (same j for all lanes)
-      const float* kr = kh + j * kv_stride;
+      const uint8_t* kr = kh + j * k_pitch;
       float acc = 0.0f;
-      for (int d = lane; d < head_dim; d += kWarp) acc += q_s[d] * kr[d];
+      for (int d = lane; d < head_dim; d += kWarp) acc += q_s[d] * kv_at<KT>(kr, d);
       score = warp_sum(acc);
       if (softcap > 0.0f) score = softcap * tanhf(score / softcap);  // Gemma 2's attention soft-capping
     }
@@ -73,9 +101,20 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
     float acc = 0.0f;
     for (int64_t j = 0; j < n_scan; ++j) {
       const float p = s[j];
-      if (p != 0.0f) acc += p * vh[j * kv_stride + d];  // skipping masked rows keeps 0 * inf out
+      if (p != 0.0f) acc += p * kv_at<VT>(vh + j * v_pitch, d);  // skipping masked rows keeps 0 * inf out
     }
     out[(t * n_head + h) * head_dim + d] = acc * inv_sum;
+  }
+}
+
+// Calls f(integral_constant<DType, T>) for a KV row type; false for any other type.
+template <typename F>
+bool dispatch_kv(DType type, F&& f) {
+  switch (type) {
+    case DType::F32: f(std::integral_constant<DType, DType::F32>{}); return true;
+    case DType::F16: f(std::integral_constant<DType, DType::F16>{}); return true;
+    case DType::Q8_0: f(std::integral_constant<DType, DType::Q8_0>{}); return true;
+    default: return false;
   }
 }
 
@@ -90,8 +129,18 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
   require(p.n_head % p.n_head_kv == 0, "attention",
           "n_head = " + std::to_string(p.n_head) + " is not a multiple of n_head_kv = " + std::to_string(p.n_head_kv));
   require(kv.n_past >= 0, "attention", "n_past < 0");
-  require(kv.kv_stride >= static_cast<int64_t>(p.n_head_kv) * p.head_dim, "attention",
-          "kv_stride = " + std::to_string(kv.kv_stride) + " is less than kv_dim = n_head_kv * head_dim");
+  const int64_t kv_dim = static_cast<int64_t>(p.n_head_kv) * p.head_dim;
+  for (const auto& [type, pitch, what] : {std::tuple{kv.k_type, kv.k_row_bytes, "key"},
+                                          std::tuple{kv.v_type, kv.v_row_bytes, "value"}}) {
+    const bool known = type == DType::F32 || type == DType::F16 || type == DType::Q8_0;
+    require(known, "attention", std::string(what) + " rows of type " + dtype_name(type) + ": KV rows are F32, F16 or Q8_0");
+    require(type != DType::Q8_0 || p.head_dim % 32 == 0, "attention",
+            std::string("Q8_0 ") + what + " rows need head_dim = " + std::to_string(p.head_dim) +
+                " to be a multiple of 32");
+    require(pitch >= row_bytes_of(type, kv_dim), "attention",
+            std::string(what) + " rows " + std::to_string(pitch) + " bytes apart hold fewer than kv_dim = " +
+                std::to_string(kv_dim) + " elements");
+  }
   // q_s (head_dim floats) must fit the 48 KiB of shared memory a launch gets without opt-in.
   require(p.head_dim <= 4096, "attention", "head_dim = " + std::to_string(p.head_dim) + " exceeds 4096");
   require(p.window >= 0, "attention", "window < 0");
@@ -116,9 +165,16 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
     const int64_t n = std::min(chunk, T - t0);
     const dim3 grid(static_cast<unsigned>(p.n_head), static_cast<unsigned>(n));
-    detail::attention_kernel<<<grid, detail::kAttentionThreads, smem, detail::stream_of(ctx)>>>(
-        q, kv.k, kv.v, kv.kv_stride, kv.n_past, T, t0, allowed, p.n_head, p.n_head / p.n_head_kv, p.head_dim,
-        p.scale, p.window, kv.positions, p.softcap, scores, out);
+    detail::dispatch_kv(kv.k_type, [&](auto kt) {
+      detail::dispatch_kv(kv.v_type, [&](auto vt) {
+        detail::attention_kernel<decltype(kt)::value, decltype(vt)::value>
+            <<<grid, detail::kAttentionThreads, smem, detail::stream_of(ctx)>>>(
+                q, static_cast<const uint8_t*>(kv.k), static_cast<const uint8_t*>(kv.v),
+                static_cast<int64_t>(kv.k_row_bytes), static_cast<int64_t>(kv.v_row_bytes), kv.n_past, T, t0, allowed,
+                p.n_head, p.n_head / p.n_head_kv, p.head_dim, p.scale, p.window, kv.positions, p.softcap, scores,
+                out);
+      });
+    });
     SPECMOE_CUDA_CHECK_LAUNCH();
   }
 }

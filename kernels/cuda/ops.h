@@ -88,9 +88,16 @@ void rope(Context& ctx, float* x, int64_t T, const int32_t* positions, const Rop
 // query head h reads KV head h / (n_head / n_head_kv). KVView (kernels/op_params.h) points at
 // device rows; row n_past + j is new token j, whose K/V must already be written there.
 
-// q, out: [T, n_head * head_dim] (must not alias). allowed: null = causal among the new tokens,
-// else a device [T, T] uint8 mask, allowed[i * T + j] != 0 lets new token i see new token j (tree
-// verification). With p.window > 0, kv.positions (device, [n_past + T]) limits every token to the
+// KV cache rows: `rows` rows of n floats (src, contiguous) written as rows of `type` dst_pitch
+// bytes apart: F32 copied, F16 rounded to nearest even, Q8_0 (n a multiple of 32) quantized as
+// kernels/cpu quantize_row does; the bytes equal the CPU's. The forward stores new keys and
+// values with it.
+void convert_rows(Context& ctx, const float* src, int64_t rows, int64_t n, DType type, void* dst, size_t dst_pitch);
+
+// q, out: [T, n_head * head_dim] (must not alias). K/V rows of kv.k_type / kv.v_type: F32, F16 or
+// Q8_0 (head_dim a multiple of 32), widened to fp32 element by element. allowed: null = causal
+// among the new tokens, else a device [T, T] uint8 mask, allowed[i * T + j] != 0 lets new token i
+// see new token j (tree verification). With p.window > 0, kv.positions (device, [n_past + T]) limits every token to the
 // keys less than `window` positions behind it. A token that sees nothing gets a zero output.
 // Decode is T = 1.
 // One block per (token, head); scores go to context scratch (tokens are processed in chunks so

@@ -3,7 +3,8 @@
 // achieved weight-read bandwidth (weight bytes per forward / time) next to a plain memory
 // bandwidth measurement (summing 1 GiB), plus the draft's forward and the target/draft greedy
 // agreement; the target with Q8_0 and Q4_K weights (end-to-end tokens/s per type); stories260K's
-// one-token forward (per-op overhead). Models are synthesized once into $TMPDIR/specmoe-bench (seed 1).
+// one-token forward (per-op overhead); decode at a 4096-token context with f32, f16 and q8_0 KV
+// caches (the target and a real model). Caches are the default f16 unless a benchmark says. Models are synthesized once into $TMPDIR/specmoe-bench (seed 1).
 //   ./build/tests/bench_forward                      (SPECMOE_THREADS=n to set threads)
 //   ./build/tests/bench_forward --benchmark_filter='TargetForward' --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
@@ -176,6 +177,67 @@ void BM_MemoryBandwidth(benchmark::State& state) {
   state.counters["threads"] = pool.n_threads();
 }
 BENCHMARK(BM_MemoryBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+
+// Decode at a long context with each KV cache type (llama.cpp's -ctk / -ctv): one-token forwards
+// at position `context` over a cache holding `context` tokens, on the synthetic target (model 0)
+// or, when $SPECMOE_MODELS (else ~/.cache/specmoe/models) has it, Qwen2.5-Coder-1.5B-Instruct
+// Q4_K_M (model 1). The cached rows are marked stored without a prefill (KVCache::append):
+// attention reads and multiplies every visible row whatever its values, so a step costs what it
+// costs after a real prompt of that length, without the minutes a 4096-token prefill takes on
+// two cores. kv_MB: cache bytes one step reads (every row's keys and values, every layer).
+//   ./build/tests/bench_forward --benchmark_filter=DecodeAtContext --benchmark_repetitions=3
+void BM_DecodeAtContext(benchmark::State& state) {
+  const int which = static_cast<int>(state.range(0));
+  const auto type = static_cast<DType>(state.range(1));
+  const int context = static_cast<int>(state.range(2));
+  std::string path;
+  if (which == 0) {
+    path = synth_path("target");
+  } else {
+    const char* env = std::getenv("SPECMOE_MODELS");
+    const char* home = std::getenv("HOME");
+    const auto dir = env && *env ? std::filesystem::path(env)
+                                 : std::filesystem::path(home ? home : "/nonexistent") / ".cache" / "specmoe" / "models";
+    path = (dir / "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf").string();
+    if (!std::filesystem::exists(path)) {
+      state.SkipWithError(("not found: " + path + " (scripts/fetch-models.sh)").c_str());
+      return;
+    }
+  }
+  LoadOptions o;
+  o.n_threads = bench_threads();
+  o.cache_types = {type, type};
+  auto m = Model::load(path, o);
+  state.SetLabel(std::string(which == 0 ? "synth target" : "Qwen2.5-Coder-1.5B Q4_K_M") + ", kv " +
+                 kv_cache_type_name(type));
+  KVCache kv = m->new_cache(context + 8);
+  std::vector<int32_t> positions(static_cast<size_t>(context));
+  std::iota(positions.begin(), positions.end(), 0);
+  kv.append(positions);
+  const int32_t one[1] = {3 + 'e'};
+  ForwardOptions last;
+  last.logits_all = false;
+  std::vector<int32_t> ids;
+  m->forward(one, kv, last).logits.argmax();  // pages the weights in
+  kv.truncate(context);
+  for (auto _ : state) {
+    ids = m->forward(one, kv, last).logits.argmax();
+    kv.truncate(context);
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.counters["tokens/s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["kv_MB"] = static_cast<double>(kv.bytes_per_token()) * context / 1e6;
+  state.counters["kv_B/token"] = static_cast<double>(kv.bytes_per_token());
+  state.counters["weight_MB"] = static_cast<double>(m->weight_bytes_per_token()) / 1e6;
+  state.counters["threads"] = m->backend().threads();
+}
+BENCHMARK(BM_DecodeAtContext)
+    ->ArgNames({"model", "kv", "context"})
+    ->ArgsProduct({{0, 1},
+                   {static_cast<int64_t>(DType::F32), static_cast<int64_t>(DType::F16), static_cast<int64_t>(DType::Q8_0)},
+                   {4096}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // Greedy agreement of draft with target (acceptance rate at temperature 0), measured once.
 void BM_TargetDraftAgreement(benchmark::State& state) {

@@ -8,6 +8,11 @@
 //   ./build/tests/bench_matmul --benchmark_filter='Q4_K'
 //   ./build/tests/bench_matmul --benchmark_filter='BM_Matmul/dtype:(6|7|10|11|20|23)/T:(1|8)/shape:0'
 //     (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS at 4096 x 4096; the label names the type)
+// BM_MatmulKernel: the micro-kernels with the weights hot in L2 (1536 x 128, the width of the
+// 1.5B target), one thread, per dtype, T = 1, 2, 4, 8, 16 and instruction set (0 scalar, 1 AVX2,
+// 2 AVX-512 VNNI where the CPU has it): multiply-adds per second when memory is not the limit,
+// i.e. what a T-token verify forward can overlap with its weight reads.
+//   ./build/tests/bench_matmul --benchmark_filter='Kernel.*dtype:12/'   (Q4_K)
 // The ratio time(T=8) / time(T=1) inside one run is the figure that matters for verification
 // (a (g+1)-token verify forward should cost about a 1-token forward); absolute rates on a busy
 // machine are noisy.
@@ -16,6 +21,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
@@ -89,6 +95,46 @@ void BM_Matmul(benchmark::State& state) {
   state.counters["threads"] = pool.n_threads();
 }
 
+// Weights that stay in L2 (random codes, one copy), x and y of T rows: the kernels' arithmetic.
+void BM_MatmulKernel(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t T = state.range(1);
+  const auto isa = static_cast<cpu::Isa>(state.range(2));
+  if (cpu::usable_isa(isa) != isa) {
+    state.SkipWithError("instruction set not available on this CPU");
+    return;
+  }
+  constexpr int64_t n_in = 1536, n_out = 128;
+  const size_t rb = dtype_row_bytes(type, n_in);
+  std::vector<uint8_t> bytes(rb * n_out);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  std::vector<float> row(n_in);
+  for (int64_t j = 0; j < n_out; ++j) {
+    for (auto& v : row) v = dist(rng);
+    cpu::quantize_row(type, row.data(), bytes.data() + j * rb, n_in);
+  }
+  const auto view = cpu::MatrixView::make(type, bytes.data(), n_in, n_out);
+  std::vector<float> x(static_cast<size_t>(T * n_in)), y(static_cast<size_t>(T * n_out));
+  for (auto& v : x) v = dist(rng) * 50.0f;
+  cpu::ThreadPool pool(1);
+  for (auto _ : state) {
+    cpu::matmul(pool, x.data(), T, view, y.data(), isa);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(std::string(dtype_name(type)) + " " + cpu::isa_name(isa));
+  state.counters["GMAC/s"] = benchmark::Counter(static_cast<double>(T) * n_in * n_out / 1e9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["us/token"] = benchmark::Counter(static_cast<double>(T) * 1e-6,
+                                                  benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+void kernel_args(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (int64_t T : {1, 2, 4, 8, 16})
+      for (int64_t isa : {1, 2}) b->Args({static_cast<int64_t>(t), T, isa});
+}
+
 void dtype_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K,
                   DType::Q5_K, DType::Q6_K, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q2_K, DType::Q3_K,
@@ -101,5 +147,6 @@ void dtype_args(benchmark::internal::Benchmark* b) {
 
 // Wall time: with threads > 1 the CPU time of the caller alone would understate the cost.
 BENCHMARK(BM_Matmul)->ArgNames({"dtype", "T", "shape"})->Apply(dtype_args)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MatmulKernel)->ArgNames({"dtype", "T", "isa"})->Apply(kernel_args)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

@@ -182,8 +182,10 @@ inline bool load_model(std::span<const uint8_t> bytes) {
   const std::string path = (scratch_dir() / kGgufName).string();
   write_file(path, bytes);
   std::unique_ptr<core::Model> m;
+  core::LoadOptions options;
+  options.n_threads = 1;
   try {
-    m = core::Model::load(path, core::LoadOptions{1});
+    m = core::Model::load(path, options);
   } catch (const Error& e) {
     check_names_input(e, kGgufName);
     return false;

@@ -1,7 +1,7 @@
 // The transformer forward on the CUDA backend (core/backend_cuda.cpp) against the CPU backend: the
 // published stories260K greedy output, CPU-vs-CUDA logits on synthetic llama / qwen2 / gpt2
-// models (F32, F16, Q8_0), batched = sequential, truncate + recompute, tree masks and keep(),
-// cache copies, early exit. GPU tests skip without a device (GTEST_SKIP), so the suite passes on
+// models (F32, F16, Q8_0), f16 and q8_0 KV caches, batched = sequential, truncate + recompute,
+// tree masks and keep(), cache copies, early exit. GPU tests skip without a device (GTEST_SKIP), so the suite passes on
 // CPU-only machines; the device-selection errors are tested everywhere.
 #include <gtest/gtest.h>
 
@@ -11,6 +11,8 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "core/environment.h"
 #include "base/error.h"
@@ -54,10 +56,14 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-std::unique_ptr<Model> load(const std::string& path, const std::string& device) {
+// F32 caches unless asked: the tolerances below are about summation orders, which rounding keys
+// and values to f16 / q8_0 would blur (the typed caches have their own test).
+std::unique_ptr<Model> load(const std::string& path, const std::string& device,
+                            KVCacheTypes types = {DType::F32, DType::F32}) {
   LoadOptions o;
   o.n_threads = 2;
   o.device = device;
+  o.cache_types = types;
   return Model::load(path, o);
 }
 
@@ -309,6 +315,50 @@ TEST(CudaModel, SynthQwen3Gemma3AndRopeScalingMatchTheCpu) {
   s.swa_pattern = 3;
   s.final_logit_softcap = 30.0f;
   compare_with_cpu(s, "cuda_gemma3_softcap.gguf", kRelF32);
+}
+
+// f16 and q8_0 caches on the GPU against the CPU with the same types: the device converts rows
+// to the same bytes as the CPU (convert_rows is bit-exact in the op harness) and attention widens
+// them the same way, so only the keys and values before rounding differ (summation order, ~1e-6
+// relative), which moves an element across a rounding boundary now and then: one f16 step
+// (2^-11 relative) or one q8_0 step (1/127 of its block's maximum) in a few elements, ~1e-4 of
+// the logit range at most through these small models; 1e-3 leaves 10x.
+TEST(CudaModel, TypedKVCachesMatchTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  for (const char* preset : {"tiny-256", "gemma3-tiny"}) {
+    const std::string path = scratch(std::string("cuda_kv_") + preset + ".gguf");
+    synth_write(preset, path, 42);
+    for (const KVCacheTypes& t : {KVCacheTypes{DType::F16, DType::F16}, KVCacheTypes{DType::Q8_0, DType::Q8_0},
+                                  KVCacheTypes{DType::F16, DType::Q8_0}}) {
+      const std::string what = fmt::format("{} K {} V {}", preset, kv_cache_type_name(t.k), kv_cache_type_name(t.v));
+      auto cpu = load(path, "cpu", t);
+      auto gpu = load(path, "cuda:0", t);
+      const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17, 64, 129, 11, 301, 58, 260};
+      KVCache kc = cpu->new_cache(32), kg = gpu->new_cache(32);
+      ASSERT_EQ(kg.layout(0).k_type, t.k);
+      std::vector<float> a, b;
+      cpu->forward(ids, kc).logits.to_host(a);
+      gpu->forward(ids, kg).logits.to_host(b);
+      expect_close(b, a, 1e-3, what + " prompt");
+      for (int32_t next : {65, 66, 300}) {
+        const int32_t one[1] = {next};
+        cpu->forward(one, kc).logits.to_host(a);
+        gpu->forward(one, kg).logits.to_host(b);
+        expect_close(b, a, 1e-3, what + " decode step");
+      }
+      // The device cache holds rows of the cache's type: a copy moves them bit for bit, and
+      // truncate + recompute on the device gives the same logits.
+      KVCache copy = kg;
+      EXPECT_EQ(copy.read_layer(0), kg.read_layer(0)) << what;
+      EXPECT_EQ(kg.read_layer(0).size(), kg.size() * (kg.k_row_bytes(0) + kg.v_row_bytes(0))) << what;
+      kg.truncate(17);
+      const int32_t one[1] = {65};
+      gpu->forward(one, kg).logits.to_host(a);
+      copy.truncate(17);
+      gpu->forward(one, copy).logits.to_host(b);
+      EXPECT_TRUE(same_bits(a, b)) << what;
+    }
+  }
 }
 
 TEST(CudaModel, SynthPhi3AndGemma2MatchTheCpu) {

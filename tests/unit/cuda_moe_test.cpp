@@ -64,6 +64,7 @@ std::unique_ptr<Model> load(const std::string& path, const std::string& device, 
   o.n_threads = 2;
   o.device = device;
   o.moe_capacity_factor = capacity_factor;
+  o.cache_types = {DType::F32, DType::F32};  // the tolerances are about summation orders, not KV rounding
   return Model::load(path, o);
 }
 

@@ -262,7 +262,7 @@ TEST_F(CudaOps, BadArgumentsThrowInvalidArgument) {
     EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
   }
   EXPECT_THROW(rope(ctx(), buf.ptr(), 1, nullptr, RopeParams{1, 8, 7}), Error);
-  EXPECT_THROW(attention(ctx(), buf.ptr(), 1, KVView{buf.ptr(), buf.ptr(), 8, 0}, nullptr,
+  EXPECT_THROW(attention(ctx(), buf.ptr(), 1, KVView::f32(buf.ptr(), buf.ptr(), 8, 0), nullptr,
                          AttentionParams{3, 2, 8, 1.0f}, buf.ptr() + 32), Error);
   EXPECT_THROW(sampling_distribution(ctx(), buf.ptr(), buf.ptr() + 32, 1, 8, SamplingConfig{1.0f, 0, 0.0f, 0.0f}),
                Error);

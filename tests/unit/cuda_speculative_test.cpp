@@ -108,6 +108,7 @@ std::unique_ptr<core::Model> load(const std::string& path, const std::string& de
   core::LoadOptions o;
   o.n_threads = 1;
   o.device = device;
+  o.cache_types = {DType::F32, DType::F32};  // CPU and GPU token agreement as recorded with f32 caches
   return core::Model::load(path, o);
 }
 

@@ -37,6 +37,9 @@ std::unique_ptr<core::Model> load(const std::string& path, const std::string& de
   core::LoadOptions o;
   o.n_threads = 1;
   o.device = device;
+  // F32 caches: the tree-vs-chain tolerances are about summation orders on the device, which
+  // rounding keys and values to f16 would turn into whole half steps.
+  o.cache_types = {DType::F32, DType::F32};
   return core::Model::load(path, o);
 }
 

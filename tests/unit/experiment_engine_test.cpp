@@ -230,6 +230,48 @@ TEST_F(ExperimentEngine, DraftWithAnotherVocabularyIsRejected) {
       << msg;
 }
 
+// [experiment] cache_type_k / cache_type_v reach every model and every report: report.json's
+// resolved config and environment, the Markdown report's environment table; the default is f16.
+// A type the target's heads cannot hold (q8_0 with tiny's heads of 16) stops the run before any
+// generation, naming the file and layer.
+TEST_F(ExperimentEngine, KvCacheTypesAreUsedAndRecorded) {
+  std::string t = replace(kToml, "synth = \"tiny\"\nseed = 9", "synth = \"tiny-256\"\nseed = 9");
+  t = replace(t, "synth = \"tiny-draft\"\nseed = 9", "synth = \"tiny-256\"\nseed = 10");
+  t = replace(t, "[sweep]\ntemperature = [0.0, 0.8]\n", "");
+  const std::string q8 = replace(t, "threads = 1\n", "threads = 1\ncache_type_k = \"q8_0\"\ncache_type_v = \"F32\"\n");
+  ASSERT_EQ(run_experiment(write_toml("kv_q8.toml", q8), options("kv_q8")), kRunOk);
+  ASSERT_EQ(run_experiment(write_toml("kv_def.toml", t), options("kv_def")), kRunOk);
+  const Report a = load_report_inputs((dir_ / "kv_q8").string()), b = load_report_inputs((dir_ / "kv_def").string());
+  EXPECT_EQ(a.experiment.config["experiment"]["cache_type_k"], "q8_0");
+  EXPECT_EQ(a.experiment.config["experiment"]["cache_type_v"], "f32");
+  EXPECT_EQ(a.environment["kv_cache"], "k q8_0, v f32");
+  EXPECT_EQ(b.experiment.config["experiment"]["cache_type_k"], "f16");
+  EXPECT_EQ(b.environment["kv_cache"], "k f16, v f16");
+  EXPECT_NE(a.experiment.config_hash, b.experiment.config_hash);
+  EXPECT_NE(read_file((dir_ / "kv_q8" / "report.md").string()).find("k q8_0, v f32"), std::string::npos);
+  // Greedy speculation over typed caches still reproduces the baseline token for token.
+  ASSERT_EQ(a.runs.size(), 4u);
+  for (const Report* r : {&a, &b})
+    for (const auto& run : r->runs) {
+      EXPECT_GT(run.n_generated, 0) << run.name;
+      if (run.kind != "autoregressive") {
+        EXPECT_TRUE(run.identical_to_baseline.value_or(false)) << run.name;
+      }
+    }
+
+  const std::string bad = replace(kToml, "threads = 1\n", "threads = 1\ncache_type_k = \"q8_0\"\n");
+  const std::string toml = write_toml("kv_bad.toml", bad);
+  try {
+    run_experiment(toml, options("kv_bad"));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("K cache type q8_0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("layer 0"), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "kv_bad" / "runs"));
+}
+
 // MT-bench's second turn: the target answers the first turn itself, greedily, and the measured
 // generation starts from the whole conversation in the chat template.
 TEST_F(ExperimentEngine, SecondTurnFollowsTheTargetsOwnGreedyAnswer) {

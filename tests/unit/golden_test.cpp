@@ -6,7 +6,9 @@
 // (drafted, accepted, steps) for every drafter with fixed seeds, on dense and MoE synth models of
 // every architecture and several tensor types, and on stories260K when ../shared/data is there.
 //
-// The file was written by this test from the code before the backend-seam refactor:
+// The file was written by this test from the code before the backend-seam refactor, with F32 KV
+// caches: its "kv_cache" says so, recorded_options pins them (the engine's default is f16 since)
+// and the test checks that the two agree:
 //   SPECMOE_WRITE_GOLDENS=tests/golden/cpu_goldens.json ./build/tests/test_golden
 // Regenerate it only when a change is meant to alter CPU outputs, and say so in the commit.
 #include <gtest/gtest.h>
@@ -180,14 +182,22 @@ json record_model(core::Model& target, core::Model* draft_model, int n_tokens) {
 
 std::string ppl6(double v) { return fmt::format("{:.6g}", v); }
 
+// How tests/golden/cpu_goldens.json was recorded: 2 threads and F32 KV caches (before f16 became
+// the default); pinned so the file stays bit-identical.
+core::LoadOptions recorded_options() {
+  core::LoadOptions lo;
+  lo.n_threads = 2;
+  lo.cache_types = {DType::F32, DType::F32};
+  return lo;
+}
+
 json record_all() {
   json all;
   const auto dir = testing::scratch_dir();
   for (const SynthCase& c : synth_cases()) {
     const std::string path = (dir / fmt::format("golden-{}-{}.gguf", c.name, getpid())).string();
     core::synth_write(c.spec, path, 7);
-    core::LoadOptions lo;
-    lo.n_threads = 2;
+    core::LoadOptions lo = recorded_options();
     auto target = core::Model::load(path, lo);
     std::unique_ptr<core::Model> draft;
     std::string draft_path;
@@ -206,9 +216,7 @@ json record_all() {
   }
   const auto stories = testing::data_path("models/stories260K.gguf");
   if (std::filesystem::exists(stories)) {
-    core::LoadOptions lo;
-    lo.n_threads = 2;
-    auto m = core::Model::load(stories.string(), lo);
+    auto m = core::Model::load(stories.string(), recorded_options());
     json j = record_model(*m, nullptr, 64);
     j["perplexity_ctx64"] = ppl6(core::compute_perplexity(*m, kPerplexityText, 64).perplexity);
     j["perplexity_ctx128"] = ppl6(core::compute_perplexity(*m, kPerplexityText + " " + kPerplexityText, 128).perplexity);
@@ -222,7 +230,9 @@ TEST(CpuGoldens, OutputsEqualTheRecordedOnes) {
   if (const char* out = std::getenv("SPECMOE_WRITE_GOLDENS")) {
     // One line per case, so that a regenerated file diffs by case.
     std::ofstream f(out);
-    f << "{\n\"synth\": {\n";
+    // The KV cache type the outputs were made with (recorded_options), checked on every read.
+    f << "{\n\"kv_cache\": " << json(core::kv_cache_type_name(recorded_options().cache_types.k)).dump()
+      << ",\n\"synth\": {\n";
     bool first = true;
     for (const auto& [name, j] : now["synth"].items()) {
       f << (first ? "" : ",\n") << json(name).dump() << ": " << j.dump();
@@ -236,6 +246,9 @@ TEST(CpuGoldens, OutputsEqualTheRecordedOnes) {
   std::ifstream in(golden_path());
   ASSERT_TRUE(in) << "missing " << golden_path();
   const json want = json::parse(in);
+  // Outputs depend on the cache type: the file says which one made it, and record_all uses it.
+  ASSERT_EQ(recorded_options().cache_types.k, recorded_options().cache_types.v);
+  EXPECT_EQ(want.value("kv_cache", ""), core::kv_cache_type_name(recorded_options().cache_types.k));
   ASSERT_TRUE(want.contains("synth"));
   ASSERT_EQ(want["synth"].size(), now["synth"].size());
   for (const auto& [name, j] : want["synth"].items()) {

@@ -72,7 +72,7 @@ float sum_order_tolerance(const float* x, const std::vector<float>& w_row, int64
 // q = round(x / d), d = amax / 127, so |x - d q| <= d / 2 per element. Returns B, or 0 for the
 // types and paths that multiply in float.
 int64_t act_block(DType type, cpu::Isa isa) {
-  if (cpu::usable_isa(isa) != cpu::Isa::Avx2) return 0;
+  if (cpu::usable_isa(isa) == cpu::Isa::Scalar) return 0;
   switch (type) {
     case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::IQ4_NL:
       return 32;
@@ -525,7 +525,7 @@ TEST(Attention, FastMatchesReferenceWithGqaAndMasks) {
         for (int64_t i = 0; i < c.T; ++i)
           for (int64_t j = 0; j <= i; ++j) allowed[i * c.T + j] = (j == i || j % 2 == 0);
       }
-      cpu::KVView kv{k.data(), v.data(), kvd, c.n_past};
+      const cpu::KVView kv = cpu::KVView::f32(k.data(), v.data(), kvd, c.n_past);
       cpu::AttentionParams p{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
       std::vector<float> ref(c.T * qd), fast(c.T * qd);
       const uint8_t* mask = custom ? allowed.data() : nullptr;
@@ -559,13 +559,13 @@ TEST(Attention, MaskedTokenIsInvisible) {
   const std::vector<uint8_t> allowed = {1, 0, 0, 1};
   std::vector<float> out(2 * n_head * d);
   cpu::ThreadPool pool(2);
-  cpu::attention(pool, q.data(), 2, cpu::KVView{k.data(), v.data(), kvd, n_past}, allowed.data(), p, out.data());
+  cpu::attention(pool, q.data(), 2, cpu::KVView::f32(k.data(), v.data(), kvd, n_past), allowed.data(), p, out.data());
   // Without token 0: copy the cache and token 1's row.
   std::vector<float> k2(k.begin(), k.begin() + n_past * kvd), v2(v.begin(), v.begin() + n_past * kvd);
   k2.insert(k2.end(), k.begin() + (n_past + 1) * kvd, k.end());
   v2.insert(v2.end(), v.begin() + (n_past + 1) * kvd, v.end());
   std::vector<float> alone(n_head * d);
-  cpu::attention(pool, q.data() + n_head * d, 1, cpu::KVView{k2.data(), v2.data(), kvd, n_past}, nullptr, p,
+  cpu::attention(pool, q.data() + n_head * d, 1, cpu::KVView::f32(k2.data(), v2.data(), kvd, n_past), nullptr, p,
                  alone.data());
   EXPECT_EQ(std::memcmp(alone.data(), out.data() + n_head * d, alone.size() * 4), 0);
 }
@@ -583,7 +583,7 @@ TEST(Attention, SlidingWindowMatchesReferenceAndHidesFarKeys) {
                                      1, 0, 1, 1, 0,   //
                                      1, 0, 1, 1, 1};
   const auto q = random_vec(T * qd, 71), k = random_vec(rows * kvd, 72), v = random_vec(rows * kvd, 73);
-  cpu::KVView kv{k.data(), v.data(), kvd, n_past, positions.data()};
+  const cpu::KVView kv = cpu::KVView::f32(k.data(), v.data(), kvd, n_past, positions.data());
   cpu::AttentionParams p{n_head, n_head_kv, d, 0.3f, 3};
   for (const uint8_t* mask : {static_cast<const uint8_t*>(nullptr), tree.data()}) {
     std::vector<float> ref(T * qd), fast(T * qd);
@@ -607,14 +607,14 @@ TEST(Attention, SlidingWindowMatchesReferenceAndHidesFarKeys) {
       const int64_t n = static_cast<int64_t>(k2.size()) / kvd;
       cpu::AttentionParams plain{n_head, n_head_kv, d, 0.3f};
       // The visible rows as a cache of n - 1 rows plus the token itself as the one new row.
-      cpu::attention_ref(q.data() + i * qd, 1, cpu::KVView{k2.data(), v2.data(), kvd, n - 1}, nullptr, plain,
+      cpu::attention_ref(q.data() + i * qd, 1, cpu::KVView::f32(k2.data(), v2.data(), kvd, n - 1), nullptr, plain,
                          alone.data());
       for (int64_t c = 0; c < qd; ++c) ASSERT_NEAR(alone[c], ref[i * qd + c], 1e-6) << i << " " << c;
     }
   }
   cpu::AttentionParams no_positions{n_head, n_head_kv, d, 0.3f, 3};
   std::vector<float> out(T * qd);
-  EXPECT_THROW(cpu::attention_ref(q.data(), T, cpu::KVView{k.data(), v.data(), kvd, n_past}, nullptr, no_positions,
+  EXPECT_THROW(cpu::attention_ref(q.data(), T, cpu::KVView::f32(k.data(), v.data(), kvd, n_past), nullptr, no_positions,
                                   out.data()),
                specmoe::Error);
 }
@@ -623,7 +623,7 @@ TEST(Attention, SingleVisibleKeyReturnsItsValue) {
   const auto q = random_vec(4, 41), k = random_vec(4, 42), v = random_vec(4, 43);
   cpu::AttentionParams p{1, 1, 4, 0.5f};
   std::vector<float> out(4);
-  cpu::attention_ref(q.data(), 1, cpu::KVView{k.data(), v.data(), 4, 0}, nullptr, p, out.data());
+  cpu::attention_ref(q.data(), 1, cpu::KVView::f32(k.data(), v.data(), 4, 0), nullptr, p, out.data());
   for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(out[i], v[i]);
 }
 

@@ -29,6 +29,14 @@ namespace {
 
 std::string scratch(const std::string& name) { return (scratch_dir() / name).string(); }
 
+// F32 KV caches everywhere here: the double-precision reference forward and exact routing
+// comparisons were written for unrounded keys and values.
+LoadOptions f32_caches() {
+  LoadOptions o;
+  o.cache_types = {DType::F32, DType::F32};
+  return o;
+}
+
 std::string write_preset(const std::string& preset, const std::string& file, DType type = DType::F32,
                          uint64_t seed = 42) {
   SynthSpec s = synth_spec(preset);
@@ -74,7 +82,7 @@ TEST(MoESynth, MixtralStyleFileHasLlamaCppLayoutAndLoads) {
   EXPECT_EQ(f->find_tensor("blk.0.ffn_gate.weight"), nullptr);
   EXPECT_EQ(f->find_tensor("blk.0.ffn_gate_shexp.weight"), nullptr);
 
-  auto m = Model::load(path);
+  auto m = Model::load(path, f32_caches());
   const ModelConfig& c = m->config();
   EXPECT_TRUE(c.is_moe());
   EXPECT_EQ(c.arch, Arch::Llama);
@@ -107,7 +115,7 @@ TEST(MoESynth, QwenMoEStyleFileHasLlamaCppLayoutAndLoads) {
   EXPECT_EQ(shape("blk.1.ffn_gate_inp_shexp.weight"), (std::vector<int64_t>{64}));
   EXPECT_EQ(shape("blk.1.attn_q.bias"), (std::vector<int64_t>{64}));
 
-  auto m = Model::load(path);
+  auto m = Model::load(path, f32_caches());
   const ModelConfig& c = m->config();
   EXPECT_EQ(c.arch, Arch::Qwen2Moe);
   EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
@@ -148,6 +156,7 @@ TEST(MoEForward, BatchedEqualsOneTokenForwards) {
   // dot product's order depends only on the row length), so the logits are bit-identical.
   for (const char* preset : {"moe-tiny", "qwen2moe-tiny"}) {
     LoadOptions o;
+    o.cache_types = {DType::F32, DType::F32};
     o.n_threads = 3;
     auto m = Model::load(write_preset(preset, std::string(preset) + "_batch.gguf"), o);
     KVCache a = m->new_cache(32), b = m->new_cache(32);
@@ -167,6 +176,7 @@ TEST(MoEForward, ThreadCountDoesNotChangeLogits) {
   std::vector<float> ref;
   for (int threads : {1, 2, 5}) {
     LoadOptions o;
+    o.cache_types = {DType::F32, DType::F32};
     o.n_threads = threads;
     auto m = Model::load(path, o);
     KVCache kv = m->new_cache(32);
@@ -182,7 +192,7 @@ TEST(MoEForward, ThreadCountDoesNotChangeLogits) {
 
 TEST(MoEForward, KOverrideChangesRouting) {
   const std::string path = write_preset("moe-tiny", "moe_k.gguf");
-  auto m = Model::load(path);
+  auto m = Model::load(path, f32_caches());
   ForwardStats last;
   auto run = [&](int k) {
     ForwardOptions o;
@@ -206,6 +216,7 @@ TEST(MoEForward, KOverrideChangesRouting) {
   EXPECT_THROW(run(5), Error);
   EXPECT_THROW(run(-1), Error);
   LoadOptions bad;
+  bad.cache_types = {DType::F32, DType::F32};
   bad.moe_k_override = 5;
   try {
     Model::load(path, bad);
@@ -218,9 +229,10 @@ TEST(MoEForward, KOverrideChangesRouting) {
   const std::string dense = scratch("moe_dense_tiny.gguf");
   synth_write("tiny", dense, 1);
   LoadOptions o;
+  o.cache_types = {DType::F32, DType::F32};
   o.moe_k_override = 1;
   EXPECT_THROW(Model::load(dense, o), Error);
-  auto d = Model::load(dense);
+  auto d = Model::load(dense, f32_caches());
   EXPECT_EQ(d->moe_k(), 0);
   EXPECT_EQ(d->moe_expert_bytes(0), 0u);
   KVCache dkv = d->new_cache(32);
@@ -236,7 +248,7 @@ TEST(MoEForward, KOverrideChangesRouting) {
 
 TEST(MoEForward, ExpertStatsMatchTheRouting) {
   const std::string path = write_preset("moe-tiny", "moe_stats.gguf");
-  auto m = Model::load(path);
+  auto m = Model::load(path, f32_caches());
   const int T = static_cast<int>(kIds.size()), L = m->config().n_layer, E = m->config().n_expert;
   KVCache kv = m->new_cache(32);
   // The model keeps no statistics: every forward returns its own routing, accumulated here.
@@ -288,6 +300,7 @@ TEST(MoEForward, CapacityFactorDropsAssignments) {
   const std::string path = write_preset("moe-tiny", "moe_capacity.gguf");
   auto run = [&](double cf, int64_t* dropped) {
     LoadOptions o;
+    o.cache_types = {DType::F32, DType::F32};
     o.moe_capacity_factor = cf;
     auto m = Model::load(path, o);
     KVCache kv = m->new_cache(32);
@@ -308,6 +321,7 @@ TEST(MoEForward, CapacityFactorDropsAssignments) {
   EXPECT_GE(d1, 3 * 10);
   EXPECT_FALSE(same_bits(dropless.data(), tight.data(), dropless.size()));
   LoadOptions bad;
+  bad.cache_types = {DType::F32, DType::F32};
   bad.moe_capacity_factor = std::nan("");
   EXPECT_THROW(Model::load(path, bad), Error);
 }
@@ -340,7 +354,7 @@ void rewrite(const std::string& src, const std::string& dst, const Edit& e) {
 
 void expect_load_error(const std::string& path, ErrorKind kind, const std::string& needle) {
   try {
-    Model::load(path);
+    Model::load(path, f32_caches());
     ADD_FAILURE() << "no throw for " << needle;
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), kind) << e.what();
@@ -399,7 +413,7 @@ TEST(MoELoad, RouterAndSizesFromMetadata) {
   sig.u32 = {{"llama.expert_gating_func", 2}, {"llama.expert_group_count", 2}, {"llama.expert_group_used_count", 1}};
   sig.f32 = {{"llama.expert_weights_scale", 2.5f}};
   rewrite(base, scratch("moe_meta_sigmoid.gguf"), sig);
-  auto m = Model::load(scratch("moe_meta_sigmoid.gguf"));
+  auto m = Model::load(scratch("moe_meta_sigmoid.gguf"), f32_caches());
   EXPECT_EQ(m->config().expert_gating, ExpertGating::Sigmoid);
   EXPECT_EQ(m->config().n_expert_group, 2);
   EXPECT_FLOAT_EQ(m->config().expert_weights_scale, 2.5f);
@@ -417,7 +431,7 @@ TEST(MoELoad, RouterAndSizesFromMetadata) {
   Edit no_ff;
   no_ff.drop_key = "qwen2moe.expert_feed_forward_length";
   rewrite(q, scratch("qwen2moe_meta_noff.gguf"), no_ff);
-  auto a = Model::load(q), b = Model::load(scratch("qwen2moe_meta_noff.gguf"));
+  auto a = Model::load(q, f32_caches()), b = Model::load(scratch("qwen2moe_meta_noff.gguf"), f32_caches());
   EXPECT_EQ(b->config().n_ff_expert, 64);
   KVCache ka = a->new_cache(32), kb = b->new_cache(32);
   std::vector<float> la, lb;

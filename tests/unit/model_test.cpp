@@ -96,10 +96,18 @@ void copy_gguf(const std::string& src, const std::string& dst, const GgufEdit& e
 
 std::string scratch(const std::string& name) { return (scratch_dir() / name).string(); }
 
-std::unique_ptr<Model> load_stories(int threads = 2) {
+// The forward's contracts and the references here were written for F32 KV caches (the published
+// stories260K text, reference-forward tolerances of 1e-6 of the logit range): every model of this
+// file keeps its keys and values in f32; tests/unit/kv_cache_types_test.cpp covers f16 and q8_0.
+LoadOptions f32_caches(int threads = 0) {
   LoadOptions o;
   o.n_threads = threads;
-  return Model::load(data_path(kStories).string(), o);
+  o.cache_types = {DType::F32, DType::F32};
+  return o;
+}
+
+std::unique_ptr<Model> load_stories(int threads = 2) {
+  return Model::load(data_path(kStories).string(), f32_caches(threads));
 }
 
 }  // namespace
@@ -261,7 +269,7 @@ TEST(Stories260K, EarlyExitEqualsAModelWithFewerLayers) {
     GgufEdit e;
     e.keep_layers = L;
     copy_gguf(data_path(kStories).string(), path, e);
-    auto small = Model::load(path);
+    auto small = Model::load(path, f32_caches());
     ASSERT_EQ(small->config().n_layer, L);
     KVCache k1 = m->new_cache(16), k2 = small->new_cache(16);
     std::vector<float> a, b;
@@ -348,7 +356,7 @@ TEST(ModelLoad, ErrorsNameTheFileAndTensor) {
   synth_write("tiny", base, 1);
   auto expect_error = [](const std::string& path, ErrorKind kind, const std::string& needle) {
     try {
-      Model::load(path);
+      Model::load(path, f32_caches());
       ADD_FAILURE() << "no throw for " << needle;
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), kind) << e.what();
@@ -382,7 +390,7 @@ namespace {
 void check_against_reference(const SynthSpec& spec, const std::string& file, double rel_tol = 1e-4) {
   const std::string path = scratch(file);
   synth_write(spec, path, 42);
-  auto m = Model::load(path);
+  auto m = Model::load(path, f32_caches());
   const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
   KVCache kv = m->new_cache(32);
   std::vector<float> logits;
@@ -439,7 +447,7 @@ TEST(Architectures, Qwen3MatchesReference) {
   // QK-norm per head, no QKV biases, heads of 32 while n_embd / n_head is 16.
   const SynthSpec s = synth_spec("qwen3-tiny");
   check_against_reference(s, "arch_qwen3.gguf");
-  auto m = Model::load(scratch("arch_qwen3.gguf"));
+  auto m = Model::load(scratch("arch_qwen3.gguf"), f32_caches());
   EXPECT_EQ(m->config().arch, Arch::Qwen3);
   EXPECT_EQ(m->config().head_dim, 32);
   EXPECT_TRUE(m->config().qk_norm);
@@ -457,7 +465,7 @@ TEST(Architectures, Gemma3MatchesReference) {
   SynthSpec s = synth_spec("gemma3-tiny");
   check_against_reference(s, "arch_gemma3.gguf");
   {
-    auto m = Model::load(scratch("arch_gemma3.gguf"));
+    auto m = Model::load(scratch("arch_gemma3.gguf"), f32_caches());
     const ModelConfig& c = m->config();
     EXPECT_EQ(c.n_swa, 4);
     EXPECT_EQ(c.swa_pattern, 6);
@@ -481,7 +489,7 @@ TEST(Architectures, Gemma3WindowHoldsInTreesAndSingleTokenSteps) {
   // must see exactly the rows a batch sees (bit for bit, as for llama above).
   const std::string path = scratch("arch_gemma3_tree.gguf");
   synth_write("gemma3-tiny", path, 7);
-  auto m = Model::load(path);
+  auto m = Model::load(path, f32_caches());
   const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3};
   KVCache a = m->new_cache(32), b = m->new_cache(32);
   std::vector<float> batched;
@@ -531,7 +539,7 @@ TEST(Architectures, Llama3RopeFactorsMatchReference) {
     for (const auto& t : f->tensors()) w.add_tensor(t.name, t.type, t.ne, std::span<const uint8_t>(t.data, t.nbytes));
     w.write(with_keys);
   }
-  auto a = Model::load(with_tensor), b = Model::load(with_keys);
+  auto a = Model::load(with_tensor, f32_caches()), b = Model::load(with_keys, f32_caches());
   const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
   KVCache ka = a->new_cache(16), kb = b->new_cache(16);
   std::vector<float> la, lb;
@@ -545,7 +553,7 @@ TEST(Architectures, Llama3RopeFactorsMatchReference) {
   GgufEdit plain;
   plain.drop_tensor = "rope_freqs.weight";
   copy_gguf(with_tensor, scratch("arch_llama3_plain.gguf"), plain);
-  auto c = Model::load(scratch("arch_llama3_plain.gguf"));
+  auto c = Model::load(scratch("arch_llama3_plain.gguf"), f32_caches());
   KVCache kc = c->new_cache(16);
   std::vector<float> lc;
   c->forward(ids, kc).logits.to_host(lc);
@@ -561,7 +569,7 @@ TEST(Architectures, Phi3FusedProjectionsAndLongRopeMatchReference) {
   // reference given the same context, and the two differ.
   const std::string path = scratch("arch_phi3.gguf");
   synth_write("phi3-tiny", path, 42);
-  auto m = Model::load(path);
+  auto m = Model::load(path, f32_caches());
   const ModelConfig& c = m->config();
   EXPECT_EQ(c.arch, Arch::Phi3);
   EXPECT_TRUE(c.ffn_gate_up_fused);
@@ -600,7 +608,7 @@ TEST(Architectures, Gemma2SoftCappingAndWindowsMatchReference) {
   // base; attention scores capped at 2 and logits at 5 (tight enough to bite on random weights).
   SynthSpec s = synth_spec("gemma2-tiny");
   check_against_reference(s, "arch_gemma2.gguf");
-  auto m = Model::load(scratch("arch_gemma2.gguf"));
+  auto m = Model::load(scratch("arch_gemma2.gguf"), f32_caches());
   const ModelConfig& c = m->config();
   EXPECT_EQ(c.arch, Arch::Gemma2);
   EXPECT_FALSE(c.qk_norm);
@@ -619,7 +627,7 @@ TEST(Architectures, Gemma2SoftCappingAndWindowsMatchReference) {
   s.attn_logit_softcap = 0.0f;
   s.final_logit_softcap = 0.0f;
   check_against_reference(s, "arch_gemma2_defaults.gguf");
-  auto d = Model::load(scratch("arch_gemma2_defaults.gguf"));
+  auto d = Model::load(scratch("arch_gemma2_defaults.gguf"), f32_caches());
   EXPECT_FLOAT_EQ(d->config().attn_logit_softcap, 50.0f);
   EXPECT_FLOAT_EQ(d->config().final_logit_softcap, 30.0f);
   EXPECT_EQ(d->config().n_swa, 4);

@@ -21,6 +21,7 @@
 #include "draft/model_drafter.h"
 #include "draft/ngram_drafter.h"
 #include "draft/registry.h"
+#include "kernels/cpu/quant.h"
 #include "lossless.h"
 #include "test_data.h"
 #include "verify/autoregressive.h"
@@ -274,23 +275,39 @@ TEST_F(SpeculativeTest, StopsAtEosLikeTheBaseline) {
   }
 }
 
-// |a - b| <= 1e-5 + 1e-4 |b|: the same arithmetic but a different batch split (prefill and
-// verification batches vs one token at a time) may change the matmul's accumulation order.
+// Rows [0, n) of layer l's keys (or values) as floats, whatever the cache's element types.
+std::vector<float> layer_rows(const core::KVCache& kv, int l, bool values, int n) {
+  const std::vector<uint8_t> bytes = kv.read_layer(l);
+  const core::KVLayerLayout& L = kv.layout(l);
+  const size_t kb = kv.k_row_bytes(l), vb = kv.v_row_bytes(l);
+  const int w = values ? L.v_width : L.k_width;
+  std::vector<float> out(static_cast<size_t>(n) * w);
+  for (int t = 0; t < n; ++t)
+    kernels::cpu::dequantize_row(values ? L.v_type : L.k_type,
+                                 bytes.data() + (values ? kv.size() * kb + t * vb : t * kb), out.data() + t * w, w);
+  return out;
+}
+
+// The caches' first n_tokens rows of every layer, byte for byte (keys and values of any cache
+// type), and their positions.
 void expect_cache_equal(const core::KVCache& a, const core::KVCache& b, int n_tokens, int n_layers) {
   ASSERT_GE(a.size(), n_tokens);
   ASSERT_GE(b.size(), n_tokens);
+  ASSERT_EQ(a.layout(0), b.layout(0));
   double max_abs = 0.0;
+  for (int t = 0; t < n_tokens; ++t) EXPECT_EQ(a.position(t), b.position(t));
   for (int l = 0; l < n_layers; ++l)
-    for (int t = 0; t < n_tokens; ++t) {
-      EXPECT_EQ(a.position(t), b.position(t));
-      for (int i = 0; i < a.kv_dim(); ++i) {
-        // Bit for bit: the CPU kernels compute a token's keys and values the same way whether it
-        // came in a batch of g+1 or alone (kernels/cpu/ops.h, determinism contract).
-        const float ka = a.k(l, t)[i], kb = b.k(l, t)[i], va = a.v(l, t)[i], vb = b.v(l, t)[i];
-        ASSERT_EQ(std::memcmp(&ka, &kb, sizeof ka), 0) << "layer " << l << " token " << t << ": " << ka << " vs " << kb;
-        ASSERT_EQ(std::memcmp(&va, &vb, sizeof va), 0) << "layer " << l << " token " << t << ": " << va << " vs " << vb;
-        max_abs = std::max(max_abs, static_cast<double>(std::abs(kb)));
-      }
+    for (bool values : {false, true}) {
+      // Bit for bit: the CPU kernels compute a token's keys and values the same way whether it
+      // came in a batch of g+1 or alone (kernels/cpu/ops.h, determinism contract), and equal
+      // floats convert to equal cache rows whatever the cache's type.
+      const std::vector<uint8_t> ba = a.read_layer(l), bb = b.read_layer(l);
+      const size_t row = values ? a.v_row_bytes(l) : a.k_row_bytes(l);
+      const size_t off_a = values ? a.size() * a.k_row_bytes(l) : 0, off_b = values ? b.size() * b.k_row_bytes(l) : 0;
+      for (int t = 0; t < n_tokens; ++t)
+        ASSERT_EQ(std::memcmp(ba.data() + off_a + t * row, bb.data() + off_b + t * row, row), 0)
+            << "layer " << l << (values ? " value" : " key") << " row of token " << t;
+      for (float x : layer_rows(b, l, values, n_tokens)) max_abs = std::max(max_abs, static_cast<double>(std::abs(x)));
     }
   EXPECT_GT(max_abs, 0.01) << "the caches should hold real keys, not zeros";
 }

@@ -1,0 +1,100 @@
+// The instruction-set paths of the CPU kernels agree bit for bit: the AVX-512 + VNNI kernels
+// reproduce the AVX2 ones exactly (kernels/cpu/simd_avx512.h), so a model gives the same tokens,
+// logits and goldens on an AVX2 machine and on an AVX-512 one. Every weight dtype, awkward token
+// counts (every remainder of the 8-token groups and of the 64-token tiles) and row counts, codes
+// from quantized floats and from random bytes (every code value, the integer kernels' extreme
+// pair sums). Skipped where the CPU has no AVX-512 VNNI; the op harness (test_backend_ops) checks
+// the same kernels against the references through the CPU backend.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/dtype.h"
+
+namespace cpu = specmoe::kernels::cpu;
+using specmoe::DType;
+
+namespace {
+
+const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,   DType::Q4_1,
+                        DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::Q4_K,
+                        DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
+
+std::vector<float> random_vec(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Weight rows of `type`: quantized from N(0, 0.5^2) floats, or (raw) random bytes with every fp16
+// scale field set to a sane value, so every code value occurs.
+std::vector<uint8_t> weight_bytes(DType type, int64_t n_in, int64_t n_out, uint32_t seed, bool raw) {
+  const size_t rb = specmoe::dtype_row_bytes(type, n_in);
+  std::vector<uint8_t> bytes(rb * n_out);
+  if (!raw) {
+    const std::vector<float> w = random_vec(static_cast<size_t>(n_in * n_out), seed, 0.5f);
+    for (int64_t j = 0; j < n_out; ++j) cpu::quantize_row(type, w.data() + j * n_in, bytes.data() + j * rb, n_in);
+    return bytes;
+  }
+  std::mt19937 rng(seed);
+  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  // Re-quantize a random float row's scale fields in: quantize_row writes a valid block; keeping
+  // its scale bytes and randomizing the rest gives valid scales with arbitrary codes.
+  std::vector<uint8_t> valid(rb);
+  const std::vector<float> w = random_vec(static_cast<size_t>(n_in), seed + 1, 0.5f);
+  cpu::quantize_row(type, w.data(), valid.data(), n_in);
+  const auto& info = specmoe::dtype_info(type);
+  std::vector<size_t> halves;  // byte offsets of the fp16 fields inside a block
+  switch (type) {
+    case DType::Q8_0: case DType::Q4_0: case DType::Q5_0: case DType::IQ4_NL: case DType::IQ4_XS: halves = {0}; break;
+    case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: halves = {0, 2}; break;
+    case DType::Q6_K: halves = {208}; break;
+    case DType::Q2_K: halves = {80, 82}; break;
+    case DType::Q3_K: halves = {108}; break;
+    default: return weight_bytes(type, n_in, n_out, seed, false);  // float types: no codes
+  }
+  for (size_t blk = 0; blk < bytes.size() / info.block_bytes; ++blk)
+    for (size_t off : halves) std::memcpy(&bytes[blk * info.block_bytes + off], &valid[off], 2);
+  return bytes;
+}
+
+}  // namespace
+
+TEST(KernelIsa, Avx512MatchesAvx2BitForBit) {
+  if (cpu::usable_isa(cpu::Isa::Avx512) != cpu::Isa::Avx512) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  cpu::ThreadPool pool(2);
+  for (DType type : kTypes) {
+    const int64_t block = specmoe::dtype_info(type).block_size;
+    const std::vector<int64_t> n_ins = block == 1 ? std::vector<int64_t>{17, 256} : std::vector<int64_t>{block, 3 * block};
+    for (bool raw : {false, true})
+      for (int64_t n_in : n_ins)
+        for (int64_t n_out : {1, 3, 17, 67})
+          for (int64_t T : {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 64, 65, 70}) {
+            SCOPED_TRACE(testing::Message() << specmoe::dtype_name(type) << (raw ? " raw" : "") << " n_in=" << n_in
+                                            << " n_out=" << n_out << " T=" << T);
+            const std::vector<uint8_t> bytes = weight_bytes(type, n_in, n_out, static_cast<uint32_t>(n_in + n_out), raw);
+            const auto view = cpu::MatrixView::make(type, bytes.data(), n_in, n_out);
+            const std::vector<float> x = random_vec(static_cast<size_t>(T * n_in), static_cast<uint32_t>(T), 1.0f);
+            std::vector<float> y2(T * n_out, NAN), y5(T * n_out, NAN);
+            cpu::matmul(pool, x.data(), T, view, y2.data(), cpu::Isa::Avx2);
+            cpu::matmul(pool, x.data(), T, view, y5.data(), cpu::Isa::Avx512);
+            bool nonzero = false;
+            for (float v : y2) nonzero = nonzero || v != 0.0f;
+            ASSERT_TRUE(nonzero);
+            ASSERT_EQ(std::memcmp(y2.data(), y5.data(), y2.size() * sizeof(float)), 0);
+          }
+  }
+}
+
+TEST(KernelIsa, BestIsaIsUsable) {
+  const cpu::Isa best = cpu::best_isa();
+  EXPECT_EQ(cpu::usable_isa(best), best);
+  EXPECT_STRNE(cpu::isa_name(best), "");
+  EXPECT_EQ(cpu::usable_isa(cpu::Isa::Scalar), cpu::Isa::Scalar);
+}
