@@ -16,9 +16,9 @@
 //    in a block: everything else is small integers);
 //  - get_rows_ref returns the dequantized rows and rejects ids outside [0, rows);
 //  - with finite weights and activations whose products sum far below FLT_MAX, matmul_ref is
-//    finite and every matmul path (scalar, AVX2 float, AVX2 integer with 8-bit activations) is
-//    within the bound kernels_test proves for it; other weights may give NaN or infinities,
-//    never a crash;
+//    finite and every matmul path (scalar, AVX2 float, AVX2 integer with 8-bit activations,
+//    AVX-512) is within the bound kernels_test proves for it, and AVX-512 equals AVX2 bit for
+//    bit; other weights may give NaN or infinities, never a crash;
 //  - quantizing finite rows of moderate range gives finite values within twice the largest
 //    magnitude of each block's input.
 #pragma once
@@ -52,7 +52,7 @@ inline std::vector<size_t> fp16_scale_offsets(DType t) {
 // The block size of the 8-bit activations the AVX2 integer path multiplies with (0: that path
 // multiplies in float), as kernels/cpu/ops.h documents it.
 inline int64_t act_block_of(DType type, kernels::cpu::Isa isa) {
-  if (kernels::cpu::usable_isa(isa) != kernels::cpu::Isa::Avx2) return 0;
+  if (kernels::cpu::usable_isa(isa) == kernels::cpu::Isa::Scalar) return 0;  // Avx512 multiplies as Avx2
   switch (type) {
     case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::IQ4_NL:
       return 32;
@@ -212,10 +212,16 @@ inline Outcome run_quant(std::span<const uint8_t> bytes) {
       if (bounded(t, j))
         SPECMOE_FUZZ_CHECK(std::isfinite(ref[t * n_out + j]), what + ": matmul_ref of bounded weights is not finite");
   static cpu::ThreadPool pool(2);
-  for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2}) {
+  std::vector<float> y_avx2;
+  for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
     if (cpu::usable_isa(isa) != isa) continue;
     std::vector<float> y(ref.size(), -7.0f);
     cpu::matmul(pool, x.data(), T, view, y.data(), isa);
+    // kernels/cpu/ops.h: the AVX-512 kernels give the AVX2 results bit for bit, NaN included.
+    if (isa == cpu::Isa::Avx2) y_avx2 = y;
+    if (isa == cpu::Isa::Avx512 && !y_avx2.empty())
+      SPECMOE_FUZZ_CHECK(std::memcmp(y.data(), y_avx2.data(), y.size() * sizeof(float)) == 0,
+                         what + ": matmul (avx512) differs from matmul (avx2)");
     for (int64_t t = 0; t < T; ++t)
       for (int64_t j = 0; j < n_out; ++j) {
         if (!bounded(t, j)) continue;
