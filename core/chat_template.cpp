@@ -308,9 +308,14 @@ std::string suggestion() {
   return fmt::format("use 'none' for the raw text or name a format: {}", join(renderable_chat_formats()));
 }
 
-// The start of a template for messages: its first line, cut at 60 bytes.
+// The start of a template for messages: its first line, cut at 60 bytes, never inside a UTF-8
+// sequence (the message goes into --json output, which must stay valid UTF-8; fuzz_chat_template
+// found a DeepSeek template whose 60th byte was inside a full-width bar).
 std::string excerpt(std::string_view t) {
-  std::string_view line = t.substr(0, std::min(t.find('\n'), size_t{60}));
+  size_t cut = std::min(t.find('\n'), size_t{60});
+  if (cut < t.size())
+    while (cut > 0 && (static_cast<unsigned char>(t[cut]) & 0xC0) == 0x80) --cut;
+  std::string_view line = t.substr(0, cut);
   return std::string(line) + (line.size() < t.size() ? "..." : "");
 }
 

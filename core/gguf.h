@@ -131,8 +131,11 @@ class GGUFWriter {
   void add_tensor_f32(const std::string& name, DType type, std::vector<int64_t> ne, std::span<const float> values);
 
   void write(const std::string& path) const;  // throws Error(Io) naming the path
+  // The same file image in memory (fuzz targets and tests that build GGUF bytes without a file).
+  std::vector<uint8_t> bytes() const;
 
  private:
+  std::vector<uint8_t> header() const;  // header, metadata, tensor infos and padding
   struct Tensor {
     std::string name;
     DType type;

@@ -241,8 +241,11 @@ void GGUFFile::parse(bool with_tensors) {
     if (!a->is_integer())
       throw_error(ErrorKind::Format, "{}: metadata key 'general.alignment' has type {}, expected UINT32", path_,
                   gguf_type_name(a->type));
-    if (a->i <= 0 || a->i > kMaxAlignment || (a->i & (a->i - 1)) != 0)
-      throw_error(ErrorKind::Format, "{}: general.alignment {} is not a power of two in [1, 2^30]", path_, a->i);
+    // The GGUF specification: "it must be a multiple of 8". Smaller alignments put F16/F32 data
+    // and block scales at odd addresses, which the kernels read as uint16_t and float
+    // (misaligned loads, undefined behaviour; found by fuzz_model).
+    if (a->i < 8 || a->i > kMaxAlignment || (a->i & (a->i - 1)) != 0)
+      throw_error(ErrorKind::Format, "{}: general.alignment {} is not a power of two in [8, 2^30]", path_, a->i);
     alignment_ = static_cast<size_t>(a->i);
   }
   if (!with_tensors) return;

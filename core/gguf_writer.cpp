@@ -151,8 +151,8 @@ void GGUFWriter::set_i32_array(const std::string& key, const std::vector<int32_t
 }
 
 void GGUFWriter::set_alignment(uint32_t a) {
-  if (a == 0 || (a & (a - 1)) != 0)
-    throw_error(ErrorKind::InvalidArgument, "GGUF writer: alignment {} is not a power of two", a);
+  if (a < 8 || (a & (a - 1)) != 0)
+    throw_error(ErrorKind::InvalidArgument, "GGUF writer: alignment {} is not a power of two >= 8 (GGUF: a multiple of 8)", a);
   alignment_ = a;
   set_u32("general.alignment", a);
 }
@@ -196,7 +196,7 @@ void GGUFWriter::add_tensor_f32(const std::string& name, DType type, std::vector
   add_tensor(name, type, std::move(ne), bytes);
 }
 
-void GGUFWriter::write(const std::string& path) const {
+std::vector<uint8_t> GGUFWriter::header() const {
   std::vector<uint8_t> head;
   put<uint32_t>(head, 0x46554747);  // "GGUF"
   put<uint32_t>(head, 3);
@@ -217,6 +217,20 @@ void GGUFWriter::write(const std::string& path) const {
     offset = align_up(offset + t.bytes.size(), alignment_);
   }
   head.resize(align_up(head.size(), alignment_), 0);
+  return head;
+}
+
+std::vector<uint8_t> GGUFWriter::bytes() const {
+  std::vector<uint8_t> out = header();
+  for (const auto& t : tensors_) {
+    put_bytes(out, t.bytes.data(), t.bytes.size());
+    out.resize(align_up(out.size(), alignment_), 0);
+  }
+  return out;
+}
+
+void GGUFWriter::write(const std::string& path) const {
+  const std::vector<uint8_t> head = header();
 
   std::string tmp = path + ".tmp-XXXXXX";
   const int fd = mkstemp(tmp.data());

@@ -178,6 +178,12 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   c.n_ctx_train = r.get("context_length", std::nullopt);
   c.n_embd = r.get("embedding_length", std::nullopt);
   c.n_layer = r.get("block_count", std::nullopt);
+  // Checked now, not only in validate(): the architecture readers below size per-layer arrays
+  // by it (a block_count of 2^31 - 1 made gemma's sliding-window flags a 2 GiB allocation; found
+  // by fuzz_model).
+  if (c.n_layer < 1 || c.n_layer > kMaxLayers)
+    throw_error(ErrorKind::Format, "{}: n_layer is {} (must be 1 to {}): metadata key '{}'", file.path(), c.n_layer,
+                kMaxLayers, r.key("block_count"));
   c.n_ff = r.get("feed_forward_length", 0);
   c.n_head = r.get("attention.head_count", std::nullopt);
   c.n_head_kv = r.get("attention.head_count_kv", c.n_head);

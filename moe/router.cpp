@@ -1,5 +1,6 @@
 #include "moe/router.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/error.h"
@@ -25,9 +26,16 @@ std::vector<int64_t> Routing::tokens_per_expert() const {
 
 int64_t expert_capacity(double capacity_factor, int T, int k, int E) {
   if (E <= 0) throw_error(ErrorKind::InvalidArgument, "expert_capacity: n_expert must be > 0");
+  if (std::isnan(capacity_factor))
+    throw_error(ErrorKind::InvalidArgument, "expert_capacity: the capacity factor is NaN");
   // The product is computed in double; ceil of an exact integer stays exact for the sizes used
-  // (T * k < 2^53).
-  return static_cast<int64_t>(std::ceil(capacity_factor * T * k / E));
+  // (T * k < 2^53). A batch holds T * k assignments, so a larger capacity drops nothing: the
+  // clamp to [0, T * k] changes no routing and keeps the conversion defined for any factor
+  // (1e300 or infinity would overflow int64_t).
+  const double all = static_cast<double>(T) * k;
+  const double cap = std::ceil(capacity_factor * T * k / E);
+  if (!(cap > 0.0)) return 0;
+  return static_cast<int64_t>(std::min(cap, all));
 }
 
 void apply_capacity(Routing& r, double capacity_factor) {

@@ -33,7 +33,9 @@ struct Routing {
   std::vector<int64_t> tokens_per_expert() const;
 };
 
-// Switch Transformer capacity (Fedus et al. 2021, eq. 3): capacity = ceil(cf * T * k / E).
+// Switch Transformer capacity (Fedus et al. 2021, eq. 3): capacity = ceil(cf * T * k / E),
+// clamped to [0, T * k] (the batch's assignments; any larger capacity drops nothing). Throws
+// Error(InvalidArgument) for E <= 0 or a NaN factor.
 int64_t expert_capacity(double capacity_factor, int T, int k, int E);
 
 // Drops assignments beyond each expert's capacity. Assignments are taken in token order and,

@@ -13,15 +13,26 @@ BUILD_DIR=${BUILD_DIR:-build-asan}
 JOBS=${JOBS:-2}
 SANITIZERS=${SANITIZERS:-address,undefined}
 
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECMOE_CUDA=OFF \
+# Ninja for a new build folder: CMake's Makefiles build the targets named on one command line one
+# after another (.NOTPARALLEL), and each test executable is one source file, so with make the
+# test build ran on one core whatever JOBS said. A folder configured before keeps its generator.
+generator=()
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B "$BUILD_DIR" "${generator[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECMOE_CUDA=OFF \
   -DSPECMOE_SANITIZE="$SANITIZERS" -DSPECMOE_FUZZ=OFF
 # Tests only: benchmarks are not run by ctest, so building them would only cost time.
 # SANITIZE_TARGETS (space-separated test executables) limits the build to a subset.
 if [ -n "${SANITIZE_TARGETS:-}" ]; then
   targets=$SANITIZE_TARGETS
 else
-  targets=$(cmake --build "$BUILD_DIR" --target help | sed -n 's/^\.\.\. \(test_[A-Za-z0-9_]*\).*/\1/p')
-  targets="$targets $(cmake --build "$BUILD_DIR" --target help | sed -n 's/^\.\.\. \(specmoe\)$/\1/p')"
+  # Make lists targets as "... name", Ninja as "name: rule".
+  targets=$(cmake --build "$BUILD_DIR" --target help |
+    sed -n -e 's/^\.\.\. \(test_[A-Za-z0-9_]*\).*/\1/p' -e 's/^\(test_[A-Za-z0-9_]*\): .*/\1/p' \
+      -e 's/^\.\.\. \(specmoe\)$/\1/p' -e 's/^\(specmoe\): .*/\1/p' | sort -u | tr '\n' ' ')
 fi
 # shellcheck disable=SC2086
 cmake --build "$BUILD_DIR" -j"$JOBS" --target $targets

@@ -7,7 +7,11 @@
 #      through `specmoe slurm`, including a cancelled task and its recovery; 35-55 s on 2 cores,
 #      installing slurm-wlm and munge when missing). SPECMOE_SKIP_SLURM=1 skips it;
 #   4. builds the suite with AddressSanitizer + UndefinedBehaviorSanitizer into build-asan/ and
-#      runs it again (scripts/sanitize.sh). SPECMOE_SKIP_SANITIZE=1 skips this pass.
+#      runs it again (scripts/sanitize.sh). SPECMOE_SKIP_SANITIZE=1 skips this pass;
+#   5. a fuzz smoke: installs clang (scripts/install-deps.sh --fuzz), builds the libFuzzer targets
+#      into build-fuzz/ and runs each for SPECMOE_FUZZ_SECONDS (default 30) on its seeds and
+#      regression inputs, two at a time (scripts/fuzz.sh); any crash, leak, timeout, OOM or
+#      oracle failure fails CI and is left in build-fuzz/findings/. SPECMOE_SKIP_FUZZ=1 skips it.
 # Environment: SPECMOE_CUDA (AUTO/ON/OFF, default AUTO), SPECMOE_CUDA_ARCHS (default 90 here,
 # one architecture to keep CI's compile time down), JOBS (default: nproc),
 # SPECMOE_FAIL_ON_MISSING (default 1): CI has ../shared/data beside the clone and builds the CLI,
@@ -40,6 +44,12 @@ fi
 if [ "${SPECMOE_SKIP_SANITIZE:-0}" != 1 ]; then
   JOBS=$JOBS SANITIZE_TARGETS="${SANITIZE_TARGETS:-test_gguf test_quant test_dtype test_tokenizer test_model_config test_sampling test_rng test_experiment_spec test_experiment_prompts test_chat_template test_json_output test_run_recovery}" \
     scripts/sanitize.sh
+fi
+if [ "${SPECMOE_SKIP_FUZZ:-0}" != 1 ]; then
+  scripts/install-deps.sh --fuzz
+  fuzz_start=$(date +%s)
+  JOBS=2 BUILD_JOBS=$JOBS scripts/fuzz.sh "${SPECMOE_FUZZ_SECONDS:-30}"
+  echo "scripts/fuzz.sh took $(($(date +%s) - fuzz_start)) s"
 fi
 # The closing summary of the main suite, repeated last so CI logs end on it.
 ctest --test-dir build -j"$JOBS" 2>&1 | tail -n 3

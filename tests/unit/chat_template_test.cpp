@@ -160,6 +160,22 @@ TEST(ChatTemplate, ResolvesAutoNoneAndNames) {
   error_of([] { render_chat("chatglm3", {}, true); });
 }
 
+// Found by fuzz_chat_template (tests/regression/chat_template/excerpt-cut-inside-utf8.bin): the
+// excerpt of an unrecognised template in the error was cut at 60 bytes, inside a three-byte
+// character, and the message (which --json output carries) was no longer UTF-8. Every cut
+// position: 57 ASCII bytes and then full-width bars put byte 60 at each offset of a character.
+TEST(ChatTemplate, UnknownTemplateExcerptStaysUtf8) {
+  for (int lead = 55; lead <= 60; ++lead) {
+    std::string tmpl(static_cast<size_t>(lead), 'x');
+    for (int i = 0; i < 8; ++i) tmpl += "\xef\xbd\x9c";  // U+FF5C FULLWIDTH VERTICAL LINE
+    tmpl += " {{ messages | my_filter }}";
+    const std::string msg = error_of([&] { resolve_chat_template("auto", tmpl, "m.gguf"); });
+    EXPECT_NE(msg.find("not one of the chat formats"), std::string::npos) << msg;
+    EXPECT_NO_THROW((void)nlohmann::json(msg).dump()) << "lead " << lead << ": " << msg;  // strict UTF-8
+    EXPECT_NE(msg.find(std::string(static_cast<size_t>(lead), 'x')), std::string::npos) << msg;
+  }
+}
+
 TEST(ChatTemplate, GenerationPromptAndRoles) {
   const std::vector<ChatMessage> one = {{"user", "hi"}};
   EXPECT_EQ(render_chat("chatml", one, false), "<|im_start|>user\nhi<|im_end|>\n");

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 #include "base/error.h"
@@ -504,7 +505,41 @@ TEST(GGUFWriter, RoundTripsEveryTensorTypeByteExact) {
   EXPECT_EQ(p.ne, (std::vector<int64_t>{4, 1, 2, 64}));
   EXPECT_EQ(p.rows(), 128);
   EXPECT_EQ(std::memcmp(p.data, vals.data(), vals.size() * 4), 0);
+
+  // The in-memory image is the file, byte for byte, and opens the same.
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<uint8_t> file_bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<uint8_t> image = w.bytes();
+  EXPECT_EQ(image, file_bytes);
+  auto m = GGUFFile::open_memory(image, "image.gguf");
+  EXPECT_EQ(m->tensors().size(), f->tensors().size());
+  EXPECT_EQ(m->tensor("plain").rows(), 128);
   std::remove(path.c_str());
+}
+
+// Found by fuzz_model (tests/regression/model/alignment-below-8-misaligned-f16.gguf): an
+// alignment of 1, 2 or 4 was accepted, so F16 data could sit at an odd address and the F16
+// dequantizer loaded uint16_t from it (undefined behaviour). The GGUF specification requires a
+// multiple of 8; the reader refuses less, naming the file, and the writer never writes less.
+TEST(GGUFReader, RefusesAnAlignmentBelowEight) {
+  for (int64_t a : {1, 2, 4, 8, 16}) {
+    GGUFWriter w;
+    GGUFValue v;
+    v.type = GGUFType::UINT32;
+    v.i = a;
+    w.set_value("general.alignment", v);  // the key only: the writer still pads to 32
+    const std::vector<float> vals = {1.0f, 2.0f};
+    w.add_tensor_f32("t", DType::F16, {2}, vals);
+    if (a < 8) {
+      expect_error(w.bytes(), ErrorKind::Format, fmt::format("general.alignment {} is not a power of two in [8, 2^30]", a));
+    } else {
+      auto f = GGUFFile::open_memory(w.bytes(), "aligned.gguf");
+      EXPECT_EQ(f->alignment(), static_cast<size_t>(a));
+    }
+  }
+  GGUFWriter w;
+  EXPECT_THROW(w.set_alignment(4), Error);
+  EXPECT_NO_THROW(w.set_alignment(8));
 }
 
 TEST(GGUFWriter, RejectsBadTensorsAndUnwritablePath) {

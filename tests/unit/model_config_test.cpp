@@ -423,6 +423,18 @@ TEST(ModelConfig, InvalidFilesAreRejected) {
   }
 }
 
+// Found by fuzz_model (tests/regression/model/gemma3-block-count-2g.gguf): the layer count was
+// range-checked only after the gemma readers had sized their per-layer sliding-window flags by
+// it, so a block_count of 2^31 - 1 was a 2 GiB allocation (and a loop as long) before the error.
+TEST(ModelConfig, HugeLayerCountIsRefusedBeforeAnyPerLayerArray) {
+  for (const char* arch : {"gemma2", "gemma3", "llama"}) {
+    GGUFWriter w = base(arch);
+    w.set_u32(std::string(arch) + ".block_count", 0x7fffffffu);
+    w.set_u32(std::string(arch) + ".attention.sliding_window", 512);
+    expect_error(w, ErrorKind::Format, "n_layer is 2147483647 (must be 1 to 1024)");
+  }
+}
+
 TEST(ModelConfig, MissingRequiredKey) {
   // base() sets block_count; build the same header without it.
   GGUFWriter w;

@@ -105,6 +105,28 @@ TEST(Capacity, SwitchFormula) {
   EXPECT_EQ(expert_capacity(2.0, 1, 1, 8), 1);    // ceil(0.25)
 }
 
+// Found by fuzz_router (tests/regression/router/capacity-factor-1e300.bin): a factor whose
+// capacity overflows int64_t was converted unchecked (undefined behaviour; --moe-capacity 1e300
+// reached it). Capacities are clamped to the batch's T * k assignments, and NaN is refused.
+TEST(Capacity, HugeFactorsClampToTheBatchAndNaNIsRefused) {
+  EXPECT_EQ(expert_capacity(1e300, 17, 2, 8), 34);
+  EXPECT_EQ(expert_capacity(std::numeric_limits<double>::infinity(), 3, 2, 4), 6);
+  EXPECT_EQ(expert_capacity(1e-300, 3, 2, 4), 1);  // ceil of a tiny positive share: one slot
+  EXPECT_EQ(expert_capacity(-2.0, 3, 2, 4), 0);
+  EXPECT_THROW(expert_capacity(std::numeric_limits<double>::quiet_NaN(), 3, 2, 4), Error);
+
+  // A huge factor routes as dropless does.
+  SoftmaxTopKRouter limited(4, 2, true), dropless(4, 2, true);
+  limited.set_capacity_factor(1e300);
+  const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 0.5f, 3.0f, 0.0f, 1.0f, -2.0f, 0.2f, 0.3f, 0.4f, 0.5f};
+  Routing a, b;
+  limited.route(logits.data(), nullptr, 3, a);
+  dropless.route(logits.data(), nullptr, 3, b);
+  EXPECT_EQ(a.expert, b.expert);
+  EXPECT_EQ(a.weight, b.weight);
+  EXPECT_EQ(a.n_dropped_assignments, 0);
+}
+
 TEST(Capacity, DropsExactlyTheAssignmentsBeyondCapacityInTokenOrder) {
   // E = 3, T = 4, k = 2, capacity_factor 0.75 -> capacity ceil(0.75 * 4 * 2 / 3) = 2.
   //   t0: (0, 1)  kept, kept          expert loads after: {1, 1, 0}

@@ -1,0 +1,101 @@
+// Fuzz entry point of whole models (target fuzz_model): a GGUF file through Model::load (the
+// ModelConfig of its architecture, every tensor bound against it, the tokenizer, the backend),
+// then short forwards on whatever weights it holds. Shared by tests/fuzz/model_fuzz.cpp and the
+// regression replay (tests/unit/fuzz_regression_test.cpp); contract as in fuzz_entry.h.
+//
+// Oracles for a model that loaded:
+//  - a forward on a small cache never throws: whatever the file holds was checked at load, so
+//    ids in the vocabulary and positions in the context must run;
+//  - logits have the size asked for;
+//  - a token's logits are the same computed in a batch of three and one token at a time (the
+//    determinism contract of kernels/cpu/ops.h: NaN only where the other side is NaN too);
+//  - a tree batch, an early exit, the MoE k override and a cache rollback run.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "fuzz_entry.h"
+
+namespace specmoe::fuzz {
+
+inline constexpr const char* kModelName = "fuzz-model.gguf";
+
+// a and b equal as the determinism contract promises: the same float, or both NaN.
+inline bool same_logit(float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
+inline std::vector<float> forward_logits(core::Model& m, core::KVCache& kv, const core::Batch& batch,
+                                         const core::ForwardOptions& options = {}) {
+  std::vector<float> out;
+  m.forward(batch, kv, options).logits.to_host(out);
+  return out;
+}
+
+inline void exercise_model(core::Model& m) {
+  const core::ModelConfig& c = m.config();
+  const size_t V = static_cast<size_t>(c.n_vocab);
+  (void)m.weight_bytes_per_token();
+  for (int l = 0; l < c.n_layer; ++l) (void)m.moe_expert_bytes(l);
+
+  // Three tokens: the first id, the second and the last (the embedding's last row).
+  const int n_ctx = std::min(8, c.n_ctx_train);
+  const std::vector<int32_t> tokens = {0, std::min(1, c.n_vocab - 1), c.n_vocab - 1};
+  const size_t n = std::min<size_t>(tokens.size(), static_cast<size_t>(n_ctx));
+  const std::span<const int32_t> chain(tokens.data(), n);
+
+  core::KVCache batched = m.new_cache(n_ctx);
+  const std::vector<float> all = forward_logits(m, batched, core::Batch(chain));
+  SPECMOE_FUZZ_CHECK(all.size() == n * V, "a batched forward wrote the wrong logits size");
+
+  core::KVCache stepped = m.new_cache(n_ctx);
+  for (size_t t = 0; t < n; ++t) {
+    const std::vector<float> one = forward_logits(m, stepped, core::Batch(chain.subspan(t, 1)));
+    SPECMOE_FUZZ_CHECK(one.size() == V, "a one-token forward wrote the wrong logits size");
+    for (size_t v = 0; v < V; ++v)
+      SPECMOE_FUZZ_CHECK(same_logit(one[v], all[t * V + v]),
+                         fmt::format("token {}'s logit {} differs between a batch of {} ({}) and one token at a time "
+                                     "({})", t, v, n, all[t * V + v], one[v]));
+  }
+
+  // A tree of three nodes under the cached chain (two siblings), where the cache has room.
+  if (stepped.size() + 3 <= stepped.capacity()) {
+    const int32_t tree_tokens[] = {tokens[2], tokens[0], tokens[1]};
+    const int32_t parents[] = {-1, 0, 0};
+    core::Batch tree(tree_tokens);
+    tree.parents = parents;
+    const std::vector<float> tl = forward_logits(m, stepped, tree);
+    SPECMOE_FUZZ_CHECK(tl.size() == 3 * V, "a tree forward wrote the wrong logits size");
+    stepped.truncate(static_cast<int>(n));
+  }
+  // Early exit halfway, last-token logits only, and (MoE) one expert per token.
+  if (stepped.size() < stepped.capacity()) {
+    core::ForwardOptions early;
+    early.exit_layer = c.n_layer / 2;
+    early.logits_all = false;
+    if (c.is_moe()) early.moe_k = 1;
+    const int32_t one[] = {tokens[1]};
+    SPECMOE_FUZZ_CHECK(forward_logits(m, stepped, core::Batch(one), early).size() == V,
+                       "an early-exit forward wrote the wrong logits size");
+  }
+}
+
+inline Outcome run_model(std::span<const uint8_t> bytes) {
+  // Model::load takes a path (it memory-maps the file), so the bytes go through a scratch file.
+  const std::string path = (scratch_dir() / kModelName).string();
+  write_file(path, bytes);
+  std::unique_ptr<core::Model> m;
+  try {
+    m = core::Model::load(path, core::LoadOptions{1});
+  } catch (const Error& e) {
+    check_names_input(e, kModelName);
+    return Outcome::Rejected;
+  }
+  try {
+    exercise_model(*m);
+  } catch (const Error& e) {
+    throw OracleFailure(std::string("a loaded model failed to run: ") + e.what());
+  }
+  return Outcome::Accepted;
+}
+
+}  // namespace specmoe::fuzz
