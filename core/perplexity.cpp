@@ -4,12 +4,14 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "core/kl_divergence.h"
 #include "core/model.h"
 
 namespace specmoe::core {
 
 PerplexityResult compute_perplexity(Model& model, const std::string& text, int ctx,
-                                    const std::function<void(int, double)>& on_chunk) {
+                                    const std::function<void(int, double)>& on_chunk,
+                                    LogProbWriter* save_log_probs) {
   if (ctx < 4) throw_error(ErrorKind::InvalidArgument, "--ctx {} is too small (need at least 4)", ctx);
   const Tokenizer& tok = model.tokenizer();
   const bool add_bos = tok.add_bos_by_default() && tok.bos() >= 0;
@@ -25,6 +27,7 @@ PerplexityResult compute_perplexity(Model& model, const std::string& text, int c
   result.n_tokens = n;
   result.n_chunks = n / ctx;
 
+  if (save_log_probs) save_log_probs->begin(ctx, n_vocab, tokens, result.n_chunks);
   KVCache kv = model.new_cache(ctx);
   std::vector<float> logits;
   std::vector<int32_t> chunk(ctx), positions(ctx);
@@ -37,6 +40,7 @@ PerplexityResult compute_perplexity(Model& model, const std::string& text, int c
     if (add_bos) chunk[0] = tok.bos();
     kv.clear();
     model.forward(Batch(chunk, positions), kv).logits.to_host(logits);
+    if (save_log_probs) save_log_probs->add_chunk(c, logits);
     for (int i = first; i <= ctx - 2; ++i) {
       // log softmax of row i evaluated at the next token, in double for a stable sum.
       const float* row = &logits[static_cast<size_t>(i) * n_vocab];
@@ -51,6 +55,7 @@ PerplexityResult compute_perplexity(Model& model, const std::string& text, int c
     result.chunk_ppl.push_back(running);
     if (on_chunk) on_chunk(c, running);
   }
+  if (save_log_probs) save_log_probs->finish();
   result.mean_nll = nll_sum / result.n_scored;
   result.perplexity = std::exp(result.mean_nll);
   return result;

@@ -10,6 +10,7 @@
 namespace specmoe::core {
 
 class Model;
+class LogProbWriter;  // core/kl_divergence.h
 
 struct PerplexityResult {
   double perplexity = 0.0;
@@ -22,8 +23,11 @@ struct PerplexityResult {
 
 // Throws Error(InvalidArgument) when the text has fewer than 2 * ctx tokens, naming both numbers.
 // on_chunk (optional) is called after each chunk with (chunk index, running perplexity).
+// save_log_probs (optional) receives every chunk's scored positions in llama.cpp's
+// log-probability format (the base of a later KL-divergence run, specmoe's or llama.cpp's).
 PerplexityResult compute_perplexity(Model& model, const std::string& text, int ctx,
-                                    const std::function<void(int, double)>& on_chunk = {});
+                                    const std::function<void(int, double)>& on_chunk = {},
+                                    LogProbWriter* save_log_probs = nullptr);
 
 // The text llama.cpp's tools read from `-f FILE` (common/arg.cpp): the file's bytes less one
 // trailing '\n' ("a\n\n" -> "a\n", "a\r\n" -> "a\r", "a" unchanged). `specmoe perplexity -f`

@@ -24,6 +24,13 @@ new tensor types and architectures (`specmoe synth`, written to a scratch folder
     last-bit differences into different roundings of whole activation blocks, layer after layer,
     so a few hundred scored tokens move by tenths of a percent between two correct kernels;
     this column shows how far llama.cpp itself moves.
+  * with --kld, the distributions themselves rather than their perplexity: llama-perplexity
+    writes its log-probabilities (--kl-divergence-base, f32 cache) on the first text and context,
+    and specmoe (`specmoe perplexity --kl-divergence`, f32 cache) and llama.cpp's non-repacked
+    kernels (--no-repack) are each compared with them on the same tokens: mean and 99th-percentile
+    KL divergence, the fraction of positions with the same argmax, the RMS change of the correct
+    token's probability. specmoe's own file is read back by llama-perplexity too (the format
+    both ways). Reported; a failure to read or write either file fails.
 
 Prints a Markdown table (also written with -o FILE) and exits 1 when a bound is exceeded or the
 chunk counts or tokens differ.
@@ -31,7 +38,7 @@ chunk counts or tokens differ.
   usage: scripts/conformance.py [--quick] [--ctx 128 512] [--texts DIR] [--models NAME...]
                                 [--synth PRESET...] [--files GGUF...] [--no-real] [--no-synth]
                                 [--only-texts prose code zh] [--greedy] [--llama-spread]
-                                [--no-perplexity] [-o FILE.md] [--json FILE] [--cache FILE]
+                                [--kld] [--no-perplexity] [-o FILE.md] [--json FILE] [--cache FILE]
                                 [-t THREADS]
 Environment: LLAMA_BIN (default ~/.cache/specmoe-peer/llama.cpp/build/bin), SPECMOE_MODELS
 (default ~/.cache/specmoe/models), SPECMOE (default build/specmoe).
@@ -235,6 +242,74 @@ def specmoe_perplexity(model, text, ctx, kv, threads, kv_flags):
     return float(m.group(1)), int(c.group(1))
 
 
+def parse_kld(log):
+    """KLD statistics from llama-perplexity's --kl-divergence summary or specmoe's key: value lines."""
+    pats = {
+        "ppl": [r"Mean PPL\(Q\)\s*:\s*([0-9.]+)", r"^ppl: ([0-9.]+)"],
+        "ppl_base": [r"Mean PPL\(base\)\s*:\s*([0-9.]+)", r"^ppl_base: ([0-9.]+)"],
+        "kld_mean": [r"Mean\s+KLD:\s*(-?[0-9.]+)", r"^kld_mean: (-?[0-9.]+)"],
+        "kld_p99": [r"99\.0%\s+KLD:\s*(-?[0-9.]+)", r"^kld_p99: (-?[0-9.]+)"],
+        "kld_max": [r"Maximum KLD:\s*(-?[0-9.]+)", r"^kld_max: (-?[0-9.]+)"],
+        "p_diff_rms": [r"RMS Δp\s*:\s*([0-9.]+)", r"^p_diff_rms: ([0-9.]+)%"],
+        "same_top": [r"Same top p:\s*([0-9.]+)", r"^same_top: ([0-9.]+)%"],
+    }
+    out = {}
+    for key, alternatives in pats.items():
+        for pat in alternatives:
+            m = re.search(pat, log, re.M)
+            if m:
+                out[key] = float(m.group(1))
+                break
+    return out if len(out) == len(pats) else None
+
+
+def llama_kld(model, text, ctx, threads, base, write, extra=()):
+    """llama-perplexity writing (write=True) or comparing with the log-probability file `base`."""
+    cmd = [llama_tool("llama-perplexity"), "-m", model, "-c", str(ctx), "-t", str(threads),
+           "--kl-divergence-base", base] + LLAMA_KV_FLAGS["f32"] + list(extra)
+    cmd += ["-f", text] if write else ["--kl-divergence"]
+    for attempt in range(6):  # the logger can lose its last lines at exit (see llama_perplexity)
+        rc, out, err = run(cmd, nice=True)
+        if rc != 0:
+            break
+        if write and os.path.getsize(base) > 20:
+            return None
+        stats = parse_kld(out + err)
+        if not write and stats:
+            return stats
+    raise RuntimeError(f"llama-perplexity failed ({' '.join(cmd)}):\n{(out + err)[-2000:]}")
+
+
+def specmoe_kld(model, text, ctx, threads, base, write):
+    cmd = [SPECMOE, "perplexity", "-m", model, "-t", str(threads), "--kl-divergence-base", base,
+           "-ctk", "f32", "-ctv", "f32"]
+    cmd += ["-f", text, "-c", str(ctx)] if write else ["--kl-divergence"]
+    rc, out, err = run(cmd, nice=True)
+    stats = None if write else parse_kld(out)
+    if rc != 0 or (not write and not stats):
+        raise RuntimeError(f"specmoe perplexity failed ({' '.join(cmd)}):\n{out[-1000:]}{err[-2000:]}")
+    return stats
+
+
+def kld_rows(label, path, text, ctx, threads, scratch, cache, mkey, tkey, spec_key, llama_key):
+    """specmoe and llama.cpp --no-repack against llama.cpp's log-probabilities; specmoe's file read by llama.cpp."""
+    key = f"kld|{spec_key}|{llama_key}|{mkey}|{tkey}|{ctx}"
+    if cache.get(key) is None:
+        base_l = os.path.join(scratch, "llama.kld")
+        base_s = os.path.join(scratch, "specmoe.kld")
+        llama_kld(path, text, ctx, threads, base_l, write=True)
+        row = {"specmoe": specmoe_kld(path, text, ctx, threads, base_l, write=False),
+               "llama_no_repack": llama_kld(path, text, ctx, threads, base_l, write=False, extra=["--no-repack"])}
+        specmoe_kld(path, text, ctx, threads, base_s, write=True)
+        row["llama_vs_specmoe_base"] = llama_kld(path, text, ctx, threads, base_s, write=False)
+        for f in (base_l, base_s):
+            os.remove(f)
+        cache.put(key, row)
+    row = dict(cache.get(key))
+    row.update({"model": label, "ctx": ctx})
+    return row
+
+
 def llama_ids(model, path, plain):
     flags = ["--no-parse-special"] if plain else []
     rc, out, err = run([llama_tool("llama-tokenize"), "-m", model, "-f", path, "--ids", "--log-disable"] + flags)
@@ -381,6 +456,8 @@ def main():
                     help="real models, f32 KV, first text and context: also run llama-perplexity --no-repack "
                          "(the same arithmetic in llama.cpp's other kernels) and report how far llama.cpp moves "
                          "from itself")
+    ap.add_argument("--kld", action="store_true",
+                    help="also compare the distributions (KL divergence) with llama.cpp's on the first text and context")
     ap.add_argument("--no-perplexity", action="store_true")
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("-o", "--output", help="write the Markdown table here too")
@@ -425,7 +502,7 @@ def main():
     spec_key = file_key(SPECMOE)
     llama_key = file_key(os.path.join(LLAMA_BIN, "llama-perplexity"))
     failures = []
-    tok_rows, ppl_rows, greedy_rows = [], [], {}
+    tok_rows, ppl_rows, greedy_rows, kld_table = [], [], {}, []
     for label, path, synthetic in models:
         mkey = sha256_bytes(open(path, "rb").read()) if synthetic else file_key(path)
         bos = adds_bos(path, scratch)
@@ -473,6 +550,17 @@ def main():
                                         f"llama.cpp {lp} ({lc} chunks), {rel * 100:+.3f}%")
                     print(f"  {label} {tname} ctx {ctx} KV {skv}/{lkv}: {sp:.4f} vs {lp:.4f} ({rel * 100:+.3f}%) "
                           f"chunks {sc}/{lc} [{time.time() - t0:.0f}s]", file=sys.stderr)
+        if args.kld and text_names:
+            tname = text_names[0]
+            tkey = sha256_bytes(open(texts[tname], "rb").read())
+            t0 = time.time()
+            row = kld_rows(label, path, texts[tname], ctxs[0], args.threads, scratch, cache, mkey, tkey,
+                           spec_key, llama_key)
+            row["text"] = tname
+            kld_table.append(row)
+            print(f"  {label} {tname} ctx {ctxs[0]} KLD specmoe {row['specmoe']['kld_mean']:.6f}, "
+                  f"llama.cpp --no-repack {row['llama_no_repack']['kld_mean']:.6f} [{time.time() - t0:.0f}s]",
+                  file=sys.stderr)
         if args.greedy and not synthetic:
             greedy_rows[label] = greedy_agreement(path, greedy_prompts(), args.greedy_tokens, args.threads,
                                                   scratch, "f32", spec_kvs)
@@ -494,6 +582,18 @@ def main():
             lines.append(f"| {r['model']} | {r['text']} | {r['ctx']} | {r['kv_specmoe']} / {r['kv_llama']} | "
                          f"{r['specmoe']:.4f} | {r['llama']:.4f} | {r['rel'] * 100:+.3f}% | "
                          f"{r['chunks_specmoe']} / {r['chunks_llama']} | {bound} | {spread} |")
+        lines.append("")
+    if kld_table:
+        lines += ["| model | text | ctx | against llama.cpp's log-probabilities (f32 KV) | mean KLD | 99% KLD | "
+                  "same top | RMS Δp | PPL / PPL(base) |",
+                  "|---|---|---:|---|---:|---:|---:|---:|---:|"]
+        for r in kld_table:
+            for who, name in (("specmoe", "specmoe"), ("llama_no_repack", "llama.cpp --no-repack"),
+                              ("llama_vs_specmoe_base", "llama.cpp against specmoe's file")):
+                k = r[who]
+                lines.append(f"| {r['model']} | {r['text']} | {r['ctx']} | {name} | {k['kld_mean']:.6f} | "
+                             f"{k['kld_p99']:.6f} | {k['same_top']:.2f}% | {k['p_diff_rms']:.3f}% | "
+                             f"{k['ppl'] / k['ppl_base'] - 1:+.3%} |")
         lines.append("")
     if tok_rows:
         lines += ["| model | tokenization (tokens; texts as llama-perplexity reads them, varied as a chat prompt) |",
@@ -523,7 +623,7 @@ def main():
             f.write(table + "\n")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"perplexity": ppl_rows, "tokenization": tok_rows, "greedy": greedy_rows}, f, indent=1)
+            json.dump({"perplexity": ppl_rows, "tokenization": tok_rows, "greedy": greedy_rows, "kld": kld_table}, f, indent=1)
     for msg in failures:
         print(f"FAIL {msg}", file=sys.stderr)
     return 1 if failures else 0
