@@ -52,6 +52,14 @@ inline __m256i dot_u8_i8(__m256i w, __m256i a) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1));
 }
 
+// Issues a prefetch for every 64-byte line of rows [j0, j1).
+inline void prefetch_rows(const MatrixView& w, int64_t j0, int64_t j1) {
+  for (int64_t j = j0; j < j1; ++j) {
+    const char* row = reinterpret_cast<const char*>(w.row(j));
+    for (size_t off = 0; off < w.row_bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T0);
+  }
+}
+
 // Runs Kernel<G>::run(row, activations of G tokens, blocks per row, out) over rows [j0, j1) and
 // all T tokens in groups of up to kGroup, so each weight block is unpacked once per group.
 template <class Act, template <int> class Kernel>
@@ -60,14 +68,13 @@ void rows_with(const MatrixView& w, const uint8_t* acts, size_t act_stride, int6
   const int64_t nb = w.n_in / block;
   const Act* ap[kGroup];
   float r[kGroup];
+  prefetch_rows(w, j0, std::min(j1, j0 + kPrefetchRows));
   for (int64_t j = j0; j < j1; ++j) {
     const uint8_t* row = w.row(j);
     // Prefetch the row kPrefetchRows ahead (a quantized row is a few hundred bytes to a few KB):
-    // its loads then overlap this row's integer work.
-    if (j + kPrefetchRows < w.n_out) {
-      const char* next = reinterpret_cast<const char*>(w.row(j + kPrefetchRows));
-      for (size_t off = 0; off < w.row_bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
-    }
+    // its loads then overlap this row's integer work. Only rows of this chunk: the rows after
+    // it are another thread's (prefetching them here would read them from memory twice).
+    if (j + kPrefetchRows < j1) prefetch_rows(w, j + kPrefetchRows, j + kPrefetchRows + 1);
     for (int64_t t = 0; t < T; t += kGroup) {
       const int64_t G = std::min<int64_t>(kGroup, T - t);
       for (int64_t g = 0; g < G; ++g) ap[g] = reinterpret_cast<const Act*>(acts + (t + g) * act_stride);

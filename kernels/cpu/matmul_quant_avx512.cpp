@@ -217,6 +217,14 @@ template <int G> struct KQ6_K { static void run(const uint8_t* w, const ActQ8x25
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+// Issues a prefetch for every 64-byte line of rows [j0, j1).
+inline void prefetch_rows(const MatrixView& w, int64_t j0, int64_t j1) {
+  for (int64_t j = j0; j < j1; ++j) {
+    const char* row = reinterpret_cast<const char*>(w.row(j));
+    for (size_t off = 0; off < w.row_bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T0);
+  }
+}
+
 // Rows [j0, j1) x tokens [0, T): token tiles of kTokenTile; in a tile, each row runs its tokens
 // in ceil(tt / 16) groups of near-equal size (17 = 8 + 9), each group unpacking the row's blocks
 // once (from L1 after the first group).
@@ -234,12 +242,12 @@ void rows_tiled(const MatrixView& w, const uint8_t* acts, size_t act_stride, int
       const Act* at = reinterpret_cast<const Act*>(acts + (t0 + t) * act_stride);
       for (int64_t b = 0; b < nb; ++b) xd[b * tt + t] = at[b].d;
     }
+    // The chunk's first rows at once, then one row kPrefetchRows ahead per row, inside the chunk
+    // only (the rows after it are another thread's).
+    if (t0 == 0) prefetch_rows(w, j0, min64(j1, j0 + kPrefetchRows));
     for (int64_t j = j0; j < j1; ++j) {
       const uint8_t* row = w.row(j);
-      if (j + kPrefetchRows < w.n_out) {
-        const char* next = reinterpret_cast<const char*>(w.row(j + kPrefetchRows));
-        for (size_t off = 0; off < w.row_bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
-      }
+      if (j + kPrefetchRows < j1) prefetch_rows(w, j + kPrefetchRows, j + kPrefetchRows + 1);
       int64_t t = t0;
       for (int64_t g = 0; g < groups; ++g) {
         const int64_t G = (t0 + tt - t) / (groups - g);  // the larger groups come last
