@@ -65,7 +65,11 @@ inline int64_t act_block_of(DType type, kernels::cpu::Isa isa) {
 // The bound of tests/unit/kernels_test.cpp (matmul_tolerance): two float summation orders differ
 // by at most 2 (n+1) eps sum|x_i w_i| (Wilkinson), and 8-bit activations per block of B change a
 // product by at most sum over blocks of amax_B / 127 / 2 * sum_B |w_i|; 1.01 and the doubled
-// order bound cover the rounding of the scales. `w` here is each weight's magnitude as the
+// order bound cover the rounding of the scales. Blocks of 32 store their activation scale
+// d = amax / 127 as fp16 (block_q8_0's d, Q8_1's s = d * sum(q), as llama.cpp): d is off by at
+// most 2^-11 d, or by 2^-25 where it is subnormal or underflows to zero (amax below ~4e-6, which
+// zeroes the block's whole contribution, as in llama.cpp), and each of the 32 codes is at most
+// 127; the sum term (Q4_1, Q5_1) scales with the min, at most the largest |w| of the block. `w` here is each weight's magnitude as the
 // paths compute it (weight_magnitudes): for the types with a min the two terms d*q and m are
 // summed separately, and their rounding errors scale with |d*q| + |m| even where they cancel.
 inline double matmul_bound(DType type, kernels::cpu::Isa isa, const float* x, const float* w, int64_t n) {
@@ -79,6 +83,11 @@ inline double matmul_bound(DType type, kernels::cpu::Isa isa, const float* x, co
     double amax = 0.0, wsum = 0.0;
     for (int64_t i = b; i < b + B; ++i) amax = std::max(amax, static_cast<double>(std::fabs(x[i]))), wsum += std::fabs(w[i]);
     act += amax / 127.0 / 2.0 * wsum;
+    if (B == 32) {
+      double wmax = 0.0;
+      for (int64_t i = b; i < b + B; ++i) wmax = std::max(wmax, static_cast<double>(w[i]));
+      act += (std::ldexp(amax, -11) + 127.0 * std::ldexp(1.0, -25)) * (wsum + 32.0 * wmax);
+    }
   }
   return 1.01 * act + 2.0 * order;
 }
