@@ -207,7 +207,8 @@ nlohmann::json run_file_to_json(const RunFile& f) {
           {"records", records}};
 }
 
-RunFile run_file_from_json(const nlohmann::json& j, const std::string& where) {
+namespace {
+RunFile run_file_fields(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object() || j.value("format", "") != kRunFileFormat)
     throw_error(ErrorKind::Format, "{}: not a specmoe run file (format '{}' expected)", where, kRunFileFormat);
   Reader r{j, where};
@@ -224,6 +225,17 @@ RunFile run_file_from_json(const nlohmann::json& j, const std::string& where) {
   for (size_t i = 0; i < recs.size(); ++i)
     f.records.push_back(record_from_json(recs[i], fmt::format("{}: record {}", where, i)));
   return f;
+}
+}  // namespace
+
+RunFile run_file_from_json(const nlohmann::json& j, const std::string& where) {
+  // A field of the wrong type that json::value or get meets throws nlohmann's type_error, which
+  // must reach the user as one specmoe::Error naming the file.
+  try {
+    return run_file_fields(j, where);
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(ErrorKind::Format, "{}: {}", where, e.what());
+  }
 }
 
 namespace {
@@ -256,14 +268,22 @@ nlohmann::json experiment_file_to_json(const ExperimentFile& f) {
 
 ExperimentFile load_experiment_file(const std::string& path) {
   nlohmann::json j = parse_json_file(path);
-  if (!j.is_object() || j.value("format", "") != kExperimentFileFormat)
+  // An optional string field: "" when absent, an error when present with another type
+  // (json::value would throw nlohmann's type_error, which is no specmoe::Error).
+  auto optional_string = [&](const char* key) -> std::string {
+    const auto it = j.find(key);
+    if (it == j.end()) return "";
+    if (!it->is_string()) throw_error(ErrorKind::Format, "{}: '{}' is not a string", path, key);
+    return it->get<std::string>();
+  };
+  if (!j.is_object() || optional_string("format") != kExperimentFileFormat)
     throw_error(ErrorKind::Format, "{}: not a specmoe experiment file (format '{}' expected)", path,
                 kExperimentFileFormat);
   Reader r{j, path};
   ExperimentFile f;
   f.config_hash = r.string("config_hash");
-  f.command = j.value("command", "");
-  f.toml = j.value("toml", "");
+  f.command = optional_string("command");
+  f.toml = optional_string("toml");
   f.config = r.at("config");
   // "shard": {"index": i (1-based), "count": n}; folders written before shards were recorded hold
   // every run they have, as shard 1 of 1.
