@@ -140,6 +140,21 @@ KLDivergenceResult compute_kl_divergence(Model& model, const std::string& base_p
   if (n_chunk < 1 || static_cast<int64_t>(n_chunk) * n_ctx > (int64_t{1} << 28)) {
     throw_error(ErrorKind::Format, "{}: chunk count {} out of range", base_path, n_chunk);
   }
+  // The header fixes the file's size: check it before allocating what the header asks for, so a
+  // short or damaged file is one error rather than a gigabyte allocation.
+  const int n_scored_per_chunk = n_ctx - 1 - n_ctx / 2;
+  const uint64_t need = 20 + 4 * static_cast<uint64_t>(n_chunk) * static_cast<uint64_t>(n_ctx) +
+                        2 * static_cast<uint64_t>(log_prob_record_size(n_vocab)) *
+                            static_cast<uint64_t>(n_scored_per_chunk) * static_cast<uint64_t>(n_chunk);
+  in.seekg(0, std::ios::end);
+  const auto end = in.tellg();
+  in.seekg(20, std::ios::beg);
+  if (!in || end < 0 || static_cast<uint64_t>(end) < need) {
+    throw_error(ErrorKind::Format,
+                "{}: truncated log-probability file ({} bytes; its header promises {} chunks of {} tokens with "
+                "{}-token records, {} bytes)",
+                base_path, static_cast<int64_t>(end), n_chunk, n_ctx, n_vocab, need);
+  }
   std::vector<int32_t> tokens(static_cast<size_t>(n_chunk) * n_ctx);
   read_exact(in, tokens.data(), tokens.size(), base_path, "the tokens");
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -152,7 +167,7 @@ KLDivergenceResult compute_kl_divergence(Model& model, const std::string& base_p
   const Tokenizer& tok = model.tokenizer();
   const bool add_bos = tok.add_bos_by_default() && tok.bos() >= 0;
   const int first = n_ctx / 2;
-  const int n_per_chunk = n_ctx - 1 - first;
+  const int n_per_chunk = n_scored_per_chunk;
   const size_t nv = static_cast<size_t>(log_prob_record_size(n_vocab));
   std::vector<uint16_t> base(static_cast<size_t>(n_per_chunk) * nv);
   std::vector<float> kld_values;

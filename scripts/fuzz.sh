@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan + UBSan) into build-fuzz/ and runs each for SECONDS.
 #   scripts/fuzz.sh SECONDS [TARGET...]      targets: gguf model quant router results tree
-#                                            tokenizer toml prompts chat_template (default: all)
+#                                            tokenizer toml prompts chat_template kld (default: all)
 #   scripts/fuzz.sh --seeds                  regenerate tests/fuzz/corpus/ from tests/fuzz/make_corpus.cpp
 #                                            (its gguf/ folder is not committed: .gitignore)
 # Environment: JOBS (fuzzers run at once, default 1), BUILD_DIR (default build-fuzz),
@@ -19,7 +19,7 @@ ROOT=$PWD
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 JOBS=${JOBS:-1}
 NICE=${NICE:-10}
-ALL_TARGETS=(gguf model quant router results tree tokenizer toml prompts chat_template)
+ALL_TARGETS=(gguf model quant router results tree tokenizer toml prompts chat_template kld)
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2; }
 [[ $# -ge 1 ]] || usage
@@ -63,6 +63,7 @@ max_len() {
     gguf) echo 16384 ;;
     model) echo 98304 ;;
     quant) echo 8192 ;;
+    kld) echo 16384 ;;
     *) echo 4096 ;;
   esac
 }

@@ -1,12 +1,13 @@
 // Writes the seed corpus of every fuzz target: small valid inputs the fuzzer mutates from.
-//   fuzz_corpus OUT_DIR   ->  OUT_DIR/{gguf,model,quant,router,results,tree,tokenizer,toml,prompts,chat_template}/<seed files>
+//   fuzz_corpus OUT_DIR   ->  OUT_DIR/{gguf,model,quant,router,results,tree,tokenizer,toml,prompts,chat_template,kld}/<seed files>
 // The text seeds committed in tests/fuzz/corpus/ come from this program (scripts/fuzz.sh --seeds
-// regenerates them); the binary ones (gguf, model, quant, router, tree) are not committed: every build writes
+// regenerates them); the binary ones (gguf, model, quant, router, tree, kld) are not committed: every build writes
 // them into build/fuzz-seeds/ (target fuzz_seeds) and scripts/fuzz.sh into its build folder.
 // Every file is a few KB (model seeds: tens of KB) at most; files named "valid-*" must be
 // accepted by their target (tests/unit/fuzz_regression_test.cpp checks it).
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -15,6 +16,7 @@
 #include <zlib.h>
 
 #include "core/chat_template.h"
+#include "core/kl_divergence.h"
 #include "core/synth.h"
 #include "experiments/result_json.h"
 #include "fuzz_entry.h"
@@ -915,6 +917,48 @@ void prompts_seeds() {
   put("prompts", "bad-gzip-trailing-garbage.jsonl.gz", std::string(1, '\x40') + gzip(mt_bench) + "garbage");
 }
 
+// ---------------------------------------------------------------------------------------------
+// KL-divergence base files (fuzz_kld): llama.cpp's "_logits_" layout (core/kl_divergence.h) for
+// the tiny synth model's 320-token vocabulary, with records encoded from made-up logits.
+
+std::string kld_file(int n_ctx, int n_chunk, int n_vocab = 320, int32_t bad_token = -1) {
+  std::string out = "_logits_";
+  const auto put32 = [&](uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
+  put32(static_cast<uint32_t>(n_ctx));
+  put32(static_cast<uint32_t>(n_vocab));
+  put32(static_cast<uint32_t>(n_chunk));
+  std::vector<int32_t> tokens(static_cast<size_t>(n_ctx) * n_chunk);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(3 + (i * 37) % 250);
+  if (bad_token >= 0) tokens[1] = bad_token;
+  for (int32_t t : tokens) put32(static_cast<uint32_t>(t));
+  std::vector<float> logits(static_cast<size_t>(n_vocab));
+  std::vector<uint16_t> record(static_cast<size_t>(log_prob_record_size(n_vocab)));
+  for (int c = 0; c < n_chunk; ++c) {
+    for (int i = n_ctx / 2; i <= n_ctx - 2; ++i) {
+      for (int v = 0; v < n_vocab; ++v) logits[v] = std::sin(0.37f * static_cast<float>(v * (i + 1) + c)) * 6.0f;
+      encode_log_probs(logits.data(), n_vocab, tokens[static_cast<size_t>(c) * n_ctx + i + 1], record.data());
+      out.append(reinterpret_cast<const char*>(record.data()), record.size() * 2);
+    }
+  }
+  return out;
+}
+
+void kld_seeds() {
+  put("kld", "valid-ctx8.kld", kld_file(8, 1));
+  put("kld", "valid-ctx8-2-chunks.kld", kld_file(8, 2));
+  put("kld", "valid-ctx16.kld", kld_file(16, 1));
+  put("kld", "bad-vocab-size.kld", kld_file(8, 1, 321));
+  put("kld", "bad-token-out-of-vocab.kld", kld_file(8, 1, 320, 320));
+  const std::string ok = kld_file(8, 1);
+  put("kld", "bad-truncated-record.kld", ok.substr(0, ok.size() - 5));
+  put("kld", "bad-magic.kld", "_logitz_" + ok.substr(8));
+  std::string huge = ok;  // a header that promises 2^28 tokens
+  const uint32_t ctx = 1u << 20, chunks = 256;
+  std::memcpy(huge.data() + 8, &ctx, 4);
+  std::memcpy(huge.data() + 16, &chunks, 4);
+  put("kld", "bad-header-promises-gigabytes.kld", huge);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -934,6 +978,7 @@ int main(int argc, char** argv) {
     tokenizer_seeds();
     toml_seeds();
     prompts_seeds();
+    kld_seeds();
   } catch (const std::exception& e) {
     std::cerr << "fuzz_corpus: " << e.what() << "\n";
     return 1;

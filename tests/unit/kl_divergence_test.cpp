@@ -229,6 +229,13 @@ TEST(KLDivergence, BadFilesAreOneClearError) {
   const int32_t bad = 9999;
   std::memcpy(token.data() + 20 + 4 * 5, &bad, 4);
   expect_error("kld_token.kld", token, "outside the vocabulary");
+  // A header that promises 2^28 tokens (1 GiB of ids, and their records) in a file of a few KB:
+  // refused from the file's size before anything of that size is allocated.
+  std::string huge = bytes;
+  const uint32_t ctx = 1u << 20, chunks = 256;
+  std::memcpy(huge.data() + 8, &ctx, 4);
+  std::memcpy(huge.data() + 16, &chunks, 4);
+  expect_error("kld_huge.kld", huge, "its header promises 256 chunks of 1048576 tokens");
   EXPECT_THROW(compute_kl_divergence(*m, (scratch_dir() / "kld_missing.kld").string()), Error);
 }
 
