@@ -228,6 +228,13 @@ template <int G> struct KQ6_K { static void run(const uint8_t* w, const ActQ8x25
 
 }  // namespace
 
+void prefetch_rows(const MatrixView& w, int64_t j0, int64_t j1) {
+  for (int64_t j = j0; j < j1; ++j) {
+    const char* row = reinterpret_cast<const char*>(w.row(j));
+    for (size_t off = 0; off < w.row_bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T0);
+  }
+}
+
 int64_t act_block_size(DType type) {
   switch (type) {
     case DType::Q8_0:

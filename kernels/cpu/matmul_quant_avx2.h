@@ -52,13 +52,6 @@ inline __m256i dot_u8_i8(__m256i w, __m256i a) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1));
 }
 
-// Issues a prefetch for every 64-byte line of rows [j0, j1).
-inline void prefetch_rows(const MatrixView& w, int64_t j0, int64_t j1) {
-  for (int64_t j = j0; j < j1; ++j) {
-    const char* row = reinterpret_cast<const char*>(w.row(j));
-    for (size_t off = 0; off < w.row_bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T0);
-  }
-}
 
 // Runs Kernel<G>::run(row, activations of G tokens, blocks per row, out) over rows [j0, j1) and
 // all T tokens in groups of up to kGroup, so each weight block is unpacked once per group.

@@ -38,6 +38,10 @@ int64_t act_block_size(DType type);
 size_t act_row_bytes(DType type, int64_t n_in);
 // Quantizes one token's n_in activations into act_row_bytes(type, n_in) bytes at dst.
 void quantize_acts(DType type, const float* x, int64_t n_in, uint8_t* dst);
+// Issues a prefetch for every 64-byte line of weight rows [j0, j1): the quantized kernels (AVX2
+// and AVX-512) fetch the rows of their chunk ahead of the row they compute. Not inline: one
+// definition, compiled for AVX2, whatever the caller's target.
+void prefetch_rows(const MatrixView& w, int64_t j0, int64_t j1);
 // y[t * w.n_out + j] for rows [j0, j1) and T tokens, token t's activations at acts + t * act_stride.
 void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y,
                        int64_t j0, int64_t j1);
