@@ -47,7 +47,8 @@ The texts are made from files every Debian system has (or that the project's sha
 so the figures can be re-made anywhere: prose = the first paragraphs of
 /usr/share/common-licenses/Apache-2.0, code = the first HumanEval problems (prompt and canonical
 solution) of ../shared/data/prompts/humaneval/HumanEval.jsonl.gz, Chinese = the message texts of
-/usr/lib/systemd/catalog/systemd.zh_CN.catalog. --texts DIR keeps them there (and reuses them).
+/usr/lib/systemd/catalog/systemd.zh_CN.catalog, and long prose (only with --only-texts long) = the
+whole GPL-3, MPL-2.0 and GFDL-1.3 of /usr/share/common-licenses. --texts DIR keeps them there (and reuses them).
 Both tools' heavy runs go under `nice -n 10` with -t THREADS (default 2): the 1.5B model's runs take
 minutes.
 """
@@ -126,14 +127,22 @@ def make_texts(folder):
         "prose": "/usr/share/common-licenses/Apache-2.0",
         "code": os.path.join(ROOT, "../shared/data/prompts/humaneval/HumanEval.jsonl.gz"),
         "zh": "/usr/lib/systemd/catalog/systemd.zh_CN.catalog",
+        # ~16k tokens: the statistical spread of a perplexity ratio shrinks as 1/sqrt(scored tokens)
+        "long": "/usr/share/common-licenses/GPL-3",
     }
+    long_parts = ["/usr/share/common-licenses/" + n for n in ("GPL-3", "MPL-2.0", "GFDL-1.3")]
     texts = {}
     for name, src in sources.items():
         path = os.path.join(folder, name + ".txt")
         if not os.path.exists(path):
             if not os.path.exists(src):
                 die(f"the {name} text is made from {src}, which is missing (or give --texts DIR holding {name}.txt)")
-            if name == "prose":
+            if name == "long":
+                missing = [f for f in long_parts if not os.path.exists(f)]
+                if missing:
+                    die(f"the long text is made from {', '.join(long_parts)}; {missing[0]} is missing")
+                text = "".join(open(f, encoding="utf-8").read() for f in long_parts)
+            elif name == "prose":
                 text = first_paragraphs(open(src, encoding="utf-8").read(), 6500)
             elif name == "code":
                 code = ""
@@ -448,8 +457,12 @@ def main():
                     help="more GGUF files, judged as real models (e.g. a real model requantized with llama-quantize)")
     ap.add_argument("--no-real", action="store_true")
     ap.add_argument("--no-synth", action="store_true")
-    ap.add_argument("--only-texts", nargs="+", help="a subset of prose code zh")
+    ap.add_argument("--only-texts", nargs="+", help="a subset of prose code zh long (long: ~16k tokens of "
+                    "licence prose, ~7.7k scored at ctx 128, where the sampling spread of the perplexity ratio is "
+                    "a third of prose's; not in the default set)")
     ap.add_argument("--quick", action="store_true", help="ctx 128 only, f32 KV only, prose only")
+    ap.add_argument("--kv", nargs="+", choices=["f32", "f16"], default=["f32", "f16"],
+                    help="the KV-cache types compared (default both; --quick: f32)")
     ap.add_argument("--greedy", action="store_true", help="also measure greedy agreement on the real models")
     ap.add_argument("--greedy-tokens", type=int, default=64)
     ap.add_argument("--llama-spread", action="store_true",
@@ -477,8 +490,8 @@ def main():
     spec_kvs = specmoe_kv_flags()
     # (specmoe KV, llama.cpp KV) pairs: like for like, plus specmoe's f32 against llama.cpp's
     # default f16 while specmoe has no f16 cache.
-    kv_pairs = [("f32", "f32")]
-    if not args.quick:
+    kv_pairs = [("f32", "f32")] if "f32" in args.kv else []
+    if not args.quick and "f16" in args.kv:
         kv_pairs += [("f16", "f16")] if "f16" in spec_kvs else [("f32", "f16")]
 
     models = []  # (label, path, synthetic)
