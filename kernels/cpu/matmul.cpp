@@ -272,7 +272,7 @@ void matmul_multi(ThreadPool& pool, const float* x, int64_t T, std::span<const M
       const int k = quantized(w.type);
       p.acts = acts[k];
       p.stride = strides[k];
-      p.path = isa == Isa::Avx512 && avx512::has_quant_kernel(w.type) ? Product::Path::Avx512Quant
+      p.path = isa == Isa::Avx512 && avx512::has_quant_kernel(w.type, T) ? Product::Path::Avx512Quant
                                                                        : Product::Path::Avx2Quant;
     } else {
       p.path = isa == Isa::Scalar ? Product::Path::Portable : Product::Path::Avx2Float;

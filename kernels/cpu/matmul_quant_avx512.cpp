@@ -210,61 +210,54 @@ void dot_q6_K(const uint8_t* w, const ActQ8x256* const* a, const float* xd, int6
 }
 
 // ------------------------------------------------------------------ Q4_0
-// x = d * (q - 8) per block of 32. The AVX2 kernel's lanes come from |q| times x signed by q
-// (vpsignb); AVX-512 has no vpsignb, so x is negated under the mask q < 0 instead (the same bytes:
-// where q is 0 both products are 0). Two blocks fill a 512-bit register, block b in lanes 0..7
-// and block b + 1 in lanes 8..15; the float steps stay the AVX2 kernel's 256-bit fmas, one per
-// block in block order.
+// x = d * (q - 8) per block of 32. Two blocks fill a 512-bit register, block b in lanes 0..7 and
+// block b + 1 in lanes 8..15, for the unpacking and the integer dot; the float steps stay the
+// AVX2 kernel's, one 256-bit fma per block in block order (scale dw * dx, the same product), so
+// both give the same bits. The AVX2 lanes come from |q| times x signed by q (vpsignb); AVX-512
+// has no vpsignb, so x is negated under the mask q < 0 instead (the same bytes: where q is 0
+// both products are 0).
 
 using avx2::ActQ8x32;
 
-// |q| and the mask q < 0 of blocks b and b + 1 (elements in activation order: the 16 low
-// nibbles, then the 16 high ones, of each block).
-inline void q4_0_pair(const uint8_t* w, __m512i& mag, __mmask64& neg) {
-  const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2));
-  const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 20));
-  const __m512i raw = _mm512_inserti64x4(
-      _mm512_castsi256_si512(_mm256_set_m128i(_mm_srli_epi16(r0, 4), r0)), _mm256_set_m128i(_mm_srli_epi16(r1, 4), r1),
-      1);
-  const __m512i q = _mm512_sub_epi8(_mm512_and_si512(raw, _mm512_set1_epi8(0x0F)), _mm512_set1_epi8(8));
-  mag = _mm512_abs_epi8(q);
-  neg = _mm512_movepi8_mask(q);
-}
-
 template <int G>
-void dot_q4_0(const uint8_t* w, const ActQ8x32* const* a, const float* xd, int64_t ld, int64_t nb, float* out) {
+void dot_q4_0(const uint8_t* w, const ActQ8x32* const* a, const float* /*xd*/, int64_t /*ld*/, int64_t nb,
+              float* out) {
   __m256 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
-  alignas(64) float d0[16], d1[16];  // dw * dx of the G tokens for blocks b and b + 1
-  const __m512i zero = _mm512_setzero_si512();
+  const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2, w += 36) {
-    token_scales<G>(xd + b * ld, load_half(w), d0);
-    token_scales<G>(xd + (b + 1) * ld, load_half(w + 18), d1);
-    __m512i mag;
-    __mmask64 neg;
-    q4_0_pair(w, mag, neg);
+    const float dw0 = load_half(w), dw1 = load_half(w + 18);
+    const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2));
+    const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 20));
+    const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(_mm_srli_epi16(r0, 4), r0)),
+                                           _mm256_set_m128i(_mm_srli_epi16(r1, 4), r1), 1);
+    const __m512i q = _mm512_sub_epi8(_mm512_and_si512(raw, m4), eight);  // [-8, 7], activation order
+    const __m512i mag = _mm512_abs_epi8(q);
+    const __mmask64 neg = _mm512_movepi8_mask(q);
     for (int g = 0; g < G; ++g) {
-      const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(load256(a[g][b].qs)), load256(a[g][b + 1].qs), 1);
-      const __m512i p = _mm512_dpbusd_epi32(zero, mag, _mm512_mask_sub_epi8(x, neg, zero, x));
-      const __m512 pf = _mm512_cvtepi32_ps(p);
-      acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d0[g]), _mm512_castps512_ps256(pf), acc[g]);
-      acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d1[g]),
-                               _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pf), 1)), acc[g]);
+      const ActQ8x32& x0 = a[g][b];
+      const ActQ8x32& x1 = a[g][b + 1];
+      const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(load256(x0.qs)), load256(x1.qs), 1);
+      const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, mag, _mm512_mask_sub_epi8(x, neg, zero, x)));
+      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * x0.d), _mm512_castps512_ps256(p), acc[g]);
+      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * x1.d),
+                               _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1)), acc[g]);
     }
   }
   if (b < nb) {  // an odd last block: the AVX2 kernel's steps in 256 bits
-    token_scales<G>(xd + b * ld, load_half(w), d0);
+    const float dw = load_half(w);
     const __m128i r = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2));
     const __m256i q = _mm256_sub_epi8(_mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(r, 4), r), _mm256_set1_epi8(0x0F)),
                                       _mm256_set1_epi8(8));
     const __m256i mag = _mm256_abs_epi8(q);
     const __mmask32 neg = _mm256_movepi8_mask(q);
     for (int g = 0; g < G; ++g) {
-      const __m256i x = load256(a[g][b].qs);
-      const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), mag,
-                                            _mm256_mask_sub_epi8(x, neg, _mm256_setzero_si256(), x));
-      acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d0[g]), _mm256_cvtepi32_ps(p), acc[g]);
+      const ActQ8x32& x = a[g][b];
+      const __m256i xq = load256(x.qs);
+      const __m256i p =
+          _mm256_dpbusd_epi32(_mm256_setzero_si256(), mag, _mm256_mask_sub_epi8(xq, neg, _mm256_setzero_si256(), xq));
+      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(p), acc[g]);
     }
   }
   for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
@@ -336,8 +329,12 @@ void rows_tiled(const MatrixView& w, const uint8_t* acts, size_t act_stride, int
 
 }  // namespace
 
-bool has_quant_kernel(DType type) {
-  return type == DType::Q4_0 || type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
+bool has_quant_kernel(DType type, int64_t T) {
+  // Q4_0's single-token step stays on the AVX2 kernel: with nothing to share the unpacking with,
+  // the 512-bit one measured no faster there (synth target-q4_0, 2 threads: 351 against 336
+  // tokens/s); from 2 tokens on it is (9 tokens 13.9 against 17.3 ms, pp256 682 against 579 t/s).
+  if (type == DType::Q4_0) return T >= 2;
+  return type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
 }
 
 void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y, int64_t j0,

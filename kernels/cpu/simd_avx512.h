@@ -16,8 +16,9 @@
 
 namespace specmoe::kernels::cpu::avx512 {
 
-// Whether matmul_quant_rows has a kernel for weights of `type` (the others use the AVX2 ones).
-bool has_quant_kernel(DType type);
+// Whether matmul_quant_rows has a kernel for weights of `type` that pays at T tokens (the others
+// use the AVX2 ones, which give the same bits).
+bool has_quant_kernel(DType type, int64_t T);
 // As avx2::matmul_quant_rows (activations quantized by avx2::quantize_acts for the same type);
 // `scratch` holds scratch_floats(w, T) floats, per calling thread.
 void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y,
