@@ -272,6 +272,7 @@ PromptRecord EngineExecutor::execute(const ExecutionRequest& req) {
   r.n_decoded = m.n_decoded;
   r.ttft_ms = m.ttft_ms();
   r.target_step_ms = finite_or_nan(m.target_step_s) * 1000.0;
+  r.target_weight_bytes = finite_or_nan(m.target_weight_bytes);
   if (run.strategy.kind == StrategyKind::Speculative) r.draft_step_ms = finite_or_nan(m.draft_token_s) * 1000.0;
   r.time_breakdown = m.time;
   if (moe) {

@@ -74,6 +74,8 @@ nlohmann::json metrics_to_json(const verify::Metrics& m) {
       {"prefill_s", num(m.prefill_s)},
       {"draft_step_ms", positive(m.draft_token_s * 1000.0)},
       {"target_step_ms", positive(m.target_step_s * 1000.0)},
+      {"target_weight_bytes", positive(m.target_weight_bytes)},
+      {"target_weight_gbs", positive(m.target_weight_gbs())},
       {"time_breakdown", time_breakdown_to_json(m.time)},
   };
   // Trees (chains are one-child trees): nodes per step, acceptance by depth, the verify forward's

@@ -21,7 +21,8 @@ verify::TimeBreakdown time_breakdown_from_json(const nlohmann::json& j);
 // mean_accepted_length, per_position_acceptance, position_drafted, position_accepted,
 // accepted_length_histogram (read back under its old name accept_length_histogram too), cost_ratio,
 // alpha_fit, predicted_speedup, tokens_per_second, decode_tokens_per_second, ttft_ms, total_s,
-// prefill_s, draft_step_ms, target_step_ms, time_breakdown; for trees (chains included: one-child
+// prefill_s, draft_step_ms, target_step_ms, target_weight_bytes, target_weight_gbs (the single-token
+// target step's weight bytes over its time), time_breakdown; for trees (chains included: one-child
 // trees) tree_size (nodes verified per step), tree_size_max, depth_tried, acceptance_by_depth,
 // verify_tokens (N + 1 per verification forward), verify_step_ms, verify_cost_ratio r(N),
 // predicted_speedup_measured_cost, predicted_speedup_tree (expected accepted length from the

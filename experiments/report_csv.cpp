@@ -30,14 +30,15 @@ class CsvRunsWriter : public ReportWriter {
         "draft_s,verify_forward_s,sampling_s,other_s,config_hash,"
         // Appended later, so earlier columns keep their positions.
         "decode_tokens_per_second,decode_tokens_per_second_ci95,decode_speedup,decode_speedup_ci95,"
-        "moe_amplification,moe_uniform_amplification,moe_rejected_read_share,moe_expert_mb_per_token\n";
+        "moe_amplification,moe_uniform_amplification,moe_rejected_read_share,moe_expert_mb_per_token,"
+        "target_step_ms,target_weight_gbs\n";
     for (const auto& a : r.runs) {
       bool spec = a.kind == "speculative";
       std::string identical = a.identical_to_baseline ? (*a.identical_to_baseline ? "true" : "false") : "";
       const MoeAggregate* m = a.moe ? &*a.moe : nullptr;  // dense targets: empty MoE cells
       out += fmt::format(
           "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
-          "{},{},{},{},{},{},{},{}\n",
+          "{},{},{},{},{},{},{},{},{},{}\n",
           cell(a.name), cell(a.strategy), a.kind, cell(a.target), cell(a.drafter), cell(a.draft), cell(a.verifier),
           spec ? std::to_string(a.draft_max) : "", num(a.temperature), cell(a.baseline), a.n_records,
           a.n_generated, a.n_drafted, a.n_accepted, a.n_steps, num(a.acceptance_rate), num(a.mean_accepted_length),
@@ -48,7 +49,9 @@ class CsvRunsWriter : public ReportWriter {
           num(a.time_breakdown.other_s), a.config_hash, num(a.decode_tokens_per_second.mean),
           num(a.decode_tokens_per_second.ci95), num(a.decode_speedup.mean), num(a.decode_speedup.ci95),
           num(m ? m->amplification_mean : kNaN), num(m ? m->uniform_amplification : kNaN),
-          num(m ? m->rejected_read_share : kNaN), num(m ? m->expert_bytes_per_token / 1e6 : kNaN));
+          num(m ? m->rejected_read_share : kNaN), num(m ? m->expert_bytes_per_token / 1e6 : kNaN),
+          num(a.pooled.target_step_s > 0 ? a.pooled.target_step_s * 1000.0 : kNaN),
+          num(a.pooled.target_weight_gbs() > 0 ? a.pooled.target_weight_gbs() : kNaN));
     }
     return out;
   }

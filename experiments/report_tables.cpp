@@ -29,14 +29,16 @@ TextTable summary_table(const Report& r) {
   TextTable t;
   t.title = "Summary";
   t.headers = {"run", "kind", "tokens/s", "speedup", "decode speedup", "predicted speedup", "acceptance rate",
-               "mean accepted length", "cost ratio", "identical to baseline"};
+               "mean accepted length", "cost ratio", "target step GB/s", "identical to baseline"};
   for (const auto& a : r.runs) {
     bool spec = a.kind == "speculative";
     std::string identical = a.identical_to_baseline ? (*a.identical_to_baseline ? "yes" : "NO") : "-";
     std::string kind = spec ? draft_kind(a) : (a.is_baseline ? "baseline" : "autoregressive");
     t.rows.push_back({a.name, kind, format_estimate(a.tokens_per_second, 1), format_estimate(a.speedup, 2),
                       format_estimate(a.decode_speedup, 2), format_number(a.predicted_speedup, 2), format_number(a.acceptance_rate, 3),
-                      format_number(a.mean_accepted_length, 2), format_estimate(a.cost_ratio, 3), identical});
+                      format_number(a.mean_accepted_length, 2), format_estimate(a.cost_ratio, 3),
+                      format_number(a.pooled.target_weight_gbs() > 0 ? a.pooled.target_weight_gbs() : kNaN, 1),
+                      identical});
   }
   return t;
 }

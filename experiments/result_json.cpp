@@ -130,6 +130,7 @@ verify::Metrics record_metrics(const PromptRecord& r) {
   m.prefill_s = r.prefill_s;
   m.n_decoded = r.n_decoded;
   m.target_step_s = std::isfinite(r.target_step_ms) ? r.target_step_ms / 1000.0 : 0.0;
+  m.target_weight_bytes = std::isfinite(r.target_weight_bytes) ? r.target_weight_bytes : 0.0;
   m.draft_token_s = std::isfinite(r.draft_step_ms) ? r.draft_step_ms / 1000.0 : 0.0;
   m.time = r.time_breakdown;
   return m;
@@ -187,6 +188,7 @@ PromptRecord record_from_json(const nlohmann::json& j, const std::string& where)
   p.ttft_ms = r.real("ttft_ms");
   p.draft_step_ms = r.real("draft_step_ms");
   p.target_step_ms = r.real("target_step_ms");
+  p.target_weight_bytes = r.real("target_weight_bytes");  // absent in older records: unknown
   if (auto it = j.find("time_breakdown"); it != j.end() && it->is_object())
     p.time_breakdown = time_breakdown_from_json(*it);
   if (auto it = j.find("moe"); it != j.end() && it->is_object()) p.moe = moe_from_json(*it, where + " moe");

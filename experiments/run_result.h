@@ -81,6 +81,7 @@ struct PromptRecord {
   double ttft_ms = kNaN;            // time to first generated token, milliseconds
   double draft_step_ms = kNaN;      // mean drafter time per drafted token, milliseconds
   double target_step_ms = kNaN;     // mean time of one single-token target step, milliseconds
+  double target_weight_bytes = kNaN;  // weight bytes that step reads (NaN: a record from before the field)
   verify::TimeBreakdown time_breakdown;  // the decoding loop's own struct (one set of names)
   std::optional<MoeRecord> moe;
 

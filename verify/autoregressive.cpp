@@ -68,6 +68,7 @@ GenerationResult generate_autoregressive(core::Model& model, std::span<const int
   }
   m.finish(clock.seconds(), static_cast<int64_t>(out.tokens.size()), /*first_from_prefill=*/true);
   if (m.n_steps > 0) m.target_step_s = step_forward_s / static_cast<double>(m.n_steps);
+  m.target_weight_bytes = static_cast<double>(model.weight_bytes_per_token());
   return out;
 }
 

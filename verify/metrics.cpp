@@ -60,6 +60,7 @@ void Metrics::merge(const Metrics& o) {
   }
   if (drafted_a + drafted_b > 0) draft_token_s = (drafted_a * draft_token_s + drafted_b * o.draft_token_s) / (drafted_a + drafted_b);
   verify_draft_s += o.verify_draft_s;
+  target_weight_bytes = std::max(target_weight_bytes, o.target_weight_bytes);  // one target model
   resize_positions(o.draft_max);
   for (size_t i = 0; i < o.depth_tried.size(); ++i) depth_tried[i] += o.depth_tried[i];
   tree_size_max = std::max(tree_size_max, o.tree_size_max);
@@ -96,6 +97,10 @@ std::vector<double> Metrics::per_position_acceptance() const {
     if (position_drafted[i] > 0)
       out[i] = static_cast<double>(position_accepted[i]) / static_cast<double>(position_drafted[i]);
   return out;
+}
+
+double Metrics::target_weight_gbs() const {
+  return target_weight_bytes > 0.0 && target_step_s > 0.0 ? target_weight_bytes / target_step_s / 1e9 : 0.0;
 }
 
 double Metrics::cost_ratio() const { return target_step_s > 0.0 ? draft_token_s / target_step_s : 0.0; }

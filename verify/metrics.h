@@ -51,6 +51,10 @@ struct Metrics {
   double prefill_s = 0.0;
   int64_t n_decoded = 0;
   double target_step_s = 0.0;    // one single-token target forward (measured, see cost_ratio)
+  // Weight bytes that forward reads (core::Model::weight_bytes_per_token: every matrix once, one
+  // embedding row, k experts per MoE layer); 0 when unknown. Over target_step_s it is the decode
+  // step's achieved weight bandwidth (target_weight_gbs), against the machine's streaming read.
+  double target_weight_bytes = 0.0;
   // Target forwards that verified a draft (position_drafted[0] of them, over tree_size + 1 tokens
   // on average): their seconds, summed (verify_cost_ratio's numerator).
   double verify_draft_s = 0.0;
@@ -76,6 +80,7 @@ struct Metrics {
   double mean_accepted_length() const;    // tau = (n_accepted + n_steps) / n_steps (1 when no steps)
   std::vector<double> per_position_acceptance() const;
   double cost_ratio() const;              // c = draft_token_s / target_step_s (0 when unmeasured)
+  double target_weight_gbs() const;       // target_weight_bytes / target_step_s / 1e9 (0 when unknown)
   double alpha_fit() const;               // fit_alpha(tau, draft_max)
   double predicted_speedup() const;       // speedup_model(alpha_fit, draft_max, c)
   double tokens_per_second() const;       // n_generated / total_s

@@ -102,6 +102,7 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
   m.finish(clock.seconds(), static_cast<int64_t>(out.tokens.size()), /*first_from_prefill=*/false);
   if (m.n_drafted > 0) m.draft_token_s = propose_s / static_cast<double>(m.n_drafted);
   m.target_step_s = probe_step_seconds(options_.cost_probe_forwards);
+  m.target_weight_bytes = static_cast<double>(target_.weight_bytes_per_token());
   return out;
 }
 

@@ -126,6 +126,7 @@ void run_generate(const GenerateArgs& a) {
   metrics.prefill_s = prefill_s;
   metrics.ttft_s = ttft_s;
   if (metrics.n_steps > 0) metrics.target_step_s = step_forward_s / static_cast<double>(metrics.n_steps);
+  metrics.target_weight_bytes = static_cast<double>(model->weight_bytes_per_token());
   metrics.time.other_s =
       std::max(0.0, metrics.total_s - metrics.time.verify_forward_s - metrics.time.sampling_s);
 

@@ -254,7 +254,8 @@ TEST(ReportSections, MoeTrafficOnlyForMoeTargets) {
   EXPECT_TRUE(moe_distinct_table(dense).empty());
   std::string dense_csv = make_csv_report_writer()->render(dense);
   EXPECT_NE(dense_csv.find(",h-sd,"), std::string::npos);
-  EXPECT_EQ(dense_csv.substr(dense_csv.size() - 5), ",,,,\n") << dense_csv;  // MoE cells empty
+  // MoE cells empty, and the target step's time and GB/s (these records timed no step).
+  EXPECT_EQ(dense_csv.substr(dense_csv.size() - 7), ",,,,,,\n") << dense_csv;
 
   // MoE: an autoregressive baseline (U(1) = k = 2) and the speculative run above.
   Report moe = report_of({ar, sd}, {run_file(ar, moe_base), run_file(sd, moe_records())});
@@ -290,14 +291,43 @@ TEST(ReportSections, MoeTrafficOnlyForMoeTargets) {
   std::vector<double> cols;
   for (size_t pos = 0; pos <= sd_row.size();) {
     size_t end = sd_row.find_first_of(",\n", pos);
-    cols.push_back(std::stod(sd_row.substr(pos, end - pos)));
+    const std::string cell = sd_row.substr(pos, end - pos);
+    cols.push_back(cell.empty() ? std::nan("") : std::stod(cell));
     if (end == std::string::npos || sd_row[end] == '\n') break;
     pos = end + 1;
   }
-  ASSERT_EQ(cols.size(), 8u) << sd_row;
+  ASSERT_EQ(cols.size(), 10u) << sd_row;
+  EXPECT_TRUE(std::isnan(cols[8]) && std::isnan(cols[9])) << sd_row;  // no target step timed
   // Tolerance 1e-5 relative: runs.csv writes 6 significant digits.
   const double expected[] = {4.0 / 0.9, 0.0, 32.0 / 27.0, 0.0, 2.125, 1.984375, 8.0 / 34.0, 1.5};
   for (int i = 0; i < 8; ++i) EXPECT_NEAR(cols[i], expected[i], 1e-5 * std::max(1.0, expected[i])) << i;
+}
+
+// The single-token target step's achieved weight bandwidth: bytes over the step time, pooled
+// over records weighted by their steps, in the Summary table and runs.csv.
+TEST(ReportSections, TargetStepWeightBandwidth) {
+  std::vector<PromptRecord> recs = {timed(0, 4, 1.0, 0.2, 3), timed(1, 4, 1.0, 0.2, 3)};
+  recs[0].n_steps = 3, recs[0].target_step_ms = 10.0, recs[0].target_weight_bytes = 3e8;
+  recs[1].n_steps = 1, recs[1].target_step_ms = 30.0, recs[1].target_weight_bytes = 3e8;
+  nlohmann::json ar = run_spec("ar", "autoregressive", true);
+  Report r = report_of({ar}, {run_file(ar, recs)});
+  ASSERT_EQ(r.runs.size(), 1u);
+  // Mean step (3 x 10 + 1 x 30) / 4 = 15 ms: 3e8 bytes / 15 ms = 20 GB/s.
+  EXPECT_DOUBLE_EQ(r.runs[0].pooled.target_weight_gbs(), 20.0);
+  const TextTable t = summary_table(r);
+  const auto col = std::find(t.headers.begin(), t.headers.end(), "target step GB/s") - t.headers.begin();
+  ASSERT_LT(col, static_cast<long>(t.headers.size()));
+  EXPECT_EQ(t.rows.at(0).at(col), format_number(20.0, 1));
+  const std::string csv = make_csv_report_writer()->render(r);
+  EXPECT_NE(csv.find(",target_step_ms,target_weight_gbs\n"), std::string::npos);
+  EXPECT_NE(csv.find(",15,20\n"), std::string::npos) << csv;
+  const nlohmann::json j = nlohmann::json::parse(make_json_report_writer()->render(r));
+  EXPECT_DOUBLE_EQ(j.at("runs").at(0).at("metrics").at("target_weight_gbs").get<double>(), 20.0);
+
+  // Records from before the field: unknown, shown as "-" (not 0 GB/s).
+  for (auto& x : recs) x.target_weight_bytes = std::nan("");
+  const Report old = report_of({ar}, {run_file(ar, recs)});
+  EXPECT_EQ(summary_table(old).rows.at(0).at(col), "-");
 }
 
 }  // namespace

@@ -33,8 +33,8 @@ const std::set<std::string> kMetricKeys = {
     "n_prompt", "n_generated", "n_decoded", "n_drafted", "n_accepted", "n_steps", "draft_max", "acceptance_rate",
     "mean_accepted_length", "per_position_acceptance", "position_drafted", "position_accepted",
     "accepted_length_histogram", "cost_ratio", "alpha_fit", "predicted_speedup", "tokens_per_second",
-    "decode_tokens_per_second", "ttft_ms", "total_s", "prefill_s", "draft_step_ms", "target_step_ms", "time_breakdown",
-    "tree_size", "tree_size_max", "depth_tried", "acceptance_by_depth", "verify_tokens", "verify_step_ms",
+    "decode_tokens_per_second", "ttft_ms", "total_s", "prefill_s", "draft_step_ms", "target_step_ms", "target_weight_bytes",
+    "target_weight_gbs", "time_breakdown", "tree_size", "tree_size_max", "depth_tried", "acceptance_by_depth", "verify_tokens", "verify_step_ms",
     "verify_cost_ratio", "predicted_speedup_measured_cost", "predicted_speedup_tree", "speedup_bound"};
 const std::set<std::string> kTimeKeys = {"draft_s", "verify_forward_s", "sampling_s", "other_s"};
 
@@ -57,6 +57,7 @@ TEST(MetricsJson, NamesValuesAndNulls) {
   m.prefill_s = 0.1;
   m.ttft_s = 0.12;
   m.target_step_s = 0.010;
+  m.target_weight_bytes = 2.5e8;  // 250 MB in 10 ms: 25 GB/s
   m.draft_token_s = 0.002;
   m.time = {0.05, 0.3, 0.1, 0.05};
   m.verify_draft_s = 0.045;  // 3 verification forwards of 15 ms
@@ -93,6 +94,8 @@ TEST(MetricsJson, NamesValuesAndNulls) {
   EXPECT_DOUBLE_EQ(j.at("ttft_ms").get<double>(), 120.0);
   EXPECT_DOUBLE_EQ(j.at("draft_step_ms").get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(j.at("target_step_ms").get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(j.at("target_weight_bytes").get<double>(), 2.5e8);
+  EXPECT_DOUBLE_EQ(j.at("target_weight_gbs").get<double>(), 25.0);
   EXPECT_DOUBLE_EQ(j.at("time_breakdown").at("verify_forward_s").get<double>(), 0.3);
 
   // Plain decoding: nothing drafted, no draft timing: the speculative figures are null, not 0.
@@ -106,7 +109,8 @@ TEST(MetricsJson, NamesValuesAndNulls) {
   const json a = metrics_to_json(ar);
   EXPECT_EQ(keys(a), kMetricKeys);
   for (const char* k : {"acceptance_rate", "cost_ratio", "alpha_fit", "predicted_speedup", "prefill_s", "n_decoded",
-                        "decode_tokens_per_second", "draft_step_ms", "target_step_ms", "verify_tokens",
+                        "decode_tokens_per_second", "draft_step_ms", "target_step_ms", "target_weight_bytes",
+                        "target_weight_gbs", "verify_tokens",
                         "verify_step_ms", "verify_cost_ratio", "predicted_speedup_measured_cost",
                         "predicted_speedup_tree", "speedup_bound"})
     EXPECT_TRUE(a.at(k).is_null()) << k << " = " << a.at(k);
@@ -136,6 +140,7 @@ TEST(MetricsJson, RecordsRoundTripAndOldRecordsLoad) {
   r.ttft_ms = 60;
   r.draft_step_ms = 1.5;
   r.target_step_ms = 6.0;
+  r.target_weight_bytes = 1.2e8;
   r.time_breakdown = {0.01, 0.2, 0.03, 0.01};
   const json j = json::parse(dump_json(record_to_json(r)));
   for (const auto& k : kMetricKeys) EXPECT_TRUE(j.contains(k)) << k;
@@ -147,6 +152,8 @@ TEST(MetricsJson, RecordsRoundTripAndOldRecordsLoad) {
   EXPECT_EQ(back.depth_tried, r.depth_tried);
   EXPECT_EQ(back.tree_size_max, 2);
   EXPECT_DOUBLE_EQ(back.verify_step_ms, 7.5);
+  EXPECT_DOUBLE_EQ(back.target_weight_bytes, 1.2e8);
+  EXPECT_DOUBLE_EQ(j.at("target_weight_gbs").get<double>(), 1.2e8 / 0.006 / 1e9);
   EXPECT_DOUBLE_EQ(j.at("verify_cost_ratio").get<double>(), 7.5 / 6.0);
   EXPECT_EQ(back.n_prompt_tokens, 4);
   EXPECT_DOUBLE_EQ(back.wall_s, 0.25);
