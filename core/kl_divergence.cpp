@@ -143,12 +143,12 @@ KLDivergenceResult compute_kl_divergence(Model& model, const std::string& base_p
   // The header fixes the file's size: check it before allocating what the header asks for, so a
   // short or damaged file is one error rather than a gigabyte allocation.
   const int n_scored_per_chunk = n_ctx - 1 - n_ctx / 2;
-  const uint64_t need = 20 + 4 * static_cast<uint64_t>(n_chunk) * static_cast<uint64_t>(n_ctx) +
+  const uint64_t need = kLogProbHeaderBytes + 4 * static_cast<uint64_t>(n_chunk) * static_cast<uint64_t>(n_ctx) +
                         2 * static_cast<uint64_t>(log_prob_record_size(n_vocab)) *
                             static_cast<uint64_t>(n_scored_per_chunk) * static_cast<uint64_t>(n_chunk);
   in.seekg(0, std::ios::end);
   const auto end = in.tellg();
-  in.seekg(20, std::ios::beg);
+  in.seekg(static_cast<std::streamoff>(kLogProbHeaderBytes), std::ios::beg);
   if (!in || end < 0 || static_cast<uint64_t>(end) < need) {
     throw_error(ErrorKind::Format,
                 "{}: truncated log-probability file ({} bytes; its header promises {} chunks of {} tokens with "
@@ -167,11 +167,10 @@ KLDivergenceResult compute_kl_divergence(Model& model, const std::string& base_p
   const Tokenizer& tok = model.tokenizer();
   const bool add_bos = tok.add_bos_by_default() && tok.bos() >= 0;
   const int first = n_ctx / 2;
-  const int n_per_chunk = n_scored_per_chunk;
   const size_t nv = static_cast<size_t>(log_prob_record_size(n_vocab));
-  std::vector<uint16_t> base(static_cast<size_t>(n_per_chunk) * nv);
+  std::vector<uint16_t> base(static_cast<size_t>(n_scored_per_chunk) * nv);
   std::vector<float> kld_values;
-  kld_values.reserve(static_cast<size_t>(n_chunk) * n_per_chunk);
+  kld_values.reserve(static_cast<size_t>(n_chunk) * n_scored_per_chunk);
 
   double sum_nll = 0, sum_nll2 = 0, sum_nll_base = 0, sum_nll_base2 = 0, sum_nll_nll_base = 0;
   double sum_kld = 0, sum_kld2 = 0, sum_p_diff2 = 0;

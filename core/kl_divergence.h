@@ -26,6 +26,9 @@
 
 namespace specmoe::core {
 
+// Bytes before the tokens: the magic, n_ctx, n_vocab and n_chunk.
+inline constexpr size_t kLogProbHeaderBytes = 20;
+
 // Number of uint16 in one position's record.
 inline int log_prob_record_size(int n_vocab) { return 2 * ((n_vocab + 1) / 2) + 4; }
 

@@ -52,7 +52,6 @@ inline __m256i dot_u8_i8(__m256i w, __m256i a) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1));
 }
 
-
 // Runs Kernel<G>::run(row, activations of G tokens, blocks per row, out) over rows [j0, j1) and
 // all T tokens in groups of up to kGroup, so each weight block is unpacked once per group.
 template <class Act, template <int> class Kernel>

@@ -58,7 +58,7 @@ inline Outcome run_kld(std::span<const uint8_t> bytes) {
 
   // Zero every record (the header and tokens stay): the model's side must not move.
   std::vector<uint8_t> zeroed(bytes.begin(), bytes.end());
-  const size_t records_at = 20 + 4 * static_cast<size_t>(r.n_chunks) * static_cast<size_t>(r.n_ctx);
+  const size_t records_at = core::kLogProbHeaderBytes + 4 * static_cast<size_t>(r.n_chunks) * static_cast<size_t>(r.n_ctx);
   for (size_t i = records_at; i < zeroed.size(); ++i) zeroed[i] = 0;
   write_file(path, zeroed);
   const core::KLDivergenceResult z = core::compute_kl_divergence(model, path);

@@ -922,25 +922,21 @@ void prompts_seeds() {
 // the tiny synth model's 320-token vocabulary, with records encoded from made-up logits.
 
 std::string kld_file(int n_ctx, int n_chunk, int n_vocab = 320, int32_t bad_token = -1) {
-  std::string out = "_logits_";
-  const auto put32 = [&](uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
-  put32(static_cast<uint32_t>(n_ctx));
-  put32(static_cast<uint32_t>(n_vocab));
-  put32(static_cast<uint32_t>(n_chunk));
   std::vector<int32_t> tokens(static_cast<size_t>(n_ctx) * n_chunk);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(3 + (i * 37) % 250);
-  if (bad_token >= 0) tokens[1] = bad_token;
-  for (int32_t t : tokens) put32(static_cast<uint32_t>(t));
-  std::vector<float> logits(static_cast<size_t>(n_vocab));
-  std::vector<uint16_t> record(static_cast<size_t>(log_prob_record_size(n_vocab)));
+  if (bad_token >= 0) tokens[1] = bad_token;  // never a scored position's target
+  const fs::path tmp = fuzz::scratch_dir() / "seed.kld";
+  LogProbWriter w(tmp.string());
+  w.begin(n_ctx, n_vocab, tokens, n_chunk);
+  std::vector<float> logits(static_cast<size_t>(n_ctx) * n_vocab);
   for (int c = 0; c < n_chunk; ++c) {
-    for (int i = n_ctx / 2; i <= n_ctx - 2; ++i) {
-      for (int v = 0; v < n_vocab; ++v) logits[v] = std::sin(0.37f * static_cast<float>(v * (i + 1) + c)) * 6.0f;
-      encode_log_probs(logits.data(), n_vocab, tokens[static_cast<size_t>(c) * n_ctx + i + 1], record.data());
-      out.append(reinterpret_cast<const char*>(record.data()), record.size() * 2);
-    }
+    for (int i = 0; i < n_ctx; ++i)
+      for (int v = 0; v < n_vocab; ++v)
+        logits[static_cast<size_t>(i) * n_vocab + v] = std::sin(0.37f * static_cast<float>(v * (i + 1) + c)) * 6.0f;
+    w.add_chunk(c, logits);
   }
-  return out;
+  w.finish();
+  return slurp(tmp);
 }
 
 void kld_seeds() {
