@@ -4,6 +4,8 @@
 // scale), the MoE keys of every architecture, and deepseek2's multi-head latent attention.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "core/model_config_reader.h"
 
@@ -82,7 +84,15 @@ void read_experts(const Reader& r, ModelConfig& c) {
       if (c.n_expert > 0) {
         c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
         c.n_expert_shared = r.get("expert_shared_count", std::nullopt);
-        c.n_ff_shared_expert = c.n_expert_shared * c.n_ff_expert;
+        // The shared experts run as one FFN of n_expert_shared x n_ff_expert rows: a product the
+        // file's two counts must not overflow.
+        const int64_t shared = int64_t{c.n_expert_shared} * c.n_ff_expert;
+        if (shared < 0 || shared > std::numeric_limits<int>::max()) {
+          throw_error(ErrorKind::Format, "{}: {} = {} shared experts of {} = {} rows is out of range", file.path(),
+                      r.key("expert_shared_count"), c.n_expert_shared, r.key("expert_feed_forward_length"),
+                      c.n_ff_expert);
+        }
+        c.n_ff_shared_expert = static_cast<int>(shared);
       }
       break;
     default:
