@@ -2,8 +2,11 @@
 // paths on the backend's own thread pool (AVX2 where the CPU has it, threads split by output
 // element, so results do not depend on the thread count); the MoE block is moe::MoELayer; the
 // sampling ops are core::SamplerChain's, the definition every other backend is tested against.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 
@@ -12,6 +15,7 @@
 #include "base/error.h"
 #include "core/backend.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
 
 namespace specmoe::core {
@@ -21,6 +25,21 @@ std::shared_ptr<void> allocate_host_memory(size_t bytes);  // core/backend.cpp
 namespace {
 
 namespace cpu = kernels::cpu;
+
+// Packed weights are streamed once per token: 2 MiB pages (transparent huge pages, which Linux
+// gives on request when it is set to "madvise") cut the TLB misses of that stream and the page
+// faults of the copy. Not zero-filled: packing writes every byte.
+std::shared_ptr<void> allocate_packed(size_t bytes) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = std::aligned_alloc(kHugePage, rounded);
+  if (p == nullptr)
+    throw_error(ErrorKind::Runtime, "packing weights: allocating {:.1f} MiB failed", static_cast<double>(bytes) / (1 << 20));
+#ifdef MADV_HUGEPAGE
+  madvise(p, rounded, MADV_HUGEPAGE);  // advice only: a kernel without THP ignores it
+#endif
+  return std::shared_ptr<void>(p, std::free);
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -47,8 +66,21 @@ class CpuBackend final : public Backend {
   void upload(void* dst, const void* host_src, size_t bytes) override { copy(dst, host_src, bytes); }
   void synchronize() override {}
 
-  // ---- weights: the host views are the CPU's own.
-  MatrixView resident(const MatrixView& host) override { return host; }
+  // ---- weights: the host views are the CPU's own; block-quantized matrices that the integer
+  // kernels read packed (kernels/cpu/packed.h) get a packed copy, made once per host address (a
+  // tied output head shares the embedding's) and owned by this backend. The view keeps its file
+  // rows for get_rows.
+  MatrixView resident(const MatrixView& host) override {
+    if (host.empty() || !cpu::packs(host.type) || cpu::best_isa() == cpu::Isa::Scalar) return host;
+    MatrixView v = host;
+    std::shared_ptr<void>& copy = packed_[host.data];
+    if (!copy) {
+      copy = allocate_packed(cpu::packed_bytes(host));
+      cpu::pack(pool_, host, copy.get());
+    }
+    v.packed = copy.get();
+    return v;
+  }
   VectorView resident(const VectorView& host) override { return host; }
 
   // ---- forward ops
@@ -163,6 +195,7 @@ class CpuBackend final : public Backend {
  private:
   cpu::ThreadPool pool_;
   std::unordered_map<const void*, std::unique_ptr<moe::MoELayer>> moe_layers_;  // by router matrix
+  std::unordered_map<const void*, std::shared_ptr<void>> packed_;               // by host address
   std::vector<int32_t> history_;  // distributions() scratch
 };
 

@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/cpu/simd_avx512.h"
@@ -84,7 +85,7 @@ constexpr int64_t kRowGrain = 16;
 // per thread still let one thread take over most of the work while the other is descheduled.
 constexpr int64_t kChunksPerThread = 4;
 // Longer batches keep kRowGrain x 4 rows per chunk: the chunk's weights then stay in L2 while the
-// batch's token tiles pass over them (matmul_quant_avx512.cpp's kTokenTile of 64).
+// batch's token tiles pass over them (the packed kernels' kTokenTile of 64).
 constexpr int64_t kTokenTileRows = 64;
 
 // Below this many multiply-adds (T * n_in * n_out) a matmul runs on the calling thread: a
@@ -164,7 +165,7 @@ namespace {
 struct Product {
   const MatrixView* w = nullptr;
   float* y = nullptr;
-  enum class Path { Avx512Quant, Avx2Quant, Avx2Float, Portable } path = Path::Portable;
+  enum class Path { Avx512Packed, Avx2Packed, Avx2Quant, Avx2Float, Portable } path = Path::Portable;
   const uint8_t* acts = nullptr;  // quantized activations (the integer paths)
   size_t stride = 0;
   int64_t first_chunk = 0;        // index of its first chunk of rows among all products
@@ -174,11 +175,25 @@ struct Product {
 void run_rows(const Product& p, const float* x, int64_t T, int64_t j0, int64_t j1) {
   const MatrixView& w = *p.w;
   switch (p.path) {
-    case Product::Path::Avx512Quant: {
-      thread_local std::vector<float> scratch;
-      const size_t n = avx512::scratch_floats(w, T);
-      if (scratch.size() < n) scratch.resize(n);
-      avx512::matmul_quant_rows(w, p.acts, p.stride, T, p.y, j0, j1, scratch.data());
+    case Product::Path::Avx512Packed:
+    case Product::Path::Avx2Packed: {
+      // The packed groups of rows [j0, j1): the view's copy, or packed here for a view without one
+      // (tests, tools; the CPU backend packs every weight of a model once).
+      const int64_t g0 = j0 / kPackRows, g1 = (j1 + kPackRows - 1) / kPackRows;
+      const size_t group_bytes = kPackRows * dtype_row_bytes(w.type, w.n_in);
+      const uint8_t* groups;
+      if (w.packed != nullptr) {
+        groups = static_cast<const uint8_t*>(w.packed) + g0 * group_bytes;
+      } else {
+        thread_local AlignedBytes buf;
+        uint8_t* dst = buf.get((g1 - g0) * group_bytes);
+        pack_groups(w, g0, g1, dst);
+        groups = dst;
+      }
+      if (p.path == Product::Path::Avx512Packed)
+        avx512::matmul_packed_rows(w.type, groups, w.n_in, p.acts, p.stride, T, p.y, w.n_out, j0, j1);
+      else
+        avx2::matmul_packed_rows(w.type, groups, w.n_in, p.acts, p.stride, T, p.y, w.n_out, j0, j1);
       return;
     }
     case Product::Path::Avx2Quant: avx2::matmul_quant_rows(w, p.acts, p.stride, T, p.y, j0, j1); return;
@@ -259,6 +274,8 @@ void matmul_multi(ThreadPool& pool, const float* x, int64_t T, std::span<const M
     const int64_t n_chunks = kChunksPerThread * pool.n_threads();
     grain = std::max<int64_t>(kRowGrain, (rows + n_chunks - 1) / n_chunks);
   }
+  // Packed weights are computed in whole groups of 16 rows: chunks start on a group.
+  grain = (grain + kPackRows - 1) / kPackRows * kPackRows;
   int64_t chunks = 0, macs = 0;
   for (size_t i = 0; i < ws.size(); ++i) {
     const MatrixView& w = ws[i];
@@ -272,8 +289,10 @@ void matmul_multi(ThreadPool& pool, const float* x, int64_t T, std::span<const M
       const int k = quantized(w.type);
       p.acts = acts[k];
       p.stride = strides[k];
-      p.path = isa == Isa::Avx512 && avx512::has_quant_kernel(w.type, T) ? Product::Path::Avx512Quant
-                                                                       : Product::Path::Avx2Quant;
+      if (packs(w.type))
+        p.path = isa == Isa::Avx512 ? Product::Path::Avx512Packed : Product::Path::Avx2Packed;
+      else
+        p.path = Product::Path::Avx2Quant;
     } else {
       p.path = isa == Isa::Scalar ? Product::Path::Portable : Product::Path::Avx2Float;
     }

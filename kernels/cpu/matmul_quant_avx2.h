@@ -1,6 +1,6 @@
-// Internal to the AVX2 integer matmul kernels (matmul_quant_avx2.cpp, matmul_quant_more_avx2.cpp;
-// include only from *_avx2.cpp files, which are compiled with -mavx2 -mfma -mf16c): the helpers
-// the per-type block dot kernels share and the row loop that runs them.
+// Internal to the AVX2 row-major integer matmul kernels (matmul_quant_avx2.cpp; include only from
+// *_avx2.cpp files, which are compiled with -mavx2 -mfma -mf16c): the helpers the per-type block
+// dot kernels share and the row loop that runs them.
 #pragma once
 #include <immintrin.h>
 
@@ -10,11 +10,6 @@
 #include "kernels/cpu/simd_avx2.h"
 
 namespace specmoe::kernels::cpu::avx2 {
-
-// Integer kernels of the types in matmul_quant_more_avx2.cpp (Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K,
-// IQ4_XS): as matmul_quant_rows; returns false for a type it does not handle.
-bool matmul_quant_rows_more(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y,
-                            int64_t j0, int64_t j1);
 
 namespace quant {
 

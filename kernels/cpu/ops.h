@@ -124,10 +124,11 @@ void matmul_ref(const float* x, int64_t T, const MatrixView& w, float* y);
 // On AVX2, block-quantized weights (every quantized type: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL
 // with 32-element activation blocks; Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS with 256-element ones)
 // are multiplied in integers with the activations quantized to 8 bits per block (llama.cpp's
-// scheme), so results
-// differ from matmul_ref by the activation rounding (bounded in kernels_test); float weights and
-// the Scalar path dequantize and accumulate in float. Either way a token's result is the same
-// for any T, batch position and thread count.
+// scheme), so results differ from matmul_ref by the activation rounding (bounded in
+// kernels_test); Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K run on their packed copy
+// (w.packed, kernels/cpu/packed.h; packed here when the view has none) and give quant_dot_ref's
+// value bit for bit. Float weights and the Scalar path dequantize and accumulate in float.
+// Either way a token's result is the same for any T, batch position and thread count.
 void matmul(ThreadPool& pool, const float* x, int64_t T, const MatrixView& w, float* y,
             Isa isa = best_isa());
 // y_i = x * W_i^T for weights that share their input (q/k/v, gate/up): the activations are

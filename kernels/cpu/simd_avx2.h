@@ -22,6 +22,7 @@ void axpy_f32(float a, const float* x, float* y, int64_t n);
 struct ActQ8x32 {   // for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL weights (Q8_0 / Q8_1's role)
   float d;          // amax / 127 rounded to fp16, as block_q8_0 / block_q8_1 store it
   float s;          // (amax / 127) * sum rounded to fp16: block_q8_1's s, the min term of Q4_1, Q5_1
+  int32_t sum;      // sum of qs: the packed kernels' offset term (Q4_0's -8, Q5_0's -16, ...)
   int8_t qs[32];
 };
 // For Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS weights (Q8_K's role). qs first and 64-byte aligned
@@ -29,6 +30,7 @@ struct ActQ8x32 {   // for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL weights (Q8_0 / 
 struct alignas(64) ActQ8x256 {
   int8_t qs[256];
   int16_t bsums[16];  // bsums[k] = sum of qs[16k, 16k + 16) (the K-quants' min / offset terms)
+  int16_t bsums32[8];  // bsums32[j] = sum of qs[32j, 32j + 32) (Q4_K / Q5_K's mins, per sub-block)
   float d;
 };
 // Elements per activation block for weights of `type`: 32, 256, or 0 when the type has no
@@ -38,12 +40,18 @@ int64_t act_block_size(DType type);
 size_t act_row_bytes(DType type, int64_t n_in);
 // Quantizes one token's n_in activations into act_row_bytes(type, n_in) bytes at dst.
 void quantize_acts(DType type, const float* x, int64_t n_in, uint8_t* dst);
-// Issues a prefetch for every 64-byte line of weight rows [j0, j1): the quantized kernels (AVX2
-// and AVX-512) fetch the rows of their chunk ahead of the row they compute. Not inline: one
-// definition, compiled for AVX2, whatever the caller's target.
+// Issues a prefetch for every 64-byte line of weight rows [j0, j1): the row-major kernels fetch
+// the rows of their chunk ahead of the row they compute.
 void prefetch_rows(const MatrixView& w, int64_t j0, int64_t j1);
-// y[t * w.n_out + j] for rows [j0, j1) and T tokens, token t's activations at acts + t * act_stride.
+// Row-major weights of the types that are not packed (IQ4_NL, Q2_K, Q3_K, IQ4_XS;
+// matmul_quant_avx2.cpp): y[t * w.n_out + j] for rows [j0, j1) and T tokens, token t's
+// activations at acts + t * act_stride.
 void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y,
                        int64_t j0, int64_t j1);
+// Packed weights (kernels/cpu/packed.h, matmul_packed_avx2.cpp): y[t * n_out + j] for rows
+// [j0, j1) (j0 a multiple of 16) and T tokens; `groups` holds the packed groups j0 / 16 ..
+// ceil(j1 / 16) - 1 of a matrix of n_in inputs; activations as for matmul_quant_rows.
+void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const uint8_t* acts, size_t act_stride,
+                        int64_t T, float* y, int64_t n_out, int64_t j0, int64_t j1);
 
 }  // namespace specmoe::kernels::cpu::avx2

@@ -1,8 +1,11 @@
 // Matmul speed per weight dtype at decode-sized batches: y[T, n_out] = x[T, n_in] * W^T for
-// T = 1, 4, 8, 16 and shapes (n_in x n_out) 0: 4096 x 4096, 1: 1024 x 2816, 2: 2816 x 1024 (the
-// synth target's FFN). Reports the weight bytes read per second (each call reads W once, whatever
-// T is) and GFLOP/s (2 * T * n_in * n_out per call). Several copies of W (>= 128 MB in all) are used
-// in turn so the weights come from memory, not from the 32 MB L3, as in a real model's forward.
+// T = 1, 2, 4, 5, 8, 9, 16 and shapes (n_in x n_out) 0: 4096 x 4096, 1: 1024 x 2816, 2: 2816 x 1024
+// (the synth target's FFN), 3: 1536 x 8960, 4: 8960 x 1536 (Qwen2.5-Coder-1.5B's FFN). Reports
+// the weight bytes read per second (each call reads W once, whatever T is) and GFLOP/s
+// (2 * T * n_in * n_out per call). Several copies of W (>= 128 MB in all) are used in turn so the
+// weights come from memory, not from the 32 MB L3, as in a real model's forward. Block-quantized
+// weights that the integer kernels read packed (kernels/cpu/packed.h) are packed once, as the CPU
+// backend does when a model loads.
 //   ./build/tests/bench_matmul                           (single thread)
 //   SPECMOE_THREADS=2 ./build/tests/bench_matmul         (threads of the pool)
 //   ./build/tests/bench_matmul --benchmark_filter='Q4_K'
@@ -18,13 +21,17 @@
 // machine are noisy.
 #include <benchmark/benchmark.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <memory>
 #include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/dtype.h"
 
@@ -34,7 +41,7 @@ namespace cpu = specmoe::kernels::cpu;
 namespace {
 
 // Shapes {n_in, n_out}: a 4096-wide layer and the synth target's FFN up / down projections.
-constexpr int64_t kShapes[][2] = {{4096, 4096}, {1024, 2816}, {2816, 1024}};
+constexpr int64_t kShapes[][2] = {{4096, 4096}, {1024, 2816}, {2816, 1024}, {1536, 8960}, {8960, 1536}};
 constexpr size_t kMinBytes = size_t{128} << 20;
 
 int bench_threads() {
@@ -42,11 +49,34 @@ int bench_threads() {
   return 1;
 }
 
-// Copies of one random matrix of `type` and shape, quantized once and duplicated.
+// Copies of one random matrix of `type` and shape, quantized once and duplicated (with their
+// packed copies where the type has one).
+// Huge-page backed bytes (as the CPU backend allocates packed weights): 2 MiB aligned, with
+// MADV_HUGEPAGE advice.
+struct HugeBytes {
+  std::shared_ptr<uint8_t> p;
+  void resize(size_t n) {
+    const size_t huge = size_t{2} << 20, rounded = (n + huge - 1) / huge * huge;
+    p.reset(static_cast<uint8_t*>(std::aligned_alloc(huge, rounded)), std::free);
+    madvise(p.get(), rounded, MADV_HUGEPAGE);
+  }
+  uint8_t* data() { return p.get(); }
+};
+
 struct Weights {
   std::vector<std::vector<uint8_t>> copies;
+  std::vector<HugeBytes> packed;
   std::vector<cpu::MatrixView> views;
 };
+
+// Gives `view` a packed copy held by `store` when its type is read packed.
+void attach_packed(cpu::MatrixView& view, HugeBytes& store) {
+  if (!cpu::packs(view.type)) return;
+  store.resize(cpu::packed_bytes(view));
+  cpu::ThreadPool pool(1);
+  cpu::pack(pool, view, store.data());
+  view.packed = store.data();
+}
 
 const Weights& weights(DType type, int shape) {
   static std::vector<std::pair<std::pair<DType, int>, Weights>> cache;
@@ -65,7 +95,11 @@ const Weights& weights(DType type, int shape) {
   }
   const size_t n_copies = std::max<size_t>(1, (kMinBytes + bytes.size() - 1) / bytes.size());
   for (size_t c = 0; c < n_copies; ++c) w.copies.push_back(bytes);
-  for (auto& c : w.copies) w.views.push_back(cpu::MatrixView::make(type, c.data(), n_in, n_out));
+  w.packed.resize(w.copies.size());
+  for (size_t c = 0; c < w.copies.size(); ++c) {
+    w.views.push_back(cpu::MatrixView::make(type, w.copies[c].data(), n_in, n_out));
+    attach_packed(w.views.back(), w.packed[c]);
+  }
   cache.emplace_back(std::make_pair(type, shape), std::move(w));
   return cache.back().second;
 }
@@ -114,7 +148,9 @@ void BM_MatmulKernel(benchmark::State& state) {
     for (auto& v : row) v = dist(rng);
     cpu::quantize_row(type, row.data(), bytes.data() + j * rb, n_in);
   }
-  const auto view = cpu::MatrixView::make(type, bytes.data(), n_in, n_out);
+  auto view = cpu::MatrixView::make(type, bytes.data(), n_in, n_out);
+  HugeBytes packed;
+  attach_packed(view, packed);
   std::vector<float> x(static_cast<size_t>(T * n_in)), y(static_cast<size_t>(T * n_out));
   for (auto& v : x) v = dist(rng) * 50.0f;
   cpu::ThreadPool pool(1);
@@ -131,7 +167,7 @@ void BM_MatmulKernel(benchmark::State& state) {
 
 void kernel_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K})
-    for (int64_t T : {1, 2, 4, 8, 16})
+    for (int64_t T : {1, 2, 4, 5, 8, 9, 16})
       for (int64_t isa : {1, 2}) b->Args({static_cast<int64_t>(t), T, isa});
 }
 
@@ -139,8 +175,8 @@ void dtype_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K,
                   DType::Q5_K, DType::Q6_K, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q2_K, DType::Q3_K,
                   DType::IQ4_XS})
-    for (int64_t T : {1, 4, 8, 16})
-      for (int64_t shape : {0, 1, 2}) b->Args({static_cast<int64_t>(t), T, shape});
+    for (int64_t T : {1, 2, 4, 5, 8, 9, 16})
+      for (int64_t shape : {0, 1, 2, 3, 4}) b->Args({static_cast<int64_t>(t), T, shape});
 }
 
 }  // namespace

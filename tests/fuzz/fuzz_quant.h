@@ -19,6 +19,9 @@
 //    finite and every matmul path (scalar, AVX2 float, AVX2 integer with 8-bit activations,
 //    AVX-512) is within the bound kernels_test proves for it, and AVX-512 equals AVX2 bit for
 //    bit; other weights may give NaN or infinities, never a crash;
+//  - for the packed types (kernels/cpu/packed.h), on every integer path, every output equals
+//    quant_dot_ref bit for bit (NaN for NaN), with the view's packed copy and without it, and a
+//    packed row dequantizes to the file's row bit for bit;
 //  - quantizing finite rows of moderate range gives finite values within twice the largest
 //    magnitude of each block's input.
 #pragma once
@@ -30,6 +33,7 @@
 
 #include "fuzz_entry.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/packed.h"
 
 namespace specmoe::fuzz {
 
@@ -240,6 +244,37 @@ inline Outcome run_quant(std::span<const uint8_t> bytes) {
                            fmt::format("{}: matmul ({}) token {} row {} is {}, matmul_ref {} (bound {})", what,
                                        cpu::isa_name(isa), t, j, got, want, bound));
       }
+  }
+
+  // Packed types: the definition, bit for bit, with and without the packed copy.
+  if (cpu::packs(type) && cpu::usable_isa(cpu::Isa::Avx2) == cpu::Isa::Avx2) {
+    std::vector<uint8_t> packed(cpu::packed_bytes(view));
+    cpu::pack(pool, view, packed.data());
+    std::vector<float> prow(static_cast<size_t>(n_in));
+    for (int64_t j = 0; j < n_out; ++j) {
+      cpu::dequantize_packed_row(view, packed.data(), j, prow.data());
+      SPECMOE_FUZZ_CHECK(std::memcmp(prow.data(), deq.data() + j * n_in, static_cast<size_t>(n_in) * 4) == 0,
+                         fmt::format("{}: packed row {} dequantizes differently", what, j));
+    }
+    std::vector<float> want(ref.size());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < n_out; ++j)
+        want[t * n_out + j] = cpu::quant_dot_ref(type, view.row(j), x.data() + t * n_in, n_in);
+    kernels::MatrixView with_copy = view;
+    with_copy.packed = packed.data();
+    for (cpu::Isa isa : {cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+      if (cpu::usable_isa(isa) != isa) continue;
+      for (const kernels::MatrixView* v : {&view, static_cast<const kernels::MatrixView*>(&with_copy)}) {
+        std::vector<float> y(ref.size(), -7.0f);
+        cpu::matmul(pool, x.data(), T, *v, y.data(), isa);
+        for (size_t i = 0; i < y.size(); ++i) {
+          const bool same = (std::isnan(y[i]) && std::isnan(want[i])) || std::memcmp(&y[i], &want[i], 4) == 0;
+          SPECMOE_FUZZ_CHECK(same, fmt::format("{}: matmul ({}{}) output {} is {}, quant_dot_ref {}", what,
+                                               cpu::isa_name(isa), v == &view ? "" : ", packed copy", i, y[i],
+                                               want[i]));
+        }
+      }
+    }
   }
 
   // The quantizers on the decoded rows (finite, magnitudes an fp16 scale can express).

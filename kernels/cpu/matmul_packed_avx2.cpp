@@ -1,0 +1,266 @@
+// AVX2 kernels over packed weights (layout: packed_layout.h): the AVX-512 kernels' scheme
+// (matmul_packed_avx512.cpp) with 8 rows per 256-bit register, a 16-row group being two halves
+// (bytes 0-31 of a 64-byte k-group field hold rows 0-7, bytes 32-63 rows 8-15). Without VNNI a
+// lane's 4 products are vpmaddubsw (u8 x i8 -> two i16 pair sums) and vpmaddwd by ones (-> i32):
+// the same exact integers, and the same float steps per lane, so both give quant_dot_ref's bits.
+//
+// vpmaddubsw saturates at +-32767 per pair: codes are at most 63 (Q6_K), 2 * 63 * 127 < 32767;
+// Q8_0's signed codes go in as |c| with the activation's sign flipped where c < 0 (vpsignb), at
+// most 2 * 128 * 127 = 32512.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/packed_layout.h"
+#include "kernels/cpu/simd_avx2.h"
+
+namespace specmoe::kernels::cpu::avx2 {
+
+using namespace packed;
+
+namespace {
+
+// Tokens per kernel call (16 ymm registers: codes, sums and accumulators of up to 4 tokens).
+constexpr int kMaxGroup = 4;
+constexpr int64_t kTokenTile = 64;
+
+// As the AVX-512 kernels: batches of 2+ tokens prefetch each group block 16 KB ahead into L2.
+constexpr size_t kPrefetchAhead = 16 << 10;
+inline void prefetch_l2(const uint8_t* p, const uint8_t* end, size_t bytes) {
+  if (p >= end) return;
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T1);
+}
+template <int G, size_t kBytes>
+inline void prefetch_ahead(const uint8_t* block, const uint8_t* end) {
+  if constexpr (G > 1) prefetch_l2(block + (kPrefetchAhead / kBytes) * kBytes, end, kBytes);
+}
+inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m256i bcast4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+// 8 fp16 fields (rows of one half) as floats.
+inline __m256 halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+// Per lane: the sum of 4 code x activation products (the vpdpbusd of the AVX-512 kernels).
+inline __m256i dp4(__m256i w, const int8_t* x) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, bcast4(x)), _mm256_set1_epi16(1));
+}
+inline __m256i dot32(const __m256i* w, const int8_t* x) {
+  __m256i s0 = _mm256_add_epi32(dp4(w[0], x), dp4(w[1], x + 4));
+  __m256i s1 = _mm256_add_epi32(dp4(w[2], x + 8), dp4(w[3], x + 12));
+  s0 = _mm256_add_epi32(s0, _mm256_add_epi32(dp4(w[4], x + 16), dp4(w[5], x + 20)));
+  s1 = _mm256_add_epi32(s1, _mm256_add_epi32(dp4(w[6], x + 24), dp4(w[7], x + 28)));
+  return _mm256_add_epi32(s0, s1);
+}
+inline void nibbles(const uint8_t* p, __m256i& lo, __m256i& hi) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), raw = load(p);
+  lo = _mm256_and_si256(raw, m4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+}
+inline __m256i fifth_bit(__m256i code, __m256i plane, int i) {
+  const __m256i bit = i <= 4 ? _mm256_slli_epi16(plane, 4 - i) : _mm256_srli_epi16(plane, i - 4);
+  return _mm256_or_si256(code, _mm256_and_si256(bit, _mm256_set1_epi8(0x10)));
+}
+
+enum class Small { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 };
+
+template <Small kType>
+constexpr size_t small_bytes() {
+  switch (kType) {
+    case Small::Q8_0: return kQ8_0Bytes;
+    case Small::Q4_0: return kQ4_0Bytes;
+    case Small::Q4_1: return kQ4_1Bytes;
+    case Small::Q5_0: return kQ5_0Bytes;
+    default: return kQ5_1Bytes;
+  }
+}
+
+// out[16 g + 8 h + r] for half h, rows r of the half; a[g] = token g's activation blocks.
+template <Small kType, int G>
+void half_small(const uint8_t* gb, int64_t nb, const ActQ8x32* const* a, int h, float* out, const uint8_t* end) {
+  constexpr size_t kBytes = small_bytes<kType>();
+  constexpr bool kMin = kType == Small::Q4_1 || kType == Small::Q5_1;
+  constexpr bool kFive = kType == Small::Q5_0 || kType == Small::Q5_1;
+  constexpr int kOffset = kType == Small::Q4_0 ? 8 : kType == Small::Q5_0 ? 16 : 0;
+  __m256 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, gb += kBytes) {
+    if (h == 0) prefetch_ahead<G, kBytes>(gb, end);
+    const uint8_t* codes = gb + (kMin ? 64 : 32) + 32 * h;
+    __m256i w[8];
+    __m256i isum[G];
+    if constexpr (kType == Small::Q8_0) {
+      for (int i = 0; i < 8; ++i) w[i] = load(codes + 64 * i);
+      for (int g = 0; g < G; ++g) {
+        const int8_t* x = a[g][b].qs;
+        __m256i s = _mm256_setzero_si256();
+        for (int i = 0; i < 8; ++i)
+          s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w[i], w[i]),
+                                                                         _mm256_sign_epi8(bcast4(x + 4 * i), w[i])),
+                                                    _mm256_set1_epi16(1)));
+        isum[g] = s;
+      }
+    } else {
+      for (int c = 0; c < 4; ++c) nibbles(codes + 64 * c, w[2 * c], w[2 * c + 1]);
+      if constexpr (kFive) {
+        const __m256i plane = load(gb + (kMin ? 320 : 288) + 32 * h);
+        for (int i = 0; i < 8; ++i) w[i] = fifth_bit(w[i], plane, i);
+      }
+      for (int g = 0; g < G; ++g) {
+        isum[g] = dot32(w, a[g][b].qs);
+        if constexpr (kOffset != 0) isum[g] = _mm256_sub_epi32(isum[g], _mm256_set1_epi32(kOffset * a[g][b].sum));
+      }
+    }
+    const __m256 dw = halves(gb + 16 * h);
+    const __m256 mw = kMin ? halves(gb + 32 + 16 * h) : _mm256_setzero_ps();
+    for (int g = 0; g < G; ++g) {
+      const ActQ8x32& x = a[g][b];
+      acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g]), _mm256_mul_ps(dw, _mm256_set1_ps(x.d)), acc[g]);
+      if constexpr (kMin) acc[g] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x.s), acc[g]);
+    }
+  }
+  for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 16 * g + 8 * h, acc[g]);
+}
+
+template <bool kFive, int G>
+void half_q45_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, int h, float* out, const uint8_t* end) {
+  constexpr size_t kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
+  __m256 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, gb += kBytes) {
+    if (h == 0) prefetch_ahead<G, kBytes>(gb, end);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), lo6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i u0 = load(gb + 64 + 32 * h), u1 = load(gb + 128 + 32 * h), u2 = load(gb + 192 + 32 * h);
+    const __m256i sc03 = _mm256_and_si256(u0, lo6);
+    const __m256i sc47 = _mm256_or_si256(_mm256_and_si256(u2, m4), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
+    const __m256i mn03 = _mm256_and_si256(u1, lo6);
+    const __m256i mn47 =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4), _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
+    __m256i isum[G];
+    for (int g = 0; g < G; ++g) isum[g] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* chunks = gb + kQ4_KCodes + 256 * j + 32 * h;
+      __m256i w[8];
+      for (int c = 0; c < 4; ++c) nibbles(chunks + 64 * c, w[2 * c], w[2 * c + 1]);
+      if constexpr (kFive) {
+        const __m256i plane = load(gb + kQ5_KPlanes + 64 * j + 32 * h);
+        for (int i = 0; i < 8; ++i) w[i] = fifth_bit(w[i], plane, i);
+      }
+      const __m256i sc = _mm256_and_si256(_mm256_srli_epi32(j < 4 ? sc03 : sc47, 8 * (j & 3)), _mm256_set1_epi32(0xFF));
+      for (int g = 0; g < G; ++g)
+        isum[g] = _mm256_add_epi32(isum[g], _mm256_mullo_epi32(dot32(w, a[g][b].qs + 32 * j), sc));
+    }
+    // Mins as int16 pairs (mn_2i, mn_2i+1) per row (vpshufb inside each 128-bit lane), times the
+    // token's sub-block sums (pairs too).
+    const __m256i dword_base = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C);
+    const __m256i pick01 = _mm256_or_si256(_mm256_set1_epi32(static_cast<int32_t>(0x80018000u)), dword_base);
+    const __m256i pick23 = _mm256_or_si256(_mm256_set1_epi32(static_cast<int32_t>(0x80038002u)), dword_base);
+    const __m256i mp0 = _mm256_shuffle_epi8(mn03, pick01), mp1 = _mm256_shuffle_epi8(mn03, pick23);
+    const __m256i mp2 = _mm256_shuffle_epi8(mn47, pick01), mp3 = _mm256_shuffle_epi8(mn47, pick23);
+    const __m256 d = halves(gb + 16 * h), dmin = halves(gb + 32 + 16 * h);
+    for (int g = 0; g < G; ++g) {
+      const ActQ8x256& x = a[g][b];
+      const __m256i msum = _mm256_add_epi32(
+          _mm256_add_epi32(_mm256_madd_epi16(mp0, bcast4(x.bsums32)), _mm256_madd_epi16(mp1, bcast4(x.bsums32 + 2))),
+          _mm256_add_epi32(_mm256_madd_epi16(mp2, bcast4(x.bsums32 + 4)), _mm256_madd_epi16(mp3, bcast4(x.bsums32 + 6))));
+      const __m256 dx = _mm256_set1_ps(x.d);
+      acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g]), _mm256_mul_ps(d, dx), acc[g]);
+      acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[g]);
+    }
+  }
+  for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 16 * g + 8 * h, acc[g]);
+}
+
+template <int G>
+void half_q6_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, int h, float* out, const uint8_t* end) {
+  __m256 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, gb += kQ6_KBytes) {
+    if (h == 0) prefetch_ahead<G, kQ6_KBytes>(gb, end);
+    const __m256i m30 = _mm256_set1_epi8(0x30);
+    const uint8_t* scales = gb + kQ6_KScales + 8 * h;
+    __m256i isum[G];
+    for (int g = 0; g < G; ++g) isum[g] = _mm256_setzero_si256();
+    for (int s = 0; s < 16; ++s) {
+      const uint8_t* sb = gb + kQ6_KCodes + kQ6_KSubBlock * s + 32 * h;
+      __m256i w[4];
+      nibbles(sb, w[0], w[1]);
+      nibbles(sb + 64, w[2], w[3]);
+      const __m256i top = load(sb + 128);
+      w[0] = _mm256_or_si256(w[0], _mm256_and_si256(_mm256_slli_epi16(top, 4), m30));
+      w[1] = _mm256_or_si256(w[1], _mm256_and_si256(_mm256_slli_epi16(top, 2), m30));
+      w[2] = _mm256_or_si256(w[2], _mm256_and_si256(top, m30));
+      w[3] = _mm256_or_si256(w[3], _mm256_and_si256(_mm256_srli_epi16(top, 2), m30));
+      const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * s)));
+      for (int g = 0; g < G; ++g) {
+        const ActQ8x256& x = a[g][b];
+        const int8_t* xq = x.qs + 16 * s;
+        const __m256i dot = _mm256_add_epi32(_mm256_add_epi32(dp4(w[0], xq), dp4(w[1], xq + 4)),
+                                             _mm256_add_epi32(dp4(w[2], xq + 8), dp4(w[3], xq + 12)));
+        // (sum of codes x activations - 32 x the sub-block's activation sum) x scale
+        const __m256i centred = _mm256_sub_epi32(dot, _mm256_set1_epi32(32 * x.bsums[s]));
+        isum[g] = _mm256_add_epi32(isum[g], _mm256_mullo_epi32(centred, sc));
+      }
+    }
+    const __m256 d = halves(gb + 16 * h);
+    for (int g = 0; g < G; ++g)
+      acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g]), _mm256_mul_ps(d, _mm256_set1_ps(a[g][b].d)), acc[g]);
+  }
+  for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 16 * g + 8 * h, acc[g]);
+}
+
+template <int G>
+void run_group(DType type, const uint8_t* gb, int64_t nb, const uint8_t* const* a, float* out, const uint8_t* end) {
+  const auto* s = reinterpret_cast<const ActQ8x32* const*>(a);
+  const auto* k = reinterpret_cast<const ActQ8x256* const*>(a);
+  for (int h = 0; h < 2; ++h) {
+    switch (type) {
+      case DType::Q8_0: half_small<Small::Q8_0, G>(gb, nb, s, h, out, end); break;
+      case DType::Q4_0: half_small<Small::Q4_0, G>(gb, nb, s, h, out, end); break;
+      case DType::Q4_1: half_small<Small::Q4_1, G>(gb, nb, s, h, out, end); break;
+      case DType::Q5_0: half_small<Small::Q5_0, G>(gb, nb, s, h, out, end); break;
+      case DType::Q5_1: half_small<Small::Q5_1, G>(gb, nb, s, h, out, end); break;
+      case DType::Q4_K: half_q45_K<false, G>(gb, nb, k, h, out, end); break;
+      case DType::Q5_K: half_q45_K<true, G>(gb, nb, k, h, out, end); break;
+      case DType::Q6_K: half_q6_K<G>(gb, nb, k, h, out, end); break;
+      default: return;
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const uint8_t* acts, size_t act_stride,
+                        int64_t T, float* y, int64_t n_out, int64_t j0, int64_t j1) {
+  const DTypeInfo& info = dtype_info(type);
+  const int64_t nb = n_in / info.block_size;
+  const size_t group_bytes = static_cast<size_t>(nb) * kRows * info.block_bytes;
+  const int64_t g0 = j0 / kRows, g1 = (j1 + kRows - 1) / kRows;
+  const uint8_t* end = groups + (g1 - g0) * group_bytes;
+  const uint8_t* ap[kMaxGroup];
+  float out[kMaxGroup * kRows];
+  for (int64_t t0 = 0; t0 < T; t0 += kTokenTile) {
+    const int64_t tt = std::min(kTokenTile, T - t0);
+    for (int64_t g = g0; g < g1; ++g) {
+      const uint8_t* gb = groups + (g - g0) * group_bytes;
+      const int64_t r0 = std::max(j0, g * kRows), r1 = std::min(j1, (g + 1) * kRows);
+      for (int64_t t = t0; t < t0 + tt; t += kMaxGroup) {
+        const int64_t G = std::min<int64_t>(kMaxGroup, t0 + tt - t);
+        for (int64_t i = 0; i < G; ++i) ap[i] = acts + (t + i) * act_stride;
+        switch (G) {
+          case 4: run_group<4>(type, gb, nb, ap, out, end); break;
+          case 3: run_group<3>(type, gb, nb, ap, out, end); break;
+          case 2: run_group<2>(type, gb, nb, ap, out, end); break;
+          default: run_group<1>(type, gb, nb, ap, out, end); break;
+        }
+        for (int64_t i = 0; i < G; ++i)
+          for (int64_t r = r0; r < r1; ++r) y[(t + i) * n_out + r] = out[16 * i + (r - g * kRows)];
+      }
+    }
+  }
+}
+
+}  // namespace specmoe::kernels::cpu::avx2

@@ -1,0 +1,330 @@
+// AVX-512 + VNNI kernels over packed weights (layout: packed_layout.h): lane r of a 512-bit
+// register is row r of a 16-row group. One vpdpbusd multiplies 4 codes of each of the 16 rows
+// (unsigned, in the register) by 4 activation bytes of one token (signed, broadcast from memory)
+// and adds the four products to each row's int32 lane; a block's codes are unpacked once into
+// registers and used by up to 16 tokens. Per block and token the integer sum is exact and the
+// float steps are quant_dot_ref's (kernels/cpu/packed.h), one lane per row, so every result
+// equals the reference bit for bit whatever the batch, the group or the thread.
+//
+// Offsets of signed values go through the activations' sums: Q4_0's code - 8 is
+// sum(code * x) - 8 * sum(x), Q5_0's - 16 likewise, Q8_0's signed code c is stored as c + 128
+// (an xor of the sign bit) and corrected by - 128 * sum(x), Q6_K's - 32 per sub-block of 16
+// through the 16-element sums. vpdpbusd does not saturate: a lane's sum of 4 products is at most
+// 4 * 255 * 127 (Q8_0), and a block's int32 sums stay below 2^27.
+//
+// Compiled for AVX2 like the other *_avx2-level files; the functions below get AVX-512 through
+// the target pragma and run only after the runtime check in matmul.cpp.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/packed_layout.h"
+#include "kernels/cpu/simd_avx2.h"
+#include "kernels/cpu/simd_avx512.h"
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"))), \
+                             apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace specmoe::kernels::cpu::avx512 {
+
+using avx2::ActQ8x256;
+using avx2::ActQ8x32;
+using namespace packed;
+
+namespace {
+
+// Tokens one kernel call multiplies with a group's unpacked codes.
+constexpr int kMaxGroup = 16;
+// Tokens per tile: a tile's activations stay in L2 while a chunk of rows passes over them;
+// T <= 64 (decode, verification) is one tile, so every weight group is read from memory once.
+constexpr int64_t kTokenTile = 64;
+
+inline __m512i load(const void* p) { return _mm512_loadu_si512(p); }
+// 4 bytes at p in every 32-bit lane (the compiler folds it into vpdpbusd as an embedded broadcast).
+inline __m512i bcast4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+// 16 fp16 fields (one per row) as floats.
+inline __m512 halves(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline __m512i dp(__m512i acc, __m512i w, const int8_t* x) { return _mm512_dpbusd_epi32(acc, w, bcast4(x)); }
+// The exact int32 dot of 8 k-groups (32 codes per row) with one token's 32 activation bytes:
+// two chains of four, for the latency.
+#ifndef DOTV
+#define DOTV 0
+#endif
+inline __m512i dot32(const __m512i* w, const int8_t* x) {
+#if DOTV == 0
+  __m512i s0 = dp(_mm512_setzero_si512(), w[0], x), s1 = dp(_mm512_setzero_si512(), w[1], x + 4);
+  s0 = dp(s0, w[2], x + 8), s1 = dp(s1, w[3], x + 12);
+  s0 = dp(s0, w[4], x + 16), s1 = dp(s1, w[5], x + 20);
+  s0 = dp(s0, w[6], x + 24), s1 = dp(s1, w[7], x + 28);
+  return _mm512_add_epi32(s0, s1);
+#else
+  __m512i s0 = dp(_mm512_setzero_si512(), w[0], x);
+  for (int i = 1; i < 8; ++i) s0 = dp(s0, w[i], x + 4 * i);
+  return s0;
+#endif
+}
+// Two k-groups from a 64-byte nibble chunk.
+inline void nibbles(const uint8_t* p, __m512i& lo, __m512i& hi) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), raw = load(p);
+  lo = _mm512_and_si512(raw, m4);
+  hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+}
+// code |= 16 where bit i of the plane byte is set (the 5th bits).
+inline __m512i fifth_bit(__m512i code, __m512i plane, int i) {
+  const __m512i bit = i <= 4 ? _mm512_slli_epi16(plane, 4 - i) : _mm512_srli_epi16(plane, i - 4);
+  return _mm512_ternarylogic_epi32(code, bit, _mm512_set1_epi8(0x10), 0xF8);  // a | (b & c)
+}
+// Batches of 2+ tokens are compute bound, and their weight blocks must already be in L2 when a
+// block is unpacked: the hardware prefetchers alone left a 9-token forward waiting on memory
+// (1536 x 8960 Q4_K, one thread: 1.36 ms without, 0.79 ms with these prefetches; into L1
+// instead: no gain). A one-token step is bound by reading memory and streams well without them.
+// Inline asm: GCC 12 drops _mm_prefetch / __builtin_prefetch in functions built through the
+// target pragma (no prefetch instruction was emitted).
+constexpr size_t kPrefetchAhead = 16 << 10;  // bytes ahead of the block being computed
+inline void prefetch_l2(const uint8_t* p, const uint8_t* end, size_t bytes) {
+  if (p >= end) return;
+  for (size_t o = 0; o < bytes; o += 64) asm volatile("prefetcht1 %0" : : "m"(*(p + o)));
+}
+template <int G, size_t kBytes>
+inline void prefetch_ahead(const uint8_t* block, const uint8_t* end) {
+  if constexpr (G > 1) prefetch_l2(block + (kPrefetchAhead / kBytes) * kBytes, end, kBytes);
+}
+
+// ------------------------------------------------------------------ 32-element blocks
+// out[16 g + r] = row r's value for token g; a[g] = token g's activation blocks.
+
+enum class Small { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 };
+
+template <Small kType>
+constexpr size_t small_bytes() {
+  switch (kType) {
+    case Small::Q8_0: return kQ8_0Bytes;
+    case Small::Q4_0: return kQ4_0Bytes;
+    case Small::Q4_1: return kQ4_1Bytes;
+    case Small::Q5_0: return kQ5_0Bytes;
+    default: return kQ5_1Bytes;
+  }
+}
+
+template <Small kType, int G>
+void group_small(const uint8_t* gb, int64_t nb, const ActQ8x32* const* a, float* out, const uint8_t* end) {
+  constexpr size_t kBytes = small_bytes<kType>();
+  constexpr bool kMin = kType == Small::Q4_1 || kType == Small::Q5_1;
+  constexpr bool kFive = kType == Small::Q5_0 || kType == Small::Q5_1;
+  // -offset * sum(x): Q8_0 +128 (codes stored + 128), Q4_0 8, Q5_0 16, as an int16 pair for
+  // vpdpwssd with the token's int32 sum (|sum| <= 32 * 127 fits the low half; the high half
+  // multiplies 0).
+  constexpr int kOffset = kType == Small::Q8_0 ? 128 : kType == Small::Q4_0 ? 8 : kType == Small::Q5_0 ? 16 : 0;
+  const __m512i neg_offset = _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint16_t>(-kOffset)));
+  __m512 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, gb += kBytes) {
+    prefetch_ahead<G, kBytes>(gb, end);
+    __m512i w[8];
+    const uint8_t* codes = gb + (kMin ? 64 : 32);
+    if constexpr (kType == Small::Q8_0) {
+      const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+      for (int i = 0; i < 8; ++i) w[i] = _mm512_xor_si512(load(codes + 64 * i), sign);
+    } else {
+      for (int c = 0; c < 4; ++c) nibbles(codes + 64 * c, w[2 * c], w[2 * c + 1]);
+      if constexpr (kFive) {
+        const __m512i plane = load(gb + (kMin ? 320 : 288));
+        for (int i = 0; i < 8; ++i) w[i] = fifth_bit(w[i], plane, i);
+      }
+    }
+    const __m512 dw = halves(gb);
+    const __m512 mw = kMin ? halves(gb + 32) : _mm512_setzero_ps();
+    for (int g = 0; g < G; ++g) {
+      const ActQ8x32& x = a[g][b];
+      __m512i isum = dot32(w, x.qs);
+      if constexpr (kOffset != 0) isum = _mm512_dpwssd_epi32(isum, bcast4(&x.sum), neg_offset);
+      acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(x.d)), acc[g]);
+      if constexpr (kMin) acc[g] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x.s), acc[g]);
+    }
+  }
+  for (int g = 0; g < G; ++g) _mm512_store_ps(out + 16 * g, acc[g]);
+}
+
+// ------------------------------------------------------------------ Q4_K and Q5_K
+
+template <bool kFive, int G>
+void group_q45_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, float* out, const uint8_t* end) {
+  constexpr size_t kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
+  const __m512i m4 = _mm512_set1_epi8(0x0F), lo6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
+  const __m512i byte0 = _mm512_set1_epi32(0xFF);
+  // vpshufb picks, inside each 128-bit lane, bytes (0, 1) and (2, 3) of every dword as int16 pairs.
+  const __m512i dword_base = _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0);
+  const __m512i pick01 = _mm512_or_si512(_mm512_set1_epi32(static_cast<int32_t>(0x80018000u)), dword_base);
+  const __m512i pick23 = _mm512_or_si512(_mm512_set1_epi32(static_cast<int32_t>(0x80038002u)), dword_base);
+  __m512 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, gb += kBytes) {
+    prefetch_ahead<G, kBytes>(gb, end);
+    // The 12-byte scale fields as bytes per row (the layout of quant.cpp's get_scale_min): scale j
+    // of row r is byte j % 4 of lane r of sc03 (j < 4) or sc47.
+    const __m512i u0 = load(gb + 64), u1 = load(gb + 128), u2 = load(gb + 192);
+    const __m512i sc03 = _mm512_and_si512(u0, lo6);
+    const __m512i sc47 = _mm512_or_si512(_mm512_and_si512(u2, m4), _mm512_and_si512(_mm512_srli_epi32(u0, 2), m30));
+    const __m512i mn03 = _mm512_and_si512(u1, lo6);
+    const __m512i mn47 =
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4), _mm512_and_si512(_mm512_srli_epi32(u1, 2), m30));
+    __m512i isum[G];
+    for (int g = 0; g < G; ++g) isum[g] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* chunks = gb + kQ4_KCodes + 256 * j;
+      __m512i w[8];
+      for (int c = 0; c < 4; ++c) nibbles(chunks + 64 * c, w[2 * c], w[2 * c + 1]);
+      if constexpr (kFive) {
+        const __m512i plane = load(gb + kQ5_KPlanes + 64 * j);
+        for (int i = 0; i < 8; ++i) w[i] = fifth_bit(w[i], plane, i);
+      }
+      const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? sc03 : sc47, 8 * (j & 3)), byte0);
+      for (int g = 0; g < G; ++g)
+        isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(dot32(w, a[g][b].qs + 32 * j), sc));
+    }
+    // Mins as int16 pairs (mn_2i, mn_2i+1) per row, times the token's sub-block sums (pairs too).
+    const __m512i mp0 = _mm512_shuffle_epi8(mn03, pick01), mp1 = _mm512_shuffle_epi8(mn03, pick23);
+    const __m512i mp2 = _mm512_shuffle_epi8(mn47, pick01), mp3 = _mm512_shuffle_epi8(mn47, pick23);
+    const __m512 d = halves(gb), dmin = halves(gb + 32);
+    for (int g = 0; g < G; ++g) {
+      const ActQ8x256& x = a[g][b];
+      __m512i msum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp0, bcast4(x.bsums32));
+      msum = _mm512_dpwssd_epi32(msum, mp1, bcast4(x.bsums32 + 2));
+      msum = _mm512_dpwssd_epi32(msum, mp2, bcast4(x.bsums32 + 4));
+      msum = _mm512_dpwssd_epi32(msum, mp3, bcast4(x.bsums32 + 6));
+      const __m512 dx = _mm512_set1_ps(x.d);
+      acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[g]), _mm512_mul_ps(d, dx), acc[g]);
+      acc[g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, dx), acc[g]);
+    }
+  }
+  for (int g = 0; g < G; ++g) _mm512_store_ps(out + 16 * g, acc[g]);
+}
+
+// ------------------------------------------------------------------ Q6_K
+
+template <int G>
+void group_q6_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, float* out, const uint8_t* end) {
+  const __m512i m30 = _mm512_set1_epi8(0x30), low16 = _mm512_set1_epi32(0xFFFF);
+  __m512 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+  alignas(64) int32_t pairs[8][16];  // (sc_2i, sc_2i+1) of each row as int16 pairs
+  for (int64_t b = 0; b < nb; ++b, gb += kQ6_KBytes) {
+    prefetch_ahead<G, kQ6_KBytes>(gb, end);
+    const uint8_t* scales = gb + kQ6_KScales;
+    __m512i isum[G];
+    for (int g = 0; g < G; ++g) isum[g] = _mm512_setzero_si512();
+    for (int s = 0; s < 16; ++s) {
+      const uint8_t* sb = gb + kQ6_KCodes + kQ6_KSubBlock * s;
+      __m512i w[4];
+      nibbles(sb, w[0], w[1]);
+      nibbles(sb + 64, w[2], w[3]);
+      const __m512i top = load(sb + 128);  // bits 2i, 2i + 1: top bits of k-group i
+      w[0] = _mm512_ternarylogic_epi32(w[0], _mm512_slli_epi16(top, 4), m30, 0xF8);
+      w[1] = _mm512_ternarylogic_epi32(w[1], _mm512_slli_epi16(top, 2), m30, 0xF8);
+      w[2] = _mm512_ternarylogic_epi32(w[2], top, m30, 0xF8);
+      w[3] = _mm512_ternarylogic_epi32(w[3], _mm512_srli_epi16(top, 2), m30, 0xF8);
+      const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * s)));
+      if (s % 2 == 1) {
+        const __m512i prev = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * (s - 1))));
+        _mm512_store_si512(pairs[s / 2], _mm512_ternarylogic_epi32(prev, _mm512_slli_epi32(sc, 16), low16, 0xE4));
+      }
+      for (int g = 0; g < G; ++g) {
+        const int8_t* x = a[g][b].qs + 16 * s;
+        __m512i s0 = dp(_mm512_setzero_si512(), w[0], x), s1 = dp(_mm512_setzero_si512(), w[1], x + 4);
+        s0 = dp(s0, w[2], x + 8), s1 = dp(s1, w[3], x + 12);
+        isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), sc));
+      }
+    }
+    const __m512 d = halves(gb);
+    for (int g = 0; g < G; ++g) {
+      const ActQ8x256& x = a[g][b];
+      // 32 * sum_s sc_s * (sum of x's sub-block s of 16)
+      __m512i off = _mm512_setzero_si512();
+      for (int i = 0; i < 8; ++i) off = _mm512_dpwssd_epi32(off, _mm512_load_si512(pairs[i]), bcast4(x.bsums + 2 * i));
+      const __m512i total = _mm512_sub_epi32(isum[g], _mm512_slli_epi32(off, 5));
+      acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, _mm512_set1_ps(x.d)), acc[g]);
+    }
+  }
+  for (int g = 0; g < G; ++g) _mm512_store_ps(out + 16 * g, acc[g]);
+}
+
+// ------------------------------------------------------------------ dispatch
+
+template <int G>
+void run_group(DType type, const uint8_t* gb, int64_t nb, const uint8_t* const* a, float* out, const uint8_t* end) {
+  auto small = [&](auto tag) {
+    group_small<decltype(tag)::value, G>(gb, nb, reinterpret_cast<const ActQ8x32* const*>(a), out, end);
+  };
+  const auto* k = reinterpret_cast<const ActQ8x256* const*>(a);
+  switch (type) {
+    case DType::Q8_0: small(std::integral_constant<Small, Small::Q8_0>{}); return;
+    case DType::Q4_0: small(std::integral_constant<Small, Small::Q4_0>{}); return;
+    case DType::Q4_1: small(std::integral_constant<Small, Small::Q4_1>{}); return;
+    case DType::Q5_0: small(std::integral_constant<Small, Small::Q5_0>{}); return;
+    case DType::Q5_1: small(std::integral_constant<Small, Small::Q5_1>{}); return;
+    case DType::Q4_K: group_q45_K<false, G>(gb, nb, k, out, end); return;
+    case DType::Q5_K: group_q45_K<true, G>(gb, nb, k, out, end); return;
+    case DType::Q6_K: group_q6_K<G>(gb, nb, k, out, end); return;
+    default: return;
+  }
+}
+
+using GroupFn = void (*)(DType, const uint8_t*, int64_t, const uint8_t* const*, float*, const uint8_t*);
+template <int... Gs>
+constexpr auto make_table(std::integer_sequence<int, Gs...>) {
+  return std::array<GroupFn, sizeof...(Gs)>{&run_group<Gs + 1>...};
+}
+constexpr auto kGroupFns = make_table(std::make_integer_sequence<int, kMaxGroup>{});
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+}  // namespace
+
+void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const uint8_t* acts, size_t act_stride,
+                        int64_t T, float* y, int64_t n_out, int64_t j0, int64_t j1) {
+  const DTypeInfo& info = dtype_info(type);
+  const int64_t nb = n_in / info.block_size;
+  const size_t group_bytes = static_cast<size_t>(nb) * kRows * info.block_bytes;
+  const int64_t g0 = j0 / kRows, g1 = (j1 + kRows - 1) / kRows;
+  const uint8_t* end = groups + (g1 - g0) * group_bytes;
+  const uint8_t* ap[kMaxGroup];
+  alignas(64) float out[kMaxGroup * kRows];
+  for (int64_t t0 = 0; t0 < T; t0 += kTokenTile) {
+    const int64_t tt = min64(kTokenTile, T - t0);
+    const int64_t n_groups = (tt + kMaxGroup - 1) / kMaxGroup;
+    for (int64_t g = g0; g < g1; ++g) {
+      const uint8_t* gb = groups + (g - g0) * group_bytes;
+      const int64_t r0 = g * kRows < j0 ? j0 : g * kRows, r1 = min64(j1, (g + 1) * kRows);
+      int64_t t = t0;
+      for (int64_t k = 0; k < n_groups; ++k) {
+        const int64_t G = (t0 + tt - t) / (n_groups - k);  // near-equal token groups, larger ones last
+        for (int64_t i = 0; i < G; ++i) ap[i] = acts + (t + i) * act_stride;
+        kGroupFns[G - 1](type, gb, nb, ap, out, end);
+        for (int64_t i = 0; i < G; ++i)
+          for (int64_t r = r0; r < r1; ++r) y[(t + i) * n_out + r] = out[16 * i + (r - g * kRows)];
+        t += G;
+      }
+    }
+  }
+}
+
+}  // namespace specmoe::kernels::cpu::avx512
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
