@@ -2,8 +2,6 @@
 // paths on the backend's own thread pool (AVX2 where the CPU has it, threads split by output
 // element, so results do not depend on the thread count); the MoE block is moe::MoELayer; the
 // sampling ops are core::SamplerChain's, the definition every other backend is tested against.
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +12,7 @@
 
 #include "base/error.h"
 #include "core/backend.h"
+#include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
@@ -26,20 +25,6 @@ namespace {
 
 namespace cpu = kernels::cpu;
 
-// Packed weights are streamed once per token: 2 MiB pages (transparent huge pages, which Linux
-// gives on request when it is set to "madvise") cut the TLB misses of that stream and the page
-// faults of the copy. Not zero-filled: packing writes every byte.
-std::shared_ptr<void> allocate_packed(size_t bytes) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  const size_t rounded = (std::max<size_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
-  void* p = std::aligned_alloc(kHugePage, rounded);
-  if (p == nullptr)
-    throw_error(ErrorKind::Runtime, "packing weights: allocating {:.1f} MiB failed", static_cast<double>(bytes) / (1 << 20));
-#ifdef MADV_HUGEPAGE
-  madvise(p, rounded, MADV_HUGEPAGE);  // advice only: a kernel without THP ignores it
-#endif
-  return std::shared_ptr<void>(p, std::free);
-}
 
 class CpuBackend final : public Backend {
  public:
@@ -75,7 +60,7 @@ class CpuBackend final : public Backend {
     MatrixView v = host;
     std::shared_ptr<void>& copy = packed_[host.data];
     if (!copy) {
-      copy = allocate_packed(cpu::packed_bytes(host));
+      copy = cpu::allocate_huge(cpu::packed_bytes(host));  // not zeroed: packing writes every byte
       cpu::pack(pool_, host, copy.get());
     }
     v.packed = copy.get();

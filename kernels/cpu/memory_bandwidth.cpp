@@ -1,7 +1,9 @@
 // Streaming-read bandwidth of the host: what a memory-bound decode can reach at most. Each pass
 // sums a buffer many times the size of the last-level cache, in 1 MiB chunks handed out over the
 // pool's threads (so every thread streams, and a thread the scheduler delays costs only its
-// share), and reports bytes / seconds of the whole pass.
+// share), and reports bytes / seconds of the whole pass. The buffer is on huge pages where the
+// system grants them, as the CPU backend's packed weights are (huge_pages.h): the ceiling of a
+// decode is measured on the memory it reads.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -9,6 +11,7 @@
 #include <memory>
 
 #include "base/error.h"
+#include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu/ops.h"
 
 namespace specmoe::kernels::cpu {
@@ -32,9 +35,8 @@ uint64_t sum_words(const uint64_t* p, size_t n) {
 std::vector<double> read_bandwidth_gbs(ThreadPool& pool, size_t bytes, int passes) {
   if (passes <= 0) return {};
   bytes = std::max(kChunk, bytes / kChunk * kChunk);
-  void* raw = std::aligned_alloc(4096, bytes);
-  if (raw == nullptr) throw_error(ErrorKind::Runtime, "read bandwidth: cannot allocate {} MiB", bytes >> 20);
-  std::unique_ptr<void, decltype(&std::free)> owner(raw, &std::free);
+  const std::shared_ptr<void> owner = allocate_huge(bytes);
+  void* raw = owner.get();
   // Written once so every page is mapped before the timed passes (the first touch of a page is a
   // page fault, not a memory read).
   std::memset(raw, 1, bytes);

@@ -21,8 +21,6 @@
 // machine are noisy.
 #include <benchmark/benchmark.h>
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <memory>
 #include <cstdlib>
@@ -30,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
@@ -51,16 +50,11 @@ int bench_threads() {
 
 // Copies of one random matrix of `type` and shape, quantized once and duplicated (with their
 // packed copies where the type has one).
-// Huge-page backed bytes (as the CPU backend allocates packed weights): 2 MiB aligned, with
-// MADV_HUGEPAGE advice.
+// Bytes on huge pages, as the CPU backend allocates packed weights (kernels/cpu/huge_pages.h).
 struct HugeBytes {
-  std::shared_ptr<uint8_t> p;
-  void resize(size_t n) {
-    const size_t huge = size_t{2} << 20, rounded = (n + huge - 1) / huge * huge;
-    p.reset(static_cast<uint8_t*>(std::aligned_alloc(huge, rounded)), std::free);
-    madvise(p.get(), rounded, MADV_HUGEPAGE);
-  }
-  uint8_t* data() { return p.get(); }
+  std::shared_ptr<void> p;
+  void resize(size_t n) { p = cpu::allocate_huge(n); }
+  uint8_t* data() { return static_cast<uint8_t*>(p.get()); }
 };
 
 struct Weights {
