@@ -293,6 +293,11 @@ void matmul_multi(ThreadPool& pool, const float* x, int64_t T, std::span<const M
         p.path = isa == Isa::Avx512 ? Product::Path::Avx512Packed : Product::Path::Avx2Packed;
       else
         p.path = Product::Path::Avx2Quant;
+    } else if (isa != Isa::Scalar && w.packed != nullptr && packs(w.type)) {
+      // Float weights with a packed copy: the packed kernels read the float activations.
+      p.path = isa == Isa::Avx512 ? Product::Path::Avx512Packed : Product::Path::Avx2Packed;
+      p.acts = reinterpret_cast<const uint8_t*>(x);
+      p.stride = static_cast<size_t>(n_in) * sizeof(float);
     } else {
       p.path = isa == Isa::Scalar ? Product::Path::Portable : Product::Path::Avx2Float;
     }

@@ -212,6 +212,36 @@ void half_q6_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, int h, 
   for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 16 * g + 8 * h, acc[g]);
 }
 
+// F32, F16, BF16: the row-major kernel's order (see matmul_packed_avx512.cpp), 8 partial-sum
+// registers for the 8 rows of a half, one token per call (16 registers).
+template <DType kType>
+constexpr size_t float_bytes() {
+  return kType == DType::F32 ? 4 : 2;
+}
+template <DType kType>
+inline __m256 float_rows(const uint8_t* p) {  // element k of the 8 rows of a half
+  if constexpr (kType == DType::F32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  if constexpr (kType == DType::F16) return halves(p);
+  const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+}
+
+template <DType kType>
+void half_float(const uint8_t* gb, int64_t n, const float* x, int h, float* out) {
+  constexpr size_t kElem = kRows * float_bytes<kType>();
+  const uint8_t* p = gb + h * 8 * float_bytes<kType>();
+  __m256 acc[8];
+  for (int l = 0; l < 8; ++l) acc[l] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8, p += 8 * kElem) {
+    for (int l = 0; l < 8; ++l) acc[l] = _mm256_fmadd_ps(float_rows<kType>(p + l * kElem), _mm256_set1_ps(x[k + l]), acc[l]);
+  }
+  __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                             _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+  for (int64_t i = k; i < n; ++i) sum = _mm256_fmadd_ps(float_rows<kType>(p + (i - k) * kElem), _mm256_set1_ps(x[i]), sum);
+  _mm256_storeu_ps(out + 8 * h, sum);
+}
+
 template <int G>
 void run_group(DType type, const uint8_t* gb, int64_t nb, const uint8_t* const* a, float* out, const uint8_t* end) {
   const auto* s = reinterpret_cast<const ActQ8x32* const*>(a);
@@ -226,6 +256,9 @@ void run_group(DType type, const uint8_t* gb, int64_t nb, const uint8_t* const* 
       case DType::Q4_K: half_q45_K<false, G>(gb, nb, k, h, out, end); break;
       case DType::Q5_K: half_q45_K<true, G>(gb, nb, k, h, out, end); break;
       case DType::Q6_K: half_q6_K<G>(gb, nb, k, h, out, end); break;
+      case DType::F32: half_float<DType::F32>(gb, nb, reinterpret_cast<const float*>(a[0]), h, out); break;
+      case DType::F16: half_float<DType::F16>(gb, nb, reinterpret_cast<const float*>(a[0]), h, out); break;
+      case DType::BF16: half_float<DType::BF16>(gb, nb, reinterpret_cast<const float*>(a[0]), h, out); break;
       default: return;
     }
   }
@@ -247,8 +280,9 @@ void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const u
     for (int64_t g = g0; g < g1; ++g) {
       const uint8_t* gb = groups + (g - g0) * group_bytes;
       const int64_t r0 = std::max(j0, g * kRows), r1 = std::min(j1, (g + 1) * kRows);
-      for (int64_t t = t0; t < t0 + tt; t += kMaxGroup) {
-        const int64_t G = std::min<int64_t>(kMaxGroup, t0 + tt - t);
+      const int64_t max_group = info.block_size == 1 ? 1 : kMaxGroup;  // float weights: one token per call
+      for (int64_t t = t0; t < t0 + tt; t += max_group) {
+        const int64_t G = std::min<int64_t>(max_group, t0 + tt - t);
         for (int64_t i = 0; i < G; ++i) ap[i] = acts + (t + i) * act_stride;
         switch (G) {
           case 4: run_group<4>(type, gb, nb, ap, out, end); break;

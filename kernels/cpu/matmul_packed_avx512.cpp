@@ -1,5 +1,5 @@
 // AVX-512 + VNNI kernels over packed weights (layout: packed_layout.h): lane r of a 512-bit
-// register is row r of a 16-row group. One vpdpbusd multiplies 4 codes of each of the 16 rows
+// register is row r of a 16-row group. Float weights (F32, F16, BF16) at the end of the file. One vpdpbusd multiplies 4 codes of each of the 16 rows
 // (unsigned, in the register) by 4 activation bytes of one token (signed, broadcast from memory)
 // and adds the four products to each row's int32 lane; a block's codes are unpacked once into
 // registers and used by up to 16 tokens. Per block and token the integer sum is exact and the
@@ -16,8 +16,11 @@
 // the target pragma and run only after the runtime check in matmul.cpp.
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/cpu/packed_layout.h"
 #include "kernels/cpu/simd_avx2.h"
@@ -260,6 +263,64 @@ void group_q6_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, float*
   for (int g = 0; g < G; ++g) _mm512_store_ps(out + 16 * g, acc[g]);
 }
 
+// ------------------------------------------------------------------ F32, F16, BF16
+// The row-major AVX2 kernel's order (matmul_avx2.cpp), lane for lane: per output, 8 partial sums,
+// partial l taking elements 8m + l in increasing m, then ((p0 + p4) + (p2 + p6)) + ((p1 + p5) +
+// (p3 + p7)), then the elements past the last multiple of 8 with one fma each. Here the 8
+// partials of 16 rows are 8 registers per token (eight independent fma chains), so a token needs
+// no horizontal sum.
+
+// Tokens per call: 8 accumulators each, next to the weights, in the 32 registers.
+constexpr int kMaxFloatGroup = 3;
+
+template <DType kType>
+constexpr size_t float_bytes() {
+  return kType == DType::F32 ? 4 : 2;
+}
+// Element k of the 16 rows as floats.
+template <DType kType>
+inline __m512 float_rows(const uint8_t* p) {
+  if constexpr (kType == DType::F32) return _mm512_loadu_ps(p);
+  if constexpr (kType == DType::F16) return halves(p);
+  const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+}
+
+template <DType kType, int G>
+void group_float(const uint8_t* gb, int64_t n, const float* const* x, float* out, const uint8_t* end) {
+  constexpr size_t kElem = kRows * float_bytes<kType>();  // bytes of one element of the 16 rows
+  __m512 acc[G][8];
+  for (int g = 0; g < G; ++g)
+    for (int l = 0; l < 8; ++l) acc[g][l] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8, gb += 8 * kElem) {
+    prefetch_ahead<G, 8 * kElem>(gb, end);
+    for (int l = 0; l < 8; ++l) {
+      const __m512 w = float_rows<kType>(gb + l * kElem);
+      for (int g = 0; g < G; ++g) acc[g][l] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[g][k + l]), acc[g][l]);
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const __m512* a = acc[g];
+    __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6])),
+                               _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
+    for (int64_t i = k; i < n; ++i)
+      sum = _mm512_fmadd_ps(float_rows<kType>(gb + (i - k) * kElem), _mm512_set1_ps(x[g][i]), sum);
+    _mm512_store_ps(out + 16 * g, sum);
+  }
+}
+
+template <int G>
+void run_float_group(DType type, const uint8_t* gb, int64_t n, const uint8_t* const* a, float* out, const uint8_t* end) {
+  const auto* x = reinterpret_cast<const float* const*>(a);
+  switch (type) {
+    case DType::F32: group_float<DType::F32, G>(gb, n, x, out, end); return;
+    case DType::F16: group_float<DType::F16, G>(gb, n, x, out, end); return;
+    case DType::BF16: group_float<DType::BF16, G>(gb, n, x, out, end); return;
+    default: return;
+  }
+}
+
 // ------------------------------------------------------------------ dispatch
 
 template <int G>
@@ -287,6 +348,8 @@ constexpr auto make_table(std::integer_sequence<int, Gs...>) {
   return std::array<GroupFn, sizeof...(Gs)>{&run_group<Gs + 1>...};
 }
 constexpr auto kGroupFns = make_table(std::make_integer_sequence<int, kMaxGroup>{});
+constexpr std::array<GroupFn, kMaxFloatGroup> kFloatGroupFns = {&run_float_group<1>, &run_float_group<2>,
+                                                               &run_float_group<3>};
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -295,6 +358,9 @@ inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const uint8_t* acts, size_t act_stride,
                         int64_t T, float* y, int64_t n_out, int64_t j0, int64_t j1) {
   const DTypeInfo& info = dtype_info(type);
+  const bool is_float = info.block_size == 1;
+  const int64_t max_group = is_float ? kMaxFloatGroup : kMaxGroup;
+  const GroupFn* fns = is_float ? kFloatGroupFns.data() : kGroupFns.data();
   const int64_t nb = n_in / info.block_size;
   const size_t group_bytes = static_cast<size_t>(nb) * kRows * info.block_bytes;
   const int64_t g0 = j0 / kRows, g1 = (j1 + kRows - 1) / kRows;
@@ -303,7 +369,7 @@ void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const u
   alignas(64) float out[kMaxGroup * kRows];
   for (int64_t t0 = 0; t0 < T; t0 += kTokenTile) {
     const int64_t tt = min64(kTokenTile, T - t0);
-    const int64_t n_groups = (tt + kMaxGroup - 1) / kMaxGroup;
+    const int64_t n_groups = (tt + max_group - 1) / max_group;
     for (int64_t g = g0; g < g1; ++g) {
       const uint8_t* gb = groups + (g - g0) * group_bytes;
       const int64_t r0 = g * kRows < j0 ? j0 : g * kRows, r1 = min64(j1, (g + 1) * kRows);
@@ -311,7 +377,7 @@ void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const u
       for (int64_t k = 0; k < n_groups; ++k) {
         const int64_t G = (t0 + tt - t) / (n_groups - k);  // near-equal token groups, larger ones last
         for (int64_t i = 0; i < G; ++i) ap[i] = acts + (t + i) * act_stride;
-        kGroupFns[G - 1](type, gb, nb, ap, out, end);
+        fns[G - 1](type, gb, nb, ap, out, end);
         for (int64_t i = 0; i < G; ++i)
           for (int64_t r = r0; r < r1; ++r) y[(t + i) * n_out + r] = out[16 * i + (r - g * kRows)];
         t += G;

@@ -165,6 +165,9 @@ void pack_block(DType type, const uint8_t* const* src, uint8_t* dst, size_t byte
         }
         break;
       }
+      case DType::F32: std::memcpy(dst + 4 * r, b, 4); break;
+      case DType::F16:
+      case DType::BF16: std::memcpy(dst + 2 * r, b, 2); break;
       default: throw_error(ErrorKind::Runtime, "pack: {} weights are not packed", dtype_name(type));
     }
   }
@@ -231,6 +234,9 @@ void dequantize_block(DType type, const uint8_t* gb, int r, float* y) {
       }
       return;
     }
+    case DType::F32: std::memcpy(y, gb + 4 * r, 4); return;
+    case DType::F16: y[0] = fp16_to_fp32(u16_at(gb + 2 * r)); return;
+    case DType::BF16: y[0] = bf16_to_fp32(u16_at(gb + 2 * r)); return;
     default: throw_error(ErrorKind::Runtime, "dequantize_packed_row: {} weights are not packed", dtype_name(type));
   }
 }
@@ -238,6 +244,10 @@ void dequantize_block(DType type, const uint8_t* gb, int r, float* y) {
 }  // namespace
 
 bool packs(DType type) {
+  return packs_integer(type) || type == DType::F32 || type == DType::F16 || type == DType::BF16;
+}
+
+bool packs_integer(DType type) {
   switch (type) {
     case DType::Q8_0:
     case DType::Q4_0:
@@ -291,7 +301,8 @@ void dequantize_packed_row(const MatrixView& w, const void* packed, int64_t j, f
 }
 
 float quant_dot_ref(DType type, const void* w_row, const float* x, int64_t n_in) {
-  if (!packs(type)) throw_error(ErrorKind::InvalidArgument, "quant_dot_ref: {} weights are not packed", dtype_name(type));
+  if (!packs_integer(type))
+    throw_error(ErrorKind::InvalidArgument, "quant_dot_ref: {} weights are not multiplied in integers", dtype_name(type));
   const DTypeInfo& info = dtype_info(type);
   const int64_t nb = n_in / info.block_size;
   std::vector<uint8_t> acts(avx2::act_row_bytes(type, n_in) + 64);

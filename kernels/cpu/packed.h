@@ -12,9 +12,10 @@
 // tokens. llama.cpp repacks Q4_0/Q4_K/IQ4_NL into 4- or 8-row interleaved blocks for the same
 // reason (ggml-cpu/repack.cpp); this layout and its kernels are specmoe's own.
 //
-// The arithmetic is defined row by row and token by token (quant_dot_ref below), independent of
-// the layout, the group, the lane, the batch and the instruction set: the AVX2 and AVX-512
-// kernels give quant_dot_ref's result bit for bit.
+// The arithmetic is defined row by row and token by token (quant_dot_ref below; for float
+// weights the row-major AVX2 kernel's order, kernels/cpu/matmul_avx2.cpp), independent of the
+// layout, the group, the lane, the batch and the instruction set: the AVX2 and AVX-512 kernels
+// give that result bit for bit.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -26,9 +27,14 @@ namespace specmoe::kernels::cpu {
 // Rows per interleaved group.
 constexpr int64_t kPackRows = 16;
 
-// Whether the integer matmul of weights of `type` runs on packed weights: Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q4_K, Q5_K, Q6_K. (Q2_K, Q3_K, IQ4_NL and IQ4_XS keep the row-major AVX2 kernels.)
+// Whether weights of `type` have a packed layout and kernels: the integer types Q8_0, Q4_0, Q4_1,
+// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (always multiplied packed: matmul packs a view that carries no
+// copy), and the float types F32, F16, BF16 (packed when the view carries a copy: their packed
+// kernels give the row-major kernels' results bit for bit, so a view without one runs those).
+// Q2_K, Q3_K, IQ4_NL and IQ4_XS keep the row-major AVX2 kernels.
 bool packs(DType type);
+// The integer ones among them (the types quant_dot_ref defines).
+bool packs_integer(DType type);
 // Bytes of the packed copy of w: ceil(n_out / 16) groups of 16 rows, the last group padded with
 // zero rows, the bytes of the file's layout per row (without any padding between w's rows).
 size_t packed_bytes(const MatrixView& w);
@@ -41,7 +47,7 @@ void pack_groups(const MatrixView& w, int64_t g0, int64_t g1, void* dst);
 // equal to dequantize_row of the file's row.
 void dequantize_packed_row(const MatrixView& w, const void* packed, int64_t j, float* out);
 
-// The integer path's value of y = dot(w_row, x) for one row of a packable type, by definition:
+// The integer path's value of y = dot(w_row, x) for one row of a packs_integer type, by definition:
 // x is quantized per block to 8 bits (32-element blocks with fp16-rounded scale d, sum and s as
 // llama.cpp's Q8_0 / Q8_1; 256-element blocks as Q8_K), then, block by block in order, from
 // acc = 0:

@@ -25,6 +25,8 @@
 //   Q6_K 3360:  d @0; scales 16 sub-blocks x 16 rows x i8 @32 (sub-block s at 32 + 16 s);
 //               sub-block s (16 elements, k-groups 4s .. 4s + 3) @288 + 192 s: two nibble chunks
 //               (low 4 bits), then a crumb plane (top 2 bits; the value is code - 32)
+//   F32 64, F16 / BF16 32: element k of the 16 rows (a "block" of one element), so that one
+//               load (and a conversion) puts element k of row r in lane r
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -20,8 +20,9 @@
 //    AVX-512) is within the bound kernels_test proves for it, and AVX-512 equals AVX2 bit for
 //    bit; other weights may give NaN or infinities, never a crash;
 //  - for the packed types (kernels/cpu/packed.h), on every integer path, every output equals
-//    quant_dot_ref bit for bit (NaN for NaN), with the view's packed copy and without it, and a
-//    packed row dequantizes to the file's row bit for bit;
+//    quant_dot_ref bit for bit (NaN for NaN), with the view's packed copy and without it; float
+//    weights with a packed copy give the row-major kernels' bits; a packed row dequantizes to
+//    the file's row bit for bit;
 //  - quantizing finite rows of moderate range gives finite values within twice the largest
 //    magnitude of each block's input.
 #pragma once
@@ -256,14 +257,19 @@ inline Outcome run_quant(std::span<const uint8_t> bytes) {
       SPECMOE_FUZZ_CHECK(std::memcmp(prow.data(), deq.data() + j * n_in, static_cast<size_t>(n_in) * 4) == 0,
                          fmt::format("{}: packed row {} dequantizes differently", what, j));
     }
-    std::vector<float> want(ref.size());
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t j = 0; j < n_out; ++j)
-        want[t * n_out + j] = cpu::quant_dot_ref(type, view.row(j), x.data() + t * n_in, n_in);
     kernels::MatrixView with_copy = view;
     with_copy.packed = packed.data();
     for (cpu::Isa isa : {cpu::Isa::Avx2, cpu::Isa::Avx512}) {
       if (cpu::usable_isa(isa) != isa) continue;
+      // Integer types: the definition; float types: the row-major kernel without the copy.
+      std::vector<float> want(ref.size());
+      if (cpu::packs_integer(type)) {
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t j = 0; j < n_out; ++j)
+            want[t * n_out + j] = cpu::quant_dot_ref(type, view.row(j), x.data() + t * n_in, n_in);
+      } else {
+        cpu::matmul(pool, x.data(), T, view, want.data(), isa);
+      }
       for (const kernels::MatrixView* v : {&view, static_cast<const kernels::MatrixView*>(&with_copy)}) {
         std::vector<float> y(ref.size(), -7.0f);
         cpu::matmul(pool, x.data(), T, *v, y.data(), isa);

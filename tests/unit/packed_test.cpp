@@ -76,19 +76,23 @@ std::vector<cpu::Isa> integer_isas() {
 
 }  // namespace
 
-TEST(Packed, PacksTheIntegerTypes) {
-  for (DType t : kPacked) EXPECT_TRUE(cpu::packs(t)) << specmoe::dtype_name(t);
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS})
-    EXPECT_FALSE(cpu::packs(t)) << specmoe::dtype_name(t);
+TEST(Packed, PackableTypes) {
+  for (DType t : kPacked) EXPECT_TRUE(cpu::packs(t) && cpu::packs_integer(t)) << specmoe::dtype_name(t);
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    EXPECT_TRUE(cpu::packs(t) && !cpu::packs_integer(t)) << specmoe::dtype_name(t);
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS}) EXPECT_FALSE(cpu::packs(t)) << specmoe::dtype_name(t);
   const auto view = cpu::MatrixView::make(DType::Q4_K, nullptr, 512, 17);
   EXPECT_EQ(cpu::packed_bytes(view), 32u * specmoe::dtype_row_bytes(DType::Q4_K, 512));  // 2 groups
 }
 
 TEST(Packed, RowsDequantizeToTheFileRows) {
   cpu::ThreadPool pool(2);
-  for (DType type : kPacked)
+  std::vector<DType> types(std::begin(kPacked), std::end(kPacked));
+  types.insert(types.end(), {DType::F32, DType::F16, DType::BF16});
+  for (DType type : types)
     for (bool raw : {false, true}) {
-      const int64_t block = specmoe::dtype_info(type).block_size, n_in = 3 * block, n_out = 37;
+      if (raw && !cpu::packs_integer(type)) continue;
+      const int64_t block = specmoe::dtype_info(type).block_size, n_in = block == 1 ? 19 : 3 * block, n_out = 37;
       SCOPED_TRACE(testing::Message() << specmoe::dtype_name(type) << (raw ? " raw" : ""));
       const std::vector<uint8_t> bytes = weight_bytes(type, n_in, n_out, 11, raw);
       const auto view = cpu::MatrixView::make(type, bytes.data(), n_in, n_out);
@@ -193,7 +197,40 @@ TEST(Packed, CpuBackendPacksResidentWeights) {
   cpu::ThreadPool pool(1);
   cpu::matmul(pool, x.data(), T, host, b.data());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
-  // Float weights are used as they are.
+  // Float weights get a packed copy too; types without packed kernels do not.
   const std::vector<float> f = random_vec(static_cast<size_t>(n_in * 4), 1, 1.0f);
-  EXPECT_EQ(backend->resident(cpu::MatrixView::make(DType::F32, f.data(), n_in, 4)).packed, nullptr);
+  EXPECT_NE(backend->resident(cpu::MatrixView::make(DType::F32, f.data(), n_in, 4)).packed, nullptr);
+  const std::vector<uint8_t> q3 = weight_bytes(DType::Q3_K, n_in, 4, 2, false);
+  EXPECT_EQ(backend->resident(cpu::MatrixView::make(DType::Q3_K, q3.data(), n_in, 4)).packed, nullptr);
+}
+
+// Float weights: the packed kernels keep the row-major kernel's summation order, so a view with a
+// packed copy gives the bits of one without (every tail length n_in % 8, every token group).
+TEST(Packed, FloatKernelsMatchTheRowMajorOnesBitForBit) {
+  const std::vector<cpu::Isa> isas = integer_isas();
+  if (isas.empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+  cpu::ThreadPool pool(2);
+  for (DType type : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t n_in : {1, 3, 8, 17, 33, 257})
+      for (int64_t n_out : {1, 15, 17, 33})
+        for (int64_t T : {1, 2, 3, 4, 5, 9, 17}) {
+          SCOPED_TRACE(testing::Message() << specmoe::dtype_name(type) << " n_in=" << n_in << " n_out=" << n_out
+                                          << " T=" << T);
+          const std::vector<float> values = random_vec(static_cast<size_t>(n_in * n_out), 21, 0.5f);
+          const size_t rb = specmoe::dtype_row_bytes(type, n_in);
+          std::vector<uint8_t> bytes(rb * n_out);
+          for (int64_t j = 0; j < n_out; ++j) cpu::quantize_row(type, values.data() + j * n_in, bytes.data() + j * rb, n_in);
+          auto view = cpu::MatrixView::make(type, bytes.data(), n_in, n_out);
+          std::vector<uint8_t> packed(cpu::packed_bytes(view));
+          cpu::pack(pool, view, packed.data());
+          const std::vector<float> x = random_vec(static_cast<size_t>(T * n_in), static_cast<uint32_t>(T), 1.0f);
+          for (cpu::Isa isa : isas) {
+            std::vector<float> want(static_cast<size_t>(T * n_out), -7.0f), got(want.size(), -9.0f);
+            view.packed = nullptr;
+            cpu::matmul(pool, x.data(), T, view, want.data(), isa);
+            view.packed = packed.data();
+            cpu::matmul(pool, x.data(), T, view, got.data(), isa);
+            ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << cpu::isa_name(isa);
+          }
+        }
 }
