@@ -1,11 +1,14 @@
 // Softmax, SwiGLU (Shazeer 2020), GELU (tanh approximation, Hendrycks & Gimpel 2016; the form
 // GPT-2 and llama.cpp's ggml_gelu use), logit soft-capping and the elementwise helpers.
-// Element-wise ops split the vector into fixed chunks over threads; each element is computed
-// exactly as the reference computes it.
+// Element-wise ops split the vector into fixed chunks over threads. SwiGLU and GELU run the AVX2
+// kernels (a vectorised exp, within a few ulp of the references' libm calls) where the CPU has
+// AVX2; every other element-wise op, and those two on the portable path, computes each element
+// exactly as the reference does. Either way an element's value depends only on its inputs.
 #include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/simd_avx2.h"
 
 namespace specmoe::kernels::cpu {
 
@@ -42,7 +45,13 @@ void swiglu_ref(const float* gate, const float* up, float* out, int64_t n) {
 }
 
 void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, int64_t n) {
-  pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) { swiglu_ref(gate + b, up + b, out + b, e - b); });
+  const bool simd = usable_isa(best_isa()) != Isa::Scalar;
+  pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) {
+    if (simd)
+      avx2::swiglu(gate + b, up + b, out + b, e - b);
+    else
+      swiglu_ref(gate + b, up + b, out + b, e - b);
+  });
 }
 
 void gelu_ref(const float* x, float* y, int64_t n) {
@@ -50,7 +59,13 @@ void gelu_ref(const float* x, float* y, int64_t n) {
 }
 
 void gelu(ThreadPool& pool, const float* x, float* y, int64_t n) {
-  pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) { gelu_ref(x + b, y + b, e - b); });
+  const bool simd = usable_isa(best_isa()) != Isa::Scalar;
+  pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) {
+    if (simd)
+      avx2::gelu(x + b, y + b, e - b);
+    else
+      gelu_ref(x + b, y + b, e - b);
+  });
 }
 
 void softcap_ref(const float* x, float cap, float* y, int64_t n) {

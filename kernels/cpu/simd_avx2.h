@@ -13,6 +13,9 @@ namespace specmoe::kernels::cpu::avx2 {
 void matmul_rows(const MatrixView& w, const float* x, int64_t T, float* y, int64_t j0, int64_t j1,
                  float* scratch);
 float dot_f32(const float* a, const float* b, int64_t n);
+// SwiGLU and GELU through a vectorised exp (activation_avx2.cpp): out may alias the inputs.
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+void gelu(const float* x, float* y, int64_t n);
 // y[i] += a * x[i]
 void axpy_f32(float a, const float* x, float* y, int64_t n);
 
