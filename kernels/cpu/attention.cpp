@@ -76,6 +76,7 @@ struct Scratch {
   std::vector<float> scores, row;
   std::vector<int64_t> rows;
   std::vector<avx2::QueryQ8> query;
+  std::vector<const uint16_t*> vrows;
   Scratch(int64_t n, int64_t d) : scores(n), row(d), rows(n), query((d + 31) / 32) {}
 };
 
@@ -141,6 +142,56 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
   }
 }
 
+// The query heads h0 .. h0 + G - 1 of token i, which share one KV head, with F16 keys and values
+// (the default cache): each key and value row is read and widened once for all of them
+// (attention_avx2.h), and every head's arithmetic is attend_one's, so the outputs are its bits.
+void attend_heads_f16(const float* q, int64_t T, int64_t i, int h0, int G, const KVView& kv, const uint8_t* allowed,
+                      const AttentionParams& p, float* out, Scratch& s) {
+  const int kvh = h0 / (p.n_head / p.n_head_kv);
+  const int64_t d = p.head_dim;
+  const HeadRows K = head_rows(kv.k, kv.k_row_bytes, kv.k_type, kvh, d);
+  const HeadRows V = head_rows(kv.v, kv.v_row_bytes, kv.v_type, kvh, d);
+  int64_t n = 0;
+  for (int64_t r = 0; r < kv.n_past; ++r)
+    if (in_window(kv, p, i, r)) s.rows[n++] = r;
+  for (int64_t j = 0; j < T; ++j)
+    if (visible(allowed, T, i, j) && in_window(kv, p, i, kv.n_past + j)) s.rows[n++] = kv.n_past + j;
+  const float* qh[8];
+  float* oh[8];
+  for (int g = 0; g < G; ++g) {
+    qh[g] = q + (i * p.n_head + h0 + g) * d;
+    oh[g] = out + (i * p.n_head + h0 + g) * d;
+    std::fill(oh[g], oh[g] + d, 0.0f);
+  }
+  if (n == 0) return;
+  // scores[g * n + t]
+  if (static_cast<int64_t>(s.scores.size()) < G * n) s.scores.resize(static_cast<size_t>(G * n));
+  float dots[8];
+  for (int64_t t = 0; t < n; ++t) {
+    avx2::dot_f16_heads(qh, G, reinterpret_cast<const uint16_t*>(K.row(s.rows[t])), d, dots);
+    for (int g = 0; g < G; ++g) {
+      float sc = dots[g] * p.scale;
+      if (p.softcap > 0.0f) sc = p.softcap * std::tanh(sc / p.softcap);
+      s.scores[g * n + t] = sc;
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    float* sc = s.scores.data() + g * n;
+    float mx = -INFINITY;
+    for (int64_t t = 0; t < n; ++t) mx = std::max(mx, sc[t]);
+    float sum = 0.0f;
+    for (int64_t t = 0; t < n; ++t) {
+      sc[t] = std::exp(sc[t] - mx);
+      sum += sc[t];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t t = 0; t < n; ++t) sc[t] = sc[t] * inv;
+  }
+  if (static_cast<int64_t>(s.vrows.size()) < n) s.vrows.resize(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) s.vrows[t] = reinterpret_cast<const uint16_t*>(V.row(s.rows[t]));
+  avx2::weighted_sum_f16_heads(s.scores.data(), G, s.vrows.data(), n, d, oh);
+}
+
 }  // namespace
 
 void attention_ref(const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
@@ -155,6 +206,23 @@ void attention(ThreadPool& pool, const float* q, int64_t T, const KVView& kv, co
                const AttentionParams& p, float* out, Isa isa) {
   check(p, kv);
   const bool fast = usable_isa(isa) != Isa::Scalar;
+  if (fast && kv.k_type == DType::F16 && kv.v_type == DType::F16) {
+    // One item per (token, up to 8 query heads of one KV head): the heads share the reads of the
+    // key and value rows. Each item's outputs are independent of the split.
+    const int group = p.n_head / p.n_head_kv, per_item = std::min(group, 8);
+    const int items_per_kv = (group + per_item - 1) / per_item;
+    pool.parallel_for(T * p.n_head_kv * items_per_kv, 1, [&](int64_t b, int64_t e) {
+      Scratch s(kv.n_past + T, p.head_dim);
+      for (int64_t it = b; it < e; ++it) {
+        const int64_t i = it / (p.n_head_kv * items_per_kv);
+        const int rest = static_cast<int>(it % (p.n_head_kv * items_per_kv));
+        const int kvh = rest / items_per_kv, part = rest % items_per_kv;
+        const int h0 = kvh * group + part * per_item;
+        attend_heads_f16(q, T, i, h0, std::min(per_item, kvh * group + group - h0), kv, allowed, p, out, s);
+      }
+    });
+    return;
+  }
   // One item per (token, head); each is independent, so the split cannot change results.
   pool.parallel_for(T * p.n_head, 1, [&](int64_t b, int64_t e) {
     Scratch s(kv.n_past + T, p.head_dim);

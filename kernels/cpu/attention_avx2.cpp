@@ -59,6 +59,56 @@ void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += a * half(x[i]);
 }
 
+void dot_f16_heads(const float* const* q, int G, const uint16_t* k, int64_t n, float* dots) {
+  // Heads in groups of 4: 8 accumulators and the two widened key vectors fit the 16 registers.
+  for (int g0 = 0; g0 < G; g0 += 4) {
+    const int m = std::min(4, G - g0);
+    __m256 a0[4], a1[4];
+    for (int g = 0; g < 4; ++g) a0[g] = a1[g] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m256 k0 = load_f16(k + i), k1 = load_f16(k + i + 8);
+      for (int g = 0; g < m; ++g) {
+        a0[g] = _mm256_fmadd_ps(k0, _mm256_loadu_ps(q[g0 + g] + i), a0[g]);
+        a1[g] = _mm256_fmadd_ps(k1, _mm256_loadu_ps(q[g0 + g] + i + 8), a1[g]);
+      }
+    }
+    const int64_t body = i;
+    for (int g = 0; g < m; ++g) {
+      const float* qg = q[g0 + g];
+      __m256 b0 = a0[g];
+      i = body;
+      if (i + 8 <= n) {
+        b0 = _mm256_fmadd_ps(load_f16(k + i), _mm256_loadu_ps(qg + i), b0);
+        i += 8;
+      }
+      float sum = hsum(_mm256_add_ps(b0, a1[g]));
+      for (; i < n; ++i) sum = std::fma(half(k[i]), qg[i], sum);
+      dots[g0 + g] = sum;
+    }
+  }
+}
+
+void weighted_sum_f16_heads(const float* w, int G, const uint16_t* const* v, int64_t rows, int64_t n, float* const* out) {
+  // Eight columns at a time, all rows, all heads in registers (at most 8 accumulators).
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8) {
+    __m256 acc[8];
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      const __m256 x = load_f16(v[r] + c);
+      for (int g = 0; g < G; ++g) acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(w[g * rows + r]), x, acc[g]);
+    }
+    for (int g = 0; g < G; ++g) _mm256_storeu_ps(out[g] + c, acc[g]);
+  }
+  for (; c < n; ++c)
+    for (int g = 0; g < G; ++g) {
+      float y = 0.0f;
+      for (int64_t r = 0; r < rows; ++r) y += w[g * rows + r] * half(v[r][c]);
+      out[g][c] = y;
+    }
+}
+
 void quantize_query_q8(const float* q, int64_t nb, QueryQ8* out) {
   for (int64_t b = 0; b < nb; ++b, q += 32) {
     float amax = 0.0f;

@@ -10,6 +10,13 @@ namespace specmoe::kernels::cpu::avx2 {
 float dot_f16(const float* q, const uint16_t* k, int64_t n);
 // y[i] += a * x[i] for n halves x.
 void axpy_f16(float a, const uint16_t* x, float* y, int64_t n);
+// The query heads that share a KV head, over one key or over all values at once (each K / V row is
+// read and widened once for them), with dot_f16's and axpy_f16's arithmetic for each head:
+//   dots[g] = dot_f16(q[g], k, n) for g < G (G <= 8);
+//   out[g][c] = sum over rows r in order of w[g * rows + r] * v_r[c], from 0, for c < n: the
+//   result of axpy_f16 row after row into a zeroed out[g] (G <= 8).
+void dot_f16_heads(const float* const* q, int G, const uint16_t* k, int64_t n, float* dots);
+void weighted_sum_f16_heads(const float* w, int G, const uint16_t* const* v, int64_t rows, int64_t n, float* const* out);
 
 // A query head quantized to 8 bits per block of 32 for the integer dot with Q8_0 keys (the role
 // of llama.cpp's quantized vec_dot operand): q[i] ~ d * qs[i], qs in [-127, 127], d a float.
