@@ -5,6 +5,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include <algorithm>
 #include <cstdlib>
@@ -16,6 +20,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cpu/simd_amx.h"
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/cpu/simd_avx512.h"
 
@@ -48,7 +53,31 @@ bool cpu_has_avx512() {
 #endif
 }
 
-Isa detected_isa() { return cpu_has_avx512() ? Isa::Avx512 : cpu_has_avx2() ? Isa::Avx2 : Isa::Scalar; }
+// AMX-TILE and AMX-INT8 (CPUID leaf 7 EDX bits 24, 25), the tile state enabled by the OS in XCR0
+// (bits 17, 18: XTILECFG, XTILEDATA), and on Linux the tile data granted to this process
+// (arch_prctl ARCH_REQ_XCOMP_PERM, once; without it the first tile instruction faults).
+bool cpu_has_amx() {
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
+  static const bool has = [] {
+    if (!cpu_has_avx512()) return false;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || (d & (1u << 24)) == 0 || (d & (1u << 25)) == 0) return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || (c & bit_OSXSAVE) == 0) return false;  // xgetbv is usable
+    unsigned lo = 0, hi = 0;
+    asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return false;
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+Isa detected_isa() {
+  return cpu_has_amx() ? Isa::Amx : cpu_has_avx512() ? Isa::Avx512 : cpu_has_avx2() ? Isa::Avx2 : Isa::Scalar;
+}
 
 // A 64-byte aligned, growable byte buffer (the quantized activations: the AVX-512 kernels load
 // whole cache lines of them).
@@ -123,12 +152,14 @@ Isa best_isa() {
     if (std::strcmp(env, "scalar") == 0) return Isa::Scalar;
     if (std::strcmp(env, "avx2") == 0) return usable_isa(Isa::Avx2);
     if (std::strcmp(env, "avx512") == 0) return usable_isa(Isa::Avx512);
+    if (std::strcmp(env, "amx") == 0) return usable_isa(Isa::Amx);
     return detected_isa();  // unknown names: the default
   }();
   return isa;
 }
 
 Isa usable_isa(Isa want) {
+  if (want == Isa::Amx && !cpu_has_amx()) want = Isa::Avx512;
   if (want == Isa::Avx512 && !cpu_has_avx512()) want = Isa::Avx2;
   if (want == Isa::Avx2 && !cpu_has_avx2()) want = Isa::Scalar;
   return want;
@@ -136,6 +167,7 @@ Isa usable_isa(Isa want) {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
+    case Isa::Amx: return "amx-int8";
     case Isa::Avx512: return "avx512-vnni";
     case Isa::Avx2: return "avx2";
     default: return "scalar";
@@ -165,7 +197,7 @@ namespace {
 struct Product {
   const MatrixView* w = nullptr;
   float* y = nullptr;
-  enum class Path { Avx512Packed, Avx2Packed, Avx2Quant, Avx2Float, Portable } path = Path::Portable;
+  enum class Path { AmxPacked, Avx512Packed, Avx2Packed, Avx2Quant, Avx2Float, Portable } path = Path::Portable;
   const uint8_t* acts = nullptr;  // quantized activations (the integer paths)
   size_t stride = 0;
   int64_t first_chunk = 0;        // index of its first chunk of rows among all products
@@ -175,6 +207,7 @@ struct Product {
 void run_rows(const Product& p, const float* x, int64_t T, int64_t j0, int64_t j1) {
   const MatrixView& w = *p.w;
   switch (p.path) {
+    case Product::Path::AmxPacked:
     case Product::Path::Avx512Packed:
     case Product::Path::Avx2Packed: {
       // The packed groups of rows [j0, j1): the view's copy, or packed here for a view without one
@@ -190,7 +223,9 @@ void run_rows(const Product& p, const float* x, int64_t T, int64_t j0, int64_t j
         pack_groups(w, g0, g1, dst);
         groups = dst;
       }
-      if (p.path == Product::Path::Avx512Packed)
+      if (p.path == Product::Path::AmxPacked)
+        amx::matmul_packed_rows(w.type, groups, w.n_in, p.acts, p.stride, T, p.y, w.n_out, j0, j1);
+      else if (p.path == Product::Path::Avx512Packed)
         avx512::matmul_packed_rows(w.type, groups, w.n_in, p.acts, p.stride, T, p.y, w.n_out, j0, j1);
       else
         avx2::matmul_packed_rows(w.type, groups, w.n_in, p.acts, p.stride, T, p.y, w.n_out, j0, j1);
@@ -289,13 +324,16 @@ void matmul_multi(ThreadPool& pool, const float* x, int64_t T, std::span<const M
       const int k = quantized(w.type);
       p.acts = acts[k];
       p.stride = strides[k];
-      if (packs(w.type))
-        p.path = isa == Isa::Avx512 ? Product::Path::Avx512Packed : Product::Path::Avx2Packed;
+      // AMX tiles from the batch size where they beat the AVX-512 kernels (simd_amx.h).
+      if (isa == Isa::Amx && amx::min_tokens(w.type) > 0 && T >= amx::min_tokens(w.type))
+        p.path = Product::Path::AmxPacked;
+      else if (packs(w.type))
+        p.path = isa >= Isa::Avx512 ? Product::Path::Avx512Packed : Product::Path::Avx2Packed;
       else
         p.path = Product::Path::Avx2Quant;
     } else if (isa != Isa::Scalar && w.packed != nullptr && packs(w.type)) {
       // Float weights with a packed copy: the packed kernels read the float activations.
-      p.path = isa == Isa::Avx512 ? Product::Path::Avx512Packed : Product::Path::Avx2Packed;
+      p.path = isa >= Isa::Avx512 ? Product::Path::Avx512Packed : Product::Path::Avx2Packed;
       p.acts = reinterpret_cast<const uint8_t*>(x);
       p.stride = static_cast<size_t>(n_in) * sizeof(float);
     } else {

@@ -100,15 +100,18 @@ std::vector<double> read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t{5
 // Instruction-set selection.
 
 // Avx2 = AVX2 + FMA + F16C; Avx512 = that + AVX-512 F/BW/VL/DQ + VNNI (Ice Lake, Sapphire Rapids,
-// Zen 4 and later). Avx512 gives the same results as Avx2 bit for bit (its kernels reproduce the
-// AVX2 arithmetic, kernels/cpu/simd_avx512.h), only faster; ops without an AVX-512 kernel run
-// their AVX2 one.
-enum class Isa { Scalar, Avx2, Avx512 };
-// The best path this CPU supports (checked once at runtime with __builtin_cpu_supports), or the
-// one SPECMOE_CPU_ISA names (scalar, avx2, avx512) when the CPU supports it: to compare paths on
+// Zen 4 and later); Amx = Avx512 + AMX-TILE/AMX-INT8 (Sapphire Rapids and later), with the tile
+// state granted to the process by the kernel (Linux arch_prctl). Each gives the same results as
+// Avx2 bit for bit (its kernels reproduce the AVX2 arithmetic, kernels/cpu/simd_avx512.h,
+// simd_amx.h), only faster; ops without a kernel of their own on a path run the one below it
+// (Amx: integer matmuls of 2+ tokens on tiles, everything else AVX-512).
+enum class Isa { Scalar, Avx2, Avx512, Amx };
+// The best path this CPU supports (checked once at runtime with CPUID), or the one
+// SPECMOE_CPU_ISA names (scalar, avx2, avx512, amx) when the CPU supports it: to compare paths on
 // one machine.
 Isa best_isa();
-// `want` if the CPU supports it, else the best supported path below it (Avx512 -> Avx2 -> Scalar).
+// `want` if the CPU supports it, else the best supported path below it (Amx -> Avx512 -> Avx2 ->
+// Scalar).
 Isa usable_isa(Isa want);
 const char* isa_name(Isa isa);
 

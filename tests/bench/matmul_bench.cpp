@@ -13,7 +13,7 @@
 //     (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS at 4096 x 4096; the label names the type)
 // BM_MatmulKernel: the micro-kernels with the weights hot in L2 (1536 x 128, the width of the
 // 1.5B target), one thread, per dtype, T = 1, 2, 4, 8, 16 and instruction set (0 scalar, 1 AVX2,
-// 2 AVX-512 VNNI where the CPU has it): multiply-adds per second when memory is not the limit,
+// 2 AVX-512 VNNI, 3 AMX-INT8 where the CPU has them): multiply-adds per second when memory is not the limit,
 // i.e. what a T-token verify forward can overlap with its weight reads.
 //   ./build/tests/bench_matmul --benchmark_filter='Kernel.*dtype:12/'   (Q4_K)
 // The ratio time(T=8) / time(T=1) inside one run is the figure that matters for verification
@@ -162,7 +162,7 @@ void BM_MatmulKernel(benchmark::State& state) {
 void kernel_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K})
     for (int64_t T : {1, 2, 4, 5, 8, 9, 16})
-      for (int64_t isa : {1, 2}) b->Args({static_cast<int64_t>(t), T, isa});
+      for (int64_t isa : {1, 2, 3}) b->Args({static_cast<int64_t>(t), T, isa});
 }
 
 void dtype_args(benchmark::internal::Benchmark* b) {

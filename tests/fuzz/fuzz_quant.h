@@ -227,15 +227,15 @@ inline Outcome run_quant(std::span<const uint8_t> bytes) {
         SPECMOE_FUZZ_CHECK(std::isfinite(ref[t * n_out + j]), what + ": matmul_ref of bounded weights is not finite");
   static cpu::ThreadPool pool(2);
   std::vector<float> y_avx2;
-  for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+  for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512, cpu::Isa::Amx}) {
     if (cpu::usable_isa(isa) != isa) continue;
     std::vector<float> y(ref.size(), -7.0f);
     cpu::matmul(pool, x.data(), T, view, y.data(), isa);
-    // kernels/cpu/ops.h: the AVX-512 kernels give the AVX2 results bit for bit, NaN included.
+    // kernels/cpu/ops.h: the AVX-512 and AMX kernels give the AVX2 results bit for bit, NaN included.
     if (isa == cpu::Isa::Avx2) y_avx2 = y;
-    if (isa == cpu::Isa::Avx512 && !y_avx2.empty())
+    if (isa >= cpu::Isa::Avx512 && !y_avx2.empty())
       SPECMOE_FUZZ_CHECK(std::memcmp(y.data(), y_avx2.data(), y.size() * sizeof(float)) == 0,
-                         what + ": matmul (avx512) differs from matmul (avx2)");
+                         fmt::format("{}: matmul ({}) differs from matmul (avx2)", what, cpu::isa_name(isa)));
     for (int64_t t = 0; t < T; ++t)
       for (int64_t j = 0; j < n_out; ++j) {
         if (!bounded(t, j)) continue;
@@ -259,7 +259,7 @@ inline Outcome run_quant(std::span<const uint8_t> bytes) {
     }
     kernels::MatrixView with_copy = view;
     with_copy.packed = packed.data();
-    for (cpu::Isa isa : {cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+    for (cpu::Isa isa : {cpu::Isa::Avx2, cpu::Isa::Avx512, cpu::Isa::Amx}) {
       if (cpu::usable_isa(isa) != isa) continue;
       // Integer types: the definition; float types: the row-major kernel without the copy.
       std::vector<float> want(ref.size());

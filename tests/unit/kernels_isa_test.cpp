@@ -64,10 +64,8 @@ std::vector<uint8_t> weight_bytes(DType type, int64_t n_in, int64_t n_out, uint3
   return bytes;
 }
 
-}  // namespace
-
-TEST(KernelIsa, Avx512MatchesAvx2BitForBit) {
-  if (cpu::usable_isa(cpu::Isa::Avx512) != cpu::Isa::Avx512) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+// Every weight dtype on `isa` against AVX2, bit for bit.
+void expect_same_as_avx2(cpu::Isa isa) {
   cpu::ThreadPool pool(2);
   for (DType type : kTypes) {
     const int64_t block = specmoe::dtype_info(type).block_size;
@@ -75,21 +73,34 @@ TEST(KernelIsa, Avx512MatchesAvx2BitForBit) {
     for (bool raw : {false, true})
       for (int64_t n_in : n_ins)
         for (int64_t n_out : {1, 3, 17, 67})
-          for (int64_t T : {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 64, 65, 70}) {
+          for (int64_t T : {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 33, 64, 65, 70}) {
             SCOPED_TRACE(testing::Message() << specmoe::dtype_name(type) << (raw ? " raw" : "") << " n_in=" << n_in
-                                            << " n_out=" << n_out << " T=" << T);
+                                            << " n_out=" << n_out << " T=" << T << " " << cpu::isa_name(isa));
             const std::vector<uint8_t> bytes = weight_bytes(type, n_in, n_out, static_cast<uint32_t>(n_in + n_out), raw);
             const auto view = cpu::MatrixView::make(type, bytes.data(), n_in, n_out);
             const std::vector<float> x = random_vec(static_cast<size_t>(T * n_in), static_cast<uint32_t>(T), 1.0f);
             std::vector<float> y2(T * n_out, NAN), y5(T * n_out, NAN);
             cpu::matmul(pool, x.data(), T, view, y2.data(), cpu::Isa::Avx2);
-            cpu::matmul(pool, x.data(), T, view, y5.data(), cpu::Isa::Avx512);
+            cpu::matmul(pool, x.data(), T, view, y5.data(), isa);
             bool nonzero = false;
             for (float v : y2) nonzero = nonzero || v != 0.0f;
             ASSERT_TRUE(nonzero);
             ASSERT_EQ(std::memcmp(y2.data(), y5.data(), y2.size() * sizeof(float)), 0);
           }
   }
+}
+
+}  // namespace
+
+TEST(KernelIsa, Avx512MatchesAvx2BitForBit) {
+  if (cpu::usable_isa(cpu::Isa::Avx512) != cpu::Isa::Avx512) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  expect_same_as_avx2(cpu::Isa::Avx512);
+}
+
+// The AMX tile kernels (integer types, 2+ tokens; the rest of the path is AVX-512).
+TEST(KernelIsa, AmxMatchesAvx2BitForBit) {
+  if (cpu::usable_isa(cpu::Isa::Amx) != cpu::Isa::Amx) GTEST_SKIP() << "no AMX-INT8 on this CPU (or not granted by the OS)";
+  expect_same_as_avx2(cpu::Isa::Amx);
 }
 
 TEST(KernelIsa, BestIsaIsUsable) {

@@ -69,7 +69,7 @@ bool same_bits(float a, float b) {
 
 std::vector<cpu::Isa> integer_isas() {
   std::vector<cpu::Isa> isas;
-  for (cpu::Isa isa : {cpu::Isa::Avx2, cpu::Isa::Avx512})
+  for (cpu::Isa isa : {cpu::Isa::Avx2, cpu::Isa::Avx512, cpu::Isa::Amx})
     if (cpu::usable_isa(isa) == isa) isas.push_back(isa);
   return isas;
 }
@@ -120,7 +120,7 @@ TEST(Packed, KernelsMatchQuantDotRefBitForBit) {
   for (DType type : kPacked) {
     const int64_t block = specmoe::dtype_info(type).block_size;
     for (bool raw : {false, true})
-      for (int64_t n_in : {block, 3 * block})
+      for (int64_t n_in : {block, 3 * block, 6 * block})  // 6: the AMX kernels' batches of 4 blocks and a rest
         for (int64_t n_out : {1, 15, 16, 17, 33})
           for (int64_t T : {1, 2, 5, 9, 16, 17, 65}) {
             SCOPED_TRACE(testing::Message() << specmoe::dtype_name(type) << (raw ? " raw" : "") << " n_in=" << n_in
