@@ -50,11 +50,14 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
+#include "kernels/cpu/packed_avx512_inl.h"  // inside the target region: its helpers get AVX-512
+
 namespace specmoe::kernels::cpu::amx {
 
 using avx2::ActQ8x256;
 using avx2::ActQ8x32;
 using namespace packed;
+using namespace packed512;
 
 namespace {
 
@@ -86,68 +89,57 @@ void configure(int m, int k) {
   current_m = m, current_k = k;
 }
 
-inline __m512i load(const void* p) { return _mm512_loadu_si512(p); }
-inline __m512i bcast4(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-inline __m512 halves(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-inline void nibbles(const uint8_t* p, __m512i& lo, __m512i& hi) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F), raw = load(p);
-  lo = _mm512_and_si512(raw, m4);
-  hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-}
-inline __m512i fifth_bit(__m512i code, __m512i plane, int i) {
-  const __m512i bit = i <= 4 ? _mm512_slli_epi16(plane, 4 - i) : _mm512_srli_epi16(plane, i - 4);
-  return _mm512_ternarylogic_epi32(code, bit, _mm512_set1_epi8(0x10), 0xF8);  // a | (b & c)
-}
-
 // As the AVX-512 kernels: each group block is prefetched 16 KB ahead into L2 (batches are compute
-// bound; their weights must be in L2 when a block is unpacked). Inline asm: GCC 12 drops
-// _mm_prefetch in functions built through the target pragma.
+// bound; their weights must be in L2 when a block is unpacked).
 constexpr size_t kPrefetchAhead = 16 << 10;
 template <size_t kBytes>
 inline void prefetch_ahead(const uint8_t* block, const uint8_t* end) {
-  const uint8_t* p = block + (kPrefetchAhead / kBytes) * kBytes;
-  if (p >= end) return;
-  for (size_t o = 0; o < kBytes; o += 64) asm volatile("prefetcht1 %0" : : "m"(*(p + o)));
+  prefetch_l2(block + (kPrefetchAhead / kBytes) * kBytes, end, kBytes);
 }
+
+// One tile multiply C += A B: TDPBSSD (signed codes) or TDPBSUD (unsigned). A macro, not a
+// template: GCC's tile intrinsics paste their tile numbers into inline assembly as text, so they
+// must be literal digits.
+#define SPECMOE_TILE_DP(kSigned, C, A, B) \
+  do {                                    \
+    if constexpr (kSigned)                \
+      _tile_dpbssd(C, A, B);              \
+    else                                  \
+      _tile_dpbsud(C, A, B);              \
+  } while (0)
 
 // C tiles of up to four blocks: tile 0 = A(a[0]) x B(b[0]), 1 = A(a[1]) x B(b[1]), ... stored to
 // c[i] (16 x 16 int32, token t's 16 row sums at c[i] + 16 t). kSigned: TDPBSSD, else TDPBSUD.
 template <bool kSigned>
 inline void multiply(int n, const uint8_t* const* a, size_t stride, const void* const* b, int32_t (*c)[256]) {
-#define SPECMOE_AMX_DP(C, A, B) \
-  if constexpr (kSigned) _tile_dpbssd(C, A, B); else _tile_dpbsud(C, A, B)
   _tile_zero(0);
   _tile_loadd(4, a[0], stride);
   _tile_loadd(6, b[0], 64);
-  SPECMOE_AMX_DP(0, 4, 6);
+  SPECMOE_TILE_DP(kSigned, 0, 4, 6);
   if (n > 1) {
     _tile_zero(1);
     _tile_loadd(5, a[1], stride);
     _tile_loadd(7, b[1], 64);
-    SPECMOE_AMX_DP(1, 5, 7);
+    SPECMOE_TILE_DP(kSigned, 1, 5, 7);
   }
   if (n > 2) {
     _tile_zero(2);
     _tile_loadd(4, a[2], stride);
     _tile_loadd(6, b[2], 64);
-    SPECMOE_AMX_DP(2, 4, 6);
+    SPECMOE_TILE_DP(kSigned, 2, 4, 6);
   }
   if (n > 3) {
     _tile_zero(3);
     _tile_loadd(5, a[3], stride);
     _tile_loadd(7, b[3], 64);
-    SPECMOE_AMX_DP(3, 5, 7);
+    SPECMOE_TILE_DP(kSigned, 3, 5, 7);
   }
-#undef SPECMOE_AMX_DP
   _tile_stored(0, c[0], 64);
   if (n > 1) _tile_stored(1, c[1], 64);
   if (n > 2) _tile_stored(2, c[2], 64);
   if (n > 3) _tile_stored(3, c[3], 64);
 }
+#undef SPECMOE_TILE_DP
 
 // ------------------------------------------------------------------ 32-element blocks
 // acc[16 t + r] += row r's value for token t (acc zeroed by the caller); token t's activation
@@ -229,7 +221,7 @@ void group_small(const uint8_t* gb, int64_t nb, const uint8_t* acts, size_t stri
 // lo_j and C_hi the bytes code * hi_j (at most 31 * 7 = 217: unsigned bytes, TDPBSUD). Both are
 // exact, so isum is quant_dot_ref's. Per super-block: four 64-element steps, each one A tile and
 // two B tiles (lo, hi) into two pairs of C tiles (even and odd steps: independent accumulations);
-// the tile unit works on the next super-block while the vector units finish this one.
+// the tile unit multiplies a super-block while the vector units fold the scales of the next one.
 
 // Scale-folded codes of one super-block: k-group g of the 64 (4 elements of each of 16 rows).
 struct alignas(64) ScaledCodes {
@@ -238,17 +230,12 @@ struct alignas(64) ScaledCodes {
 };
 
 template <bool kFive>
-inline void fold_scales(const uint8_t* gb, ScaledCodes& out, __m512i* scales) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F), lo6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
-  const __m512i byte0 = _mm512_set1_epi32(0xFF), seven = _mm512_set1_epi32(7);
-  // The 12-byte scale fields as bytes per row (quant.cpp's get_scale_min, as the AVX-512 kernel).
-  const __m512i u0 = load(gb + 64), u1 = load(gb + 128), u2 = load(gb + 192);
-  const __m512i sc03 = _mm512_and_si512(u0, lo6);
-  const __m512i sc47 = _mm512_or_si512(_mm512_and_si512(u2, m4), _mm512_and_si512(_mm512_srli_epi32(u0, 2), m30));
-  scales[0] = _mm512_and_si512(u1, lo6);  // mins 0-3
-  scales[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4), _mm512_and_si512(_mm512_srli_epi32(u1, 2), m30));
+inline void fold_scales(const uint8_t* gb, ScaledCodes& out, __m512i* mins) {
+  const __m512i seven = _mm512_set1_epi32(7);
+  const KScales ks = k_scales(gb);
+  k_min_pairs(ks, mins);
   for (int j = 0; j < 8; ++j) {
-    const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? sc03 : sc47, 8 * (j & 3)), byte0);
+    const __m512i sc = k_scale(ks, j);
     // Row r's multiplier in both 16-bit halves of lane r: vpmullw then multiplies each byte of a
     // 16-bit pair exactly (the low byte's product is below 256, the high one's below 2^16).
     const __m512i lo = _mm512_and_si512(sc, seven), hi = _mm512_srli_epi32(sc, 3);
@@ -307,12 +294,9 @@ template <bool kFive>
 void group_q45_K(const uint8_t* gb, int64_t nb, const uint8_t* acts, size_t stride, int m, float* acc,
                  const uint8_t* end) {
   constexpr size_t kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
-  const __m512i dword_base = _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0);
-  const __m512i pick01 = _mm512_or_si512(_mm512_set1_epi32(static_cast<int32_t>(0x80018000u)), dword_base);
-  const __m512i pick23 = _mm512_or_si512(_mm512_set1_epi32(static_cast<int32_t>(0x80038002u)), dword_base);
   ScaledCodes codes[2];  // this super-block's and the next one's
   alignas(64) int32_t c[4][256];
-  __m512i mins[2][2];
+  __m512i mins[2][4];  // k_min_pairs of this super-block and the next one
   // Super-block b: its tile multiplies run while the vector units fold the scales of b + 1 (whose
   // stores are then long done when its tiles are loaded), then its results are stored and used.
   fold_scales<kFive>(gb, codes[0], mins[0]);
@@ -324,20 +308,14 @@ void group_q45_K(const uint8_t* gb, int64_t nb, const uint8_t* acts, size_t stri
       fold_scales<kFive>(blk + kBytes, codes[(b + 1) & 1], mins[(b + 1) & 1]);
     }
     store_c(c);
-    const __m512i mn03 = mins[b & 1][0], mn47 = mins[b & 1][1];
-    // Mins as int16 pairs (mn_2i, mn_2i+1) per row, times the token's sub-block sums (pairs too).
-    const __m512i mp0 = _mm512_shuffle_epi8(mn03, pick01), mp1 = _mm512_shuffle_epi8(mn03, pick23);
-    const __m512i mp2 = _mm512_shuffle_epi8(mn47, pick01), mp3 = _mm512_shuffle_epi8(mn47, pick23);
+    const __m512i* mp = mins[b & 1];
     const __m512 d = halves(blk), dmin = halves(blk + 32);
     for (int t = 0; t < m; ++t) {
       const ActQ8x256& x = reinterpret_cast<const ActQ8x256*>(acts + t * stride)[b];
       const __m512i lo = _mm512_add_epi32(_mm512_load_si512(c[0] + 16 * t), _mm512_load_si512(c[1] + 16 * t));
       const __m512i hi = _mm512_add_epi32(_mm512_load_si512(c[2] + 16 * t), _mm512_load_si512(c[3] + 16 * t));
       const __m512i isum = _mm512_add_epi32(lo, _mm512_slli_epi32(hi, 3));
-      __m512i msum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp0, bcast4(x.bsums32));
-      msum = _mm512_dpwssd_epi32(msum, mp1, bcast4(x.bsums32 + 2));
-      msum = _mm512_dpwssd_epi32(msum, mp2, bcast4(x.bsums32 + 4));
-      msum = _mm512_dpwssd_epi32(msum, mp3, bcast4(x.bsums32 + 6));
+      const __m512i msum = k_min_sum(mp, x.bsums32);
       const __m512 dx = _mm512_set1_ps(x.d);
       __m512 s = _mm512_load_ps(acc + 16 * t);
       s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, dx), s);
@@ -351,7 +329,7 @@ void group_q45_K(const uint8_t* gb, int64_t nb, const uint8_t* acts, size_t stri
 
 void group_q6_K(const uint8_t* gb, int64_t nb, const uint8_t* acts, size_t stride, int m, float* acc,
                 const uint8_t* end) {
-  const __m512i m30 = _mm512_set1_epi8(0x30), thirty_two = _mm512_set1_epi8(32);
+  const __m512i thirty_two = _mm512_set1_epi8(32);
   alignas(64) uint8_t codes[16][4][64];  // sub-block s's 4 k-groups, code - 32 (signed)
   alignas(64) int32_t c[16][256];
   alignas(64) int32_t sc[16][16];
@@ -360,13 +338,7 @@ void group_q6_K(const uint8_t* gb, int64_t nb, const uint8_t* acts, size_t strid
     for (int s = 0; s < 16; ++s) {
       const uint8_t* sb = gb + kQ6_KCodes + kQ6_KSubBlock * s;
       __m512i w[4];
-      nibbles(sb, w[0], w[1]);
-      nibbles(sb + 64, w[2], w[3]);
-      const __m512i top = load(sb + 128);
-      w[0] = _mm512_ternarylogic_epi32(w[0], _mm512_slli_epi16(top, 4), m30, 0xF8);
-      w[1] = _mm512_ternarylogic_epi32(w[1], _mm512_slli_epi16(top, 2), m30, 0xF8);
-      w[2] = _mm512_ternarylogic_epi32(w[2], top, m30, 0xF8);
-      w[3] = _mm512_ternarylogic_epi32(w[3], _mm512_srli_epi16(top, 2), m30, 0xF8);
+      q6_codes(sb, w);
       for (int k = 0; k < 4; ++k) _mm512_store_si512(codes[s][k], _mm512_sub_epi8(w[k], thirty_two));
       _mm512_store_si512(sc[s], _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + kQ6_KScales + 16 * s))));
     }

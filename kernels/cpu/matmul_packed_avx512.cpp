@@ -36,11 +36,14 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
+#include "kernels/cpu/packed_avx512_inl.h"  // inside the target region: its helpers get AVX-512
+
 namespace specmoe::kernels::cpu::avx512 {
 
 using avx2::ActQ8x256;
 using avx2::ActQ8x32;
 using namespace packed;
+using namespace packed512;
 
 namespace {
 
@@ -50,44 +53,15 @@ constexpr int kMaxGroup = 16;
 // T <= 64 (decode, verification) is one tile, so every weight group is read from memory once.
 constexpr int64_t kTokenTile = 64;
 
-inline __m512i load(const void* p) { return _mm512_loadu_si512(p); }
-// 4 bytes at p in every 32-bit lane (the compiler folds it into vpdpbusd as an embedded broadcast).
-inline __m512i bcast4(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-// 16 fp16 fields (one per row) as floats.
-inline __m512 halves(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 inline __m512i dp(__m512i acc, __m512i w, const int8_t* x) { return _mm512_dpbusd_epi32(acc, w, bcast4(x)); }
 // The exact int32 dot of 8 k-groups (32 codes per row) with one token's 32 activation bytes:
 // two chains of four, for the latency.
-#ifndef DOTV
-#define DOTV 0
-#endif
 inline __m512i dot32(const __m512i* w, const int8_t* x) {
-#if DOTV == 0
   __m512i s0 = dp(_mm512_setzero_si512(), w[0], x), s1 = dp(_mm512_setzero_si512(), w[1], x + 4);
   s0 = dp(s0, w[2], x + 8), s1 = dp(s1, w[3], x + 12);
   s0 = dp(s0, w[4], x + 16), s1 = dp(s1, w[5], x + 20);
   s0 = dp(s0, w[6], x + 24), s1 = dp(s1, w[7], x + 28);
   return _mm512_add_epi32(s0, s1);
-#else
-  __m512i s0 = dp(_mm512_setzero_si512(), w[0], x);
-  for (int i = 1; i < 8; ++i) s0 = dp(s0, w[i], x + 4 * i);
-  return s0;
-#endif
-}
-// Two k-groups from a 64-byte nibble chunk.
-inline void nibbles(const uint8_t* p, __m512i& lo, __m512i& hi) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F), raw = load(p);
-  lo = _mm512_and_si512(raw, m4);
-  hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-}
-// code |= 16 where bit i of the plane byte is set (the 5th bits).
-inline __m512i fifth_bit(__m512i code, __m512i plane, int i) {
-  const __m512i bit = i <= 4 ? _mm512_slli_epi16(plane, 4 - i) : _mm512_srli_epi16(plane, i - 4);
-  return _mm512_ternarylogic_epi32(code, bit, _mm512_set1_epi8(0x10), 0xF8);  // a | (b & c)
 }
 // Batches of 2+ tokens are compute bound, and their weight blocks must already be in L2 when a
 // block is unpacked: the hardware prefetchers alone left a 9-token forward waiting on memory
@@ -99,14 +73,8 @@ inline __m512i fifth_bit(__m512i code, __m512i plane, int i) {
 // Qwen2.5-Coder-0.5B draft Q4_K_M 54 -> 64 (requantized to Q4_0: 77 -> 94), gemma-3-270m 95 ->
 // 108, and left Qwen2.5-Coder-1.5B Q4_K_M as it was (23.2 / 22.3 in two rounds; 16 KB ahead
 // slowed it to 21.5): the cores' prefetchers need a while to pick up each chunk of rows.
-// Inline asm: GCC 12 drops _mm_prefetch / __builtin_prefetch in functions built through the
-// target pragma (no prefetch instruction was emitted).
 constexpr size_t kPrefetchAhead = 16 << 10;    // bytes ahead of the block being computed, 2+ tokens
 constexpr size_t kPrefetchAheadOne = 4 << 10;  // the same for one token
-inline void prefetch_l2(const uint8_t* p, const uint8_t* end, size_t bytes) {
-  if (p >= end) return;
-  for (size_t o = 0; o < bytes; o += 64) asm volatile("prefetcht1 %0" : : "m"(*(p + o)));
-}
 template <int G, size_t kBytes>
 inline void prefetch_ahead(const uint8_t* block, const uint8_t* end) {
   constexpr size_t kAhead = G > 1 ? kPrefetchAhead : kPrefetchAheadOne;
@@ -174,24 +142,11 @@ void group_small(const uint8_t* gb, int64_t nb, const ActQ8x32* const* a, float*
 template <bool kFive, int G>
 void group_q45_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, float* out, const uint8_t* end) {
   constexpr size_t kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
-  const __m512i m4 = _mm512_set1_epi8(0x0F), lo6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
-  const __m512i byte0 = _mm512_set1_epi32(0xFF);
-  // vpshufb picks, inside each 128-bit lane, bytes (0, 1) and (2, 3) of every dword as int16 pairs.
-  const __m512i dword_base = _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0);
-  const __m512i pick01 = _mm512_or_si512(_mm512_set1_epi32(static_cast<int32_t>(0x80018000u)), dword_base);
-  const __m512i pick23 = _mm512_or_si512(_mm512_set1_epi32(static_cast<int32_t>(0x80038002u)), dword_base);
   __m512 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, gb += kBytes) {
     prefetch_ahead<G, kBytes>(gb, end);
-    // The 12-byte scale fields as bytes per row (the layout of quant.cpp's get_scale_min): scale j
-    // of row r is byte j % 4 of lane r of sc03 (j < 4) or sc47.
-    const __m512i u0 = load(gb + 64), u1 = load(gb + 128), u2 = load(gb + 192);
-    const __m512i sc03 = _mm512_and_si512(u0, lo6);
-    const __m512i sc47 = _mm512_or_si512(_mm512_and_si512(u2, m4), _mm512_and_si512(_mm512_srli_epi32(u0, 2), m30));
-    const __m512i mn03 = _mm512_and_si512(u1, lo6);
-    const __m512i mn47 =
-        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4), _mm512_and_si512(_mm512_srli_epi32(u1, 2), m30));
+    const KScales ks = k_scales(gb);
     __m512i isum[G];
     for (int g = 0; g < G; ++g) isum[g] = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {
@@ -202,20 +157,16 @@ void group_q45_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, float
         const __m512i plane = load(gb + kQ5_KPlanes + 64 * j);
         for (int i = 0; i < 8; ++i) w[i] = fifth_bit(w[i], plane, i);
       }
-      const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? sc03 : sc47, 8 * (j & 3)), byte0);
+      const __m512i sc = k_scale(ks, j);
       for (int g = 0; g < G; ++g)
         isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(dot32(w, a[g][b].qs + 32 * j), sc));
     }
-    // Mins as int16 pairs (mn_2i, mn_2i+1) per row, times the token's sub-block sums (pairs too).
-    const __m512i mp0 = _mm512_shuffle_epi8(mn03, pick01), mp1 = _mm512_shuffle_epi8(mn03, pick23);
-    const __m512i mp2 = _mm512_shuffle_epi8(mn47, pick01), mp3 = _mm512_shuffle_epi8(mn47, pick23);
+    __m512i mp[4];
+    k_min_pairs(ks, mp);
     const __m512 d = halves(gb), dmin = halves(gb + 32);
     for (int g = 0; g < G; ++g) {
       const ActQ8x256& x = a[g][b];
-      __m512i msum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp0, bcast4(x.bsums32));
-      msum = _mm512_dpwssd_epi32(msum, mp1, bcast4(x.bsums32 + 2));
-      msum = _mm512_dpwssd_epi32(msum, mp2, bcast4(x.bsums32 + 4));
-      msum = _mm512_dpwssd_epi32(msum, mp3, bcast4(x.bsums32 + 6));
+      const __m512i msum = k_min_sum(mp, x.bsums32);
       const __m512 dx = _mm512_set1_ps(x.d);
       acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[g]), _mm512_mul_ps(d, dx), acc[g]);
       acc[g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, dx), acc[g]);
@@ -228,7 +179,7 @@ void group_q45_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, float
 
 template <int G>
 void group_q6_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, float* out, const uint8_t* end) {
-  const __m512i m30 = _mm512_set1_epi8(0x30), low16 = _mm512_set1_epi32(0xFFFF);
+  const __m512i low16 = _mm512_set1_epi32(0xFFFF);
   __m512 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
   alignas(64) int32_t pairs[8][16];  // (sc_2i, sc_2i+1) of each row as int16 pairs
@@ -240,13 +191,7 @@ void group_q6_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, float*
     for (int s = 0; s < 16; ++s) {
       const uint8_t* sb = gb + kQ6_KCodes + kQ6_KSubBlock * s;
       __m512i w[4];
-      nibbles(sb, w[0], w[1]);
-      nibbles(sb + 64, w[2], w[3]);
-      const __m512i top = load(sb + 128);  // bits 2i, 2i + 1: top bits of k-group i
-      w[0] = _mm512_ternarylogic_epi32(w[0], _mm512_slli_epi16(top, 4), m30, 0xF8);
-      w[1] = _mm512_ternarylogic_epi32(w[1], _mm512_slli_epi16(top, 2), m30, 0xF8);
-      w[2] = _mm512_ternarylogic_epi32(w[2], top, m30, 0xF8);
-      w[3] = _mm512_ternarylogic_epi32(w[3], _mm512_srli_epi16(top, 2), m30, 0xF8);
+      q6_codes(sb, w);
       const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * s)));
       if (s % 2 == 1) {
         const __m512i prev = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * (s - 1))));
