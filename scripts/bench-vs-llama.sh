@@ -5,7 +5,8 @@
 # llama-bench: a T-token prompt batch takes T / pp_T seconds, a decode step 1 / tg.
 #   usage: LLAMA_BIN=/path/to/llama.cpp/build/bin scripts/bench-vs-llama.sh MODEL [THREADS] [ROUNDS]
 #   env:   SPECMOE (default build/specmoe), TG (tokens per tg, 32), PP (prompt, 512; 0 = skip),
-#          TS (batch sizes of the curve, "2,3,4,5,6,7,8,9"), DRAFT (a draft GGUF: specmoe's c too),
+#          TS (batch sizes of the curve, "2,3,4,5,6,7,8,9"; "" = none: with PP=0 llama-bench then
+#          runs no prompt batch at all, for a build whose batches fail), DRAFT (a draft GGUF: specmoe's c too),
 #          LLAMA_ARGS (more llama-bench flags, e.g. "--poll 0": workers sleep instead of spinning)
 # llama.cpp is built outside the repository (llama-cpp-python 0.3.36's vendor/llama.cpp) and never
 # committed. Prints each round's figures, then medians and the ratios specmoe / llama.cpp, and
@@ -18,21 +19,22 @@ ROUNDS=${3:-3}
 SPECMOE=${SPECMOE:-build/specmoe}
 TG=${TG:-32}
 PP=${PP:-512}
-TS=${TS:-2,3,4,5,6,7,8,9}
+TS=${TS-2,3,4,5,6,7,8,9}
 DRAFT=${DRAFT:-}
 read -r -a LLAMA_EXTRA <<<"${LLAMA_ARGS:-}"
 : "${LLAMA_BIN:?set LLAMA_BIN to the folder holding llama-bench}"
 for tool in "$SPECMOE" "$LLAMA_BIN/llama-bench" python3; do
   command -v "$tool" >/dev/null 2>&1 || { echo "bench-vs-llama: '$tool' not found" >&2; exit 1; }
 done
-MAXT=$(tr ',' '\n' <<<"$TS" | sort -n | tail -1)
+MAXT=1
+[ -n "$TS" ] && MAXT=$(tr ',' '\n' <<<"$TS" | sort -n | tail -1)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, threads $THREADS${LLAMA_ARGS:+, llama-bench $LLAMA_ARGS}"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-LLAMA_PP=$TS
-[ "$PP" -gt 0 ] && LLAMA_PP="$TS,$PP"
+LLAMA_PP=${TS:-0}
+[ "$PP" -gt 0 ] && LLAMA_PP="${TS:+$TS,}$PP"
 for r in $(seq 1 "$ROUNDS"); do
   draft_args=()
   [ -n "$DRAFT" ] && draft_args=(-md "$DRAFT")
@@ -46,7 +48,7 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 python3 - "$WORK" "$ROUNDS" "$TS" "$PP" "$TG" <<'EOF'
 import json, statistics, sys
-work, rounds, ts, pp, tg = sys.argv[1], int(sys.argv[2]), [int(t) for t in sys.argv[3].split(",")], int(sys.argv[4]), int(sys.argv[5])
+work, rounds, ts, pp, tg = sys.argv[1], int(sys.argv[2]), [int(t) for t in sys.argv[3].split(",") if t], int(sys.argv[4]), int(sys.argv[5])
 med = statistics.median
 S = {"tg": [], "pp": [], "bw": [], "gbs": []}
 L = {"tg": [], "pp": []}
@@ -82,7 +84,8 @@ print(f"read bandwidth (specmoe bench): {med(S['bw']):.1f} GB/s; specmoe decode 
 print(f"tg{tg}:  specmoe {med(S['tg']):.2f} t/s  llama.cpp {med(L['tg']):.2f} t/s  ratio {med(S['tg']) / med(L['tg']):.2f}x")
 if pp > 0:
     print(f"pp{pp}: specmoe {med(S['pp']):.1f} t/s  llama.cpp {med(L['pp']):.1f} t/s  ratio {med(S['pp']) / med(L['pp']):.2f}x")
-print("   T   r(T) specmoe (wall)  (cpu)   r(T) llama.cpp")
+if ts:
+    print("   T   r(T) specmoe (wall)  (cpu)   r(T) llama.cpp")
 for t in ts:
     print(f"  {t:2d}   {med(s_r[t]):18.3f} {med(s_rc[t]):7.3f}   {med(l_r[t]):10.3f}")
 if c:
