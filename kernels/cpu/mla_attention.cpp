@@ -88,7 +88,7 @@ void mla_attention_ref(const float* q, int64_t T, const MlaKVView& kv, const uin
 void mla_attention(ThreadPool& pool, const float* q, int64_t T, const MlaKVView& kv, const uint8_t* allowed,
                    const MlaAttentionParams& p, float* out, Isa isa) {
   check(p, kv);
-  const bool fast = usable_isa(isa) == Isa::Avx2;
+  const bool fast = usable_isa(isa) != Isa::Scalar;  // the AVX2 loops, on every SIMD path
   pool.parallel_for(T * p.n_head, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores(kv.n_past + T);
     std::vector<int64_t> rows(kv.n_past + T);
