@@ -36,6 +36,7 @@
 #include <cstring>
 
 #include "kernels/cpu/packed_layout.h"
+#include "kernels/cpu/packed_rows.h"
 #include "kernels/cpu/simd_amx.h"
 #include "kernels/cpu/simd_avx2.h"
 
@@ -61,10 +62,8 @@ using namespace packed512;
 
 namespace {
 
-// Tokens per tile (the rows of A and C).
+// Tokens per tile multiply (the rows of A and C).
 constexpr int kTileTokens = 16;
-// As the AVX-512 kernels: a tile's activations stay in L2 while a chunk of rows passes over them.
-constexpr int64_t kTokenTile = 64;
 
 // The LDTILECFG operand (Intel SDM, "TILECFG"): palette 1, bytes per row and rows of each tile.
 struct alignas(64) TileConfig {
@@ -378,8 +377,6 @@ void run_group(DType type, const uint8_t* gb, int64_t nb, const uint8_t* acts, s
   }
 }
 
-inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
 }  // namespace
 
 int64_t min_tokens(DType type) {
@@ -403,29 +400,16 @@ void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const u
   const DTypeInfo& info = dtype_info(type);
   const int64_t nb = n_in / info.block_size;
   const size_t group_bytes = static_cast<size_t>(nb) * kRows * info.block_bytes;
-  const int64_t g0 = j0 / kRows, g1 = (j1 + kRows - 1) / kRows;
-  const uint8_t* end = groups + (g1 - g0) * group_bytes;
+  const uint8_t* end = groups + ((j1 + kRows - 1) / kRows - j0 / kRows) * group_bytes;
   // Elements per tile multiply (bytes of a token's activations in an A tile).
   const int k = type == DType::Q6_K ? 16 : (type == DType::Q4_K || type == DType::Q5_K) ? 64 : 32;
   alignas(64) float out[kTileTokens * kRows];
-  for (int64_t t0 = 0; t0 < T; t0 += kTokenTile) {
-    const int64_t tt = min64(kTokenTile, T - t0);
-    const int64_t n_tiles = (tt + kTileTokens - 1) / kTileTokens;
-    for (int64_t g = g0; g < g1; ++g) {
-      const uint8_t* gb = groups + (g - g0) * group_bytes;
-      const int64_t r0 = g * kRows < j0 ? j0 : g * kRows, r1 = min64(j1, (g + 1) * kRows);
-      int64_t t = t0;
-      for (int64_t i = 0; i < n_tiles; ++i) {
-        const int m = static_cast<int>((t0 + tt - t) / (n_tiles - i));  // near-equal tiles, larger ones last
-        configure(m, k);
-        std::memset(out, 0, sizeof(float) * kRows * m);
-        run_group(type, gb, nb, acts + t * act_stride, act_stride, m, out, end);
-        for (int u = 0; u < m; ++u)
-          for (int64_t r = r0; r < r1; ++r) y[(t + u) * n_out + r] = out[16 * u + (r - g * kRows)];
-        t += m;
-      }
-    }
-  }
+  for_each_run(groups, group_bytes, T, kTileTokens, y, n_out, j0, j1, out,
+               [&](const uint8_t* gb, int64_t t, int64_t m, float* o) {
+                 configure(static_cast<int>(m), k);
+                 std::memset(o, 0, sizeof(float) * kRows * m);
+                 run_group(type, gb, nb, acts + t * act_stride, act_stride, static_cast<int>(m), o, end);
+               });
 }
 
 }  // namespace specmoe::kernels::cpu::amx

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "kernels/cpu/packed_layout.h"
+#include "kernels/cpu/packed_rows.h"
 #include "kernels/cpu/simd_avx2.h"
 
 namespace specmoe::kernels::cpu::avx2 {
@@ -24,7 +25,6 @@ namespace {
 
 // Tokens per kernel call (16 ymm registers: codes, sums and accumulators of up to 4 tokens).
 constexpr int kMaxGroup = 4;
-constexpr int64_t kTokenTile = 64;
 
 // As the AVX-512 kernels: batches of 2+ tokens prefetch each group block 16 KB ahead into L2.
 constexpr size_t kPrefetchAhead = 16 << 10;
@@ -271,30 +271,20 @@ void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const u
   const DTypeInfo& info = dtype_info(type);
   const int64_t nb = n_in / info.block_size;
   const size_t group_bytes = static_cast<size_t>(nb) * kRows * info.block_bytes;
-  const int64_t g0 = j0 / kRows, g1 = (j1 + kRows - 1) / kRows;
-  const uint8_t* end = groups + (g1 - g0) * group_bytes;
+  const uint8_t* end = groups + ((j1 + kRows - 1) / kRows - j0 / kRows) * group_bytes;
+  const int64_t max_group = info.block_size == 1 ? 1 : kMaxGroup;  // float weights: one token per call
   const uint8_t* ap[kMaxGroup];
   float out[kMaxGroup * kRows];
-  for (int64_t t0 = 0; t0 < T; t0 += kTokenTile) {
-    const int64_t tt = std::min(kTokenTile, T - t0);
-    for (int64_t g = g0; g < g1; ++g) {
-      const uint8_t* gb = groups + (g - g0) * group_bytes;
-      const int64_t r0 = std::max(j0, g * kRows), r1 = std::min(j1, (g + 1) * kRows);
-      const int64_t max_group = info.block_size == 1 ? 1 : kMaxGroup;  // float weights: one token per call
-      for (int64_t t = t0; t < t0 + tt; t += max_group) {
-        const int64_t G = std::min<int64_t>(max_group, t0 + tt - t);
-        for (int64_t i = 0; i < G; ++i) ap[i] = acts + (t + i) * act_stride;
-        switch (G) {
-          case 4: run_group<4>(type, gb, nb, ap, out, end); break;
-          case 3: run_group<3>(type, gb, nb, ap, out, end); break;
-          case 2: run_group<2>(type, gb, nb, ap, out, end); break;
-          default: run_group<1>(type, gb, nb, ap, out, end); break;
-        }
-        for (int64_t i = 0; i < G; ++i)
-          for (int64_t r = r0; r < r1; ++r) y[(t + i) * n_out + r] = out[16 * i + (r - g * kRows)];
-      }
-    }
-  }
+  for_each_run(groups, group_bytes, T, max_group, y, n_out, j0, j1, out,
+               [&](const uint8_t* gb, int64_t t, int64_t G, float* o) {
+                 for (int64_t i = 0; i < G; ++i) ap[i] = acts + (t + i) * act_stride;
+                 switch (G) {
+                   case 4: run_group<4>(type, gb, nb, ap, o, end); break;
+                   case 3: run_group<3>(type, gb, nb, ap, o, end); break;
+                   case 2: run_group<2>(type, gb, nb, ap, o, end); break;
+                   default: run_group<1>(type, gb, nb, ap, o, end); break;
+                 }
+               });
 }
 
 }  // namespace specmoe::kernels::cpu::avx2

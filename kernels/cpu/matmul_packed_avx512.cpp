@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "kernels/cpu/packed_layout.h"
+#include "kernels/cpu/packed_rows.h"
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/cpu/simd_avx512.h"
 
@@ -49,9 +50,6 @@ namespace {
 
 // Tokens one kernel call multiplies with a group's unpacked codes.
 constexpr int kMaxGroup = 16;
-// Tokens per tile: a tile's activations stay in L2 while a chunk of rows passes over them;
-// T <= 64 (decode, verification) is one tile, so every weight group is read from memory once.
-constexpr int64_t kTokenTile = 64;
 
 inline __m512i dp(__m512i acc, __m512i w, const int8_t* x) { return _mm512_dpbusd_epi32(acc, w, bcast4(x)); }
 // The exact int32 dot of 8 k-groups (32 codes per row) with one token's 32 activation bytes:
@@ -305,8 +303,6 @@ constexpr auto kGroupFns = make_table(std::make_integer_sequence<int, kMaxGroup>
 constexpr std::array<GroupFn, kMaxFloatGroup> kFloatGroupFns = {&run_float_group<1>, &run_float_group<2>,
                                                                &run_float_group<3>};
 
-inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
 }  // namespace
 
 void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const uint8_t* acts, size_t act_stride,
@@ -317,27 +313,14 @@ void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const u
   const GroupFn* fns = is_float ? kFloatGroupFns.data() : kGroupFns.data();
   const int64_t nb = n_in / info.block_size;
   const size_t group_bytes = static_cast<size_t>(nb) * kRows * info.block_bytes;
-  const int64_t g0 = j0 / kRows, g1 = (j1 + kRows - 1) / kRows;
-  const uint8_t* end = groups + (g1 - g0) * group_bytes;
+  const uint8_t* end = groups + ((j1 + kRows - 1) / kRows - j0 / kRows) * group_bytes;
   const uint8_t* ap[kMaxGroup];
   alignas(64) float out[kMaxGroup * kRows];
-  for (int64_t t0 = 0; t0 < T; t0 += kTokenTile) {
-    const int64_t tt = min64(kTokenTile, T - t0);
-    const int64_t n_groups = (tt + max_group - 1) / max_group;
-    for (int64_t g = g0; g < g1; ++g) {
-      const uint8_t* gb = groups + (g - g0) * group_bytes;
-      const int64_t r0 = g * kRows < j0 ? j0 : g * kRows, r1 = min64(j1, (g + 1) * kRows);
-      int64_t t = t0;
-      for (int64_t k = 0; k < n_groups; ++k) {
-        const int64_t G = (t0 + tt - t) / (n_groups - k);  // near-equal token groups, larger ones last
-        for (int64_t i = 0; i < G; ++i) ap[i] = acts + (t + i) * act_stride;
-        fns[G - 1](type, gb, nb, ap, out, end);
-        for (int64_t i = 0; i < G; ++i)
-          for (int64_t r = r0; r < r1; ++r) y[(t + i) * n_out + r] = out[16 * i + (r - g * kRows)];
-        t += G;
-      }
-    }
-  }
+  for_each_run(groups, group_bytes, T, max_group, y, n_out, j0, j1, out,
+               [&](const uint8_t* gb, int64_t t, int64_t G, float* o) {
+                 for (int64_t i = 0; i < G; ++i) ap[i] = acts + (t + i) * act_stride;
+                 fns[G - 1](type, gb, nb, ap, o, end);
+               });
 }
 
 }  // namespace specmoe::kernels::cpu::avx512

@@ -1,0 +1,44 @@
+// Internal to kernels/cpu: the loop over rows and tokens that every packed kernel set shares
+// (matmul_packed_avx2.cpp, matmul_packed_avx512.cpp, matmul_packed_amx.cpp): which group block
+// meets which tokens, in which order. Only the order of work is decided here; a token's value
+// of a row never depends on it (kernels/cpu/packed.h).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/packed_layout.h"
+
+namespace specmoe::kernels::cpu::packed {
+
+// Tokens per tile: a tile's activations stay in L2 while a chunk of rows passes over them;
+// T <= 64 (decode, verification) is one tile, so every weight group is read from memory once.
+constexpr int64_t kTokenTile = 64;
+
+// Rows [j0, j1) (j0 a multiple of 16) of a packed matrix whose groups j0 / 16 .. ceil(j1 / 16) - 1
+// start at `groups`, group_bytes each, for T tokens: every token tile meets every group block in
+// turn, the tile's tokens in near-equal runs of at most max_run (larger runs last).
+// run(gb, t, n, out) writes token t + i's value of the group's row r to out[16 i + r] for i < n;
+// the rows of [j0, j1) are then copied to y[token * n_out + row].
+template <class Run>
+void for_each_run(const uint8_t* groups, size_t group_bytes, int64_t T, int64_t max_run, float* y, int64_t n_out,
+                  int64_t j0, int64_t j1, float* out, Run&& run) {
+  const int64_t g0 = j0 / kRows, g1 = (j1 + kRows - 1) / kRows;
+  for (int64_t t0 = 0; t0 < T; t0 += kTokenTile) {
+    const int64_t tt = T - t0 < kTokenTile ? T - t0 : kTokenTile;
+    const int64_t n_runs = (tt + max_run - 1) / max_run;
+    for (int64_t g = g0; g < g1; ++g) {
+      const uint8_t* gb = groups + (g - g0) * group_bytes;
+      const int64_t r0 = g * kRows < j0 ? j0 : g * kRows, r1 = j1 < (g + 1) * kRows ? j1 : (g + 1) * kRows;
+      int64_t t = t0;
+      for (int64_t k = 0; k < n_runs; ++k) {
+        const int64_t n = (t0 + tt - t) / (n_runs - k);
+        run(gb, t, n, out);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t r = r0; r < r1; ++r) y[(t + i) * n_out + r] = out[kRows * i + (r - g * kRows)];
+        t += n;
+      }
+    }
+  }
+}
+
+}  // namespace specmoe::kernels::cpu::packed
