@@ -49,6 +49,7 @@
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,amx-tile,amx-int8")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC's own `__m512i __Y = __Y;` in its intrinsics
 #endif
 
 #include "kernels/cpu/packed_avx512_inl.h"  // inside the target region: its helpers get AVX-512
