@@ -62,6 +62,9 @@ struct ForwardOptions {
                                         // the tree's when Batch::parents is given)
   bool logits_all = true;               // false: only the last token's logits are computed
   int moe_k = 0;                        // MoE models: experts per token (0 = the model's moe_k())
+  int64_t head_rows = 0;                // > 0: logits for the vocabulary's first head_rows ids only
+                                        // (rows of width head_rows: a draft's reduced vocabulary,
+                                        // draft/model_drafter.h); 0 = all n_vocab
 };
 
 // What one forward did besides its logits.
@@ -74,7 +77,7 @@ struct ForwardStats {
 };
 
 struct ForwardResult {
-  Rows logits;  // [n_tokens or 1, n_vocab] in the model's memory, valid until its next forward
+  Rows logits;  // [n_tokens or 1, n_vocab or head_rows] in the model's memory, valid until its next forward
   ForwardStats stats;
 };
 

@@ -34,10 +34,26 @@ void ModelDrafter::init(int n_ctx) {
   dist_ = core::RowBuffer(model_->backend());
 }
 
+void ModelDrafter::set_vocabulary_limit(int64_t n) {
+  if (n < 0 || n > model_->config().n_vocab)
+    throw_error(ErrorKind::InvalidArgument, "model drafter: draft vocabulary of {} ids outside [0, {}] (the draft's n_vocab)", n,
+                model_->config().n_vocab);
+  head_rows_ = n == model_->config().n_vocab ? 0 : n;
+}
+
+std::span<const int32_t> ModelDrafter::penalty_history() {
+  if (head_rows_ == 0) return history_;
+  history_in_vocab_.clear();
+  for (int32_t id : history_)
+    if (id < head_rows_) history_in_vocab_.push_back(id);
+  return history_in_vocab_;
+}
+
 void ModelDrafter::forward(std::span<const int32_t> tokens) {
   core::ForwardOptions opt;
   opt.exit_layer = exit_layer_;
   opt.logits_all = false;
+  opt.head_rows = head_rows_;
   logits_ = model_->forward(core::Batch(tokens), cache_, opt).logits;
   cached_.insert(cached_.end(), tokens.begin(), tokens.end());
 }
@@ -88,14 +104,14 @@ void ModelDrafter::propose(std::span<const int32_t> context, const DraftParams& 
   sync(context);
   proposed_from_ = context.size();
   history_.assign(context.begin(), context.end());
-  const int64_t n_draft = model_->config().n_vocab, n_target = target_n_vocab_;
+  const int64_t n_draft = logits_.cols, n_target = target_n_vocab_;  // n_draft: head_rows_ when reduced
   float* q_rows = q_.reserve(g, n_target);
   for (int i = 0; i < g; ++i) {
     float* q = q_rows + static_cast<size_t>(i) * static_cast<size_t>(n_target);
     // The processed distribution straight into q when the vocabularies agree, else into a draft-
     // vocabulary row that draw() moves into the target's.
     const core::Rows dist = params.sampler->distributions(
-        logits_, history_, {}, n_draft == n_target ? q : dist_.reserve(1, n_draft));
+        logits_, penalty_history(), {}, n_draft == n_target ? q : dist_.reserve(1, n_draft));
     const core::Draw d = params.sampler->draw(dist, 0, q, n_target, *params.rng, params.p_min, logits_.data);
     if (d.token < 0) break;  // no mass in the target's vocabulary, or not confident enough
     out.tokens.push_back(d.token);

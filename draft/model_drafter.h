@@ -15,6 +15,16 @@
 // et al. 2024) expand the k nodes of highest cumulative draft probability at each depth, and a
 // top-k tree then keeps the N best nodes overall. After verification accepted_path() keeps the
 // KV rows of the accepted path that the cache holds (KVCache::keep); the next sync feeds the rest.
+//
+// A reduced draft vocabulary (set_vocabulary_limit, `--draft-vocab N`) computes the draft head's
+// first N rows only, as FR-Spec (Zhao et al. 2025, "FR-Spec: Accelerating Large-Vocabulary
+// Language Models via Frequency-Ranked Speculative Sampling") and EAGLE-3's 32K draft vocabulary
+// do: the head of a small draft model with a large vocabulary is a large part of its weights
+// (Qwen2.5-0.5B: 136M of 494M parameters). FR-Spec ranks tokens by corpus frequency; here the rank
+// is the id, since BPE vocabularies number tokens in merge order and SentencePiece ones by score,
+// both frequency orders (Qwen2.5's first 32768 ids cover 96% of HumanEval's tokens and 94% of
+// MT-bench's). q is the softmax over those ids, 0 elsewhere, and the verifiers see exactly that q,
+// so decoding stays lossless; tokens outside the subset are never drafted (the target emits them).
 #pragma once
 #include <memory>
 
@@ -38,6 +48,11 @@ class ModelDrafter : public Drafter {
   void accepted(int n_accepted, int32_t next_token) override;
   void accepted_path(std::span<const int32_t> path, int32_t next_token) override;
 
+  // Drafts from the draft vocabulary's first n ids only (0 = all; the default). Throws
+  // Error(InvalidArgument) unless 0 <= n <= the draft model's n_vocab.
+  void set_vocabulary_limit(int64_t n);
+  int64_t vocabulary_limit() const { return head_rows_; }
+
   const core::KVCache& cache() const { return cache_; }
   // The tokens whose keys/values cache() holds, in order.
   const std::vector<int32_t>& cached_tokens() const { return cached_; }
@@ -54,16 +69,21 @@ class ModelDrafter : public Drafter {
   // Adds up to k children of `parent` (-1: the root) drawn from its draft logits row `row`
   // (draft vocabulary) to out; returns how many.
   int add_children(int parent, const core::Rows& row, int k, const DraftParams& params, Draft& out);
+  // history_ for the repetition penalties: its ids inside a reduced vocabulary (the others have no
+  // logit to penalise).
+  std::span<const int32_t> penalty_history();
 
   std::shared_ptr<core::Model> owned_;
   core::Model* model_;
   int target_n_vocab_;
   int exit_layer_;
+  int64_t head_rows_ = 0;           // reduced draft vocabulary: ids [0, head_rows_) (0 = all)
+  std::vector<int32_t> history_in_vocab_;
   core::KVCache cache_;
   std::vector<int32_t> cached_;     // mirror of the cache's tokens
   size_t proposed_from_ = 0;        // context length of the last proposal
   std::vector<int32_t> history_;    // context + drafted tokens, for the repetition penalties
-  core::Rows logits_;               // [1, n_vocab draft] of the last fed token (the model's memory)
+  core::Rows logits_;               // [1, n_vocab draft or head_rows_] of the last fed token (the model's memory)
   core::RowBuffer q_, dist_;        // q rows [g, n_vocab target]; one draft-vocabulary row
   // The last tree proposal: the node each cache row after the context holds (-1: dropped), each
   // node's cumulative log draft probability, the q rows used, and host scratch.

@@ -37,7 +37,7 @@ int ModelDrafter::add_children(int parent, const core::Rows& row, int k, const D
   if (k <= 0) return 0;
   const core::Sampler& sampler = *params.sampler;
   const TreeSampling mode = params.tree->sampling;
-  const int64_t n_draft = model_->config().n_vocab, n_target = target_n_vocab_;
+  const int64_t n_draft = row.cols, n_target = target_n_vocab_;  // n_draft: head_rows_ when reduced
   const double parent_score = parent < 0 ? 0.0 : score_[static_cast<size_t>(parent)];
   auto add = [&](int32_t token, double prob, int q_row) {
     out.tokens.push_back(token);
@@ -58,7 +58,7 @@ int ModelDrafter::add_children(int parent, const core::Rows& row, int k, const D
       for (int64_t i = 0; i < m; ++i) z += std::exp(static_cast<double>(host_row_[i] - mx));
       for (int64_t i = 0; i < m; ++i) host_row_[i] = static_cast<float>(std::exp(static_cast<double>(host_row_[i] - mx)) / z);
     } else {
-      sampler.distributions(row, history_, {}, dist_).to_host(host_row_);
+      sampler.distributions(row, penalty_history(), {}, dist_).to_host(host_row_);
     }
     std::vector<int32_t> ids;
     top_k_positive(host_row_.data(), m, k, ids);
@@ -70,7 +70,7 @@ int ModelDrafter::add_children(int parent, const core::Rows& row, int k, const D
   // chain's draw; then more draws from the same row.
   float* q = q_rows_ + static_cast<size_t>(n_q_rows_) * static_cast<size_t>(n_target);
   const core::Rows dist =
-      sampler.distributions(row, history_, {}, n_draft == n_target ? q : dist_.reserve(1, n_draft));
+      sampler.distributions(row, penalty_history(), {}, n_draft == n_target ? q : dist_.reserve(1, n_draft));
   const core::Draw first = sampler.draw(dist, 0, q, n_target, *params.rng, 0.0f, nullptr);
   if (first.token < 0) return 0;  // no mass in the target's vocabulary
   const int q_row = n_q_rows_++;
@@ -204,6 +204,7 @@ void ModelDrafter::propose_tree(std::span<const int32_t> context, const DraftPar
     batch.parents = batch_parents_;
     core::ForwardOptions opt;
     opt.exit_layer = exit_layer_;
+    opt.head_rows = head_rows_;
     logits = model_->forward(batch, cache_, opt).logits;
     tree_rows_ = closure;
     expand_row.clear();

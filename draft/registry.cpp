@@ -30,14 +30,18 @@ std::unique_ptr<Drafter> make_model_drafter(const DrafterOptions& o) {
     model = core::Model::load(o.draft_model_path, load);
   }
   check_vocab_compatible(*o.target, *model);
-  return std::make_unique<ModelDrafter>(std::move(model), o.target->config().n_vocab, -1, o.n_ctx);
+  auto d = std::make_unique<ModelDrafter>(std::move(model), o.target->config().n_vocab, -1, o.n_ctx);
+  d->set_vocabulary_limit(o.draft_vocab);
+  return d;
 }
 
 std::unique_ptr<Drafter> make_layerskip_drafter(const DrafterOptions& o) {
   if (o.target == nullptr)
     throw_error(ErrorKind::InvalidArgument, "drafter 'layerskip': the target model is required");
   const int exit_layer = o.exit_layer > 0 ? o.exit_layer : std::max(1, o.target->config().n_layer / 2);
-  return std::make_unique<LayerSkipDrafter>(*o.target, exit_layer, o.n_ctx);
+  auto d = std::make_unique<LayerSkipDrafter>(*o.target, exit_layer, o.n_ctx);
+  d->set_vocabulary_limit(o.draft_vocab);
+  return d;
 }
 
 struct Registry {

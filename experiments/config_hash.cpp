@@ -46,6 +46,7 @@ nlohmann::json strategy_to_json(const StrategySpec& s) {
     j["ngram_min"] = s.ngram_min;
     j["ngram_max"] = s.ngram_max;
     j["exit_layer"] = s.exit_layer;
+    if (s.draft_vocab > 0) j["draft_vocab"] = s.draft_vocab;  // only when set: other hashes stay as they were
     if (s.has_tree())  // written only for trees, so that chains' hashes stay what they were
       j["tree"] = {{"widths", s.tree_widths}, {"nodes", s.tree_nodes}, {"depth", s.tree_depth},
                    {"top_k", s.tree_top_k}, {"sampling", s.tree_sampling}};

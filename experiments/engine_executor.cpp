@@ -178,10 +178,22 @@ void EngineExecutor::prepare(const ExperimentSpec& spec, const std::vector<RunSp
     draft::DrafterOptions o;
     o.target = target.get();
     if (!s.draft.empty()) o.draft_model = model(spec.find_model(s.draft)->path, spec.threads);
+    if (s.draft_vocab > 0) {
+      const core::Model* head = s.drafter == "model" ? o.draft_model.get() : s.drafter == "layerskip" ? target.get() : nullptr;
+      if (head == nullptr && s.drafter != "model")
+        spec.src.fail(key_of(spec, run, "draft_vocab"),
+                      fmt::format("run '{}': draft_vocab applies to the model and layerskip drafters, not '{}'", run.name,
+                                  s.drafter));
+      if (head != nullptr && s.draft_vocab > head->config().n_vocab)
+        spec.src.fail(key_of(spec, run, "draft_vocab"),
+                      fmt::format("run '{}': draft_vocab {} exceeds the {} model's {} ids", run.name, s.draft_vocab,
+                                  s.drafter == "model" ? "draft" : "target", head->config().n_vocab));
+    }
     o.n_threads = spec.threads;
     o.ngram_min = s.ngram_min;
     o.ngram_max = s.ngram_max;
     o.exit_layer = s.exit_layer;
+    o.draft_vocab = s.draft_vocab;
     try {
       draft::make_drafter(s.drafter, o);
     } catch (const Error& e) {
@@ -223,6 +235,7 @@ EngineExecutor::RunState& EngineExecutor::state_for(const ExecutionRequest& req)
     o.ngram_min = s.ngram_min;
     o.ngram_max = s.ngram_max;
     o.exit_layer = s.exit_layer;
+    o.draft_vocab = s.draft_vocab;
     slot->drafter = draft::make_drafter(s.drafter, o);
     slot->verifier = verify::make_verifier(s.verifier, {target->device()});
     slot->decoder = std::make_unique<verify::SpeculativeDecoder>(*target, *slot->drafter, *slot->verifier,

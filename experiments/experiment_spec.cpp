@@ -147,6 +147,7 @@ const FieldDef kFields[] = {
     {"ngram_min", true, "nmin", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.ngram_min, 1, 64); }},
     {"ngram_max", true, "nmax", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.ngram_max, 1, 64); }},
     {"exit_layer", true, "L", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.exit_layer, 0, 100000); }},
+    {"draft_vocab", true, "dv", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.draft_vocab, 0, 1 << 24); }},
     {"tree_widths", true, "w", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_tree_widths(v, s.tree_widths); }},
     {"tree_nodes", true, "N", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.tree_nodes, 0, 512); }},
     {"tree_depth", true, "D", [](const FieldValue& v, StrategySpec& s, SamplingSpec&) { return set_int(v, s.tree_depth, 0, 16); }},

@@ -104,6 +104,8 @@ struct StrategySpec {
   int ngram_min = 1, ngram_max = 3;     // n-gram drafter: match lengths tried (longest first)
   int exit_layer = 0;                   // layer-skip drafter: layers run before the head (0 = half
                                         // the target's); TOML exit_layer (layerskip_layers: deprecated)
+  int draft_vocab = 0;                  // model / layer-skip drafters: draft from the first
+                                        // draft_vocab ids only (0 = all; draft/model_drafter.h)
   // Token trees (draft::TreeSpec): a static shape "4,2,2,1" (TOML: that string or [4, 2, 2, 1]),
   // or a dynamic one (tree_nodes > 0, tree_depth, tree_top_k); children as topk, stochastic or
   // stochastic-noreplace. Neither widths nor nodes: chains of draft_max.

@@ -186,6 +186,7 @@ inline Tokens most_uncertain_prompt(core::Model& target, const core::SamplingPar
 struct LosslessCase {
   int draft_max = 3;
   bool power_check = true;
+  int draft_vocab = 0;  // > 0: the drafter drafts from the first draft_vocab ids only
 };
 
 // The loop on the target's device: the speculative verifier's implementation for that device
@@ -196,6 +197,7 @@ inline void check_lossless(core::Model& target, core::Model& draft_model, const 
   std::vector<double> expect;
   const Tokens prompt = most_uncertain_prompt(target, sp, expect);
   draft::ModelDrafter drafter(&draft_model, target.config().n_vocab, -1, 64);
+  drafter.set_vocabulary_limit(lc.draft_vocab);
   const auto spec = verify::make_verifier("speculative", {target.device()});
   const auto counts = two_token_counts(target, drafter, *spec, prompt, sp, kModelTrials, lc.draft_max);
   const size_t V = static_cast<size_t>(target.config().n_vocab);
@@ -203,9 +205,9 @@ inline void check_lossless(core::Model& target, core::Model& draft_model, const 
   EXPECT_EQ(cs.impossible, 0);
   EXPECT_GE(cs.df, 5) << "enough cells to mean something";
   EXPECT_LT(cs.pooled_mass, 0.5) << "most of the mass must be in tested cells";
-  std::printf("lossless T=%.1f top_k=%d top_p=%.2f min_p=%.2f rep=%.2f ngram=%d g=%d: chi2 %.1f df %d critical %.1f "
-              "(pooled mass %.3f)\n",
-              sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty, sp.no_repeat_ngram, lc.draft_max,
+  std::printf("lossless T=%.1f top_k=%d top_p=%.2f min_p=%.2f rep=%.2f ngram=%d g=%d draft vocab %d: chi2 %.1f df %d "
+              "critical %.1f (pooled mass %.3f)\n",
+              sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty, sp.no_repeat_ngram, lc.draft_max, lc.draft_vocab,
               cs.stat, cs.df, chi2_critical_0001(cs.df), cs.pooled_mass);
   EXPECT_LT(cs.stat, chi2_critical_0001(cs.df)) << "df " << cs.df;
   const std::vector<double> m_expect = first_token_probs(expect, V);

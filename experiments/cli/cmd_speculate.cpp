@@ -34,6 +34,7 @@ struct SpeculateArgs {
   std::string drafter;   // empty: "model" when -md is given, else "ngram"
   std::string verifier = "speculative";
   int exit_layer = 0;    // layer-skip drafter: layers run before the head (0 = half)
+  int draft_vocab = 0;   // model / layer-skip drafters: draft from the first N ids only (0 = all)
   int ngram_min = 1, ngram_max = 3;
   int draft_max = 4, draft_min = 0;
   float draft_p_min = 0.0f;
@@ -112,6 +113,10 @@ void run_speculate(const SpeculateArgs& a) {
   dopt.ngram_min = a.ngram_min;
   dopt.ngram_max = a.ngram_max;
   dopt.exit_layer = a.exit_layer;
+  dopt.draft_vocab = a.draft_vocab;
+  if (a.draft_vocab > 0 && drafter_name != "model" && drafter_name != "layerskip")
+    throw_error(ErrorKind::InvalidArgument, "--draft-vocab applies to the model and layerskip drafters, not '{}'",
+                drafter_name);
   dopt.n_ctx = n_ctx + draft_rows + 1;
   if (drafter_name == "model") {
     if (a.draft_path.empty()) throw_error(ErrorKind::InvalidArgument, "--drafter model needs a draft model: -md FILE");
@@ -182,6 +187,7 @@ void run_speculate(const SpeculateArgs& a) {
                      {"top_p", a.sampling.top_p}, {"min_p", a.sampling.min_p}};
     j["draft"] = {{"draft_max", a.draft_max}, {"draft_min", a.draft_min}, {"draft_p_min", a.draft_p_min}};
     if (drafter_name == "layerskip") j["draft"]["exit_layer"] = a.exit_layer;
+    if (a.draft_vocab > 0) j["draft"]["draft_vocab"] = a.draft_vocab;
     if (!tree.empty())
       j["draft"]["tree"] = {{"widths", draft::format_tree_widths(tree.widths)}, {"nodes", tree.nodes},
                             {"depth", tree.depth}, {"top_k", tree.top_k},
@@ -238,6 +244,10 @@ void add_speculate_command(CLI::App& app) {
   cmd->add_option("--layerskip-layers", a->exit_layer, "deprecated spelling of --exit-layer")
       ->check(CLI::NonNegativeNumber)
       ->each([](const std::string&) { exp::note_deprecated("--layerskip-layers", "--exit-layer"); });
+  cmd->add_option("--draft-vocab", a->draft_vocab,
+                  "model / layer-skip drafters: draft from the vocabulary's first N ids only, a cheaper draft head "
+                  "(0 = all; e.g. 32768)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--ngram-min", a->ngram_min, "shortest n-gram matched")->capture_default_str();
   cmd->add_option("--ngram-max", a->ngram_max, "longest n-gram matched")->capture_default_str();
   cmd->add_option("--draft-max,--draft", a->draft_max, "draft tokens per step (g)")->capture_default_str();

@@ -33,6 +33,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cpu/packed_layout.h"
@@ -380,7 +381,23 @@ void run_group(DType type, const uint8_t* gb, int64_t nb, const uint8_t* acts, s
 
 }  // namespace
 
+namespace {
+// SPECMOE_AMX_MIN_TOKENS=N (1..64) overrides the table below for every type, to measure where the
+// tiles start to pay on another machine (bench_matmul, specmoe bench); unset or invalid: the table.
+int64_t min_tokens_override() {
+  static const int64_t n = [] {
+    const char* env = std::getenv("SPECMOE_AMX_MIN_TOKENS");
+    const long v = env != nullptr ? std::strtol(env, nullptr, 10) : 0;
+    return v >= 1 && v <= 64 ? static_cast<int64_t>(v) : int64_t{0};
+  }();
+  return n;
+}
+}  // namespace
+
 int64_t min_tokens(DType type) {
+  const bool has_kernel = type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 ||
+                          type == DType::Q5_1 || type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
+  if (has_kernel && min_tokens_override() > 0) return min_tokens_override();
   switch (type) {
     // Measured on 2 Sapphire Rapids cores (bench_matmul's BM_MatmulKernel, weights in L2, AVX-512
     // VNNI against AMX): Q4_K 13.9 / 13.6 us at 9 tokens, 24.6 / 18.5 at 16, and slower on AMX

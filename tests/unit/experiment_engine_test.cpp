@@ -212,6 +212,20 @@ TEST_F(ExperimentEngine, EngineChecksRunBeforeAnyGeneration) {
                         "the target's 4 layers",
                         toml, line_of(t2b, "layerskip_layers = 4")));
 
+  // A draft vocabulary larger than the head it limits, or on a drafter without a head.
+  std::string t2c = replace(kToml, "exit_layer = 1", "exit_layer = 1\ndraft_vocab = 400");
+  toml = write_toml("bad2c.toml", t2c);
+  EXPECT_EQ(run_error(toml, options("bad2c")),
+            fmt::format("{}:{}: key 'strategy[3].draft_vocab': run 'layerskip-t0': draft_vocab 400 exceeds the target "
+                        "model's 320 ids",
+                        toml, line_of(t2c, "draft_vocab = 400")));
+  std::string t2d = replace(kToml, "draft_max = 2", "draft_max = 2\ndraft_vocab = 100");
+  toml = write_toml("bad2d.toml", t2d);
+  EXPECT_EQ(run_error(toml, options("bad2d")),
+            fmt::format("{}:{}: key 'strategy[2].draft_vocab': run 'ngram-t0': draft_vocab applies to the model and "
+                        "layerskip drafters, not 'ngram'",
+                        toml, line_of(t2d, "draft_vocab = 100")));
+
   std::string t3 = replace(kToml, "max_tokens = 12", "max_tokens = 600");
   toml = write_toml("bad3.toml", t3);
   msg = run_error(toml, options("bad3"));

@@ -212,6 +212,26 @@ TEST(ConfigHash, TemplatingChangesHashesOnlyWhenSet) {
   EXPECT_NE(hashes(replace(kBase, "[prompts]\n", "[prompts]\nsystem = \"s\"\n"))[0], base[0]);
 }
 
+// draft_vocab: parsed, checked, sweepable, and in the hash only when set (older runs resume).
+TEST(ExperimentSpec, DraftVocabParsesSweepsAndHashesOnlyWhenSet) {
+  const auto runs_of = [](const std::string& text) { return expand_runs(parse_experiment_string(text, "dir/t.toml")); };
+  const auto base = runs_of(kBase);
+  const std::string zero = replace(kBase, "draft = \"draft\"\n", "draft = \"draft\"\ndraft_vocab = 0\n");
+  ASSERT_EQ(runs_of(zero).size(), base.size());
+  for (size_t i = 0; i < base.size(); ++i) EXPECT_EQ(runs_of(zero)[i].config_hash, base[i].config_hash);
+  const std::string set = replace(kBase, "draft = \"draft\"\n", "draft = \"draft\"\ndraft_vocab = 32768\n");
+  const auto runs = runs_of(set);
+  EXPECT_EQ(runs[1].strategy.draft_vocab, 32768);
+  EXPECT_NE(runs[1].config_hash, base[1].config_hash);
+  const std::string bad = replace(kBase, "draft = \"draft\"\n", "draft = \"draft\"\ndraft_vocab = -5\n");
+  EXPECT_TRUE(config_error(bad).starts_with(fmt::format("dir/t.toml:{}: key 'strategy[1].draft_vocab'", line_of(bad, "draft_vocab"))))
+      << config_error(bad);
+  const auto swept = runs_of(kBase + "\n[sweep]\nonly = [\"model\"]\ndraft_vocab = [0, 16384]\n");
+  std::vector<std::string> names;
+  for (const auto& r : swept) names.push_back(r.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"ar", "model-dv0", "model-dv16384"}));
+}
+
 TEST(ExperimentSpec, SweepErrors) {
   std::string text = kBase + "\n[sweep]\ndraft_max = [2, -1]\n";
   EXPECT_EQ(config_error(text), fmt::format("dir/t.toml:{}: key 'sweep.draft_max': element 1: must be >= 1, got -1", line_of(text, "draft_max = [")));

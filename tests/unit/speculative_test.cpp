@@ -438,6 +438,118 @@ TEST_F(SpeculativeTest, LosslessWithRepetitionPenaltyAndNgramBan) {
   testing::check_lossless(*tiny_, *tiny_draft_, sp, testing::LosslessCase{2, true});
 }
 
+// A reduced draft vocabulary (ModelDrafter::set_vocabulary_limit): q is the draft's softmax over
+// ids below the limit, 0 elsewhere, so the target's mass above it only ever comes from the
+// residual. 160 of the 320 ids: half the byte tokens cannot be drafted, so the test runs the
+// residual path on most steps, with penalties whose history holds ids the draft head lacks.
+TEST_F(SpeculativeTest, LosslessWithAReducedDraftVocabulary) {
+  core::SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_k = 0;
+  sp.top_p = 1.0f;
+  sp.min_p = 0.0f;
+  sp.seed = 26;
+  testing::check_lossless(*tiny_, *tiny_draft_, sp, testing::LosslessCase{3, true, 160});
+  sp.temperature = 0.7f;
+  sp.top_p = 0.9f;
+  sp.repeat_penalty = 1.5f;
+  sp.seed = 27;
+  testing::check_lossless(*tiny_, *tiny_draft_, sp, testing::LosslessCase{2, true, 160});
+}
+
+// The reduced head's logits are the full head's first columns, bit for bit (its rows are
+// independent outputs), for float and packed quantized heads, a limit inside a group of 16 rows,
+// one token and a batch; the drafter drafts only ids below the limit, its q rows sum to 1 over
+// them, and greedy decoding with it is the baseline's token for token.
+TEST_F(SpeculativeTest, ReducedDraftVocabularyHeadAndGreedyIdentity) {
+  for (DType type : {DType::F32, DType::Q8_0, DType::Q4_K}) {
+    core::SynthSpec spec = core::synth_spec("tiny");
+    spec.type = type;
+    if (type == DType::Q4_K) spec.n_embd = 256, spec.n_ff = 512;  // K-quant rows of 256
+    const std::string path = scratch(std::string("head-") + dtype_name(type));
+    core::synth_write(spec, path, 5);
+    auto m = core::Model::load(path, one_thread());
+    const Tokens tokens = {1, 40, 41, 42, 43};
+    for (int64_t rows : {int64_t{100}, int64_t{259}}) {
+      core::KVCache a = m->new_cache(16), b = m->new_cache(16);
+      std::vector<float> full, part;
+      m->forward(tokens, a).logits.to_host(full);
+      core::ForwardOptions fo;
+      fo.head_rows = rows;
+      const core::Rows r = m->forward(tokens, b, fo).logits;
+      ASSERT_EQ(r.rows, 5);
+      ASSERT_EQ(r.cols, rows);
+      r.to_host(part);
+      for (int64_t t = 0; t < 5; ++t)
+        for (int64_t j = 0; j < rows; ++j)
+          ASSERT_EQ(part[static_cast<size_t>(t * rows + j)], full[static_cast<size_t>(t * 320 + j)])
+              << dtype_name(type) << " token " << t << " id " << j;
+    }
+    core::KVCache c = m->new_cache(16);
+    core::ForwardOptions bad;
+    bad.head_rows = 321;
+    EXPECT_THROW(m->forward(tokens, c, bad), Error);
+  }
+
+  draft::ModelDrafter d(tiny_draft_.get(), 320, -1, 256);
+  EXPECT_THROW(d.set_vocabulary_limit(321), Error);
+  EXPECT_THROW(d.set_vocabulary_limit(-1), Error);
+  d.set_vocabulary_limit(320);
+  EXPECT_EQ(d.vocabulary_limit(), 0) << "the whole vocabulary is no limit";
+  d.set_vocabulary_limit(200);
+  core::SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_k = 0;
+  sp.top_p = 1.0f;
+  sp.min_p = 0.0f;
+  const core::Sampler sampler(sp);
+  core::Rng rng(3, 0);
+  draft::DraftParams params;
+  params.draft_max = 4;
+  params.sampler = &sampler;
+  params.rng = &rng;
+  draft::Draft out;
+  const Tokens ctx = tiny_->tokenizer().encode("Once upon a time", true);
+  d.begin(ctx);
+  d.propose(ctx, params, out);
+  ASSERT_EQ(out.size(), 4);
+  std::vector<float> q;
+  out.q.to_host(q);
+  ASSERT_EQ(out.q.cols, 320);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_LT(out.tokens[static_cast<size_t>(i)], 200);
+    double in = 0.0, above = 0.0;
+    for (int j = 0; j < 320; ++j) (j < 200 ? in : above) += q[static_cast<size_t>(i * 320 + j)];
+    EXPECT_NEAR(in, 1.0, 1e-5);
+    EXPECT_EQ(above, 0.0);
+  }
+
+  // Greedy: identical to the baseline with both verifiers; the limit lowers acceptance (the
+  // output has ids above it) but never changes a token. The layer-skip drafter takes it too.
+  const auto ps = prompts();
+  const DecodeOptions o = decode_options(40, 4);
+  const SpeculativeVerifier spec;
+  const GreedyVerifier greedy_v;
+  draft::ModelDrafter full(tiny_draft_.get(), 320, -1, 256);
+  const Metrics mf = expect_identical(*tiny_, full, spec, ps, o);
+  draft::ModelDrafter limited(tiny_draft_.get(), 320, -1, 256);
+  limited.set_vocabulary_limit(105);
+  const Metrics ml = expect_identical(*tiny_, limited, spec, ps, o);
+  expect_identical(*tiny_, limited, greedy_v, ps, o);
+  EXPECT_GT(ml.n_accepted, 0);
+  EXPECT_LT(ml.acceptance_rate(), mf.acceptance_rate());
+  draft::DrafterOptions dopt;
+  dopt.target = tiny_.get();
+  dopt.draft_vocab = 105;
+  dopt.exit_layer = 2;
+  dopt.n_ctx = 256;
+  auto skip = draft::make_drafter("layerskip", dopt);
+  EXPECT_EQ(dynamic_cast<draft::ModelDrafter&>(*skip).vocabulary_limit(), 105);
+  expect_identical(*tiny_, *skip, spec, ps, o);
+  dopt.draft_vocab = 321;
+  EXPECT_THROW(draft::make_drafter("layerskip", dopt), Error);
+}
+
 // At temperature 0 with penalties every drafter's output is the baseline's, token for token.
 TEST_F(SpeculativeTest, GreedyWithPenaltiesIsIdenticalForEveryDrafter) {
   const auto ps = prompts();

@@ -200,6 +200,8 @@ TEST_F(TreeDecodingTest, GreedyTreesAreTokenIdenticalForEveryDrafterAndVerifier)
   const GreedyVerifier greedy_v;
   const SpeculativeVerifier spec_v;
   draft::ModelDrafter model(tiny_draft_.get(), 320, -1, 512);
+  draft::ModelDrafter limited(tiny_draft_.get(), 320, -1, 512);  // a reduced draft vocabulary
+  limited.set_vocabulary_limit(105);
   draft::LayerSkipDrafter skip(*tiny_, 2, 512);
   draft::NgramDrafter ngram(1, 3);
   const std::vector<std::pair<std::string, TreeSpec>> shapes = {
@@ -213,8 +215,8 @@ TEST_F(TreeDecodingTest, GreedyTreesAreTokenIdenticalForEveryDrafterAndVerifier)
       {"dynamic 8/3/2 noreplace", dynamic(8, 3, 2, TreeSampling::StochasticNoReplace)},
   };
   for (const auto& [name, tree] : shapes) {
-    for (draft::Drafter* d : {static_cast<draft::Drafter*>(&model), static_cast<draft::Drafter*>(&skip),
-                              static_cast<draft::Drafter*>(&ngram)}) {
+    for (draft::Drafter* d : {static_cast<draft::Drafter*>(&model), static_cast<draft::Drafter*>(&limited),
+                              static_cast<draft::Drafter*>(&skip), static_cast<draft::Drafter*>(&ngram)}) {
       for (const Verifier* v : {static_cast<const Verifier*>(&greedy_v), static_cast<const Verifier*>(&spec_v)}) {
         const std::string what = name + ", " + d->name() + ", " + v->name();
         const Metrics m = expect_identical(*tiny_, *d, *v, ps, tree_options(tree, 33), what);
@@ -390,6 +392,11 @@ const std::pair<Tokens, testing::ExactThree>& exact_for(core::Model& target, con
 
 std::unique_ptr<draft::Drafter> make_drafter(core::Model& target, core::Model& draft_model, const char* name) {
   if (std::string(name) == "model") return std::make_unique<draft::ModelDrafter>(&draft_model, 320, -1, 64);
+  if (std::string(name) == "model-v160") {  // a reduced draft vocabulary: ids 0..159 (model_drafter.h)
+    auto d = std::make_unique<draft::ModelDrafter>(&draft_model, 320, -1, 64);
+    d->set_vocabulary_limit(160);
+    return d;
+  }
   if (std::string(name) == "layerskip") return std::make_unique<draft::LayerSkipDrafter>(target, 1, 64);
   return std::make_unique<draft::NgramDrafter>(1, 2);
 }
@@ -424,9 +431,11 @@ const std::vector<LoopCase> kDeterministic = {{"model widths 4", widths({4}), "m
                                               {"model dynamic 6/3/3", dynamic(6, 3, 3), "model"}};
 const std::vector<LoopCase> kWithReplacement = {
     {"model widths 3,2", widths({3, 2}, TreeSampling::Stochastic), "model"},
+    {"model/160 widths 3,2", widths({3, 2}, TreeSampling::Stochastic), "model-v160"},
     {"layerskip widths 2,1,1", widths({2, 1, 1}, TreeSampling::Stochastic), "layerskip"}};
 const std::vector<LoopCase> kWithoutReplacement = {
     {"model widths 4,1", widths({4, 1}, TreeSampling::StochasticNoReplace), "model"},
+    {"model/160 widths 4,1", widths({4, 1}, TreeSampling::StochasticNoReplace), "model-v160"},
     {"model dynamic 7/3/2", dynamic(7, 3, 2, TreeSampling::StochasticNoReplace), "model"}};
 
 TEST_F(TreeDecodingTest, LosslessDeterministicCandidatesT1) {
