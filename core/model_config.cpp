@@ -351,6 +351,20 @@ void ModelConfig::validate() const {
         throw_error(ErrorKind::Format, "model config: llama3 high_freq_factor {} is not above low_freq_factor {}",
                     llama3_high_freq_factor, llama3_low_freq_factor);
     }
+    // What each layer's rope op gets: the factors above can each be finite while their product
+    // (YaRN's magnitude 1 + 0.1 ln(1/freq_scale) times attn_factor) or the correction range
+    // overflows, and a model that loads must run.
+    for (int l = 0; l < n_layer; ++l) {
+      const LayerRope r = rope_at(l);
+      if (!(r.attn_factor > 0.0f) || !std::isfinite(r.attn_factor))
+        throw_error(ErrorKind::Format,
+                    "model config: layer {}'s rope attn_factor {} (YaRN's magnitude included) is not a positive "
+                    "finite number",
+                    l, r.attn_factor);
+      if (!std::isfinite(r.corr_low) || !std::isfinite(r.corr_high))
+        throw_error(ErrorKind::Format, "model config: layer {}'s YaRN correction range [{}, {}] is not finite", l,
+                    r.corr_low, r.corr_high);
+    }
   }
 }
 

@@ -403,6 +403,31 @@ TEST_F(CudaSpeculative, LosslessBonusTopKMinPAndPenalties) {
   testing::check_lossless(*target_, *draft_, sp, testing::LosslessCase{2, true});
 }
 
+// A reduced draft vocabulary on the device (speculative_test.cpp's case): the head's first rows
+// equal the full head's first columns (cuBLAS computes each output row alone: same values, to
+// the GEMM's tolerance), and the loop stays lossless with 160 of 320 ids.
+TEST_F(CudaSpeculative, ReducedDraftVocabularyHeadAndLossless) {
+  const Tokens ids = {1, 72, 105, 33, 200};
+  core::KVCache a = draft_->new_cache(16), b = draft_->new_cache(16);
+  const std::vector<float> full = draft_->forward(ids, a).logits.to_host();
+  core::ForwardOptions fo;
+  fo.head_rows = 100;
+  const core::Rows part = draft_->forward(ids, b, fo).logits;
+  ASSERT_EQ(part.cols, 100);
+  const std::vector<float> host = part.to_host();
+  const int64_t V = draft_->config().n_vocab;
+  for (size_t t = 0; t < ids.size(); ++t)
+    for (int64_t j = 0; j < 100; ++j)
+      EXPECT_NEAR(host[t * 100 + static_cast<size_t>(j)], full[t * static_cast<size_t>(V) + static_cast<size_t>(j)], 1e-4f);
+  core::SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_k = 0;
+  sp.top_p = 1.0f;
+  sp.min_p = 0.0f;
+  sp.seed = 26;
+  testing::check_lossless(*target_, *draft_, sp, testing::LosslessCase{3, true, 160});
+}
+
 TEST_F(CudaSpeculative, SameSeedSameTokensAndUndraftedStepsEqualTheBaseline) {
   core::SamplingParams sp;
   sp.temperature = 1.0f;
