@@ -357,7 +357,7 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   // the same values as the full head's first columns).
   const int64_t n_vocab = b.head_rows > 0 ? b.head_rows : c_.n_vocab;
   float* logits = buf(kLogits, static_cast<size_t>(n_out) * n_vocab);
-  be_->matmul(xn, n_out, n_vocab == c_.n_vocab ? w_.output : w_.output.rows(0, n_vocab), logits);
+  be_->matmul(xn, n_out, w_.output.rows(0, n_vocab), logits);
   if (c_.final_logit_softcap > 0.0f)
     be_->softcap(logits, c_.final_logit_softcap, logits, static_cast<int64_t>(n_out) * n_vocab);
   kv.append(b.positions);

@@ -41,12 +41,15 @@ void ModelDrafter::set_vocabulary_limit(int64_t n) {
   head_rows_ = n == model_->config().n_vocab ? 0 : n;
 }
 
-std::span<const int32_t> ModelDrafter::penalty_history() {
-  if (head_rows_ == 0) return history_;
-  history_in_vocab_.clear();
-  for (int32_t id : history_)
-    if (id < head_rows_) history_in_vocab_.push_back(id);
-  return history_in_vocab_;
+void ModelDrafter::reset_history(std::span<const int32_t> context) {
+  history_.clear();
+  for (int32_t id : context)
+    if (head_rows_ == 0 || id < head_rows_) history_.push_back(id);
+  history_context_ = history_.size();
+}
+
+void ModelDrafter::push_history(int32_t id) {
+  if (head_rows_ == 0 || id < head_rows_) history_.push_back(id);
 }
 
 void ModelDrafter::forward(std::span<const int32_t> tokens) {
@@ -103,7 +106,7 @@ void ModelDrafter::propose(std::span<const int32_t> context, const DraftParams& 
   if (g <= 0) return;
   sync(context);
   proposed_from_ = context.size();
-  history_.assign(context.begin(), context.end());
+  reset_history(context);
   const int64_t n_draft = logits_.cols, n_target = target_n_vocab_;  // n_draft: head_rows_ when reduced
   float* q_rows = q_.reserve(g, n_target);
   for (int i = 0; i < g; ++i) {
@@ -111,11 +114,11 @@ void ModelDrafter::propose(std::span<const int32_t> context, const DraftParams& 
     // The processed distribution straight into q when the vocabularies agree, else into a draft-
     // vocabulary row that draw() moves into the target's.
     const core::Rows dist = params.sampler->distributions(
-        logits_, penalty_history(), {}, n_draft == n_target ? q : dist_.reserve(1, n_draft));
+        logits_, history_, {}, n_draft == n_target ? q : dist_.reserve(1, n_draft));
     const core::Draw d = params.sampler->draw(dist, 0, q, n_target, *params.rng, params.p_min, logits_.data);
     if (d.token < 0) break;  // no mass in the target's vocabulary, or not confident enough
     out.tokens.push_back(d.token);
-    history_.push_back(d.token);
+    push_history(d.token);
     if (i + 1 < g) forward(std::span<const int32_t>(&out.tokens.back(), 1));
   }
   out.q = core::Rows{q_rows, out.size(), n_target, &model_->backend()};

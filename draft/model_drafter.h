@@ -69,20 +69,21 @@ class ModelDrafter : public Drafter {
   // Adds up to k children of `parent` (-1: the root) drawn from its draft logits row `row`
   // (draft vocabulary) to out; returns how many.
   int add_children(int parent, const core::Rows& row, int k, const DraftParams& params, Draft& out);
-  // history_ for the repetition penalties: its ids inside a reduced vocabulary (the others have no
-  // logit to penalise).
-  std::span<const int32_t> penalty_history();
+  // The repetition penalties' history: the context's ids inside a reduced vocabulary (the others
+  // have no logit to penalise), filtered once per proposal, then the drafted tokens of a node's path.
+  void reset_history(std::span<const int32_t> context);
+  void push_history(int32_t id);
 
   std::shared_ptr<core::Model> owned_;
   core::Model* model_;
   int target_n_vocab_;
   int exit_layer_;
   int64_t head_rows_ = 0;           // reduced draft vocabulary: ids [0, head_rows_) (0 = all)
-  std::vector<int32_t> history_in_vocab_;
   core::KVCache cache_;
   std::vector<int32_t> cached_;     // mirror of the cache's tokens
   size_t proposed_from_ = 0;        // context length of the last proposal
-  std::vector<int32_t> history_;    // context + drafted tokens, for the repetition penalties
+  std::vector<int32_t> history_;    // context + drafted tokens (ids < head_rows_), for the penalties
+  size_t history_context_ = 0;      // how many of them come from the context
   core::Rows logits_;               // [1, n_vocab draft or head_rows_] of the last fed token (the model's memory)
   core::RowBuffer q_, dist_;        // q rows [g, n_vocab target]; one draft-vocabulary row
   // The last tree proposal: the node each cache row after the context holds (-1: dropped), each

@@ -58,7 +58,7 @@ int ModelDrafter::add_children(int parent, const core::Rows& row, int k, const D
       for (int64_t i = 0; i < m; ++i) z += std::exp(static_cast<double>(host_row_[i] - mx));
       for (int64_t i = 0; i < m; ++i) host_row_[i] = static_cast<float>(std::exp(static_cast<double>(host_row_[i] - mx)) / z);
     } else {
-      sampler.distributions(row, penalty_history(), {}, dist_).to_host(host_row_);
+      sampler.distributions(row, history_, {}, dist_).to_host(host_row_);
     }
     std::vector<int32_t> ids;
     top_k_positive(host_row_.data(), m, k, ids);
@@ -70,7 +70,7 @@ int ModelDrafter::add_children(int parent, const core::Rows& row, int k, const D
   // chain's draw; then more draws from the same row.
   float* q = q_rows_ + static_cast<size_t>(n_q_rows_) * static_cast<size_t>(n_target);
   const core::Rows dist =
-      sampler.distributions(row, penalty_history(), {}, n_draft == n_target ? q : dist_.reserve(1, n_draft));
+      sampler.distributions(row, history_, {}, n_draft == n_target ? q : dist_.reserve(1, n_draft));
   const core::Draw first = sampler.draw(dist, 0, q, n_target, *params.rng, 0.0f, nullptr);
   if (first.token < 0) return 0;  // no mass in the target's vocabulary
   const int q_row = n_q_rows_++;
@@ -129,6 +129,7 @@ void ModelDrafter::propose_tree(std::span<const int32_t> context, const DraftPar
   if (depth <= 0 || budget <= 0 || room < 0) return;
   sync(context);
   proposed_from_ = context.size();
+  reset_history(context);
   tree_proposal_ = true;
   tree_rows_.clear();
   score_.clear();
@@ -155,10 +156,10 @@ void ModelDrafter::propose_tree(std::span<const int32_t> context, const DraftPar
       const int parent = expand[e];
       const int width = spec.is_static() ? spec.widths[static_cast<size_t>(d)] : k;
       // Penalties (repetition, n-gram bans) see the node's own prefix.
-      history_.assign(context.begin(), context.end());
+      history_.resize(history_context_);
       if (parent >= 0) {
         out.path_to(parent, path_);
-        for (int32_t v : path_) history_.push_back(out.tokens[static_cast<size_t>(v)]);
+        for (int32_t v : path_) push_history(out.tokens[static_cast<size_t>(v)]);
       }
       add_children(parent, logits.slice(expand_row[e], 1), std::min(width, grow_budget - out.size()), params, out);
     }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "core/model.h"
@@ -21,6 +22,32 @@
 namespace specmoe::testing {
 
 using Tokens = std::vector<int32_t>;
+
+// A reduced draft head (ForwardOptions::head_rows): the logits of the vocabulary's first `rows` ids
+// for every token of `tokens` equal the full head's first columns, within `tol` (0: bit for bit,
+// as the CPU's head rows are independent outputs).
+inline void expect_head_prefix(core::Model& m, const Tokens& tokens, int64_t rows, float tol, const std::string& what) {
+  const int64_t V = m.config().n_vocab;
+  core::KVCache a = m.new_cache(static_cast<int>(tokens.size()) + 8), b = m.new_cache(static_cast<int>(tokens.size()) + 8);
+  std::vector<float> full, part;
+  m.forward(tokens, a).logits.to_host(full);
+  core::ForwardOptions fo;
+  fo.head_rows = rows;
+  const core::Rows r = m.forward(tokens, b, fo).logits;
+  ASSERT_EQ(r.rows, static_cast<int64_t>(tokens.size())) << what;
+  ASSERT_EQ(r.cols, rows) << what;
+  r.to_host(part);
+  for (size_t t = 0; t < tokens.size(); ++t)
+    for (int64_t j = 0; j < rows; ++j) {
+      const float got = part[t * static_cast<size_t>(rows) + static_cast<size_t>(j)];
+      const float want = full[t * static_cast<size_t>(V) + static_cast<size_t>(j)];
+      if (tol == 0.0f) {
+        ASSERT_EQ(got, want) << what << ": token " << t << " id " << j;
+      } else {
+        ASSERT_NEAR(got, want, tol) << what << ": token " << t << " id " << j;
+      }
+    }
+}
 
 // The target's exact distribution of the first two generated tokens, by enumeration: p(t1) from
 // the prompt, then p(t2 | t1) for every t1 in p(t1)'s support. joint[t1 * V + t2].
@@ -215,7 +242,9 @@ inline void check_lossless(core::Model& target, core::Model& draft_model, const 
   EXPECT_EQ(ms.impossible, 0);
   std::printf("  first token: chi2 %.1f df %d critical %.1f (pooled mass %.3f)\n", ms.stat, ms.df,
               chi2_critical_0001(std::max(ms.df, 1)), ms.pooled_mass);
-  if (ms.df >= 1) EXPECT_LT(ms.stat, chi2_critical_0001(ms.df)) << "first-token marginal, df " << ms.df;
+  if (ms.df >= 1) {
+    EXPECT_LT(ms.stat, chi2_critical_0001(ms.df)) << "first-token marginal, df " << ms.df;
+  }
   if (lc.power_check) {
     const AlwaysAcceptVerifier bad;
     const auto bad_counts = two_token_counts(target, drafter, bad, prompt, sp, kModelTrials, lc.draft_max);

@@ -84,8 +84,10 @@ inline Outcome run_model(std::span<const uint8_t> bytes) {
   const std::string path = (scratch_dir() / kModelName).string();
   write_file(path, bytes);
   std::unique_ptr<core::Model> m;
+  core::LoadOptions one_thread;
+  one_thread.n_threads = 1;
   try {
-    m = core::Model::load(path, core::LoadOptions{1});
+    m = core::Model::load(path, one_thread);
   } catch (const Error& e) {
     check_names_input(e, kModelName);
     return Outcome::Rejected;

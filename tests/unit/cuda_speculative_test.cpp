@@ -407,18 +407,8 @@ TEST_F(CudaSpeculative, LosslessBonusTopKMinPAndPenalties) {
 // equal the full head's first columns (cuBLAS computes each output row alone: same values, to
 // the GEMM's tolerance), and the loop stays lossless with 160 of 320 ids.
 TEST_F(CudaSpeculative, ReducedDraftVocabularyHeadAndLossless) {
-  const Tokens ids = {1, 72, 105, 33, 200};
-  core::KVCache a = draft_->new_cache(16), b = draft_->new_cache(16);
-  const std::vector<float> full = draft_->forward(ids, a).logits.to_host();
-  core::ForwardOptions fo;
-  fo.head_rows = 100;
-  const core::Rows part = draft_->forward(ids, b, fo).logits;
-  ASSERT_EQ(part.cols, 100);
-  const std::vector<float> host = part.to_host();
-  const int64_t V = draft_->config().n_vocab;
-  for (size_t t = 0; t < ids.size(); ++t)
-    for (int64_t j = 0; j < 100; ++j)
-      EXPECT_NEAR(host[t * 100 + static_cast<size_t>(j)], full[t * static_cast<size_t>(V) + static_cast<size_t>(j)], 1e-4f);
+  // Device GEMMs may sum in another order than the full head's: a tolerance, not bit equality.
+  testing::expect_head_prefix(*draft_, {1, 72, 105, 33, 200}, 100, 1e-4f, "CUDA head of 100");
   core::SamplingParams sp;
   sp.temperature = 1.0f;
   sp.top_k = 0;

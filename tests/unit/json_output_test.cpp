@@ -370,7 +370,9 @@ TEST_F(JsonCli, GenerateTopLogitsListTheGreedyTokenFirst) {
   int spread = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     ASSERT_EQ(steps[i].size(), 4u) << "step " << i;
-    if (i < tokens.size()) EXPECT_EQ(steps[i][0].at("id").get<int32_t>(), tokens[i]) << "step " << i;
+    if (i < tokens.size()) {
+      EXPECT_EQ(steps[i][0].at("id").get<int32_t>(), tokens[i]) << "step " << i;
+    }
     for (size_t k = 1; k < 4; ++k) {
       EXPECT_GE(steps[i][k - 1].at("logit").get<double>(), steps[i][k].at("logit").get<double>()) << "step " << i;
       EXPECT_NE(steps[i][k - 1].at("id").get<int32_t>(), steps[i][k].at("id").get<int32_t>()) << "step " << i;
