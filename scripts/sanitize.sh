@@ -6,7 +6,9 @@
 #   CTEST_ARGS="-R gguf" scripts/sanitize.sh     a subset (any ctest arguments)
 #   SANITIZE_TARGETS="test_gguf test_quant" scripts/sanitize.sh   build and run only these
 # Environment: BUILD_DIR (default build-asan), JOBS (build and test parallelism, default 2),
-#   SANITIZERS (default address,undefined), CC/CXX to pick another compiler.
+#   SANITIZERS (default address,undefined), CC/CXX to pick another compiler, SPECMOE_FUZZ
+#   (default OFF; ON with CC=clang CXX=clang++ makes the folder scripts/fuzz.sh's too, so the
+#   libraries compile once for both: scripts/test.sh does that).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-asan}
@@ -23,7 +25,7 @@ if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 cmake -S . -B "$BUILD_DIR" "${generator[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECMOE_CUDA=OFF \
-  -DSPECMOE_SANITIZE="$SANITIZERS" -DSPECMOE_FUZZ=OFF
+  -DSPECMOE_SANITIZE="$SANITIZERS" -DSPECMOE_FUZZ="${SPECMOE_FUZZ:-OFF}"
 # Tests only: benchmarks are not run by ctest, so building them would only cost time.
 # SANITIZE_TARGETS (space-separated test executables) limits the build to a subset.
 if [ -n "${SANITIZE_TARGETS:-}" ]; then

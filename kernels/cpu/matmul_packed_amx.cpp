@@ -26,7 +26,7 @@
 // Cost (2 Sapphire Rapids cores): a tile multiply with its 1 KB B tile loaded takes ~4.4 ns
 // whatever the token count, a C tile store ~4.3 ns, and unpacked codes go through memory (tiles
 // load only from memory), so a block has a fixed cost that the AVX-512 kernels, whose codes stay
-// in registers, do not; AMX pays from about 8 tokens (K-quants) or 16 (the rest): min_tokens.
+// in registers, do not; AMX pays from about 32 tokens (K-quants) or 16 (the rest): min_tokens.
 //
 // Compiled for AVX2 like the other *_avx2-level files; the functions below get AVX-512 and AMX
 // through the target pragma and run only after the runtime check in matmul.cpp.
@@ -399,16 +399,18 @@ int64_t min_tokens(DType type) {
                           type == DType::Q5_1 || type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
   if (has_kernel && min_tokens_override() > 0) return min_tokens_override();
   switch (type) {
-    // Measured on 2 Sapphire Rapids cores (bench_matmul's BM_MatmulKernel, weights in L2, AVX-512
-    // VNNI against AMX): Q4_K 13.9 / 13.6 us at 9 tokens, 24.6 / 18.5 at 16, and slower on AMX
-    // below 8 (6.9 against 4.2 us at 2 tokens): a block's codes are stored to memory and loaded
-    // as tiles, a fixed cost that only a wide batch pays back.
-    case DType::Q4_K: case DType::Q5_K: return 8;
-    // One tile multiply and one stored C tile per 32-element block (per 16-element sub-block for
-    // Q6_K): Q8_0 33.9 / 26.4 us at 16 tokens, 18.4 / 16.8 at 9; Q6_K 31.1 / 26.9 at 16, slower
-    // at 9.
-    case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1:
-    case DType::Q6_K: return 16;
+    // K-quants: a block's codes are stored to memory and loaded as tiles, a fixed cost that only
+    // a wide batch pays back. Measured on 2 Sapphire Rapids cores with Qwen2.5-Coder-1.5B Q4_K_M
+    // (Q4_K and Q6_K; `specmoe bench -t 2 -p 0 --max-batch 16`, SPECMOE_AMX_MIN_TOKENS 8 against
+    // 64, CPU ms of one forward): 454 against 304 at 8 tokens, 642 against 560 at 16, once the
+    // AVX-512 Q4_K kernel multiplied its scales on the VNNI unit; prefill of 32 tokens 68-70
+    // against 64-66 tokens/s, of 48 even. Weights in L2 (BM_MatmulKernel) AMX led only Q4_K at
+    // 16 tokens (56 against 48 GMAC/s), not Q6_K (40 against 43). So verify batches (up to 16
+    // tokens) stay on AVX-512, and prefill takes the tiles.
+    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return 32;
+    // One tile multiply and one stored C tile per 32-element block: Q8_0 33.9 / 26.4 us at 16
+    // tokens, 18.4 / 16.8 at 9 (AVX-512 / AMX, weights in L2).
+    case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: return 16;
     default: return 0;
   }
 }
