@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "core/backend_profile.h"
 #include "core/gguf.h"
 #include "core/model_weights.h"
 #include "core/transformer.h"
@@ -151,6 +152,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
 
   try {
     I.backend = make_backend(device, options.n_threads);
+    if (options.profile_ops) I.backend = std::make_shared<ProfilingBackend>(I.backend);
   } catch (const Error& e) {
     throw Error(e.kind(), fmt::format("{}: {}", path, e.what()));
   }

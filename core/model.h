@@ -95,6 +95,9 @@ struct LoadOptions {
   // default, as llama.cpp's) or Q8_0, which needs a head dimension that is a multiple of 32
   // (Error(InvalidArgument) naming the file and layer otherwise).
   KVCacheTypes cache_types;
+  // Wrap the backend in a ProfilingBackend (core/backend_profile.h; disabled until its enable(),
+  // so untimed until asked): `specmoe bench --profile`.
+  bool profile_ops = false;
 };
 
 class Model {

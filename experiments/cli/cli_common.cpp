@@ -72,6 +72,7 @@ std::unique_ptr<core::Model> load_model(const ModelOptions& opt, const std::stri
   lo.n_threads = opt.threads;
   lo.moe_k_override = opt.moe_k;
   lo.moe_capacity_factor = opt.moe_capacity;
+  lo.profile_ops = opt.profile_ops;
   lo.device = opt.device;  // Model::load names the device in its error when it cannot be used
   return core::Model::load(path, lo);
 }

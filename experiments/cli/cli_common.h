@@ -25,6 +25,7 @@ struct ModelOptions {
   double moe_capacity = 0;  // --moe-capacity: Switch capacity factor (0 = dropless)
   std::string cache_type_k = "f16";  // --cache-type-k / -ctk: KV cache key type, f32 | f16 | q8_0
   std::string cache_type_v = "f16";  // --cache-type-v / -ctv: value type
+  bool profile_ops = false;          // core::LoadOptions::profile_ops (specmoe bench --profile)
 };
 
 struct InputOptions {

@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "cli_common.h"
+#include "core/backend_profile.h"
 #include "experiments/json_text.h"
 #include "experiments/result_json.h"
 #include "experiments/statistics.h"
@@ -39,6 +40,7 @@ struct BenchArgs {
   int context = 128;     // cached tokens the r(T) and c forwards attend over
   int bandwidth_mib = 512;
   bool json = false;
+  std::vector<int> profile_tokens;  // --profile: batch sizes whose forwards are profiled by op
 };
 
 using Clock = std::chrono::steady_clock;
@@ -108,6 +110,18 @@ struct CostPoint {
   Spread cpu_ms, r_cpu;  // the same from the process's CPU time (all threads)
 };
 
+// One op's profile at every profiled batch size (per forward).
+struct ProfileRow {
+  std::string name;
+  std::vector<double> calls, ms, macs, weight_bytes;  // [profiled T]
+};
+
+struct Profile {
+  std::vector<int> tokens;
+  std::vector<double> forward_ms;  // wall time of the profiled forwards, per forward
+  std::vector<ProfileRow> rows;    // the most time at the largest T first
+};
+
 struct BenchResult {
   Spread bandwidth_gbs;
   size_t weight_bytes = 0;
@@ -115,6 +129,7 @@ struct BenchResult {
   std::vector<CostPoint> curve;
   size_t draft_weight_bytes = 0;
   Spread draft_ms, target_ms, cost_ratio;
+  Profile profile;
 };
 
 void run_decode(core::Model& m, const BenchArgs& a, BenchResult& out) {
@@ -164,6 +179,53 @@ void run_cost_curve(core::Model& m, const BenchArgs& a, BenchResult& out) {
     out.curve.push_back({T, Spread(ms[T - 1]), Spread(ratio[T - 1]), Spread(cpu_ms[T - 1]), Spread(cpu_ratio[T - 1])});
 }
 
+// The profile: for each T of --profile, `repeats` forwards of T tokens (logits for every token)
+// at the cost curve's context with the model's ProfilingBackend enabled; every op's time, calls,
+// MACs and weight bytes per forward. Ops synchronize one by one while profiled, so the sum can
+// exceed an unprofiled forward on a device; on the CPU the ops are synchronous anyway.
+void run_profile(core::Model& m, const BenchArgs& a, BenchResult& out) {
+  core::ProfilingBackend* prof = core::profiling_backend(m.backend());
+  if (prof == nullptr || a.profile_tokens.empty()) return;
+  const int max_t = *std::max_element(a.profile_tokens.begin(), a.profile_tokens.end());
+  core::KVCache kv = cache_with_context(m, a.context, a.context + max_t);
+  const std::vector<int32_t> ids = bench_ids(m, max_t, 7);
+  Profile& P = out.profile;
+  P.tokens = a.profile_tokens;
+  std::vector<std::vector<core::OpProfile>> per_t;
+  for (int T : a.profile_tokens) {
+    prof->reset();
+    prof->enable(true);
+    double wall = 0.0;
+    for (int r = 0; r < a.repeats; ++r) {
+      wall += time_forward(m, std::span<const int32_t>(ids.data(), T), kv, true);
+      kv.truncate(a.context);
+    }
+    prof->enable(false);
+    P.forward_ms.push_back(wall / a.repeats * 1e3);
+    per_t.push_back(prof->ops());
+  }
+  // Rows in the order of the largest T's time; an op missing at some T counts 0 there.
+  const size_t last = static_cast<size_t>(std::max_element(P.tokens.begin(), P.tokens.end()) - P.tokens.begin());
+  std::vector<std::string> names;
+  for (const core::OpProfile& o : per_t[last]) names.push_back(o.name);
+  for (const auto& ops : per_t)
+    for (const core::OpProfile& o : ops)
+      if (std::find(names.begin(), names.end(), o.name) == names.end()) names.push_back(o.name);
+  const double n = a.repeats;
+  for (const std::string& name : names) {
+    ProfileRow row{name, {}, {}, {}, {}};
+    for (const auto& ops : per_t) {
+      const auto it = std::find_if(ops.begin(), ops.end(), [&](const core::OpProfile& o) { return o.name == name; });
+      const bool has = it != ops.end();
+      row.calls.push_back(has ? static_cast<double>(it->calls) / n : 0.0);
+      row.ms.push_back(has ? it->seconds / n * 1e3 : 0.0);
+      row.macs.push_back(has ? it->macs / n : 0.0);
+      row.weight_bytes.push_back(has ? it->weight_bytes / n : 0.0);
+    }
+    P.rows.push_back(std::move(row));
+  }
+}
+
 // c: a draft single-token forward over a target single-token forward, alternated, same context.
 void run_draft(core::Model& target, core::Model& draft, const BenchArgs& a, BenchResult& out) {
   core::KVCache tkv = cache_with_context(target, a.context, a.context + 1);
@@ -203,6 +265,40 @@ std::pair<int, double> best_draft_length(const BenchResult& b, double alpha) {
   return best;
 }
 
+// Per op: ms per forward at each profiled T, its ratio to the smallest T's, and for the matmuls
+// the achieved GMAC/s at each T and weight GB/s at the smallest.
+void print_profile(const BenchArgs& a, const Profile& P) {
+  if (P.tokens.empty()) return;
+  const size_t nt = P.tokens.size();
+  std::printf("profile at context %d, per forward (mean of %d; ops timed one by one):\n", a.context, a.repeats);
+  std::printf("  %-58s %6s", "op", "calls");
+  for (int T : P.tokens) std::printf(" %8s", fmt::format("T={} ms", T).c_str());
+  for (size_t i = 1; i < nt; ++i) std::printf(" %6s", fmt::format("x{}", P.tokens[i]).c_str());
+  for (int T : P.tokens) std::printf(" %8s", fmt::format("GMAC/s{}", T).c_str());
+  std::printf(" %7s\n", "GB/s");
+  std::vector<double> sum(nt, 0.0);
+  for (const ProfileRow& r : P.rows) {
+    std::printf("  %-58s %6.0f", r.name.substr(0, 58).c_str(), r.calls.back());
+    for (size_t i = 0; i < nt; ++i) {
+      std::printf(" %8.2f", r.ms[i]);
+      sum[i] += r.ms[i];
+    }
+    for (size_t i = 1; i < nt; ++i) std::printf(" %6.2f", r.ms[0] > 0 ? r.ms[i] / r.ms[0] : 0.0);
+    if (r.macs.back() > 0) {
+      for (size_t i = 0; i < nt; ++i) std::printf(" %8.1f", r.ms[i] > 0 ? r.macs[i] / (r.ms[i] * 1e6) : 0.0);
+      std::printf(" %7.1f", r.ms[0] > 0 ? r.weight_bytes[0] / (r.ms[0] * 1e6) : 0.0);
+    }
+    std::printf("\n");
+  }
+  std::printf("  %-58s %6s", "all ops", "");
+  for (size_t i = 0; i < nt; ++i) std::printf(" %8.2f", sum[i]);
+  for (size_t i = 1; i < nt; ++i) std::printf(" %6.2f", sum[0] > 0 ? sum[i] / sum[0] : 0.0);
+  std::printf("\n  %-58s %6s", "forward (wall; the rest is outside the backend's ops)", "");
+  for (size_t i = 0; i < nt; ++i) std::printf(" %8.2f", P.forward_ms[i]);
+  for (size_t i = 1; i < nt; ++i) std::printf(" %6.2f", P.forward_ms[0] > 0 ? P.forward_ms[i] / P.forward_ms[0] : 0.0);
+  std::printf("\n");
+}
+
 void print_text(const BenchArgs& a, core::Model& m, const BenchResult& b) {
   const double gb = static_cast<double>(b.weight_bytes) / 1e9;
   std::printf("backend: %s\n", m.backend().describe().c_str());
@@ -225,10 +321,14 @@ void print_text(const BenchArgs& a, core::Model& m, const BenchResult& b) {
   for (const CostPoint& p : b.curve)
     std::printf("  %3d %10.2f %7.3f  [%.3f-%.3f]   %10.2f %7.3f  [%.3f-%.3f]\n", p.tokens, p.ms.median, p.r.median,
                 p.r.min, p.r.max, p.cpu_ms.median, p.r_cpu.median, p.r_cpu.min, p.r_cpu.max);
-  if (a.draft_path.empty()) return;
+  if (a.draft_path.empty()) {
+    print_profile(a, b.profile);
+    return;
+  }
   std::printf("draft: %s, %.3f GB per token | step %.2f ms vs target %.2f ms | c = %.3f [%.3f-%.3f]\n",
               a.draft_path.c_str(), static_cast<double>(b.draft_weight_bytes) / 1e9, b.draft_ms.median,
               b.target_ms.median, b.cost_ratio.median, b.cost_ratio.min, b.cost_ratio.max);
+  print_profile(a, b.profile);
   std::printf("predicted speedup (1-a^(g+1)) / ((1-a)(g c + r(g+1))) with these c and r, best g:");
   for (double alpha : {0.6, 0.7, 0.8, 0.9}) {
     const auto [g, s] = best_draft_length(b, alpha);
@@ -275,18 +375,38 @@ nlohmann::json to_json(const BenchArgs& a, core::Model& m, const BenchResult& b)
   } else {
     j["draft"] = nullptr;
   }
+  if (!b.profile.tokens.empty()) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const ProfileRow& r : b.profile.rows) {
+      nlohmann::json o;
+      exp::set_text(o, "name", r.name);
+      o["calls"] = r.calls;
+      o["ms"] = r.ms;
+      o["macs"] = r.macs;
+      o["weight_bytes"] = r.weight_bytes;
+      ops.push_back(std::move(o));
+    }
+    j["profile"] = {{"context", a.context}, {"tokens", b.profile.tokens}, {"forward_ms", b.profile.forward_ms},
+                    {"ops", ops}};
+  } else {
+    j["profile"] = nullptr;
+  }
   return j;
 }
 
 void run_bench(const BenchArgs& args) {
-  auto model = load_model(args.model, args.model.model_path);
+  ModelOptions mo = args.model;
+  mo.profile_ops = !args.profile_tokens.empty();
+  auto model = load_model(mo, args.model.model_path);
   BenchArgs a = args;
   // Positions stay within the training context (a learned position table ends there).
   if (const int n_ctx = model->config().n_ctx_train; n_ctx > 0) {
     a.n_gen = std::min(a.n_gen, n_ctx);
     a.n_prompt = std::min(a.n_prompt, n_ctx);
     a.max_batch = std::min(a.max_batch, n_ctx);
-    a.context = std::min(a.context, n_ctx - a.max_batch);
+    int widest = a.max_batch;
+    for (int& T : a.profile_tokens) widest = std::max(widest, T = std::min(T, n_ctx));
+    a.context = std::min(a.context, n_ctx - widest);
   }
   std::unique_ptr<core::Model> draft;
   if (!a.draft_path.empty()) {
@@ -315,6 +435,7 @@ void run_bench(const BenchArgs& args) {
   run_prefill(*model, a, b);
   run_cost_curve(*model, a, b);
   if (draft) run_draft(*model, *draft, a, b);
+  run_profile(*model, a, b);
   if (a.json)
     std::printf("%s\n", exp::dump_json(to_json(a, *model, b)).c_str());
   else
@@ -347,6 +468,10 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "print one JSON object instead of text");
+  cmd->add_option("--profile", a->profile_tokens,
+                  "profile the forwards of these batch sizes by op (e.g. 1,5,9): ms, GMAC/s and GB/s per op")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
   cmd->callback([a] { run_bench(*a); });
 }
 
