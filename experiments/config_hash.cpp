@@ -119,7 +119,7 @@ nlohmann::json spec_to_json(const ExperimentSpec& spec, const std::vector<RunSpe
   nlohmann::json run_list = nlohmann::json::array();
   for (const auto& r : runs) run_list.push_back(run_to_json(r));
   const PromptSource& ps = spec.prompt_source;
-  return {{"experiment",
+  nlohmann::json j = {{"experiment",
            {{"name", spec.name},
             {"description", spec.description},
             {"seed", spec.seed},
@@ -142,6 +142,9 @@ nlohmann::json spec_to_json(const ExperimentSpec& spec, const std::vector<RunSpe
           {"strategies", strategies},
           {"sweep", sweep},
           {"runs", run_list}};
+  // Written where it is not the default, so the hashes of experiments without it still hold.
+  if (spec.schedule == Schedule::Interleaved) j["experiment"]["schedule"] = "interleaved";
+  return j;
 }
 
 std::string run_config_hash(const ExperimentSpec& spec, const RunSpec& run) {

@@ -140,6 +140,11 @@ struct RunSpec {
   std::string config_hash;    // of everything that determines this run's records
 };
 
+// The order generations run in: every prompt of a run before the next run (Runs), or every
+// run of a prompt and repeat before the next (Interleaved: the runs a report compares are
+// measured side by side, so a machine whose speed drifts moves them alike).
+enum class Schedule { Runs, Interleaved };
+
 struct ExperimentSpec {
   std::string path;         // the TOML file, absolute
   std::string dir;          // its folder: relative model and prompt paths start here
@@ -149,6 +154,7 @@ struct ExperimentSpec {
   uint64_t seed = 0;
   int repeats = 1;
   int warmup = 1;    // unrecorded generations before each run's first record
+  Schedule schedule = Schedule::Runs;  // [experiment] schedule = "runs" | "interleaved"
   int threads = 0;   // 0 = all hardware threads
   std::string device = "cpu";  // where the models run: cpu, cuda or cuda:N (--device overrides)
   // KV cache element types of every model (llama.cpp's --cache-type-k/-v): f32, f16 or q8_0.

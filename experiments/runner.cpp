@@ -1,5 +1,6 @@
 // The experiment runner: validation before anything runs, then every selected run over every
-// prompt and repeat (after unrecorded warmups), each record appended to its run's journal as it
+// prompt and repeat (after unrecorded warmups; run after run, or interleaved prompt by prompt
+// across the runs: ExperimentSpec::schedule), each record appended to its run's journal as it
 // finishes, each finished run saved atomically and the report rebuilt. One process writes an
 // output folder at a time (output_lock.h). SIGINT stops after the current generation; SIGKILL
 // stops anywhere; either way --resume continues from the journals and the finished runs.
@@ -9,6 +10,7 @@
 #include <csignal>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -147,8 +149,10 @@ Plan make_plan(const std::string& path, const RunOptions& options) {
 
 void describe_experiment(const std::string& path, const RunOptions& options, std::ostream& out) {
   Plan plan = make_plan(path, options);
-  out << fmt::format("experiment {} ({} runs x {} prompts x {} repeats), config hash {}, output {}\n", plan.spec.name,
-                     plan.runs.size(), plan.spec.prompts.size(), plan.spec.repeats, plan.experiment_hash, plan.output);
+  out << fmt::format("experiment {} ({} runs x {} prompts x {} repeats{}), config hash {}, output {}\n", plan.spec.name,
+                     plan.runs.size(), plan.spec.prompts.size(), plan.spec.repeats,
+                     plan.spec.schedule == Schedule::Interleaved ? ", interleaved" : "", plan.experiment_hash,
+                     plan.output);
   for (const auto& r : plan.runs) {
     bool mine = r.index % options.shard_n == options.shard_i;
     out << fmt::format("{:3} {:<32} {:<24} {}{}\n", r.index, r.name,
@@ -238,73 +242,105 @@ int run_experiment(const std::string& path, const RunOptions& options, RunExecut
   RunFileCache cache;
   SigintGuard sigint;
   const std::vector<std::string>& formats = options.report_formats;
-  for (size_t k = 0; k < todo.size() && !sigint.interrupted(); ++k) {
-    const RunSpec& run = *todo[k];
+
+  // One run's state while its records are being made: its file, its journal and the records a
+  // killed or interrupted process already finished (resume), by (prompt, repeat).
+  struct RunState {
+    const RunSpec* run = nullptr;
+    int k = 0;  // position in todo (progress)
     RunFile file;
-    file.name = run.name;
-    file.run = run_to_json(run);
-    file.config_hash = run.config_hash;
-    file.experiment_hash = plan.experiment_hash;
-    file.environment = environment;
-    file.environment["date"] = utc_now_iso8601();
-    file.started = utc_now_iso8601();
-
-    auto request = [&](int prompt_index, int repeat) {
-      ExecutionRequest req;
-      req.spec = &spec;
-      req.run = &run;
-      req.prompt = &spec.prompts[prompt_index];
-      req.prompt_index = prompt_index;
-      req.repeat = repeat;
-      req.seed = spec.seed;
-      req.stream = prompt_stream_id(prompt_index, repeat);
-      req.threads = plan.threads;
-      return req;
-    };
-    // Records a killed or interrupted process already finished (resume), by (prompt, repeat).
+    RunJournal journal;
     std::vector<PromptRecord> restored;
-    RunJournal journal =
-        RunJournal::start(run_journal_path(plan.output, run.name), run.name, run.config_hash, options.resume, &restored);
     std::map<std::pair<int, int>, PromptRecord*> done;
-    for (auto& rec : restored)
+  };
+  auto open_run = [&](size_t k) {
+    auto st = std::make_unique<RunState>();
+    const RunSpec& run = *todo[k];
+    st->run = &run;
+    st->k = static_cast<int>(k);
+    st->file.name = run.name;
+    st->file.run = run_to_json(run);
+    st->file.config_hash = run.config_hash;
+    st->file.experiment_hash = plan.experiment_hash;
+    st->file.environment = environment;
+    st->file.environment["date"] = utc_now_iso8601();
+    st->file.started = utc_now_iso8601();
+    st->journal = RunJournal::start(run_journal_path(plan.output, run.name), run.name, run.config_hash, options.resume,
+                                    &st->restored);
+    for (auto& rec : st->restored)
       if (rec.prompt_index >= 0 && rec.prompt_index < n_prompts && rec.repeat >= 0 && rec.repeat < spec.repeats)
-        done[{rec.prompt_index, rec.repeat}] = &rec;
-    if (!done.empty())
-      progress.message(fmt::format("resume: run {} continues after {} finished records", run.name, done.size()));
-    const bool pending = done.size() < static_cast<size_t>(n_prompts) * static_cast<size_t>(spec.repeats);
-
+        st->done[{rec.prompt_index, rec.repeat}] = &rec;
+    if (!st->done.empty())
+      progress.message(fmt::format("resume: run {} continues after {} finished records", run.name, st->done.size()));
+    return st;
+  };
+  auto request = [&](const RunSpec& run, int prompt_index, int repeat) {
+    ExecutionRequest req;
+    req.spec = &spec;
+    req.run = &run;
+    req.prompt = &spec.prompts[prompt_index];
+    req.prompt_index = prompt_index;
+    req.repeat = repeat;
+    req.seed = spec.seed;
+    req.stream = prompt_stream_id(prompt_index, repeat);
+    req.threads = plan.threads;
+    return req;
+  };
+  const size_t per_run = static_cast<size_t>(n_prompts) * static_cast<size_t>(spec.repeats);
+  auto warm_up = [&](RunState& st) {
+    const bool pending = st.done.size() < per_run;
     for (int w = 0; pending && w < spec.warmup && !sigint.interrupted(); ++w)
-      executor.execute(request(w % n_prompts, -1 - w));
-
-    for (int p = 0; p < n_prompts && !sigint.interrupted(); ++p) {
-      for (int r = 0; r < spec.repeats && !sigint.interrupted(); ++r) {
-        if (auto it = done.find({p, r}); it != done.end()) {
-          file.records.push_back(std::move(*it->second));
-          progress.step(static_cast<int>(k) + 1, static_cast<int>(todo.size()), run.name, p + 1, n_prompts);
-          continue;
-        }
-        PromptRecord rec = executor.execute(request(p, r));
-        rec.run = run.name;
-        rec.prompt_index = p;
-        rec.repeat = r;
-        rec.prompt_id = spec.prompts[p].id;
-        rec.category = spec.prompts[p].category;
-        if (rec.n_generated == 0) rec.n_generated = static_cast<int64_t>(rec.tokens.size());
-        journal.append(rec);
-        test_hook("record");
-        file.records.push_back(std::move(rec));
-        progress.step(static_cast<int>(k) + 1, static_cast<int>(todo.size()), run.name, p + 1, n_prompts);
-      }
+      executor.execute(request(*st.run, w % n_prompts, -1 - w));
+  };
+  // Record (p, r) of a run: restored, or generated and appended to its journal.
+  auto record = [&](RunState& st, int p, int r) {
+    if (auto it = st.done.find({p, r}); it != st.done.end()) {
+      st.file.records.push_back(std::move(*it->second));
+    } else {
+      PromptRecord rec = executor.execute(request(*st.run, p, r));
+      rec.run = st.run->name;
+      rec.prompt_index = p;
+      rec.repeat = r;
+      rec.prompt_id = spec.prompts[p].id;
+      rec.category = spec.prompts[p].category;
+      if (rec.n_generated == 0) rec.n_generated = static_cast<int64_t>(rec.tokens.size());
+      st.journal.append(rec);
+      test_hook("record");
+      st.file.records.push_back(std::move(rec));
     }
-    // A run cut short is not saved; its journal keeps the finished records for --resume.
-    if (sigint.interrupted() && file.records.size() < static_cast<size_t>(n_prompts) * spec.repeats) break;
-    file.finished = utc_now_iso8601();
-    save_run_file(run_file_path(plan.output, run.name), file);
+    progress.step(st.k + 1, static_cast<int>(todo.size()), st.run->name, p + 1, n_prompts);
+  };
+  // A finished run is saved, its journal removed and the report rebuilt; a run cut short is not
+  // saved (its journal keeps the finished records for --resume). Returns whether it was saved.
+  auto close_run = [&](RunState& st) {
+    if (st.file.records.size() < per_run) return false;
+    st.file.finished = utc_now_iso8601();
+    save_run_file(run_file_path(plan.output, st.run->name), st.file);
     test_hook("run-file");
-    journal.remove();
-    executor.finish_run(run);
+    st.journal.remove();
+    executor.finish_run(*st.run);
     rebuild_report(plan.output, formats, &cache);
-    if (sigint.interrupted()) break;
+    return true;
+  };
+
+  if (spec.schedule == Schedule::Interleaved) {
+    // Every prompt and repeat goes through all runs before the next: the runs compared in a
+    // report are measured side by side, so a machine whose speed drifts moves them alike.
+    std::vector<std::unique_ptr<RunState>> states;
+    for (size_t k = 0; k < todo.size(); ++k) states.push_back(open_run(k));
+    for (auto& st : states) warm_up(*st);
+    for (int p = 0; p < n_prompts && !sigint.interrupted(); ++p)
+      for (int r = 0; r < spec.repeats && !sigint.interrupted(); ++r)
+        for (size_t k = 0; k < states.size() && !sigint.interrupted(); ++k) record(*states[k], p, r);
+    for (auto& st : states) close_run(*st);
+  } else {
+    for (size_t k = 0; k < todo.size() && !sigint.interrupted(); ++k) {
+      const std::unique_ptr<RunState> st = open_run(k);
+      warm_up(*st);
+      for (int p = 0; p < n_prompts && !sigint.interrupted(); ++p)
+        for (int r = 0; r < spec.repeats && !sigint.interrupted(); ++r) record(*st, p, r);
+      if (!close_run(*st)) break;
+    }
   }
   progress.finish();
   rebuild_report(plan.output, formats, &cache);

@@ -195,6 +195,12 @@ class Parser {
       else if (name == "repeats") spec_.repeats = static_cast<int>(want_int(v, key, 1, 10000));
       else if (name == "warmup") spec_.warmup = static_cast<int>(want_int(v, key, 0, 10000));
       else if (name == "threads") spec_.threads = static_cast<int>(want_int(v, key, 0, kMaxThreads));
+      else if (name == "schedule") {
+        const std::string sched = want_string(v, key);
+        if (sched == "runs") spec_.schedule = Schedule::Runs;
+        else if (sched == "interleaved") spec_.schedule = Schedule::Interleaved;
+        else src_.fail(key, fmt::format("'{}' is not a schedule: use \"runs\" or \"interleaved\"", sched));
+      }
       else if (name == "output") spec_.output = want_string(v, key);
       else if (name == "device") {
         spec_.device = want_string(v, key);
@@ -212,7 +218,7 @@ class Parser {
           src_.fail(key, e.what());
         }
       } else unknown(key, {"name", "description", "seed", "repeats", "warmup", "threads", "device", "output",
-                           "cache_type_k", "cache_type_v"});
+                           "cache_type_k", "cache_type_v", "schedule"});
     }
   }
 

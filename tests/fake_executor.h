@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "experiments/executor.h"
@@ -18,6 +19,8 @@ class FakeExecutor : public exp::RunExecutor {
   std::map<std::string, int> executions;  // recorded generations by run name
   int warmups = 0, prepared = 0, total = 0;
   int raise_sigint_at = -1;  // raise SIGINT during this recorded generation (1-based)
+  // Every recorded generation in the order executed: (run name, prompt index, repeat).
+  std::vector<std::tuple<std::string, int, int>> order;
 
   std::vector<std::string> drafter_names() const override { return {"layerskip", "model", "ngram"}; }
   std::vector<std::string> verifier_names() const override { return {"greedy", "speculative"}; }
@@ -30,6 +33,7 @@ class FakeExecutor : public exp::RunExecutor {
       return r;
     }
     ++executions[req.run->name];
+    order.emplace_back(req.run->name, req.prompt_index, req.repeat);
     if (++total == raise_sigint_at) std::raise(SIGINT);
     const int n = req.run->sampling.max_tokens;
     const bool greedy = req.run->sampling.temperature == 0.0;

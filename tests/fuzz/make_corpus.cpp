@@ -701,6 +701,7 @@ description = "draft length x temperature"
 seed = 42
 repeats = 2
 warmup = 0
+schedule = "interleaved"
 threads = 1
 output = "out/sweep"
 

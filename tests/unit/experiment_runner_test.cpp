@@ -291,6 +291,61 @@ TEST(ExperimentRunner, EverythingIsValidatedBeforeRunning) {
   EXPECT_THROW(run_experiment(file, bad_shard, fake), Error);
 }
 
+TEST(ExperimentRunner, InterleavedScheduleRunsEveryRunPerPromptAndResumes) {
+  const std::string interleaved = replace(kToml, "warmup = 1", "warmup = 1\nschedule = \"interleaved\"");
+  fs::path dir = setup("interleaved", interleaved);
+  const std::string toml = (dir / "e.toml").string();
+  FakeExecutor fake;
+  ASSERT_EQ(run_experiment(toml, options_for(dir / "out"), fake), kRunOk);
+  ASSERT_EQ(fake.order.size(), static_cast<size_t>(kRuns * kRecordsPerRun));
+  EXPECT_EQ(fake.warmups, kRuns);
+  // Prompt-major: generation i is run i % kRuns on (prompt, repeat) number i / kRuns.
+  std::vector<std::string> run_order;
+  for (int k = 0; k < kRuns; ++k) run_order.push_back(std::get<0>(fake.order[k]));
+  for (size_t i = 0; i < fake.order.size(); ++i) {
+    const auto& [name, p, r] = fake.order[i];
+    const int unit = static_cast<int>(i) / kRuns;
+    EXPECT_EQ(name, run_order[i % kRuns]) << i;
+    EXPECT_EQ(p, unit / 2) << i;  // 2 repeats
+    EXPECT_EQ(r, unit % 2) << i;
+  }
+  // The same records as the default schedule (only the order of the generations differs).
+  fs::path plain = setup("interleaved_plain");
+  FakeExecutor by_run;
+  ASSERT_EQ(run_experiment((plain / "e.toml").string(), options_for(plain / "out"), by_run), kRunOk);
+  EXPECT_EQ(std::get<0>(by_run.order[0]), std::get<0>(by_run.order[kRecordsPerRun - 1]));  // run-major
+  EXPECT_EQ(read_file((dir / "out" / "records.jsonl").string()), read_file((plain / "out" / "records.jsonl").string()));
+  for (const std::string& name : run_order)
+    EXPECT_EQ(load_json(dir / "out" / "runs" / (name + ".json"))["config_hash"],
+              load_json(plain / "out" / "runs" / (name + ".json"))["config_hash"])
+        << name;
+  EXPECT_NE(load_json(dir / "out" / "report.json")["config_hash"],
+            load_json(plain / "out" / "report.json")["config_hash"]);
+
+  // Interrupted in the second round of prompts: no run is complete, every journal keeps its
+  // records, and --resume makes only the rest.
+  fs::path cut = setup("interleaved_sigint", interleaved);
+  FakeExecutor first;
+  first.raise_sigint_at = kRuns + 2;
+  ASSERT_EQ(run_experiment((cut / "e.toml").string(), options_for(cut / "out"), first), kRunInterrupted);
+  EXPECT_EQ(first.total, kRuns + 2);
+  EXPECT_FALSE(fs::exists(cut / "out" / "runs" / (run_order[0] + ".json")));
+  RunOptions resume = options_for(cut / "out");
+  resume.resume = true;
+  FakeExecutor rest;
+  ASSERT_EQ(run_experiment((cut / "e.toml").string(), resume, rest), kRunOk);
+  EXPECT_EQ(rest.total, kRuns * kRecordsPerRun - (kRuns + 2));
+  EXPECT_EQ(read_file((cut / "out" / "records.jsonl").string()), read_file((dir / "out" / "records.jsonl").string()));
+
+  // Any other schedule is refused with the key's line.
+  const std::string bad = replace(kToml, "warmup = 1", "warmup = 1\nschedule = \"random\"");
+  FakeExecutor none;
+  EXPECT_EQ(run_error(dir, bad, none),
+            fmt::format("{}:{}: key 'experiment.schedule': 'random' is not a schedule: use \"runs\" or \"interleaved\"",
+                        toml, line_of(bad, "random")));
+  EXPECT_EQ(none.total, 0);
+}
+
 TEST(ExperimentRunner, SameConfigSameRecordsAndCompareFlagsChanges) {
   fs::path dir = setup("compare");
   std::string toml = (dir / "e.toml").string();
