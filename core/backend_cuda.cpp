@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "core/backend_profile.h"
 #include "core/logits_processors.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device.h"
@@ -356,9 +357,9 @@ void CudaBackend::distributions(const float* logits, int64_t rows, int64_t n, co
 std::shared_ptr<Backend> make_cuda_backend(int device) { return std::make_shared<CudaBackend>(device); }
 
 cu::Context& cuda_context(Backend& backend) {
-  if (backend.device().kind != Device::Kind::Cuda)
-    throw_error(ErrorKind::InvalidArgument, "{} is not a CUDA backend", backend.device().name());
-  return static_cast<CudaBackend&>(backend).context();  // the only backend of this kind
+  if (auto* cuda = dynamic_cast<CudaBackend*>(&backend)) return cuda->context();
+  if (ProfilingBackend* profiled = profiling_backend(backend)) return cuda_context(profiled->inner());
+  throw_error(ErrorKind::InvalidArgument, "{} is not a CUDA backend", backend.device().name());
 }
 
 }  // namespace specmoe::core

@@ -29,6 +29,9 @@ class ProfilingBackend final : public Backend {
  public:
   explicit ProfilingBackend(std::shared_ptr<Backend> inner) : inner_(std::move(inner)) {}
 
+  // The backend whose ops are timed (device-specific code reaches its own backend through it:
+  // core::cuda_context).
+  Backend& inner() const { return *inner_; }
   void enable(bool on) { enabled_ = on; }
   bool enabled() const { return enabled_; }
   void reset() { ops_.clear(); }

@@ -16,6 +16,10 @@
 
 #include "core/environment.h"
 #include "base/error.h"
+#include "core/backend_profile.h"
+#ifdef SPECMOE_HAVE_CUDA
+#include "core/backend_cuda.h"
+#endif
 #include "core/model.h"
 #include "base/device.h"
 #include "core/synth.h"
@@ -229,6 +233,44 @@ TEST(CudaDeviceSelection, EnvironmentBlockDescribesTheBuildAndDevices) {
 
 // ------------------------------------------------------------------------------------------
 // On a device.
+
+// The op profile (`bench --profile`) on a device: the profiling wrapper synchronizes around each
+// op, which changes no result (within 1e-5, should a library pick another algorithm), counts the head's multiply-adds, and leaves the device's own code
+// (the CUDA verifier's cuda_context) reaching the CUDA backend beneath it.
+TEST(CudaModel, ProfiledForwardMatchesAndCountsOps) {
+  SPECMOE_REQUIRE_CUDA();
+  const std::string path = scratch("cuda_profile_tiny.gguf");
+  synth_write("tiny", path, 3);
+  auto plain = load(path, "cuda");
+  LoadOptions o;
+  o.n_threads = 2;
+  o.device = "cuda";
+  o.cache_types = {DType::F32, DType::F32};
+  o.profile_ops = true;
+  auto profiled = Model::load(path, o);
+  ProfilingBackend* prof = profiling_backend(profiled->backend());
+  ASSERT_NE(prof, nullptr);
+  EXPECT_EQ(profiled->device().kind, Device::Kind::Cuda);
+  const std::vector<int32_t> ids = {5, 9, 2, 31};
+  KVCache a = plain->new_cache(8), b = profiled->new_cache(8);
+  std::vector<float> want, got;
+  plain->forward(ids, a).logits.to_host(want);
+  prof->enable(true);
+  profiled->forward(ids, b).logits.to_host(got);
+  prof->enable(false);
+  expect_close(got, want, 1e-5, "profiled forward");  // the same kernels; only synchronized
+  const ModelConfig& c = profiled->config();
+  bool head = false;
+  for (const OpProfile& op : prof->ops())
+    if (op.name.find(fmt::format("{}x{}", c.n_vocab, c.n_embd)) != std::string::npos) {
+      head = true;
+      EXPECT_DOUBLE_EQ(op.macs, static_cast<double>(ids.size()) * c.n_vocab * c.n_embd);
+    }
+  EXPECT_TRUE(head);
+#ifdef SPECMOE_HAVE_CUDA
+  EXPECT_EQ(&cuda_context(profiled->backend()), &cuda_context(prof->inner()));
+#endif
+}
 
 TEST(CudaModel, Stories260KGreedyReproducesPublishedOutput) {
   SPECMOE_REQUIRE_CUDA();
