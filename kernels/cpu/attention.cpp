@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/attention_avx2.h"
+#include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/simd_avx2.h"
@@ -145,8 +146,18 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
 // The query heads h0 .. h0 + G - 1 of token i, which share one KV head, with F16 keys and values
 // (the default cache): each key and value row is read and widened once for all of them
 // (attention_avx2.h), and every head's arithmetic is attend_one's, so the outputs are its bits.
+// The f16 head-group kernels of one instruction set (the same results from each).
+struct F16HeadKernels {
+  void (*dots)(const float* const*, int, const uint16_t*, int64_t, float*);
+  void (*weighted_sum)(const float*, int, const uint16_t* const*, int64_t, int64_t, float* const*);
+};
+F16HeadKernels f16_head_kernels(Isa isa) {
+  if (usable_isa(isa) >= Isa::Avx512) return {&avx512::dot_f16_heads, &avx512::weighted_sum_f16_heads};
+  return {&avx2::dot_f16_heads, &avx2::weighted_sum_f16_heads};
+}
+
 void attend_heads_f16(const float* q, int64_t T, int64_t i, int h0, int G, const KVView& kv, const uint8_t* allowed,
-                      const AttentionParams& p, float* out, Scratch& s) {
+                      const AttentionParams& p, float* out, Scratch& s, const F16HeadKernels& kern) {
   const int kvh = h0 / (p.n_head / p.n_head_kv);
   const int64_t d = p.head_dim;
   const HeadRows K = head_rows(kv.k, kv.k_row_bytes, kv.k_type, kvh, d);
@@ -168,7 +179,7 @@ void attend_heads_f16(const float* q, int64_t T, int64_t i, int h0, int G, const
   if (static_cast<int64_t>(s.scores.size()) < G * n) s.scores.resize(static_cast<size_t>(G * n));
   float dots[8];
   for (int64_t t = 0; t < n; ++t) {
-    avx2::dot_f16_heads(qh, G, reinterpret_cast<const uint16_t*>(K.row(s.rows[t])), d, dots);
+    kern.dots(qh, G, reinterpret_cast<const uint16_t*>(K.row(s.rows[t])), d, dots);
     for (int g = 0; g < G; ++g) {
       float sc = dots[g] * p.scale;
       if (p.softcap > 0.0f) sc = p.softcap * std::tanh(sc / p.softcap);
@@ -189,7 +200,7 @@ void attend_heads_f16(const float* q, int64_t T, int64_t i, int h0, int G, const
   }
   if (static_cast<int64_t>(s.vrows.size()) < n) s.vrows.resize(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) s.vrows[t] = reinterpret_cast<const uint16_t*>(V.row(s.rows[t]));
-  avx2::weighted_sum_f16_heads(s.scores.data(), G, s.vrows.data(), n, d, oh);
+  kern.weighted_sum(s.scores.data(), G, s.vrows.data(), n, d, oh);
 }
 
 }  // namespace
@@ -211,6 +222,7 @@ void attention(ThreadPool& pool, const float* q, int64_t T, const KVView& kv, co
     // key and value rows. Each item's outputs are independent of the split.
     const int group = p.n_head / p.n_head_kv, per_item = std::min(group, 8);
     const int items_per_kv = (group + per_item - 1) / per_item;
+    const F16HeadKernels kern = f16_head_kernels(isa);
     pool.parallel_for(T * p.n_head_kv * items_per_kv, 1, [&](int64_t b, int64_t e) {
       Scratch s(kv.n_past + T, p.head_dim);
       for (int64_t it = b; it < e; ++it) {
@@ -218,7 +230,7 @@ void attention(ThreadPool& pool, const float* q, int64_t T, const KVView& kv, co
         const int rest = static_cast<int>(it % (p.n_head_kv * items_per_kv));
         const int kvh = rest / items_per_kv, part = rest % items_per_kv;
         const int h0 = kvh * group + part * per_item;
-        attend_heads_f16(q, T, i, h0, std::min(per_item, kvh * group + group - h0), kv, allowed, p, out, s);
+        attend_heads_f16(q, T, i, h0, std::min(per_item, kvh * group + group - h0), kv, allowed, p, out, s, kern);
       }
     });
     return;

@@ -104,7 +104,7 @@ void weighted_sum_f16_heads(const float* w, int G, const uint16_t* const* v, int
   for (; c < n; ++c)
     for (int g = 0; g < G; ++g) {
       float y = 0.0f;
-      for (int64_t r = 0; r < rows; ++r) y += w[g * rows + r] * half(v[r][c]);
+      for (int64_t r = 0; r < rows; ++r) y = std::fma(w[g * rows + r], half(v[r][c]), y);
       out[g][c] = y;
     }
 }

@@ -7,6 +7,7 @@
 // the same kernels against the references through the CPU backend.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -101,6 +102,52 @@ TEST(KernelIsa, Avx512MatchesAvx2BitForBit) {
 TEST(KernelIsa, AmxMatchesAvx2BitForBit) {
   if (cpu::usable_isa(cpu::Isa::Amx) != cpu::Isa::Amx) GTEST_SKIP() << "no AMX-INT8 on this CPU (or not granted by the OS)";
   expect_same_as_avx2(cpu::Isa::Amx);
+}
+
+// Attention over f16 keys and values (the default cache): the AVX-512 head-group kernels against
+// the AVX2 ones, bit for bit, for GQA groups of 1..8 heads, head dimensions with every tail of the
+// 16- and 8-element steps, causal and tree masks.
+TEST(KernelIsa, Avx512AttentionMatchesAvx2BitForBit) {
+  if (cpu::usable_isa(cpu::Isa::Avx512) < cpu::Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  cpu::ThreadPool pool(2);
+  struct Case {
+    int n_head, n_head_kv, head_dim, n_past, T;
+  };
+  for (const Case c : {Case{6, 1, 128, 40, 5}, Case{12, 2, 128, 133, 9}, Case{8, 1, 64, 7, 3}, Case{3, 3, 24, 19, 4},
+                       Case{14, 2, 17, 5, 6}, Case{4, 1, 40, 0, 7}, Case{16, 1, 32, 12, 2}})
+    for (bool tree : {false, true}) {
+      SCOPED_TRACE(testing::Message() << c.n_head << "/" << c.n_head_kv << " d=" << c.head_dim << " past=" << c.n_past
+                                      << " T=" << c.T << (tree ? " tree" : ""));
+      const int64_t kvd = int64_t{c.n_head_kv} * c.head_dim, rows = c.n_past + c.T;
+      const std::vector<float> q = random_vec(static_cast<size_t>(c.T * c.n_head * c.head_dim), 31, 1.0f);
+      const std::vector<float> kf = random_vec(static_cast<size_t>(rows * kvd), 32, 1.0f);
+      const std::vector<float> vf = random_vec(static_cast<size_t>(rows * kvd), 33, 1.0f);
+      std::vector<uint8_t> k(specmoe::dtype_row_bytes(DType::F16, kvd) * rows), v(k.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        cpu::quantize_row(DType::F16, kf.data() + r * kvd, k.data() + r * kvd * 2, kvd);
+        cpu::quantize_row(DType::F16, vf.data() + r * kvd, v.data() + r * kvd * 2, kvd);
+      }
+      cpu::KVView kv;
+      kv.k = k.data();
+      kv.v = v.data();
+      kv.k_row_bytes = kv.v_row_bytes = static_cast<size_t>(kvd) * 2;
+      kv.n_past = c.n_past;
+      kv.k_type = kv.v_type = DType::F16;
+      std::vector<uint8_t> allowed;
+      if (tree) {  // token i sees itself and every even j < i
+        allowed.assign(static_cast<size_t>(c.T * c.T), 0);
+        for (int i = 0; i < c.T; ++i)
+          for (int j = 0; j <= i; ++j) allowed[i * c.T + j] = (j == i || j % 2 == 0);
+      }
+      const cpu::AttentionParams p{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+      std::vector<float> o2(q.size(), NAN), o5(q.size(), NAN);
+      cpu::attention(pool, q.data(), c.T, kv, tree ? allowed.data() : nullptr, p, o2.data(), cpu::Isa::Avx2);
+      cpu::attention(pool, q.data(), c.T, kv, tree ? allowed.data() : nullptr, p, o5.data(), cpu::Isa::Avx512);
+      bool nonzero = false;
+      for (float x : o2) nonzero = nonzero || x != 0.0f;
+      ASSERT_TRUE(nonzero);
+      ASSERT_EQ(std::memcmp(o2.data(), o5.data(), o2.size() * sizeof(float)), 0);
+    }
 }
 
 TEST(KernelIsa, BestIsaIsUsable) {

@@ -1,0 +1,110 @@
+// AVX-512 forms of the f16 attention kernels that serve the default KV cache
+// (attention_avx2.h: dot_f16_heads, weighted_sum_f16_heads), bit for bit the AVX2 ones: a zmm
+// holds what the AVX2 kernels keep in two ymm. dot_f16_heads' two partial sums per head (elements
+// 16m + l and 16m + 8 + l, l < 8) are the low and high halves of one accumulator, updated by the
+// same fma per lane, then split and finished with the AVX2 code's steps; weighted_sum_f16_heads'
+// lanes are columns, 16 at a time instead of 8, each with the same fma chain over the rows. So
+// a token's attention output does not depend on the instruction set, and every head of a GQA
+// group (up to 8) shares one pass over a key row instead of groups of 4.
+//
+// Compiled like the other AVX2-level files; the functions get AVX-512 through the target pragma
+// and run only after the runtime check in attention.cpp.
+#include "kernels/cpu/attention_avx512.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq"))), \
+                             apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC's own `__m512i __Y = __Y;` in its intrinsics
+#endif
+
+namespace specmoe::kernels::cpu::avx512 {
+namespace {
+
+// attention_avx2.cpp's hsum and load_f16, step for step.
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline __m256 load_f16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m512 load_f16x16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline float half(uint16_t h) { return _cvtsh_ss(h); }
+
+}  // namespace
+
+void dot_f16_heads(const float* const* q, int G, const uint16_t* k, int64_t n, float* dots) {
+  __m512 acc[8];
+  for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 kv = load_f16x16(k + i);
+    for (int g = 0; g < G; ++g) acc[g] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q[g] + i), acc[g]);
+  }
+  const int64_t body = i;
+  for (int g = 0; g < G; ++g) {
+    const float* qg = q[g];
+    __m256 b0 = _mm512_castps512_ps256(acc[g]);
+    const __m256 a1 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[g]), 1));
+    i = body;
+    if (i + 8 <= n) {
+      b0 = _mm256_fmadd_ps(load_f16(k + i), _mm256_loadu_ps(qg + i), b0);
+      i += 8;
+    }
+    float sum = hsum(_mm256_add_ps(b0, a1));
+    for (; i < n; ++i) sum = std::fma(half(k[i]), qg[i], sum);
+    dots[g] = sum;
+  }
+}
+
+void weighted_sum_f16_heads(const float* w, int G, const uint16_t* const* v, int64_t rows, int64_t n,
+                            float* const* out) {
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    __m512 acc[8];
+    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      const __m512 x = load_f16x16(v[r] + c);
+      for (int g = 0; g < G; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(w[g * rows + r]), x, acc[g]);
+    }
+    for (int g = 0; g < G; ++g) _mm512_storeu_ps(out[g] + c, acc[g]);
+  }
+  for (; c + 8 <= n; c += 8) {
+    __m256 acc[8];
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      const __m256 x = load_f16(v[r] + c);
+      for (int g = 0; g < G; ++g) acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(w[g * rows + r]), x, acc[g]);
+    }
+    for (int g = 0; g < G; ++g) _mm256_storeu_ps(out[g] + c, acc[g]);
+  }
+  for (; c < n; ++c)
+    for (int g = 0; g < G; ++g) {
+      float y = 0.0f;
+      for (int64_t r = 0; r < rows; ++r) y = std::fma(w[g * rows + r], half(v[r][c]), y);
+      out[g][c] = y;
+    }
+}
+
+}  // namespace specmoe::kernels::cpu::avx512
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
