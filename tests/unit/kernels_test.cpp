@@ -413,6 +413,36 @@ TEST(Norms, LayerNormReferenceMatchesDefinition) {
 // ------------------------------------------------------------------------------------------
 // RoPE
 
+// The fast path keeps each position's cos/sin table for the calls that follow: it must follow
+// every parameter (bases alternating as local/global layers do, more sets than it keeps, factor
+// values changed behind the same pointer, positions past its cached range) bit for bit.
+TEST(Rope, CachedTablesFollowEveryParameterBitForBit) {
+  cpu::ThreadPool pool(2);
+  std::vector<float> factors = {1.0f, 1.5f, 2.0f, 4.0f};
+  const std::vector<int32_t> pos = {0, 7, 70000, 300000, 3, 131071};
+  const int64_t T = static_cast<int64_t>(pos.size());
+  for (int round = 0; round < 3; ++round)
+    for (float base : {10000.0f, 1000000.0f, 500.0f, 10000.0f, 77.0f, 1e4f, 3e5f, 1000000.0f}) {
+      for (bool with_factors : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "round " << round << " base " << base << " factors " << with_factors);
+        cpu::RopeParams p;
+        p.n_head = 3;
+        p.head_dim = 8;
+        p.rope_dims = 8;
+        p.freq_base = base;
+        p.pairing = cpu::RopePairing::SplitHalves;
+        p.freq_factors = with_factors ? factors.data() : nullptr;
+        if (round == 2) p.attn_factor = 1.1f, p.ext_factor = 0.5f, p.corr_low = 1, p.corr_high = 3;
+        const auto x = random_vec(T * 24, 40 + round);
+        auto ref = x, fast = x;
+        cpu::rope_ref(ref.data(), T, pos, p);
+        cpu::rope(pool, fast.data(), T, pos, p);
+        ASSERT_EQ(std::memcmp(ref.data(), fast.data(), ref.size() * 4), 0);
+      }
+      factors[1] += 0.25f;  // the same array, other values
+    }
+}
+
 TEST(Rope, ReferencePairsAsSpecified) {
   for (auto pairing : {cpu::RopePairing::Adjacent, cpu::RopePairing::SplitHalves})
     for (int rope_dims : {8, 6}) {
