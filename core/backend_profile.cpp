@@ -10,9 +10,8 @@ namespace specmoe::core {
 
 namespace {
 
-std::string matmul_name(const char* op, const MatrixView& w) {
-  return fmt::format("{} {} {}x{}", op, dtype_name(w.type), w.n_out, w.n_in);
-}
+// "Q4_K 8960x1536": a weight's type and shape (outputs x inputs).
+std::string weight_name(const MatrixView& w) { return fmt::format("{} {}x{}", dtype_name(w.type), w.n_out, w.n_in); }
 
 }  // namespace
 
@@ -79,7 +78,7 @@ void ProfilingBackend::layer_norm(const float* x, const float* w, const float* b
   timed("layer_norm", 0, 0, [&] { inner_->layer_norm(x, w, b, out, T, n, eps); });
 }
 void ProfilingBackend::matmul(const float* x, int64_t T, const MatrixView& w, float* y) {
-  timed([&] { return matmul_name("matmul", w); }, static_cast<double>(T) * w.n_in * w.n_out,
+  timed([&] { return "matmul " + weight_name(w); }, static_cast<double>(T) * w.n_in * w.n_out,
         static_cast<double>(w.bytes()), [&] { inner_->matmul(x, T, w, y); });
 }
 void ProfilingBackend::matmul_multi(const float* x, int64_t T, std::span<const MatrixView> w,
@@ -91,7 +90,7 @@ void ProfilingBackend::matmul_multi(const float* x, int64_t T, std::span<const M
   }
   auto name = [&] {
     std::string s = "matmul_multi";
-    for (size_t i = 0; i < w.size(); ++i) s += fmt::format("{} {} {}x{}", i ? " +" : "", dtype_name(w[i].type), w[i].n_out, w[i].n_in);
+    for (size_t i = 0; i < w.size(); ++i) s += (i ? " + " : " ") + weight_name(w[i]);
     return s;
   };
   timed(name, macs, bytes, [&] { inner_->matmul_multi(x, T, w, y); });

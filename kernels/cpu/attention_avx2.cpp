@@ -9,22 +9,12 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/attention_f16_inl.h"
 
 namespace specmoe::kernels::cpu::avx2 {
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline __m256 load_f16(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-inline float half(uint16_t h) { return _cvtsh_ss(h); }  // exact, as fp16_to_fp32
+using namespace f16_attention;
 
 inline float block_scale(const uint8_t* block) {
   uint16_t h;
@@ -43,13 +33,7 @@ float dot_f16(const float* q, const uint16_t* k, int64_t n) {
     a0 = _mm256_fmadd_ps(load_f16(k + i), _mm256_loadu_ps(q + i), a0);
     a1 = _mm256_fmadd_ps(load_f16(k + i + 8), _mm256_loadu_ps(q + i + 8), a1);
   }
-  if (i + 8 <= n) {
-    a0 = _mm256_fmadd_ps(load_f16(k + i), _mm256_loadu_ps(q + i), a0);
-    i += 8;
-  }
-  float s = hsum(_mm256_add_ps(a0, a1));
-  for (; i < n; ++i) s = std::fma(half(k[i]), q[i], s);
-  return s;
+  return finish_dot(a0, a1, q, k, i, n);
 }
 
 void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) {
@@ -73,40 +57,13 @@ void dot_f16_heads(const float* const* q, int G, const uint16_t* k, int64_t n, f
         a1[g] = _mm256_fmadd_ps(k1, _mm256_loadu_ps(q[g0 + g] + i + 8), a1[g]);
       }
     }
-    const int64_t body = i;
-    for (int g = 0; g < m; ++g) {
-      const float* qg = q[g0 + g];
-      __m256 b0 = a0[g];
-      i = body;
-      if (i + 8 <= n) {
-        b0 = _mm256_fmadd_ps(load_f16(k + i), _mm256_loadu_ps(qg + i), b0);
-        i += 8;
-      }
-      float sum = hsum(_mm256_add_ps(b0, a1[g]));
-      for (; i < n; ++i) sum = std::fma(half(k[i]), qg[i], sum);
-      dots[g0 + g] = sum;
-    }
+    for (int g = 0; g < m; ++g) dots[g0 + g] = finish_dot(a0[g], a1[g], q[g0 + g], k, i, n);
   }
 }
 
 void weighted_sum_f16_heads(const float* w, int G, const uint16_t* const* v, int64_t rows, int64_t n, float* const* out) {
   // Eight columns at a time, all rows, all heads in registers (at most 8 accumulators).
-  int64_t c = 0;
-  for (; c + 8 <= n; c += 8) {
-    __m256 acc[8];
-    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
-    for (int64_t r = 0; r < rows; ++r) {
-      const __m256 x = load_f16(v[r] + c);
-      for (int g = 0; g < G; ++g) acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(w[g * rows + r]), x, acc[g]);
-    }
-    for (int g = 0; g < G; ++g) _mm256_storeu_ps(out[g] + c, acc[g]);
-  }
-  for (; c < n; ++c)
-    for (int g = 0; g < G; ++g) {
-      float y = 0.0f;
-      for (int64_t r = 0; r < rows; ++r) y = std::fma(w[g * rows + r], half(v[r][c]), y);
-      out[g][c] = y;
-    }
+  weighted_sum_columns(w, G, v, rows, 0, n, out);
 }
 
 void quantize_query_q8(const float* q, int64_t nb, QueryQ8* out) {

@@ -13,9 +13,6 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
-#include <cmath>
-
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq"))), \
                              apply_to = function)
@@ -27,23 +24,16 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC's own `__m512i __Y = __Y;` in its intrinsics
 #endif
 
+#include "kernels/cpu/attention_f16_inl.h"  // inside the target region: its steps get AVX-512's target
+
 namespace specmoe::kernels::cpu::avx512 {
 namespace {
 
-// attention_avx2.cpp's hsum and load_f16, step for step.
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-inline __m256 load_f16(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
+using namespace f16_attention;
+
 inline __m512 load_f16x16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
 }  // namespace
 
@@ -55,20 +45,9 @@ void dot_f16_heads(const float* const* q, int G, const uint16_t* k, int64_t n, f
     const __m512 kv = load_f16x16(k + i);
     for (int g = 0; g < G; ++g) acc[g] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q[g] + i), acc[g]);
   }
-  const int64_t body = i;
-  for (int g = 0; g < G; ++g) {
-    const float* qg = q[g];
-    __m256 b0 = _mm512_castps512_ps256(acc[g]);
-    const __m256 a1 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[g]), 1));
-    i = body;
-    if (i + 8 <= n) {
-      b0 = _mm256_fmadd_ps(load_f16(k + i), _mm256_loadu_ps(qg + i), b0);
-      i += 8;
-    }
-    float sum = hsum(_mm256_add_ps(b0, a1));
-    for (; i < n; ++i) sum = std::fma(half(k[i]), qg[i], sum);
-    dots[g] = sum;
-  }
+  for (int g = 0; g < G; ++g)
+    dots[g] = finish_dot(_mm512_castps512_ps256(acc[g]),
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[g]), 1)), q[g], k, i, n);
 }
 
 void weighted_sum_f16_heads(const float* w, int G, const uint16_t* const* v, int64_t rows, int64_t n,
@@ -83,21 +62,7 @@ void weighted_sum_f16_heads(const float* w, int G, const uint16_t* const* v, int
     }
     for (int g = 0; g < G; ++g) _mm512_storeu_ps(out[g] + c, acc[g]);
   }
-  for (; c + 8 <= n; c += 8) {
-    __m256 acc[8];
-    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
-    for (int64_t r = 0; r < rows; ++r) {
-      const __m256 x = load_f16(v[r] + c);
-      for (int g = 0; g < G; ++g) acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(w[g * rows + r]), x, acc[g]);
-    }
-    for (int g = 0; g < G; ++g) _mm256_storeu_ps(out[g] + c, acc[g]);
-  }
-  for (; c < n; ++c)
-    for (int g = 0; g < G; ++g) {
-      float y = 0.0f;
-      for (int64_t r = 0; r < rows; ++r) y = std::fma(w[g * rows + r], half(v[r][c]), y);
-      out[g][c] = y;
-    }
+  weighted_sum_columns(w, G, v, rows, c, n, out);  // the columns past the last 16: the AVX2 steps
 }
 
 }  // namespace specmoe::kernels::cpu::avx512
