@@ -1,8 +1,12 @@
 // PromptRecord / run file / experiment file <-> JSON.
 #include "experiments/result_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "base/error.h"
 #include "experiments/atomic_file.h"
@@ -26,6 +30,30 @@ double number_from_json(const nlohmann::json& j) {
 }
 
 namespace {
+
+template <typename T>
+struct is_vector : std::false_type {};
+template <typename U>
+struct is_vector<std::vector<U>> : std::true_type {};
+
+// Whether v holds a value of T exactly: an integer in T's range, any number for a floating type,
+// an array of such for a vector.
+template <typename T>
+bool fits(const nlohmann::json& v) {
+  if constexpr (is_vector<T>::value) {
+    return v.is_array() && std::all_of(v.begin(), v.end(), fits<typename T::value_type>);
+  } else if constexpr (std::is_integral_v<T>) {
+    if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+    if (!v.is_number_integer()) return false;
+    const int64_t x = v.get<int64_t>();
+    if (x < 0) return x >= static_cast<int64_t>(std::numeric_limits<T>::min());
+    return static_cast<uint64_t>(x) <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return v.is_number();
+  } else {
+    return true;
+  }
+}
 
 // Field readers that name the record and the field in their errors.
 struct Reader {
@@ -64,6 +92,10 @@ struct Reader {
     auto it = j.find(key);
     if (it == j.end()) return {};
     try {
+      // nlohmann converts a float to an integer type with a plain cast (undefined for 2e23 into
+      // int64) and an integer to a narrower one by wrapping, so every element is checked first.
+      if (!it->is_array() || !std::all_of(it->begin(), it->end(), fits<T>))
+        throw_error(ErrorKind::Format, "{}: field '{}' has the wrong element type", where, key);
       return it->get<std::vector<T>>();
     } catch (const nlohmann::json::exception&) {
       throw_error(ErrorKind::Format, "{}: field '{}' has the wrong element type", where, key);
