@@ -36,6 +36,19 @@ template <int G, size_t kBytes>
 inline void prefetch_ahead(const uint8_t* block, const uint8_t* end) {
   if constexpr (G > 1) prefetch_l2(block + (kPrefetchAhead / kBytes) * kBytes, end, kBytes);
 }
+// The same in kParts slices, one per sub-block of the K-quants (as the AVX-512 kernels do: a
+// few lines in flight all the time rather than a burst of 36-53 prefetches per block).
+template <int G, size_t kBytes, int kParts>
+inline void prefetch_slice(const uint8_t* block, const uint8_t* end, int part) {
+  if constexpr (G > 1) {
+    const uint8_t* p = block + (kPrefetchAhead / kBytes) * kBytes;
+    if (p + kBytes * part / kParts >= end) return;
+    const auto line = [](const uint8_t* a) { return reinterpret_cast<uintptr_t>(a) & ~uintptr_t{63}; };
+    const uintptr_t last = line(p + kBytes * (part + 1) / kParts - 1);
+    for (uintptr_t a = line(p + kBytes * part / kParts); a <= last; a += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1);
+  }
+}
 inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m256i bcast4(const void* p) {
   int32_t v;
@@ -131,7 +144,6 @@ void half_q45_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, int h,
   __m256 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, gb += kBytes) {
-    if (h == 0) prefetch_ahead<G, kBytes>(gb, end);
     const __m256i m4 = _mm256_set1_epi8(0x0F), lo6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
     const __m256i u0 = load(gb + 64 + 32 * h), u1 = load(gb + 128 + 32 * h), u2 = load(gb + 192 + 32 * h);
     const __m256i sc03 = _mm256_and_si256(u0, lo6);
@@ -142,6 +154,7 @@ void half_q45_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, int h,
     __m256i isum[G];
     for (int g = 0; g < G; ++g) isum[g] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
+      if (h == 0) prefetch_slice<G, kBytes, 8>(gb, end, j);
       const uint8_t* chunks = gb + kQ4_KCodes + 256 * j + 32 * h;
       __m256i w[8];
       for (int c = 0; c < 4; ++c) nibbles(chunks + 64 * c, w[2 * c], w[2 * c + 1]);
@@ -179,12 +192,12 @@ void half_q6_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, int h, 
   __m256 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, gb += kQ6_KBytes) {
-    if (h == 0) prefetch_ahead<G, kQ6_KBytes>(gb, end);
     const __m256i m30 = _mm256_set1_epi8(0x30);
     const uint8_t* scales = gb + kQ6_KScales + 8 * h;
     __m256i isum[G];
     for (int g = 0; g < G; ++g) isum[g] = _mm256_setzero_si256();
     for (int s = 0; s < 16; ++s) {
+      if (h == 0 && s % 2 == 0) prefetch_slice<G, kQ6_KBytes, 8>(gb, end, s / 2);
       const uint8_t* sb = gb + kQ6_KCodes + kQ6_KSubBlock * s + 32 * h;
       __m256i w[4];
       nibbles(sb, w[0], w[1]);
