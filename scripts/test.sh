@@ -14,8 +14,9 @@
 #      seeds and regression inputs, two at a time (scripts/fuzz.sh); any crash, leak, timeout, OOM
 #      or oracle failure fails CI and is left in build-fuzz/findings/. SPECMOE_SKIP_FUZZ=1 skips it.
 #   Steps 4 and 5 share one clang folder: a separate gcc sanitizer folder took 22 of CI's 57
-#   minutes on 2 cores; with the shared one, CI (2026-12, 2 cores) spent 11-12 minutes on step 4
-#   (build and tests) and 4.5-5 on step 5, of 34 in all.
+#   minutes on 2 cores; with the shared one, CI (2026-12-03, 2 cores, a clean clone) spent 6
+#   minutes on step 4 (build and tests) and 4 on step 5, of 19.5 in all (steps 1-2 about 9,
+#   ctest's 988 tests 1.7 of them; step 3 0.5).
 # Environment: SPECMOE_CUDA (AUTO/ON/OFF, default AUTO), SPECMOE_CUDA_ARCHS (default 90 here,
 # one architecture to keep CI's compile time down), JOBS (default: nproc),
 # SPECMOE_FAIL_ON_MISSING (default 1): CI has ../shared/data beside the clone and builds the CLI,
