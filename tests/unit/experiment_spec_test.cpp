@@ -423,17 +423,38 @@ TEST(ExperimentSpec, SynthModelsGoToTheCacheFolder) {
 }
 
 TEST(ExperimentSpec, ShippedConfigsParse) {
-  for (const char* name : {"quickstart.toml", "draft-length-sweep.toml"}) {
-    std::string path = std::string(SPECMOE_SOURCE_DIR) + "/experiments/configs/" + name;
+  // Every config under experiments/configs (results/ holds their reports): each parses, expands
+  // to a baseline and strategies compared with it, and times its runs side by side. The real-pair
+  // configs read their prompts from ../shared/data; their models are only opened by `run`.
+  struct Shipped {
+    const char* name;
+    const char* data;  // the shared prompt file it reads, or nullptr
+    size_t min_runs;
+  };
+  const Shipped shipped[] = {{"quickstart.toml", nullptr, 8},
+                             {"draft-length-sweep.toml", nullptr, 8},
+                             {"moe-speculative.toml", nullptr, 8},
+                             {"tree-vs-chain.toml", nullptr, 8},
+                             {"tree-vs-chain-humaneval.toml", "prompts/humaneval/HumanEval.jsonl.gz", 6},
+                             {"tree-vs-chain-mtbench.toml", "prompts/mt_bench/question.jsonl", 11},
+                             {"draft-vocab.toml", "prompts/humaneval/HumanEval.jsonl.gz", 5}};
+  for (const Shipped& c : shipped) {
+    if (c.data != nullptr) SPECMOE_REQUIRE_DATA(c.data);
+    const std::string path = std::string(SPECMOE_SOURCE_DIR) + "/experiments/configs/" + c.name;
     ExperimentSpec spec = parse_experiment_file(path);
     auto runs = expand_runs(spec);
-    EXPECT_GE(runs.size(), 4u) << name;
-    EXPECT_FALSE(spec.prompts.empty()) << name;
+    EXPECT_GE(runs.size(), c.min_runs) << c.name;
+    EXPECT_FALSE(spec.prompts.empty()) << c.name;
+    EXPECT_EQ(spec.schedule, Schedule::Interleaved) << c.name;
+    size_t baselines = 0;
     for (const auto& r : runs) {
       if (r.strategy.kind == StrategyKind::Speculative) {
-        EXPECT_FALSE(r.baseline.empty()) << r.name;
+        EXPECT_FALSE(r.baseline.empty()) << c.name << ": " << r.name;
+      } else {
+        ++baselines;
       }
     }
+    EXPECT_GE(baselines, 1u) << c.name;
   }
 }
 
