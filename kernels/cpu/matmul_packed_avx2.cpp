@@ -42,11 +42,11 @@ template <int G, size_t kBytes, int kParts>
 inline void prefetch_slice(const uint8_t* block, const uint8_t* end, int part) {
   if constexpr (G > 1) {
     const uint8_t* p = block + (kPrefetchAhead / kBytes) * kBytes;
-    if (p + kBytes * part / kParts >= end) return;
-    const auto line = [](const uint8_t* a) { return reinterpret_cast<uintptr_t>(a) & ~uintptr_t{63}; };
-    const uintptr_t last = line(p + kBytes * (part + 1) / kParts - 1);
-    for (uintptr_t a = line(p + kBytes * part / kParts); a <= last; a += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1);
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p + kBytes * part / kParts);
+    const uintptr_t hi = reinterpret_cast<uintptr_t>(p + kBytes * (part + 1) / kParts);
+    if (lo >= reinterpret_cast<uintptr_t>(end)) return;  // the slice is past the caller's rows
+    const uintptr_t first = lo & ~uintptr_t{63};  // the slice's lines, from the one holding its first byte
+    prefetch_l2(reinterpret_cast<const uint8_t*>(first), end, hi - first);
   }
 }
 inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }

@@ -80,12 +80,13 @@ inline __m512i dot32(const __m512i* w, const int8_t* x) {
 constexpr size_t kPrefetchAhead = 16 << 10;    // bytes ahead of the block being computed, 2+ tokens
 constexpr size_t kPrefetchAheadOne = 4 << 10;  // the same for one token
 template <int G, size_t kBytes>
-constexpr size_t kPrefetchBlocks = (G > 1 ? kPrefetchAhead : kPrefetchAheadOne) / kBytes > 0
-                                       ? (G > 1 ? kPrefetchAhead : kPrefetchAheadOne) / kBytes
-                                       : 1;
+constexpr size_t prefetch_blocks() {
+  constexpr size_t kBlocks = (G > 1 ? kPrefetchAhead : kPrefetchAheadOne) / kBytes;
+  return kBlocks > 0 ? kBlocks : 1;
+}
 template <int G, size_t kBytes>
 inline void prefetch_ahead(const uint8_t* block, const uint8_t* end) {
-  prefetch_l2(block + kPrefetchBlocks<G, kBytes> * kBytes, end, kBytes);
+  prefetch_l2(block + prefetch_blocks<G, kBytes>() * kBytes, end, kBytes);
 }
 // The same prefetch in kParts slices, slice `part` (0 .. kParts - 1) at a time, for the kernels
 // whose blocks are large (the K-quants, 2.3-3.4 KB per group block): one slice per sub-block keeps
@@ -98,11 +99,12 @@ inline void prefetch_ahead(const uint8_t* block, const uint8_t* end) {
 // bench -n 32 -p 0 -r 3 --max-batch 9`, 3 alternating rounds, a slow phase of the machine).
 template <int G, size_t kBytes, int kParts>
 inline void prefetch_slice(const uint8_t* block, const uint8_t* end, int part) {
-  const uint8_t* p = block + kPrefetchBlocks<G, kBytes> * kBytes;
-  const auto line = [](const uint8_t* a) { return reinterpret_cast<uintptr_t>(a) & ~uintptr_t{63}; };
-  const uintptr_t first = line(p + kBytes * part / kParts), last = line(p + kBytes * (part + 1) / kParts - 1);
-  if (p + kBytes * part / kParts >= end) return;
-  for (uintptr_t a = first; a <= last; a += 64) asm volatile("prefetcht1 %0" : : "m"(*reinterpret_cast<const uint8_t*>(a)));
+  const uint8_t* p = block + prefetch_blocks<G, kBytes>() * kBytes;
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(p + kBytes * part / kParts);
+  const uintptr_t hi = reinterpret_cast<uintptr_t>(p + kBytes * (part + 1) / kParts);
+  if (lo >= reinterpret_cast<uintptr_t>(end)) return;  // the slice is past the caller's rows
+  const uintptr_t first = lo & ~uintptr_t{63};  // the slice's lines, from the one holding its first byte
+  prefetch_l2(reinterpret_cast<const uint8_t*>(first), end, hi - first);
 }
 
 // ------------------------------------------------------------------ 32-element blocks
