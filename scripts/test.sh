@@ -51,7 +51,7 @@ if [ "${SPECMOE_SKIP_SANITIZE:-0}" != 1 ] || [ "${SPECMOE_SKIP_FUZZ:-0}" != 1 ];
 fi
 if [ "${SPECMOE_SKIP_SANITIZE:-0}" != 1 ]; then
   sanitize_start=$(date +%s)
-  CC=clang CXX=clang++ SPECMOE_FUZZ=ON BUILD_DIR=build-fuzz JOBS=$JOBS SANITIZE_TARGETS="${SANITIZE_TARGETS:-test_gguf test_quant test_dtype test_tokenizer test_model_config test_sampling test_rng test_experiment_spec test_experiment_prompts test_chat_template test_json_output test_run_recovery}" \
+  CC=clang CXX=clang++ SPECMOE_FUZZ=ON BUILD_DIR=build-fuzz JOBS=$JOBS SANITIZE_TARGETS="${SANITIZE_TARGETS:-test_gguf test_quant test_dtype test_tokenizer test_model_config test_sampling test_rng test_experiment_spec test_experiment_prompts test_chat_template test_json_output test_run_recovery test_quantize}" \
     scripts/sanitize.sh
   echo "scripts/sanitize.sh took $(($(date +%s) - sanitize_start)) s"
 fi

@@ -104,6 +104,7 @@ void add_tokenize_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 void add_speculate_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_run_commands(CLI::App& app, int argc, char** argv);  // run, merge, compare

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   specmoe::cli::add_info_command(app);
   specmoe::cli::add_perplexity_command(app);
   specmoe::cli::add_synth_command(app);
+  specmoe::cli::add_quantize_command(app);
   specmoe::cli::add_speculate_command(app);
   specmoe::cli::add_bench_command(app);
   specmoe::cli::add_run_commands(app, argc, argv);

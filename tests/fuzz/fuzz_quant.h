@@ -24,7 +24,8 @@
 //    weights with a packed copy give the row-major kernels' bits; a packed row dequantizes to
 //    the file's row bit for bit;
 //  - quantizing finite rows of moderate range gives finite values within twice the largest
-//    magnitude of each block's input.
+//    magnitude of each block's input, with quantize_row and with ggml's reference quantizers
+//    (quantize_row_ggml) alike.
 #pragma once
 #include <algorithm>
 #include <cfloat>
@@ -35,6 +36,7 @@
 #include "fuzz_entry.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed.h"
+#include "kernels/cpu/quant.h"
 
 namespace specmoe::fuzz {
 
@@ -290,16 +292,22 @@ inline Outcome run_quant(std::span<const uint8_t> bytes) {
     if (amax <= 6e4f) {
       std::vector<uint8_t> q(w_bytes);
       std::vector<float> back(n_all);
-      cpu::quantize_row(type, deq.data(), q.data(), n_in * n_out);
-      cpu::dequantize_row(type, q.data(), back.data(), n_in * n_out);
-      for (int64_t b = 0; b < n_blocks; ++b) {
-        const float* src = deq.data() + b * info.block_size;
-        float block_amax = 0.0f;
-        for (int64_t i = 0; i < info.block_size; ++i) block_amax = std::max(block_amax, std::fabs(src[i]));
-        for (int64_t i = 0; i < info.block_size; ++i) {
-          const float got = back[b * info.block_size + i];
-          SPECMOE_FUZZ_CHECK(std::isfinite(got) && std::fabs(got - src[i]) <= 2.0f * block_amax * 1.001f + 1e-30f,
-                             fmt::format("{}: element {} of block {} quantizes from {} to {}", what, i, b, src[i], got));
+      // specmoe's own quantizers, then ggml's reference ones (`specmoe quantize`) where the type has one.
+      for (bool ggml : {false, true}) {
+        if (ggml && !cpu::has_ggml_quantizer(type)) continue;
+        if (ggml) cpu::quantize_row_ggml(type, deq.data(), q.data(), n_in * n_out);
+        else cpu::quantize_row(type, deq.data(), q.data(), n_in * n_out);
+        cpu::dequantize_row(type, q.data(), back.data(), n_in * n_out);
+        for (int64_t b = 0; b < n_blocks; ++b) {
+          const float* src = deq.data() + b * info.block_size;
+          float block_amax = 0.0f;
+          for (int64_t i = 0; i < info.block_size; ++i) block_amax = std::max(block_amax, std::fabs(src[i]));
+          for (int64_t i = 0; i < info.block_size; ++i) {
+            const float got = back[b * info.block_size + i];
+            SPECMOE_FUZZ_CHECK(std::isfinite(got) && std::fabs(got - src[i]) <= 2.0f * block_amax * 1.001f + 1e-30f,
+                               fmt::format("{}: element {} of block {} quantizes ({}) from {} to {}", what, i, b,
+                                           ggml ? "ggml's reference" : "quantize_row", src[i], got));
+          }
         }
       }
     }
