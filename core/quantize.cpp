@@ -11,14 +11,16 @@
 //     chosen type's block does not divide falls back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
 //     Q2_K / Q3_K / IQ4_XS -> IQ4_NL, then F16);
 //   - metadata is copied in order without the split.* keys, then general.quantization_version (2)
-//     and general.file_type are appended; tensors are written non-layer ones first, then layer by
-//     layer, by name within each (llama.cpp's weights map order).
+//     and general.file_type are appended; tensor data is 32-byte aligned; tensors are written
+//     non-layer ones first, then layer by layer, by name within each (llama.cpp's weights map
+//     order).
 #include "core/quantize.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "base/error.h"
@@ -126,6 +128,11 @@ void parallel_rows(int64_t rows, int64_t chunk, int threads, Fn fn) {
 
 }  // namespace
 
+namespace {
+QuantizeSummary quantize_into(const GGUFFile& file, const QuantizeOptions& o, GGUFWriter& w,
+                              const std::function<void(const QuantizedTensor&)>& progress);
+}  // namespace
+
 uint32_t llama_file_type(DType type) {
   switch (type) {
     case DType::F32: return 0;
@@ -163,6 +170,30 @@ bool tensor_is_quantizable(const std::string& name, const std::vector<int64_t>& 
 QuantizeSummary quantize_model(const std::string& input, const std::string& output, const QuantizeOptions& o,
                                const std::function<void(const QuantizedTensor&)>& progress) {
   const std::shared_ptr<GGUFFile> in = GGUFFile::open(input);
+  GGUFWriter w;
+  QuantizeSummary summary = quantize_gguf(*in, o, w, progress);
+  w.write(output);
+  return summary;
+}
+
+QuantizeSummary quantize_gguf(const GGUFFile& file, const QuantizeOptions& o, GGUFWriter& w,
+                              const std::function<void(const QuantizedTensor&)>& progress) {
+  const std::string& input = file.path();
+  try {
+    return quantize_into(file, o, w, progress);
+  } catch (const Error& e) {
+    // The writer's own checks do not know the input's name.
+    if (std::string_view(e.what()).find(input) != std::string_view::npos) throw;
+    throw Error(e.kind(), input + ": " + e.what());
+  }
+}
+
+namespace {
+
+QuantizeSummary quantize_into(const GGUFFile& file, const QuantizeOptions& o, GGUFWriter& w,
+                              const std::function<void(const QuantizedTensor&)>& progress) {
+  const GGUFFile* in = &file;
+  const std::string& input = file.path();
   Context c;
   c.path = input;
   c.arch = in->get_string("general.architecture", "");
@@ -172,14 +203,16 @@ QuantizeSummary quantize_model(const std::string& input, const std::string& outp
 
   QuantizeSummary summary;
   summary.file_type = llama_file_type(o.type);
-  GGUFWriter w;
   for (const auto& [key, value] : in->metadata()) {
     if (key == "split.no" || key == "split.count" || key == "split.tensors.count" ||
         key == "general.quantization_version" || key == "general.file_type")
       continue;
     w.set_value(key, value);
   }
-  if (in->has("general.alignment")) w.set_alignment(static_cast<uint32_t>(in->alignment()));
+  // Tensor data is 32-byte aligned, as llama-quantize writes it; a copied general.alignment key
+  // says so (llama-quantize copies the input's value, which leaves a file whose key is not 32
+  // misaligned; the input's alignment describes the input's layout only).
+  if (in->has("general.alignment")) w.set_alignment(32);
   w.set_u32("general.quantization_version", 2);
   w.set_u32("general.file_type", summary.file_type);
 
@@ -210,7 +243,8 @@ QuantizeSummary quantize_model(const std::string& input, const std::string& outp
       const size_t row_in = dtype_row_bytes(q.from, n), row_out = dtype_row_bytes(q.to, n);
       out.assign(row_out * static_cast<size_t>(rows), 0);
       const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, n));
-      parallel_rows(rows, chunk, threads, [&](int64_t r0, int64_t r1) {
+      // A tensor with no elements (a dimension of 0) has nothing to convert.
+      if (n > 0 && rows > 0) parallel_rows(rows, chunk, threads, [&](int64_t r0, int64_t r1) {
         std::vector<float> row(static_cast<size_t>(n));
         for (int64_t r = r0; r < r1; ++r) {
           kernels::cpu::dequantize_row(q.from, t->data + static_cast<size_t>(r) * row_in, row.data(), n);
@@ -229,8 +263,8 @@ QuantizeSummary quantize_model(const std::string& input, const std::string& outp
     if (progress) progress(q);
     summary.tensors.push_back(std::move(q));
   }
-  w.write(output);
   return summary;
 }
 
+}  // namespace
 }  // namespace specmoe::core

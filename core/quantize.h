@@ -57,4 +57,12 @@ bool tensor_is_quantizable(const std::string& name, const std::vector<int64_t>& 
 QuantizeSummary quantize_model(const std::string& input, const std::string& output, const QuantizeOptions& options,
                                const std::function<void(const QuantizedTensor&)>& progress = {});
 
+class GGUFFile;
+class GGUFWriter;
+// The same conversion of a file already open into a writer (nothing is written): what
+// quantize_model does between opening and writing, for callers that hold GGUF bytes in memory
+// (the fuzz targets). Errors name in.path().
+QuantizeSummary quantize_gguf(const GGUFFile& in, const QuantizeOptions& options, GGUFWriter& out,
+                              const std::function<void(const QuantizedTensor&)>& progress = {});
+
 }  // namespace specmoe::core

@@ -24,6 +24,7 @@
 
 #include "base/error.h"
 #include "core/gguf.h"
+#include "core/quantize.h"
 #include "core/model.h"
 #include "core/model_config.h"
 #include "core/tokenizer.h"
@@ -217,6 +218,28 @@ inline Outcome run_gguf(std::span<const uint8_t> bytes) {
     return Outcome::Rejected;
   }
   walk_gguf(*f);
+  // `specmoe quantize` of any file that opens (core/quantize.h), to Q8_0 with requantizing
+  // allowed: an Error naming the input, or a file that opens again with the same tensors in the
+  // types the summary names.
+  try {
+    core::QuantizeOptions qo;
+    qo.type = DType::Q8_0;
+    qo.allow_requantize = true;
+    qo.threads = 1;
+    core::GGUFWriter w;
+    const core::QuantizeSummary qs = core::quantize_gguf(*f, qo, w);
+    const std::vector<uint8_t> image = w.bytes();
+    const std::shared_ptr<core::GGUFFile> back = core::GGUFFile::open_memory(image, "quantized image");
+    SPECMOE_FUZZ_CHECK(back->tensors().size() == f->tensors().size() && qs.tensors.size() == f->tensors().size(),
+                       "quantize changed the tensor count");
+    for (const core::QuantizedTensor& t : qs.tensors) {
+      const core::GGUFTensorInfo* b = back->find_tensor(t.name);
+      SPECMOE_FUZZ_CHECK(b != nullptr && b->type == t.to && b->ne == t.ne,
+                         "quantize's output lacks tensor '" + t.name + "' as its summary names it");
+    }
+  } catch (const Error& e) {
+    check_names_input(e, kGgufName);
+  }
   // Accepted: the file opened, and the model config and the tokenizer loaded where the file has
   // their keys (a vocabulary-only or metadata-only file is still a good file).
   Outcome out = Outcome::Accepted;
