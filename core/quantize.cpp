@@ -17,14 +17,13 @@
 #include "core/quantize.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <string_view>
-#include <thread>
 
 #include "base/error.h"
 #include "core/gguf.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 
 namespace specmoe::core {
@@ -105,32 +104,82 @@ DType choose_type(const Context& c, const QuantizeOptions& o, const std::string&
   return t;
 }
 
-// Runs fn(first_row, end_row) over [0, rows) in chunks on `threads` threads; the first exception
-// thrown is rethrown here.
-template <typename Fn>
-void parallel_rows(int64_t rows, int64_t chunk, int threads, Fn fn) {
-  std::atomic<int64_t> next{0};
-  std::exception_ptr error;
-  std::atomic<bool> failed{false};
-  auto work = [&] {
-    try {
-      for (int64_t r0; !failed && (r0 = next.fetch_add(chunk)) < rows;) fn(r0, std::min(rows, r0 + chunk));
-    } catch (...) {
-      if (!failed.exchange(true)) error = std::current_exception();
+// quantize_gguf's work; the writer's own errors do not name the input, quantize_gguf adds it.
+QuantizeSummary quantize_into(const GGUFFile& in, const QuantizeOptions& o, GGUFWriter& w,
+                              const std::function<void(const QuantizedTensor&)>& progress) {
+  const std::string& input = in.path();
+  Context c;
+  c.path = input;
+  c.arch = in.get_string("general.architecture", "");
+  c.n_expert = c.arch.empty() ? 0 : in.get_int(c.arch + ".expert_count", 0);
+  c.tied_output = in.find_tensor("output.weight") == nullptr;
+  kernels::cpu::ThreadPool pool(o.threads);
+
+  QuantizeSummary summary;
+  summary.file_type = llama_file_type(o.type);
+  for (const auto& [key, value] : in.metadata()) {
+    if (key == "split.no" || key == "split.count" || key == "split.tensors.count" ||
+        key == "general.quantization_version" || key == "general.file_type")
+      continue;
+    w.set_value(key, value);
+  }
+  // Tensor data is 32-byte aligned, as llama-quantize writes it; a copied general.alignment key
+  // says so (llama-quantize copies the input's value, which leaves a file whose key is not 32
+  // misaligned; the input's alignment describes the input's layout only).
+  if (in.has("general.alignment")) w.set_alignment(32);
+  w.set_u32("general.quantization_version", 2);
+  w.set_u32("general.file_type", summary.file_type);
+
+  std::vector<const GGUFTensorInfo*> order;
+  for (const GGUFTensorInfo& t : in.tensors()) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](const GGUFTensorInfo* a, const GGUFTensorInfo* b) {
+    const int la = layer_of(a->name), lb = layer_of(b->name);
+    return la != lb ? la < lb : a->name < b->name;
+  });
+
+  std::vector<uint8_t> out;
+  for (const GGUFTensorInfo* t : order) {
+    QuantizedTensor q;
+    q.name = t->name;
+    q.ne = t->ne;
+    q.from = q.to = t->type;
+    q.bytes_in = t->nbytes;
+    if (tensor_is_quantizable(t->name, t->ne)) q.to = choose_type(c, o, t->name, t->ne, summary.n_fallback);
+    if (q.to == q.from) {
+      w.add_tensor(t->name, t->type, t->ne, std::span<const uint8_t>(t->data, t->nbytes));
+      q.bytes_out = t->nbytes;
+    } else {
+      if (is_quantized(q.from) && !o.allow_requantize)
+        throw_error(ErrorKind::InvalidArgument,
+                    "{}: tensor '{}' is already quantized ({}); converting it to {} needs --allow-requantize", input,
+                    t->name, dtype_name(q.from), dtype_name(q.to));
+      const int64_t n = t->ne[0], rows = t->rows();
+      const size_t row_in = dtype_row_bytes(q.from, n), row_out = dtype_row_bytes(q.to, n);
+      out.assign(row_out * static_cast<size_t>(rows), 0);
+      const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, n));
+      // A tensor with no elements (a dimension of 0) has nothing to convert.
+      if (n > 0 && rows > 0) pool.parallel_for(rows, chunk, [&](int64_t r0, int64_t r1) {
+        std::vector<float> row(static_cast<size_t>(n));
+        for (int64_t r = r0; r < r1; ++r) {
+          kernels::cpu::dequantize_row(q.from, t->data + static_cast<size_t>(r) * row_in, row.data(), n);
+          for (int64_t i = 0; i < n; ++i)
+            if (!std::isfinite(row[static_cast<size_t>(i)]))
+              throw_error(ErrorKind::Format, "{}: tensor '{}' has a NaN or infinite value in row {}", input, t->name, r);
+          kernels::cpu::quantize_row_ggml(q.to, row.data(), out.data() + static_cast<size_t>(r) * row_out, n);
+        }
+      });
+      w.add_tensor(t->name, q.to, t->ne, out);
+      q.converted = true;
+      q.bytes_out = out.size();
     }
-  };
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+    summary.bytes_in += q.bytes_in;
+    summary.bytes_out += q.bytes_out;
+    if (progress) progress(q);
+    summary.tensors.push_back(std::move(q));
+  }
+  return summary;
 }
 
-}  // namespace
-
-namespace {
-QuantizeSummary quantize_into(const GGUFFile& file, const QuantizeOptions& o, GGUFWriter& w,
-                              const std::function<void(const QuantizedTensor&)>& progress);
 }  // namespace
 
 uint32_t llama_file_type(DType type) {
@@ -188,83 +237,4 @@ QuantizeSummary quantize_gguf(const GGUFFile& file, const QuantizeOptions& o, GG
   }
 }
 
-namespace {
-
-QuantizeSummary quantize_into(const GGUFFile& file, const QuantizeOptions& o, GGUFWriter& w,
-                              const std::function<void(const QuantizedTensor&)>& progress) {
-  const GGUFFile* in = &file;
-  const std::string& input = file.path();
-  Context c;
-  c.path = input;
-  c.arch = in->get_string("general.architecture", "");
-  c.n_expert = c.arch.empty() ? 0 : in->get_int(c.arch + ".expert_count", 0);
-  c.tied_output = in->find_tensor("output.weight") == nullptr;
-  const int threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-
-  QuantizeSummary summary;
-  summary.file_type = llama_file_type(o.type);
-  for (const auto& [key, value] : in->metadata()) {
-    if (key == "split.no" || key == "split.count" || key == "split.tensors.count" ||
-        key == "general.quantization_version" || key == "general.file_type")
-      continue;
-    w.set_value(key, value);
-  }
-  // Tensor data is 32-byte aligned, as llama-quantize writes it; a copied general.alignment key
-  // says so (llama-quantize copies the input's value, which leaves a file whose key is not 32
-  // misaligned; the input's alignment describes the input's layout only).
-  if (in->has("general.alignment")) w.set_alignment(32);
-  w.set_u32("general.quantization_version", 2);
-  w.set_u32("general.file_type", summary.file_type);
-
-  std::vector<const GGUFTensorInfo*> order;
-  for (const GGUFTensorInfo& t : in->tensors()) order.push_back(&t);
-  std::sort(order.begin(), order.end(), [](const GGUFTensorInfo* a, const GGUFTensorInfo* b) {
-    const int la = layer_of(a->name), lb = layer_of(b->name);
-    return la != lb ? la < lb : a->name < b->name;
-  });
-
-  std::vector<uint8_t> out;
-  for (const GGUFTensorInfo* t : order) {
-    QuantizedTensor q;
-    q.name = t->name;
-    q.ne = t->ne;
-    q.from = q.to = t->type;
-    q.bytes_in = t->nbytes;
-    if (tensor_is_quantizable(t->name, t->ne)) q.to = choose_type(c, o, t->name, t->ne, summary.n_fallback);
-    if (q.to == q.from) {
-      w.add_tensor(t->name, t->type, t->ne, std::span<const uint8_t>(t->data, t->nbytes));
-      q.bytes_out = t->nbytes;
-    } else {
-      if (is_quantized(q.from) && !o.allow_requantize)
-        throw_error(ErrorKind::InvalidArgument,
-                    "{}: tensor '{}' is already quantized ({}); converting it to {} needs --allow-requantize", input,
-                    t->name, dtype_name(q.from), dtype_name(q.to));
-      const int64_t n = t->ne[0], rows = t->rows();
-      const size_t row_in = dtype_row_bytes(q.from, n), row_out = dtype_row_bytes(q.to, n);
-      out.assign(row_out * static_cast<size_t>(rows), 0);
-      const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, n));
-      // A tensor with no elements (a dimension of 0) has nothing to convert.
-      if (n > 0 && rows > 0) parallel_rows(rows, chunk, threads, [&](int64_t r0, int64_t r1) {
-        std::vector<float> row(static_cast<size_t>(n));
-        for (int64_t r = r0; r < r1; ++r) {
-          kernels::cpu::dequantize_row(q.from, t->data + static_cast<size_t>(r) * row_in, row.data(), n);
-          for (int64_t i = 0; i < n; ++i)
-            if (!std::isfinite(row[static_cast<size_t>(i)]))
-              throw_error(ErrorKind::Format, "{}: tensor '{}' has a NaN or infinite value in row {}", input, t->name, r);
-          kernels::cpu::quantize_row_ggml(q.to, row.data(), out.data() + static_cast<size_t>(r) * row_out, n);
-        }
-      });
-      w.add_tensor(t->name, q.to, t->ne, out);
-      q.converted = true;
-      q.bytes_out = out.size();
-    }
-    summary.bytes_in += q.bytes_in;
-    summary.bytes_out += q.bytes_out;
-    if (progress) progress(q);
-    summary.tensors.push_back(std::move(q));
-  }
-  return summary;
-}
-
-}  // namespace
 }  // namespace specmoe::core

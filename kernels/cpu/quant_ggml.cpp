@@ -41,6 +41,12 @@ float signed_absmax(const float* x) {
   return vmax;
 }
 
+// ggml's min / max search of Q4_1 and Q5_1 (from FLT_MAX / -FLT_MAX).
+void block_min_max(const float* x, float& mn, float& mx) {
+  mn = FLT_MAX, mx = -FLT_MAX;
+  for (int j = 0; j < QK; ++j) mn = std::min(mn, x[j]), mx = std::max(mx, x[j]);
+}
+
 void ggml_q4_0(const float* x, uint8_t* dst, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += QK, dst += 18) {
     const float d = signed_absmax(x) / -8.0f;
@@ -56,8 +62,8 @@ void ggml_q4_0(const float* x, uint8_t* dst, int64_t nb) {
 
 void ggml_q4_1(const float* x, uint8_t* dst, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += QK, dst += 20) {
-    float mn = FLT_MAX, mx = -FLT_MAX;
-    for (int j = 0; j < QK; ++j) mn = std::min(mn, x[j]), mx = std::max(mx, x[j]);
+    float mn, mx;
+    block_min_max(x, mn, mx);
     const float d = (mx - mn) / 15.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     store_u16(dst, fp32_to_fp16(d));
@@ -95,8 +101,8 @@ void ggml_q5_0(const float* x, uint8_t* dst, int64_t nb) {
 void ggml_q5_1(const float* x, uint8_t* dst, int64_t nb) {
   int q[QK];
   for (int64_t b = 0; b < nb; ++b, x += QK, dst += 24) {
-    float mn = FLT_MAX, mx = -FLT_MAX;
-    for (int j = 0; j < QK; ++j) mn = std::min(mn, x[j]), mx = std::max(mx, x[j]);
+    float mn, mx;
+    block_min_max(x, mn, mx);
     const float d = (mx - mn) / 31.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     store_u16(dst, fp32_to_fp16(d));

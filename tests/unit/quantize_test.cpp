@@ -32,6 +32,17 @@ std::string slurp(const fs::path& p) {
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
+// quantize_model(src -> scratch/out) throws an Error whose message holds every one of `parts`.
+void expect_quantize_error(const fs::path& src, const std::string& out, const QuantizeOptions& o,
+                           const std::vector<std::string>& parts) {
+  try {
+    core::quantize_model(src.string(), (testing::scratch_dir() / out).string(), o);
+    ADD_FAILURE() << "expected an error quantizing " << src;
+  } catch (const Error& e) {
+    for (const std::string& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
 fs::path synth_model(const std::string& preset) {
   const fs::path p = testing::scratch_dir() / ("quantize-src-" + preset + ".gguf");
   core::synth_write(preset, p.string(), 1);
@@ -145,13 +156,7 @@ TEST(Quantize, QuantizedSourceNeedsAllowRequantize) {
   const fs::path src = synth_model("tiny-q8_0");
   QuantizeOptions o;
   o.type = DType::Q4_0;
-  try {
-    core::quantize_model(src.string(), (testing::scratch_dir() / "quantize-noreq.gguf").string(), o);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--allow-requantize"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find(src.string()), std::string::npos) << e.what();
-  }
+  expect_quantize_error(src, "quantize-noreq.gguf", o, {"--allow-requantize", src.string()});
   // A tensor already in the target type is copied: no flag needed.
   o.type = DType::Q8_0;
   EXPECT_NO_THROW(core::quantize_model(src.string(), (testing::scratch_dir() / "quantize-copy.gguf").string(), o));
@@ -161,13 +166,7 @@ TEST(Quantize, ForcedTypeThatDoesNotFitIsAnError) {
   QuantizeOptions o;
   o.type = DType::Q4_0;
   o.token_embedding_type = DType::Q4_K;  // rows of 64 are not blocks of 256
-  try {
-    core::quantize_model(synth_model("tiny").string(), (testing::scratch_dir() / "quantize-fit.gguf").string(), o);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("token_embd.weight"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("--token-embedding-type"), std::string::npos) << e.what();
-  }
+  expect_quantize_error(synth_model("tiny"), "quantize-fit.gguf", o, {"token_embd.weight", "--token-embedding-type"});
   // Without the override the same rows fall back (Q6_K -> Q8_0 for the head) and are counted.
   o.token_embedding_type.reset();
   o.type = DType::Q6_K;
@@ -187,13 +186,7 @@ TEST(Quantize, NonFiniteWeightsAreAnError) {
   w.write(src.string());
   QuantizeOptions o;
   o.type = DType::Q8_0;
-  try {
-    core::quantize_model(src.string(), (testing::scratch_dir() / "quantize-nan-out.gguf").string(), o);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("blk.0.attn_q.weight"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("row 1"), std::string::npos) << e.what();
-  }
+  expect_quantize_error(src, "quantize-nan-out.gguf", o, {"blk.0.attn_q.weight", "row 1"});
   EXPECT_FALSE(fs::exists(testing::scratch_dir() / "quantize-nan-out.gguf"));
 }
 
