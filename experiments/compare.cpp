@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "experiments/atomic_file.h"
 #include "experiments/experiment.h"
+#include "experiments/json_text.h"
 
 namespace specmoe::exp {
 namespace fs = std::filesystem;
@@ -17,14 +18,9 @@ namespace {
 
 nlohmann::json load_report_json(const std::string& path) {
   std::string file = fs::is_directory(path) ? (fs::path(path) / "report.json").string() : path;
-  std::string text = read_file(file);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_error(ErrorKind::Format, "{}: invalid JSON: {}", file, e.what());
-  }
-  if (!j.is_object() || j.value("format", "") != "specmoe-report/1" || !j.contains("runs"))
+  const nlohmann::json j = parse_json_file(file);
+  if (!j.is_object() || !j.contains("format") || j["format"] != "specmoe-report/1" || !j.contains("runs") ||
+      !j["runs"].is_array())
     throw_error(ErrorKind::Format, "{}: not a specmoe report.json", file);
   return j;
 }
@@ -40,10 +36,8 @@ double metric(const nlohmann::json& run, const char* key) {
 
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.4g}", v) : "-"; }
 
-}  // namespace
-
-int compare_reports(const std::string& a_path, const std::string& b_path, std::ostream& out) {
-  nlohmann::json a = load_report_json(a_path), b = load_report_json(b_path);
+int compare_loaded(const std::string& a_path, const std::string& b_path, const nlohmann::json& a,
+                   const nlohmann::json& b, std::ostream& out) {
   auto describe = [](const nlohmann::json& r) {
     const auto& env = r.at("environment");
     return fmt::format("experiment {}, config {}, specmoe {}, {}, {}", r.value("experiment", ""), r.value("config_hash", ""),
@@ -55,14 +49,14 @@ int compare_reports(const std::string& a_path, const std::string& b_path, std::o
   if (a.value("config_hash", "") != b.value("config_hash", "")) out << "note: the configurations differ\n";
 
   std::map<std::string, const nlohmann::json*> runs_b;
-  for (const auto& r : b["runs"]) runs_b[r.value("name", "")] = &r;
+  for (const auto& r : b.at("runs")) runs_b[r.value("name", "")] = &r;
   std::vector<std::string> order;
   std::map<std::string, const nlohmann::json*> runs_a;
-  for (const auto& r : a["runs"]) {
+  for (const auto& r : a.at("runs")) {
     order.push_back(r.value("name", ""));
     runs_a[order.back()] = &r;
   }
-  for (const auto& r : b["runs"])
+  for (const auto& r : b.at("runs"))
     if (!runs_a.count(r.value("name", ""))) order.push_back(r.value("name", ""));
 
   static const char* kMetrics[] = {"tokens_per_second", "decode_tokens_per_second", "speedup", "decode_speedup",
@@ -106,6 +100,19 @@ int compare_reports(const std::string& a_path, const std::string& b_path, std::o
   }
   out << fmt::format("\n{} flagged difference(s) in outputs or counts\n", flagged);
   return flagged == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int compare_reports(const std::string& a_path, const std::string& b_path, std::ostream& out) {
+  const nlohmann::json a = load_report_json(a_path), b = load_report_json(b_path);
+  // A field of another type than a report writes (json::value, at) throws nlohmann's type_error,
+  // which must reach the user as one Error naming the files.
+  try {
+    return compare_loaded(a_path, b_path, a, b, out);
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(ErrorKind::Format, "{} vs {}: a report field has an unexpected type: {}", a_path, b_path, e.what());
+  }
 }
 
 }  // namespace specmoe::exp

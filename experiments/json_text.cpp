@@ -4,6 +4,9 @@
 #include <array>
 #include <cstdint>
 
+#include "base/error.h"
+#include "experiments/atomic_file.h"
+
 namespace specmoe::exp {
 namespace {
 
@@ -152,6 +155,15 @@ std::optional<std::string> get_text(const nlohmann::json& j, const std::string& 
   auto it = j.find(key);
   if (it == j.end() || !it->is_string()) return std::nullopt;
   return it->get<std::string>();
+}
+
+nlohmann::json parse_json_file(const std::string& path) {
+  const std::string text = read_file(path);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(ErrorKind::Format, "{}: invalid JSON: {}", path, e.what());
+  }
 }
 
 }  // namespace specmoe::exp

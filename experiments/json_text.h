@@ -31,4 +31,9 @@ void set_text(nlohmann::json& j, const std::string& key, std::string_view bytes)
 // (which must be a string). nullopt when the key is absent or the fields are malformed.
 std::optional<std::string> get_text(const nlohmann::json& j, const std::string& key);
 
+// Reads and parses a JSON file. Anything nlohmann rejects (a parse_error, and the out_of_range
+// it throws for a number such as 1e400 that overflows a double) becomes one Error(Format) naming
+// the path; an unreadable file is Error(Io).
+nlohmann::json parse_json_file(const std::string& path);
+
 }  // namespace specmoe::exp

@@ -272,17 +272,6 @@ RunFile run_file_from_json(const nlohmann::json& j, const std::string& where) {
   }
 }
 
-namespace {
-nlohmann::json parse_json_file(const std::string& path) {
-  std::string text = read_file(path);
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_error(ErrorKind::Format, "{}: invalid JSON: {}", path, e.what());
-  }
-}
-}  // namespace
-
 RunFile load_run_file(const std::string& path) { return run_file_from_json(parse_json_file(path), path); }
 
 void save_run_file(const std::string& path, const RunFile& f) {

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "experiments/atomic_file.h"
 #include "experiments/environment.h"
+#include "experiments/json_text.h"
 #include "experiments/result_json.h"
 
 namespace specmoe::exp {
@@ -250,7 +251,7 @@ nlohmann::json slurm_sweep_to_json(const SlurmSweep& s) {
 }
 
 SlurmSweep slurm_sweep_from_json(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object() || j.value("format", "") != kSlurmFileFormat)
+  if (!j.is_object() || !j.contains("format") || j["format"] != kSlurmFileFormat)
     throw_error(ErrorKind::Format, "{}: not a specmoe slurm sweep record (format '{}' expected)", where, kSlurmFileFormat);
   SlurmSweep s;
   try {
@@ -295,13 +296,7 @@ SlurmSweep load_slurm_sweep(const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(path, ec))
     throw_error(ErrorKind::Io, "{}: no slurm.json; not a sweep folder written by `specmoe slurm`", dir);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_error(ErrorKind::Format, "{}: invalid JSON: {}", path, e.what());
-  }
-  return slurm_sweep_from_json(j, path);
+  return slurm_sweep_from_json(parse_json_file(path), path);
 }
 
 std::vector<TaskStatus> slurm_task_status(const SlurmSweep& s) {

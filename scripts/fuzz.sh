@@ -95,7 +95,9 @@ summary() {
   corpus=$(find "$BUILD_DIR/corpus/$t" -type f | wc -l)
   findings=$(find "$BUILD_DIR/findings/$t" -type f ! -name "slow-unit-*" -newer "$STAMP" | wc -l)  # from this run only
   local crash_lines
-  crash_lines=$(grep -aE '^==[0-9]+==ERROR|^SUMMARY|deadly signal|fuzz oracle failed|libFuzzer: (timeout|out-of-memory)' "$log" | head -3 || true)
+  # The cause (a sanitizer report, an oracle's message, the exception that reached std::terminate)
+  # and libFuzzer's base64 of a small crashing input, so a CI log alone reproduces the finding.
+  crash_lines=$(grep -aE '^==[0-9]+==ERROR|^SUMMARY|deadly signal|fuzz oracle failed|libFuzzer: (timeout|out-of-memory)|terminate called|^  what\(\)|^Base64:' "$log" | head -6 || true)
   printf '%-10s seconds=%-6s execs=%-10s corpus=%-6s findings=%s\n' "$t" "${time:-?}" "${execs:-?}" "$corpus" "$findings"
   [[ -n $crash_lines ]] && printf '           %s\n' "$crash_lines"
   return 0

@@ -168,6 +168,29 @@ TEST_F(ExperimentEngine, SameTomlTwiceGivesIdenticalTokensAndCounts) {
   EXPECT_EQ(cached, 2);
 }
 
+// A damaged report.json (a number overflowing a double, a field of another type) is one Error
+// naming the file, never a library exception.
+TEST_F(ExperimentEngine, CompareNamesADamagedReport) {
+  const fs::path a = dir_ / "damaged-a.json", b = dir_ / "damaged-b.json";
+  write_file_atomic(b.string(), R"({"format": "specmoe-report/1", "runs": []})");
+  for (const char* text : {R"({"format": "specmoe-report/1", "runs": [], "x": 1e400})", R"({"format": 1, "runs": []})",
+                           R"({"format": "specmoe-report/1", "runs": 3})"}) {
+    write_file_atomic(a.string(), text);
+    std::ostringstream out;
+    try {
+      compare_reports(a.string(), b.string(), out);
+      FAIL() << "expected an error for " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Format);
+      EXPECT_TRUE(std::string(e.what()).starts_with(a.string() + ": ")) << e.what();
+    }
+  }
+  // Well-formed JSON whose run entries have fields of another type.
+  write_file_atomic(a.string(), R"({"format": "specmoe-report/1", "runs": [{"name": 5}], "environment": {}})");
+  std::ostringstream out;
+  EXPECT_THROW(compare_reports(a.string(), b.string(), out), Error);
+}
+
 std::string run_error(const std::string& toml, const RunOptions& o) {
   try {
     run_experiment(toml, o);

@@ -234,6 +234,18 @@ TEST(SlurmRecord, RoundTripsAndNamesBadFiles) {
     EXPECT_EQ(e.kind(), ErrorKind::Format);
     EXPECT_TRUE(std::string(e.what()).starts_with(s.manifest_path() + ": malformed sweep record")) << e.what();
   }
+  // A number that overflows a double (nlohmann's out_of_range, not a parse_error) and a format
+  // of another type are one Error naming the file too.
+  for (const char* text : {"{\"format\": \"specmoe-slurm/1\", \"tasks\": 1e400}", "{\"format\": 7}"}) {
+    write_file_atomic(s.manifest_path(), text);
+    try {
+      load_slurm_sweep(s.output);
+      FAIL() << "expected an error for " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Format);
+      EXPECT_TRUE(std::string(e.what()).starts_with(s.manifest_path() + ": ")) << e.what();
+    }
+  }
 }
 
 TEST(SlurmQueue, ParsesSqueueAndTaskRanges) {
