@@ -6,12 +6,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "base/error.h"
 #include "core/backend.h"
+#include "core/logits_processors.h"
 #include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed.h"
@@ -134,12 +136,26 @@ class CpuBackend final : public Backend {
       throw_error(ErrorKind::InvalidArgument, "sampling: {} rows but {} drafted tokens (at most one row more)", rows,
                   extra.size());
     const SamplerChain chain(params);
+    // Row r's penalties see the history and the first r drafted tokens: prefixes of one array.
     history_.assign(history.begin(), history.end());
-    for (int64_t r = 0; r < rows; ++r) {
-      chain.distribution(std::span<const float>(logits + r * n, static_cast<size_t>(n)), history_,
-                         std::span<float>(out + r * n, static_cast<size_t>(n)));
-      if (r < static_cast<int64_t>(extra.size())) history_.push_back(extra[r]);
-    }
+    history_.insert(history_.end(), extra.begin(), extra.end());
+    // The rows of a verification (a chain's g + 1, a tree's nodes + 1) on the pool's threads, one
+    // row per chunk; an error is the lowest failing row's, whichever thread met it first.
+    errors_.assign(static_cast<size_t>(rows), nullptr);
+    pool_.parallel_for(rows, 1, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        try {
+          const size_t seen = history.size() + std::min(static_cast<size_t>(r), extra.size());
+          chain.distribution(std::span<const float>(logits + r * n, static_cast<size_t>(n)),
+                             std::span<const int32_t>(history_.data(), seen),
+                             std::span<float>(out + r * n, static_cast<size_t>(n)));
+        } catch (...) {
+          errors_[static_cast<size_t>(r)] = std::current_exception();
+        }
+      }
+    });
+    for (const std::exception_ptr& e : errors_)
+      if (e) std::rethrow_exception(e);
   }
 
   int32_t sample(const float* probs, int64_t n, const SamplingParams& params, double u) override {
@@ -166,10 +182,11 @@ class CpuBackend final : public Backend {
       if (!params.greedy()) {
         d.confidence = *std::max_element(q, q + n_out);
       } else {
-        // Processed q is one-hot at temperature 0; use the plain softmax's top probability.
-        const float mx = *std::max_element(confidence_logits, confidence_logits + n);
-        double z = 0.0;
-        for (int64_t i = 0; i < n; ++i) z += std::exp(static_cast<double>(confidence_logits[i] - mx));
+        // Processed q is one-hot at temperature 0; use the plain softmax's top probability,
+        // 1 / sum(exp(l - max)) (the vectorised weights of sampling).
+        const std::span<const float> l(confidence_logits, static_cast<size_t>(n));
+        confidence_weights_.resize(static_cast<size_t>(n));
+        const double z = cpu::exp_weights(l.data(), max_value(l), 1.0f, confidence_weights_.data(), n);
         d.confidence = static_cast<float>(1.0 / z);
       }
     }
@@ -181,7 +198,9 @@ class CpuBackend final : public Backend {
   cpu::ThreadPool pool_;
   std::unordered_map<const void*, std::unique_ptr<moe::MoELayer>> moe_layers_;  // by router matrix
   std::unordered_map<const void*, std::shared_ptr<void>> packed_;               // by host address
-  std::vector<int32_t> history_;  // distributions() scratch
+  std::vector<int32_t> history_;              // distributions() scratch
+  std::vector<std::exception_ptr> errors_;    // distributions(): each row's error, if any
+  std::vector<float> confidence_weights_;     // draw() scratch
 };
 
 }  // namespace

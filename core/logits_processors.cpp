@@ -1,11 +1,15 @@
 #include "core/logits_processors.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/ops.h"
 
 namespace specmoe::core {
 
@@ -134,8 +138,34 @@ void select_top_k(std::span<const float> values, size_t k, std::vector<Candidate
   }
 }
 
+// The smallest weight a token of the nucleus can have, up to a factor of 2: weights lie in
+// [0, 1] (the max token's is exactly 1), so the float exponent field sorts them into 128 binary
+// buckets [2^(e-127), 2^(e-126)); the buckets from the top whose mass first reaches threshold hold
+// every token of the nucleus (a weight is monotone in the logit, so a bucket's tokens all rank
+// before a lower bucket's), and the lowest of them gives the bound. One pass with no sort: the
+// nucleus search then sees a few hundred candidates instead of the vocabulary. Four interleaved
+// histograms, so that runs of tokens in the same bucket do not wait on one another's store.
+float nucleus_weight_bound(std::span<const float> w, double threshold) {
+  constexpr int kBuckets = 128, kWays = 4;
+  std::array<std::array<double, kBuckets>, kWays> mass{};
+  const size_t n = w.size();
+  size_t i = 0;
+  for (; i + kWays <= n; i += kWays)
+    for (int k = 0; k < kWays; ++k) mass[k][std::bit_cast<uint32_t>(w[i + k]) >> 23] += w[i + k];
+  for (; i < n; ++i) mass[0][std::bit_cast<uint32_t>(w[i]) >> 23] += w[i];
+  double cum = 0.0;
+  for (int e = kBuckets - 1; e > 0; --e) {
+    cum += mass[0][e] + mass[1][e] + mass[2][e] + mass[3][e];
+    // One bucket of margin, so that the nucleus search's own summation order cannot need more.
+    if (cum >= threshold) return std::bit_cast<float>(static_cast<uint32_t>(std::max(e - 1, 1)) << 23);
+  }
+  return 0.0f;
+}
+
+}  // namespace
+
 // Eight independent running maxima, so the loop is not one serial dependency chain (and the
-// compiler can vectorise it); NaN entries are skipped.
+// compiler vectorises it).
 float max_value(std::span<const float> values) {
   constexpr size_t kLanes = 8;
   float lane[kLanes];
@@ -147,8 +177,6 @@ float max_value(std::span<const float> values) {
   for (; i < values.size(); ++i) lane[0] = values[i] > lane[0] ? values[i] : lane[0];
   return *std::max_element(lane, lane + kLanes);
 }
-
-}  // namespace
 
 void truncated_softmax(std::span<float> values, float temperature, int top_k, float top_p,
                        float min_p) {
@@ -166,11 +194,8 @@ void truncated_softmax(std::span<float> values, float temperature, int top_k, fl
   const bool use_top_p = top_p < 1.0f;
   const bool use_min_p = min_p > 0.0f;
   if (!use_top_k && !use_top_p && !use_min_p) {
-    double total = 0.0;
-    for (float& v : values) {
-      v = weight(v);
-      total += v;
-    }
+    const double total = kernels::cpu::exp_weights(values.data(), max_logit, temperature, values.data(),
+                                                   static_cast<int64_t>(n));
     const float scale = static_cast<float>(1.0 / total);
     for (float& v : values) v *= scale;
     return;
@@ -191,13 +216,16 @@ void truncated_softmax(std::span<float> values, float temperature, int top_k, fl
       std::erase_if(cands, [&](const Candidate& c) { return c.weight < min_p; });
     }
   } else {
+    thread_local std::vector<float> w;
+    w.resize(n);
+    total = kernels::cpu::exp_weights(values.data(), max_logit, temperature, w.data(), static_cast<int64_t>(n));
     // Zero-weight tokens can never be reached by the nucleus nor survive renormalisation, so
-    // they are left out of the candidates; min-p is applied here too (see below).
-    for (size_t i = 0; i < n; ++i) {
-      const float w = weight(values[i]);
-      total += w;
-      if (w > 0.0f && w >= min_p) cands.push_back({values[i], static_cast<int32_t>(i), w});
-    }
+    // they are left out of the candidates; min-p is applied here too (see below), and so is a
+    // bound that only tokens outside the nucleus fall below.
+    float floor = std::max(min_p, std::numeric_limits<float>::denorm_min());
+    if (use_top_p) floor = std::max(floor, nucleus_weight_bound(w, static_cast<double>(top_p) * total));
+    for (size_t i = 0; i < n; ++i)
+      if (w[i] >= floor) cands.push_back({values[i], static_cast<int32_t>(i), w[i]});
   }
   // Min-p before top-p gives the same set as the specified order (top-p, then min-p): both keep
   // a prefix of the same ranking, the max token survives top-p so p_max is unchanged, and

@@ -28,6 +28,9 @@ std::vector<int32_t> banned_tokens(std::span<const int32_t> history, int n);
 // present in history. n = 1 bans every token seen; n <= 0 does nothing.
 void apply_no_repeat_ngram(std::span<float> logits, std::span<const int32_t> history, int n);
 
+// The largest value, NaN entries skipped; -inf when there is none.
+float max_value(std::span<const float> values);
+
 // values: on input the (penalised) logits, -inf for banned tokens; on output the distribution
 // softmax(logits / temperature) restricted to the tokens kept by top-k, then top-p, then min-p,
 // renormalised, zeros elsewhere. temperature > 0. top_k <= 0 disables it, top_p = 1 and min_p = 0

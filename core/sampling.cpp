@@ -9,6 +9,33 @@
 
 namespace specmoe::core {
 
+namespace {
+
+constexpr size_t kSampleBlock = 512;
+// sample_with's block sums, filled by check_distribution (per thread: chains may be shared).
+thread_local std::vector<double> t_block_sums;
+
+// Sums of consecutive blocks of kSampleBlock probabilities (each in eight double lanes, so the
+// pass vectorises); returns the total. The inverse-CDF walk of sample_with skips whole blocks.
+double block_sums(std::span<const float> probs, std::vector<double>& sums) {
+  const size_t n = probs.size();
+  sums.assign((n + kSampleBlock - 1) / kSampleBlock, 0.0);
+  double total = 0.0;
+  for (size_t b = 0; b < sums.size(); ++b) {
+    const size_t begin = b * kSampleBlock, end = std::min(n, begin + kSampleBlock);
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i = begin;
+    for (; i + 8 <= end; i += 8)
+      for (size_t j = 0; j < 8; ++j) lane[j] += probs[i + j];
+    for (; i < end; ++i) lane[0] += probs[i];
+    sums[b] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    total += sums[b];
+  }
+  return total;
+}
+
+}  // namespace
+
 void SamplingParams::validate() const {
   if (!std::isfinite(temperature) || temperature < 0.0f) {
     throw_error(ErrorKind::InvalidArgument,
@@ -48,11 +75,14 @@ void SamplerChain::distribution(std::span<const float> logits, std::span<const i
   if (logits.empty()) throw_error(ErrorKind::InvalidArgument, "sampling: logits row is empty");
   if (probs.size() != logits.size())
     throw_error(ErrorKind::InvalidArgument, "sampling: {} probabilities for {} logits", probs.size(), logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) {
-    // -inf is a legitimate mask; NaN or +inf would poison the softmax.
-    if (std::isnan(logits[i]) || logits[i] == std::numeric_limits<float>::infinity()) {
-      throw_error(ErrorKind::Runtime, "sampling: logit of token {} is {}", i, logits[i]);
-    }
+  // -inf is a legitimate mask; NaN or +inf would poison the softmax. A branch-free scan (which
+  // the compiler vectorises) first, the offending index only when there is one.
+  unsigned bad = 0;
+  for (const float l : logits) bad |= static_cast<unsigned>(!(l < std::numeric_limits<float>::infinity()));
+  if (bad) {
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (!(logits[i] < std::numeric_limits<float>::infinity()))
+        throw_error(ErrorKind::Runtime, "sampling: logit of token {} is {}", i, logits[i]);
   }
   check_history(history, logits.size());
   if (probs.data() != logits.data()) std::copy(logits.begin(), logits.end(), probs.begin());
@@ -80,15 +110,16 @@ int32_t SamplerChain::sample(std::span<const float> probs, Rng& rng) const {
 
 double SamplerChain::check_distribution(std::span<const float> probs) const {
   if (probs.empty()) throw_error(ErrorKind::InvalidArgument, "sampling: distribution is empty");
-  double total = 0.0;
-  for (size_t i = 0; i < probs.size(); ++i) {
-    if (!(probs[i] >= 0.0f) || std::isinf(probs[i])) {
-      throw_error(ErrorKind::InvalidArgument,
-                  "sampling: probability of token {} is {} (must be finite and >= 0)", i,
-                  probs[i]);
-    }
-    total += probs[i];
+  unsigned bad = 0;
+  for (const float v : probs)
+    bad |= static_cast<unsigned>(!(v >= 0.0f && v < std::numeric_limits<float>::infinity()));
+  if (bad) {
+    for (size_t i = 0; i < probs.size(); ++i)
+      if (!(probs[i] >= 0.0f && probs[i] < std::numeric_limits<float>::infinity()))
+        throw_error(ErrorKind::InvalidArgument,
+                    "sampling: probability of token {} is {} (must be finite and >= 0)", i, probs[i]);
   }
+  const double total = block_sums(probs, t_block_sums);
   if (!(total > 0.0)) {
     throw_error(ErrorKind::InvalidArgument, "sampling: distribution of {} tokens sums to 0",
                 probs.size());
@@ -106,17 +137,28 @@ int32_t SamplerChain::sample_with(std::span<const float> probs, double u) const 
   // is sampled without bias. The first token whose cumulative mass exceeds the target always has
   // positive probability (the sum only grows there); if rounding leaves the target at or past the
   // final sum, the last positive token is taken.
+  // The cumulative mass is the sum of the whole blocks before a token plus the token's prefix of
+  // its block, so the walk skips whole blocks until the one where it passes the target.
   const double target = u * total;
   double cum = 0.0;
-  int32_t last_positive = 0;
-  for (size_t i = 0; i < probs.size(); ++i) {
+  size_t start = 0;
+  for (size_t b = 0; b + 1 < t_block_sums.size() && cum + t_block_sums[b] <= target; ++b) {
+    cum += t_block_sums[b];
+    start += kSampleBlock;
+  }
+  int32_t last_positive = -1;
+  for (size_t i = start; i < probs.size(); ++i) {
     if (probs[i] > 0.0f) {
       cum += probs[i];
       last_positive = static_cast<int32_t>(i);
       if (cum > target) return last_positive;
     }
   }
-  return last_positive;
+  if (last_positive >= 0) return last_positive;
+  // Rounding put the target past the skipped blocks' sum: the last positive token before them.
+  for (size_t i = start; i-- > 0;)
+    if (probs[i] > 0.0f) return static_cast<int32_t>(i);
+  return 0;
 }
 
 int32_t SamplerChain::sample_logits(std::span<const float> logits,
@@ -127,16 +169,14 @@ int32_t SamplerChain::sample_logits(std::span<const float> logits,
 }
 
 int32_t argmax(std::span<const float> values) {
-  int32_t best = -1;
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (std::isnan(values[i])) continue;
-    if (best < 0 || values[i] > values[best]) best = static_cast<int32_t>(i);
-  }
-  if (best < 0) {
+  // The maximum in a vectorised pass (NaN skipped), then the first index holding it.
+  const float best = max_value(values);
+  const auto it = std::find(values.begin(), values.end(), best);
+  if (it == values.end()) {  // no number: every value is NaN (a -inf maximum is found)
     throw_error(ErrorKind::InvalidArgument, "argmax: {} values, none of them a number",
                 values.size());
   }
-  return best;
+  return static_cast<int32_t>(it - values.begin());
 }
 
 }  // namespace specmoe::core

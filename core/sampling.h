@@ -51,7 +51,8 @@ class SamplerChain {
 
  private:
   // Throws Error(InvalidArgument) unless probs is a non-empty row of finite, non-negative values
-  // with a positive sum; returns the sum.
+  // with a positive sum; returns the sum, and leaves the per-block sums that sample_with walks in
+  // a thread-local buffer.
   double check_distribution(std::span<const float> probs) const;
   SamplingParams params_;
 };

@@ -54,6 +54,20 @@ void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, in
   });
 }
 
+double exp_weights_ref(const float* x, float shift, float temperature, float* w, int64_t n) {
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    w[i] = std::exp((x[i] - shift) / temperature);
+    total += w[i];
+  }
+  return total;
+}
+
+double exp_weights(const float* x, float shift, float temperature, float* w, int64_t n, Isa isa) {
+  if (usable_isa(isa) >= Isa::Avx2) return avx2::exp_weights(x, shift, temperature, w, n);
+  return exp_weights_ref(x, shift, temperature, w, n);
+}
+
 void gelu_ref(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = gelu(x[i]);
 }

@@ -89,4 +89,25 @@ void gelu(const float* x, float* y, int64_t n) {
   map8(n, [&](int64_t i, int m) { store_part(y + i, gelu256(load_part(x + i, m)), m); });
 }
 
+double exp_weights(const float* x, float shift, float temperature, float* w, int64_t n) {
+  // Divided, as the reference does: multiplying by 1 / temperature would be an ulp off the
+  // argument, which exp turns into a relative error of up to 1e-5 at |argument| ~ 87.
+  const __m256 s = _mm256_set1_ps(shift), t = _mm256_set1_ps(temperature);
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  // The padded lanes of the tail hold exp((0 - shift) / t), not zeros: masked out of the sum.
+  map8(n, [&](int64_t i, int m) {
+    __m256 v = exp256(_mm256_div_ps(_mm256_sub_ps(load_part(x + i, m), s), t));
+    if (m < 8) {
+      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+      v = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(m), lane)));
+    }
+    store_part(w + i, v, m);
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  });
+  double lanes[4];
+  _mm256_storeu_pd(lanes, _mm256_add_pd(lo, hi));
+  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
 }  // namespace specmoe::kernels::cpu::avx2

@@ -208,6 +208,14 @@ void softmax(float* x, int64_t n);
 // x: [T, n], softmax over each row.
 void softmax_rows(ThreadPool& pool, float* x, int64_t T, int64_t n);
 
+// w[i] = exp((x[i] - shift) / temperature) for n elements, w may alias x; returns the sum of the
+// w[i], accumulated in double. Sampling's softmax weights (core/logits_processors.cpp), one row of
+// a vocabulary at a time on the caller's thread: the reference calls libm's expf per element, the
+// fast path uses the vectorised exp of the activations (within 2 ulp of it; an element's value
+// depends only on its inputs).
+double exp_weights_ref(const float* x, float shift, float temperature, float* w, int64_t n);
+double exp_weights(const float* x, float shift, float temperature, float* w, int64_t n, Isa isa = best_isa());
+
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 // GELU, tanh approximation (Hendrycks & Gimpel 2016), as GPT-2 and llama.cpp use.
 float gelu(float x);

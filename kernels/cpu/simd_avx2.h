@@ -16,6 +16,8 @@ float dot_f32(const float* a, const float* b, int64_t n);
 // SwiGLU and GELU through a vectorised exp (activation_avx2.cpp): out may alias the inputs.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void gelu(const float* x, float* y, int64_t n);
+// Sampling's softmax weights through the same exp: see exp_weights in ops.h.
+double exp_weights(const float* x, float shift, float temperature, float* w, int64_t n);
 // y[i] += a * x[i]
 void axpy_f32(float a, const float* x, float* y, int64_t n);
 
