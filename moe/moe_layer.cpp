@@ -31,7 +31,15 @@ void check_view(const MatrixView& w, const char* role, int64_t n_in, int64_t n_o
                 w.row_bytes, want);
 }
 
-constexpr int64_t kRowsPerItem = 16;  // rows of one weight matrix per work item (as matmul's grain)
+// Rows of one weight matrix per work item: a multiple of matmul's grain (16), at most 128, and
+// small enough that every thread gets about four items (load balance when only one or two
+// experts are active). Larger items at decode time: each item's matmul call has a fixed cost
+// (its setup, the activation quantization for the integer types), which 16-row items paid some
+// 300 times per layer and token.
+int64_t rows_per_item(int64_t rows, int n_threads) {
+  const int64_t want = rows / (4 * static_cast<int64_t>(std::max(n_threads, 1)));
+  return std::clamp<int64_t>(want / 16 * 16, 16, 128);
+}
 
 }  // namespace
 
@@ -163,16 +171,19 @@ void MoELayer::run_ffns(ThreadPool& pool, const float* x, int T) {
   }
   if (groups.empty()) return;
 
-  // Work items: (group, chunk of kRowsPerItem rows); start[g] = first item of group g. One
+  // Work items: (group, chunk of rows_per_item rows); start[g] = first item of group g. One
   // parallel_for per phase for all experts (not one per expert), so the pool's fork/join cost
   // does not grow with U(T). Inside an item the kernels' matmul runs on the item's rows; a
   // matmul called from inside a pool job runs on the calling thread (ops.h), so it does not
   // fork again.
-  auto chunks = [](int64_t rows) { return (rows + kRowsPerItem - 1) / kRowsPerItem; };
+  int64_t ff_rows = 0;
+  for (const Group& G : groups) ff_rows += G.ff;
+  const int64_t up_rows = rows_per_item(ff_rows, pool.n_threads());
+  const int64_t down_rows = rows_per_item(static_cast<int64_t>(groups.size()) * n_embd_, pool.n_threads());
   std::vector<int64_t> up_start(groups.size() + 1, 0), down_start(groups.size() + 1, 0);
   for (size_t g = 0; g < groups.size(); ++g) {
-    up_start[g + 1] = up_start[g] + chunks(groups[g].ff);
-    down_start[g + 1] = down_start[g] + chunks(n_embd_);
+    up_start[g + 1] = up_start[g] + (groups[g].ff + up_rows - 1) / up_rows;
+    down_start[g + 1] = down_start[g] + (n_embd_ + down_rows - 1) / down_rows;
   }
   auto find_group = [](const std::vector<int64_t>& start, int64_t item) {
     return static_cast<size_t>(std::upper_bound(start.begin(), start.end(), item) - start.begin() - 1);
@@ -184,13 +195,15 @@ void MoELayer::run_ffns(ThreadPool& pool, const float* x, int T) {
     for (int64_t item = i0; item < i1; ++item) {
       const size_t gi = find_group(up_start, item);
       const Group& G = groups[gi];
-      const int64_t r0 = (item - up_start[gi]) * kRowsPerItem;
-      const int64_t r1 = std::min<int64_t>(r0 + kRowsPerItem, G.ff);
+      const int64_t r0 = (item - up_start[gi]) * up_rows;
+      const int64_t r1 = std::min<int64_t>(r0 + up_rows, G.ff);
       const int64_t nr = r1 - r0;
       g.resize(static_cast<size_t>(G.n_tok * nr));
       u.resize(g.size());
-      cpu::matmul(pool, G.x, G.n_tok, G.gate->rows(G.gate_up_row0 + r0, nr), g.data());
-      cpu::matmul(pool, G.x, G.n_tok, G.up->rows(G.gate_up_row0 + r0, nr), u.data());
+      // Gate and up share their input: one call, the activations quantized once for both.
+      const cpu::MatrixView w[2] = {G.gate->rows(G.gate_up_row0 + r0, nr), G.up->rows(G.gate_up_row0 + r0, nr)};
+      float* const y[2] = {g.data(), u.data()};
+      cpu::matmul_multi(pool, G.x, G.n_tok, w, y);
       for (int64_t i = 0; i < G.n_tok; ++i)
         for (int64_t r = 0; r < nr; ++r)
           G.h[i * G.ff + r0 + r] = cpu::silu(g[i * nr + r]) * u[i * nr + r];
@@ -203,8 +216,8 @@ void MoELayer::run_ffns(ThreadPool& pool, const float* x, int T) {
     for (int64_t item = i0; item < i1; ++item) {
       const size_t gi = find_group(down_start, item);
       const Group& G = groups[gi];
-      const int64_t o0 = (item - down_start[gi]) * kRowsPerItem;
-      const int64_t o1 = std::min<int64_t>(o0 + kRowsPerItem, n_embd_);
+      const int64_t o0 = (item - down_start[gi]) * down_rows;
+      const int64_t o1 = std::min<int64_t>(o0 + down_rows, n_embd_);
       const int64_t no = o1 - o0;
       d.resize(static_cast<size_t>(G.n_tok * no));
       cpu::matmul(pool, G.h, G.n_tok, G.down->rows(G.down_row0 + o0, no), d.data());
