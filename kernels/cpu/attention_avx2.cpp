@@ -43,27 +43,58 @@ void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += a * half(x[i]);
 }
 
-void dot_f16_heads(const float* const* q, int G, const uint16_t* k, int64_t n, float* dots) {
-  // Heads in groups of 4: 8 accumulators and the two widened key vectors fit the 16 registers.
-  for (int g0 = 0; g0 < G; g0 += 4) {
-    const int m = std::min(4, G - g0);
-    __m256 a0[4], a1[4];
-    for (int g = 0; g < 4; ++g) a0[g] = a1[g] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      const __m256 k0 = load_f16(k + i), k1 = load_f16(k + i + 8);
-      for (int g = 0; g < m; ++g) {
-        a0[g] = _mm256_fmadd_ps(k0, _mm256_loadu_ps(q[g0 + g] + i), a0[g]);
-        a1[g] = _mm256_fmadd_ps(k1, _mm256_loadu_ps(q[g0 + g] + i + 8), a1[g]);
+namespace {
+
+// Heads in groups of 4: 8 accumulators and the two widened key vectors fit the 16 registers.
+template <int M>
+void dot_heads(const float* const* q, const uint16_t* k, int64_t n, float* dots) {
+  __m256 a0[M], a1[M];
+#pragma GCC unroll 4
+  for (int g = 0; g < M; ++g) a0[g] = a1[g] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 k0 = load_f16(k + i), k1 = load_f16(k + i + 8);
+#pragma GCC unroll 4
+    for (int g = 0; g < M; ++g) {
+      a0[g] = _mm256_fmadd_ps(k0, _mm256_loadu_ps(q[g] + i), a0[g]);
+      a1[g] = _mm256_fmadd_ps(k1, _mm256_loadu_ps(q[g] + i + 8), a1[g]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < M; ++g) dots[g] = finish_dot(a0[g], a1[g], q[g], k, i, n);
+}
+template <int G>
+struct Dots {
+  static void run(const float* const* q, const uint16_t* k, int64_t n, float* dots) {
+    for (int g0 = 0; g0 < G; g0 += 4) {
+      if (G - g0 >= 4) {
+        dot_heads<4>(q + g0, k, n, dots + g0);
+      } else {
+        switch (G - g0) {
+          case 1: dot_heads<1>(q + g0, k, n, dots + g0); break;
+          case 2: dot_heads<2>(q + g0, k, n, dots + g0); break;
+          default: dot_heads<3>(q + g0, k, n, dots + g0); break;
+        }
       }
     }
-    for (int g = 0; g < m; ++g) dots[g0 + g] = finish_dot(a0[g], a1[g], q[g0 + g], k, i, n);
   }
+};
+template <int G>
+struct WeightedSum {
+  // Eight columns at a time, all rows, all heads in registers (at most 8 accumulators).
+  static void run(const float* w, const uint16_t* const* v, int64_t rows, int64_t n, float* const* out) {
+    weighted_sum_columns<G>(w, v, rows, 0, n, out);
+  }
+};
+
+}  // namespace
+
+void dot_f16_heads(const float* const* q, int G, const uint16_t* k, int64_t n, float* dots) {
+  with_heads<Dots>(G, q, k, n, dots);
 }
 
 void weighted_sum_f16_heads(const float* w, int G, const uint16_t* const* v, int64_t rows, int64_t n, float* const* out) {
-  // Eight columns at a time, all rows, all heads in registers (at most 8 accumulators).
-  weighted_sum_columns(w, G, v, rows, 0, n, out);
+  with_heads<WeightedSum>(G, w, v, rows, n, out);
 }
 
 void quantize_query_q8(const float* q, int64_t nb, QueryQ8* out) {

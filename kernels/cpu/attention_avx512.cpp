@@ -37,32 +37,64 @@ inline __m512 load_f16x16(const uint16_t* p) {
 
 }  // namespace
 
-void dot_f16_heads(const float* const* q, int G, const uint16_t* k, int64_t n, float* dots) {
-  __m512 acc[8];
+namespace {
+
+// The kernels for a fixed number of heads G (attention_f16_inl.h: with_heads).
+template <int G>
+void dot_heads(const float* const* q, const uint16_t* k, int64_t n, float* dots) {
+  __m512 acc[G];
+#pragma GCC unroll 8
   for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 kv = load_f16x16(k + i);
+#pragma GCC unroll 8
     for (int g = 0; g < G; ++g) acc[g] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q[g] + i), acc[g]);
   }
+#pragma GCC unroll 8
   for (int g = 0; g < G; ++g)
     dots[g] = finish_dot(_mm512_castps512_ps256(acc[g]),
                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[g]), 1)), q[g], k, i, n);
 }
 
-void weighted_sum_f16_heads(const float* w, int G, const uint16_t* const* v, int64_t rows, int64_t n,
-                            float* const* out) {
+template <int G>
+void weighted_sum_heads(const float* w, const uint16_t* const* v, int64_t rows, int64_t n, float* const* out) {
   int64_t c = 0;
   for (; c + 16 <= n; c += 16) {
-    __m512 acc[8];
+    __m512 acc[G];
+#pragma GCC unroll 8
     for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t r = 0; r < rows; ++r) {
       const __m512 x = load_f16x16(v[r] + c);
+#pragma GCC unroll 8
       for (int g = 0; g < G; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(w[g * rows + r]), x, acc[g]);
     }
+#pragma GCC unroll 8
     for (int g = 0; g < G; ++g) _mm512_storeu_ps(out[g] + c, acc[g]);
   }
-  weighted_sum_columns(w, G, v, rows, c, n, out);  // the columns past the last 16: the AVX2 steps
+  weighted_sum_columns<G>(w, v, rows, c, n, out);  // the columns past the last 16: the AVX2 steps
+}
+
+template <int G>
+struct Dots {
+  static void run(const float* const* q, const uint16_t* k, int64_t n, float* dots) { dot_heads<G>(q, k, n, dots); }
+};
+template <int G>
+struct WeightedSum {
+  static void run(const float* w, const uint16_t* const* v, int64_t rows, int64_t n, float* const* out) {
+    weighted_sum_heads<G>(w, v, rows, n, out);
+  }
+};
+
+}  // namespace
+
+void dot_f16_heads(const float* const* q, int G, const uint16_t* k, int64_t n, float* dots) {
+  with_heads<Dots>(G, q, k, n, dots);
+}
+
+void weighted_sum_f16_heads(const float* w, int G, const uint16_t* const* v, int64_t rows, int64_t n,
+                            float* const* out) {
+  with_heads<WeightedSum>(G, w, v, rows, n, out);
 }
 
 }  // namespace specmoe::kernels::cpu::avx512
