@@ -34,7 +34,10 @@ class CpuBackend final : public Backend {
 
   Device device() const override { return Device{}; }
   std::string describe() const override {
-    return fmt::format("cpu ({}, {} threads)", cpu::isa_name(cpu::best_isa()), pool_.n_threads());
+    const cpu::Isa isa = cpu::best_isa();
+    return fmt::format("cpu ({}{}, {} threads)", cpu::isa_name(isa),
+                       isa >= cpu::Isa::Avx512 && !cpu::decode_prefetch() ? ", no decode prefetch" : "",
+                       pool_.n_threads());
   }
   int threads() const override { return pool_.n_threads(); }
 

@@ -158,6 +158,19 @@ Isa best_isa() {
   return isa;
 }
 
+bool decode_prefetch() {
+  static const bool on = [] {
+    const char* env = std::getenv("SPECMOE_DECODE_PREFETCH");
+    if (env != nullptr && (std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0)) return *env == '1';
+#if defined(__x86_64__) || defined(__i386__)
+    return !__builtin_cpu_is("amd");
+#else
+    return true;
+#endif
+  }();
+  return on;
+}
+
 Isa usable_isa(Isa want) {
   if (want == Isa::Amx && !cpu_has_amx()) want = Isa::Avx512;
   if (want == Isa::Avx512 && !cpu_has_avx512()) want = Isa::Avx2;

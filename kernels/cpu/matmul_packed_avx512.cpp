@@ -76,7 +76,9 @@ inline __m512i dot32(const __m512i* w, const int8_t* x) {
 // short and whose products are small: SmolLM2-135M Q4_1 207 -> 323 tokens/s, the
 // Qwen2.5-Coder-0.5B draft Q4_K_M 54 -> 64 (requantized to Q4_0: 77 -> 94), gemma-3-270m 95 ->
 // 108, and left Qwen2.5-Coder-1.5B Q4_K_M as it was (23.2 / 22.3 in two rounds; 16 KB ahead
-// slowed it to 21.5): the cores' prefetchers need a while to pick up each chunk of rows.
+// slowed it to 21.5): the cores' prefetchers need a while to pick up each chunk of rows. On Zen 4
+// the same prefetches slowed decode (7-19%), so one-token products prefetch only where
+// decode_prefetch() says so (ops.h: Intel CPUs).
 constexpr size_t kPrefetchAhead = 16 << 10;    // bytes ahead of the block being computed, 2+ tokens
 constexpr size_t kPrefetchAheadOne = 4 << 10;  // the same for one token
 template <int G, size_t kBytes>
@@ -390,7 +392,10 @@ void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const u
   const GroupFn* fns = is_float ? kFloatGroupFns.data() : kGroupFns.data();
   const int64_t nb = n_in / info.block_size;
   const size_t group_bytes = static_cast<size_t>(nb) * kRows * info.block_bytes;
-  const uint8_t* end = groups + ((j1 + kRows - 1) / kRows - j0 / kRows) * group_bytes;
+  // The prefetches stop at `end`, the end of the caller's rows; a one-token product without
+  // decode prefetching (ops.h: decode_prefetch) ends them before the first.
+  const uint8_t* end =
+      T == 1 && !decode_prefetch() ? groups : groups + ((j1 + kRows - 1) / kRows - j0 / kRows) * group_bytes;
   const uint8_t* ap[kMaxGroup];
   alignas(64) float out[kMaxGroup * kRows];
   for_each_run(groups, group_bytes, T, max_group, y, n_out, j0, j1, out,

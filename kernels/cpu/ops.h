@@ -114,6 +114,15 @@ Isa best_isa();
 // Scalar).
 Isa usable_isa(Isa want);
 const char* isa_name(Isa isa);
+// Whether the AVX-512 kernels prefetch weight blocks ahead in software in one-token products
+// (decode). Batches always do. Measured with 2 threads: on Sapphire Rapids the prefetches raised
+// the small models' decode by 13-56% (the cores' prefetchers are slow to pick up each chunk of
+// rows), on Zen 4 they slowed it (no prefetch against 4 KB ahead, median of 10 alternating pairs
+// of `specmoe bench -n 64 -p 0 -r 1 --max-batch 1`: Qwen2.5-Coder-1.5B Q4_K_M 1.19x, its 0.5B
+// requantized to Q4_0 1.17x, SmolLM2-135M Q4_1 1.08x, the synth F16 target 1.07x), and on Zen 5
+// decode streamed as fast without them. So: on for Intel CPUs, off for AMD ones;
+// SPECMOE_DECODE_PREFETCH=1 or 0 overrides. It changes timing only, never a result.
+bool decode_prefetch();
 
 // ---------------------------------------------------------------------------------------------
 // Matrix multiplication y[T, n_out] = x[T, n_in] * W^T.
