@@ -35,10 +35,6 @@ inline __m512 load_f16x16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-}  // namespace
-
-namespace {
-
 // The kernels for a fixed number of heads G (attention_f16_inl.h: with_heads).
 template <int G>
 void dot_heads(const float* const* q, const uint16_t* k, int64_t n, float* dots) {
