@@ -231,7 +231,11 @@ void quant_k_scales(const float* x, int qmax, uint8_t* head, uint8_t L[QK_K]) {
   uint8_t ls[8], lm[8];
   for (int s = 0; s < 8; ++s) {
     // Round the scale up so the sub-block's range still fits in [0, qmax] after 6-bit rounding.
-    ls[s] = static_cast<uint8_t>(d > 0.0f ? std::clamp(static_cast<int>(std::ceil(scale[s] / d - 1e-4f)), 0, 63) : 0);
+    // Clamped before the conversion: finite weights whose range overflows a float (hi - lo past
+    // 3.4e38) make scale and d infinite and the ratio NaN, and a float -> int conversion of NaN is
+    // undefined (found by fuzz_model's mutator, which requantizes tensors of fuzzed values).
+    const float up = d > 0.0f ? scale[s] / d - 1e-4f : 0.0f;
+    ls[s] = static_cast<uint8_t>(!(up > 0.0f) ? 0 : up >= 63.0f ? 63 : static_cast<int>(std::ceil(up)));
     lm[s] = static_cast<uint8_t>(dmin > 0.0f ? std::clamp(nearest(minv[s] / dmin), 0, 63) : 0);
   }
   set_scale_min(ls, lm, head + 4);

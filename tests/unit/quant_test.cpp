@@ -2,6 +2,7 @@
 // layout matches ggml's, not just our own quantizer), then quantize -> dequantize error bounds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -513,6 +514,34 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QuantRoundTrip,
                                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q5_0, DType::Q5_1,
                                            DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Finite weights at the ends of the float range: a block spanning -3e38 .. 3e38 overflows the
+// range computations of the scale searches (hi - lo is infinite). The row must still quantize,
+// without a float -> int conversion of NaN or infinity (CI runs this under UBSan), to the same
+// bytes every time, and the blocks after it, of ordinary values, must not be touched by it.
+TEST(QuantRoundTrip, BlocksSpanningTheFloatRangeQuantizeDeterministically) {
+  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K,   DType::Q5_K,  DType::Q6_K,
+                         DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS};
+  std::vector<float> x(512);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& v : x) v = dist(rng);
+  for (int i = 0; i < 256; i += 7) x[static_cast<size_t>(i)] = (i % 2 ? -3.0e38f : 3.0e38f);
+  for (DType t : types) {
+    SCOPED_TRACE(dtype_name(t));
+    std::vector<uint8_t> q1(dtype_row_bytes(t, 512)), q2(q1.size(), 0xAA);
+    quantize_row(t, x.data(), q1.data(), 512);
+    quantize_row(t, x.data(), q2.data(), 512);
+    EXPECT_EQ(q1, q2);
+    // The second 256 elements, quantized alone, give the second half of the row's bytes.
+    std::vector<uint8_t> tail(dtype_row_bytes(t, 256));
+    quantize_row(t, x.data() + 256, tail.data(), 256);
+    EXPECT_TRUE(std::equal(tail.begin(), tail.end(), q1.begin() + static_cast<std::ptrdiff_t>(q1.size() - tail.size())));
+    std::vector<float> y(256, NAN);
+    dequantize_row(t, tail.data(), y.data(), 256);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], x[256 + i], 2.5f) << i;  // 4 sigma of N(0, 1) at 2+ bits
+  }
+}
 
 TEST(QuantRoundTrip, ZeroAndConstantBlocks) {
   const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K,   DType::Q5_K,  DType::Q6_K,
