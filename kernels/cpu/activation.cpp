@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/exp.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd_avx2.h"
 
@@ -20,11 +21,9 @@ void softmax(float* x, int64_t n) {
   if (n <= 0) return;
   float mx = x[0];
   for (int64_t i = 1; i < n; ++i) mx = std::max(mx, x[i]);
+  exp_shifted(x, n, mx);
   double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }

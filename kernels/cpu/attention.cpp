@@ -8,6 +8,8 @@
 // fast path reads the rows as they are stored: F32 and F16 keys against the float query (halves
 // widened exactly), Q8_0 keys by an integer dot with the query quantized to 8 bits per block (as
 // llama.cpp's CPU attention does for quantized K), values accumulated from each type directly.
+// Both take the softmax's exponentials from exp_shifted (kernels/cpu/exp.h: libm's expf bits,
+// 8 per instruction).
 #include <algorithm>
 #include <cmath>
 #include <tuple>
@@ -16,6 +18,7 @@
 #include "base/error.h"
 #include "kernels/cpu/attention_avx2.h"
 #include "kernels/cpu/attention_avx512.h"
+#include "kernels/cpu/exp.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/simd_avx2.h"
@@ -120,11 +123,9 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
     if (p.softcap > 0.0f) s.scores[t] = p.softcap * std::tanh(s.scores[t] / p.softcap);
     mx = std::max(mx, s.scores[t]);
   }
+  exp_shifted(s.scores.data(), n, mx);
   float sum = 0.0f;
-  for (int64_t t = 0; t < n; ++t) {
-    s.scores[t] = std::exp(s.scores[t] - mx);
-    sum += s.scores[t];
-  }
+  for (int64_t t = 0; t < n; ++t) sum += s.scores[t];
   const float inv = 1.0f / sum;
   for (int64_t t = 0; t < n; ++t) {
     const uint8_t* vr = V.row(s.rows[t]);
@@ -143,6 +144,24 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
   }
 }
 
+// attend_one's softmax for each of G heads, scores[g * n + t] in place. The heads' maxima and
+// sums run side by side, each still in row order (the same bits), so their chains of dependent
+// adds overlap; G is a compile-time constant so that the loops over the heads unroll.
+template <int G>
+void softmax_heads(float* scores, int64_t n) {
+  float mx[G], sum[G];
+  for (int g = 0; g < G; ++g) mx[g] = -INFINITY, sum[g] = 0.0f;
+  for (int64_t t = 0; t < n; ++t)
+    for (int g = 0; g < G; ++g) mx[g] = std::max(mx[g], scores[g * n + t]);
+  for (int g = 0; g < G; ++g) exp_shifted(scores + g * n, n, mx[g]);
+  for (int64_t t = 0; t < n; ++t)
+    for (int g = 0; g < G; ++g) sum[g] += scores[g * n + t];
+  for (int g = 0; g < G; ++g) {
+    const float inv = 1.0f / sum[g];
+    for (int64_t t = 0; t < n; ++t) scores[g * n + t] *= inv;
+  }
+}
+
 // The query heads h0 .. h0 + G - 1 of token i, which share one KV head, with F16 keys and values
 // (the default cache): each key and value row is read and widened once for all of them
 // (attention_avx2.h), and every head's arithmetic is attend_one's, so the outputs are its bits.
@@ -150,10 +169,13 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
 struct F16HeadKernels {
   void (*dots)(const float* const*, int, const uint16_t*, int64_t, float*);
   void (*weighted_sum)(const float*, int, const uint16_t* const*, int64_t, int64_t, float* const*);
+  // Every row's scaled dots at once (nullptr: dots row by row).
+  void (*scores)(const float* const*, int, const uint16_t* const*, int64_t, int64_t, float, float*);
 };
 F16HeadKernels f16_head_kernels(Isa isa) {
-  if (usable_isa(isa) >= Isa::Avx512) return {&avx512::dot_f16_heads, &avx512::weighted_sum_f16_heads};
-  return {&avx2::dot_f16_heads, &avx2::weighted_sum_f16_heads};
+  if (usable_isa(isa) >= Isa::Avx512)
+    return {&avx512::dot_f16_heads, &avx512::weighted_sum_f16_heads, &avx512::scores_f16_heads};
+  return {&avx2::dot_f16_heads, &avx2::weighted_sum_f16_heads, nullptr};
 }
 
 void attend_heads_f16(const float* q, int64_t T, int64_t i, int h0, int G, const KVView& kv, const uint8_t* allowed,
@@ -177,28 +199,32 @@ void attend_heads_f16(const float* q, int64_t T, int64_t i, int h0, int G, const
   if (n == 0) return;
   // scores[g * n + t]
   if (static_cast<int64_t>(s.scores.size()) < G * n) s.scores.resize(static_cast<size_t>(G * n));
-  float dots[8];
-  for (int64_t t = 0; t < n; ++t) {
-    kern.dots(qh, G, reinterpret_cast<const uint16_t*>(K.row(s.rows[t])), d, dots);
-    for (int g = 0; g < G; ++g) {
-      float sc = dots[g] * p.scale;
-      if (p.softcap > 0.0f) sc = p.softcap * std::tanh(sc / p.softcap);
-      s.scores[g * n + t] = sc;
-    }
-  }
-  for (int g = 0; g < G; ++g) {
-    float* sc = s.scores.data() + g * n;
-    float mx = -INFINITY;
-    for (int64_t t = 0; t < n; ++t) mx = std::max(mx, sc[t]);
-    float sum = 0.0f;
-    for (int64_t t = 0; t < n; ++t) {
-      sc[t] = std::exp(sc[t] - mx);
-      sum += sc[t];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t t = 0; t < n; ++t) sc[t] = sc[t] * inv;
-  }
+  const float scale = p.scale, cap = p.softcap;
   if (static_cast<int64_t>(s.vrows.size()) < n) s.vrows.resize(static_cast<size_t>(n));
+  if (kern.scores != nullptr && cap <= 0.0f) {
+    for (int64_t t = 0; t < n; ++t) s.vrows[t] = reinterpret_cast<const uint16_t*>(K.row(s.rows[t]));
+    kern.scores(qh, G, s.vrows.data(), n, d, scale, s.scores.data());
+  } else {
+    float dots[8];
+    for (int64_t t = 0; t < n; ++t) {
+      kern.dots(qh, G, reinterpret_cast<const uint16_t*>(K.row(s.rows[t])), d, dots);
+      if (cap > 0.0f) {
+        for (int g = 0; g < G; ++g) s.scores[g * n + t] = cap * std::tanh(dots[g] * scale / cap);
+      } else {
+        for (int g = 0; g < G; ++g) s.scores[g * n + t] = dots[g] * scale;
+      }
+    }
+  }
+  switch (G) {
+    case 1: softmax_heads<1>(s.scores.data(), n); break;
+    case 2: softmax_heads<2>(s.scores.data(), n); break;
+    case 3: softmax_heads<3>(s.scores.data(), n); break;
+    case 4: softmax_heads<4>(s.scores.data(), n); break;
+    case 5: softmax_heads<5>(s.scores.data(), n); break;
+    case 6: softmax_heads<6>(s.scores.data(), n); break;
+    case 7: softmax_heads<7>(s.scores.data(), n); break;
+    default: softmax_heads<8>(s.scores.data(), n); break;
+  }
   for (int64_t t = 0; t < n; ++t) s.vrows[t] = reinterpret_cast<const uint16_t*>(V.row(s.rows[t]));
   kern.weighted_sum(s.scores.data(), G, s.vrows.data(), n, d, oh);
 }

@@ -5,7 +5,12 @@
 // same fma per lane, then split and finished with the AVX2 code's steps; weighted_sum_f16_heads'
 // lanes are columns, 16 at a time instead of 8, each with the same fma chain over the rows. So
 // a token's attention output does not depend on the instruction set, and every head of a GQA
-// group (up to 8) shares one pass over a key row instead of groups of 4.
+// group (up to 8) shares one pass over a key row instead of groups of 4. scores_f16_heads runs
+// dot_f16_heads over all the visible key rows, 8 rows at a time sharing one reduction (reduce8);
+// with libm's expf replaced by exp_shifted (kernels/cpu/exp.h) and the per-head softmax loops
+// unrolled, one layer of Qwen2.5-Coder-1.5B's attention, one thread, 9 new tokens over 512 cached
+// rows took 597-632 -> 431-442 us, one token 65-68 -> 47-50 us (`bench_attention`,
+// BM_Attention/T:9/ctx:512/isa:2, Zen 4), the same bits.
 //
 // Compiled like the other AVX2-level files; the functions get AVX-512 through the target pragma
 // and run only after the runtime check in attention.cpp.
@@ -53,6 +58,65 @@ void dot_heads(const float* const* q, const uint16_t* k, int64_t n, float* dots)
                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[g]), 1)), q[g], k, i, n);
 }
 
+// The dots of 8 rows as 8 lanes: lane r = finish_dot's sum of acc[r] (no elements left over):
+// ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)) of v = low half + high half, each add of the
+// one-row steps done here for 8 rows at once by shuffles of whole registers.
+inline __m256 reduce8(const __m512* acc) {
+  __m512 v[4];  // v[p] = [v of row 2p | v of row 2p + 1]
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p)
+    v[p] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2 * p], acc[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(acc[2 * p], acc[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // 128-bit lane k of s4[h]: row 4h + k's v[j] + v[j + 4], j < 4.
+  __m512 s4[2];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h)
+    s4[h] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * h], v[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_f32x4(v[2 * h], v[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  // Lane k: [t0 + t2, t1 + t3] of row k, then of row 4 + k.
+  const __m512 s2 = _mm512_add_ps(_mm512_shuffle_ps(s4[0], s4[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm512_shuffle_ps(s4[0], s4[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // Lane k: [row k, row 4 + k, row k, row 4 + k].
+  const __m512 s1 = _mm512_add_ps(_mm512_shuffle_ps(s2, s2, _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_ps(s2, s2, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_castps512_ps256(
+      _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), s1));
+}
+
+// scores[g * rows + t] = dot_heads<G>(q, k[t], n)[g] * scale for every row t. Rows 8 at a time
+// when n is a multiple of 16 (up to 256): the 8 key rows widened once into an L1 buffer, then per
+// head 8 fma chains with dot_heads' lanes and order and one shared reduction (reduce8) instead of
+// 8 horizontal sums; the other rows through dot_heads. The same bits either way.
+template <int G>
+void scores_heads(const float* const* q, const uint16_t* const* k, int64_t rows, int64_t n, float scale,
+                  float* scores) {
+  int64_t t = 0;
+  if (n % 16 == 0 && n <= 256) {
+    alignas(64) float kf[8 * 256];
+    const __m256 sc = _mm256_set1_ps(scale);
+    for (; t + 8 <= rows; t += 8) {
+      for (int r = 0; r < 8; ++r)
+        for (int64_t i = 0; i < n; i += 16) _mm512_store_ps(kf + r * n + i, load_f16x16(k[t + r] + i));
+      for (int g = 0; g < G; ++g) {
+        __m512 acc[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r) acc[r] = _mm512_setzero_ps();
+        for (int64_t i = 0; i < n; i += 16) {
+          const __m512 qv = _mm512_loadu_ps(q[g] + i);
+#pragma GCC unroll 8
+          for (int r = 0; r < 8; ++r) acc[r] = _mm512_fmadd_ps(_mm512_load_ps(kf + r * n + i), qv, acc[r]);
+        }
+        _mm256_storeu_ps(scores + g * rows + t, _mm256_mul_ps(reduce8(acc), sc));
+      }
+    }
+  }
+  for (; t < rows; ++t) {
+    float dots[8];
+    dot_heads<G>(q, k[t], n, dots);
+    for (int g = 0; g < G; ++g) scores[g * rows + t] = dots[g] * scale;
+  }
+}
+
 template <int G>
 void weighted_sum_heads(const float* w, const uint16_t* const* v, int64_t rows, int64_t n, float* const* out) {
   int64_t c = 0;
@@ -76,6 +140,13 @@ struct Dots {
   static void run(const float* const* q, const uint16_t* k, int64_t n, float* dots) { dot_heads<G>(q, k, n, dots); }
 };
 template <int G>
+struct Scores {
+  static void run(const float* const* q, const uint16_t* const* k, int64_t rows, int64_t n, float scale,
+                  float* scores) {
+    scores_heads<G>(q, k, rows, n, scale, scores);
+  }
+};
+template <int G>
 struct WeightedSum {
   static void run(const float* w, const uint16_t* const* v, int64_t rows, int64_t n, float* const* out) {
     weighted_sum_heads<G>(w, v, rows, n, out);
@@ -86,6 +157,11 @@ struct WeightedSum {
 
 void dot_f16_heads(const float* const* q, int G, const uint16_t* k, int64_t n, float* dots) {
   with_heads<Dots>(G, q, k, n, dots);
+}
+
+void scores_f16_heads(const float* const* q, int G, const uint16_t* const* k, int64_t rows, int64_t n, float scale,
+                      float* scores) {
+  with_heads<Scores>(G, q, k, rows, n, scale, scores);
 }
 
 void weighted_sum_f16_heads(const float* w, int G, const uint16_t* const* v, int64_t rows, int64_t n,

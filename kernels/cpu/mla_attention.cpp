@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/exp.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd_avx2.h"
 
@@ -57,11 +58,9 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const MlaKVView& kv
     scores[s] = dot * p.scale;
     mx = std::max(mx, scores[s]);
   }
+  exp_shifted(scores, n, mx);
   float sum = 0.0f;
-  for (int64_t s = 0; s < n; ++s) {
-    scores[s] = std::exp(scores[s] - mx);
-    sum += scores[s];
-  }
+  for (int64_t s = 0; s < n; ++s) sum += scores[s];
   const float inv = 1.0f / sum;
   for (int64_t s = 0; s < n; ++s) {
     const float* vr = kv.rows + rows[s] * kv.stride;  // the latent is the value
