@@ -106,7 +106,8 @@ TEST(KernelIsa, AmxMatchesAvx2BitForBit) {
 
 // Attention over f16 keys and values (the default cache): the AVX-512 head-group kernels against
 // the AVX2 ones, bit for bit, for GQA groups of 1..8 heads, head dimensions with every tail of the
-// 16- and 8-element steps, causal and tree masks.
+// 16- and 8-element steps, causal and tree masks, and visible rows in whole 8-row score blocks and
+// with a tail (head_dim 256: the largest the block path takes).
 TEST(KernelIsa, Avx512AttentionMatchesAvx2BitForBit) {
   if (cpu::usable_isa(cpu::Isa::Avx512) < cpu::Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
   cpu::ThreadPool pool(2);
@@ -114,6 +115,7 @@ TEST(KernelIsa, Avx512AttentionMatchesAvx2BitForBit) {
     int n_head, n_head_kv, head_dim, n_past, T;
   };
   for (const Case c : {Case{6, 1, 128, 40, 5}, Case{12, 2, 128, 133, 9}, Case{8, 1, 64, 7, 3}, Case{3, 3, 24, 19, 4},
+                       Case{8, 1, 256, 21, 3}, Case{2, 2, 16, 8, 1}, Case{5, 1, 96, 16, 1},
                        Case{14, 2, 17, 5, 6}, Case{4, 1, 40, 0, 7}, Case{16, 1, 32, 12, 2}})
     for (bool tree : {false, true}) {
       SCOPED_TRACE(testing::Message() << c.n_head << "/" << c.n_head_kv << " d=" << c.head_dim << " past=" << c.n_past
