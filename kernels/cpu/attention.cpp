@@ -8,8 +8,8 @@
 // fast path reads the rows as they are stored: F32 and F16 keys against the float query (halves
 // widened exactly), Q8_0 keys by an integer dot with the query quantized to 8 bits per block (as
 // llama.cpp's CPU attention does for quantized K), values accumulated from each type directly.
-// Both take the softmax's exponentials from exp_shifted (kernels/cpu/exp.h: libm's expf bits,
-// 8 per instruction).
+// Both take the softmax's exponentials from kernels/cpu/exp.h (libm's expf bits): the reference
+// one at a time (exp_f32), the fast path 8 per instruction (exp_shifted).
 #include <algorithm>
 #include <cmath>
 #include <tuple>
@@ -80,7 +80,7 @@ struct Scratch {
   std::vector<float> scores, row;
   std::vector<int64_t> rows;
   std::vector<avx2::QueryQ8> query;
-  std::vector<const uint16_t*> vrows;
+  std::vector<const uint16_t*> row_ptrs;  // the visible key rows, then the value rows
   Scratch(int64_t n, int64_t d) : scores(n), row(d), rows(n), query((d + 31) / 32) {}
 };
 
@@ -123,7 +123,11 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
     if (p.softcap > 0.0f) s.scores[t] = p.softcap * std::tanh(s.scores[t] / p.softcap);
     mx = std::max(mx, s.scores[t]);
   }
-  exp_shifted(s.scores.data(), n, mx);
+  if constexpr (kFast) {
+    exp_shifted(s.scores.data(), n, mx);
+  } else {
+    for (int64_t t = 0; t < n; ++t) s.scores[t] = exp_f32(s.scores[t] - mx);
+  }
   float sum = 0.0f;
   for (int64_t t = 0; t < n; ++t) sum += s.scores[t];
   const float inv = 1.0f / sum;
@@ -200,10 +204,10 @@ void attend_heads_f16(const float* q, int64_t T, int64_t i, int h0, int G, const
   // scores[g * n + t]
   if (static_cast<int64_t>(s.scores.size()) < G * n) s.scores.resize(static_cast<size_t>(G * n));
   const float scale = p.scale, cap = p.softcap;
-  if (static_cast<int64_t>(s.vrows.size()) < n) s.vrows.resize(static_cast<size_t>(n));
+  if (static_cast<int64_t>(s.row_ptrs.size()) < n) s.row_ptrs.resize(static_cast<size_t>(n));
   if (kern.scores != nullptr && cap <= 0.0f) {
-    for (int64_t t = 0; t < n; ++t) s.vrows[t] = reinterpret_cast<const uint16_t*>(K.row(s.rows[t]));
-    kern.scores(qh, G, s.vrows.data(), n, d, scale, s.scores.data());
+    for (int64_t t = 0; t < n; ++t) s.row_ptrs[t] = reinterpret_cast<const uint16_t*>(K.row(s.rows[t]));
+    kern.scores(qh, G, s.row_ptrs.data(), n, d, scale, s.scores.data());
   } else {
     float dots[8];
     for (int64_t t = 0; t < n; ++t) {
@@ -225,8 +229,8 @@ void attend_heads_f16(const float* q, int64_t T, int64_t i, int h0, int G, const
     case 7: softmax_heads<7>(s.scores.data(), n); break;
     default: softmax_heads<8>(s.scores.data(), n); break;
   }
-  for (int64_t t = 0; t < n; ++t) s.vrows[t] = reinterpret_cast<const uint16_t*>(V.row(s.rows[t]));
-  kern.weighted_sum(s.scores.data(), G, s.vrows.data(), n, d, oh);
+  for (int64_t t = 0; t < n; ++t) s.row_ptrs[t] = reinterpret_cast<const uint16_t*>(V.row(s.rows[t]));
+  kern.weighted_sum(s.scores.data(), G, s.row_ptrs.data(), n, d, oh);
 }
 
 }  // namespace

@@ -58,7 +58,11 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const MlaKVView& kv
     scores[s] = dot * p.scale;
     mx = std::max(mx, scores[s]);
   }
-  exp_shifted(scores, n, mx);
+  if constexpr (kFast) {
+    exp_shifted(scores, n, mx);
+  } else {
+    for (int64_t s = 0; s < n; ++s) scores[s] = exp_f32(scores[s] - mx);
+  }
   float sum = 0.0f;
   for (int64_t s = 0; s < n; ++s) sum += scores[s];
   const float inv = 1.0f / sum;
