@@ -178,6 +178,26 @@ float max_value(std::span<const float> values) {
   return *std::max_element(lane, lane + kLanes);
 }
 
+void top_k_softmax(std::span<const float> logits, int k, std::vector<int32_t>& ids, std::vector<double>& probs) {
+  ids.clear();
+  probs.clear();
+  if (k <= 0 || logits.empty()) return;
+  const float max_logit = max_value(logits);
+  if (!(max_logit > -std::numeric_limits<float>::infinity())) return;
+  thread_local std::vector<Candidate> cands;
+  select_top_k(logits, static_cast<size_t>(k), cands);
+  std::sort(cands.begin(), cands.end(), ranks_before);
+  thread_local std::vector<float> w;
+  w.resize(logits.size());
+  const double z = kernels::cpu::exp_weights(logits.data(), max_logit, 1.0f, w.data(), static_cast<int64_t>(logits.size()));
+  for (const Candidate& c : cands) {
+    const double p = std::exp(static_cast<double>(c.logit) - static_cast<double>(max_logit)) / z;
+    if (!(static_cast<float>(p) > 0.0f)) break;  // ranked by logit: the rest round to 0 too
+    ids.push_back(c.id);
+    probs.push_back(p);
+  }
+}
+
 void truncated_softmax(std::span<float> values, float temperature, int top_k, float top_p,
                        float min_p) {
   const size_t n = values.size();

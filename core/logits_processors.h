@@ -31,6 +31,15 @@ void apply_no_repeat_ngram(std::span<float> logits, std::span<const int32_t> his
 // The largest value, NaN entries skipped; -inf when there is none.
 float max_value(std::span<const float> values);
 
+// The k most probable tokens of softmax(logits) (temperature 1, NaN and -inf entries never
+// chosen): ids largest first (higher logit, then lower id), probs[i] = exp(logit - max) / Z in
+// double, Z summed over the whole row with kernels::cpu::exp_weights. Tokens whose probability
+// rounds to 0 as a float are left out, so fewer than k may come back. A tree drafter's one-hot
+// candidates and their draft confidence (EAGLE-2's ranking score) at temperature 0: one pass to
+// select and one vectorised pass for Z, where a softmax of the whole row would be two passes of
+// libm's scalar exp (about 2 ms per node on a 150k vocabulary).
+void top_k_softmax(std::span<const float> logits, int k, std::vector<int32_t>& ids, std::vector<double>& probs);
+
 // values: on input the (penalised) logits, -inf for banned tokens; on output the distribution
 // softmax(logits / temperature) restricted to the tokens kept by top-k, then top-p, then min-p,
 // renormalised, zeros elsewhere. temperature > 0. top_k <= 0 disables it, top_p = 1 and min_p = 0

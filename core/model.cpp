@@ -250,6 +250,9 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
       throw_error(ErrorKind::Limit, "{}: position {} outside [0, {})", path, positions[t],
                   c.arch == Arch::Gpt2 ? c.n_ctx_train : INT32_MAX);
   }
+  for (const int32_t r : options.logits_rows)
+    if (r < 0 || r >= T)
+      throw_error(ErrorKind::InvalidArgument, "{}: logits row {} outside the batch's {} tokens", path, r, T);
   if (options.head_rows < 0 || options.head_rows > c.n_vocab)
     throw_error(ErrorKind::InvalidArgument, "{}: head rows {} outside [0, {}]", path, options.head_rows, c.n_vocab);
   const int n_layers = options.exit_layer < 0 ? c.n_layer : options.exit_layer;
@@ -270,6 +273,7 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
   b.mask = mask;
   b.n_layers = n_layers;
   b.logits_all = options.logits_all;
+  b.logits_rows = options.logits_rows;
   b.head_rows = options.head_rows;
   b.moe_k = moe_k;
   b.moe_capacity_factor = I.moe_capacity;

@@ -61,6 +61,9 @@ struct ForwardOptions {
   const AttentionMask* mask = nullptr;  // explicit mask among the new tokens (nullptr: causal, or
                                         // the tree's when Batch::parents is given)
   bool logits_all = true;               // false: only the last token's logits are computed
+  std::span<const int32_t> logits_rows;  // non-empty: the logits of these new tokens only, in this
+                                        // order (indices into the batch; overrides logits_all).
+                                        // Each row equals its row of a logits_all forward.
   int moe_k = 0;                        // MoE models: experts per token (0 = the model's moe_k())
   int64_t head_rows = 0;                // > 0: logits for the vocabulary's first head_rows ids only
                                         // (rows of width head_rows: a draft's reduced vocabulary,

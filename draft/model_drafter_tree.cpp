@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "core/logits_processors.h"
 #include "draft/model_drafter.h"
 
 namespace specmoe::draft {
@@ -53,17 +54,14 @@ int ModelDrafter::add_children(int parent, const core::Rows& row, int k, const D
     const int64_t m = std::min(n_draft, n_target);
     if (sampler.params().greedy()) {
       row.to_host(host_row_);
-      const float mx = *std::max_element(host_row_.begin(), host_row_.begin() + m);
-      double z = 0.0;
-      for (int64_t i = 0; i < m; ++i) z += std::exp(static_cast<double>(host_row_[i] - mx));
-      for (int64_t i = 0; i < m; ++i) host_row_[i] = static_cast<float>(std::exp(static_cast<double>(host_row_[i] - mx)) / z);
-    } else {
-      sampler.distributions(row, history_, {}, dist_).to_host(host_row_);
+      core::top_k_softmax(std::span<const float>(host_row_.data(), static_cast<size_t>(m)), k, top_ids_, top_probs_);
+      for (size_t i = 0; i < top_ids_.size(); ++i) add(top_ids_[i], top_probs_[i], -1);
+      return static_cast<int>(top_ids_.size());
     }
-    std::vector<int32_t> ids;
-    top_k_positive(host_row_.data(), m, k, ids);
-    for (int32_t id : ids) add(id, host_row_[static_cast<size_t>(id)], -1);
-    return static_cast<int>(ids.size());
+    sampler.distributions(row, history_, {}, dist_).to_host(host_row_);
+    top_k_positive(host_row_.data(), m, k, top_ids_);
+    for (int32_t id : top_ids_) add(id, host_row_[static_cast<size_t>(id)], -1);
+    return static_cast<int>(top_ids_.size());
   }
 
   // Stochastic candidates: the node's q row in the target's vocabulary and the first draw, as a
@@ -203,13 +201,18 @@ void ModelDrafter::propose_tree(std::span<const int32_t> context, const DraftPar
     cached_.resize(static_cast<size_t>(c));
     core::Batch batch(batch_tokens_);
     batch.parents = batch_parents_;
+    // Logits only for the nodes that get children (the rest of the closure is there for the
+    // attention): the head is a fifth of a 0.5B draft's weights, and compute bound in a batch.
+    head_rows_of_.clear();
+    for (int32_t v : expand) head_rows_of_.push_back(row_of[static_cast<size_t>(v)]);
     core::ForwardOptions opt;
     opt.exit_layer = exit_layer_;
     opt.head_rows = head_rows_;
+    opt.logits_rows = head_rows_of_;
     logits = model_->forward(batch, cache_, opt).logits;
     tree_rows_ = closure;
     expand_row.clear();
-    for (int32_t v : expand) expand_row.push_back(row_of[static_cast<size_t>(v)]);
+    for (size_t e = 0; e < expand.size(); ++e) expand_row.push_back(static_cast<int64_t>(e));
   }
 
   if (rerank && out.size() > budget) {

@@ -79,6 +79,36 @@ TEST(Distribution, TopKTiesGoToLowerIds) {
                {0.03205860328008499, 0.08714431874203257, 0.23688281808991013, 0.6439142598879724});
 }
 
+TEST(TopKSoftmax, LargestFirstWithTheirFullSoftmaxProbabilities) {
+  std::vector<int32_t> ids;
+  std::vector<double> probs;
+  top_k_softmax(std::vector<float>{1, 2, 3, 4}, 2, ids, probs);
+  EXPECT_EQ(ids, (std::vector<int32_t>{3, 2}));
+  ASSERT_EQ(probs.size(), 2u);
+  EXPECT_NEAR(probs[0], 0.6439142598879724, 1e-7);  // normalised over all four, not the two
+  EXPECT_NEAR(probs[1], 0.23688281808991013, 1e-7);
+  // Ties go to the lower id; banned (-inf) and NaN entries are never chosen.
+  const float inf = std::numeric_limits<float>::infinity();
+  top_k_softmax(std::vector<float>{5, -inf, 5, std::nanf(""), 1}, 4, ids, probs);
+  EXPECT_EQ(ids, (std::vector<int32_t>{0, 2, 4}));
+  // A probability that rounds to 0 as a float is left out.
+  top_k_softmax(std::vector<float>{0, -200, -1}, 3, ids, probs);
+  EXPECT_EQ(ids, (std::vector<int32_t>{0, 2}));
+  // The whole row is the normaliser, also past the vectorised blocks (a 150k-like length).
+  std::vector<float> row(1003);
+  for (size_t i = 0; i < row.size(); ++i) row[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * 4.0);
+  top_k_softmax(row, 3, ids, probs);
+  double z = 0.0;
+  const float mx = *std::max_element(row.begin(), row.end());
+  for (float v : row) z += std::exp(static_cast<double>(v) - mx);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(row[static_cast<size_t>(ids[0])], mx);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(probs[i], std::exp(static_cast<double>(row[static_cast<size_t>(ids[i])]) - mx) / z, 1e-9);
+  EXPECT_GE(row[static_cast<size_t>(ids[1])], row[static_cast<size_t>(ids[2])]);
+  top_k_softmax(std::vector<float>{-inf, -inf}, 2, ids, probs);
+  EXPECT_TRUE(ids.empty());
+}
+
 TEST(Distribution, TopPBoundaries) {
   // Probabilities at T = 1: 0.0321, 0.0871, 0.2369, 0.6439.
   auto p = plain();
