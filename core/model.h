@@ -124,8 +124,8 @@ class Model {
   KVCache new_cache(int n_ctx, const KVCacheTypes& types) const;
   const KVCacheTypes& cache_types() const;
 
-  // Appends the batch's keys/values to kv (converted to its element types) and returns the logits (all rows, or the last with
-  // !options.logits_all) and this forward's statistics. Reads every weight once for the whole
+  // Appends the batch's keys/values to kv (converted to its element types) and returns the logits (all rows, the last with
+  // !options.logits_all, or options.logits_rows) and this forward's statistics. Reads every weight once for the whole
   // batch. Throws Error(InvalidArgument) for ids outside the vocabulary, a cache this model did
   // not make or a bad tree, Error(Limit) when the cache is full.
   ForwardResult forward(const Batch& batch, KVCache& kv, const ForwardOptions& options = {});
