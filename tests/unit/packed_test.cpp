@@ -8,6 +8,7 @@
 // what it makes resident.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -17,6 +18,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cpu/simd_avx2.h"
 #include "kernels/dtype.h"
 
 namespace cpu = specmoe::kernels::cpu;
@@ -233,4 +235,50 @@ TEST(Packed, FloatKernelsMatchTheRowMajorOnesBitForBit) {
             ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << cpu::isa_name(isa);
           }
         }
+}
+
+// The activation blocks every integer kernel reads (kernels/cpu/simd_avx2.h): the codes are
+// ggml's Q8_0 / Q8_1 (blocks of 32) and Q8_K (blocks of 256) codes, round(x * 127 / amax) to
+// nearest even, and every sum the kernels' offset and min terms use equals the sum of those
+// codes, recomputed here one code at a time.
+TEST(ActivationBlocks, CodesAndSumsAreGgmlsQ8Blocks) {
+  if (cpu::best_isa() == cpu::Isa::Scalar) GTEST_SKIP() << "the activation blocks are made with AVX2";
+  const int64_t n = 1024;
+  std::vector<float> x = random_vec(static_cast<size_t>(n), 11, 3.0f);
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(64 + i)] = 0.0f;  // an all-zero block
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(96 + i)] = static_cast<float>(i - 16) * 0.25f;  // ties at .5
+  x[300] = -40.0f;  // a block whose largest magnitude is negative
+  for (DType type : {DType::Q4_1, DType::Q4_K}) {
+    const int64_t block = type == DType::Q4_1 ? 32 : 256;
+    std::vector<uint8_t> buf(cpu::avx2::act_row_bytes(type, n) + 64);
+    uint8_t* a = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+    cpu::avx2::quantize_acts(type, x.data(), n, a);
+    for (int64_t b = 0; b < n / block; ++b) {
+      const float* xb = x.data() + b * block;
+      float amax = 0.0f;
+      for (int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(xb[i]));
+      const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+      std::vector<int> q(static_cast<size_t>(block));
+      for (int64_t i = 0; i < block; ++i) q[static_cast<size_t>(i)] = static_cast<int>(std::nearbyint(xb[i] * id));
+      auto sum = [&](int64_t from, int64_t count) {
+        int s = 0;
+        for (int64_t i = from; i < from + count; ++i) s += q[static_cast<size_t>(i)];
+        return s;
+      };
+      if (block == 32) {
+        const auto& ab = reinterpret_cast<const cpu::avx2::ActQ8x32*>(a)[b];
+        for (int i = 0; i < 32; ++i) ASSERT_EQ(ab.qs[i], q[static_cast<size_t>(i)]) << "block " << b << " code " << i;
+        EXPECT_EQ(ab.sum, sum(0, 32)) << "block " << b;
+        const float d32 = amax / 127.0f;
+        EXPECT_EQ(ab.d, specmoe::fp16_to_fp32(specmoe::fp32_to_fp16(d32))) << "block " << b;
+        EXPECT_EQ(ab.s, specmoe::fp16_to_fp32(specmoe::fp32_to_fp16(d32 * static_cast<float>(sum(0, 32))))) << "block " << b;
+      } else {
+        const auto& ab = reinterpret_cast<const cpu::avx2::ActQ8x256*>(a)[b];
+        for (int i = 0; i < 256; ++i) ASSERT_EQ(ab.qs[i], q[static_cast<size_t>(i)]) << "block " << b << " code " << i;
+        for (int k = 0; k < 16; ++k) EXPECT_EQ(ab.bsums[k], sum(16 * k, 16)) << "block " << b << " half " << k;
+        for (int j = 0; j < 8; ++j) EXPECT_EQ(ab.bsums32[j], sum(32 * j, 32)) << "block " << b << " sub-block " << j;
+        EXPECT_EQ(ab.d, amax > 0.0f ? 1.0f / id : 0.0f) << "block " << b;
+      }
+    }
+  }
 }
