@@ -97,7 +97,7 @@ class ModelDrafter : public Drafter {
   std::vector<int32_t> top_ids_;     // add_children scratch: a node's top-k candidates
   std::vector<double> top_probs_;    // and their draft probabilities (temperature 0)
   std::vector<int32_t> path_, batch_tokens_, batch_parents_;
-  std::vector<int32_t> head_rows_of_;  // a level's batch rows whose logits the next level needs
+  std::vector<int32_t> logit_rows_;  // a level's batch rows whose logits the next level needs
 };
 
 }  // namespace specmoe::draft

@@ -144,8 +144,9 @@ void ModelDrafter::propose_tree(std::span<const int32_t> context, const DraftPar
   n_q_rows_ = 0;
   q_rows_ = mode == TreeSampling::TopK ? nullptr : q_.reserve(grow_budget + 1, n_target);  // a row per expansion
 
-  std::vector<int32_t> expand = {-1};  // the nodes expanded at this depth (-1: the root)
-  std::vector<int64_t> expand_row = {0};  // their rows of `logits`
+  // The nodes expanded at this depth (-1: the root); expanded node e's logits are row e of
+  // `logits` (the root's: the synced context's last row; then a level's forward asks for them).
+  std::vector<int32_t> expand = {-1};
   core::Rows logits = logits_;
   std::vector<uint8_t> in_closure;
   for (int d = 0; d < depth; ++d) {
@@ -159,7 +160,7 @@ void ModelDrafter::propose_tree(std::span<const int32_t> context, const DraftPar
         out.path_to(parent, path_);
         for (int32_t v : path_) push_history(out.tokens[static_cast<size_t>(v)]);
       }
-      add_children(parent, logits.slice(expand_row[e], 1), std::min(width, grow_budget - out.size()), params, out);
+      add_children(parent, logits.slice(static_cast<int64_t>(e), 1), std::min(width, grow_budget - out.size()), params, out);
     }
     const int level_end = out.size();
     if (d + 1 >= depth || level_end == level_begin || level_end >= grow_budget) break;
@@ -203,16 +204,14 @@ void ModelDrafter::propose_tree(std::span<const int32_t> context, const DraftPar
     batch.parents = batch_parents_;
     // Logits only for the nodes that get children (the rest of the closure is there for the
     // attention): the head is a fifth of a 0.5B draft's weights, and compute bound in a batch.
-    head_rows_of_.clear();
-    for (int32_t v : expand) head_rows_of_.push_back(row_of[static_cast<size_t>(v)]);
+    logit_rows_.clear();
+    for (int32_t v : expand) logit_rows_.push_back(row_of[static_cast<size_t>(v)]);
     core::ForwardOptions opt;
     opt.exit_layer = exit_layer_;
     opt.head_rows = head_rows_;
-    opt.logits_rows = head_rows_of_;
+    opt.logits_rows = logit_rows_;
     logits = model_->forward(batch, cache_, opt).logits;
     tree_rows_ = closure;
-    expand_row.clear();
-    for (size_t e = 0; e < expand.size(); ++e) expand_row.push_back(static_cast<int64_t>(e));
   }
 
   if (rerank && out.size() > budget) {
