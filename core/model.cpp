@@ -103,6 +103,7 @@ struct Model::Impl {
   // Scratch of one forward's checks: resolved positions and a tree's mask.
   std::vector<int32_t> positions;
   AttentionMask tree_mask;
+  std::vector<int32_t> tree_parents;  // cached rows' parents, then the batch's
 };
 
 Model::Model() : impl_(std::make_unique<Impl>()) {}
@@ -221,8 +222,22 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
   if (!batch.positions.empty() && static_cast<int64_t>(batch.positions.size()) != T)
     throw_error(ErrorKind::InvalidArgument, "{}: {} positions for {} tokens", path, batch.positions.size(), T);
 
+  const int64_t M = static_cast<int64_t>(batch.cached_parents.size());  // cached tree rows the mask covers
+  if (M > 0 && batch.parents.empty())
+    throw_error(ErrorKind::InvalidArgument, "{}: parents of {} cached tree rows given without a tree batch", path, M);
+  if (M > kv.size())
+    throw_error(ErrorKind::InvalidArgument, "{}: parents of {} cached tree rows given, the cache holds {}", path, M,
+                kv.size());
   const uint8_t* mask = nullptr;
-  if (!batch.parents.empty()) {
+  if (M > 0) {
+    // The whole tree's mask (cached rows, then the new tokens), of which the new tokens' rows.
+    I.tree_parents.assign(batch.cached_parents.begin(), batch.cached_parents.end());
+    I.tree_parents.insert(I.tree_parents.end(), batch.parents.begin(), batch.parents.end());
+    const AttentionMask whole = AttentionMask::from_parents(I.tree_parents);
+    I.tree_mask.n = static_cast<int>(T);
+    I.tree_mask.allowed.assign(whole.allowed.begin() + M * (M + T), whole.allowed.end());
+    mask = I.tree_mask.allowed.data();
+  } else if (!batch.parents.empty()) {
     I.tree_mask = AttentionMask::from_parents(batch.parents);
     mask = I.tree_mask.allowed.data();
   } else if (options.mask) {
@@ -234,11 +249,16 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
   std::span<const int32_t> positions = batch.positions;
   if (positions.empty()) {
     I.positions.resize(static_cast<size_t>(T));
+    const int base = kv.size() - static_cast<int>(M);  // the first cached tree row
     for (int64_t t = 0; t < T; ++t) {
-      const int32_t p = batch.parents.empty() ? -1 : batch.parents[t];
-      // a chain's token t sits at depth t; a tree node one below its parent
-      I.positions[t] = batch.parents.empty() ? static_cast<int32_t>(kv.size() + t)
-                                             : (p < 0 ? static_cast<int32_t>(kv.size()) : I.positions[p] + 1);
+      // a chain's token t sits at depth t; a tree node one below its parent (a cached one's
+      // position is the cache's)
+      if (batch.parents.empty()) {
+        I.positions[t] = static_cast<int32_t>(kv.size() + t);
+        continue;
+      }
+      const int32_t p = batch.parents[t];
+      I.positions[t] = p < 0 ? base : p < M ? kv.position(base + p) + 1 : I.positions[p - M] + 1;
     }
     positions = I.positions;
   }
@@ -271,6 +291,7 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
   b.tokens = tokens;
   b.positions = positions;
   b.mask = mask;
+  b.mask_past = M;
   b.n_layers = n_layers;
   b.logits_all = options.logits_all;
   b.logits_rows = options.logits_rows;

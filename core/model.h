@@ -41,6 +41,13 @@ struct Batch {
   // root (a child of the last cached token). The forward then attends along the tree (each token
   // sees the cache, its ancestors and itself). Empty: a chain.
   std::span<const int32_t> parents;
+  // A tree drafted level by level: the parents of the cache's last cached_parents.size() rows,
+  // nodes of the same tree an earlier forward stored (each an earlier one of them, or -1). parents
+  // then number those rows first: p < M (M = cached_parents.size()) is cached row kv.size() - M + p,
+  // p >= M new token p - M. Each new token sees the cache before those rows, its ancestors and
+  // itself, exactly as if the whole tree were one batch; default positions continue the parents'.
+  // Empty: the tree (if any) is all in the batch.
+  std::span<const int32_t> cached_parents;
 
   Batch() = default;
   // A chain of these tokens (implicit, so that forward(tokens, kv) reads as it means).

@@ -30,7 +30,7 @@ enum Slot : size_t {
   kG,       // [T, n_ff] gate (or up for gpt2)
   kU,       // [T, n_ff] up
   kLogits,  // [T, n_vocab]
-  kIo,      // ids [T] | positions [T] | row positions [n_past + T] (sliding windows) | mask [T, T] bytes
+  kIo,      // ids [T] | positions [T] | row positions [n_past + T] (sliding windows) | mask [T, M + T] bytes
   kGateUp,  // [T, 2 n_ff] phi3's fused [gate | up]
   // Multi-head latent attention (H heads, latent rank R, RoPE dims P, nope = head_dim - P):
   kQa,      // [T, q_lora_rank] q LoRA; then [T, R] one head's absorbed query or latent output
@@ -150,6 +150,7 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
   view.k_row_bytes = k_row;
   view.v_row_bytes = v_row;
   view.n_past = n_past;
+  view.mask_past = mask_past_;
   AttentionParams ap;
   ap.n_head = c_.n_head;
   ap.n_head_kv = c_.n_head_kv;
@@ -229,6 +230,7 @@ void Transformer::mla_attention_block(int l, int64_t T, const int32_t* positions
   view.rows = rows;
   view.stride = W;
   view.n_past = n_past;
+  view.mask_past = mask_past_;
   MlaAttentionParams ap;
   ap.n_head = static_cast<int>(H);
   ap.kv_lora_rank = static_cast<int>(R);
@@ -300,12 +302,13 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   const int64_t T = static_cast<int64_t>(b.tokens.size());
   const int64_t d = c_.n_embd;
   // Inputs in one upload: ids [T] int32, positions [T] int32, the positions of every cache row the
-  // forward attends to [n_past + T] int32 (sliding-window models only), mask [T, T] bytes (when
-  // given).
+  // forward attends to [n_past + T] int32 (sliding-window models only), mask [T, mask_past + T]
+  // bytes (when given).
   const int64_t n_past = kv.size();
+  mask_past_ = b.mask ? b.mask_past : 0;
   const size_t ids_bytes = static_cast<size_t>(T) * sizeof(int32_t);
   const size_t rows_bytes = has_window_ ? static_cast<size_t>(n_past + T) * sizeof(int32_t) : 0;
-  const size_t mask_bytes = b.mask ? static_cast<size_t>(T * T) : 0;
+  const size_t mask_bytes = b.mask ? static_cast<size_t>(T * (mask_past_ + T)) : 0;
   auto* io = reinterpret_cast<uint8_t*>(
       buf(kIo, (2 * ids_bytes + rows_bytes + mask_bytes + sizeof(float) - 1) / sizeof(float)));
   be_->upload(io, b.tokens.data(), ids_bytes);

@@ -14,12 +14,16 @@
 
 namespace specmoe::core {
 
-// One forward's inputs, already checked (ids in the vocabulary, positions in range, mask T x T,
-// the cache made by this backend with room for T more tokens).
+// One forward's inputs, already checked (ids in the vocabulary, positions in range, mask
+// T x (mask_past + T), the cache made by this backend with room for T more tokens).
 struct TransformerBatch {
   std::span<const int32_t> tokens;     // [T]
   std::span<const int32_t> positions;  // [T]
-  const uint8_t* mask = nullptr;       // host [T, T]: mask[i*T + j] != 0 lets new token i see new token j; null = causal
+  // host [T, mask_past + T]: mask[i * (mask_past + T) + mask_past + j] != 0 lets new token i see
+  // new token j, mask[i * (mask_past + T) + c] the cache's row n_past - mask_past + c (the rows
+  // before those are seen by all); null = causal
+  const uint8_t* mask = nullptr;
+  int64_t mask_past = 0;
   int n_layers = 0;                    // blocks to run (early exit when < n_layer)
   bool logits_all = true;              // false: only the last token's logits
   std::span<const int32_t> logits_rows;  // non-empty: these tokens' logits only, in this order
@@ -58,6 +62,7 @@ class Transformer {
   std::vector<RopeParams> rope_;           // [n_layer] each layer's RoPE (n_head set per call)
   bool has_window_ = false;                // some layer attends through a sliding window
   const float* rope_factors_ = nullptr;     // this forward's phi3 LongRoPE factors (null: the layer's own)
+  int64_t mask_past_ = 0;                 // this forward's TransformerBatch::mask_past
   std::vector<int32_t> row_positions_;     // host scratch: positions of the cache rows + new tokens
 };
 

@@ -8,9 +8,10 @@
 // (Draft::q), in the target's vocabulary.
 //
 // Asked for a tree (DraftParams::tree; model_drafter_tree.cpp), it grows one level per batched
-// forward: the nodes to expand at the next depth, with their ancestors, are fed as one tree batch
-// (the same tree attention the target verifies with) after the cache is rolled back to the
-// context, and each expanded node's children are the top-k of its q (one-hot candidates) or draws
+// forward: the nodes to expand at the next depth are fed as one tree batch after the context and
+// the nodes earlier levels stored (Batch::cached_parents: the same tree attention the target
+// verifies with, so each node's logits are those of the whole tree in one batch), and each
+// expanded node's children are the top-k of its q (one-hot candidates) or draws
 // from q with or without replacement. Static shapes expand every node; dynamic ones (EAGLE-2, Li
 // et al. 2024) expand the k nodes of highest cumulative draft probability at each depth, and a
 // top-k tree then keeps the N best nodes overall. After verification accepted_path() keeps the
@@ -86,10 +87,11 @@ class ModelDrafter : public Drafter {
   size_t history_context_ = 0;      // how many of them come from the context
   core::Rows logits_;               // [1, n_vocab draft or head_rows_] of the last fed token (the model's memory)
   core::RowBuffer q_, dist_;        // q rows [g, n_vocab target]; one draft-vocabulary row
-  // The last tree proposal: the node each cache row after the context holds (-1: dropped), each
+  // The last tree proposal: the node each cache row after the context holds (-1: dropped), its
+  // token and its parent among those rows (-1: the root), each node's row there (-1: none), each
   // node's cumulative log draft probability, the q rows used, and host scratch.
   bool tree_proposal_ = false;
-  std::vector<int32_t> tree_rows_;
+  std::vector<int32_t> tree_rows_, tree_tokens_, tree_parents_, row_of_;
   std::vector<double> score_;
   int n_q_rows_ = 0;
   float* q_rows_ = nullptr;
@@ -97,7 +99,6 @@ class ModelDrafter : public Drafter {
   std::vector<int32_t> top_ids_;     // add_children scratch: a node's top-k candidates
   std::vector<double> top_probs_;    // and their draft probabilities (temperature 0)
   std::vector<int32_t> path_, batch_tokens_, batch_parents_;
-  std::vector<int32_t> logit_rows_;  // a level's batch rows whose logits the next level needs
 };
 
 }  // namespace specmoe::draft

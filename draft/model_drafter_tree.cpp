@@ -123,13 +123,16 @@ void ModelDrafter::propose_tree(std::span<const int32_t> context, const DraftPar
   const int depth = std::min(spec.max_depth(params.draft_max), params.draft_max);
   int budget = spec.max_nodes();
   if (params.node_max > 0) budget = std::min(budget, params.node_max);
-  const int room = cache_.capacity() - c;  // rows a level's forward may add after the context
+  const int room = cache_.capacity() - c;  // rows the levels' forwards may add after the context
   if (depth <= 0 || budget <= 0 || room < 0) return;
   sync(context);
   proposed_from_ = context.size();
   reset_history(context);
   tree_proposal_ = true;
   tree_rows_.clear();
+  tree_tokens_.clear();
+  tree_parents_.clear();
+  row_of_.clear();
   score_.clear();
   out.one_hot = mode == TreeSampling::TopK;
   out.without_replacement = mode == TreeSampling::StochasticNoReplace;
@@ -145,10 +148,9 @@ void ModelDrafter::propose_tree(std::span<const int32_t> context, const DraftPar
   q_rows_ = mode == TreeSampling::TopK ? nullptr : q_.reserve(grow_budget + 1, n_target);  // a row per expansion
 
   // The nodes expanded at this depth (-1: the root); expanded node e's logits are row e of
-  // `logits` (the root's: the synced context's last row; then a level's forward asks for them).
+  // `logits` (the root's: the synced context's last row; then the level forward's row e).
   std::vector<int32_t> expand = {-1};
   core::Rows logits = logits_;
-  std::vector<uint8_t> in_closure;
   for (int d = 0; d < depth; ++d) {
     const int level_begin = out.size();
     for (size_t e = 0; e < expand.size() && out.size() < grow_budget; ++e) {
@@ -179,39 +181,32 @@ void ModelDrafter::propose_tree(std::span<const int32_t> context, const DraftPar
       if (expand.size() > static_cast<size_t>(k)) expand.resize(static_cast<size_t>(k));
       std::sort(expand.begin(), expand.end());
     }
-    // One batched forward of the draft model: those nodes and their ancestors, as a tree right
-    // after the context (each sees the context and its own ancestors).
-    in_closure.assign(static_cast<size_t>(out.size()), 0);
-    for (int32_t v : expand)
-      for (int u = v; u >= 0 && !in_closure[static_cast<size_t>(u)]; u = out.parent(u)) in_closure[static_cast<size_t>(u)] = 1;
-    std::vector<int32_t> closure, row_of(static_cast<size_t>(out.size()), -1);
-    for (int i = 0; i < out.size(); ++i)
-      if (in_closure[static_cast<size_t>(i)]) {
-        row_of[static_cast<size_t>(i)] = static_cast<int32_t>(closure.size());
-        closure.push_back(i);
-      }
-    if (static_cast<int>(closure.size()) > room) break;  // no room in the cache for this level
+    // One batched forward of the draft model: those nodes, as a tree after the context and the
+    // nodes earlier levels stored (each new node sees the context, its ancestors and itself).
+    // Their ancestors are all cached: a node of this level is the child of one the last level's
+    // forward fed.
+    if (tree_rows_.size() + expand.size() > static_cast<size_t>(room)) break;  // no room in the cache
     batch_tokens_.clear();
     batch_parents_.clear();
-    for (int32_t v : closure) {
+    for (int32_t v : expand) {
       batch_tokens_.push_back(out.tokens[static_cast<size_t>(v)]);
       const int p = out.parent(v);
-      batch_parents_.push_back(p < 0 ? -1 : row_of[static_cast<size_t>(p)]);
+      batch_parents_.push_back(p < 0 ? -1 : static_cast<int32_t>(row_of_[static_cast<size_t>(p)]));
     }
-    cache_.truncate(c);
-    cached_.resize(static_cast<size_t>(c));
     core::Batch batch(batch_tokens_);
     batch.parents = batch_parents_;
-    // Logits only for the nodes that get children (the rest of the closure is there for the
-    // attention): the head is a fifth of a 0.5B draft's weights, and compute bound in a batch.
-    logit_rows_.clear();
-    for (int32_t v : expand) logit_rows_.push_back(row_of[static_cast<size_t>(v)]);
+    batch.cached_parents = tree_parents_;
     core::ForwardOptions opt;
     opt.exit_layer = exit_layer_;
     opt.head_rows = head_rows_;
-    opt.logits_rows = logit_rows_;
-    logits = model_->forward(batch, cache_, opt).logits;
-    tree_rows_ = closure;
+    logits = model_->forward(batch, cache_, opt).logits;  // row e: expand[e]'s logits
+    row_of_.resize(static_cast<size_t>(out.size()), -1);
+    for (size_t e = 0; e < expand.size(); ++e) {
+      row_of_[static_cast<size_t>(expand[e])] = static_cast<int32_t>(tree_rows_.size());
+      tree_rows_.push_back(expand[e]);
+      tree_tokens_.push_back(batch_tokens_[e]);
+      tree_parents_.push_back(batch_parents_[e]);
+    }
   }
 
   if (rerank && out.size() > budget) {
@@ -245,8 +240,8 @@ void ModelDrafter::accepted_path(std::span<const int32_t> path, int32_t next_tok
     return;
   }
   tree_proposal_ = false;
-  // The cache holds the context, then the rows of the last level's forward (tree_rows_): keep
-  // the accepted path's rows among them, moved into place; the next sync feeds the rest.
+  // The cache holds the context, then the rows of the levels' forwards (tree_rows_): keep the
+  // accepted path's rows among them, moved into place; the next sync feeds the rest.
   const size_t c = proposed_from_;
   std::vector<int> keep(c);
   std::iota(keep.begin(), keep.end(), 0);
@@ -258,7 +253,7 @@ void ModelDrafter::accepted_path(std::span<const int32_t> path, int32_t next_tok
     const int row = static_cast<int>(c + r);
     if (row >= cache_.size() || (!keep.empty() && row <= keep.back())) break;
     keep.push_back(row);
-    cached_.push_back(batch_tokens_[r]);  // the last level's batch, in tree_rows_ order
+    cached_.push_back(tree_tokens_[r]);
   }
   cache_.keep(keep);
 }

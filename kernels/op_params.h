@@ -56,8 +56,8 @@ struct AttentionParams {
 
 // Where the keys/values live (host memory for the CPU ops, device memory for the CUDA ones): row
 // r (0 <= r < n_past + T) holds kv_dim = n_head_kv * head_dim elements of k_type at
-// k + r * k_row_bytes (likewise v). Rows [0, n_past) are the cached tokens, always visible; row
-// n_past + j is new token j. Element types (the KV cache types, llama.cpp's --cache-type-k/-v):
+// k + r * k_row_bytes (likewise v). Rows [0, n_past) are the cached tokens, visible to every new
+// token (but the last mask_past, which the mask covers); row n_past + j is new token j. Element types (the KV cache types, llama.cpp's --cache-type-k/-v):
 // F32; F16 (IEEE half); Q8_0 (ggml's block_q8_0: an fp16 scale and 32 int8 per block, which
 // needs head_dim to be a multiple of 32 so that every head starts on a block). KV head g of a
 // row starts dtype_row_bytes(type, g * head_dim) bytes into it.
@@ -67,6 +67,11 @@ struct KVView {
   size_t k_row_bytes = 0;  // bytes between key rows (>= the bytes of kv_dim elements)
   size_t v_row_bytes = 0;
   int64_t n_past = 0;
+  // The mask's columns before the new tokens' (a tree drafted level by level: the cache's last
+  // mask_past rows are nodes an earlier forward stored, visible to their descendants only). With
+  // a mask, rows [0, n_past - mask_past) are always visible and the mask is [T, mask_past + T]:
+  // column c is row n_past - mask_past + c. 0 without a mask.
+  int64_t mask_past = 0;
   // [n_past + T] int32 positions of the rows (row n_past + j: new token j), in the op's memory;
   // read only when AttentionParams::window > 0 (and required then).
   const int32_t* positions = nullptr;
@@ -110,6 +115,7 @@ struct MlaKVView {
   int64_t stride = 0;  // floats between rows (>= row_width)
   int64_t n_past = 0;
   const int32_t* positions = nullptr;  // [n_past + T], read only when window > 0
+  int64_t mask_past = 0;               // as KVView::mask_past
 };
 
 }  // namespace specmoe::kernels

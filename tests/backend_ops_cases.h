@@ -391,14 +391,16 @@ struct AttentionKv {  // key / value row types and the sliding window of an Atte
 };
 class AttentionCase final : public OpCase {
  public:
-  enum class Mask { Causal, Tree, Blind };
+  // Tree: a random tree of the new tokens; Blind: the last token sees nothing; CachedTree: a tree
+  // whose first nodes are the cache's last rows (KVView::mask_past: a tree drafted level by level).
+  enum class Mask { Causal, Tree, Blind, CachedTree };
   using Kv = AttentionKv;
   AttentionCase(int n_head, int n_head_kv, int head_dim, int64_t n_past, int64_t T, int64_t pad, Mask mask,
                 Bound bound, Kv kv = {})
       : OpCase("attention", std::move(bound)), p_{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim)), kv.window},
         n_past_(n_past), T_(T), pad_(pad), mask_(mask), kt_(kv.k), vt_(kv.v) {}
   std::string shape() const override {
-    static const char* names[] = {"causal", "tree", "tree+blind"};
+    static const char* names[] = {"causal", "tree", "tree+blind", "tree over cached rows"};
     std::string types = kt_ == DType::F32 && vt_ == DType::F32
                             ? std::string()
                             : fmt::format(" K={} V={}", dtype_name(kt_), dtype_name(vt_));
@@ -411,7 +413,7 @@ class AttentionCase final : public OpCase {
   }
   Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
   double bytes() const override {
-    return 8.0 * T_ * q_width() + static_cast<double>(n_past_ + T_) * (k_.pitch + v_.pitch) + T_ * T_;
+    return 8.0 * T_ * q_width() + static_cast<double>(n_past_ + T_) * (k_.pitch + v_.pitch) + T_ * (mask_past() + T_);
   }
   double flops() const override { return 4.0 * T_ * p_.n_head * p_.head_dim * (n_past_ + T_); }
 
@@ -421,21 +423,23 @@ class AttentionCase final : public OpCase {
     q_ = normal_floats(static_cast<size_t>(T_ * q_width()), seed());
     k_ = make_kv_rows(kt_, normal_floats(static_cast<size_t>(rows * stride()), seed() + 1), rows, kv_dim(), stride());
     v_ = make_kv_rows(vt_, normal_floats(static_cast<size_t>(rows * stride()), seed() + 2), rows, kv_dim(), stride());
-    mask_bytes_.assign(static_cast<size_t>(T_ * T_), 0);
+    // The tree's nodes: the cache's last M rows (CachedTree), then the new tokens.
+    const int64_t M = mask_past(), N = M + T_, first = n_past_ - M;
+    mask_bytes_.assign(static_cast<size_t>(T_ * N), 0);
     std::mt19937_64 rng(seed() + 3);
-    std::vector<int64_t> parent(static_cast<size_t>(T_), -1);  // -1: a child of the committed prefix
-    for (int64_t i = 1; i < T_; ++i) parent[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1)) - 1;
+    std::vector<int64_t> parent(static_cast<size_t>(N), -1);  // -1: a child of the committed prefix
+    for (int64_t i = 1; i < N; ++i) parent[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1)) - 1;
     for (int64_t i = 0; i < T_; ++i)
-      for (int64_t j = i; j >= 0; j = parent[j]) mask_bytes_[i * T_ + j] = 1;
+      for (int64_t j = M + i; j >= 0; j = parent[j]) mask_bytes_[i * N + j] = 1;
     if (mask_ == Mask::Blind)
       for (int64_t j = 0; j < T_; ++j) mask_bytes_[(T_ - 1) * T_ + j] = 0;
     positions_.resize(static_cast<size_t>(rows));
-    for (int64_t r = 0; r < n_past_; ++r) positions_[r] = static_cast<int32_t>(r);
-    for (int64_t j = 0; j < T_; ++j) {
+    for (int64_t r = 0; r < first; ++r) positions_[r] = static_cast<int32_t>(r);
+    for (int64_t j = 0; j < N; ++j) {
       int64_t depth = 0;
       if (mask_ == Mask::Causal) depth = j;
       else for (int64_t a = parent[j]; a >= 0; a = parent[a]) ++depth;
-      positions_[n_past_ + j] = static_cast<int32_t>(n_past_ + depth);
+      positions_[first + j] = static_cast<int32_t>(first + depth);
     }
   }
   Outputs compute_reference() override {
@@ -464,9 +468,11 @@ class AttentionCase final : public OpCase {
     kv.k_row_bytes = k_.pitch, kv.v_row_bytes = v_.pitch;
     kv.k_type = kt_, kv.v_type = vt_;
     kv.n_past = n_past_;
+    kv.mask_past = mask_past();
     kv.positions = p_.window > 0 ? positions : nullptr;
     return kv;
   }
+  int64_t mask_past() const { return mask_ == Mask::CachedTree ? std::min<int64_t>(n_past_, 5) : 0; }
   int64_t q_width() const { return int64_t{p_.n_head} * p_.head_dim; }
   int64_t kv_dim() const { return int64_t{p_.n_head_kv} * p_.head_dim; }
   int64_t stride() const { return kv_dim() + pad_; }
@@ -562,7 +568,7 @@ class MlaAttentionCase final : public OpCase {
         p_{n_head, kv_lora_rank, rope_dims, 1.0f / std::sqrt(float(kv_lora_rank + rope_dims)), window},
         n_past_(n_past), T_(T), pad_(pad), mask_(mask) {}
   std::string shape() const override {
-    static const char* names[] = {"causal", "tree", "tree+blind"};
+    static const char* names[] = {"causal", "tree", "tree+blind", "tree over cached rows"};
     return fmt::format("heads={} rank={} rope={} n_past={} T={}{}{} {}", p_.n_head, p_.kv_lora_rank, p_.rope_dims,
                        n_past_, T_, pad_ ? fmt::format(" pad={}", pad_) : "",
                        p_.window ? fmt::format(" window={}", p_.window) : "", names[static_cast<int>(mask_)]);
@@ -582,21 +588,23 @@ class MlaAttentionCase final : public OpCase {
   void make_inputs() override {
     q_ = normal_floats(static_cast<size_t>(T_ * p_.n_head * p_.row_width()), seed());
     rows_ = normal_floats(static_cast<size_t>((n_past_ + T_) * stride()), seed() + 1);
-    mask_bytes_.assign(static_cast<size_t>(T_ * T_), 0);
+    // The tree's nodes: the cache's last M rows (CachedTree), then the new tokens.
+    const int64_t M = mask_past(), N = M + T_, first = n_past_ - M;
+    mask_bytes_.assign(static_cast<size_t>(T_ * N), 0);
     std::mt19937_64 rng(seed() + 3);
-    std::vector<int64_t> parent(static_cast<size_t>(T_), -1);
-    for (int64_t i = 1; i < T_; ++i) parent[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1)) - 1;
-    std::vector<int32_t> depth(static_cast<size_t>(T_), 0);
-    for (int64_t i = 0; i < T_; ++i) {
-      for (int64_t j = i; j >= 0; j = parent[j]) mask_bytes_[i * T_ + j] = 1;
+    std::vector<int64_t> parent(static_cast<size_t>(N), -1);
+    for (int64_t i = 1; i < N; ++i) parent[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1)) - 1;
+    std::vector<int32_t> depth(static_cast<size_t>(N), 0);
+    for (int64_t i = 0; i < N; ++i)
       depth[i] = mask_ == Mask::Causal ? static_cast<int32_t>(i) : parent[i] < 0 ? 0 : depth[parent[i]] + 1;
-    }
+    for (int64_t i = 0; i < T_; ++i)
+      for (int64_t j = M + i; j >= 0; j = parent[j]) mask_bytes_[i * N + j] = 1;
     if (mask_ == Mask::Blind)
       for (int64_t j = 0; j < T_; ++j) mask_bytes_[(T_ - 1) * T_ + j] = 0;
-    // Positions: the cache 0..n_past-1, a new token at n_past + its depth (a tree's siblings share one).
+    // Positions: the cache 0..first-1, a tree node at first + its depth (a tree's siblings share one).
     positions_.resize(static_cast<size_t>(n_past_ + T_));
-    for (int64_t r = 0; r < n_past_; ++r) positions_[r] = static_cast<int32_t>(r);
-    for (int64_t i = 0; i < T_; ++i) positions_[n_past_ + i] = static_cast<int32_t>(n_past_) + depth[i];
+    for (int64_t r = 0; r < first; ++r) positions_[r] = static_cast<int32_t>(r);
+    for (int64_t i = 0; i < N; ++i) positions_[first + i] = static_cast<int32_t>(first) + depth[i];
   }
   Outputs compute_reference() override {
     Output out{"out"};
@@ -616,8 +624,9 @@ class MlaAttentionCase final : public OpCase {
 
  private:
   int64_t stride() const { return p_.row_width() + pad_; }
+  int64_t mask_past() const { return mask_ == Mask::CachedTree ? std::min<int64_t>(n_past_, 5) : 0; }
   MlaKVView view(const float* rows, const int32_t* positions) const {
-    return MlaKVView{rows, stride(), n_past_, p_.window > 0 ? positions : nullptr};
+    return MlaKVView{rows, stride(), n_past_, p_.window > 0 ? positions : nullptr, mask_past()};
   }
   MlaAttentionParams p_;
   int64_t n_past_, T_, pad_;

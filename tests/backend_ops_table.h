@@ -171,7 +171,8 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
       for (C s : {C{3, 17, 2}, C{17, 100, 0}}) add(new ConvertRowsCase(type, s.rows, s.n, s.pad, bytes_exact));
   }
 
-  // ---- attention: causal, explicit tree masks, a token that sees nothing, GQA, long caches.
+  // ---- attention: causal, explicit tree masks (also over the cache's last rows: a tree drafted
+  // level by level), a token that sees nothing, GQA, long caches.
   const Bound attn{1e-10, 1e-9,
                    "cpu: AVX2 dot products and axpy in another order than the scalar reference; cuda: fp32 scores, "
                    "softmax and sums in warp order"};
@@ -180,7 +181,9 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
                At{4, 1, 17, 37, 3, 5, Mask::Causal}, At{6, 3, 128, 300, 17, 0, Mask::Tree},
                At{2, 2, 33, 1, 1, 3, Mask::Causal}, At{3, 1, 64, 0, 17, 0, Mask::Blind},
                At{8, 2, 100, 17, 17, 0, Mask::Tree}, At{8, 8, 64, 4097, 1, 0, Mask::Causal},
-               At{4, 2, 64, 4000, 3, 0, Mask::Tree}, At{2, 1, 64, 0, 100, 0, Mask::Causal}})
+               At{4, 2, 64, 4000, 3, 0, Mask::Tree}, At{2, 1, 64, 0, 100, 0, Mask::Causal},
+               At{4, 2, 64, 40, 2, 0, Mask::CachedTree}, At{6, 3, 128, 300, 9, 0, Mask::CachedTree},
+               At{4, 1, 17, 3, 3, 5, Mask::CachedTree}})
     add(new AttentionCase(s.h, s.hkv, s.d, s.past, s.T, s.pad, s.m, attn));
 
   // KV rows of every cache type, each key type with each value type. The reference dequantizes
@@ -201,7 +204,8 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
       const Bound& b = kt == DType::Q8_0 ? attn_q8k : attn;
       for (At s : {At{4, 2, 64, 0, 1, 0, Mask::Causal}, At{6, 3, 128, 300, 17, 0, Mask::Tree},
                    At{2, 2, 32, 1, 1, 3, Mask::Causal}, At{3, 1, 64, 0, 17, 0, Mask::Blind},
-                   At{8, 8, 64, 4097, 1, 0, Mask::Causal}, At{4, 2, 64, 4000, 3, 0, Mask::Tree}})
+                   At{8, 8, 64, 4097, 1, 0, Mask::Causal}, At{4, 2, 64, 4000, 3, 0, Mask::Tree},
+                   At{4, 2, 64, 40, 4, 0, Mask::CachedTree}})
         add(new AttentionCase(s.h, s.hkv, s.d, s.past, s.T, s.pad, s.m, b, KT{kt, vt}));
       if (kt != DType::Q8_0 && vt != DType::Q8_0)  // head dimensions no Q8_0 block divides
         for (At s : {At{4, 1, 17, 37, 3, 5, Mask::Causal}, At{8, 2, 100, 17, 17, 0, Mask::Tree}})
@@ -218,7 +222,8 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
               W{At{6, 3, 128, 300, 17, 0, Mask::Tree}, 1, DType::F32, DType::F32},
               W{At{4, 1, 17, 37, 3, 5, Mask::Causal}, 30, DType::F32, DType::F32},
               W{At{8, 8, 64, 4097, 1, 0, Mask::Causal}, 512, DType::F16, DType::F16},
-              W{At{4, 2, 64, 4000, 3, 0, Mask::Tree}, 1000, DType::Q8_0, DType::Q8_0}})
+              W{At{4, 2, 64, 4000, 3, 0, Mask::Tree}, 1000, DType::Q8_0, DType::Q8_0},
+              W{At{4, 2, 64, 300, 4, 0, Mask::CachedTree}, 3, DType::F16, DType::F16}})
     add(new AttentionCase(w.s.h, w.s.hkv, w.s.d, w.s.past, w.s.T, w.s.pad, w.s.m,
                           w.kt == DType::Q8_0 ? attn_q8k : attn, KT{w.kt, w.vt, w.window}));
 
@@ -229,7 +234,8 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
                Ml{16, 512, 64, 37, 3, 5, Mask::Causal, 0}, Ml{3, 64, 32, 300, 17, 0, Mask::Tree, 0},
                Ml{1, 33, 0, 1, 1, 3, Mask::Causal, 0}, Ml{2, 64, 16, 0, 17, 0, Mask::Blind, 0},
                Ml{8, 128, 64, 4097, 1, 0, Mask::Causal, 0}, Ml{4, 64, 16, 100, 17, 0, Mask::Tree, 40},
-               Ml{2, 32, 16, 0, 100, 0, Mask::Causal, 7}})
+               Ml{2, 32, 16, 0, 100, 0, Mask::Causal, 7}, Ml{4, 64, 16, 37, 4, 0, Mask::CachedTree, 0},
+               Ml{4, 64, 16, 100, 3, 0, Mask::CachedTree, 2}})
     add(new MlaAttentionCase(s.h, s.rank, s.rope, s.past, s.T, s.pad, s.m, s.window, attn));
 
   // ---- element-wise ops.

@@ -29,7 +29,10 @@ namespace {
 
 bool kv_type_ok(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::Q8_0; }
 
-void check(const AttentionParams& p, const KVView& kv) {
+void check(const AttentionParams& p, const KVView& kv, const uint8_t* allowed) {
+  if (kv.mask_past < 0 || kv.mask_past > kv.n_past || (kv.mask_past > 0 && allowed == nullptr))
+    throw_error(ErrorKind::InvalidArgument, "attention: a mask over the last {} of {} cached rows needs 0 <= {} <= {} "
+                "and a mask", kv.mask_past, kv.n_past, kv.mask_past, kv.n_past);
   if (p.n_head <= 0 || p.n_head_kv <= 0 || p.head_dim <= 0 || p.n_head % p.n_head_kv != 0)
     throw_error(ErrorKind::InvalidArgument, "attention: n_head {} must be a positive multiple of n_head_kv {}",
                 p.n_head, p.n_head_kv);
@@ -58,8 +61,20 @@ inline bool in_window(const KVView& kv, const AttentionParams& p, int64_t i, int
          static_cast<int64_t>(kv.positions[kv.n_past + i]) - static_cast<int64_t>(kv.positions[r]) < p.window;
 }
 
-inline bool visible(const uint8_t* allowed, int64_t T, int64_t i, int64_t j) {
-  return allowed ? allowed[i * T + j] != 0 : j <= i;
+// The rows new token i sees, in cache order: the cached rows before the mask's columns, then the
+// rows its mask row allows (the cache's last mask_past rows, then the new tokens; causal among
+// the new tokens without a mask), within the window. Returns how many, written to rows.
+int64_t visible_rows(const KVView& kv, const AttentionParams& p, const uint8_t* allowed, int64_t T, int64_t i,
+                     int64_t* rows) {
+  int64_t n = 0;
+  const int64_t first = kv.n_past - kv.mask_past, cols = kv.mask_past + T;
+  for (int64_t r = 0; r < first; ++r)
+    if (in_window(kv, p, i, r)) rows[n++] = r;
+  for (int64_t c = 0; c < cols; ++c) {
+    const bool seen = allowed ? allowed[i * cols + c] != 0 : c <= i;
+    if (seen && in_window(kv, p, i, first + c)) rows[n++] = first + c;
+  }
+  return n;
 }
 
 // One KV head's elements in the rows of a cache: row r starts at base + r * pitch.
@@ -94,12 +109,7 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
   float* oh = out + (i * p.n_head + h) * d;
   const HeadRows K = head_rows(kv.k, kv.k_row_bytes, kv.k_type, kvh, d);
   const HeadRows V = head_rows(kv.v, kv.v_row_bytes, kv.v_type, kvh, d);
-  // Visible rows in cache order.
-  int64_t n = 0;
-  for (int64_t r = 0; r < kv.n_past; ++r)
-    if (in_window(kv, p, i, r)) s.rows[n++] = r;
-  for (int64_t j = 0; j < T; ++j)
-    if (visible(allowed, T, i, j) && in_window(kv, p, i, kv.n_past + j)) s.rows[n++] = kv.n_past + j;
+  const int64_t n = visible_rows(kv, p, allowed, T, i, s.rows.data());
   std::fill(oh, oh + d, 0.0f);
   if (n == 0) return;
   if (kFast && K.type == DType::Q8_0) avx2::quantize_query_q8(qh, d / 32, s.query.data());
@@ -188,11 +198,7 @@ void attend_heads_f16(const float* q, int64_t T, int64_t i, int h0, int G, const
   const int64_t d = p.head_dim;
   const HeadRows K = head_rows(kv.k, kv.k_row_bytes, kv.k_type, kvh, d);
   const HeadRows V = head_rows(kv.v, kv.v_row_bytes, kv.v_type, kvh, d);
-  int64_t n = 0;
-  for (int64_t r = 0; r < kv.n_past; ++r)
-    if (in_window(kv, p, i, r)) s.rows[n++] = r;
-  for (int64_t j = 0; j < T; ++j)
-    if (visible(allowed, T, i, j) && in_window(kv, p, i, kv.n_past + j)) s.rows[n++] = kv.n_past + j;
+  const int64_t n = visible_rows(kv, p, allowed, T, i, s.rows.data());
   const float* qh[8];
   float* oh[8];
   for (int g = 0; g < G; ++g) {
@@ -237,7 +243,7 @@ void attend_heads_f16(const float* q, int64_t T, int64_t i, int h0, int G, const
 
 void attention_ref(const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
                    const AttentionParams& p, float* out) {
-  check(p, kv);
+  check(p, kv, allowed);
   Scratch s(kv.n_past + T, p.head_dim);
   for (int64_t i = 0; i < T; ++i)
     for (int h = 0; h < p.n_head; ++h) attend_one<false>(q, T, i, h, kv, allowed, p, out, s);
@@ -245,7 +251,7 @@ void attention_ref(const float* q, int64_t T, const KVView& kv, const uint8_t* a
 
 void attention(ThreadPool& pool, const float* q, int64_t T, const KVView& kv, const uint8_t* allowed,
                const AttentionParams& p, float* out, Isa isa) {
-  check(p, kv);
+  check(p, kv, allowed);
   const bool fast = usable_isa(isa) != Isa::Scalar;
   if (fast && kv.k_type == DType::F16 && kv.v_type == DType::F16) {
     // One item per (token, up to 8 query heads of one KV head): the heads share the reads of the

@@ -15,7 +15,10 @@ namespace specmoe::kernels::cpu {
 
 namespace {
 
-void check(const MlaAttentionParams& p, const MlaKVView& kv) {
+void check(const MlaAttentionParams& p, const MlaKVView& kv, const uint8_t* allowed) {
+  if (kv.mask_past < 0 || kv.mask_past > kv.n_past || (kv.mask_past > 0 && allowed == nullptr))
+    throw_error(ErrorKind::InvalidArgument, "mla attention: a mask over the last {} of {} cached rows needs 0 <= {} "
+                "<= {} and a mask", kv.mask_past, kv.n_past, kv.mask_past, kv.n_past);
   if (p.n_head <= 0 || p.kv_lora_rank <= 0 || p.rope_dims < 0)
     throw_error(ErrorKind::InvalidArgument, "mla attention: n_head {}, kv_lora_rank {} and rope_dims {} must be positive",
                 p.n_head, p.kv_lora_rank, p.rope_dims);
@@ -38,11 +41,14 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const MlaKVView& kv
   const int64_t w = p.row_width(), rank = p.kv_lora_rank;
   const float* qh = q + (i * p.n_head + h) * w;
   float* oh = out + (i * p.n_head + h) * rank;
+  // Visible rows in cache order: those before the mask's columns, then those the mask allows (the
+  // cache's last mask_past rows, then the new tokens).
   int64_t n = 0;
-  for (int64_t r = 0; r < kv.n_past; ++r)
+  const int64_t first = kv.n_past - kv.mask_past, cols = kv.mask_past + T;
+  for (int64_t r = 0; r < first; ++r)
     if (in_window(kv, p, i, r)) rows[n++] = r;
-  for (int64_t j = 0; j < T; ++j)
-    if ((allowed ? allowed[i * T + j] != 0 : j <= i) && in_window(kv, p, i, kv.n_past + j)) rows[n++] = kv.n_past + j;
+  for (int64_t c = 0; c < cols; ++c)
+    if ((allowed ? allowed[i * cols + c] != 0 : c <= i) && in_window(kv, p, i, first + c)) rows[n++] = first + c;
   std::fill(oh, oh + rank, 0.0f);
   if (n == 0) return;
   float mx = -INFINITY;
@@ -81,7 +87,7 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const MlaKVView& kv
 
 void mla_attention_ref(const float* q, int64_t T, const MlaKVView& kv, const uint8_t* allowed,
                        const MlaAttentionParams& p, float* out) {
-  check(p, kv);
+  check(p, kv, allowed);
   std::vector<float> scores(kv.n_past + T);
   std::vector<int64_t> rows(kv.n_past + T);
   for (int64_t i = 0; i < T; ++i)
@@ -90,7 +96,7 @@ void mla_attention_ref(const float* q, int64_t T, const MlaKVView& kv, const uin
 
 void mla_attention(ThreadPool& pool, const float* q, int64_t T, const MlaKVView& kv, const uint8_t* allowed,
                    const MlaAttentionParams& p, float* out, Isa isa) {
-  check(p, kv);
+  check(p, kv, allowed);
   const bool fast = usable_isa(isa) != Isa::Scalar;  // the AVX2 loops, on every SIMD path
   pool.parallel_for(T * p.n_head, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores(kv.n_past + T);

@@ -190,7 +190,9 @@ void rope(ThreadPool& pool, float* x, int64_t T, std::span<const int32_t> positi
 // are described by a KVView (kernels/op_params.h).
 
 // q: [T, n_head * head_dim]; out: [T, n_head * head_dim]. allowed: null = causal among the new
-// tokens, else allowed[i * T + j] != 0 lets new token i see new token j. A token that sees
+// tokens, else allowed[i * (M + T) + M + j] != 0 lets new token i see new token j, and
+// allowed[i * (M + T) + c] cached row n_past - M + c (M = KVView::mask_past, 0 unless a tree's
+// earlier levels are cached). A token that sees
 // nothing at all gets a zero output. K and V rows are F32, F16 or Q8_0 (KVView::k_type, v_type;
 // Q8_0 needs head_dim % 32 == 0). The reference dequantizes each row and computes in float; the
 // fast path widens F16 exactly and multiplies Q8_0 keys in integers with the query quantized to

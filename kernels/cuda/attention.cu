@@ -45,7 +45,7 @@ __device__ __forceinline__ float kv_at(const uint8_t* row, int i) {
 // the keys window or more positions behind t.
 template <DType KT, DType VT>
 __global__ void attention_kernel(const float* q, const uint8_t* k, const uint8_t* v, int64_t k_pitch, int64_t v_pitch,
-                                 int64_t n_past, int64_t T, int64_t t0, const uint8_t* allowed, int n_head, int group,
+                                 int64_t n_past, int64_t T, int64_t t0, const uint8_t* allowed, int64_t mask_past, int n_head, int group,
                                  int head_dim, float scale, int window, const int32_t* positions, float softcap,
                                  float* scores, float* out) {
   extern __shared__ float q_s[];
@@ -68,7 +68,8 @@ __global__ void attention_kernel(const float* q, const uint8_t* k, const uint8_t
   float local_max = -INFINITY;
   const int64_t q_pos = window > 0 ? positions[n_past + t] : 0;
   for (int64_t j = warp; j < n_scan; j += n_warps) {
-    const bool visible = (j < n_past || allowed == nullptr || allowed[t * T + (j - n_past)] != 0) &&
+    const bool visible = (j < n_past - mask_past || allowed == nullptr ||
+                          allowed[t * (mask_past + T) + (j - (n_past - mask_past))] != 0) &&
                          (window <= 0 || q_pos - positions[j] < window);
     float score = -INFINITY;
     if (visible) {  // warp-uniform (same j for all lanes)
@@ -129,6 +130,9 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
   require(p.n_head % p.n_head_kv == 0, "attention",
           "n_head = " + std::to_string(p.n_head) + " is not a multiple of n_head_kv = " + std::to_string(p.n_head_kv));
   require(kv.n_past >= 0, "attention", "n_past < 0");
+  require(kv.mask_past >= 0 && kv.mask_past <= kv.n_past && (kv.mask_past == 0 || allowed != nullptr), "attention",
+          "a mask over the last " + std::to_string(kv.mask_past) + " of " + std::to_string(kv.n_past) +
+              " cached rows needs 0 <= mask_past <= n_past and a mask");
   const int64_t kv_dim = static_cast<int64_t>(p.n_head_kv) * p.head_dim;
   for (const auto& [type, pitch, what] : {std::tuple{kv.k_type, kv.k_row_bytes, "key"},
                                           std::tuple{kv.v_type, kv.v_row_bytes, "value"}}) {
@@ -170,7 +174,7 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
         detail::attention_kernel<decltype(kt)::value, decltype(vt)::value>
             <<<grid, detail::kAttentionThreads, smem, detail::stream_of(ctx)>>>(
                 q, static_cast<const uint8_t*>(kv.k), static_cast<const uint8_t*>(kv.v),
-                static_cast<int64_t>(kv.k_row_bytes), static_cast<int64_t>(kv.v_row_bytes), kv.n_past, T, t0, allowed,
+                static_cast<int64_t>(kv.k_row_bytes), static_cast<int64_t>(kv.v_row_bytes), kv.n_past, T, t0, allowed, kv.mask_past,
                 p.n_head, p.n_head / p.n_head_kv, p.head_dim, p.scale, p.window, kv.positions, p.softcap, scores,
                 out);
       });

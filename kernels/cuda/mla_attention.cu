@@ -16,7 +16,7 @@ constexpr int kMlaThreads = 128;
 // [T, n_head, rank], rows r < n_past + T at r * stride. scores: [chunk tokens, n_head, n_kv].
 // Dynamic shared memory: width floats (the scaled query).
 __global__ void mla_attention_kernel(const float* q, const float* rows, int64_t stride, int64_t n_past, int64_t T,
-                                     int64_t t0, const uint8_t* allowed, int n_head, int width, int rank, float scale,
+                                     int64_t t0, const uint8_t* allowed, int64_t mask_past, int n_head, int width, int rank, float scale,
                                      int window, const int32_t* positions, float* scores, float* out) {
   extern __shared__ float q_s[];
   const int h = blockIdx.x;
@@ -32,7 +32,8 @@ __global__ void mla_attention_kernel(const float* q, const float* rows, int64_t 
   float local_max = -INFINITY;
   const int64_t q_pos = window > 0 ? positions[n_past + t] : 0;
   for (int64_t j = warp; j < n_scan; j += n_warps) {
-    const bool visible = (j < n_past || allowed == nullptr || allowed[t * T + (j - n_past)] != 0) &&
+    const bool visible = (j < n_past - mask_past || allowed == nullptr ||
+                          allowed[t * (mask_past + T) + (j - (n_past - mask_past))] != 0) &&
                          (window <= 0 || q_pos - positions[j] < window);
     float score = -INFINITY;
     if (visible) {
@@ -77,6 +78,9 @@ void mla_attention(Context& ctx, const float* q, int64_t T, const MlaKVView& kv,
   require(p.n_head > 0 && p.kv_lora_rank > 0 && p.rope_dims >= 0, op,
           "n_head and kv_lora_rank must be positive, rope_dims >= 0");
   require(kv.n_past >= 0, op, "n_past < 0");
+  require(kv.mask_past >= 0 && kv.mask_past <= kv.n_past && (kv.mask_past == 0 || allowed != nullptr), op,
+          "a mask over the last " + std::to_string(kv.mask_past) + " of " + std::to_string(kv.n_past) +
+              " cached rows needs 0 <= mask_past <= n_past and a mask");
   require(kv.stride >= p.row_width(), op,
           "row stride " + std::to_string(kv.stride) + " is less than the row width " + std::to_string(p.row_width()));
   require(p.row_width() <= 4096, op, "row width " + std::to_string(p.row_width()) + " exceeds 4096");
@@ -99,7 +103,7 @@ void mla_attention(Context& ctx, const float* q, int64_t T, const MlaKVView& kv,
     const int64_t n = std::min(chunk, T - t0);
     const dim3 grid(static_cast<unsigned>(p.n_head), static_cast<unsigned>(n));
     detail::mla_attention_kernel<<<grid, detail::kMlaThreads, smem, detail::stream_of(ctx)>>>(
-        q, kv.rows, kv.stride, kv.n_past, T, t0, allowed, p.n_head, p.row_width(), p.kv_lora_rank, p.scale, p.window,
+        q, kv.rows, kv.stride, kv.n_past, T, t0, allowed, kv.mask_past, p.n_head, p.row_width(), p.kv_lora_rank, p.scale, p.window,
         kv.positions, scores, out);
     SPECMOE_CUDA_CHECK_LAUNCH();
   }

@@ -104,6 +104,37 @@ TEST_F(CudaTree, TreeForwardEqualsEachPathsChainAndCompacts) {
   expect_close(a.data(), b.data(), V, "after keep");
 }
 
+// A tree fed in two parts, as the tree drafter grows it level by level (the first part's rows
+// cached, Batch::cached_parents): every node's logits are the one-batch forward's (within the
+// device's float tolerance), and the next token after the rows is the same.
+TEST_F(CudaTree, TreeOverCachedRowsEqualsTheWholeTree) {
+  const int V = target_->config().n_vocab;
+  const Tokens prefix = {1, 40, 41, 42, 43};
+  const Tokens bt = {45, 60, 61, 62, 63, 64};  // root -> {a, b}; a -> {c, d}; d -> {e}
+  const Tokens bp = {-1, 0, 0, 1, 1, 4};
+  core::KVCache whole = target_->new_cache(32);
+  target_->forward(prefix, whole);
+  core::Batch batch(bt);
+  batch.parents = bp;
+  const std::vector<float> tree = target_->forward(batch, whole).logits.to_host();
+  for (size_t split : {size_t{1}, size_t{3}, size_t{5}}) {
+    core::KVCache parts = target_->new_cache(32);
+    target_->forward(prefix, parts);
+    const std::span<const int32_t> tokens(bt), parents(bp);
+    core::Batch first(tokens.first(split));
+    first.parents = parents.first(split);
+    const std::vector<float> a = target_->forward(first, parts).logits.to_host();
+    core::Batch rest(tokens.subspan(split));
+    rest.parents = parents.subspan(split);
+    rest.cached_parents = parents.first(split);
+    const std::vector<float> b = target_->forward(rest, parts).logits.to_host();
+    const std::string where = "split " + std::to_string(split);
+    expect_close(a.data(), tree.data(), static_cast<int>(split) * V, where + ", first part");
+    expect_close(b.data(), tree.data() + split * V, static_cast<int>(bt.size() - split) * V, where + ", the rest");
+    ASSERT_EQ(parts.size(), whole.size());
+  }
+}
+
 // Random distributions over n ids with some exact zeros.
 std::vector<float> random_distribution(std::mt19937& gen, int n) {
   std::gamma_distribution<double> g(0.7, 1.0);

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "base/error.h"
 #include "core/synth.h"
 #include "draft/layerskip_drafter.h"
 #include "draft/model_drafter.h"
@@ -112,6 +113,35 @@ void expect_tree_equals_chains(core::Model& m, const Tokens& prefix, int32_t roo
     }
   }
   EXPECT_GT(max_abs, 0.1) << "real logits, not zeros";
+
+  // The same tree fed in parts, as a drafter grows it level by level: the nodes before `split`
+  // first, then the rest with the first part's parents given as cached rows
+  // (Batch::cached_parents; the batch numbering stays the whole tree's). Every node's logits and
+  // every cache row are the one-batch forward's, bit for bit.
+  const int n = static_cast<int>(bt.size());
+  for (int split : {1, n / 2, n - 1}) {
+    if (split <= 0 || split >= n) continue;
+    core::KVCache parts = m.new_cache(static_cast<int>(prefix.size()) + n + 4);
+    m.forward(prefix, parts);
+    const std::span<const int32_t> tokens(bt), parents(bp);
+    core::Batch first(tokens.first(static_cast<size_t>(split)));
+    first.parents = parents.first(static_cast<size_t>(split));
+    std::vector<float> part_logits;
+    m.forward(first, parts).logits.to_host(part_logits);
+    EXPECT_TRUE(same_bits(part_logits.data(), tree_logits.data(), static_cast<size_t>(split) * V))
+        << what << ": the first " << split << " nodes";
+    core::Batch rest(tokens.subspan(static_cast<size_t>(split)));
+    rest.parents = parents.subspan(static_cast<size_t>(split));
+    rest.cached_parents = parents.first(static_cast<size_t>(split));
+    m.forward(rest, parts).logits.to_host(part_logits);
+    EXPECT_TRUE(same_bits(part_logits.data(), tree_logits.data() + static_cast<size_t>(split) * V,
+                          static_cast<size_t>(n - split) * V))
+        << what << ": the nodes after " << split << ", their ancestors cached";
+    ASSERT_EQ(parts.size(), kv.size());
+    for (int l = 0; l < kv.n_layer(); ++l)
+      EXPECT_EQ(parts.read_layer(l), kv.read_layer(l)) << what << ": cache layer " << l << ", split " << split;
+    for (int r = 0; r < kv.size(); ++r) EXPECT_EQ(parts.position(r), kv.position(r)) << what << ": position of row " << r;
+  }
 }
 
 TEST(TreeForward, EveryRootToLeafPathEqualsItsChain) {
@@ -143,6 +173,40 @@ TEST(TreeForward, Stories260K) {
   core::Rng rng(4);
   for (int n : {3, 9, 21})
     expect_tree_equals_chains(*m, {1, 403, 407, 261, 378}, 432, random_tree(rng, n, 500), "random " + std::to_string(n));
+}
+
+TEST(TreeForward, CachedTreeRowsAreChecked) {
+  auto m = core::Model::load(synth_file("tiny", 5), one_thread());
+  core::KVCache kv = m->new_cache(16);
+  m->forward(Tokens{1, 40, 41}, kv);
+  const Tokens tokens = {50, 51};
+  const Tokens cached = {-1, 0};  // the cache's last two rows: a node and its child
+  auto forward = [&](std::span<const int32_t> parents, std::span<const int32_t> cached_parents) {
+    core::Batch b(tokens);
+    b.parents = parents;
+    b.cached_parents = cached_parents;
+    m->forward(b, kv);
+  };
+  auto expect_invalid = [&](std::span<const int32_t> parents, std::span<const int32_t> cached_parents,
+                            const std::string& what) {
+    try {
+      forward(parents, cached_parents);
+      ADD_FAILURE() << what << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << what << ": " << e.what();
+    }
+    EXPECT_EQ(kv.size(), 3) << what << ": the cache is unchanged";
+  };
+  expect_invalid({}, cached, "cached rows' parents without a tree batch");
+  expect_invalid(Tokens{2, 3}, cached, "a token its own parent (index M + i)");
+  expect_invalid(Tokens{-2, 0}, cached, "parent -2");
+  expect_invalid(Tokens{0, 0}, Tokens{-1, 1}, "a cached row its own parent");
+  expect_invalid(Tokens{0, 0}, Tokens{-1, 0, 1, 2}, "more cached rows than the cache holds");
+  // Valid: a child of cached row 1 and a child of that child, at the cached row's position + 1, 2.
+  forward(Tokens{1, 2}, cached);
+  EXPECT_EQ(kv.size(), 5);
+  EXPECT_EQ(kv.position(3), 3);
+  EXPECT_EQ(kv.position(4), 4);
 }
 
 // ---- the decoding loop ---------------------------------------------------------------------------
