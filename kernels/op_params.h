@@ -57,10 +57,11 @@ struct AttentionParams {
 // Where the keys/values live (host memory for the CPU ops, device memory for the CUDA ones): row
 // r (0 <= r < n_past + T) holds kv_dim = n_head_kv * head_dim elements of k_type at
 // k + r * k_row_bytes (likewise v). Rows [0, n_past) are the cached tokens, visible to every new
-// token (but the last mask_past, which the mask covers); row n_past + j is new token j. Element types (the KV cache types, llama.cpp's --cache-type-k/-v):
-// F32; F16 (IEEE half); Q8_0 (ggml's block_q8_0: an fp16 scale and 32 int8 per block, which
-// needs head_dim to be a multiple of 32 so that every head starts on a block). KV head g of a
-// row starts dtype_row_bytes(type, g * head_dim) bytes into it.
+// token (but the last mask_past, which the mask covers); row n_past + j is new token j. Element
+// types (the KV cache types, llama.cpp's --cache-type-k/-v): F32; F16 (IEEE half); Q8_0 (ggml's
+// block_q8_0: an fp16 scale and 32 int8 per block, which needs head_dim to be a multiple of 32 so
+// that every head starts on a block). KV head g of a row starts dtype_row_bytes(type, g *
+// head_dim) bytes into it.
 struct KVView {
   const void* k = nullptr;
   const void* v = nullptr;

@@ -45,8 +45,9 @@ __device__ __forceinline__ float kv_at(const uint8_t* row, int i) {
 // the keys window or more positions behind t.
 template <DType KT, DType VT>
 __global__ void attention_kernel(const float* q, const uint8_t* k, const uint8_t* v, int64_t k_pitch, int64_t v_pitch,
-                                 int64_t n_past, int64_t T, int64_t t0, const uint8_t* allowed, int64_t mask_past, int n_head, int group,
-                                 int head_dim, float scale, int window, const int32_t* positions, float softcap,
+                                 int64_t n_past, int64_t T, int64_t t0, const uint8_t* allowed, int64_t mask_past,
+                                 int n_head, int group, int head_dim, float scale, int window,
+                                 const int32_t* positions, float softcap,
                                  float* scores, float* out) {
   extern __shared__ float q_s[];
   const int h = blockIdx.x;
@@ -174,7 +175,8 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
         detail::attention_kernel<decltype(kt)::value, decltype(vt)::value>
             <<<grid, detail::kAttentionThreads, smem, detail::stream_of(ctx)>>>(
                 q, static_cast<const uint8_t*>(kv.k), static_cast<const uint8_t*>(kv.v),
-                static_cast<int64_t>(kv.k_row_bytes), static_cast<int64_t>(kv.v_row_bytes), kv.n_past, T, t0, allowed, kv.mask_past,
+                static_cast<int64_t>(kv.k_row_bytes), static_cast<int64_t>(kv.v_row_bytes), kv.n_past, T, t0, allowed,
+                kv.mask_past,
                 p.n_head, p.n_head / p.n_head_kv, p.head_dim, p.scale, p.window, kv.positions, p.softcap, scores,
                 out);
       });

@@ -16,8 +16,9 @@ constexpr int kMlaThreads = 128;
 // [T, n_head, rank], rows r < n_past + T at r * stride. scores: [chunk tokens, n_head, n_kv].
 // Dynamic shared memory: width floats (the scaled query).
 __global__ void mla_attention_kernel(const float* q, const float* rows, int64_t stride, int64_t n_past, int64_t T,
-                                     int64_t t0, const uint8_t* allowed, int64_t mask_past, int n_head, int width, int rank, float scale,
-                                     int window, const int32_t* positions, float* scores, float* out) {
+                                     int64_t t0, const uint8_t* allowed, int64_t mask_past, int n_head, int width,
+                                     int rank, float scale, int window, const int32_t* positions, float* scores,
+                                     float* out) {
   extern __shared__ float q_s[];
   const int h = blockIdx.x;
   const int64_t t = t0 + blockIdx.y;
@@ -103,8 +104,8 @@ void mla_attention(Context& ctx, const float* q, int64_t T, const MlaKVView& kv,
     const int64_t n = std::min(chunk, T - t0);
     const dim3 grid(static_cast<unsigned>(p.n_head), static_cast<unsigned>(n));
     detail::mla_attention_kernel<<<grid, detail::kMlaThreads, smem, detail::stream_of(ctx)>>>(
-        q, kv.rows, kv.stride, kv.n_past, T, t0, allowed, kv.mask_past, p.n_head, p.row_width(), p.kv_lora_rank, p.scale, p.window,
-        kv.positions, scores, out);
+        q, kv.rows, kv.stride, kv.n_past, T, t0, allowed, kv.mask_past, p.n_head, p.row_width(), p.kv_lora_rank,
+        p.scale, p.window, kv.positions, scores, out);
     SPECMOE_CUDA_CHECK_LAUNCH();
   }
 }

@@ -98,8 +98,9 @@ void convert_rows(Context& ctx, const float* src, int64_t rows, int64_t n, DType
 // Q8_0 (head_dim a multiple of 32), widened to fp32 element by element. allowed: null = causal
 // among the new tokens, else a device [T, M + T] uint8 mask (M = kv.mask_past, 0 but for a tree
 // drafted level by level), allowed[i * (M + T) + M + j] != 0 lets new token i see new token j
-// (tree verification) and allowed[i * (M + T) + c] cached row n_past - M + c. With p.window > 0, kv.positions (device, [n_past + T]) limits every token to the
-// keys less than `window` positions behind it. A token that sees nothing gets a zero output.
+// (tree verification) and allowed[i * (M + T) + c] cached row n_past - M + c. With p.window > 0,
+// kv.positions (device, [n_past + T]) limits every token to the keys less than `window`
+// positions behind it. A token that sees nothing gets a zero output.
 // Decode is T = 1.
 // One block per (token, head); scores go to context scratch (tokens are processed in chunks so
 // that scratch stays under kDequantSliceBytes).

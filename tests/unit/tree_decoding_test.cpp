@@ -140,7 +140,8 @@ void expect_tree_equals_chains(core::Model& m, const Tokens& prefix, int32_t roo
     ASSERT_EQ(parts.size(), kv.size());
     for (int l = 0; l < kv.n_layer(); ++l)
       EXPECT_EQ(parts.read_layer(l), kv.read_layer(l)) << what << ": cache layer " << l << ", split " << split;
-    for (int r = 0; r < kv.size(); ++r) EXPECT_EQ(parts.position(r), kv.position(r)) << what << ": position of row " << r;
+    for (int r = 0; r < kv.size(); ++r)
+      EXPECT_EQ(parts.position(r), kv.position(r)) << what << ": position of row " << r;
   }
 }
 
