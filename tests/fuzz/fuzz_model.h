@@ -9,7 +9,9 @@
 //  - logits have the size asked for;
 //  - a token's logits are the same computed in a batch of three and one token at a time (the
 //    determinism contract of kernels/cpu/ops.h: NaN only where the other side is NaN too);
-//  - a tree batch, an early exit, the MoE k override and a cache rollback run.
+//  - a tree batch, an early exit, the MoE k override and a cache rollback run;
+//  - a tree node fed over its cached ancestors (Batch::cached_parents) gets the logits it gets in
+//    its whole tree's batch.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -57,14 +59,32 @@ inline void exercise_model(core::Model& m) {
                                      "({})", t, v, n, all[t * V + v], one[v]));
   }
 
-  // A tree of three nodes under the cached chain (two siblings), where the cache has room.
+  // A tree of three nodes under the cached chain (two siblings), where the cache has room; then,
+  // where it has room for four, a fourth node (a child of the first sibling) fed alone over the
+  // three cached ones, as a tree drafted level by level: its logits are the four-node tree's.
   if (stepped.size() + 3 <= stepped.capacity()) {
-    const int32_t tree_tokens[] = {tokens[2], tokens[0], tokens[1]};
-    const int32_t parents[] = {-1, 0, 0};
-    core::Batch tree(tree_tokens);
-    tree.parents = parents;
+    const int32_t tree_tokens[] = {tokens[2], tokens[0], tokens[1], tokens[0]};
+    const int32_t parents[] = {-1, 0, 0, 1};
+    const std::span<const int32_t> tt(tree_tokens), tp(parents);
+    core::Batch tree(tt.first(3));
+    tree.parents = tp.first(3);
     const std::vector<float> tl = forward_logits(m, stepped, tree);
     SPECMOE_FUZZ_CHECK(tl.size() == 3 * V, "a tree forward wrote the wrong logits size");
+    if (stepped.size() + 1 <= stepped.capacity()) {
+      core::Batch level(tt.subspan(3));
+      level.parents = tp.subspan(3);
+      level.cached_parents = tp.first(3);
+      const std::vector<float> one = forward_logits(m, stepped, level);
+      stepped.truncate(static_cast<int>(n));
+      core::Batch whole(tt);
+      whole.parents = tp;
+      const std::vector<float> all4 = forward_logits(m, stepped, whole);
+      SPECMOE_FUZZ_CHECK(one.size() == V && all4.size() == 4 * V, "a tree forward wrote the wrong logits size");
+      for (size_t v = 0; v < V; ++v)
+        SPECMOE_FUZZ_CHECK(same_logit(one[v], all4[3 * V + v]),
+                           fmt::format("a tree node's logit {} differs between its tree in one batch ({}) and fed "
+                                       "over its cached ancestors ({})", v, all4[3 * V + v], one[v]));
+    }
     stepped.truncate(static_cast<int>(n));
   }
   // Early exit halfway, last-token logits only, and (MoE) one expert per token.
