@@ -100,7 +100,7 @@ struct Model::Impl {
   int moe_k = 0;
   double moe_capacity = 0.0;
   KVCacheTypes cache_types;
-  // Scratch of one forward's checks: resolved positions and a tree's mask.
+  // Scratch of one forward's checks: resolved positions and a tree's mask (its new tokens' rows).
   std::vector<int32_t> positions;
   AttentionMask tree_mask;
   std::vector<int32_t> tree_parents;  // cached rows' parents, then the batch's
@@ -229,16 +229,17 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
     throw_error(ErrorKind::InvalidArgument, "{}: parents of {} cached tree rows given, the cache holds {}", path, M,
                 kv.size());
   const uint8_t* mask = nullptr;
-  if (M > 0) {
-    // The whole tree's mask (cached rows, then the new tokens), of which the new tokens' rows.
-    I.tree_parents.assign(batch.cached_parents.begin(), batch.cached_parents.end());
-    I.tree_parents.insert(I.tree_parents.end(), batch.parents.begin(), batch.parents.end());
-    const AttentionMask whole = AttentionMask::from_parents(I.tree_parents);
-    I.tree_mask.n = static_cast<int>(T);
-    I.tree_mask.allowed.assign(whole.allowed.begin() + M * (M + T), whole.allowed.end());
-    mask = I.tree_mask.allowed.data();
-  } else if (!batch.parents.empty()) {
-    I.tree_mask = AttentionMask::from_parents(batch.parents);
+  if (!batch.parents.empty()) {
+    // The whole tree's mask (the cached rows' parents first, when given), of which the new
+    // tokens' rows: [T, M + T].
+    std::span<const int32_t> tree = batch.parents;
+    if (M > 0) {
+      I.tree_parents.assign(batch.cached_parents.begin(), batch.cached_parents.end());
+      I.tree_parents.insert(I.tree_parents.end(), batch.parents.begin(), batch.parents.end());
+      tree = I.tree_parents;
+    }
+    I.tree_mask = AttentionMask::from_parents(tree);
+    I.tree_mask.allowed.erase(I.tree_mask.allowed.begin(), I.tree_mask.allowed.begin() + M * (M + T));
     mask = I.tree_mask.allowed.data();
   } else if (options.mask) {
     if (options.mask->n != T || options.mask->allowed.size() != static_cast<size_t>(T * T))
@@ -270,9 +271,6 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
       throw_error(ErrorKind::Limit, "{}: position {} outside [0, {})", path, positions[t],
                   c.arch == Arch::Gpt2 ? c.n_ctx_train : INT32_MAX);
   }
-  for (const int32_t r : options.logits_rows)
-    if (r < 0 || r >= T)
-      throw_error(ErrorKind::InvalidArgument, "{}: logits row {} outside the batch's {} tokens", path, r, T);
   if (options.head_rows < 0 || options.head_rows > c.n_vocab)
     throw_error(ErrorKind::InvalidArgument, "{}: head rows {} outside [0, {}]", path, options.head_rows, c.n_vocab);
   const int n_layers = options.exit_layer < 0 ? c.n_layer : options.exit_layer;
@@ -294,7 +292,6 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
   b.mask_past = M;
   b.n_layers = n_layers;
   b.logits_all = options.logits_all;
-  b.logits_rows = options.logits_rows;
   b.head_rows = options.head_rows;
   b.moe_k = moe_k;
   b.moe_capacity_factor = I.moe_capacity;

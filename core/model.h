@@ -68,9 +68,6 @@ struct ForwardOptions {
   const AttentionMask* mask = nullptr;  // explicit mask among the new tokens (nullptr: causal, or
                                         // the tree's when Batch::parents is given)
   bool logits_all = true;               // false: only the last token's logits are computed
-  std::span<const int32_t> logits_rows;  // non-empty: the logits of these new tokens only, in this
-                                        // order (indices into the batch; overrides logits_all).
-                                        // Each row equals its row of a logits_all forward.
   int moe_k = 0;                        // MoE models: experts per token (0 = the model's moe_k())
   int64_t head_rows = 0;                // > 0: logits for the vocabulary's first head_rows ids only
                                         // (rows of width head_rows: a draft's reduced vocabulary,
@@ -131,8 +128,8 @@ class Model {
   KVCache new_cache(int n_ctx, const KVCacheTypes& types) const;
   const KVCacheTypes& cache_types() const;
 
-  // Appends the batch's keys/values to kv (converted to its element types) and returns the logits (all rows, the last with
-  // !options.logits_all, or options.logits_rows) and this forward's statistics. Reads every weight once for the whole
+  // Appends the batch's keys/values to kv (converted to its element types) and returns the logits (all rows, or the last with
+  // !options.logits_all) and this forward's statistics. Reads every weight once for the whole
   // batch. Throws Error(InvalidArgument) for ids outside the vocabulary, a cache this model did
   // not make or a bad tree, Error(Limit) when the cache is full.
   ForwardResult forward(const Batch& batch, KVCache& kv, const ForwardOptions& options = {});

@@ -40,7 +40,6 @@ enum Slot : size_t {
   kQAbs,    // [T, H, R + P] absorbed queries
   kLatOut,  // [T, H, R] attention over the latents
   kVOut,    // [T, H, v_head_dim] decompressed values; then [T, v_head_dim] one head's
-  kHeadRows,  // [rows, n_embd] the residual rows whose logits a forward asked for
   kSlots
 };
 }  // namespace
@@ -351,21 +350,12 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
     ffn_block(l, T, b, routing[l]);
   }
 
-  // Final norm and head, for all tokens, the last one, or the rows asked for (gathered first:
-  // every op here works row by row, so a row's logits do not depend on the others).
+  // Final norm and head, for all tokens or only the last one.
   const int64_t first = b.logits_all ? 0 : T - 1;
-  int64_t n_out = T - first;
+  const int64_t n_out = T - first;
   x = buf(kX, T * d);
   xn = buf(kXn, T * d);
-  const float* head_in = x + first * d;
-  if (!b.logits_rows.empty()) {
-    n_out = static_cast<int64_t>(b.logits_rows.size());
-    float* picked = buf(kHeadRows, static_cast<size_t>(n_out) * d);
-    for (int64_t i = 0; i < n_out; ++i)
-      be_->copy(picked + i * d, x + static_cast<int64_t>(b.logits_rows[static_cast<size_t>(i)]) * d, sizeof(float) * d);
-    head_in = picked;
-  }
-  norm(w_.output_norm, w_.output_norm_b, head_in, xn, n_out);
+  norm(w_.output_norm, w_.output_norm_b, x + first * d, xn, n_out);
   // A reduced vocabulary computes the head's first rows only (its rows are independent outputs:
   // the same values as the full head's first columns).
   const int64_t n_vocab = b.head_rows > 0 ? b.head_rows : c_.n_vocab;

@@ -26,7 +26,6 @@ struct TransformerBatch {
   int64_t mask_past = 0;
   int n_layers = 0;                    // blocks to run (early exit when < n_layer)
   bool logits_all = true;              // false: only the last token's logits
-  std::span<const int32_t> logits_rows;  // non-empty: these tokens' logits only, in this order
   int64_t head_rows = 0;               // > 0: logits of ids [0, head_rows) only
   int moe_k = 0;                       // MoE: experts per token
   double moe_capacity_factor = 0.0;    // MoE: Switch capacity factor (<= 0: dropless)

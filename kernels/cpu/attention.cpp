@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/attention_avx2.h"
+#include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/exp.h"
 #include "kernels/cpu/ops.h"
@@ -55,27 +56,7 @@ void check(const AttentionParams& p, const KVView& kv, const uint8_t* allowed) {
   }
 }
 
-// The sliding window: row r is within reach of new token i (positions pq - pk < window).
-inline bool in_window(const KVView& kv, const AttentionParams& p, int64_t i, int64_t r) {
-  return p.window <= 0 ||
-         static_cast<int64_t>(kv.positions[kv.n_past + i]) - static_cast<int64_t>(kv.positions[r]) < p.window;
-}
-
-// The rows new token i sees, in cache order: the cached rows before the mask's columns, then the
-// rows its mask row allows (the cache's last mask_past rows, then the new tokens; causal among
-// the new tokens without a mask), within the window. Returns how many, written to rows.
-int64_t visible_rows(const KVView& kv, const AttentionParams& p, const uint8_t* allowed, int64_t T, int64_t i,
-                     int64_t* rows) {
-  int64_t n = 0;
-  const int64_t first = kv.n_past - kv.mask_past, cols = kv.mask_past + T;
-  for (int64_t r = 0; r < first; ++r)
-    if (in_window(kv, p, i, r)) rows[n++] = r;
-  for (int64_t c = 0; c < cols; ++c) {
-    const bool seen = allowed ? allowed[i * cols + c] != 0 : c <= i;
-    if (seen && in_window(kv, p, i, first + c)) rows[n++] = first + c;
-  }
-  return n;
-}
+using detail::visible_rows;
 
 // One KV head's elements in the rows of a cache: row r starts at base + r * pitch.
 struct HeadRows {

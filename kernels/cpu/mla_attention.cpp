@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/exp.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd_avx2.h"
@@ -30,25 +31,13 @@ void check(const MlaAttentionParams& p, const MlaKVView& kv, const uint8_t* allo
     throw_error(ErrorKind::InvalidArgument, "mla attention: a sliding window of {} needs the rows' positions", p.window);
 }
 
-inline bool in_window(const MlaKVView& kv, const MlaAttentionParams& p, int64_t i, int64_t r) {
-  return p.window <= 0 ||
-         static_cast<int64_t>(kv.positions[kv.n_past + i]) - static_cast<int64_t>(kv.positions[r]) < p.window;
-}
-
 template <bool kFast>
 void attend_one(const float* q, int64_t T, int64_t i, int h, const MlaKVView& kv, const uint8_t* allowed,
                 const MlaAttentionParams& p, float* out, float* scores, int64_t* rows) {
   const int64_t w = p.row_width(), rank = p.kv_lora_rank;
   const float* qh = q + (i * p.n_head + h) * w;
   float* oh = out + (i * p.n_head + h) * rank;
-  // Visible rows in cache order: those before the mask's columns, then those the mask allows (the
-  // cache's last mask_past rows, then the new tokens).
-  int64_t n = 0;
-  const int64_t first = kv.n_past - kv.mask_past, cols = kv.mask_past + T;
-  for (int64_t r = 0; r < first; ++r)
-    if (in_window(kv, p, i, r)) rows[n++] = r;
-  for (int64_t c = 0; c < cols; ++c)
-    if ((allowed ? allowed[i * cols + c] != 0 : c <= i) && in_window(kv, p, i, first + c)) rows[n++] = first + c;
+  const int64_t n = detail::visible_rows(kv, p, allowed, T, i, rows);
   std::fill(oh, oh + rank, 0.0f);
   if (n == 0) return;
   float mx = -INFINITY;

@@ -436,19 +436,6 @@ TEST(CudaModel, BatchedForwardEqualsOneTokenForwards) {
   m->forward(ids, c, o).logits.to_host(last);
   ASSERT_EQ(last.size(), 512u);
   expect_close(last, std::vector<float>(batched.end() - 512, batched.end()), kRelF32, "last row");
-
-  // logits_rows: the rows asked for, in their order (gathered on the device).
-  const std::vector<int32_t> rows = {9, 0, 16};
-  KVCache e = m->new_cache(64);
-  std::vector<float> picked;
-  ForwardOptions p;
-  p.logits_rows = rows;
-  m->forward(ids, e, p).logits.to_host(picked);
-  ASSERT_EQ(picked.size(), 3u * 512u);
-  for (size_t i = 0; i < rows.size(); ++i)
-    expect_close(std::vector<float>(picked.begin() + i * 512, picked.begin() + (i + 1) * 512),
-                 std::vector<float>(batched.begin() + rows[i] * 512, batched.begin() + (rows[i] + 1) * 512), kRelF32,
-                 "picked row");
 }
 
 TEST(CudaModel, TruncateAndRecomputeGivesTheSameLogits) {

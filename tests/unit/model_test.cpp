@@ -166,24 +166,6 @@ TEST(Stories260K, BatchedForwardEqualsOneTokenForwards) {
   m->forward(ids, c, o).logits.to_host(last);
   ASSERT_EQ(last.size(), 512u);
   EXPECT_TRUE(same_bits(last.data(), batched.data() + 16 * 512, 512));
-
-  // logits_rows returns the rows asked for, in their order, each equal to its logits_all row.
-  const std::vector<int32_t> rows = {9, 0, 16, 9};
-  KVCache e = m->new_cache(64);
-  std::vector<float> picked;
-  ForwardOptions p;
-  p.logits_rows = rows;
-  const Rows r = m->forward(ids, e, p).logits;
-  EXPECT_EQ(r.rows, 4);
-  r.to_host(picked);
-  ASSERT_EQ(picked.size(), 4u * 512u);
-  for (size_t i = 0; i < rows.size(); ++i)
-    EXPECT_TRUE(same_bits(picked.data() + i * 512, batched.data() + rows[i] * 512, 512)) << "row " << rows[i];
-  EXPECT_EQ(e.size(), 17);
-  const std::vector<int32_t> outside = {17};
-  p.logits_rows = outside;
-  KVCache f = m->new_cache(64);
-  EXPECT_THROW(m->forward(ids, f, p), Error);
 }
 
 TEST(Stories260K, ThreadCountDoesNotChangeLogits) {
