@@ -61,8 +61,9 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
     throw_error(ErrorKind::Unsupported, "{}: {} '{}' is unsupported (supported: none, linear, yarn{})", file.path(),
                 type_key, type, c.arch == Arch::Llama ? ", llama3" : "");
   }
-  // llama.cpp reads rope_freqs.weight for llama only; its converter writes it for Llama 3.1+.
-  if (c.arch == Arch::Llama && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
+  // llama.cpp reads rope_freqs.weight for llama and granite; its converter writes it for Llama 3.1+.
+  const bool reads_freqs = c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe;
+  if (reads_freqs && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
 
   // YaRN (llama_context's defaults for every architecture that does not read its own keys, which
   // none of specmoe's do): ext_factor 1, beta_fast 32, beta_slow 1, and an
@@ -155,22 +156,28 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"qwen3", Arch::Qwen3, RopeStyle::SplitHalves},       {"gemma3", Arch::Gemma3, RopeStyle::SplitHalves},
       {"qwen3moe", Arch::Qwen3Moe, RopeStyle::SplitHalves}, {"olmoe", Arch::Olmoe, RopeStyle::SplitHalves},
       {"phi3", Arch::Phi3, RopeStyle::SplitHalves},         {"gemma2", Arch::Gemma2, RopeStyle::SplitHalves},
-      {"deepseek2", Arch::Deepseek2, RopeStyle::Adjacent},
+      {"deepseek2", Arch::Deepseek2, RopeStyle::Adjacent},   {"granite", Arch::Granite, RopeStyle::Adjacent},
+      {"granitemoe", Arch::GraniteMoe, RopeStyle::Adjacent}, {"olmo2", Arch::Olmo2, RopeStyle::SplitHalves},
+      {"smollm3", Arch::Smollm3, RopeStyle::Adjacent},       {"stablelm", Arch::StableLm, RopeStyle::SplitHalves},
+      {"gemma", Arch::Gemma, RopeStyle::SplitHalves},        {"starcoder2", Arch::Starcoder2, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
     if (c.arch_name == a.name) info = &a;
   if (!info)
     throw_error(ErrorKind::Unsupported,
-                "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, gemma2, "
-                "gemma3, olmoe, phi3, deepseek2)",
+                "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, gemma, "
+                "gemma2, gemma3, olmoe, olmo2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, starcoder2)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
   c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3;
-  c.qk_norm_full = c.arch == Arch::Olmoe;
-  c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3;
-  if (c.post_norms) c.ffn_act = FfnActivation::GeluTanh;
+  c.qk_norm_full = c.arch == Arch::Olmoe || c.arch == Arch::Olmo2;
+  c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Olmo2;
+  c.pre_norms = c.arch != Arch::Olmo2;
+  c.layer_norm = c.arch == Arch::Gpt2 || c.arch == Arch::StableLm || c.arch == Arch::Starcoder2;
+  if (c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) c.ffn_act = FfnActivation::GeluTanh;
+  if (c.arch == Arch::Smollm3) c.no_rope_step = 4;  // llama.cpp's n_no_rope_layer_step for it
   c.ffn_gate_up_fused = c.arch == Arch::Phi3;
   c.name = file.get_string("general.name", "");
   const Reader r{file, c.arch_name + "."};
@@ -207,7 +214,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     c.norm_eps = r.get_float("attention.layer_norm_epsilon", 1e-5f);
     c.rope_dims = 0;
   } else {
-    c.norm_eps = r.get_float("attention.layer_norm_rms_epsilon", 1e-5f);
+    c.norm_eps = c.layer_norm ? r.get_float("attention.layer_norm_epsilon", 1e-5f)
+                              : r.get_float("attention.layer_norm_rms_epsilon", 1e-5f);
     c.rope_dims = r.get("rope.dimension_count", c.head_dim);
     c.rope_freq_base = r.get_float("rope.freq_base", 10000.0f);
     if (c.arch == Arch::Deepseek2 && file.has(r.key("rope.scaling.yarn_log_multiplier")))
@@ -223,6 +231,12 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     c.attn_scale = mscale * mscale / std::sqrt(static_cast<float>(c.head_dim));
   }
   if (c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) detail::read_gemma(r, c);
+  if (c.arch == Arch::Gemma) c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+  if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe) detail::read_granite(r, c);
+  if (c.arch == Arch::Olmo2 && r.get("attention.sliding_window", 0) > 0)
+    throw_error(ErrorKind::Unsupported,
+                "{}: {} is set: olmo2 files with sliding-window layers (OLMo 3) are not supported", file.path(),
+                r.key("attention.sliding_window"));
   if (c.arch == Arch::Phi3) {
     // llama.cpp reads phi3's attention.sliding_window but disables SWA (llama-model.cpp, phi3).
     c.rope_long_short_factors = file.find_tensor("rope_factors_long.weight") != nullptr;
@@ -239,8 +253,9 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     throw_error(ErrorKind::Format, "{}: cannot tell the vocabulary size (no tokenizer.ggml.tokens, {} or token_embd.weight)",
                 file.path(), r.key("vocab_size"));
   }
-  // gemma2 always reads its head from token_embd (llama.cpp binds no output.weight for it).
-  c.tied_output = c.arch == Arch::Gemma2 || file.find_tensor("output.weight") == nullptr;
+  // gemma and gemma2 always read their head from token_embd (llama.cpp binds no output.weight for
+  // them).
+  c.tied_output = c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || file.find_tensor("output.weight") == nullptr;
 
   detail::read_experts(r, c);
 
@@ -322,6 +337,9 @@ void ModelConfig::validate() const {
   if (!(attn_scale >= 0.0f) || !std::isfinite(attn_scale))
     throw_error(ErrorKind::Format, "model config: attn_scale {} is not 0 (default) or a positive number", attn_scale);
   check_positive("embd_scale", embd_scale);
+  check_positive("residual_scale", residual_scale);
+  check_positive("logit_scale", logit_scale);
+  check_range("no_rope_step", no_rope_step, 0, kMaxLayers);
   if (!(final_logit_softcap >= 0.0f) || !std::isfinite(final_logit_softcap))
     throw_error(ErrorKind::Format, "model config: final_logit_softcap {} is not 0 or a positive number",
                 final_logit_softcap);

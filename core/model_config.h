@@ -10,7 +10,10 @@ namespace specmoe::core {
 
 class GGUFFile;
 
-enum class Arch { Llama, Qwen2, Qwen2Moe, Gpt2, Qwen3, Gemma3, Qwen3Moe, Olmoe, Phi3, Gemma2, Deepseek2 };
+enum class Arch {
+  Llama, Qwen2, Qwen2Moe, Gpt2, Qwen3, Gemma3, Qwen3Moe, Olmoe, Phi3, Gemma2, Deepseek2,
+  Granite, GraniteMoe, Olmo2, Smollm3, StableLm, Gemma, Starcoder2
+};
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
 // Adjacent rotates (x[2i], x[2i+1]) (llama); SplitHalves rotates (x[i], x[i + d/2]) (qwen2).
@@ -65,15 +68,25 @@ struct ModelConfig {
                               // [n_head * head_dim], attn_k_norm [n_head_kv * head_dim]) before RoPE
   bool post_norms = false;    // gemma2, gemma3: RMSNorm of each sublayer's output (attn_post_norm,
                               // ffn_post_norm) before its residual add
-  float embd_scale = 1.0f;    // gemma2, gemma3: the token embedding times sqrt(n_embd)
+  float embd_scale = 1.0f;    // gemma, gemma2, gemma3: the token embedding times sqrt(n_embd);
+                              // granite: <arch>.embedding_scale
   FfnActivation ffn_act = FfnActivation::Silu;
-  float attn_scale = 0.0f;    // q.k scale; 0 = 1/sqrt(head_dim). gemma3 27B: 1/sqrt(n_embd / n_head)
+  float attn_scale = 0.0f;    // q.k scale; 0 = 1/sqrt(head_dim). gemma3 27B: 1/sqrt(n_embd / n_head);
+                              // granite: <arch>.attention.scale
                               // (its query_pre_attn_scalar; llama.cpp decides by model type)
   float final_logit_softcap = 0.0f;  // <arch>.final_logit_softcapping: logits = c tanh(logits / c); 0 = none
                                      // (gemma2: default 30)
   float attn_logit_softcap = 0.0f;   // gemma2: <arch>.attn_logit_softcapping (default 50): attention
                                      // scores s = c tanh(s / c) before the softmax; 0 = none
   bool ffn_gate_up_fused = false;    // phi3: ffn_up holds [gate | up] (n_embd -> 2 n_ff), no ffn_gate
+  bool layer_norm = false;           // gpt2, stablelm, starcoder2: LayerNorm with a bias (attn_norm.bias,
+                                     // ffn_norm.bias, output_norm.bias) in place of RMSNorm
+  bool pre_norms = true;             // olmo2: false, no attn_norm / ffn_norm (its sublayers read the
+                                     // residual stream itself and normalise their outputs: post_norms)
+  float residual_scale = 1.0f;       // granite: <arch>.residual_scale, each sublayer's output times it
+                                     // before its residual add (0 or absent = 1)
+  float logit_scale = 1.0f;          // granite: <arch>.logit_scale, logits times 1 / it
+  int no_rope_step = 0;              // smollm3: 4, layer l has no RoPE when (l + 1) % 4 == 0 (NoPE layers)
   // phi3 LongRoPE: rope_factors_long / rope_factors_short [rope_dims / 2] frequency divisors; the
   // long ones apply when the context (the KV cache's capacity) exceeds rope_n_ctx_orig, as
   // llama.cpp chooses by n_ctx_seq.
@@ -152,6 +165,11 @@ struct ModelConfig {
     return n_swa > 0 && layer >= 0 && layer < static_cast<int>(swa_layers.size()) && swa_layers[layer] != 0;
   }
   int window(int layer) const { return is_swa(layer) ? n_swa : 0; }  // 0 = the whole context
+  // Whether layer `layer` rotates its queries and keys (every RoPE architecture, but smollm3's
+  // NoPE layers).
+  bool has_rope(int layer) const {
+    return rope_style != RopeStyle::None && (no_rope_step <= 0 || (layer + 1) % no_rope_step != 0);
+  }
   // The RoPE of layer `layer`: local layers use the swa base and scale, global ones the file's
   // scaling; YaRN's correction range and magnitude as llama.cpp computes them.
   LayerRope rope_at(int layer) const;

@@ -55,6 +55,19 @@ void read_gemma(const Reader& r, ModelConfig& c) {
   if (c.n_layer == (g2 ? 46 : 62)) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
 }
 
+// granite and granitemoe (src/models/granite.cpp, granite-moe.cpp): logit_scale (required: the
+// logits are divided by it), residual_scale (each sublayer's output times it), embedding_scale
+// (the token embedding times it) and attention.scale (the q.k scale); absent or 0 = none, as
+// llama.cpp's zero defaults mean.
+void read_granite(const Reader& r, ModelConfig& c) {
+  c.logit_scale = r.get_float("logit_scale", std::nullopt);
+  const float residual = r.get_float("residual_scale", 0.0f);
+  const float embedding = r.get_float("embedding_scale", 0.0f);
+  c.residual_scale = residual == 0.0f ? 1.0f : residual;
+  c.embd_scale = embedding == 0.0f ? 1.0f : embedding;
+  c.attn_scale = r.get_float("attention.scale", 0.0f);
+}
+
 // The experts: counts, widths, the router's gating, normalisation, scale and groups, and
 // deepseek2's leading dense layers and shared experts.
 //   expert width: qwen2moe, qwen3moe: expert_feed_forward_length, else feed_forward_length /
@@ -78,6 +91,11 @@ void read_experts(const Reader& r, ModelConfig& c) {
       break;
     case Arch::Qwen3Moe:
       c.n_ff_expert = r.get("expert_feed_forward_length", per_token);
+      break;
+    case Arch::GraniteMoe:
+      // Experts of feed_forward_length; Granite MoE Shared's one ungated shared expert.
+      c.n_ff_expert = c.n_ff;
+      c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", 0);
       break;
     case Arch::Deepseek2:
       c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);
@@ -115,6 +133,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   c.n_expert_group_used = std::max(1, r.get("expert_group_used_count", c.n_expert_group));
 
   const bool needs_experts = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
+                             c.arch == Arch::GraniteMoe ||
                              (c.arch == Arch::Deepseek2 && c.n_layer_dense_lead < c.n_layer);
   const bool may_have_experts = needs_experts || c.arch == Arch::Llama || c.arch == Arch::Deepseek2;
   if (needs_experts && c.n_expert == 0)

@@ -48,13 +48,21 @@ struct Reader {
   float get_float(std::string_view suffix, float def) const {
     return static_cast<float>(f.get_float(key(suffix), static_cast<double>(def)));
   }
+  // A required float.
+  float get_float(std::string_view suffix, std::nullopt_t) const {
+    const std::string k = key(suffix);
+    if (!f.has(k)) throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", f.path(), k);
+    return static_cast<float>(f.get_float(k, 0.0));
+  }
 };
 
 // The architecture specifics of gemma2 and gemma3 (embedding scale, sliding windows and their
-// pattern, local RoPE base, soft-capping, the 27B's attention scale), of the MoE keys of every
+// pattern, local RoPE base, soft-capping, the 27B's attention scale), of granite (logit,
+// residual, embedding and attention scales), of the MoE keys of every
 // architecture (expert widths, gating, normalisation, scale, groups, leading dense layers and
 // shared experts) and of deepseek2's multi-head latent attention.
 void read_gemma(const Reader& r, ModelConfig& c);
+void read_granite(const Reader& r, ModelConfig& c);
 void read_experts(const Reader& r, ModelConfig& c);
 void read_mla(const Reader& r, ModelConfig& c);
 

@@ -18,6 +18,11 @@
 //          attn_v_b {kv_lora, v_hd, n_head}, attn_output {n_head*v_hd, n_embd}; layers <
 //          leading_dense_block_count: ffn_{gate,up,down} {n_ff}; the others: the MoE block with
 //          ffn_{gate,up,down}_shexp {n_ff_exp * expert_shared_count} (ungated), exp_probs_b.bias
+//   gemma: gemma2's tensors without post-norms; granite, granitemoe: llama (+ optional ffn_{gate,
+//          up,down}.bias; granitemoe's shared expert ffn_{gate,up,down}_shexp, ungated); smollm3:
+//          llama; olmo2: olmoe's attention without attn_norm / ffn_norm, gemma's post-norm names;
+//          stablelm: llama with LayerNorm biases (attn_norm, ffn_norm, output_norm .bias);
+//          starcoder2: stablelm + attn_output.bias and gpt2's ungated ffn_up / ffn_down with biases
 //   gpt2:  token_embd, position_embd, output_norm{,.bias}, output (absent = tied),
 //          blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up, ffn_down}{.weight,.bias}
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
@@ -145,8 +150,9 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
   w.gate_exps = b.stacked(p + "ffn_gate_exps.weight", d, ff, E);
   w.up_exps = b.stacked(p + "ffn_up_exps.weight", d, ff, E);
   w.down_exps = b.stacked(p + "ffn_down_exps.weight", ff, d, E);
-  if (c.arch == Arch::Deepseek2 && c.n_ff_shared_expert > 0) {
-    const int64_t sh = c.n_ff_shared_expert;  // expert_shared_count experts as one SwiGLU, weight 1
+  if ((c.arch == Arch::Deepseek2 || c.arch == Arch::GraniteMoe) && c.n_ff_shared_expert > 0) {
+    // deepseek2's expert_shared_count experts as one SwiGLU, Granite MoE Shared's one: weight 1
+    const int64_t sh = c.n_ff_shared_expert;
     w.gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", d, sh);
     w.up_shexp = b.matrix(p + "ffn_up_shexp.weight", d, sh);
     w.down_shexp = b.matrix(p + "ffn_down_shexp.weight", sh, d);
@@ -236,7 +242,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   w.token_embd = b.matrix("token_embd.weight", c.n_embd, c.n_vocab);
   if (gpt2) w.position_embd = b.matrix("position_embd.weight", c.n_embd, c.n_ctx_train);
   w.output_norm = vec("output_norm.weight", c.n_embd);
-  if (gpt2) w.output_norm_b = vec("output_norm.bias", c.n_embd);
+  if (c.layer_norm) w.output_norm_b = vec("output_norm.bias", c.n_embd);
   w.output = !c.tied_output ? b.matrix("output.weight", c.n_embd, c.n_vocab) : w.token_embd;
   if (c.rope_freq_factors) {
     // llama3: the converter's rope_freqs.weight, else the factors of the file's llama3 keys.
@@ -259,11 +265,24 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   for (int l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[l];
     const std::string p = fmt::format("blk.{}.", l);
-    L.attn_norm = vec(p + "attn_norm.weight", c.n_embd);
-    L.ffn_norm = vec(p + "ffn_norm.weight", c.n_embd);
-    if (gpt2) {
+    if (c.pre_norms) {
+      if (c.arch == Arch::StableLm && !b.has(p + "ffn_norm.weight"))
+        throw_error(ErrorKind::Unsupported,
+                    "{}: layer {} has no ffn_norm: stablelm with a parallel residual (StableLM 2 12B) is not supported",
+                    file.path(), l);
+      L.attn_norm = vec(p + "attn_norm.weight", c.n_embd);
+      L.ffn_norm = vec(p + "ffn_norm.weight", c.n_embd);
+    }
+    if (c.layer_norm) {
       L.attn_norm_b = vec(p + "attn_norm.bias", c.n_embd);
       L.ffn_norm_b = vec(p + "ffn_norm.bias", c.n_embd);
+    }
+    if (c.arch == Arch::StableLm && b.has(p + "attn_q_norm.weight"))
+      throw_error(ErrorKind::Unsupported,
+                  "{}: tensor '{}attn_q_norm.weight': stablelm's per-head q/k LayerNorm (StableLM 2 12B) is not "
+                  "supported",
+                  file.path(), p);
+    if (gpt2) {
       L.wqkv = b.matrix(p + "attn_qkv.weight", c.n_embd, qkv_dim);
       L.bqkv = vec(p + "attn_qkv.bias", qkv_dim);
       L.bo = vec(p + "attn_output.bias", c.n_embd);
@@ -292,7 +311,10 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
           L.bv = opt_vec(p + "attn_v.bias", c.kv_dim());
         }
       }
-      if (c.arch == Arch::Llama) L.bo = opt_vec(p + "attn_output.bias", c.n_embd);
+      // llama.cpp binds attn_output.bias for these (required for starcoder2, optional for the others).
+      if (c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe)
+        L.bo = opt_vec(p + "attn_output.bias", c.n_embd);
+      if (c.arch == Arch::Starcoder2) L.bo = vec(p + "attn_output.bias", c.n_embd);
       if (c.qk_norm) {
         L.attn_q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
         L.attn_k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
@@ -309,7 +331,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     if (!c.is_mla()) L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
     if (c.is_moe_layer(l)) {
       L.moe = bind_moe(b, c, l, floats);
-    } else if (gpt2) {
+    } else if (gpt2 || c.arch == Arch::Starcoder2) {
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.ffn_up_b = vec(p + "ffn_up.bias", c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
@@ -321,6 +343,11 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       L.ffn_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
+      if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe) {  // optional in llama.cpp's granite
+        L.ffn_gate_b = opt_vec(p + "ffn_gate.bias", c.n_ff);
+        L.ffn_up_b = opt_vec(p + "ffn_up.bias", c.n_ff);
+        L.ffn_down_b = opt_vec(p + "ffn_down.bias", c.n_embd);
+      }
     }
   }
   return w;
@@ -356,7 +383,7 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
   for (LayerWeights& L : w.layers) {
     for (VectorView* v : {&L.attn_norm, &L.attn_norm_b, &L.bq, &L.bk, &L.bv, &L.bqkv, &L.bo, &L.attn_q_norm,
                           &L.attn_k_norm, &L.attn_post_norm, &L.ffn_norm, &L.ffn_norm_b, &L.ffn_post_norm,
-                          &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias, &L.attn_q_a_norm, &L.attn_kv_a_norm})
+                          &L.ffn_gate_b, &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias, &L.attn_q_a_norm, &L.attn_kv_a_norm})
       f(*v);
     moe::MoEWeights& e = L.moe.weights;
     for (MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &e.gate_inp,

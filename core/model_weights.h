@@ -67,7 +67,7 @@ struct LayerWeights {
   // (ffn_up then maps n_embd -> 2 n_ff).
   MatrixView ffn_gate, ffn_up;                 // (n_embd -> n_ff)
   MatrixView ffn_down;                         // (n_ff -> n_embd)
-  VectorView ffn_up_b, ffn_down_b;             // gpt2
+  VectorView ffn_gate_b, ffn_up_b, ffn_down_b; // gpt2, starcoder2 (up, down); granite (optional)
   // Mixture of experts (Mixtral-style llama, qwen2moe, qwen3moe, olmoe, deepseek2): the experts,
   // the router's description and its selection bias (core/backend.h MoEBlock).
   // moe.weights.empty() for a dense layer (deepseek2's leading layers among them).

@@ -57,10 +57,10 @@ bool is_arch(const SynthSpec& s, std::initializer_list<const char*> names) {
 
 void check_spec(const SynthSpec& s) {
   if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
-                   "deepseek2"}))
+                   "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
-                "gemma2, deepseek2)",
+                "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2)",
                 s.arch);
   if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
@@ -80,7 +80,7 @@ void check_spec(const SynthSpec& s) {
     throw_error(ErrorKind::InvalidArgument, "synth: latent attention, dense lead layers and shared expert counts are "
                 "deepseek2's (which needs kv_lora_rank > 0), not {}'s", s.arch);
   const bool experts_ok = s.arch == "qwen2moe"                    ? s.n_expert > 0 && s.n_ff_shared > 0
-                          : is_arch(s, {"qwen3moe", "olmoe"})     ? s.n_expert > 0 && s.n_ff_shared == 0
+                          : is_arch(s, {"qwen3moe", "olmoe", "granitemoe"}) ? s.n_expert > 0 && s.n_ff_shared == 0
                           : ds                                   ? s.n_expert > 0 && s.n_ff_shared == 0
                           : s.arch == "llama"                    ? s.n_expert >= 0 && s.n_ff_shared == 0
                                                                  : s.n_expert == 0 && s.n_ff_shared == 0;
@@ -133,6 +133,9 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2" || a == "qwen2moe";
   const bool qk_norm = is_arch(s, {"qwen3", "gemma3", "qwen3moe"}), post_norms = is_arch(s, {"gemma2", "gemma3"});
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
+  const bool granite = a == "granite" || a == "granitemoe", olmo2 = a == "olmo2", starcoder2 = a == "starcoder2";
+  const bool layer_norm = is_arch(s, {"stablelm", "starcoder2"});  // LayerNorm with biases (gpt2's apart)
+  const bool qkv_bias = qwen2 || layer_norm;
   const int n_head_kv = gpt2 ? s.n_head : s.n_head_kv;
   const int head_dim = head_dim_of(s);
   const int rope_dims = s.rope_dims > 0 ? s.rope_dims : head_dim;
@@ -175,7 +178,15 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
   } else {
     w.set_u32(a + ".attention.head_count_kv", n_head_kv);
-    w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+    w.set_f32(a + (layer_norm ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (granite) {
+      // Granite's multipliers, of the kind its configs have (embedding 12, residual 0.22, logits
+      // 8 at 2B), sized for these small widths.
+      w.set_f32(a + ".embedding_scale", 2.0f);
+      w.set_f32(a + ".residual_scale", 0.5f);
+      w.set_f32(a + ".attention.scale", 0.75f / std::sqrt(static_cast<float>(head_dim)));
+      w.set_f32(a + ".logit_scale", 2.0f);
+    }
     w.set_u32(a + ".rope.dimension_count", rope_dims);
     w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
     if (ds) {
@@ -254,6 +265,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
                              random_values(seed, "position_embd.weight", static_cast<size_t>(s.n_embd) * s.n_ctx, 0.3f));
   vec("output_norm.weight", s.n_embd, 1.0f, 0.0f);
   if (gpt2) vec("output_norm.bias", s.n_embd, 0.0f, 0.0f);
+  if (layer_norm) vec("output_norm.bias", s.n_embd, 0.0f, 0.1f);
   if (s.llama3_orig_ctx > 0) {
     // Llama 3.1's frequency factors, computed as llama.cpp's converter does (LlamaModel
     // generate_extra_tensors) with factor 8 and low/high frequency factors 1 and 4.
@@ -311,8 +323,14 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     // Residual branches of the layers the draft does not have are scaled down.
     const float rs = (s.n_full_layers >= 0 && l >= s.n_full_layers) ? s.deep_residual_scale : 1.0f;
     const bool moe_layer = moe && l >= s.n_layer_dense_lead;
-    vec(p + "attn_norm.weight", s.n_embd, 1.0f, 0.0f);
-    vec(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.0f);
+    if (!olmo2) {  // olmo2 normalises the sublayers' outputs only (post-norms)
+      vec(p + "attn_norm.weight", s.n_embd, 1.0f, 0.0f);
+      vec(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.0f);
+    }
+    if (layer_norm) {  // biases with a spread, so a skipped one shows
+      vec(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f);
+      vec(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f);
+    }
     if (gpt2) {
       vec(p + "attn_norm.bias", s.n_embd, 0.0f, 0.0f);
       vec(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.0f);
@@ -353,7 +371,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         matrix(p + "attn_k.weight", s.n_embd, kv_dim, 1.0f);
         matrix(p + "attn_v.weight", s.n_embd, kv_dim, 1.0f);
       }
-      if (qwen2) {
+      if (qkv_bias) {
         vec(p + "attn_q.bias", q_dim, 0.0f, 0.1f);
         vec(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);
         vec(p + "attn_v.bias", kv_dim, 0.0f, 0.1f);
@@ -362,11 +380,12 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         vec(p + "attn_q_norm.weight", head_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", head_dim, 1.0f, 0.5f);
       }
-      if (olmoe) {  // over the whole projections
+      if (starcoder2) vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
+      if (olmoe || olmo2) {  // over the whole projections
         vec(p + "attn_q_norm.weight", q_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.5f);
       }
-      if (post_norms) {  // the file holds 1 + w (llama.cpp's converter adds the 1)
+      if (post_norms || olmo2) {  // gemma's files hold 1 + w (llama.cpp's converter adds the 1)
         vec(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.5f);
         vec(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.5f);
       }
@@ -374,6 +393,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         write_experts(p, rs);
       } else if (phi3) {
         matrix(p + "ffn_up.weight", s.n_embd, 2 * static_cast<int64_t>(s.n_ff), 1.0f);  // [gate | up]
+      } else if (starcoder2) {  // gpt2's ungated GELU MLP with biases
+        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
+        vec(p + "ffn_up.bias", s.n_ff, 0.0f, 0.1f);
+        vec(p + "ffn_down.bias", s.n_embd, 0.0f, 0.1f * rs);
       } else {
         matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
         matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);

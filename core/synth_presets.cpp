@@ -218,6 +218,62 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "granite-tiny" || preset == "granitemoe-tiny") {
+    // granite in llama.cpp's layout, F32: llama with embedding, residual, attention and logit
+    // scales (2, 0.5, 0.75 / sqrt(head_dim), 2). granitemoe-tiny: 3 layers of 4 experts top-2 of
+    // width 64 (feed_forward_length), renormalised.
+    s.arch = preset == "granite-tiny" ? "granite" : "granitemoe";
+    if (preset == "granitemoe-tiny") {
+      s.n_layer = 3;
+      s.n_ff = 64;
+      s.n_expert = 4;
+      s.n_expert_used = 2;
+    }
+    s.name = preset;
+    return s;
+  }
+  if (preset == "olmo2-tiny") {
+    // olmo2 in llama.cpp's layout, F32: no pre-norms, RMSNorm over the whole q and k projections,
+    // post-norms of both sublayers (post_attention_norm, post_ffw_norm), SwiGLU, split-halves RoPE.
+    s.arch = "olmo2";
+    s.name = preset;
+    return s;
+  }
+  if (preset == "smollm3-tiny") {
+    // smollm3 in llama.cpp's layout, F32, 4 layers: llama whose every fourth layer (here layer 3)
+    // has no RoPE, tied head.
+    s.arch = "smollm3";
+    s.tied_output = true;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "stablelm-tiny") {
+    // stablelm (StableLM 2) in llama.cpp's layout, F32: LayerNorm with biases, q/k/v biases,
+    // SwiGLU, split-halves RoPE over the first quarter of each head (4 of 16 dims).
+    s.arch = "stablelm";
+    s.rope_dims = 4;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "gemma-tiny") {
+    // gemma (Gemma 1) in llama.cpp's layout, F32: embedding times sqrt(n_embd), GeGLU, tied head,
+    // one KV head of 32.
+    s.arch = "gemma";
+    s.n_head_kv = 1;
+    s.head_dim = 32;
+    s.n_ff = 128;
+    s.tied_output = true;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "starcoder2-tiny") {
+    // starcoder2 in llama.cpp's layout, F32: LayerNorm with biases, q/k/v/output biases, an
+    // ungated GELU MLP with biases (width 128), split-halves RoPE.
+    s.arch = "starcoder2";
+    s.n_ff = 128;
+    s.name = preset;
+    return s;
+  }
   if (preset == "deepseek2-tiny" || preset == "deepseek2-lite-tiny") {
     // deepseek2 in llama.cpp's layout (MLA converted to its absorbed form), F32, 3 layers, dim 64,
     // 4 heads: query/key heads of 48 = 32 non-RoPE + 16 RoPE dims, value heads of 32, a latent of
@@ -360,6 +416,13 @@ std::vector<std::string> synth_presets() {
       "(original context 64) and attn_factor",
       "gemma2-tiny: gemma2, F32, 4 layers, dim 64, heads 4/2 of 32, post-norms, GeGLU, tied head, window 4 on layers "
       "0 and 2, attention and final soft-capping at 2 and 5",
+      "granite-tiny: granite, F32, 4 layers, dim 64, embedding / residual / attention / logit scales",
+      "granitemoe-tiny: granitemoe, F32, 3 layers, dim 64, granite's scales, 4 experts top-2 of width 64",
+      "olmo2-tiny: olmo2, F32, 4 layers, dim 64, no pre-norms, QK-norm over the whole projections, post-norms",
+      "smollm3-tiny: smollm3, F32, 4 layers, dim 64, no RoPE on layer 3 (every fourth), tied head",
+      "stablelm-tiny: stablelm, F32, 4 layers, dim 64, LayerNorm with biases, QKV biases, RoPE on 4 of 16 dims",
+      "gemma-tiny: gemma, F32, 4 layers, dim 64, heads 4/1 of 32, embedding scale, GeGLU, tied head",
+      "starcoder2-tiny: starcoder2, F32, 4 layers, dim 64, LayerNorm with biases, biases, ungated GELU MLP",
       "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "
       "of 8 experts top-2 + 2 shared, softmax over 4 groups keep 2, scale 1.5, YaRN",
       "deepseek2-lite-tiny: deepseek2-tiny in DeepSeek-V2-Lite's form: attn_q, no groups, no scale, no YaRN",

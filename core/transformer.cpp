@@ -77,7 +77,10 @@ float* Transformer::buf(size_t slot, size_t floats) {
 }
 
 void Transformer::norm(const VectorView& w, const VectorView& b, const float* in, float* out, int64_t rows) {
-  if (c_.arch == Arch::Gpt2)
+  if (w.empty()) {  // olmo2 has no pre-norms: the sublayer reads the residual stream itself
+    const size_t row = static_cast<size_t>(c_.n_embd) * sizeof(float);
+    be_->copy_rows(out, row, in, row, row, rows);
+  } else if (c_.layer_norm)
     be_->layer_norm(in, w.data, b.data, out, rows, c_.n_embd, c_.norm_eps);
   else
     be_->rms_norm(in, w.data, out, rows, c_.n_embd, c_.norm_eps);
@@ -125,7 +128,7 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     be_->rms_norm(q, L.attn_q_norm.data, q, T, q_dim, c_.norm_eps);
     be_->rms_norm(k_new, L.attn_k_norm.data, k_new, T, kvd, c_.norm_eps);
   }
-  if (c_.rope_style != RopeStyle::None) {
+  if (c_.has_rope(l)) {  // smollm3's NoPE layers skip it
     RopeParams rp = rope_[l];  // this layer's base, scaling and frequency factors
     if (rope_factors_) rp.freq_factors = rope_factors_;  // phi3's long or short factors
     rp.n_head = c_.n_head;
@@ -164,6 +167,7 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
   be_->matmul(att, T, L.wo, xn);
   if (!L.bo.empty()) be_->add_bias(xn, L.bo.data, T, d);
   if (!L.attn_post_norm.empty()) be_->rms_norm(xn, L.attn_post_norm.data, xn, T, d, c_.norm_eps);
+  if (c_.residual_scale != 1.0f) be_->scale(xn, c_.residual_scale, xn, T * d);  // granite
   be_->add(x, xn, x, T * d);
 }
 
@@ -279,6 +283,8 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
       const MatrixView w2[2] = {L.ffn_gate, L.ffn_up};
       float* const y2[2] = {g, u};
       be_->matmul_multi(xn, T, w2, y2);
+      if (!L.ffn_gate_b.empty()) be_->add_bias(g, L.ffn_gate_b.data, T, n_ff);
+      if (!L.ffn_up_b.empty()) be_->add_bias(u, L.ffn_up_b.data, T, n_ff);
       if (c_.ffn_act == FfnActivation::GeluTanh) {
         be_->gelu(g, g, T * n_ff);
         be_->mul(g, u, g, T * n_ff);
@@ -294,6 +300,7 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
     if (!L.ffn_down_b.empty()) be_->add_bias(out, L.ffn_down_b.data, T, d);
   }
   if (!L.ffn_post_norm.empty()) be_->rms_norm(out, L.ffn_post_norm.data, out, T, d, c_.norm_eps);
+  if (c_.residual_scale != 1.0f) be_->scale(out, c_.residual_scale, out, T * d);  // granite
   be_->add(x, out, x, T * d);
 }
 
@@ -361,6 +368,8 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   const int64_t n_vocab = b.head_rows > 0 ? b.head_rows : c_.n_vocab;
   float* logits = buf(kLogits, static_cast<size_t>(n_out) * n_vocab);
   be_->matmul(xn, n_out, w_.output.rows(0, n_vocab), logits);
+  if (c_.logit_scale != 1.0f)  // granite: llama.cpp scales by the float reciprocal
+    be_->scale(logits, 1.0f / c_.logit_scale, logits, static_cast<int64_t>(n_out) * n_vocab);
   if (c_.final_logit_softcap > 0.0f)
     be_->softcap(logits, c_.final_logit_softcap, logits, static_cast<int64_t>(n_out) * n_vocab);
   kv.append(b.positions);

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes random-weight GGUF models of qwen3moe, olmoe, phi3, gemma2 and deepseek2 in llama.cpp's
+"""Writes random-weight GGUF models of qwen3moe, olmoe, phi3, gemma2, deepseek2, granite,
+granitemoe, olmo2, smollm3, stablelm, starcoder2 and gemma in llama.cpp's
 layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
@@ -275,6 +276,172 @@ def deepseek2(path, dtype, lite):
     m.write()
 
 
+def dense_attention(m, p, d, H, Hkv, hd, bias=False, out_bias=False):
+    m.matrix(p + "attn_q.weight", [d, H * hd])
+    m.matrix(p + "attn_k.weight", [d, Hkv * hd])
+    m.matrix(p + "attn_v.weight", [d, Hkv * hd])
+    if bias:
+        for t, n in (("q", H * hd), ("k", Hkv * hd), ("v", Hkv * hd)):
+            m.norm(p + f"attn_{t}.bias", n, base=0.0, noise=0.2)
+    m.matrix(p + "attn_output.weight", [H * hd, d], scale=0.7)
+    if out_bias:
+        m.norm(p + "attn_output.bias", d, base=0.0, noise=0.2)
+
+
+def swiglu(m, p, d, ff):
+    m.matrix(p + "ffn_gate.weight", [d, ff])
+    m.matrix(p + "ffn_up.weight", [d, ff])
+    m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+
+
+def granite(path, dtype, moe):
+    # llama_model_granite / granite_moe: llama with embedding_scale, residual_scale (each
+    # sublayer's output), attention.scale (kq_scale) and logit_scale (logits / it). The MoE form:
+    # 8 experts top-2 of feed_forward_length, renormalised softmax, and Granite MoE Shared's
+    # ungated shared expert (expert_shared_feed_forward_length).
+    arch = "granitemoe" if moe else "granite"
+    d, L, H, Hkv, ff, E, k, sh = 256, 4, 4, 2, 512, 8, 2, 256
+    hd = d // H
+    m = Model(path, arch, 7 if moe else 8, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", 256 if moe else ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    m.f32("embedding_scale", 3.0)
+    m.f32("residual_scale", 0.4)
+    m.f32("attention.scale", 0.6 / np.sqrt(hd))
+    m.f32("logit_scale", 1.5)
+    if moe:
+        m.u32("expert_count", E)
+        m.u32("expert_used_count", k)
+        m.u32("expert_shared_feed_forward_length", sh)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "ffn_norm.weight", d)
+        if moe:
+            m.experts(p, d, 256, E)
+            m.matrix(p + "ffn_gate_shexp.weight", [d, sh])
+            m.matrix(p + "ffn_up_shexp.weight", [d, sh])
+            m.matrix(p + "ffn_down_shexp.weight", [sh, d], scale=0.7)
+        else:
+            swiglu(m, p, d, ff)
+    m.write()
+
+
+def olmo2(path, dtype):
+    # llama_model_olmo2: no pre-norms; attn_q_norm {n_embd} and attn_k_norm {kv width} over the
+    # whole projections; post_attention_norm and post_ffw_norm on the sublayers' outputs; SwiGLU.
+    d, L, H, Hkv, ff = 256, 4, 4, 2, 512
+    hd = d // H
+    m = Model(path, "olmo2", 9, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 500000.0)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "attn_q_norm.weight", d)
+        m.norm(p + "attn_k_norm.weight", Hkv * hd)
+        m.norm(p + "post_attention_norm.weight", d)
+        swiglu(m, p, d, ff)
+        m.norm(p + "post_ffw_norm.weight", d)
+    m.write()
+
+
+def smollm3(path, dtype):
+    # llama_model_smollm3: llama with no RoPE on layers l where (l + 1) % 4 == 0; tied head.
+    d, L, H, Hkv, ff = 256, 4, 4, 1, 512
+    hd = d // H
+    m = Model(path, "smollm3", 10, dtype)
+    m.common(d, L, H, Hkv, embd_scale=1.0)  # rows of unit norm: the tied head's logits stay O(1)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 5000000.0)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "ffn_norm.weight", d)
+        swiglu(m, p, d, ff)
+    m.write()
+
+
+def layer_norms(m, p, d):
+    for n in ("attn_norm", "ffn_norm"):
+        m.norm(p + n + ".weight", d)
+        m.norm(p + n + ".bias", d, base=0.0, noise=0.2)
+
+
+def stablelm(path, dtype):
+    # llama_model_stablelm (StableLM 2 1.6B's form): LayerNorm with biases, q/k/v biases, SwiGLU,
+    # NEOX RoPE over the first quarter of each head (rope.dimension_count 16 of 64).
+    d, L, H, ff = 256, 4, 4, 512
+    hd = d // H
+    m = Model(path, "stablelm", 11, dtype)
+    m.common(d, L, H, H)
+    m.f32("attention.layer_norm_epsilon", 1e-5)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd // 4)
+    m.f32("rope.freq_base", 10000.0)
+    m.norm("output_norm.bias", d, base=0.0, noise=0.2)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        layer_norms(m, p, d)
+        dense_attention(m, p, d, H, H, hd, bias=True)
+        swiglu(m, p, d, ff)
+    m.write()
+
+
+def starcoder2(path, dtype):
+    # llama_model_starcoder2: LayerNorm with biases, q/k/v and output biases, an ungated GELU MLP
+    # with biases (LLM_FFN_GELU, LLM_FFN_SEQ), NEOX RoPE.
+    d, L, H, Hkv, ff = 256, 4, 4, 2, 1024
+    hd = d // H
+    m = Model(path, "starcoder2", 12, dtype)
+    m.common(d, L, H, Hkv)
+    m.f32("attention.layer_norm_epsilon", 1e-5)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 100000.0)
+    m.norm("output_norm.bias", d, base=0.0, noise=0.2)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        layer_norms(m, p, d)
+        dense_attention(m, p, d, H, Hkv, hd, bias=True, out_bias=True)
+        m.matrix(p + "ffn_up.weight", [d, ff])
+        m.norm(p + "ffn_up.bias", ff, base=0.0, noise=0.2)
+        m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+        m.norm(p + "ffn_down.bias", d, base=0.0, noise=0.2)
+    m.write()
+
+
+def gemma(path, dtype):
+    # llama_model_gemma (Gemma 1): embedding times sqrt(n_embd), GeGLU, the head tied to
+    # token_embd, one KV head of 256 (Gemma 2B's shape, narrowed).
+    d, L, H, hd, ff = 256, 4, 4, 256, 512
+    m = Model(path, "gemma", 13, dtype)
+    m.common(d, L, H, 1, embd_scale=1.0)
+    m.u32("feed_forward_length", ff)
+    m.u32("attention.key_length", hd)
+    m.u32("attention.value_length", hd)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, 1, hd)
+        m.norm(p + "ffn_norm.weight", d)
+        swiglu(m, p, d, ff)
+    m.write()
+
+
 WRITERS = {
     "qwen3moe": qwen3moe,
     "olmoe": olmoe,
@@ -282,6 +449,13 @@ WRITERS = {
     "gemma2": gemma2,
     "deepseek2": lambda p, t: deepseek2(p, t, False),
     "deepseek2-lite": lambda p, t: deepseek2(p, t, True),
+    "granite": lambda p, t: granite(p, t, False),
+    "granitemoe": lambda p, t: granite(p, t, True),
+    "olmo2": olmo2,
+    "smollm3": smollm3,
+    "stablelm": stablelm,
+    "starcoder2": starcoder2,
+    "gemma": gemma,
 }
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ class MoEReferenceForward : public ReferenceForward {
       const auto out = swiglu(h, gs.data(), us.data(), ds.data(), sh);
       for (int i = 0; i < d; ++i) y[i] += g * out[i];
     }
-    for (int i = 0; i < d; ++i) x[i] += y[i];
+    for (int i = 0; i < d; ++i) x[i] += residual_mul_ * y[i];  // granite's residual multiplier (else 1)
   }
 
   std::vector<std::vector<std::vector<int>>> routing;  // [layer][token] chosen experts

@@ -4,7 +4,10 @@
 // of the whole q and k projections), phi3 (fused QKV and gate-up, LongRoPE's long/short factors
 // by context), gemma2 and gemma3 (Gemma Team 2024/2025: embedding times sqrt(n_embd), post-norms,
 // GeGLU, sliding-window local layers with their own RoPE base; gemma2's attention and final
-// soft-capping, gemma3's QK-norm), deepseek2's multi-head latent attention in its plain,
+// soft-capping, gemma3's QK-norm; gemma 1 without post-norms), granite (embedding, residual,
+// attention and logit multipliers), olmo2 (post-norms only, QK-norm of the whole projections),
+// smollm3 (no RoPE on every fourth layer), stablelm and starcoder2 (LayerNorm with biases, partial
+// RoPE; starcoder2's ungated GELU MLP), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
 // normalised latent c; the model runs the absorbed form), RoPE with Llama 3.1's frequency factors
 // and YaRN (Peng et al. 2023). The model tests compare the transformer's logits with it; an MoE
@@ -37,7 +40,19 @@ class ReferenceForward {
     gemma2_ = arch_ == "gemma2";
     gemma_ = gemma2_ || arch_ == "gemma3";
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3";
-    qk_norm_full_ = arch_ == "olmoe";
+    qk_norm_full_ = arch_ == "olmoe" || arch_ == "olmo2";
+    gemma1_ = arch_ == "gemma";
+    olmo2_ = arch_ == "olmo2";
+    layer_norm_ = arch_ == "gpt2" || arch_ == "stablelm" || arch_ == "starcoder2";
+    if (arch_ == "granite" || arch_ == "granitemoe") {
+      // Granite's multipliers (0 or absent: none).
+      embd_mul_ = f_->get_float(a + "embedding_scale", 0.0);
+      residual_mul_ = f_->get_float(a + "residual_scale", 0.0);
+      logit_div_ = f_->get_float(a + "logit_scale");
+      if (embd_mul_ == 0) embd_mul_ = 1;
+      if (residual_mul_ == 0) residual_mul_ = 1;
+    }
+    no_rope_step_ = arch_ == "smollm3" ? 4 : 0;  // NoPE every fourth layer
     mla_ = arch_ == "deepseek2";
     softcap_ = f_->get_float(a + "final_logit_softcapping", gemma2_ ? 30.0 : 0.0);
     attn_softcap_ = gemma2_ ? f_->get_float(a + "attn_logit_softcapping", 50.0) : 0.0;
@@ -67,13 +82,18 @@ class ReferenceForward {
     yarn_ = type == "yarn";
     orig_ctx_ = static_cast<double>(f_->get_int(a + "rope.scaling.original_context_length", c_.n_ctx_train));
     attn_factor_ = f_->get_float(a + "rope.scaling.attn_factor", 1.0);
-    if (arch_ == "llama" && f_->find_tensor("rope_freqs.weight")) freq_factors_ = tensor("rope_freqs.weight");
+    if ((arch_ == "llama" || arch_ == "granite" || arch_ == "granitemoe") && f_->find_tensor("rope_freqs.weight"))
+      freq_factors_ = tensor("rope_freqs.weight");
     context_ = c_.n_ctx_train;
     // Gemma's query_pre_attn_scalar is n_embd / n_head for the 27B (gemma2: 46 layers, gemma3: 62),
     // else head_dim.
     q_scale_ = gemma_ && c_.n_layer == (gemma2_ ? 46 : 62)
                    ? 1.0 / std::sqrt(static_cast<double>(c_.n_embd / c_.n_head))
                    : 1.0 / std::sqrt(static_cast<double>(c_.head_dim));
+    if (arch_ == "granite" || arch_ == "granitemoe") {
+      const double s = f_->get_float(a + "attention.scale", 0.0);
+      if (s != 0) q_scale_ = s;
+    }
     if (mla_) {
       // DeepSeek-V2's softmax scale: q_head_dim^-1/2 times YaRN's mscale(s, mscale_all_dim)^2
       // (mscale_all_dim = yarn_log_multiplier / 0.1 as the converter writes it), times the
@@ -104,8 +124,9 @@ class ReferenceForward {
         const auto pe = tensor("position_embd.weight");
         for (int i = 0; i < d; ++i) x[t][i] += pe[static_cast<size_t>(t) * d + i];
       }
-      if (gemma_)
+      if (gemma_ || gemma1_)
         for (double& e : x[t]) e *= std::sqrt(static_cast<double>(d));
+      for (double& e : x[t]) e *= embd_mul_;
     }
     for (int l = 0; l < c_.n_layer; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
@@ -113,7 +134,7 @@ class ReferenceForward {
       std::vector<std::vector<double>> q(T), k(T), v(T);
       int n_kv = c_.n_head_kv, dk = c_.head_dim, dv = c_.head_dim;
       for (int t = 0; t < T; ++t) {
-        const auto h = norm(x[t], p + "attn_norm");
+        const auto h = olmo2_ ? x[t] : norm(x[t], p + "attn_norm");
         if (mla_) {
           mla_qkv(h, p, t, l, q[t], k[t], v[t]);
           n_kv = c_.n_head, dv = c_.mla_v_head_dim;
@@ -141,8 +162,8 @@ class ReferenceForward {
             for (int i = 0; i < dv; ++i) att[h * dv + i] += s[j] / sum * v[j][kh * dv + i];
         }
         auto o = linear(att, p + "attn_output", d);
-        if (gemma_) o = norm(o, p + "post_attention_norm");
-        for (int i = 0; i < d; ++i) x[t][i] += o[i];
+        if (gemma_ || olmo2_) o = norm(o, p + "post_attention_norm");
+        for (int i = 0; i < d; ++i) x[t][i] += residual_mul_ * o[i];
       }
       for (int t = 0; t < T; ++t) {
         if (ffn)
@@ -152,9 +173,10 @@ class ReferenceForward {
       }
     }
     std::vector<std::vector<double>> logits(T);
-    const std::string head = f_->find_tensor("output.weight") && !gemma2_ ? "output" : "token_embd";
+    const std::string head = f_->find_tensor("output.weight") && !gemma2_ && !gemma1_ ? "output" : "token_embd";
     for (int t = 0; t < T; ++t) {
       logits[t] = linear(norm(x[t], "output_norm"), head, c_.n_vocab);
+      for (double& e : logits[t]) e /= logit_div_;
       if (softcap_ > 0)
         for (double& e : logits[t]) e = softcap_ * std::tanh(e / softcap_);
     }
@@ -249,7 +271,7 @@ class ReferenceForward {
                                 const std::string& name) const {
     const double n = static_cast<double>(in.size());
     std::vector<double> out(in.size());
-    if (c_.arch == core::Arch::Gpt2) {
+    if (layer_norm_) {
       const auto b = tensor(name + ".bias");
       double mean = 0, var = 0;
       for (double e : in) mean += e / n;
@@ -288,6 +310,7 @@ class ReferenceForward {
       q = norm(q, p + "attn_q_norm");
       k = norm(k, p + "attn_k_norm");
     }
+    if (no_rope_step_ > 0 && (l + 1) % no_rope_step_ == 0) return;  // a NoPE layer
     rope(q, c_.n_head, t, l);
     rope(k, c_.n_head_kv, t, l);
   }
@@ -328,10 +351,10 @@ class ReferenceForward {
   // ffn_up), GeGLU (tanh GELU) followed by gemma's post-norm, or GELU (tanh form) for gpt2.
   void dense_ffn(std::vector<double>& x, const std::string& p) const {
     const int d = c_.n_embd, ff = c_.n_ff;
-    const auto h = norm(x, p + "ffn_norm");
+    const auto h = olmo2_ ? x : norm(x, p + "ffn_norm");
     auto gelu = [](double e) { return 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e))); };
     std::vector<double> f;
-    if (c_.arch == core::Arch::Gpt2) {
+    if (c_.arch == core::Arch::Gpt2 || arch_ == "starcoder2") {
       auto u = linear(h, p + "ffn_up", ff);
       for (auto& e : u) e = gelu(e);
       f = linear(u, p + "ffn_down", d);
@@ -345,17 +368,20 @@ class ReferenceForward {
         g = linear(h, p + "ffn_gate", ff);
         u = linear(h, p + "ffn_up", ff);
       }
-      for (int i = 0; i < ff; ++i) u[i] *= gemma_ ? gelu(g[i]) : g[i] / (1 + std::exp(-g[i]));
+      for (int i = 0; i < ff; ++i) u[i] *= gemma_ || gemma1_ ? gelu(g[i]) : g[i] / (1 + std::exp(-g[i]));
       f = linear(u, p + "ffn_down", d);
-      if (gemma_) f = norm(f, p + "post_ffw_norm");
+      if (gemma_ || olmo2_) f = norm(f, p + "post_ffw_norm");
     }
-    for (int i = 0; i < d; ++i) x[i] += f[i];
+    for (int i = 0; i < d; ++i) x[i] += residual_mul_ * f[i];
   }
 
   std::shared_ptr<core::GGUFFile> f_;
   core::ModelConfig c_;
   std::string arch_;
   bool gemma_ = false, gemma2_ = false, qk_norm_ = false, qk_norm_full_ = false, mla_ = false, yarn_ = false;
+  bool gemma1_ = false, olmo2_ = false, layer_norm_ = false;
+  double embd_mul_ = 1, residual_mul_ = 1, logit_div_ = 1;  // granite
+  int no_rope_step_ = 0;
   double softcap_ = 0, attn_softcap_ = 0, base_ = 10000, base_local_ = 10000, factor_ = 1, orig_ctx_ = 0;
   double attn_factor_ = 1, mscale_all_ = 0;
   double q_scale_ = 1;

@@ -189,6 +189,14 @@ void add_info_command(CLI::App& app) {
         j["leading_dense_layers"] = c.n_layer_dense_lead;
       }
       j["post_norms"] = c.post_norms;
+      j["pre_norms"] = c.pre_norms;
+      j["norm"] = c.layer_norm ? "layer_norm" : "rms_norm";
+      j["residual_scale"] = c.residual_scale;
+      j["logit_scale"] = c.logit_scale;
+      std::vector<int> no_rope;
+      for (int l = 0; l < c.n_layer; ++l)
+        if (c.rope_style != core::RopeStyle::None && !c.has_rope(l)) no_rope.push_back(l);
+      j["no_rope_layers"] = no_rope;
       j["embedding_scale"] = c.embd_scale;
       j["ffn_activation"] = c.ffn_act == core::FfnActivation::GeluTanh ? "gelu_tanh" : "silu";
       j["attention_scale"] = c.attention_scale();
@@ -243,8 +251,17 @@ void add_info_command(CLI::App& app) {
                   "global\n", n_local, c.n_layer, layer_ranges(c.swa_layers).c_str(), pattern.c_str(), c.n_swa);
     }
     std::printf("rope:          %s\n", rope_line(c).c_str());
-    std::printf("norm eps:      %g%s\n", c.norm_eps, c.post_norms ? " (pre- and post-norms)" : "");
+    std::printf("norms:         %s, eps %g%s\n", c.layer_norm ? "LayerNorm with bias" : "RMSNorm", c.norm_eps,
+                !c.pre_norms ? " (post-norms only)" : c.post_norms ? " (pre- and post-norms)" : "");
+    {
+      std::vector<uint8_t> no_rope(static_cast<size_t>(c.n_layer), 0);
+      bool any = false;
+      for (int l = 0; l < c.n_layer; ++l) any |= (no_rope[l] = c.rope_style != core::RopeStyle::None && !c.has_rope(l));
+      if (any) std::printf("no RoPE:       layers %s\n", layer_ranges(no_rope).c_str());
+    }
     if (c.embd_scale != 1.0f) std::printf("embedding:     scaled by %g\n", c.embd_scale);
+    if (c.residual_scale != 1.0f) std::printf("residual:      each sublayer's output scaled by %g\n", c.residual_scale);
+    if (c.logit_scale != 1.0f) std::printf("logits:        divided by %g\n", c.logit_scale);
     if (c.ffn_act == core::FfnActivation::GeluTanh) std::printf("feed-forward:  GELU (tanh) gated\n");
     if (c.ffn_gate_up_fused) std::printf("feed-forward:  SwiGLU, gate and up fused in ffn_up\n");
     if (c.final_logit_softcap > 0.0f) std::printf("logits:        soft-capped at %g\n", c.final_logit_softcap);

@@ -199,7 +199,7 @@ SynthSpec shrink(SynthSpec s) {
   // Wider than n_embd / n_head, as the preset's; deepseek2 keeps its split of the query/key head
   // into RoPE and non-RoPE parts (48 = 32 + 16), whose rows must fit the block types.
   if (s.head_dim > 0 && s.arch != "deepseek2") s.head_dim = 32;
-  s.n_layer = std::min(s.n_layer, 2);
+  s.n_layer = std::min(s.n_layer, s.arch == "smollm3" ? 4 : 2);  // smollm3's NoPE layer is its fourth
   s.keep_layers = draft ? 1 : -1;
   s.n_ff = 32;
   s.n_ctx = 16;

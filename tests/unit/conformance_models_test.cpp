@@ -1,8 +1,9 @@
 // The random-weight models that scripts/conformance-models.py writes with the gguf Python package
 // in llama.cpp's layout (an independent writer: not specmoe's synth) against the double-precision
-// reference forwards: for qwen3moe, olmoe, deepseek2 and its Lite form every token of every MoE
-// layer routed to the reference's experts for F32 and F16 weights, and the logits close; phi3 at
-// both LongRoPE contexts and gemma2 likewise for their logits. Perplexity against llama.cpp on the
+// reference forwards: for qwen3moe, olmoe, deepseek2 and its Lite form, and granitemoe, every token
+// of every MoE layer routed to the reference's experts for F32 and F16 weights, and the logits
+// close; phi3 at both LongRoPE contexts, gemma2, granite, olmo2, smollm3, stablelm, starcoder2 and
+// gemma likewise for their logits. Perplexity against llama.cpp on the
 // same files is scripts/conformance.sh's (README, Architectures).
 //
 // Needs the models: SPECMOE_CONFORMANCE_DIR=DIR after
@@ -92,7 +93,7 @@ TEST_P(ConformanceMoE, RoutesEveryTokenAsTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ConformanceMoE,
-                         ::testing::Combine(::testing::Values("qwen3moe", "olmoe", "deepseek2", "deepseek2-lite"),
+                         ::testing::Combine(::testing::Values("qwen3moe", "olmoe", "deepseek2", "deepseek2-lite", "granitemoe"),
                                             ::testing::Values("f32", "f16")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
@@ -115,3 +116,19 @@ TEST(ConformanceDense, Gemma2MatchesTheReference) {
     check_dense(path, 128);
   }
 }
+
+// granite's multipliers, olmo2's post-norms, smollm3's NoPE layers, stablelm's LayerNorm and partial
+// RoPE, starcoder2's biases and ungated MLP, gemma's embedding scale and GeGLU.
+class ConformanceDenseArch : public ::testing::TestWithParam<std::tuple<std::string, const char*>> {};
+
+TEST_P(ConformanceDenseArch, MatchesTheReference) {
+  const auto& [arch, type] = GetParam();
+  REQUIRE_MODEL(path, arch, type);
+  check_dense(path, 128);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ConformanceDenseArch,
+                         ::testing::Combine(::testing::Values("granite", "olmo2", "smollm3", "stablelm", "starcoder2",
+                                                              "gemma"),
+                                            ::testing::Values("f32", "f16")),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });

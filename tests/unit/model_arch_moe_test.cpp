@@ -95,6 +95,22 @@ TEST(MoEArchitectures, OlmoeMatchesReferenceAndRoutes) {
   EXPECT_EQ(m->config().n_ff_expert, 64);
 }
 
+TEST(MoEArchitectures, GraniteMoeMatchesReferenceAndRoutes) {
+  // granite's multipliers around renormalised softmax top-2 experts of feed_forward_length; the
+  // residual multiplier scales the MoE block's output too.
+  for (DType t : {DType::F32, DType::F16})
+    check_moe_against_reference(write_preset("granitemoe-tiny", t, fmt::format("granitemoe_{}.gguf", dtype_name(t))),
+                                kIds, 0, kTolF32);
+  auto m = Model::load(write_preset("granitemoe-tiny", DType::F32, "granitemoe_cfg.gguf"));
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::GraniteMoe);
+  EXPECT_EQ(c.n_expert, 4);
+  EXPECT_EQ(c.n_ff_expert, 64);
+  EXPECT_EQ(c.n_ff_shared_expert, 0);
+  EXPECT_TRUE(c.expert_weights_norm);
+  EXPECT_FLOAT_EQ(c.residual_scale, 0.5f);
+}
+
 TEST(MoEArchitectures, Deepseek2MatchesReferenceAndRoutes) {
   // The q LoRA, groups (4 of 2 experts, 2 kept), scale 1.5 and YaRN; then DeepSeek-V2-Lite's form.
   for (const char* preset : {"deepseek2-tiny", "deepseek2-lite-tiny"})

@@ -378,7 +378,8 @@ TEST(ModelConfig, UnknownArchitecture) {
     EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
     EXPECT_EQ(std::string(e.what()),
               path + ": unsupported architecture 'xyz' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, "
-                     "gemma2, gemma3, olmoe, phi3, deepseek2)");
+                     "gemma, gemma2, gemma3, olmoe, olmo2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
+                     "starcoder2)");
   }
 }
 
@@ -467,4 +468,64 @@ TEST(ModelConfig, ValidateOnPlainStruct) {
   EXPECT_NO_THROW(c.validate());
   c.n_vocab = (1 << 22) + 1;
   EXPECT_THROW(c.validate(), Error);
+}
+
+// The keys of the dense architectures added beside llama's (llama.cpp's load_arch_hparams for each):
+// what each reads, its defaults, and the forms specmoe refuses with the key named.
+TEST(ModelConfig, GraniteOlmo2Smollm3StableLmStarcoder2Gemma) {
+  {
+    GGUFWriter w = base("granite");
+    w.set_f32("granite.logit_scale", 8.0f);
+    w.set_f32("granite.embedding_scale", 12.0f);
+    w.set_f32("granite.residual_scale", 0.22f);
+    w.set_f32("granite.attention.scale", 0.015625f);
+    const ModelConfig c = load(w).cfg;
+    EXPECT_EQ(c.arch, Arch::Granite);
+    EXPECT_EQ(c.rope_style, RopeStyle::Adjacent);
+    EXPECT_FLOAT_EQ(c.logit_scale, 8.0f);
+    EXPECT_FLOAT_EQ(c.embd_scale, 12.0f);
+    EXPECT_FLOAT_EQ(c.residual_scale, 0.22f);
+    EXPECT_FLOAT_EQ(c.attention_scale(), 0.015625f);
+    // Absent (or 0) multipliers mean none, as llama.cpp's zero defaults do; logit_scale is required.
+    GGUFWriter d = base("granite");
+    d.set_f32("granite.logit_scale", 1.0f);
+    d.set_f32("granite.residual_scale", 0.0f);
+    const ModelConfig cd = load(d).cfg;
+    EXPECT_FLOAT_EQ(cd.residual_scale, 1.0f);
+    EXPECT_FLOAT_EQ(cd.embd_scale, 1.0f);
+    EXPECT_FLOAT_EQ(cd.attention_scale(), 0.5f);  // 1/sqrt(16 / 4)
+    expect_error(base("granite"), ErrorKind::Format, "metadata key 'granite.logit_scale' is missing");
+  }
+  {
+    GGUFWriter w = base("olmo2");
+    const ModelConfig c = load(w).cfg;
+    EXPECT_FALSE(c.pre_norms);
+    EXPECT_TRUE(c.post_norms && c.qk_norm_full);
+    EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
+    w.set_u32("olmo2.attention.sliding_window", 4096);  // OLMo 3's local layers
+    expect_error(w, ErrorKind::Unsupported, "olmo2.attention.sliding_window");
+  }
+  {
+    const ModelConfig c = load(base("smollm3")).cfg;
+    EXPECT_EQ(c.no_rope_step, 4);
+    EXPECT_TRUE(c.has_rope(0) && c.has_rope(1) && !c.has_rope(3));
+  }
+  for (const char* arch : {"stablelm", "starcoder2"}) {
+    GGUFWriter w = base(arch);
+    w.set_f32(std::string(arch) + ".attention.layer_norm_epsilon", 1e-5f);  // LayerNorm's key, not the RMS one
+    w.set_u32(std::string(arch) + ".rope.dimension_count", 2);
+    const ModelConfig c = load(w).cfg;
+    EXPECT_TRUE(c.layer_norm) << arch;
+    EXPECT_FLOAT_EQ(c.norm_eps, 1e-5f) << arch;
+    EXPECT_EQ(c.rope_dims, 2) << arch;
+    EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves) << arch;
+  }
+  {
+    GGUFWriter w = base("gemma");
+    w.add_tensor_f32("output.weight", DType::F32, {16, 10}, std::vector<float>(160, 0.5f));
+    const ModelConfig c = load(w).cfg;
+    EXPECT_FLOAT_EQ(c.embd_scale, 4.0f);
+    EXPECT_EQ(c.ffn_act, FfnActivation::GeluTanh);
+    EXPECT_TRUE(c.tied_output);  // llama.cpp reads gemma's head from token_embd even beside an output.weight
+  }
 }

@@ -69,6 +69,8 @@ struct GgufEdit {
   std::string drop_tensor;                 // omit this tensor
   std::string transpose_tensor;            // write this 2-D tensor with ne swapped
   std::vector<std::pair<std::string, uint32_t>> set_u32;
+  std::string drop_key;                    // omit this metadata key
+  std::string rename_arch;                 // general.architecture and every "<arch>." key renamed to it
 };
 
 void copy_gguf(const std::string& src, const std::string& dst, const GgufEdit& e) {
@@ -77,11 +79,15 @@ void copy_gguf(const std::string& src, const std::string& dst, const GgufEdit& e
   w.set_alignment(static_cast<uint32_t>(f->alignment()));
   const std::string arch = f->get_string("general.architecture");
   for (const auto& [k, v] : f->metadata()) {
-    if (k == "general.alignment") continue;
+    if (k == "general.alignment" || k == e.drop_key) continue;
+    std::string key = k;
+    if (!e.rename_arch.empty() && key.rfind(arch + ".", 0) == 0) key = e.rename_arch + key.substr(arch.size());
     if (e.keep_layers >= 0 && k == arch + ".block_count")
-      w.set_u32(k, e.keep_layers);
+      w.set_u32(key, e.keep_layers);
+    else if (!e.rename_arch.empty() && k == "general.architecture")
+      w.set_string(k, e.rename_arch);
     else
-      w.set_value(k, v);
+      w.set_value(key, v);
   }
   for (const auto& [k, v] : e.set_u32) w.set_u32(k, v);
   for (const auto& t : f->tensors()) {
@@ -638,4 +644,112 @@ TEST(Architectures, Gemma2SoftCappingAndWindowsMatchReference) {
   s.type = DType::Q8_0;
   s.final_logit_softcap = 30.0f;
   check_against_reference(s, "arch_gemma2_q8.gguf", 1.5e-2);
+}
+
+// The dense architectures llama.cpp runs that specmoe reads alongside the others: each preset
+// against the double-precision reference (which reads the architecture's keys itself), with the
+// specifics that set it apart read back from the file.
+TEST(Architectures, GraniteMultipliersMatchReference) {
+  // Embedding times 2, each sublayer's output times 0.5 before its residual add, scores times
+  // 0.75 / sqrt(head_dim), logits divided by 2.
+  check_against_reference(synth_spec("granite-tiny"), "arch_granite.gguf");
+  auto m = Model::load(scratch("arch_granite.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Granite);
+  EXPECT_EQ(c.rope_style, RopeStyle::Adjacent);
+  EXPECT_FLOAT_EQ(c.embd_scale, 2.0f);
+  EXPECT_FLOAT_EQ(c.residual_scale, 0.5f);
+  EXPECT_FLOAT_EQ(c.logit_scale, 2.0f);
+  EXPECT_FLOAT_EQ(c.attention_scale(), 0.75f / 4.0f);
+  SynthSpec q8 = synth_spec("granite-tiny");
+  q8.type = DType::Q8_0;
+  check_against_reference(q8, "arch_granite_q8.gguf", 1.5e-2);  // 8-bit activations, as LlamaMatchesReference
+  // logit_scale is required (llama.cpp reads it without a default).
+  GgufEdit e;
+  e.drop_key = "granite.logit_scale";
+  copy_gguf(scratch("arch_granite.gguf"), scratch("arch_granite_nologit.gguf"), e);
+  try {
+    Model::load(scratch("arch_granite_nologit.gguf"));
+    FAIL() << "a granite file without logit_scale loaded";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("granite.logit_scale"), std::string::npos) << err.what();
+  }
+}
+
+TEST(Architectures, Olmo2PostNormsOnlyMatchReference) {
+  check_against_reference(synth_spec("olmo2-tiny"), "arch_olmo2.gguf");
+  auto m = Model::load(scratch("arch_olmo2.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Olmo2);
+  EXPECT_FALSE(c.pre_norms);
+  EXPECT_TRUE(c.post_norms);
+  EXPECT_TRUE(c.qk_norm_full);
+  EXPECT_EQ(c.ffn_act, FfnActivation::Silu);
+  EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
+  EXPECT_EQ(m->file().find_tensor("blk.0.attn_norm.weight"), nullptr);
+}
+
+TEST(Architectures, Smollm3NoRopeLayersMatchReference) {
+  check_against_reference(synth_spec("smollm3-tiny"), "arch_smollm3.gguf");
+  auto m = Model::load(scratch("arch_smollm3.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Smollm3);
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(c.has_rope(l), l != 3) << l;
+  // The same weights read as llama (RoPE on every layer) give other logits.
+  GgufEdit e;
+  e.rename_arch = "llama";
+  copy_gguf(scratch("arch_smollm3.gguf"), scratch("arch_smollm3_as_llama.gguf"), e);
+  auto l = Model::load(scratch("arch_smollm3_as_llama.gguf"), f32_caches());
+  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44};
+  KVCache ka = m->new_cache(16), kb = l->new_cache(16);
+  std::vector<float> a, b;
+  m->forward(ids, ka).logits.to_host(a);
+  l->forward(ids, kb).logits.to_host(b);
+  double moved = 0;
+  for (size_t i = 0; i < a.size(); ++i) moved = std::max(moved, std::fabs(double(a[i]) - b[i]));
+  EXPECT_GT(moved, 1e-2);
+}
+
+TEST(Architectures, StableLmLayerNormAndPartialRopeMatchReference) {
+  check_against_reference(synth_spec("stablelm-tiny"), "arch_stablelm.gguf");
+  auto m = Model::load(scratch("arch_stablelm.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::StableLm);
+  EXPECT_TRUE(c.layer_norm);
+  EXPECT_EQ(c.rope_dims, 4);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
+  // StableLM 2 12B's form (parallel residual: no ffn_norm) is refused with the layer named.
+  GgufEdit e;
+  e.drop_tensor = "blk.1.ffn_norm.weight";
+  copy_gguf(scratch("arch_stablelm.gguf"), scratch("arch_stablelm_parallel.gguf"), e);
+  try {
+    Model::load(scratch("arch_stablelm_parallel.gguf"));
+    FAIL() << "a stablelm file without ffn_norm loaded";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(err.what()).find("layer 1 has no ffn_norm"), std::string::npos) << err.what();
+  }
+}
+
+TEST(Architectures, GemmaMatchesReference) {
+  check_against_reference(synth_spec("gemma-tiny"), "arch_gemma.gguf");
+  auto m = Model::load(scratch("arch_gemma.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Gemma);
+  EXPECT_FLOAT_EQ(c.embd_scale, 8.0f);  // sqrt(64)
+  EXPECT_EQ(c.ffn_act, FfnActivation::GeluTanh);
+  EXPECT_FALSE(c.post_norms);
+  EXPECT_TRUE(c.tied_output);
+  EXPECT_EQ(c.n_swa, 0);
+}
+
+TEST(Architectures, Starcoder2MatchesReference) {
+  check_against_reference(synth_spec("starcoder2-tiny"), "arch_starcoder2.gguf");
+  auto m = Model::load(scratch("arch_starcoder2.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Starcoder2);
+  EXPECT_TRUE(c.layer_norm);
+  EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
+  EXPECT_EQ(m->file().find_tensor("blk.0.ffn_gate.weight"), nullptr);
 }
