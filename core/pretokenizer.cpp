@@ -90,7 +90,7 @@ bool pretokenizer_spec(std::string_view pre, PreTokenizerSpec& spec) {
                      "mellum", "exaone4", "mpt", "olmo", "jais", "trillion", "granite-docling", "jina-v1-en",
                      "jina-v2-code", "roberta-bpe", "modern-bert"})) {
     spec.regexes = {kGpt2};
-  } else if (is_any({"qwen2", "deepseek-r1-qwen", "megrez", "stablelm2", "hunyuan", "kormo", "solar-open"})) {
+  } else if (is_any({"qwen2", "deepseek-r1-qwen", "megrez", "stablelm2", "hunyuan", "kormo", "solar-open", "f2llmv2"})) {
     spec.regexes = {kQwen2};
   } else if (is_any({"poro-chat", "bloom", "gpt3-finnish"})) {
     spec.regexes = {kPoro};
@@ -100,8 +100,21 @@ bool pretokenizer_spec(std::string_view pre, PreTokenizerSpec& spec) {
     spec.regexes = {kTekken};
     spec.ignore_merges = true;
     spec.add_bos = true;
-  } else if (is_any({"gpt-4o", "llama4", "minimax-m2"})) {
+  } else if (is_any({"gpt-4o", "llama4", "minimax-m2", "kanana2", "talkie"})) {
     spec.regexes = {kGpt4o};
+  } else if (pre == "seed-coder") {
+    // The tokenizer.json regex with its (?i:...) contractions spelled out, as llama.cpp writes it.
+    spec.regexes = {
+        "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| "
+        "?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"};
+  } else if (pre == "minicpm5") {
+    spec.regexes = {
+        R"(\p{N}{1,3})",
+        "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| "
+        "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"};
+    spec.ignore_merges = true;
+  } else if (pre == "mellum2") {
+    spec.regexes = {R"(\p{N})", kGpt2};
   } else if (is_any({"glm4", "chatglm-bpe"})) {
     spec.regexes = {kLlama3};
   } else {

@@ -321,7 +321,10 @@ def kld_rows(label, path, text, ctx, threads, scratch, cache, mkey, tkey, spec_k
 
 def llama_ids(model, path, plain):
     flags = ["--no-parse-special"] if plain else []
-    rc, out, err = run([llama_tool("llama-tokenize"), "-m", model, "-f", path, "--ids", "--log-disable"] + flags)
+    # --no-escape: llama-tokenize turns a text's literal \n, \t, \' ... into the characters by
+    # default (llama-perplexity reads the file as it is).
+    rc, out, err = run([llama_tool("llama-tokenize"), "-m", model, "-f", path, "--ids", "--log-disable",
+                        "--no-escape"] + flags)
     if rc != 0:
         raise RuntimeError(f"llama-tokenize failed on {path}: {err[-1000:]}")
     return [int(t) for t in out.strip().splitlines()[-1].strip("[]").replace(",", " ").split()]

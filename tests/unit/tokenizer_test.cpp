@@ -338,7 +338,8 @@ TEST(Tokenizer, EveryPreTokenizerCompilesAndRoundTrips) {
   const std::string text = "Hello, World! It's 2024: naïve café ½ 12345 日本語 한국어 🦙  \t\n\n  x'LL  ";
   for (const char* pre : {"", "default", "gpt-2", "llama3", "llama-bpe", "qwen2", "starcoder", "smollm", "refact",
                           "deepseek-coder", "deepseek-llm", "deepseek-v3", "falcon", "mpt", "olmo", "dbrx",
-                          "stablelm2", "command-r", "poro-chat", "viking", "tekken", "gpt-4o", "chatglm-bpe"}) {
+                          "stablelm2", "command-r", "poro-chat", "viking", "tekken", "gpt-4o", "chatglm-bpe", "seed-coder",
+                          "minicpm5", "mellum2", "kanana2", "talkie", "f2llmv2"}) {
     Vocab v = base;
     v.pre = pre;
     std::unique_ptr<Tokenizer> tok;
@@ -419,6 +420,31 @@ TEST(Tokenizer, ChatTemplateThroughGguf) {
   auto file = GGUFFile::open_metadata(path);
   EXPECT_EQ(Tokenizer::from_gguf(*file)->chat_template(), v.chat_template);
   EXPECT_EQ(Tokenizer::from_vocab(byte_vocab(300))->chat_template(), "");
+}
+
+// Pre-tokenizers of llama.cpp 2026-10 whose names map onto regexes of their own or of an older
+// type (seed-coder, minicpm5, mellum2; kanana2 and talkie as gpt-4o, f2llmv2 as qwen2): the GPT-2
+// vocabulary with tokenizer.ggml.pre set to each name, against the ids llama-tokenize printed for
+// the same file and text (`llama-tokenize -m VOCAB -f TEXT --ids --no-escape`).
+TEST(Tokenizer, NewerPreTokenizerNamesEncodeLikeLlamaCpp) {
+  SPECMOE_REQUIRE_DATA("tokenizer/ggml-vocab-gpt-2.gguf");
+  const std::string text = "I'M 12345 x'LL don'T\r\n\n  \tcaf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xc2\xbd a.b_c/d!!  end ";
+  const std::vector<int32_t> digits_one_by_one = {40, 6, 44, 220, 16, 17, 18, 19, 20, 2124, 6, 3069, 836, 6, 51,
+                                                  201, 628, 220, 220, 197, 66, 1878, 2634, 10545, 245, 98, 17312, 105,
+                                                  45739, 252, 220, 23141, 257, 13, 65, 62, 66, 14, 67, 3228, 220, 886,
+                                                  220};
+  const std::vector<int32_t> digits_by_three = {40, 6, 44, 220, 10163, 2231, 2124, 6, 3069, 836, 6, 51, 201, 628, 220,
+                                                220, 197, 66, 1878, 2634, 10545, 245, 98, 17312, 105, 45739, 252, 220,
+                                                23141, 257, 13, 65, 62, 66, 14, 67, 3228, 220, 886, 220};
+  auto file = GGUFFile::open(data_path("tokenizer/ggml-vocab-gpt-2.gguf").string());
+  for (const auto& [pre, want] : {std::pair{"seed-coder", &digits_one_by_one}, std::pair{"mellum2", &digits_one_by_one},
+                                  std::pair{"f2llmv2", &digits_one_by_one}, std::pair{"minicpm5", &digits_by_three},
+                                  std::pair{"kanana2", &digits_by_three}, std::pair{"talkie", &digits_by_three}}) {
+    Vocab v = read_vocab(*file);
+    v.pre = pre;
+    const auto tok = Tokenizer::from_vocab(v);
+    EXPECT_EQ(join(tok->encode(text, false)), join(*want)) << pre;
+  }
 }
 
 }  // namespace
