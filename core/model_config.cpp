@@ -160,6 +160,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"granitemoe", Arch::GraniteMoe, RopeStyle::Adjacent}, {"olmo2", Arch::Olmo2, RopeStyle::SplitHalves},
       {"smollm3", Arch::Smollm3, RopeStyle::Adjacent},       {"stablelm", Arch::StableLm, RopeStyle::SplitHalves},
       {"gemma", Arch::Gemma, RopeStyle::SplitHalves},        {"starcoder2", Arch::Starcoder2, RopeStyle::SplitHalves},
+      {"gptneox", Arch::GptNeox, RopeStyle::SplitHalves},    {"phi2", Arch::Phi2, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -167,7 +168,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (!info)
     throw_error(ErrorKind::Unsupported,
                 "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, gemma, "
-                "gemma2, gemma3, olmoe, olmo2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, starcoder2)",
+                "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
+                "starcoder2, gptneox)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -175,7 +177,9 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   c.qk_norm_full = c.arch == Arch::Olmoe || c.arch == Arch::Olmo2;
   c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Olmo2;
   c.pre_norms = c.arch != Arch::Olmo2;
-  c.layer_norm = c.arch == Arch::Gpt2 || c.arch == Arch::StableLm || c.arch == Arch::Starcoder2;
+  c.layer_norm = c.arch == Arch::Gpt2 || c.arch == Arch::StableLm || c.arch == Arch::Starcoder2 ||
+                 c.arch == Arch::GptNeox || c.arch == Arch::Phi2;
+  c.parallel_residual = c.arch == Arch::Phi2;  // gptneox: its key, read below
   if (c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) c.ffn_act = FfnActivation::GeluTanh;
   if (c.arch == Arch::Smollm3) c.no_rope_step = 4;  // llama.cpp's n_no_rope_layer_step for it
   c.ffn_gate_up_fused = c.arch == Arch::Phi3;
@@ -232,6 +236,11 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   }
   if (c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) detail::read_gemma(r, c);
   if (c.arch == Arch::Gemma) c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+  if (c.arch == Arch::GptNeox) {  // required, as llama.cpp reads it
+    const std::string k = r.key("use_parallel_residual");
+    if (!file.has(k)) throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), k);
+    c.parallel_residual = file.get_bool(k, false);
+  }
   if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe) detail::read_granite(r, c);
   if (c.arch == Arch::Olmo2 && r.get("attention.sliding_window", 0) > 0)
     throw_error(ErrorKind::Unsupported,

@@ -12,7 +12,7 @@ class GGUFFile;
 
 enum class Arch {
   Llama, Qwen2, Qwen2Moe, Gpt2, Qwen3, Gemma3, Qwen3Moe, Olmoe, Phi3, Gemma2, Deepseek2,
-  Granite, GraniteMoe, Olmo2, Smollm3, StableLm, Gemma, Starcoder2
+  Granite, GraniteMoe, Olmo2, Smollm3, StableLm, Gemma, Starcoder2, GptNeox, Phi2
 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
@@ -87,6 +87,9 @@ struct ModelConfig {
                                      // before its residual add (0 or absent = 1)
   float logit_scale = 1.0f;          // granite: <arch>.logit_scale, logits times 1 / it
   int no_rope_step = 0;              // smollm3: 4, layer l has no RoPE when (l + 1) % 4 == 0 (NoPE layers)
+  bool parallel_residual = false;    // gptneox (<arch>.use_parallel_residual), phi2: x + attn(norm(x)) +
+                                     // ffn(norm'(x)), both sublayers reading the layer's input (phi2's
+                                     // norm' is its one attn_norm)
   // phi3 LongRoPE: rope_factors_long / rope_factors_short [rope_dims / 2] frequency divisors; the
   // long ones apply when the context (the KV cache's capacity) exceeds rope_n_ctx_orig, as
   // llama.cpp chooses by n_ctx_seq.

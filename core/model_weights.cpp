@@ -22,7 +22,9 @@
 //          up,down}.bias; granitemoe's shared expert ffn_{gate,up,down}_shexp, ungated); smollm3:
 //          llama; olmo2: olmoe's attention without attn_norm / ffn_norm, gemma's post-norm names;
 //          stablelm: llama with LayerNorm biases (attn_norm, ffn_norm, output_norm .bias);
-//          starcoder2: stablelm + attn_output.bias and gpt2's ungated ffn_up / ffn_down with biases
+//          starcoder2: stablelm + attn_output.bias and gpt2's ungated ffn_up / ffn_down with biases;
+//          gptneox: gpt2's block (no learned positions); phi2: starcoder2's without ffn_norm (the
+//          one attn_norm feeds both sublayers), attn_qkv or attn_q/k/v, output.bias {n_vocab}
 //   gpt2:  token_embd, position_embd, output_norm{,.bias}, output (absent = tied),
 //          blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up, ffn_down}{.weight,.bias}
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
@@ -228,6 +230,8 @@ void bind_mla(const TensorBinder& b, const ModelConfig& c, const std::string& p,
 ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   const TensorBinder b(file);
   const bool gpt2 = c.arch == Arch::Gpt2;
+  // gpt2's block layout (fused attn_qkv, biases everywhere, an ungated MLP), also gptneox's.
+  const bool gpt2_block = gpt2 || c.arch == Arch::GptNeox;
   const bool qwen2 = c.arch == Arch::Qwen2 || c.arch == Arch::Qwen2Moe;
   const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
   const int64_t qkv_dim = q_dim + 2 * c.kv_dim();
@@ -244,6 +248,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   w.output_norm = vec("output_norm.weight", c.n_embd);
   if (c.layer_norm) w.output_norm_b = vec("output_norm.bias", c.n_embd);
   w.output = !c.tied_output ? b.matrix("output.weight", c.n_embd, c.n_vocab) : w.token_embd;
+  if (c.arch == Arch::Phi2) w.output_b = vec("output.bias", c.n_vocab);
   if (c.rope_freq_factors) {
     // llama3: the converter's rope_freqs.weight, else the factors of the file's llama3 keys.
     if (b.has("rope_freqs.weight")) {
@@ -265,7 +270,10 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   for (int l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[l];
     const std::string p = fmt::format("blk.{}.", l);
-    if (c.pre_norms) {
+    if (c.arch == Arch::Phi2) {  // one norm feeds both sublayers
+      L.attn_norm = vec(p + "attn_norm.weight", c.n_embd);
+      L.attn_norm_b = vec(p + "attn_norm.bias", c.n_embd);
+    } else if (c.pre_norms) {
       if (c.arch == Arch::StableLm && !b.has(p + "ffn_norm.weight"))
         throw_error(ErrorKind::Unsupported,
                     "{}: layer {} has no ffn_norm: stablelm with a parallel residual (StableLM 2 12B) is not supported",
@@ -273,7 +281,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       L.attn_norm = vec(p + "attn_norm.weight", c.n_embd);
       L.ffn_norm = vec(p + "ffn_norm.weight", c.n_embd);
     }
-    if (c.layer_norm) {
+    if (c.layer_norm && c.arch != Arch::Phi2) {
       L.attn_norm_b = vec(p + "attn_norm.bias", c.n_embd);
       L.ffn_norm_b = vec(p + "ffn_norm.bias", c.n_embd);
     }
@@ -282,7 +290,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
                   "{}: tensor '{}attn_q_norm.weight': stablelm's per-head q/k LayerNorm (StableLM 2 12B) is not "
                   "supported",
                   file.path(), p);
-    if (gpt2) {
+    if (gpt2_block) {
       L.wqkv = b.matrix(p + "attn_qkv.weight", c.n_embd, qkv_dim);
       L.bqkv = vec(p + "attn_qkv.bias", qkv_dim);
       L.bo = vec(p + "attn_output.bias", c.n_embd);
@@ -314,7 +322,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       // llama.cpp binds attn_output.bias for these (required for starcoder2, optional for the others).
       if (c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe)
         L.bo = opt_vec(p + "attn_output.bias", c.n_embd);
-      if (c.arch == Arch::Starcoder2) L.bo = vec(p + "attn_output.bias", c.n_embd);
+      if (c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2) L.bo = vec(p + "attn_output.bias", c.n_embd);
       if (c.qk_norm) {
         L.attn_q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
         L.attn_k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
@@ -331,7 +339,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     if (!c.is_mla()) L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
     if (c.is_moe_layer(l)) {
       L.moe = bind_moe(b, c, l, floats);
-    } else if (gpt2 || c.arch == Arch::Starcoder2) {
+    } else if (gpt2_block || c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2) {
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.ffn_up_b = vec(p + "ffn_up.bias", c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
@@ -377,6 +385,7 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
   m(w.output);
   f(w.output_norm);
   f(w.output_norm_b);
+  f(w.output_b);
   f(w.rope_freqs);
   f(w.rope_long);
   f(w.rope_short);

@@ -82,6 +82,7 @@ struct ModelWeights {
   MatrixView position_embd;                    // gpt2 only: (n_embd, n_ctx_train)
   VectorView output_norm, output_norm_b;
   MatrixView output;                           // (n_embd -> n_vocab); token_embd when tied
+  VectorView output_b;                         // phi2: [n_vocab], added to the logits
   VectorView rope_freqs;                       // llama3: [rope_dims / 2] frequency divisors (empty: none)
   VectorView rope_long, rope_short;            // phi3 LongRoPE: [rope_dims / 2] divisors (empty: none)
   std::vector<LayerWeights> layers;

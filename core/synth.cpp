@@ -57,10 +57,11 @@ bool is_arch(const SynthSpec& s, std::initializer_list<const char*> names) {
 
 void check_spec(const SynthSpec& s) {
   if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
-                   "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2"}))
+                   "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
+                   "gptneox", "phi2"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
-                "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2)",
+                "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2)",
                 s.arch);
   if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
@@ -134,7 +135,9 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool qk_norm = is_arch(s, {"qwen3", "gemma3", "qwen3moe"}), post_norms = is_arch(s, {"gemma2", "gemma3"});
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
   const bool granite = a == "granite" || a == "granitemoe", olmo2 = a == "olmo2", starcoder2 = a == "starcoder2";
-  const bool layer_norm = is_arch(s, {"stablelm", "starcoder2"});  // LayerNorm with biases (gpt2's apart)
+  const bool neox = a == "gptneox", phi2 = a == "phi2";
+  // LayerNorm with biases (gpt2's apart, with zero biases)
+  const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2"});
   const bool qkv_bias = qwen2 || layer_norm;
   const int n_head_kv = gpt2 ? s.n_head : s.n_head_kv;
   const int head_dim = head_dim_of(s);
@@ -179,6 +182,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   } else {
     w.set_u32(a + ".attention.head_count_kv", n_head_kv);
     w.set_f32(a + (layer_norm ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (neox) w.set_bool(a + ".use_parallel_residual", true);
     if (granite) {
       // Granite's multipliers, of the kind its configs have (embedding 12, residual 0.22, logits
       // 8 at 2B), sized for these small widths.
@@ -316,6 +320,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       }
     }
     w.add_tensor_f32("output.weight", s.type, {s.n_embd, s.n_vocab}, v);
+    if (phi2) vec("output.bias", s.n_vocab, 0.0f, 0.5f);
   }
 
   for (int l = 0; l < n_write; ++l) {
@@ -323,17 +328,19 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     // Residual branches of the layers the draft does not have are scaled down.
     const float rs = (s.n_full_layers >= 0 && l >= s.n_full_layers) ? s.deep_residual_scale : 1.0f;
     const bool moe_layer = moe && l >= s.n_layer_dense_lead;
-    if (!olmo2) {  // olmo2 normalises the sublayers' outputs only (post-norms)
+    if (!olmo2) {  // olmo2 normalises the sublayers' outputs only (post-norms); phi2 has one norm
       vec(p + "attn_norm.weight", s.n_embd, 1.0f, 0.0f);
-      vec(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.0f);
+      if (!phi2) vec(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.0f);
     }
     if (layer_norm) {  // biases with a spread, so a skipped one shows
       vec(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f);
-      vec(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f);
+      if (!phi2) vec(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f);
     }
-    if (gpt2) {
-      vec(p + "attn_norm.bias", s.n_embd, 0.0f, 0.0f);
-      vec(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.0f);
+    if (gpt2 || neox) {
+      if (gpt2) {
+        vec(p + "attn_norm.bias", s.n_embd, 0.0f, 0.0f);
+        vec(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.0f);
+      }
       matrix(p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim, 1.0f);
       vec(p + "attn_qkv.bias", q_dim + 2 * kv_dim, 0.0f, 0.1f);
       vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
@@ -364,8 +371,9 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       matrix(p + "attn_output.weight", static_cast<int64_t>(s.n_head) * s.v_head_dim, s.n_embd, rs);
       continue;
     } else {
-      if (phi3) {
+      if (phi3 || phi2) {
         matrix(p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim, 1.0f);
+        if (phi2) vec(p + "attn_qkv.bias", q_dim + 2 * kv_dim, 0.0f, 0.1f);
       } else {
         matrix(p + "attn_q.weight", s.n_embd, q_dim, 1.0f);
         matrix(p + "attn_k.weight", s.n_embd, kv_dim, 1.0f);
@@ -380,7 +388,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         vec(p + "attn_q_norm.weight", head_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", head_dim, 1.0f, 0.5f);
       }
-      if (starcoder2) vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
+      if (starcoder2 || phi2) vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
       if (olmoe || olmo2) {  // over the whole projections
         vec(p + "attn_q_norm.weight", q_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.5f);
@@ -393,7 +401,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         write_experts(p, rs);
       } else if (phi3) {
         matrix(p + "ffn_up.weight", s.n_embd, 2 * static_cast<int64_t>(s.n_ff), 1.0f);  // [gate | up]
-      } else if (starcoder2) {  // gpt2's ungated GELU MLP with biases
+      } else if (starcoder2 || phi2) {  // gpt2's ungated GELU MLP with biases
         matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
         vec(p + "ffn_up.bias", s.n_ff, 0.0f, 0.1f);
         vec(p + "ffn_down.bias", s.n_embd, 0.0f, 0.1f * rs);

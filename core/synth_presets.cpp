@@ -274,6 +274,28 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "gptneox-tiny") {
+    // gptneox (Pythia) in llama.cpp's layout, F32: LayerNorm with biases, gpt2's fused attn_qkv and
+    // biases, an ungated GELU MLP (width 128), split-halves RoPE over a quarter of each head (4 of
+    // 16 dims), and the parallel residual x + attn(norm1 x) + ffn(norm2 x).
+    s.arch = "gptneox";
+    s.n_head_kv = s.n_head;
+    s.n_ff = 128;
+    s.rope_dims = 4;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "phi2-tiny") {
+    // phi2 in llama.cpp's layout, F32: one LayerNorm feeding attention and the MLP in parallel,
+    // fused attn_qkv with bias, output biases, an ungated GELU MLP (width 128), split-halves RoPE
+    // over 8 of 16 dims, and a bias on the logits (output.bias).
+    s.arch = "phi2";
+    s.n_head_kv = s.n_head;
+    s.n_ff = 128;
+    s.rope_dims = 8;
+    s.name = preset;
+    return s;
+  }
   if (preset == "deepseek2-tiny" || preset == "deepseek2-lite-tiny") {
     // deepseek2 in llama.cpp's layout (MLA converted to its absorbed form), F32, 3 layers, dim 64,
     // 4 heads: query/key heads of 48 = 32 non-RoPE + 16 RoPE dims, value heads of 32, a latent of
@@ -423,6 +445,10 @@ std::vector<std::string> synth_presets() {
       "stablelm-tiny: stablelm, F32, 4 layers, dim 64, LayerNorm with biases, QKV biases, RoPE on 4 of 16 dims",
       "gemma-tiny: gemma, F32, 4 layers, dim 64, heads 4/1 of 32, embedding scale, GeGLU, tied head",
       "starcoder2-tiny: starcoder2, F32, 4 layers, dim 64, LayerNorm with biases, biases, ungated GELU MLP",
+      "gptneox-tiny: gptneox (Pythia), F32, 4 layers, dim 64, parallel residual, LayerNorm with biases, RoPE on 4 "
+      "of 16 dims",
+      "phi2-tiny: phi2, F32, 4 layers, dim 64, one LayerNorm for parallel attention and MLP, biases, RoPE on 8 of "
+      "16 dims, logit bias",
       "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "
       "of 8 experts top-2 + 2 shared, softmax over 4 groups keep 2, scale 1.5, YaRN",
       "deepseek2-lite-tiny: deepseek2-tiny in DeepSeek-V2-Lite's form: attn_q, no groups, no scale, no YaRN",

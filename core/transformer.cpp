@@ -32,6 +32,7 @@ enum Slot : size_t {
   kLogits,  // [T, n_vocab]
   kIo,      // ids [T] | positions [T] | row positions [n_past + T] (sliding windows) | mask [T, M + T] bytes
   kGateUp,  // [T, 2 n_ff] phi3's fused [gate | up]
+  kPar,     // the attention's output under a parallel residual (gptneox, phi2), added after the FFN's
   // Multi-head latent attention (H heads, latent rank R, RoPE dims P, nope = head_dim - P):
   kQa,      // [T, q_lora_rank] q LoRA; then [T, R] one head's absorbed query or latent output
   kKvA,     // [T, R + P] attn_kv_a_mqa x
@@ -164,11 +165,14 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
   float* att = buf(kAtt, T * q_dim);
   be_->attention(q, T, view, mask, ap, att);
 
-  be_->matmul(att, T, L.wo, xn);
-  if (!L.bo.empty()) be_->add_bias(xn, L.bo.data, T, d);
-  if (!L.attn_post_norm.empty()) be_->rms_norm(xn, L.attn_post_norm.data, xn, T, d, c_.norm_eps);
-  if (c_.residual_scale != 1.0f) be_->scale(xn, c_.residual_scale, xn, T * d);  // granite
-  be_->add(x, xn, x, T * d);
+  // A parallel residual (gptneox, phi2) keeps the output apart: the feed-forward block reads the
+  // layer's input and adds both.
+  float* o = c_.parallel_residual ? buf(kPar, T * d) : xn;
+  be_->matmul(att, T, L.wo, o);
+  if (!L.bo.empty()) be_->add_bias(o, L.bo.data, T, d);
+  if (!L.attn_post_norm.empty()) be_->rms_norm(o, L.attn_post_norm.data, o, T, d, c_.norm_eps);
+  if (c_.residual_scale != 1.0f) be_->scale(o, c_.residual_scale, o, T * d);  // granite
+  if (!c_.parallel_residual) be_->add(x, o, x, T * d);
 }
 
 // deepseek2's multi-head latent attention (DeepSeek-AI 2024, DeepSeek-V2 sec. 2.1), absorbed as
@@ -262,7 +266,10 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
   const int64_t d = c_.n_embd;
   float* x = buf(kX, T * d);
   float* xn = buf(kXn, T * d);
-  norm(L.ffn_norm, L.ffn_norm_b, x, xn, T);
+  if (c_.arch == Arch::Phi2)
+    norm(L.attn_norm, L.attn_norm_b, x, xn, T);  // phi2's one norm, of the layer's input
+  else
+    norm(L.ffn_norm, L.ffn_norm_b, x, xn, T);
   float* out = buf(kAtt, T * std::max<int64_t>(d, static_cast<int64_t>(c_.n_head) * c_.head_dim));
   if (L.is_moe()) {
     be_->moe_ffn(L.moe, b.moe_k, b.moe_capacity_factor, xn, T, out, routing);
@@ -302,6 +309,7 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
   if (!L.ffn_post_norm.empty()) be_->rms_norm(out, L.ffn_post_norm.data, out, T, d, c_.norm_eps);
   if (c_.residual_scale != 1.0f) be_->scale(out, c_.residual_scale, out, T * d);  // granite
   be_->add(x, out, x, T * d);
+  if (c_.parallel_residual) be_->add(x, buf(kPar, T * d), x, T * d);  // the attention's output
 }
 
 Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<moe::Routing>& routing) {
@@ -368,6 +376,7 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   const int64_t n_vocab = b.head_rows > 0 ? b.head_rows : c_.n_vocab;
   float* logits = buf(kLogits, static_cast<size_t>(n_out) * n_vocab);
   be_->matmul(xn, n_out, w_.output.rows(0, n_vocab), logits);
+  if (!w_.output_b.empty()) be_->add_bias(logits, w_.output_b.data, n_out, n_vocab);  // phi2
   if (c_.logit_scale != 1.0f)  // granite: llama.cpp scales by the float reciprocal
     be_->scale(logits, 1.0f / c_.logit_scale, logits, static_cast<int64_t>(n_out) * n_vocab);
   if (c_.final_logit_softcap > 0.0f)

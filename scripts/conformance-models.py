@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes random-weight GGUF models of qwen3moe, olmoe, phi3, gemma2, deepseek2, granite,
-granitemoe, olmo2, smollm3, stablelm, starcoder2 and gemma in llama.cpp's
+granitemoe, olmo2, smollm3, stablelm, starcoder2, gemma, gptneox and phi2 in llama.cpp's
 layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
@@ -442,6 +442,65 @@ def gemma(path, dtype):
     m.write()
 
 
+def gptneox(path, dtype):
+    # llama_model_gptneox (Pythia): LayerNorm with biases, fused attn_qkv with bias, output biases,
+    # an ungated GELU MLP with biases, NEOX RoPE over a quarter of each head, and the parallel
+    # residual (use_parallel_residual, required): x + attn(norm1 x) + ffn(norm2 x).
+    d, L, H, ff = 256, 4, 4, 1024
+    hd = d // H
+    m = Model(path, "gptneox", 14, dtype)
+    m.common(d, L, H, H)
+    m.f32("attention.layer_norm_epsilon", 1e-5)
+    m.w.add_bool("gptneox.use_parallel_residual", True)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd // 4)
+    m.f32("rope.freq_base", 10000.0)
+    m.norm("output_norm.bias", d, base=0.0, noise=0.2)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        layer_norms(m, p, d)
+        m.matrix(p + "attn_qkv.weight", [d, 3 * d])
+        m.norm(p + "attn_qkv.bias", 3 * d, base=0.0, noise=0.2)
+        m.matrix(p + "attn_output.weight", [d, d], scale=0.7)
+        m.norm(p + "attn_output.bias", d, base=0.0, noise=0.2)
+        m.matrix(p + "ffn_up.weight", [d, ff])
+        m.norm(p + "ffn_up.bias", ff, base=0.0, noise=0.2)
+        m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+        m.norm(p + "ffn_down.bias", d, base=0.0, noise=0.2)
+    m.write()
+
+
+def phi2(path, dtype):
+    # llama_model_phi2: one LayerNorm (attn_norm) feeding attention and the MLP in parallel, fused
+    # attn_qkv with bias, output biases, an ungated GELU MLP, NEOX RoPE over 32 of 64 dims, and a
+    # bias on the logits (output.bias).
+    d, L, H, ff = 256, 4, 4, 1024
+    hd = d // H
+    m = Model(path, "phi2", 15, dtype)
+    m.common(d, L, H, H)
+    m.f32("attention.layer_norm_epsilon", 1e-5)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd // 2)
+    m.f32("rope.freq_base", 10000.0)
+    m.norm("output_norm.bias", d, base=0.0, noise=0.2)
+    m.head(d)
+    m.norm("output.bias", N_VOCAB, base=0.0, noise=0.5)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        m.norm(p + "attn_norm.bias", d, base=0.0, noise=0.2)
+        m.matrix(p + "attn_qkv.weight", [d, 3 * d])
+        m.norm(p + "attn_qkv.bias", 3 * d, base=0.0, noise=0.2)
+        m.matrix(p + "attn_output.weight", [d, d], scale=0.7)
+        m.norm(p + "attn_output.bias", d, base=0.0, noise=0.2)
+        m.matrix(p + "ffn_up.weight", [d, ff])
+        m.norm(p + "ffn_up.bias", ff, base=0.0, noise=0.2)
+        m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+        m.norm(p + "ffn_down.bias", d, base=0.0, noise=0.2)
+    m.write()
+
+
 WRITERS = {
     "qwen3moe": qwen3moe,
     "olmoe": olmoe,
@@ -456,6 +515,8 @@ WRITERS = {
     "stablelm": stablelm,
     "starcoder2": starcoder2,
     "gemma": gemma,
+    "gptneox": gptneox,
+    "phi2": phi2,
 }
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 // soft-capping, gemma3's QK-norm; gemma 1 without post-norms), granite (embedding, residual,
 // attention and logit multipliers), olmo2 (post-norms only, QK-norm of the whole projections),
 // smollm3 (no RoPE on every fourth layer), stablelm and starcoder2 (LayerNorm with biases, partial
-// RoPE; starcoder2's ungated GELU MLP), deepseek2's multi-head latent attention in its plain,
+// RoPE; starcoder2's ungated GELU MLP), gptneox and phi2 (a parallel residual: both sublayers read
+// the layer's input; phi2's one norm and logit bias), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
 // normalised latent c; the model runs the absorbed form), RoPE with Llama 3.1's frequency factors
 // and YaRN (Peng et al. 2023). The model tests compare the transformer's logits with it; an MoE
@@ -43,7 +44,11 @@ class ReferenceForward {
     qk_norm_full_ = arch_ == "olmoe" || arch_ == "olmo2";
     gemma1_ = arch_ == "gemma";
     olmo2_ = arch_ == "olmo2";
-    layer_norm_ = arch_ == "gpt2" || arch_ == "stablelm" || arch_ == "starcoder2";
+    layer_norm_ = arch_ == "gpt2" || arch_ == "stablelm" || arch_ == "starcoder2" || arch_ == "gptneox" ||
+                  arch_ == "phi2";
+    phi2_ = arch_ == "phi2";
+    parallel_ = phi2_ || (arch_ == "gptneox" && f_->get_bool(a + "use_parallel_residual", false));
+    ungated_ = arch_ == "gpt2" || arch_ == "starcoder2" || arch_ == "gptneox" || phi2_;
     if (arch_ == "granite" || arch_ == "granitemoe") {
       // Granite's multipliers (0 or absent: none).
       embd_mul_ = f_->get_float(a + "embedding_scale", 0.0);
@@ -128,6 +133,7 @@ class ReferenceForward {
         for (double& e : x[t]) e *= std::sqrt(static_cast<double>(d));
       for (double& e : x[t]) e *= embd_mul_;
     }
+    std::vector<std::vector<double>> par(T);  // a parallel residual's attention outputs
     for (int l = 0; l < c_.n_layer; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
       // Per token: queries [n_head, dk], keys [n_kv, dk], values [n_kv, dv].
@@ -163,13 +169,19 @@ class ReferenceForward {
         }
         auto o = linear(att, p + "attn_output", d);
         if (gemma_ || olmo2_) o = norm(o, p + "post_attention_norm");
-        for (int i = 0; i < d; ++i) x[t][i] += residual_mul_ * o[i];
+        for (double& e : o) e *= residual_mul_;
+        if (parallel_)
+          par[t] = o;  // the feed-forward reads the layer's input
+        else
+          for (int i = 0; i < d; ++i) x[t][i] += o[i];
       }
       for (int t = 0; t < T; ++t) {
         if (ffn)
           ffn(x[t], l, t);
         else
           dense_ffn(x[t], p);
+        if (parallel_)
+          for (int i = 0; i < d; ++i) x[t][i] += par[t][i];
       }
     }
     std::vector<std::vector<double>> logits(T);
@@ -351,10 +363,10 @@ class ReferenceForward {
   // ffn_up), GeGLU (tanh GELU) followed by gemma's post-norm, or GELU (tanh form) for gpt2.
   void dense_ffn(std::vector<double>& x, const std::string& p) const {
     const int d = c_.n_embd, ff = c_.n_ff;
-    const auto h = olmo2_ ? x : norm(x, p + "ffn_norm");
+    const auto h = olmo2_ ? x : norm(x, p + (phi2_ ? "attn_norm" : "ffn_norm"));  // phi2: one norm
     auto gelu = [](double e) { return 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e))); };
     std::vector<double> f;
-    if (c_.arch == core::Arch::Gpt2 || arch_ == "starcoder2") {
+    if (ungated_) {
       auto u = linear(h, p + "ffn_up", ff);
       for (auto& e : u) e = gelu(e);
       f = linear(u, p + "ffn_down", d);
@@ -379,7 +391,7 @@ class ReferenceForward {
   core::ModelConfig c_;
   std::string arch_;
   bool gemma_ = false, gemma2_ = false, qk_norm_ = false, qk_norm_full_ = false, mla_ = false, yarn_ = false;
-  bool gemma1_ = false, olmo2_ = false, layer_norm_ = false;
+  bool gemma1_ = false, olmo2_ = false, layer_norm_ = false, phi2_ = false, parallel_ = false, ungated_ = false;
   double embd_mul_ = 1, residual_mul_ = 1, logit_div_ = 1;  // granite
   int no_rope_step_ = 0;
   double softcap_ = 0, attn_softcap_ = 0, base_ = 10000, base_local_ = 10000, factor_ = 1, orig_ctx_ = 0;

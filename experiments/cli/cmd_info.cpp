@@ -192,6 +192,7 @@ void add_info_command(CLI::App& app) {
       j["pre_norms"] = c.pre_norms;
       j["norm"] = c.layer_norm ? "layer_norm" : "rms_norm";
       j["residual_scale"] = c.residual_scale;
+      j["parallel_residual"] = c.parallel_residual;
       j["logit_scale"] = c.logit_scale;
       std::vector<int> no_rope;
       for (int l = 0; l < c.n_layer; ++l)
@@ -260,6 +261,8 @@ void add_info_command(CLI::App& app) {
       if (any) std::printf("no RoPE:       layers %s\n", layer_ranges(no_rope).c_str());
     }
     if (c.embd_scale != 1.0f) std::printf("embedding:     scaled by %g\n", c.embd_scale);
+    if (c.parallel_residual)
+      std::printf("residual:      parallel, attention and feed-forward both read the layer's input\n");
     if (c.residual_scale != 1.0f) std::printf("residual:      each sublayer's output scaled by %g\n", c.residual_scale);
     if (c.logit_scale != 1.0f) std::printf("logits:        divided by %g\n", c.logit_scale);
     if (c.ffn_act == core::FfnActivation::GeluTanh) std::printf("feed-forward:  GELU (tanh) gated\n");

@@ -2,8 +2,8 @@
 // in llama.cpp's layout (an independent writer: not specmoe's synth) against the double-precision
 // reference forwards: for qwen3moe, olmoe, deepseek2 and its Lite form, and granitemoe, every token
 // of every MoE layer routed to the reference's experts for F32 and F16 weights, and the logits
-// close; phi3 at both LongRoPE contexts, gemma2, granite, olmo2, smollm3, stablelm, starcoder2 and
-// gemma likewise for their logits. Perplexity against llama.cpp on the
+// close; phi3 at both LongRoPE contexts, gemma2, granite, olmo2, smollm3, stablelm, starcoder2,
+// gemma, gptneox and phi2 likewise for their logits. Perplexity against llama.cpp on the
 // same files is scripts/conformance.sh's (README, Architectures).
 //
 // Needs the models: SPECMOE_CONFORMANCE_DIR=DIR after
@@ -118,7 +118,8 @@ TEST(ConformanceDense, Gemma2MatchesTheReference) {
 }
 
 // granite's multipliers, olmo2's post-norms, smollm3's NoPE layers, stablelm's LayerNorm and partial
-// RoPE, starcoder2's biases and ungated MLP, gemma's embedding scale and GeGLU.
+// RoPE, starcoder2's biases and ungated MLP, gemma's embedding scale and GeGLU, the parallel
+// residuals of gptneox and phi2.
 class ConformanceDenseArch : public ::testing::TestWithParam<std::tuple<std::string, const char*>> {};
 
 TEST_P(ConformanceDenseArch, MatchesTheReference) {
@@ -129,6 +130,6 @@ TEST_P(ConformanceDenseArch, MatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Models, ConformanceDenseArch,
                          ::testing::Combine(::testing::Values("granite", "olmo2", "smollm3", "stablelm", "starcoder2",
-                                                              "gemma"),
+                                                              "gemma", "gptneox", "phi2"),
                                             ::testing::Values("f32", "f16")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });

@@ -411,13 +411,14 @@ TEST(CudaModel, SynthPhi3AndGemma2MatchTheCpu) {
   compare_with_cpu(synth_spec("gemma2-tiny"), "cuda_gemma2.gguf", kRelF32);
 }
 
-TEST(CudaModel, SynthGraniteOlmo2Smollm3StableLmGemmaStarcoder2MatchTheCpu) {
+TEST(CudaModel, SynthDenseArchitecturesOfWave2MatchTheCpu) {
   SPECMOE_REQUIRE_CUDA();
   // The same transformer over the backend seam: granite's multipliers (and its MoE form),
   // olmo2's post-norms only, smollm3's NoPE layer, LayerNorm with biases and partial RoPE
-  // (stablelm), biases and the ungated MLP (starcoder2), gemma's scaled embedding and GeGLU.
+  // (stablelm), biases and the ungated MLP (starcoder2), gemma's scaled embedding and GeGLU, the
+  // parallel residuals of gptneox and phi2.
   for (const char* preset : {"granite-tiny", "granitemoe-tiny", "olmo2-tiny", "smollm3-tiny", "stablelm-tiny",
-                             "gemma-tiny", "starcoder2-tiny"})
+                             "gemma-tiny", "starcoder2-tiny", "gptneox-tiny", "phi2-tiny"})
     compare_with_cpu(synth_spec(preset), fmt::format("cuda_{}.gguf", preset), kRelF32);
 }
 

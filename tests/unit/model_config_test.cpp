@@ -378,8 +378,8 @@ TEST(ModelConfig, UnknownArchitecture) {
     EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
     EXPECT_EQ(std::string(e.what()),
               path + ": unsupported architecture 'xyz' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, "
-                     "gemma, gemma2, gemma3, olmoe, olmo2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
-                     "starcoder2)");
+                     "gemma, gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, "
+                     "stablelm, starcoder2, gptneox)");
   }
 }
 
@@ -472,7 +472,7 @@ TEST(ModelConfig, ValidateOnPlainStruct) {
 
 // The keys of the dense architectures added beside llama's (llama.cpp's load_arch_hparams for each):
 // what each reads, its defaults, and the forms specmoe refuses with the key named.
-TEST(ModelConfig, GraniteOlmo2Smollm3StableLmStarcoder2Gemma) {
+TEST(ModelConfig, GraniteOlmo2Smollm3StableLmStarcoder2GemmaGptNeoxPhi2) {
   {
     GGUFWriter w = base("granite");
     w.set_f32("granite.logit_scale", 8.0f);
@@ -519,6 +519,16 @@ TEST(ModelConfig, GraniteOlmo2Smollm3StableLmStarcoder2Gemma) {
     EXPECT_FLOAT_EQ(c.norm_eps, 1e-5f) << arch;
     EXPECT_EQ(c.rope_dims, 2) << arch;
     EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves) << arch;
+  }
+  {
+    GGUFWriter w = base("gptneox");
+    w.set_bool("gptneox.use_parallel_residual", true);
+    EXPECT_TRUE(load(w).cfg.parallel_residual);
+    EXPECT_TRUE(load(w).cfg.layer_norm);
+    expect_error(base("gptneox"), ErrorKind::Format, "metadata key 'gptneox.use_parallel_residual' is missing");
+    const ModelConfig p = load(base("phi2")).cfg;
+    EXPECT_TRUE(p.parallel_residual && p.layer_norm);
+    EXPECT_EQ(p.rope_style, RopeStyle::SplitHalves);
   }
   {
     GGUFWriter w = base("gemma");

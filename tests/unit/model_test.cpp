@@ -70,6 +70,7 @@ struct GgufEdit {
   std::string transpose_tensor;            // write this 2-D tensor with ne swapped
   std::vector<std::pair<std::string, uint32_t>> set_u32;
   std::string drop_key;                    // omit this metadata key
+  std::vector<std::pair<std::string, bool>> set_bool;
   std::string rename_arch;                 // general.architecture and every "<arch>." key renamed to it
 };
 
@@ -90,6 +91,7 @@ void copy_gguf(const std::string& src, const std::string& dst, const GgufEdit& e
       w.set_value(key, v);
   }
   for (const auto& [k, v] : e.set_u32) w.set_u32(k, v);
+  for (const auto& [k, v] : e.set_bool) w.set_bool(k, v);
   for (const auto& t : f->tensors()) {
     if (t.name == e.drop_tensor) continue;
     if (e.keep_layers >= 0 && t.name.rfind("blk.", 0) == 0 && std::stoi(t.name.substr(4)) >= e.keep_layers) continue;
@@ -752,4 +754,55 @@ TEST(Architectures, Starcoder2MatchesReference) {
   EXPECT_TRUE(c.layer_norm);
   EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
   EXPECT_EQ(m->file().find_tensor("blk.0.ffn_gate.weight"), nullptr);
+}
+
+TEST(Architectures, GptNeoxAndPhi2ParallelResidualMatchReference) {
+  check_against_reference(synth_spec("gptneox-tiny"), "arch_gptneox.gguf");
+  check_against_reference(synth_spec("phi2-tiny"), "arch_phi2.gguf");
+  auto n = Model::load(scratch("arch_gptneox.gguf"), f32_caches());
+  EXPECT_EQ(n->config().arch, Arch::GptNeox);
+  EXPECT_TRUE(n->config().parallel_residual);
+  EXPECT_TRUE(n->config().layer_norm);
+  EXPECT_EQ(n->config().rope_dims, 4);
+  auto p = Model::load(scratch("arch_phi2.gguf"), f32_caches());
+  EXPECT_EQ(p->config().arch, Arch::Phi2);
+  EXPECT_TRUE(p->config().parallel_residual);
+  EXPECT_EQ(p->file().find_tensor("blk.0.ffn_norm.weight"), nullptr);
+  EXPECT_NE(p->file().find_tensor("output.bias"), nullptr);
+  // gptneox with use_parallel_residual false: the sequential block, which the reference follows too.
+  {
+    GgufEdit seq;
+    seq.drop_key = "gptneox.use_parallel_residual";
+    seq.set_bool = {{"gptneox.use_parallel_residual", false}};
+    const std::string path = scratch("arch_gptneox_seq.gguf");
+    copy_gguf(scratch("arch_gptneox.gguf"), path, seq);
+    auto m = Model::load(path, f32_caches());
+    EXPECT_FALSE(m->config().parallel_residual);
+    const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44};
+    KVCache kv = m->new_cache(16);
+    std::vector<float> got, par;
+    m->forward(ids, kv).logits.to_host(got);
+    const auto want = ReferenceForward(path).run(ids);
+    KVCache kp = n->new_cache(16);
+    n->forward(ids, kp).logits.to_host(par);
+    const int V = m->config().n_vocab;
+    double max_ref = 0, max_diff = 0, moved = 0;
+    for (size_t t = 0; t < ids.size(); ++t)
+      for (int j = 0; j < V; ++j) {
+        max_ref = std::max(max_ref, std::fabs(want[t][j]));
+        max_diff = std::max(max_diff, std::fabs(want[t][j] - got[t * V + j]));
+        moved = std::max(moved, std::fabs(double(got[t * V + j]) - par[t * V + j]));
+      }
+    EXPECT_LE(max_diff, 1e-4 * max_ref);
+    EXPECT_GT(moved, 1e-2);  // the two blocks differ
+  }
+  GgufEdit e;
+  e.drop_key = "gptneox.use_parallel_residual";
+  copy_gguf(scratch("arch_gptneox.gguf"), scratch("arch_gptneox_nokey.gguf"), e);
+  try {
+    Model::load(scratch("arch_gptneox_nokey.gguf"));
+    FAIL() << "a gptneox file without use_parallel_residual loaded";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("gptneox.use_parallel_residual"), std::string::npos) << err.what();
+  }
 }
