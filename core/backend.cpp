@@ -11,7 +11,7 @@
 
 namespace specmoe::core {
 
-std::shared_ptr<Backend> make_cpu_backend(int n_threads);  // core/backend_cpu.cpp
+std::shared_ptr<Backend> make_cpu_backend(int n_threads, HugePages huge_pages);  // core/backend_cpu.cpp
 
 namespace {
 
@@ -80,8 +80,8 @@ float* RowBuffer::reserve(int64_t rows, int64_t cols) {
   return static_cast<float*>(mem_.get());
 }
 
-std::shared_ptr<Backend> make_backend(const Device& device, int n_threads) {
-  if (device.is_cpu()) return make_cpu_backend(n_threads);
+std::shared_ptr<Backend> make_backend(const Device& device, int n_threads, HugePages huge_pages) {
+  if (device.is_cpu()) return make_cpu_backend(n_threads, huge_pages);
 #ifdef SPECMOE_HAVE_CUDA
   return make_cuda_backend(device.index);
 #else

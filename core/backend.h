@@ -19,6 +19,7 @@
 
 #include "base/device.h"
 #include "core/sampling.h"
+#include "kernels/cpu/huge_pages.h"
 #include "kernels/matrix_view.h"
 #include "kernels/op_params.h"
 #include "moe/moe_layer.h"
@@ -193,9 +194,12 @@ class Backend : public Memory {
                     double u, const float* confidence_logits) = 0;
 };
 
-// The backend of `device` with n_threads host threads (CPU; 0 = all cores). Throws
-// Error(Unsupported) when this build has no CUDA backend, Error(Runtime) naming the device when
-// it is absent.
-std::shared_ptr<Backend> make_backend(const Device& device, int n_threads = 0);
+// The pages of the CPU backend's packed weights (kernels/cpu/huge_pages.h).
+using HugePages = kernels::cpu::HugePages;
+
+// The backend of `device` with n_threads host threads (CPU; 0 = all cores) and, on the CPU, its
+// packed weights on the pages `huge_pages` asks for. Throws Error(Unsupported) when this build has
+// no CUDA backend, Error(Runtime) naming the device when it is absent.
+std::shared_ptr<Backend> make_backend(const Device& device, int n_threads = 0, HugePages huge_pages = HugePages::On);
 
 }  // namespace specmoe::core

@@ -30,7 +30,7 @@ namespace cpu = kernels::cpu;
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int n_threads) : pool_(n_threads) {}
+  CpuBackend(int n_threads, cpu::HugePages huge_pages) : pool_(n_threads), huge_pages_(huge_pages) {}
 
   Device device() const override { return Device{}; }
   std::string describe() const override {
@@ -65,7 +65,7 @@ class CpuBackend final : public Backend {
     MatrixView v = host;
     std::shared_ptr<void>& copy = packed_[host.data];
     if (!copy) {
-      copy = cpu::allocate_huge(cpu::packed_bytes(host));  // not zeroed: packing writes every byte
+      copy = cpu::allocate_huge(cpu::packed_bytes(host), huge_pages_);  // packing writes every byte
       cpu::pack(pool_, host, copy.get());
     }
     v.packed = copy.get();
@@ -199,6 +199,7 @@ class CpuBackend final : public Backend {
 
  private:
   cpu::ThreadPool pool_;
+  cpu::HugePages huge_pages_;  // of the packed copies
   std::unordered_map<const void*, std::unique_ptr<moe::MoELayer>> moe_layers_;  // by router matrix
   std::unordered_map<const void*, std::shared_ptr<void>> packed_;               // by host address
   std::vector<int32_t> history_;              // distributions() scratch
@@ -208,6 +209,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::shared_ptr<Backend> make_cpu_backend(int n_threads) { return std::make_shared<CpuBackend>(n_threads); }
+std::shared_ptr<Backend> make_cpu_backend(int n_threads, HugePages huge_pages) {
+  return std::make_shared<CpuBackend>(n_threads, huge_pages);
+}
 
 }  // namespace specmoe::core

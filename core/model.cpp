@@ -152,7 +152,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   }
 
   try {
-    I.backend = make_backend(device, options.n_threads);
+    I.backend = make_backend(device, options.n_threads, options.huge_pages);
     if (options.profile_ops) I.backend = std::make_shared<ProfilingBackend>(I.backend);
   } catch (const Error& e) {
     throw Error(e.kind(), fmt::format("{}: {}", path, e.what()));

@@ -105,6 +105,10 @@ struct LoadOptions {
   // Wrap the backend in a ProfilingBackend (core/backend_profile.h; disabled until its enable(),
   // so untimed until asked): `specmoe bench --profile`.
   bool profile_ops = false;
+  // CPU: the pages of the packed weights (kernels/cpu/huge_pages.h). Auto: 2 MiB pages while they
+  // fault in cheaply (one-shot commands, which would otherwise pay seconds for them in some
+  // virtual machines); the long-running `specmoe run` and `specmoe bench` take On.
+  HugePages huge_pages = HugePages::Auto;
 };
 
 class Model {

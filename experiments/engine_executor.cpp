@@ -88,6 +88,7 @@ std::shared_ptr<core::Model> EngineExecutor::model(const std::string& path, int 
   load.n_threads = threads;
   if (!device_.empty()) load.device = device_;
   load.cache_types = cache_types_;
+  load.huge_pages = core::HugePages::On;  // an experiment decodes long enough to repay their first touch
   std::shared_ptr<core::Model> m = core::Model::load(path, load);
   models_[path] = m;
   return m;

@@ -25,6 +25,11 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt, bool required) {
       ->capture_default_str();
   cmd->add_option("--cache-type-v", opt.cache_type_v, "KV cache type of values: f32, f16 or q8_0 (alias -ctv)")
       ->capture_default_str();
+  cmd->add_option("--huge-pages", opt.huge_pages,
+                  "CPU: the packed weights on 2 MiB pages: on (about 7% faster decode), off, or auto (on while they "
+                  "fault in cheaply; in virtual machines that hand free memory back to the host, fresh huge pages "
+                  "can take seconds per GB to load)")
+      ->capture_default_str();
 }
 
 void add_input_options(CLI::App* cmd, InputOptions& opt) {
@@ -73,6 +78,8 @@ std::unique_ptr<core::Model> load_model(const ModelOptions& opt, const std::stri
   lo.moe_k_override = opt.moe_k;
   lo.moe_capacity_factor = opt.moe_capacity;
   lo.profile_ops = opt.profile_ops;
+  if (!kernels::cpu::parse_huge_pages(opt.huge_pages, lo.huge_pages))
+    throw_error(ErrorKind::InvalidArgument, "--huge-pages {}: must be auto, on or off", opt.huge_pages);
   lo.device = opt.device;  // Model::load names the device in its error when it cannot be used
   return core::Model::load(path, lo);
 }

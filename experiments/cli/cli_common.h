@@ -26,6 +26,7 @@ struct ModelOptions {
   std::string cache_type_k = "f16";  // --cache-type-k / -ctk: KV cache key type, f32 | f16 | q8_0
   std::string cache_type_v = "f16";  // --cache-type-v / -ctv: value type
   bool profile_ops = false;          // core::LoadOptions::profile_ops (specmoe bench --profile)
+  std::string huge_pages = "auto";   // --huge-pages: auto | on | off (core::LoadOptions::huge_pages)
 };
 
 struct InputOptions {

@@ -447,6 +447,7 @@ void run_bench(const BenchArgs& args) {
 void add_bench_command(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "measure decode, prefill, the verify cost curve r(T) and c on this machine");
+  a->model.huge_pages = "on";  // what a long run gets: its decode speed, not the first touch's cost
   add_model_options(cmd, a->model);
   cmd->add_option("--model-draft", a->draft_path, "draft model GGUF (alias -md): also measure the cost ratio c");
   cmd->add_option("-n,--n-gen", a->n_gen, "decode: tokens generated one per forward")

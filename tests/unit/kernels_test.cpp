@@ -10,13 +10,16 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/huge_pages.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/dtype.h"
@@ -797,4 +800,39 @@ TEST(Activations, MulScaleAndSoftcap) {
       ASSERT_LE(std::fabs(ref[i]), 30.0f);
     }
   }
+}
+
+// The policies of the packed weights' pages: names, the environment override and its error, and
+// memory that is 2 MiB aligned and writable whichever way its pages came (the timing that makes
+// Auto fall back cannot be forced here; `specmoe generate --huge-pages` on the README's VM shows it).
+TEST(HugePages, PoliciesNamesAndEnvironment) {
+  for (cpu::HugePages p : {cpu::HugePages::Auto, cpu::HugePages::On, cpu::HugePages::Off}) {
+    cpu::HugePages back{};
+    ASSERT_TRUE(cpu::parse_huge_pages(cpu::huge_pages_name(p), back));
+    EXPECT_EQ(back, p);
+  }
+  cpu::HugePages p = cpu::HugePages::On;
+  EXPECT_FALSE(cpu::parse_huge_pages("yes", p));
+  EXPECT_EQ(p, cpu::HugePages::On);
+  const size_t n = (size_t{5} << 20) + 123;
+  for (cpu::HugePages policy : {cpu::HugePages::Auto, cpu::HugePages::On, cpu::HugePages::Off}) {
+    const auto mem = cpu::allocate_huge(n, policy);
+    ASSERT_NE(mem, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(mem.get()) % (size_t{2} << 20), 0u);
+    auto* bytes = static_cast<unsigned char*>(mem.get());
+    std::memset(bytes, 0x5A, n);
+    EXPECT_EQ(bytes[0], 0x5A);
+    EXPECT_EQ(bytes[n - 1], 0x5A);
+  }
+  ::setenv("SPECMOE_HUGE_PAGES", "sometimes", 1);
+  try {
+    cpu::allocate_huge(1);
+    ADD_FAILURE() << "SPECMOE_HUGE_PAGES=sometimes was accepted";
+  } catch (const specmoe::Error& e) {
+    EXPECT_EQ(e.kind(), specmoe::ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("SPECMOE_HUGE_PAGES=sometimes"), std::string::npos) << e.what();
+  }
+  ::setenv("SPECMOE_HUGE_PAGES", "off", 1);
+  EXPECT_NE(cpu::allocate_huge(1, cpu::HugePages::On), nullptr);
+  ::unsetenv("SPECMOE_HUGE_PAGES");
 }

@@ -360,3 +360,25 @@ TEST(KVCacheTypes, InfoShowsBytesPerTokenOfEachType) {
 }
 
 }  // namespace
+
+// --huge-pages (every model-loading command; core::LoadOptions::huge_pages): where the packed
+// weights live, never what they hold, so the tokens are the same for each choice; a bad value is
+// one error line naming the flag.
+TEST(CliModelOptions, HugePagesChoiceKeepsTheTokens) {
+  SPECMOE_REQUIRE_CLI();
+  using specmoe::testing::run_cli;
+  const std::string wide = synth_path("tiny-256");
+  std::string first;
+  for (const char* hp : {"auto", "on", "off"}) {
+    const auto r = run_cli({"generate", "-m", wide, "-p", "hello", "-n", "8", "--temp", "0", "--chat-template", "none",
+                            "--huge-pages", hp, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    const std::string text = nlohmann::json::parse(r.out)["text"];
+    if (first.empty()) first = text;
+    EXPECT_EQ(text, first) << hp;
+  }
+  const auto bad = run_cli({"generate", "-m", wide, "-p", "hello", "--huge-pages", "always"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--huge-pages always: must be auto, on or off"), std::string::npos) << bad.describe();
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << "one line: " << bad.err;
+}
