@@ -61,8 +61,9 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
     throw_error(ErrorKind::Unsupported, "{}: {} '{}' is unsupported (supported: none, linear, yarn{})", file.path(),
                 type_key, type, c.arch == Arch::Llama ? ", llama3" : "");
   }
-  // llama.cpp reads rope_freqs.weight for llama and granite; its converter writes it for Llama 3.1+.
-  const bool reads_freqs = c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe;
+  // llama.cpp reads rope_freqs.weight for llama, granite and exaone; its converter writes it for Llama 3.1+.
+  const bool reads_freqs = c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe ||
+                           c.arch == Arch::Exaone;
   if (reads_freqs && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
 
   // YaRN (llama_context's defaults for every architecture that does not read its own keys, which
@@ -161,6 +162,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"smollm3", Arch::Smollm3, RopeStyle::Adjacent},       {"stablelm", Arch::StableLm, RopeStyle::SplitHalves},
       {"gemma", Arch::Gemma, RopeStyle::SplitHalves},        {"starcoder2", Arch::Starcoder2, RopeStyle::SplitHalves},
       {"gptneox", Arch::GptNeox, RopeStyle::SplitHalves},    {"phi2", Arch::Phi2, RopeStyle::SplitHalves},
+      {"ernie4_5", Arch::Ernie45, RopeStyle::Adjacent},      {"exaone", Arch::Exaone, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -169,7 +171,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     throw_error(ErrorKind::Unsupported,
                 "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, gemma, "
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
-                "starcoder2, gptneox)",
+                "starcoder2, gptneox, ernie4_5, exaone)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;

@@ -24,7 +24,9 @@
 //          stablelm: llama with LayerNorm biases (attn_norm, ffn_norm, output_norm .bias);
 //          starcoder2: stablelm + attn_output.bias and gpt2's ungated ffn_up / ffn_down with biases;
 //          gptneox: gpt2's block (no learned positions); phi2: starcoder2's without ffn_norm (the
-//          one attn_norm feeds both sublayers), attn_qkv or attn_q/k/v, output.bias {n_vocab}
+//          one attn_norm feeds both sublayers), attn_qkv or attn_q/k/v, output.bias {n_vocab};
+//          ernie4_5 (dense), exaone: llama's tensors (ernie4_5's graph ignores an attn_output.bias,
+//          so specmoe does not bind it; exaone reads rope_freqs.weight as llama)
 //   gpt2:  token_embd, position_embd, output_norm{,.bias}, output (absent = tied),
 //          blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up, ffn_down}{.weight,.bias}
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):

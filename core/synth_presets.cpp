@@ -296,6 +296,15 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "ernie4_5-tiny" || preset == "exaone-tiny") {
+    // ernie4_5 (ERNIE 4.5's dense models) and exaone (EXAONE 3.x) in llama.cpp's layout, F32:
+    // llama's tensors; ernie4_5 with adjacent-pair RoPE and a tied head, exaone with split-halves
+    // RoPE.
+    s.arch = preset == "ernie4_5-tiny" ? "ernie4_5" : "exaone";
+    s.tied_output = preset == "ernie4_5-tiny";
+    s.name = preset;
+    return s;
+  }
   if (preset == "deepseek2-tiny" || preset == "deepseek2-lite-tiny") {
     // deepseek2 in llama.cpp's layout (MLA converted to its absorbed form), F32, 3 layers, dim 64,
     // 4 heads: query/key heads of 48 = 32 non-RoPE + 16 RoPE dims, value heads of 32, a latent of
@@ -449,6 +458,8 @@ std::vector<std::string> synth_presets() {
       "of 16 dims",
       "phi2-tiny: phi2, F32, 4 layers, dim 64, one LayerNorm for parallel attention and MLP, biases, RoPE on 8 of "
       "16 dims, logit bias",
+      "ernie4_5-tiny: ernie4_5 (dense), F32, 4 layers, dim 64, llama's block, tied head",
+      "exaone-tiny: exaone, F32, 4 layers, dim 64, llama's block with split-halves RoPE",
       "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "
       "of 8 experts top-2 + 2 shared, softmax over 4 groups keep 2, scale 1.5, YaRN",
       "deepseek2-lite-tiny: deepseek2-tiny in DeepSeek-V2-Lite's form: attn_q, no groups, no scale, no YaRN",

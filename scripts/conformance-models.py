@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes random-weight GGUF models of qwen3moe, olmoe, phi3, gemma2, deepseek2, granite,
-granitemoe, olmo2, smollm3, stablelm, starcoder2, gemma, gptneox and phi2 in llama.cpp's
+granitemoe, olmo2, smollm3, stablelm, starcoder2, gemma, gptneox, phi2, ernie4_5 and exaone in llama.cpp's
 layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
@@ -501,6 +501,31 @@ def phi2(path, dtype):
     m.write()
 
 
+def llama_like(path, dtype, arch, seed, freqs=False, out_bias=False):
+    # llama_model_ernie4_5 (dense) and llama_model_exaone: llama's block under their names (ernie4_5
+    # NORM RoPE, its graph ignoring an attn_output.bias, written here so that a reader that used it
+    # would show; exaone NEOX RoPE with rope_freqs.weight, written here with factors that bite).
+    d, L, H, Hkv, ff = 256, 4, 4, 2, 512
+    hd = d // H
+    m = Model(path, arch, seed, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    if freqs:
+        half = hd // 2
+        u = np.arange(half) / (half - 1)
+        m.w.add_tensor("rope_freqs.weight", (1 + 7 * u * u).astype(np.float32))
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd, bias=True, out_bias=out_bias)
+        m.norm(p + "ffn_norm.weight", d)
+        swiglu(m, p, d, ff)
+    m.write()
+
+
 WRITERS = {
     "qwen3moe": qwen3moe,
     "olmoe": olmoe,
@@ -517,6 +542,8 @@ WRITERS = {
     "gemma": gemma,
     "gptneox": gptneox,
     "phi2": phi2,
+    "ernie4_5": lambda p, t: llama_like(p, t, "ernie4_5", 16, out_bias=True),
+    "exaone": lambda p, t: llama_like(p, t, "exaone", 17, freqs=True),
 }
 
 if __name__ == "__main__":

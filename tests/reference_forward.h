@@ -87,7 +87,8 @@ class ReferenceForward {
     yarn_ = type == "yarn";
     orig_ctx_ = static_cast<double>(f_->get_int(a + "rope.scaling.original_context_length", c_.n_ctx_train));
     attn_factor_ = f_->get_float(a + "rope.scaling.attn_factor", 1.0);
-    if ((arch_ == "llama" || arch_ == "granite" || arch_ == "granitemoe") && f_->find_tensor("rope_freqs.weight"))
+    if ((arch_ == "llama" || arch_ == "granite" || arch_ == "granitemoe" || arch_ == "exaone") &&
+        f_->find_tensor("rope_freqs.weight"))
       freq_factors_ = tensor("rope_freqs.weight");
     context_ = c_.n_ctx_train;
     // Gemma's query_pre_attn_scalar is n_embd / n_head for the 27B (gemma2: 46 layers, gemma3: 62),
@@ -167,7 +168,8 @@ class ReferenceForward {
           for (int j = j0; j <= t; ++j)
             for (int i = 0; i < dv; ++i) att[h * dv + i] += s[j] / sum * v[j][kh * dv + i];
         }
-        auto o = linear(att, p + "attn_output", d);
+        // ernie4_5's graph passes no bias to its output projection, even where the file has one.
+        auto o = linear(att, p + "attn_output", d, arch_ != "ernie4_5");
         if (gemma_ || olmo2_) o = norm(o, p + "post_attention_norm");
         for (double& e : o) e *= residual_mul_;
         if (parallel_)
@@ -205,14 +207,15 @@ class ReferenceForward {
     kernels::cpu::dequantize_row(t.type, t.data, v.data(), t.n_elements);
     return std::vector<double>(v.begin(), v.end());
   }
-  // y = W x (+ b): W has ne {n_in, n_out}.
-  std::vector<double> linear(const std::vector<double>& in, const std::string& name, int n_out) const {
+  // y = W x (+ b when the file has `name`.bias and `bias`): W has ne {n_in, n_out}.
+  std::vector<double> linear(const std::vector<double>& in, const std::string& name, int n_out,
+                             bool bias = true) const {
     const auto w = tensor(name + ".weight");
     const size_t n_in = in.size();
     std::vector<double> y(n_out, 0.0);
     for (int j = 0; j < n_out; ++j)
       for (size_t i = 0; i < n_in; ++i) y[j] += w[j * n_in + i] * in[i];
-    if (f_->find_tensor(name + ".bias")) {
+    if (bias && f_->find_tensor(name + ".bias")) {
       const auto b = tensor(name + ".bias");
       for (int j = 0; j < n_out; ++j) y[j] += b[j];
     }

@@ -806,3 +806,17 @@ TEST(Architectures, GptNeoxAndPhi2ParallelResidualMatchReference) {
     EXPECT_NE(std::string(err.what()).find("gptneox.use_parallel_residual"), std::string::npos) << err.what();
   }
 }
+
+TEST(Architectures, Ernie45AndExaoneMatchReference) {
+  // llama's block under their own names: ernie4_5 with adjacent-pair RoPE (llama.cpp's NORM) and
+  // exaone with split halves (NEOX); an attn_output.bias in an ernie4_5 file is not used, as in
+  // llama.cpp's graph.
+  check_against_reference(synth_spec("ernie4_5-tiny"), "arch_ernie4_5.gguf");
+  check_against_reference(synth_spec("exaone-tiny"), "arch_exaone.gguf");
+  auto e = Model::load(scratch("arch_ernie4_5.gguf"), f32_caches());
+  EXPECT_EQ(e->config().arch, Arch::Ernie45);
+  EXPECT_EQ(e->config().rope_style, RopeStyle::Adjacent);
+  auto x = Model::load(scratch("arch_exaone.gguf"), f32_caches());
+  EXPECT_EQ(x->config().arch, Arch::Exaone);
+  EXPECT_EQ(x->config().rope_style, RopeStyle::SplitHalves);
+}
