@@ -371,54 +371,69 @@ def smollm3(path, dtype):
     m.write()
 
 
+def bias(m, name, n):
+    m.norm(name, n, base=0.0, noise=0.2)
+
+
 def layer_norms(m, p, d):
     for n in ("attn_norm", "ffn_norm"):
         m.norm(p + n + ".weight", d)
-        m.norm(p + n + ".bias", d, base=0.0, noise=0.2)
+        bias(m, p + n + ".bias", d)
+
+
+def layer_norm_model(path, arch, seed, dtype, d, L, H, Hkv, ff, rope_dims, base):
+    # The keys and global tensors of the LayerNorm architectures (stablelm, starcoder2, gptneox,
+    # phi2): LayerNorm's epsilon key, partial RoPE, output_norm with a bias, a separate head.
+    m = Model(path, arch, seed, dtype)
+    m.common(d, L, H, Hkv)
+    m.f32("attention.layer_norm_epsilon", 1e-5)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", rope_dims)
+    m.f32("rope.freq_base", base)
+    bias(m, "output_norm.bias", d)
+    m.head(d)
+    return m
+
+
+def fused_attention(m, p, d):
+    # attn_qkv and attn_output with biases (gptneox, phi2; heads of d / H, as many KV heads).
+    m.matrix(p + "attn_qkv.weight", [d, 3 * d])
+    bias(m, p + "attn_qkv.bias", 3 * d)
+    m.matrix(p + "attn_output.weight", [d, d], scale=0.7)
+    bias(m, p + "attn_output.bias", d)
+
+
+def gelu_mlp(m, p, d, ff):
+    # The ungated GELU MLP with biases (LLM_FFN_GELU, LLM_FFN_SEQ).
+    m.matrix(p + "ffn_up.weight", [d, ff])
+    bias(m, p + "ffn_up.bias", ff)
+    m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+    bias(m, p + "ffn_down.bias", d)
 
 
 def stablelm(path, dtype):
     # llama_model_stablelm (StableLM 2 1.6B's form): LayerNorm with biases, q/k/v biases, SwiGLU,
     # NEOX RoPE over the first quarter of each head (rope.dimension_count 16 of 64).
     d, L, H, ff = 256, 4, 4, 512
-    hd = d // H
-    m = Model(path, "stablelm", 11, dtype)
-    m.common(d, L, H, H)
-    m.f32("attention.layer_norm_epsilon", 1e-5)
-    m.u32("feed_forward_length", ff)
-    m.u32("rope.dimension_count", hd // 4)
-    m.f32("rope.freq_base", 10000.0)
-    m.norm("output_norm.bias", d, base=0.0, noise=0.2)
-    m.head(d)
+    m = layer_norm_model(path, "stablelm", 11, dtype, d, L, H, H, ff, d // H // 4, 10000.0)
     for l in range(L):
         p = f"blk.{l}."
         layer_norms(m, p, d)
-        dense_attention(m, p, d, H, H, hd, bias=True)
+        dense_attention(m, p, d, H, H, d // H, bias=True)
         swiglu(m, p, d, ff)
     m.write()
 
 
 def starcoder2(path, dtype):
     # llama_model_starcoder2: LayerNorm with biases, q/k/v and output biases, an ungated GELU MLP
-    # with biases (LLM_FFN_GELU, LLM_FFN_SEQ), NEOX RoPE.
+    # with biases, NEOX RoPE.
     d, L, H, Hkv, ff = 256, 4, 4, 2, 1024
-    hd = d // H
-    m = Model(path, "starcoder2", 12, dtype)
-    m.common(d, L, H, Hkv)
-    m.f32("attention.layer_norm_epsilon", 1e-5)
-    m.u32("feed_forward_length", ff)
-    m.u32("rope.dimension_count", hd)
-    m.f32("rope.freq_base", 100000.0)
-    m.norm("output_norm.bias", d, base=0.0, noise=0.2)
-    m.head(d)
+    m = layer_norm_model(path, "starcoder2", 12, dtype, d, L, H, Hkv, ff, d // H, 100000.0)
     for l in range(L):
         p = f"blk.{l}."
         layer_norms(m, p, d)
-        dense_attention(m, p, d, H, Hkv, hd, bias=True, out_bias=True)
-        m.matrix(p + "ffn_up.weight", [d, ff])
-        m.norm(p + "ffn_up.bias", ff, base=0.0, noise=0.2)
-        m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
-        m.norm(p + "ffn_down.bias", d, base=0.0, noise=0.2)
+        dense_attention(m, p, d, H, Hkv, d // H, bias=True, out_bias=True)
+        gelu_mlp(m, p, d, ff)
     m.write()
 
 
@@ -447,27 +462,13 @@ def gptneox(path, dtype):
     # an ungated GELU MLP with biases, NEOX RoPE over a quarter of each head, and the parallel
     # residual (use_parallel_residual, required): x + attn(norm1 x) + ffn(norm2 x).
     d, L, H, ff = 256, 4, 4, 1024
-    hd = d // H
-    m = Model(path, "gptneox", 14, dtype)
-    m.common(d, L, H, H)
-    m.f32("attention.layer_norm_epsilon", 1e-5)
+    m = layer_norm_model(path, "gptneox", 14, dtype, d, L, H, H, ff, d // H // 4, 10000.0)
     m.w.add_bool("gptneox.use_parallel_residual", True)
-    m.u32("feed_forward_length", ff)
-    m.u32("rope.dimension_count", hd // 4)
-    m.f32("rope.freq_base", 10000.0)
-    m.norm("output_norm.bias", d, base=0.0, noise=0.2)
-    m.head(d)
     for l in range(L):
         p = f"blk.{l}."
         layer_norms(m, p, d)
-        m.matrix(p + "attn_qkv.weight", [d, 3 * d])
-        m.norm(p + "attn_qkv.bias", 3 * d, base=0.0, noise=0.2)
-        m.matrix(p + "attn_output.weight", [d, d], scale=0.7)
-        m.norm(p + "attn_output.bias", d, base=0.0, noise=0.2)
-        m.matrix(p + "ffn_up.weight", [d, ff])
-        m.norm(p + "ffn_up.bias", ff, base=0.0, noise=0.2)
-        m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
-        m.norm(p + "ffn_down.bias", d, base=0.0, noise=0.2)
+        fused_attention(m, p, d)
+        gelu_mlp(m, p, d, ff)
     m.write()
 
 
@@ -476,28 +477,14 @@ def phi2(path, dtype):
     # attn_qkv with bias, output biases, an ungated GELU MLP, NEOX RoPE over 32 of 64 dims, and a
     # bias on the logits (output.bias).
     d, L, H, ff = 256, 4, 4, 1024
-    hd = d // H
-    m = Model(path, "phi2", 15, dtype)
-    m.common(d, L, H, H)
-    m.f32("attention.layer_norm_epsilon", 1e-5)
-    m.u32("feed_forward_length", ff)
-    m.u32("rope.dimension_count", hd // 2)
-    m.f32("rope.freq_base", 10000.0)
-    m.norm("output_norm.bias", d, base=0.0, noise=0.2)
-    m.head(d)
+    m = layer_norm_model(path, "phi2", 15, dtype, d, L, H, H, ff, d // H // 2, 10000.0)
     m.norm("output.bias", N_VOCAB, base=0.0, noise=0.5)
     for l in range(L):
         p = f"blk.{l}."
         m.norm(p + "attn_norm.weight", d)
-        m.norm(p + "attn_norm.bias", d, base=0.0, noise=0.2)
-        m.matrix(p + "attn_qkv.weight", [d, 3 * d])
-        m.norm(p + "attn_qkv.bias", 3 * d, base=0.0, noise=0.2)
-        m.matrix(p + "attn_output.weight", [d, d], scale=0.7)
-        m.norm(p + "attn_output.bias", d, base=0.0, noise=0.2)
-        m.matrix(p + "ffn_up.weight", [d, ff])
-        m.norm(p + "ffn_up.bias", ff, base=0.0, noise=0.2)
-        m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
-        m.norm(p + "ffn_down.bias", d, base=0.0, noise=0.2)
+        bias(m, p + "attn_norm.bias", d)
+        fused_attention(m, p, d)
+        gelu_mlp(m, p, d, ff)
     m.write()
 
 
