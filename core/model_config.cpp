@@ -61,9 +61,10 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
     throw_error(ErrorKind::Unsupported, "{}: {} '{}' is unsupported (supported: none, linear, yarn{})", file.path(),
                 type_key, type, c.arch == Arch::Llama ? ", llama3" : "");
   }
-  // llama.cpp reads rope_freqs.weight for llama, granite and exaone; its converter writes it for Llama 3.1+.
+  // llama.cpp reads rope_freqs.weight for llama, granite, exaone and exaone4; its converter writes it for
+// Llama 3.1+.
   const bool reads_freqs = c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe ||
-                           c.arch == Arch::Exaone;
+                           c.arch == Arch::Exaone || c.arch == Arch::Exaone4;
   if (reads_freqs && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
 
   // YaRN (llama_context's defaults for every architecture that does not read its own keys, which
@@ -163,6 +164,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"gemma", Arch::Gemma, RopeStyle::SplitHalves},        {"starcoder2", Arch::Starcoder2, RopeStyle::SplitHalves},
       {"gptneox", Arch::GptNeox, RopeStyle::SplitHalves},    {"phi2", Arch::Phi2, RopeStyle::SplitHalves},
       {"ernie4_5", Arch::Ernie45, RopeStyle::Adjacent},      {"exaone", Arch::Exaone, RopeStyle::SplitHalves},
+      {"exaone4", Arch::Exaone4, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -171,14 +173,14 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     throw_error(ErrorKind::Unsupported,
                 "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, gemma, "
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
-                "starcoder2, gptneox, ernie4_5, exaone)",
+                "starcoder2, gptneox, ernie4_5, exaone, exaone4)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
-  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3;
+  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3 || c.arch == Arch::Exaone4;
   c.qk_norm_full = c.arch == Arch::Olmoe || c.arch == Arch::Olmo2;
-  c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Olmo2;
-  c.pre_norms = c.arch != Arch::Olmo2;
+  c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4;
+  c.pre_norms = c.arch != Arch::Olmo2 && c.arch != Arch::Exaone4;
   c.layer_norm = c.arch == Arch::Gpt2 || c.arch == Arch::StableLm || c.arch == Arch::Starcoder2 ||
                  c.arch == Arch::GptNeox || c.arch == Arch::Phi2;
   c.parallel_residual = c.arch == Arch::Phi2;  // gptneox: its key, read below
@@ -244,6 +246,11 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     c.parallel_residual = file.get_bool(k, false);
   }
   if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe) detail::read_granite(r, c);
+  if (c.arch == Arch::Exaone4 && c.n_layer == 64)  // llama.cpp gives only the 64-layer model windows
+    throw_error(ErrorKind::Unsupported,
+                "{}: exaone4 with 64 layers (EXAONE 4.0 32B: sliding-window layers, global ones without RoPE) is "
+                "not supported",
+                file.path());
   if (c.arch == Arch::Olmo2 && r.get("attention.sliding_window", 0) > 0)
     throw_error(ErrorKind::Unsupported,
                 "{}: {} is set: olmo2 files with sliding-window layers (OLMo 3) are not supported", file.path(),

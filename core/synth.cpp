@@ -58,11 +58,11 @@ bool is_arch(const SynthSpec& s, std::initializer_list<const char*> names) {
 void check_spec(const SynthSpec& s) {
   if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
                    "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
-                   "gptneox", "phi2", "ernie4_5", "exaone"}))
+                   "gptneox", "phi2", "ernie4_5", "exaone", "exaone4"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
-                "ernie4_5, exaone)",
+                "ernie4_5, exaone, exaone4)",
                 s.arch);
   if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
@@ -133,9 +133,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   check_spec(s);
   const std::string& a = s.arch;
   const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2" || a == "qwen2moe";
-  const bool qk_norm = is_arch(s, {"qwen3", "gemma3", "qwen3moe"}), post_norms = is_arch(s, {"gemma2", "gemma3"});
+  const bool qk_norm = is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4"}), post_norms = is_arch(s, {"gemma2", "gemma3"});
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
-  const bool granite = a == "granite" || a == "granitemoe", olmo2 = a == "olmo2", starcoder2 = a == "starcoder2";
+  const bool granite = a == "granite" || a == "granitemoe", starcoder2 = a == "starcoder2";
+  const bool olmo2 = a == "olmo2" || a == "exaone4";  // post-norms only (exaone4 with per-head QK-norm)
   const bool neox = a == "gptneox", phi2 = a == "phi2";
   // LayerNorm with biases (gpt2's apart, with zero biases)
   const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2"});
@@ -390,7 +391,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         vec(p + "attn_k_norm.weight", head_dim, 1.0f, 0.5f);
       }
       if (starcoder2 || phi2) vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
-      if (olmoe || olmo2) {  // over the whole projections
+      if (olmoe || a == "olmo2") {  // over the whole projections
         vec(p + "attn_q_norm.weight", q_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.5f);
       }

@@ -305,6 +305,15 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "exaone4-tiny") {
+    // exaone4 (EXAONE 4.0 1.2B's form) in llama.cpp's layout, F32: olmo2's post-norms only with
+    // RMSNorm of every q and k head (heads of 32), split-halves RoPE, tied head.
+    s.arch = "exaone4";
+    s.head_dim = 32;
+    s.tied_output = true;
+    s.name = preset;
+    return s;
+  }
   if (preset == "deepseek2-tiny" || preset == "deepseek2-lite-tiny") {
     // deepseek2 in llama.cpp's layout (MLA converted to its absorbed form), F32, 3 layers, dim 64,
     // 4 heads: query/key heads of 48 = 32 non-RoPE + 16 RoPE dims, value heads of 32, a latent of
@@ -460,6 +469,7 @@ std::vector<std::string> synth_presets() {
       "16 dims, logit bias",
       "ernie4_5-tiny: ernie4_5 (dense), F32, 4 layers, dim 64, llama's block, tied head",
       "exaone-tiny: exaone, F32, 4 layers, dim 64, llama's block with split-halves RoPE",
+      "exaone4-tiny: exaone4, F32, 4 layers, dim 64, heads 4/2 of 32, post-norms only, QK-norm per head, tied head",
       "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "
       "of 8 experts top-2 + 2 shared, softmax over 4 groups keep 2, scale 1.5, YaRN",
       "deepseek2-lite-tiny: deepseek2-tiny in DeepSeek-V2-Lite's form: attn_q, no groups, no scale, no YaRN",

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes random-weight GGUF models of qwen3moe, olmoe, phi3, gemma2, deepseek2, granite,
-granitemoe, olmo2, smollm3, stablelm, starcoder2, gemma, gptneox, phi2, ernie4_5 and exaone in llama.cpp's
+granitemoe, olmo2, smollm3, stablelm, starcoder2, gemma, gptneox, phi2, ernie4_5, exaone and exaone4 in
+llama.cpp's
 layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
@@ -513,6 +514,27 @@ def llama_like(path, dtype, arch, seed, freqs=False, out_bias=False):
     m.write()
 
 
+def exaone4(path, dtype):
+    # llama_model_exaone4 (EXAONE 4.0 1.2B's form, no windows below 64 layers): no pre-norms, an
+    # RMSNorm of every q and k head (attn_q_norm / attn_k_norm of the head width), post-norms of
+    # both sublayers, SwiGLU, NEOX RoPE, tied head.
+    d, L, H, Hkv, hd, ff = 256, 4, 4, 2, 64, 512
+    m = Model(path, "exaone4", 18, dtype)
+    m.common(d, L, H, Hkv, embd_scale=1.0)  # rows of unit norm: the tied head's logits stay O(1)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 1000000.0)
+    for l in range(L):
+        p = f"blk.{l}."
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "attn_q_norm.weight", hd)
+        m.norm(p + "attn_k_norm.weight", hd)
+        m.norm(p + "post_attention_norm.weight", d)
+        swiglu(m, p, d, ff)
+        m.norm(p + "post_ffw_norm.weight", d)
+    m.write()
+
+
 WRITERS = {
     "qwen3moe": qwen3moe,
     "olmoe": olmoe,
@@ -531,6 +553,7 @@ WRITERS = {
     "phi2": phi2,
     "ernie4_5": lambda p, t: llama_like(p, t, "ernie4_5", 16, out_bias=True),
     "exaone": lambda p, t: llama_like(p, t, "exaone", 17, freqs=True),
+    "exaone4": exaone4,
 }
 
 if __name__ == "__main__":

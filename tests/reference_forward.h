@@ -8,7 +8,8 @@
 // attention and logit multipliers), olmo2 (post-norms only, QK-norm of the whole projections),
 // smollm3 (no RoPE on every fourth layer), stablelm and starcoder2 (LayerNorm with biases, partial
 // RoPE; starcoder2's ungated GELU MLP), gptneox and phi2 (a parallel residual: both sublayers read
-// the layer's input; phi2's one norm and logit bias), deepseek2's multi-head latent attention in its plain,
+// the layer's input; phi2's one norm and logit bias), ernie4_5 and exaone (llama's block), exaone4
+// (olmo2's post-norms with per-head QK-norm), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
 // normalised latent c; the model runs the absorbed form), RoPE with Llama 3.1's frequency factors
 // and YaRN (Peng et al. 2023). The model tests compare the transformer's logits with it; an MoE
@@ -40,10 +41,10 @@ class ReferenceForward {
     const std::string a = arch_ + ".";
     gemma2_ = arch_ == "gemma2";
     gemma_ = gemma2_ || arch_ == "gemma3";
-    qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3";
+    qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4";
     qk_norm_full_ = arch_ == "olmoe" || arch_ == "olmo2";
     gemma1_ = arch_ == "gemma";
-    olmo2_ = arch_ == "olmo2";
+    olmo2_ = arch_ == "olmo2" || arch_ == "exaone4";  // post-norms only
     layer_norm_ = arch_ == "gpt2" || arch_ == "stablelm" || arch_ == "starcoder2" || arch_ == "gptneox" ||
                   arch_ == "phi2";
     phi2_ = arch_ == "phi2";
@@ -87,7 +88,7 @@ class ReferenceForward {
     yarn_ = type == "yarn";
     orig_ctx_ = static_cast<double>(f_->get_int(a + "rope.scaling.original_context_length", c_.n_ctx_train));
     attn_factor_ = f_->get_float(a + "rope.scaling.attn_factor", 1.0);
-    if ((arch_ == "llama" || arch_ == "granite" || arch_ == "granitemoe" || arch_ == "exaone") &&
+    if ((arch_ == "llama" || arch_ == "granite" || arch_ == "granitemoe" || arch_ == "exaone" || arch_ == "exaone4") &&
         f_->find_tensor("rope_freqs.weight"))
       freq_factors_ = tensor("rope_freqs.weight");
     context_ = c_.n_ctx_train;

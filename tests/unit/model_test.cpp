@@ -820,3 +820,26 @@ TEST(Architectures, Ernie45AndExaoneMatchReference) {
   EXPECT_EQ(x->config().arch, Arch::Exaone);
   EXPECT_EQ(x->config().rope_style, RopeStyle::SplitHalves);
 }
+
+TEST(Architectures, Exaone4MatchesReference) {
+  // olmo2's post-norms only, with an RMSNorm of every q and k head (qwen3's), split-halves RoPE.
+  check_against_reference(synth_spec("exaone4-tiny"), "arch_exaone4.gguf");
+  auto m = Model::load(scratch("arch_exaone4.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Exaone4);
+  EXPECT_FALSE(c.pre_norms);
+  EXPECT_TRUE(c.post_norms && c.qk_norm);
+  EXPECT_FALSE(c.qk_norm_full);
+  EXPECT_EQ(c.n_swa, 0);
+  // EXAONE 4.0 32B's form (64 layers: windows, NoPE global layers) is refused with the file named.
+  GgufEdit e;
+  e.set_u32 = {{"exaone4.block_count", 64}};
+  copy_gguf(scratch("arch_exaone4.gguf"), scratch("arch_exaone4_64.gguf"), e);
+  try {
+    Model::load(scratch("arch_exaone4_64.gguf"));
+    FAIL() << "a 64-layer exaone4 file loaded";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(err.what()).find("EXAONE 4.0 32B"), std::string::npos) << err.what();
+  }
+}
