@@ -78,9 +78,12 @@ temperature = [0.0, 0.8]
 class ExperimentEngine : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = specmoe::testing::scratch_dir() / "experiment_engine";
+    // One folder per test (ctest runs them as parallel processes: two rewriting one q.jsonl or
+    // e.toml could read each other's half-written file); synth models go to a cache inside it,
+    // not the user's ~/.cache.
+    dir_ = specmoe::testing::scratch_dir() / "experiment_engine" /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::create_directories(dir_);
-    // Synth models go to a cache inside the scratch folder, not the user's ~/.cache.
     setenv("SPECMOE_CACHE_DIR", (dir_ / "cache").string().c_str(), 1);
   }
   void TearDown() override { unsetenv("SPECMOE_CACHE_DIR"); }

@@ -15,8 +15,12 @@ namespace specmoe::exp {
 namespace {
 namespace fs = std::filesystem;
 
+// One folder per test: ctest runs the tests of this file as parallel processes, and two of them
+// rewriting one q.jsonl let a test read it truncated (CI, 2026-12-05: "no question of category
+// 'writing' ... (categories: )").
 fs::path write_scratch(const std::string& name, const std::string& content) {
-  fs::path dir = specmoe::testing::scratch_dir() / "experiment_prompts";
+  fs::path dir = specmoe::testing::scratch_dir() / "experiment_prompts" /
+                 ::testing::UnitTest::GetInstance()->current_test_info()->name();
   fs::create_directories(dir);
   fs::path p = dir / name;
   std::ofstream(p, std::ios::binary) << content;
