@@ -64,7 +64,7 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
   // llama.cpp reads rope_freqs.weight for llama, granite, exaone and exaone4; its converter writes it for
 // Llama 3.1+.
   const bool reads_freqs = c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe ||
-                           c.arch == Arch::Exaone || c.arch == Arch::Exaone4;
+                           c.arch == Arch::Exaone || c.arch == Arch::Exaone4 || c.arch == Arch::Mistral3;
   if (reads_freqs && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
 
   // YaRN (llama_context's defaults for every architecture that does not read its own keys, which
@@ -164,7 +164,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"gemma", Arch::Gemma, RopeStyle::SplitHalves},        {"starcoder2", Arch::Starcoder2, RopeStyle::SplitHalves},
       {"gptneox", Arch::GptNeox, RopeStyle::SplitHalves},    {"phi2", Arch::Phi2, RopeStyle::SplitHalves},
       {"ernie4_5", Arch::Ernie45, RopeStyle::Adjacent},      {"exaone", Arch::Exaone, RopeStyle::SplitHalves},
-      {"exaone4", Arch::Exaone4, RopeStyle::SplitHalves},
+      {"exaone4", Arch::Exaone4, RopeStyle::SplitHalves},    {"mistral3", Arch::Mistral3, RopeStyle::Adjacent},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -173,7 +173,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     throw_error(ErrorKind::Unsupported,
                 "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, gemma, "
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
-                "starcoder2, gptneox, ernie4_5, exaone, exaone4)",
+                "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -228,7 +228,19 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     c.rope_freq_base = r.get_float("rope.freq_base", 10000.0f);
     if (c.arch == Arch::Deepseek2 && file.has(r.key("rope.scaling.yarn_log_multiplier")))
       c.rope_yarn_log_mul = r.get_float("rope.scaling.yarn_log_multiplier", 0.0f) / 0.1f;  // the converter's 0.1 x
+    if (c.arch == Arch::Mistral3) {  // llama_model_mistral3: the YaRN keys as they are
+      c.rope_yarn_log_mul = r.get_float("rope.scaling.yarn_log_multiplier", 0.0f);
+      c.yarn_beta_fast = r.get_float("rope.scaling.yarn_beta_fast", c.yarn_beta_fast);
+      c.yarn_beta_slow = r.get_float("rope.scaling.yarn_beta_slow", c.yarn_beta_slow);
+    }
     read_rope_scaling(file, r, c);
+    if (c.arch == Arch::Mistral3) {
+      c.attn_temp_scale = r.get_float("attention.temperature_scale", 0.0f);
+      c.attn_temp_floor = c.rope_n_ctx_orig > 0 ? c.rope_n_ctx_orig : c.n_ctx_train;
+      if (c.attn_temp_scale != 0.0f && c.attn_temp_floor <= 0)
+        throw_error(ErrorKind::Format, "{}: {} is set but the original context is 0", file.path(),
+                    r.key("attention.temperature_scale"));
+    }
   }
   if (c.is_mla()) {
     // llama.cpp's deepseek2 graph: kq_scale = mscale^2 / sqrt(key_length_mla) with mscale =

@@ -13,7 +13,7 @@ class GGUFFile;
 enum class Arch {
   Llama, Qwen2, Qwen2Moe, Gpt2, Qwen3, Gemma3, Qwen3Moe, Olmoe, Phi3, Gemma2, Deepseek2,
   Granite, GraniteMoe, Olmo2, Smollm3, StableLm, Gemma, Starcoder2, GptNeox, Phi2, Ernie45, Exaone,
-  Exaone4
+  Exaone4, Mistral3
 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
@@ -146,7 +146,13 @@ struct ModelConfig {
   int q_lora_rank = 0;        // <arch>.attention.q_lora_rank (0: a full-rank attn_q)
   int kv_lora_rank = 0;       // <arch>.attention.kv_lora_rank (0: not MLA)
   int mla_v_head_dim = 0;     // <arch>.attention.value_length_mla
-  float rope_yarn_log_mul = 0.0f;  // <arch>.rope.scaling.yarn_log_multiplier / 0.1 (mscale_all_dim)
+  float rope_yarn_log_mul = 0.0f;  // mscale_all_dim: deepseek2 <arch>.rope.scaling.yarn_log_multiplier / 0.1,
+                                   // mistral3 the key as it is (as llama.cpp reads each)
+  // mistral3: Llama 4's attention temperature, <arch>.attention.temperature_scale (0 = none): the
+  // query of a token at position p is multiplied by log(floor(p / attn_temp_floor) + 1) * scale + 1,
+  // attn_temp_floor being the YaRN original context (so 1 below it).
+  float attn_temp_scale = 0.0f;
+  int attn_temp_floor = 0;
 
   bool is_moe() const { return n_expert > 0; }
   // Layer `layer` has experts (MoE models, past the leading dense layers).

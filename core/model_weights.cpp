@@ -26,7 +26,8 @@
 //          gptneox: gpt2's block (no learned positions); phi2: starcoder2's without ffn_norm (the
 //          one attn_norm feeds both sublayers), attn_qkv or attn_q/k/v, output.bias {n_vocab};
 //          ernie4_5 (dense), exaone: llama's tensors (ernie4_5's graph ignores an attn_output.bias,
-//          so specmoe does not bind it; exaone reads rope_freqs.weight as llama)
+//          so specmoe does not bind it; exaone reads rope_freqs.weight as llama); mistral3: llama
+//          with granite's optional biases
 //   gpt2:  token_embd, position_embd, output_norm{,.bias}, output (absent = tied),
 //          blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up, ffn_down}{.weight,.bias}
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
@@ -322,7 +323,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
         }
       }
       // llama.cpp binds attn_output.bias for these (required for starcoder2, optional for the others).
-      if (c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe)
+      if (c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::Mistral3)
         L.bo = opt_vec(p + "attn_output.bias", c.n_embd);
       if (c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2) L.bo = vec(p + "attn_output.bias", c.n_embd);
       if (c.qk_norm) {
@@ -353,7 +354,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       L.ffn_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
-      if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe) {  // optional in llama.cpp's granite
+      if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::Mistral3) {  // optional there
         L.ffn_gate_b = opt_vec(p + "ffn_gate.bias", c.n_ff);
         L.ffn_up_b = opt_vec(p + "ffn_up.bias", c.n_ff);
         L.ffn_down_b = opt_vec(p + "ffn_down.bias", c.n_embd);

@@ -58,11 +58,11 @@ bool is_arch(const SynthSpec& s, std::initializer_list<const char*> names) {
 void check_spec(const SynthSpec& s) {
   if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
                    "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
-                   "gptneox", "phi2", "ernie4_5", "exaone", "exaone4"}))
+                   "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
-                "ernie4_5, exaone, exaone4)",
+                "ernie4_5, exaone, exaone4, mistral3)",
                 s.arch);
   if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
@@ -185,6 +185,12 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.set_u32(a + ".attention.head_count_kv", n_head_kv);
     w.set_f32(a + (layer_norm ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"), 1e-5f);
     if (neox) w.set_bool(a + ".use_parallel_residual", true);
+    if (a == "mistral3") {  // YaRN with its own keys and Llama 4's attention temperature
+      w.set_f32(a + ".rope.scaling.yarn_beta_fast", 16.0f);
+      w.set_f32(a + ".rope.scaling.yarn_beta_slow", 2.0f);
+      w.set_f32(a + ".rope.scaling.yarn_log_multiplier", 1.0f);
+      w.set_f32(a + ".attention.temperature_scale", 0.5f);
+    }
     if (granite) {
       // Granite's multipliers, of the kind its configs have (embedding 12, residual 0.22, logits
       // 8 at 2B), sized for these small widths.

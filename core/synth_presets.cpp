@@ -314,6 +314,17 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "mistral3-tiny") {
+    // mistral3 (Ministral 3) in llama.cpp's layout, F32: llama with YaRN (factor 4, original context
+    // 8, beta_fast 16, beta_slow 2, yarn_log_multiplier 1) and Llama 4's attention temperature 0.5,
+    // which scales the queries of positions 8 and later.
+    s.arch = "mistral3";
+    s.rope_scaling = "yarn";
+    s.rope_scaling_factor = 4.0f;
+    s.rope_orig_ctx = 8;
+    s.name = preset;
+    return s;
+  }
   if (preset == "deepseek2-tiny" || preset == "deepseek2-lite-tiny") {
     // deepseek2 in llama.cpp's layout (MLA converted to its absorbed form), F32, 3 layers, dim 64,
     // 4 heads: query/key heads of 48 = 32 non-RoPE + 16 RoPE dims, value heads of 32, a latent of
@@ -470,6 +481,8 @@ std::vector<std::string> synth_presets() {
       "ernie4_5-tiny: ernie4_5 (dense), F32, 4 layers, dim 64, llama's block, tied head",
       "exaone-tiny: exaone, F32, 4 layers, dim 64, llama's block with split-halves RoPE",
       "exaone4-tiny: exaone4, F32, 4 layers, dim 64, heads 4/2 of 32, post-norms only, QK-norm per head, tied head",
+      "mistral3-tiny: mistral3, F32, 4 layers, dim 64, YaRN with its beta and log-multiplier keys, attention "
+      "temperature from position 8",
       "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "
       "of 8 experts top-2 + 2 shared, softmax over 4 groups keep 2, scale 1.5, YaRN",
       "deepseek2-lite-tiny: deepseek2-tiny in DeepSeek-V2-Lite's form: attn_q, no groups, no scale, no YaRN",

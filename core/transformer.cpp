@@ -137,6 +137,9 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     rp.n_head = c_.n_head_kv;
     be_->rope(k_new, T, positions, rp);
   }
+  // mistral3's attention temperature: the roped query of each token past the floor times its factor.
+  for (int64_t t = 0; t < static_cast<int64_t>(temp_factors_.size()); ++t)
+    if (temp_factors_[t] != 1.0f) be_->scale(q + t * q_dim, temp_factors_[t], q + t * q_dim, q_dim);
   // Into the cache rows n_past .. n_past+T-1 of layer l, converted to the cache's element types
   // (F32, F16 or Q8_0 rows of kv_dim); attention then reads every row, new ones included, from
   // the cache, so a token sees the same keys in a batch as after its own forward.
@@ -338,6 +341,15 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   const auto* positions = reinterpret_cast<const int32_t*>(io + ids_bytes);
   const auto* row_positions = has_window_ ? reinterpret_cast<const int32_t*>(io + 2 * ids_bytes) : nullptr;
   const uint8_t* mask = b.mask ? io + 2 * ids_bytes + rows_bytes : nullptr;
+
+  // mistral3's attention temperature per token (all 1 below the floor, so none is applied there).
+  temp_factors_.clear();
+  if (c_.attn_temp_scale != 0.0f) {
+    temp_factors_.resize(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t)
+      temp_factors_[t] = static_cast<float>(
+          std::log(std::floor(static_cast<double>(b.positions[t]) / c_.attn_temp_floor) + 1.0) * c_.attn_temp_scale + 1.0);
+  }
 
   // Embeddings: one row of token_embd per token (+ the learned position row for gpt2; times
   // sqrt(n_embd) for gemma).

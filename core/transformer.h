@@ -63,6 +63,7 @@ class Transformer {
   const float* rope_factors_ = nullptr;     // this forward's phi3 LongRoPE factors (null: the layer's own)
   int64_t mask_past_ = 0;                 // this forward's TransformerBatch::mask_past
   std::vector<int32_t> row_positions_;     // host scratch: positions of the cache rows + new tokens
+  std::vector<float> temp_factors_;        // mistral3: this forward's attention temperature per token
 };
 
 }  // namespace specmoe::core

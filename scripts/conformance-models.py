@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes random-weight GGUF models of qwen3moe, olmoe, phi3, gemma2, deepseek2, granite,
-granitemoe, olmo2, smollm3, stablelm, starcoder2, gemma, gptneox, phi2, ernie4_5, exaone and exaone4 in
-llama.cpp's
+granitemoe, olmo2, smollm3, stablelm, starcoder2, gemma, gptneox, phi2, ernie4_5, exaone, exaone4 and
+mistral3 in llama.cpp's
 layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
@@ -535,6 +535,35 @@ def exaone4(path, dtype):
     m.write()
 
 
+def mistral3(path, dtype):
+    # llama_model_mistral3 (Ministral 3): llama with YaRN (factor 4 over an original context of
+    # 256, its yarn_beta_fast / yarn_beta_slow / yarn_log_multiplier keys read as they are) and
+    # Llama 4's attention temperature (temperature_scale 0.3: the queries of positions 256 and on
+    # times log(floor(p / 256) + 1) * 0.3 + 1, so a context of 512 reaches it).
+    d, L, H, Hkv, ff = 256, 4, 4, 2, 512
+    hd = d // H
+    m = Model(path, "mistral3", 19, dtype)
+    m.common(d, L, H, Hkv, n_ctx=8192)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 1000000.0)
+    m.w.add_string("mistral3.rope.scaling.type", "yarn")
+    m.f32("rope.scaling.factor", 4.0)
+    m.u32("rope.scaling.original_context_length", 256)
+    m.f32("rope.scaling.yarn_beta_fast", 16.0)
+    m.f32("rope.scaling.yarn_beta_slow", 2.0)
+    m.f32("rope.scaling.yarn_log_multiplier", 1.0)
+    m.f32("attention.temperature_scale", 0.3)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "ffn_norm.weight", d)
+        swiglu(m, p, d, ff)
+    m.write()
+
+
 WRITERS = {
     "qwen3moe": qwen3moe,
     "olmoe": olmoe,
@@ -554,6 +583,7 @@ WRITERS = {
     "ernie4_5": lambda p, t: llama_like(p, t, "ernie4_5", 16, out_bias=True),
     "exaone": lambda p, t: llama_like(p, t, "exaone", 17, freqs=True),
     "exaone4": exaone4,
+    "mistral3": mistral3,
 }
 
 if __name__ == "__main__":

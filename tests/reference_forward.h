@@ -9,7 +9,8 @@
 // smollm3 (no RoPE on every fourth layer), stablelm and starcoder2 (LayerNorm with biases, partial
 // RoPE; starcoder2's ungated GELU MLP), gptneox and phi2 (a parallel residual: both sublayers read
 // the layer's input; phi2's one norm and logit bias), ernie4_5 and exaone (llama's block), exaone4
-// (olmo2's post-norms with per-head QK-norm), deepseek2's multi-head latent attention in its plain,
+// (olmo2's post-norms with per-head QK-norm), mistral3 (YaRN's keys, Llama 4's attention
+// temperature), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
 // normalised latent c; the model runs the absorbed form), RoPE with Llama 3.1's frequency factors
 // and YaRN (Peng et al. 2023). The model tests compare the transformer's logits with it; an MoE
@@ -59,6 +60,13 @@ class ReferenceForward {
       if (residual_mul_ == 0) residual_mul_ = 1;
     }
     no_rope_step_ = arch_ == "smollm3" ? 4 : 0;  // NoPE every fourth layer
+    if (arch_ == "mistral3") {
+      // YaRN's ramp bounds and mscale_all_dim from the file; Llama 4's attention temperature.
+      beta_fast_ = f_->get_float(a + "rope.scaling.yarn_beta_fast", 32.0);
+      beta_slow_ = f_->get_float(a + "rope.scaling.yarn_beta_slow", 1.0);
+      yarn_log_mul_ = f_->get_float(a + "rope.scaling.yarn_log_multiplier", 0.0);
+      temp_scale_ = f_->get_float(a + "attention.temperature_scale", 0.0);
+    }
     mla_ = arch_ == "deepseek2";
     softcap_ = f_->get_float(a + "final_logit_softcapping", gemma2_ ? 30.0 : 0.0);
     attn_softcap_ = gemma2_ ? f_->get_float(a + "attn_logit_softcapping", 50.0) : 0.0;
@@ -258,11 +266,13 @@ class ReferenceForward {
       ff = tensor(context_ > orig_ctx_ ? "rope_factors_long.weight" : "rope_factors_short.weight");
     if (yarn_) {
       if (s > 1 && !mla_) mscale *= 0.1 * std::log(s) + 1.0;
+      // mistral3's yarn_log_multiplier (mscale_all_dim) divides the magnitude by its own mscale.
+      if (s > 1 && yarn_log_mul_ != 0) mscale /= 0.1 * yarn_log_mul_ * std::log(s) + 1.0;
       auto dim_of = [&](double rotations) {  // the pair index that turns `rotations` times in L
         return nd * std::log(orig_ctx_ / (rotations * 2 * M_PI)) / (2 * std::log(base));
       };
-      low = std::max(0.0, std::floor(dim_of(32.0)));  // beta_fast
-      high = std::min(nd - 1.0, std::ceil(dim_of(1.0)));  // beta_slow
+      low = std::max(0.0, std::floor(dim_of(beta_fast_)));
+      high = std::min(nd - 1.0, std::ceil(dim_of(beta_slow_)));
     }
     for (int h = 0; h < n_head; ++h)
       for (int i = 0; i < nd / 2; ++i) {
@@ -329,6 +339,10 @@ class ReferenceForward {
     if (no_rope_step_ > 0 && (l + 1) % no_rope_step_ == 0) return;  // a NoPE layer
     rope(q, c_.n_head, t, l);
     rope(k, c_.n_head_kv, t, l);
+    if (temp_scale_ != 0) {  // Llama 4's temperature: 1 below the YaRN original context
+      const double f = std::log(std::floor(t / orig_ctx_) + 1.0) * temp_scale_ + 1.0;
+      for (double& e : q) e *= f;
+    }
   }
 
   // deepseek2's attention inputs in the plain form: per head the query [q_nope | rope(q_pe)], the
@@ -398,6 +412,7 @@ class ReferenceForward {
   bool gemma1_ = false, olmo2_ = false, layer_norm_ = false, phi2_ = false, parallel_ = false, ungated_ = false;
   double embd_mul_ = 1, residual_mul_ = 1, logit_div_ = 1;  // granite
   int no_rope_step_ = 0;
+  double beta_fast_ = 32, beta_slow_ = 1, yarn_log_mul_ = 0, temp_scale_ = 0;  // mistral3
   double softcap_ = 0, attn_softcap_ = 0, base_ = 10000, base_local_ = 10000, factor_ = 1, orig_ctx_ = 0;
   double attn_factor_ = 1, mscale_all_ = 0;
   double q_scale_ = 1;

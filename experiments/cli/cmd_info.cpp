@@ -193,6 +193,7 @@ void add_info_command(CLI::App& app) {
       j["norm"] = c.layer_norm ? "layer_norm" : "rms_norm";
       j["residual_scale"] = c.residual_scale;
       j["parallel_residual"] = c.parallel_residual;
+      j["attention_temperature"] = {{"scale", c.attn_temp_scale}, {"floor", c.attn_temp_floor}};
       j["logit_scale"] = c.logit_scale;
       std::vector<int> no_rope;
       for (int l = 0; l < c.n_layer; ++l)
@@ -261,6 +262,9 @@ void add_info_command(CLI::App& app) {
       if (any) std::printf("no RoPE:       layers %s\n", layer_ranges(no_rope).c_str());
     }
     if (c.embd_scale != 1.0f) std::printf("embedding:     scaled by %g\n", c.embd_scale);
+    if (c.attn_temp_scale != 0.0f)
+      std::printf("attention:     queries of position p >= %d times log(floor(p / %d) + 1) * %g + 1\n",
+                  c.attn_temp_floor, c.attn_temp_floor, c.attn_temp_scale);
     if (c.parallel_residual)
       std::printf("residual:      parallel, attention and feed-forward both read the layer's input\n");
     if (c.residual_scale != 1.0f) std::printf("residual:      each sublayer's output scaled by %g\n", c.residual_scale);

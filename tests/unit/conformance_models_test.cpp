@@ -131,6 +131,6 @@ TEST_P(ConformanceDenseArch, MatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(Models, ConformanceDenseArch,
                          ::testing::Combine(::testing::Values("granite", "olmo2", "smollm3", "stablelm", "starcoder2",
                                                               "gemma", "gptneox", "phi2", "ernie4_5", "exaone",
-                                                              "exaone4"),
+                                                              "exaone4", "mistral3"),
                                             ::testing::Values("f32", "f16")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });

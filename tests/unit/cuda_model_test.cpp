@@ -419,7 +419,7 @@ TEST(CudaModel, SynthDenseArchitecturesOfWave2MatchTheCpu) {
   // parallel residuals of gptneox and phi2.
   for (const char* preset : {"granite-tiny", "granitemoe-tiny", "olmo2-tiny", "smollm3-tiny", "stablelm-tiny",
                              "gemma-tiny", "starcoder2-tiny", "gptneox-tiny", "phi2-tiny", "ernie4_5-tiny",
-                             "exaone-tiny", "exaone4-tiny"})
+                             "exaone-tiny", "exaone4-tiny", "mistral3-tiny"})
     compare_with_cpu(synth_spec(preset), fmt::format("cuda_{}.gguf", preset), kRelF32);
 }
 

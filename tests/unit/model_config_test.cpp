@@ -379,7 +379,7 @@ TEST(ModelConfig, UnknownArchitecture) {
     EXPECT_EQ(std::string(e.what()),
               path + ": unsupported architecture 'xyz' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, "
                      "gemma, gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, "
-                     "stablelm, starcoder2, gptneox, ernie4_5, exaone, exaone4)");
+                     "stablelm, starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3)");
   }
 }
 

@@ -843,3 +843,38 @@ TEST(Architectures, Exaone4MatchesReference) {
     EXPECT_NE(std::string(err.what()).find("EXAONE 4.0 32B"), std::string::npos) << err.what();
   }
 }
+
+TEST(Architectures, Mistral3YarnKeysAndTemperatureMatchReference) {
+  // YaRN over an original context of 8 with beta_fast 16, beta_slow 2 and yarn_log_multiplier 1
+  // from the file, and the attention temperature 0.5 scaling the queries of positions 8 and on
+  // (the test's 11 tokens reach it).
+  check_against_reference(synth_spec("mistral3-tiny"), "arch_mistral3.gguf");
+  auto m = Model::load(scratch("arch_mistral3.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Mistral3);
+  EXPECT_EQ(c.rope_scaling, RopeScaling::Yarn);
+  EXPECT_FLOAT_EQ(c.yarn_beta_fast, 16.0f);
+  EXPECT_FLOAT_EQ(c.yarn_beta_slow, 2.0f);
+  EXPECT_FLOAT_EQ(c.rope_yarn_log_mul, 1.0f);
+  EXPECT_FLOAT_EQ(c.attn_temp_scale, 0.5f);
+  EXPECT_EQ(c.attn_temp_floor, 8);
+  // Without the temperature key the logits of positions 8 and on move, the earlier ones do not.
+  GgufEdit e;
+  e.drop_key = "mistral3.attention.temperature_scale";
+  copy_gguf(scratch("arch_mistral3.gguf"), scratch("arch_mistral3_notemp.gguf"), e);
+  auto n = Model::load(scratch("arch_mistral3_notemp.gguf"), f32_caches());
+  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
+  KVCache ka = m->new_cache(16), kb = n->new_cache(16);
+  std::vector<float> a, b;
+  m->forward(ids, ka).logits.to_host(a);
+  n->forward(ids, kb).logits.to_host(b);
+  const int V = c.n_vocab;
+  for (int t = 0; t < 11; ++t) {
+    double moved = 0;
+    for (int j = 0; j < V; ++j) moved = std::max(moved, std::fabs(double(a[t * V + j]) - b[t * V + j]));
+    if (t < 8)
+      EXPECT_EQ(moved, 0.0) << t;
+    else
+      EXPECT_GT(moved, 1e-3) << t;
+  }
+}
