@@ -273,9 +273,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   for (int l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[l];
     const std::string p = fmt::format("blk.{}.", l);
-    if (c.arch == Arch::Phi2) {  // one norm feeds both sublayers
-      L.attn_norm = vec(p + "attn_norm.weight", c.n_embd);
-      L.attn_norm_b = vec(p + "attn_norm.bias", c.n_embd);
+    if (c.arch == Arch::Phi2) {  // one norm feeds both sublayers: the FFN's is the attention's
+      L.attn_norm = L.ffn_norm = vec(p + "attn_norm.weight", c.n_embd);
+      L.attn_norm_b = L.ffn_norm_b = vec(p + "attn_norm.bias", c.n_embd);
     } else if (c.pre_norms) {
       if (c.arch == Arch::StableLm && !b.has(p + "ffn_norm.weight"))
         throw_error(ErrorKind::Unsupported,

@@ -136,7 +136,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool qk_norm = is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4"}), post_norms = is_arch(s, {"gemma2", "gemma3"});
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
   const bool granite = a == "granite" || a == "granitemoe", starcoder2 = a == "starcoder2";
-  const bool olmo2 = a == "olmo2" || a == "exaone4";  // post-norms only (exaone4 with per-head QK-norm)
+  const bool post_only = a == "olmo2" || a == "exaone4";  // post-norms only (exaone4 with per-head QK-norm)
   const bool neox = a == "gptneox", phi2 = a == "phi2";
   // LayerNorm with biases (gpt2's apart, with zero biases)
   const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2"});
@@ -336,7 +336,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     // Residual branches of the layers the draft does not have are scaled down.
     const float rs = (s.n_full_layers >= 0 && l >= s.n_full_layers) ? s.deep_residual_scale : 1.0f;
     const bool moe_layer = moe && l >= s.n_layer_dense_lead;
-    if (!olmo2) {  // olmo2 normalises the sublayers' outputs only (post-norms); phi2 has one norm
+    if (!post_only) {  // olmo2, exaone4 normalise the sublayers' outputs only; phi2 has one norm
       vec(p + "attn_norm.weight", s.n_embd, 1.0f, 0.0f);
       if (!phi2) vec(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.0f);
     }
@@ -401,7 +401,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         vec(p + "attn_q_norm.weight", q_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.5f);
       }
-      if (post_norms || olmo2) {  // gemma's files hold 1 + w (llama.cpp's converter adds the 1)
+      if (post_norms || post_only) {  // gemma's files hold 1 + w (llama.cpp's converter adds the 1)
         vec(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.5f);
         vec(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.5f);
       }

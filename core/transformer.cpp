@@ -269,10 +269,7 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
   const int64_t d = c_.n_embd;
   float* x = buf(kX, T * d);
   float* xn = buf(kXn, T * d);
-  if (c_.arch == Arch::Phi2)
-    norm(L.attn_norm, L.attn_norm_b, x, xn, T);  // phi2's one norm, of the layer's input
-  else
-    norm(L.ffn_norm, L.ffn_norm_b, x, xn, T);
+  norm(L.ffn_norm, L.ffn_norm_b, x, xn, T);
   float* out = buf(kAtt, T * std::max<int64_t>(d, static_cast<int64_t>(c_.n_head) * c_.head_dim));
   if (L.is_moe()) {
     be_->moe_ffn(L.moe, b.moe_k, b.moe_capacity_factor, xn, T, out, routing);

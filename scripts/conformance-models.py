@@ -332,6 +332,17 @@ def granite(path, dtype, moe):
     m.write()
 
 
+def post_norm_layer(m, p, d, H, Hkv, hd, ff, q_norm, k_norm):
+    # olmo2's and exaone4's layer: no pre-norms, attn_q_norm / attn_k_norm of the given widths
+    # (the whole projections, or one head), post-norms of both sublayers, SwiGLU.
+    dense_attention(m, p, d, H, Hkv, hd)
+    m.norm(p + "attn_q_norm.weight", q_norm)
+    m.norm(p + "attn_k_norm.weight", k_norm)
+    m.norm(p + "post_attention_norm.weight", d)
+    swiglu(m, p, d, ff)
+    m.norm(p + "post_ffw_norm.weight", d)
+
+
 def olmo2(path, dtype):
     # llama_model_olmo2: no pre-norms; attn_q_norm {n_embd} and attn_k_norm {kv width} over the
     # whole projections; post_attention_norm and post_ffw_norm on the sublayers' outputs; SwiGLU.
@@ -344,13 +355,7 @@ def olmo2(path, dtype):
     m.f32("rope.freq_base", 500000.0)
     m.head(d)
     for l in range(L):
-        p = f"blk.{l}."
-        dense_attention(m, p, d, H, Hkv, hd)
-        m.norm(p + "attn_q_norm.weight", d)
-        m.norm(p + "attn_k_norm.weight", Hkv * hd)
-        m.norm(p + "post_attention_norm.weight", d)
-        swiglu(m, p, d, ff)
-        m.norm(p + "post_ffw_norm.weight", d)
+        post_norm_layer(m, f"blk.{l}.", d, H, Hkv, hd, ff, d, Hkv * hd)
     m.write()
 
 
@@ -525,13 +530,7 @@ def exaone4(path, dtype):
     m.u32("rope.dimension_count", hd)
     m.f32("rope.freq_base", 1000000.0)
     for l in range(L):
-        p = f"blk.{l}."
-        dense_attention(m, p, d, H, Hkv, hd)
-        m.norm(p + "attn_q_norm.weight", hd)
-        m.norm(p + "attn_k_norm.weight", hd)
-        m.norm(p + "post_attention_norm.weight", d)
-        swiglu(m, p, d, ff)
-        m.norm(p + "post_ffw_norm.weight", d)
+        post_norm_layer(m, f"blk.{l}.", d, H, Hkv, hd, ff, hd, hd)
     m.write()
 
 

@@ -45,7 +45,7 @@ class ReferenceForward {
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4";
     qk_norm_full_ = arch_ == "olmoe" || arch_ == "olmo2";
     gemma1_ = arch_ == "gemma";
-    olmo2_ = arch_ == "olmo2" || arch_ == "exaone4";  // post-norms only
+    post_only_ = arch_ == "olmo2" || arch_ == "exaone4";  // post-norms only
     layer_norm_ = arch_ == "gpt2" || arch_ == "stablelm" || arch_ == "starcoder2" || arch_ == "gptneox" ||
                   arch_ == "phi2";
     phi2_ = arch_ == "phi2";
@@ -150,7 +150,7 @@ class ReferenceForward {
       std::vector<std::vector<double>> q(T), k(T), v(T);
       int n_kv = c_.n_head_kv, dk = c_.head_dim, dv = c_.head_dim;
       for (int t = 0; t < T; ++t) {
-        const auto h = olmo2_ ? x[t] : norm(x[t], p + "attn_norm");
+        const auto h = post_only_ ? x[t] : norm(x[t], p + "attn_norm");
         if (mla_) {
           mla_qkv(h, p, t, l, q[t], k[t], v[t]);
           n_kv = c_.n_head, dv = c_.mla_v_head_dim;
@@ -179,7 +179,7 @@ class ReferenceForward {
         }
         // ernie4_5's graph passes no bias to its output projection, even where the file has one.
         auto o = linear(att, p + "attn_output", d, arch_ != "ernie4_5");
-        if (gemma_ || olmo2_) o = norm(o, p + "post_attention_norm");
+        if (gemma_ || post_only_) o = norm(o, p + "post_attention_norm");
         for (double& e : o) e *= residual_mul_;
         if (parallel_)
           par[t] = o;  // the feed-forward reads the layer's input
@@ -381,7 +381,7 @@ class ReferenceForward {
   // ffn_up), GeGLU (tanh GELU) followed by gemma's post-norm, or GELU (tanh form) for gpt2.
   void dense_ffn(std::vector<double>& x, const std::string& p) const {
     const int d = c_.n_embd, ff = c_.n_ff;
-    const auto h = olmo2_ ? x : norm(x, p + (phi2_ ? "attn_norm" : "ffn_norm"));  // phi2: one norm
+    const auto h = post_only_ ? x : norm(x, p + (phi2_ ? "attn_norm" : "ffn_norm"));  // phi2: one norm
     auto gelu = [](double e) { return 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e))); };
     std::vector<double> f;
     if (ungated_) {
@@ -400,7 +400,7 @@ class ReferenceForward {
       }
       for (int i = 0; i < ff; ++i) u[i] *= gemma_ || gemma1_ ? gelu(g[i]) : g[i] / (1 + std::exp(-g[i]));
       f = linear(u, p + "ffn_down", d);
-      if (gemma_ || olmo2_) f = norm(f, p + "post_ffw_norm");
+      if (gemma_ || post_only_) f = norm(f, p + "post_ffw_norm");
     }
     for (int i = 0; i < d; ++i) x[i] += residual_mul_ * f[i];
   }
@@ -409,7 +409,7 @@ class ReferenceForward {
   core::ModelConfig c_;
   std::string arch_;
   bool gemma_ = false, gemma2_ = false, qk_norm_ = false, qk_norm_full_ = false, mla_ = false, yarn_ = false;
-  bool gemma1_ = false, olmo2_ = false, layer_norm_ = false, phi2_ = false, parallel_ = false, ungated_ = false;
+  bool gemma1_ = false, post_only_ = false, layer_norm_ = false, phi2_ = false, parallel_ = false, ungated_ = false;
   double embd_mul_ = 1, residual_mul_ = 1, logit_div_ = 1;  // granite
   int no_rope_step_ = 0;
   double beta_fast_ = 32, beta_slow_ = 1, yarn_log_mul_ = 0, temp_scale_ = 0;  // mistral3

@@ -43,6 +43,7 @@ std::shared_ptr<void> allocate_huge(size_t bytes, HugePages policy) {
   void* p = std::aligned_alloc(kHugePage, rounded);
   if (p == nullptr)
     throw_error(ErrorKind::Runtime, "host memory: allocating {:.1f} MiB failed", static_cast<double>(bytes) / (1 << 20));
+  if (policy == HugePages::Auto && g_slow_huge_pages.load(std::memory_order_relaxed)) policy = HugePages::Off;
   // The advice is only advice: a kernel without transparent huge pages ignores it.
 #if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
   auto* base = static_cast<char*>(p);
