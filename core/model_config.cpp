@@ -99,6 +99,10 @@ LayerRope ModelConfig::rope_at(int layer) const {
   r.freq_scale = local ? rope_freq_scale_swa : rope_freq_scale;
   r.ext_factor = yarn_ext_factor;
   r.attn_factor = yarn_attn_factor;
+  if (local && swa_plain_rope) {  // OLMo 3's local layers: plain RoPE, whatever the file's scaling
+    r.ext_factor = 0.0f;
+    r.attn_factor = 1.0f;
+  }
   if (r.ext_factor != 0.0f) {
     // ggml's rope_yarn multiplies the magnitude by 1 + 0.1 ln(1/freq_scale) whenever ext_factor is
     // set; the correction range is ggml_rope_yarn_corr_dims (pair indices whose wavelength turns
@@ -258,15 +262,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     c.parallel_residual = file.get_bool(k, false);
   }
   if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe) detail::read_granite(r, c);
-  if (c.arch == Arch::Exaone4 && c.n_layer == 64)  // llama.cpp gives only the 64-layer model windows
-    throw_error(ErrorKind::Unsupported,
-                "{}: exaone4 with 64 layers (EXAONE 4.0 32B: sliding-window layers, global ones without RoPE) is "
-                "not supported",
-                file.path());
-  if (c.arch == Arch::Olmo2 && r.get("attention.sliding_window", 0) > 0)
-    throw_error(ErrorKind::Unsupported,
-                "{}: {} is set: olmo2 files with sliding-window layers (OLMo 3) are not supported", file.path(),
-                r.key("attention.sliding_window"));
+  if (c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4) detail::read_olmo3_exaone4_windows(r, c);
   if (c.arch == Arch::Phi3) {
     // llama.cpp reads phi3's attention.sliding_window but disables SWA (llama-model.cpp, phi3).
     c.rope_long_short_factors = file.find_tensor("rope_factors_long.weight") != nullptr;

@@ -104,6 +104,11 @@ struct ModelConfig {
   std::vector<uint8_t> swa_layers;  // [n_layer] 1 = local layer; empty when n_swa == 0
   float rope_freq_base_swa = 10000.0f;  // <arch>.rope.freq_base_swa: local layers' RoPE base
   float rope_freq_scale_swa = 1.0f;     // local layers are never position-scaled (llama.cpp)
+  bool swa_plain_rope = false;  // olmo2 with windows (OLMo 3): local layers rotate with the global base,
+                                // unscaled and without YaRN (ext_factor 0, attn_factor 1); the global
+                                // ones carry the file's scaling
+  bool nope_global = false;     // exaone4 with 64 layers (EXAONE 4.0 32B): the global (non-window)
+                                // layers have no RoPE
 
   // RoPE scaling of the global layers (llama.cpp's llama_context: YaRN's ext_factor 1 and
   // beta_fast 32 / beta_slow 1 unless a context overrides them; the attn_factor it derives).
@@ -176,9 +181,10 @@ struct ModelConfig {
   }
   int window(int layer) const { return is_swa(layer) ? n_swa : 0; }  // 0 = the whole context
   // Whether layer `layer` rotates its queries and keys (every RoPE architecture, but smollm3's
-  // NoPE layers).
+  // NoPE layers and EXAONE 4.0 32B's global ones).
   bool has_rope(int layer) const {
-    return rope_style != RopeStyle::None && (no_rope_step <= 0 || (layer + 1) % no_rope_step != 0);
+    return rope_style != RopeStyle::None && (no_rope_step <= 0 || (layer + 1) % no_rope_step != 0) &&
+           !(nope_global && !is_swa(layer));
   }
   // The RoPE of layer `layer`: local layers use the swa base and scale, global ones the file's
   // scaling; YaRN's correction range and magnitude as llama.cpp computes them.

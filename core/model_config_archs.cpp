@@ -20,39 +20,72 @@ namespace specmoe::core::detail {
 // final only, when the key is there); and the 27B's query scale 1/sqrt(n_embd / n_head) (46
 // layers for gemma2, 62 for gemma3; GGUF files do not carry query_pre_attn_scalar, llama.cpp
 // decides by the layer count).
-void read_gemma(const Reader& r, ModelConfig& c) {
+// The layer pattern of a model with windows (c.n_swa > 0): attention.sliding_window_pattern as
+// one flag per layer, or a period N (`default_period` when absent) making layer l local unless
+// l % N == N - 1 (llama_hparams::set_swa_pattern; period 0 makes every layer local).
+void read_swa_layers(const Reader& r, ModelConfig& c, int default_period) {
   const GGUFFile& f = r.f;
+  c.swa_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  const std::string pk = r.key("attention.sliding_window_pattern");
+  const GGUFValue* v = f.find(pk);
+  if (v && v->type == GGUFType::ARRAY) {
+    if (v->items.size() != static_cast<size_t>(c.n_layer))
+      throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries for {} layers", f.path(), pk,
+                  v->items.size(), c.n_layer);
+    for (int l = 0; l < c.n_layer; ++l) {
+      const GGUFValue& e = v->items[l];
+      if (!(e.is_integer() || e.type == GGUFType::BOOL))
+        throw_error(ErrorKind::Format, "{}: metadata key '{}' holds {}, expected booleans or integers", f.path(), pk,
+                    gguf_type_name(e.type));
+      c.swa_layers[l] = e.i != 0;
+    }
+    c.swa_pattern = 0;
+  } else {
+    c.swa_pattern = r.get("attention.sliding_window_pattern", default_period);
+    for (int l = 0; l < c.n_layer; ++l) c.swa_layers[l] = c.swa_pattern == 0 || l % c.swa_pattern < c.swa_pattern - 1;
+  }
+}
+
+void read_gemma(const Reader& r, ModelConfig& c) {
   const bool g2 = c.arch == Arch::Gemma2;
   c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
   c.n_swa = r.get("attention.sliding_window", g2 ? 4096 : 0);
   if (c.n_swa > 0) {
-    c.swa_layers.assign(static_cast<size_t>(c.n_layer), 0);
-    const std::string pk = r.key("attention.sliding_window_pattern");
-    const GGUFValue* v = f.find(pk);
-    if (v && v->type == GGUFType::ARRAY) {
-      if (v->items.size() != static_cast<size_t>(c.n_layer))
-        throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries for {} layers", f.path(), pk,
-                    v->items.size(), c.n_layer);
-      for (int l = 0; l < c.n_layer; ++l) {
-        const GGUFValue& e = v->items[l];
-        if (!(e.is_integer() || e.type == GGUFType::BOOL))
-          throw_error(ErrorKind::Format, "{}: metadata key '{}' holds {}, expected booleans or integers", f.path(), pk,
-                      gguf_type_name(e.type));
-        c.swa_layers[l] = e.i != 0;
-      }
-      c.swa_pattern = 0;
-    } else {
-      c.swa_pattern = r.get("attention.sliding_window_pattern", g2 ? 2 : 6);
-      // llama_hparams::set_swa_pattern: period 0 makes every layer local.
-      for (int l = 0; l < c.n_layer; ++l)
-        c.swa_layers[l] = c.swa_pattern == 0 || l % c.swa_pattern < c.swa_pattern - 1;
-    }
+    read_swa_layers(r, c, g2 ? 2 : 6);
     c.rope_freq_base_swa = r.get_float("rope.freq_base_swa", g2 ? c.rope_freq_base : 10000.0f);
     c.rope_freq_scale_swa = g2 ? c.rope_freq_scale : 1.0f;
   }
   c.final_logit_softcap = r.get_float("final_logit_softcapping", g2 ? 30.0f : 0.0f);
   if (g2) c.attn_logit_softcap = r.get_float("attn_logit_softcapping", 50.0f);
   if (c.n_layer == (g2 ? 46 : 62)) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+}
+
+// OLMo 3 (olmo2 with attention.sliding_window > 0; src/models/olmo2.cpp): windows on every layer
+// but each fourth by default (the converter writes one flag per layer); the local layers rotate
+// with the global base, unscaled and without YaRN (llama.cpp passes freq_scale 1, ext_factor 0 and
+// attn_factor 1 there and ignores rope.freq_base_swa), the global ones with the file's scaling.
+// EXAONE 4.0 32B (exaone4 with 64 layers; exaone4.cpp): windows of attention.sliding_window
+// (default 4096) on every layer but each fourth; the local layers rotate as the global layers of
+// other models do (the global base, scaling and rope_freqs.weight), the global ones not at all.
+void read_olmo3_exaone4_windows(const Reader& r, ModelConfig& c) {
+  if (c.arch == Arch::Olmo2) {
+    c.n_swa = r.get("attention.sliding_window", 0);
+    if (c.n_swa <= 0) {
+      c.n_swa = 0;
+      return;
+    }
+    c.swa_plain_rope = true;
+  } else {
+    if (c.n_layer != 64) return;  // llama.cpp gives only the 64-layer model windows
+    c.n_swa = r.get("attention.sliding_window", 4096);
+    if (c.n_swa <= 0)
+      throw_error(ErrorKind::Format, "{}: {} is {}: EXAONE 4.0 32B's local layers need a window", r.f.path(),
+                  r.key("attention.sliding_window"), c.n_swa);
+    c.nope_global = true;
+  }
+  read_swa_layers(r, c, 4);
+  c.rope_freq_base_swa = c.rope_freq_base;
+  c.rope_freq_scale_swa = c.swa_plain_rope ? 1.0f : c.rope_freq_scale;
 }
 
 // granite and granitemoe (src/models/granite.cpp, granite-moe.cpp): logit_scale (required: the

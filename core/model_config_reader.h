@@ -57,11 +57,13 @@ struct Reader {
 };
 
 // The architecture specifics of gemma2 and gemma3 (embedding scale, sliding windows and their
-// pattern, local RoPE base, soft-capping, the 27B's attention scale), of granite (logit,
+// pattern, local RoPE base, soft-capping, the 27B's attention scale), of OLMo 3's and EXAONE 4.0
+// 32B's windows, of granite (logit,
 // residual, embedding and attention scales), of the MoE keys of every
 // architecture (expert widths, gating, normalisation, scale, groups, leading dense layers and
 // shared experts) and of deepseek2's multi-head latent attention.
 void read_gemma(const Reader& r, ModelConfig& c);
+void read_olmo3_exaone4_windows(const Reader& r, ModelConfig& c);
 void read_granite(const Reader& r, ModelConfig& c);
 void read_experts(const Reader& r, ModelConfig& c);
 void read_mla(const Reader& r, ModelConfig& c);

@@ -68,14 +68,24 @@ void check_spec(const SynthSpec& s) {
     throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
   if (s.llama3_orig_ctx > 0 && s.arch != "llama")
     throw_error(ErrorKind::InvalidArgument, "synth: rope_freqs.weight (llama3_orig_ctx) is llama's, not {}'s", s.arch);
-  if ((s.n_swa > 0 || s.swa_pattern > 0 || s.rope_freq_base_swa > 0.0f || s.final_logit_softcap > 0.0f) &&
-      !is_arch(s, {"gemma2", "gemma3"}))
-    throw_error(ErrorKind::InvalidArgument, "synth: sliding windows and logit soft-capping are gemma's, not {}'s",
+  if ((s.rope_freq_base_swa > 0.0f || s.final_logit_softcap > 0.0f) && !is_arch(s, {"gemma2", "gemma3"}))
+    throw_error(ErrorKind::InvalidArgument, "synth: a local RoPE base and logit soft-capping are gemma's, not {}'s",
                 s.arch);
+  if ((s.n_swa > 0 || s.swa_pattern > 0 || !s.swa_layers.empty()) && !is_arch(s, {"gemma2", "gemma3", "olmo2"}) &&
+      !(s.arch == "exaone4" && s.n_layer == 64))
+    throw_error(ErrorKind::InvalidArgument,
+                "synth: sliding windows are gemma2's, gemma3's, olmo2's (OLMo 3) and 64-layer exaone4's, not {}'s",
+                s.arch);
+  if (!s.swa_layers.empty() && s.swa_layers.size() != static_cast<size_t>(s.n_layer))
+    throw_error(ErrorKind::InvalidArgument, "synth: {} sliding-window layer flags for {} layers", s.swa_layers.size(),
+                s.n_layer);
   if (s.attn_logit_softcap > 0.0f && s.arch != "gemma2")
     throw_error(ErrorKind::InvalidArgument, "synth: attention soft-capping is gemma2's, not {}'s", s.arch);
-  if ((s.rope_long_short || s.rope_attn_factor > 0.0f) && s.arch != "phi3")
+  if (s.rope_long_short && s.arch != "phi3")
     throw_error(ErrorKind::InvalidArgument, "synth: LongRoPE factors are phi3's, not {}'s", s.arch);
+  if (s.rope_attn_factor > 0.0f && !is_arch(s, {"phi3", "olmo2"}))
+    throw_error(ErrorKind::InvalidArgument, "synth: rope.scaling.attn_factor is written for phi3 and olmo2, not {}",
+                s.arch);
   const bool ds = s.arch == "deepseek2";
   if (ds != (s.kv_lora_rank > 0) || (!ds && (s.q_lora_rank || s.v_head_dim || s.n_layer_dense_lead ||
                                              s.n_expert_shared || s.n_ff_dense || s.yarn_log_mul != 0.0f)))
@@ -220,6 +230,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     if (s.rope_attn_factor > 0.0f) w.set_f32(a + ".rope.scaling.attn_factor", s.rope_attn_factor);
     if (s.n_swa > 0) w.set_u32(a + ".attention.sliding_window", s.n_swa);
     if (s.swa_pattern > 0) w.set_u32(a + ".attention.sliding_window_pattern", s.swa_pattern);
+    if (!s.swa_layers.empty()) w.set_i32_array(a + ".attention.sliding_window_pattern", s.swa_layers);
     if (s.rope_freq_base_swa > 0.0f) w.set_f32(a + ".rope.freq_base_swa", s.rope_freq_base_swa);
     if (s.attn_logit_softcap > 0.0f) w.set_f32(a + ".attn_logit_softcapping", s.attn_logit_softcap);
     if (s.final_logit_softcap > 0.0f) w.set_f32(a + ".final_logit_softcapping", s.final_logit_softcap);

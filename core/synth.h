@@ -82,11 +82,13 @@ struct SynthSpec {
   float rope_scaling_factor = 0.0f;
   int rope_orig_ctx = 0;
   int llama3_orig_ctx = 0;
-  // gemma2, gemma3: attention.sliding_window, attention.sliding_window_pattern and
-  // rope.freq_base_swa (0 = key not written: llama.cpp's defaults), final_logit_softcapping
-  // (0 = not written).
+  // gemma2, gemma3, olmo2 (OLMo 3) and 64-layer exaone4 (EXAONE 4.0 32B): attention.sliding_window,
+  // attention.sliding_window_pattern as a period or, when swa_layers is given, one flag per layer
+  // (as the OLMo 3 converter writes it), and gemma's rope.freq_base_swa (0 = key not written:
+  // llama.cpp's defaults); gemma's final_logit_softcapping (0 = not written).
   int n_swa = 0;
   int swa_pattern = 0;
+  std::vector<int32_t> swa_layers;
   float rope_freq_base_swa = 0.0f;
   float final_logit_softcap = 0.0f;
   std::string name = "synth";
@@ -97,7 +99,7 @@ struct SynthSpec {
 // "gemma3-tiny", "llama3-tiny", "qwen3moe-tiny", "olmoe-tiny", "phi3-tiny", "gemma2-tiny",
 // "granite-tiny", "granitemoe-tiny", "olmo2-tiny", "smollm3-tiny", "stablelm-tiny", "gemma-tiny",
 // "starcoder2-tiny", "gptneox-tiny", "phi2-tiny", "ernie4_5-tiny", "exaone-tiny", "exaone4-tiny",
-// "mistral3-tiny", "deepseek2-tiny", "deepseek2-lite-tiny", "qwen3moe-target", "deepseek2-target"), or
+// "olmo3-tiny", "exaone4-32b-tiny", "mistral3-tiny", "deepseek2-tiny", "deepseek2-lite-tiny", "qwen3moe-target", "deepseek2-target"), or
 // "PRESET-TYPE" for a preset with
 // its matrices in TYPE (a dtype name in any case: "tiny-q5_0", "tiny-256-iq4_xs",
 // "target-q4_k"); throws Error(InvalidArgument) naming the preset and listing the known ones.

@@ -314,6 +314,37 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "olmo3-tiny") {
+    // OLMo 3 in llama.cpp's layout (olmo2 with windows), F32: olmo2-tiny with a window of 4
+    // positions on layers 0-2 and a global layer 3 (the pattern as one flag per layer, as the
+    // converter writes it) and YaRN (factor 4, original context 8) with rope.scaling.attn_factor
+    // 1.25 that only the global layer applies: the local ones rotate unscaled, at magnitude 1.
+    s.arch = "olmo2";
+    s.n_swa = 4;
+    s.swa_layers = {1, 1, 1, 0};
+    s.rope_scaling = "yarn";
+    s.rope_scaling_factor = 4.0f;
+    s.rope_orig_ctx = 8;
+    s.rope_attn_factor = 1.25f;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "exaone4-32b-tiny") {
+    // EXAONE 4.0 32B's form in llama.cpp's layout, F32: exaone4-tiny with 64 layers (llama.cpp's
+    // condition for windows), dim 32, a window of 4 positions on every layer but each fourth (the
+    // default pattern, no key), and no RoPE on those global layers.
+    s.arch = "exaone4";
+    s.n_layer = 64;
+    s.n_embd = 32;
+    s.n_head = 2;
+    s.n_head_kv = 1;
+    s.head_dim = 16;
+    s.n_ff = 64;
+    s.n_swa = 4;
+    s.tied_output = true;
+    s.name = preset;
+    return s;
+  }
   if (preset == "mistral3-tiny") {
     // mistral3 (Ministral 3) in llama.cpp's layout, F32: llama with YaRN (factor 4, original context
     // 8, beta_fast 16, beta_slow 2, yarn_log_multiplier 1) and Llama 4's attention temperature 0.5,
@@ -481,6 +512,10 @@ std::vector<std::string> synth_presets() {
       "ernie4_5-tiny: ernie4_5 (dense), F32, 4 layers, dim 64, llama's block, tied head",
       "exaone-tiny: exaone, F32, 4 layers, dim 64, llama's block with split-halves RoPE",
       "exaone4-tiny: exaone4, F32, 4 layers, dim 64, heads 4/2 of 32, post-norms only, QK-norm per head, tied head",
+      "olmo3-tiny: olmo2-tiny with windows of 4 on layers 0-2 (per-layer flags) and YaRN (factor 4, original "
+      "context 8, attn_factor 1.25) on the global layer 3 only",
+      "exaone4-32b-tiny: exaone4 in EXAONE 4.0 32B's form, F32, 64 layers, dim 32, heads 2/1 of 16, windows of 4 on "
+      "every layer but each fourth, no RoPE on those",
       "mistral3-tiny: mistral3, F32, 4 layers, dim 64, YaRN with its beta and log-multiplier keys, attention "
       "temperature from position 8",
       "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "

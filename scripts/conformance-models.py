@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes random-weight GGUF models of qwen3moe, olmoe, phi3, gemma2, deepseek2, granite,
-granitemoe, olmo2, smollm3, stablelm, starcoder2, gemma, gptneox, phi2, ernie4_5, exaone, exaone4 and
-mistral3 in llama.cpp's
+granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, gemma, gptneox, phi2,
+ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers) and mistral3 in llama.cpp's
 layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
@@ -343,16 +343,30 @@ def post_norm_layer(m, p, d, H, Hkv, hd, ff, q_norm, k_norm):
     m.norm(p + "post_ffw_norm.weight", d)
 
 
-def olmo2(path, dtype):
+def olmo2(path, dtype, olmo3=False):
     # llama_model_olmo2: no pre-norms; attn_q_norm {n_embd} and attn_k_norm {kv width} over the
     # whole projections; post_attention_norm and post_ffw_norm on the sublayers' outputs; SwiGLU.
-    d, L, H, Hkv, ff = 256, 4, 4, 2, 512
+    # OLMo 3 as its converter writes it: windows (128 here, so a context of 512 reaches past them)
+    # on every layer but each fourth, given as one flag per layer, and YaRN (factor 8 over an
+    # original context of 128, with the attention_factor key llama.cpp does not read for olmo2, and
+    # rope.scaling.attn_factor 1.1), which the local layers do not apply.
+    d, L, H, Hkv, ff = 256, 8 if olmo3 else 4, 4, 2, 512
     hd = d // H
-    m = Model(path, "olmo2", 9, dtype)
+    m = Model(path, "olmo2", 20 if olmo3 else 9, dtype)
     m.common(d, L, H, Hkv)
     m.u32("feed_forward_length", ff)
     m.u32("rope.dimension_count", hd)
     m.f32("rope.freq_base", 500000.0)
+    if olmo3:
+        m.u32("attention.sliding_window", 128)
+        m.w.add_array("olmo2.attention.sliding_window_pattern", [(l + 1) % 4 != 0 for l in range(L)])
+        m.w.add_string("olmo2.rope.scaling.type", "yarn")
+        m.f32("rope.scaling.factor", 8.0)
+        m.u32("rope.scaling.original_context_length", 128)
+        m.f32("rope.scaling.yarn_attn_factor", 1.2079)
+        m.f32("rope.scaling.attn_factor", 1.1)  # read for every architecture; olmo2's local layers pass 1
+        m.f32("rope.scaling.yarn_beta_fast", 32.0)
+        m.f32("rope.scaling.yarn_beta_slow", 1.0)
     m.head(d)
     for l in range(L):
         post_norm_layer(m, f"blk.{l}.", d, H, Hkv, hd, ff, d, Hkv * hd)
@@ -519,16 +533,20 @@ def llama_like(path, dtype, arch, seed, freqs=False, out_bias=False):
     m.write()
 
 
-def exaone4(path, dtype):
+def exaone4(path, dtype, big=False):
     # llama_model_exaone4 (EXAONE 4.0 1.2B's form, no windows below 64 layers): no pre-norms, an
     # RMSNorm of every q and k head (attn_q_norm / attn_k_norm of the head width), post-norms of
-    # both sublayers, SwiGLU, NEOX RoPE, tied head.
-    d, L, H, Hkv, hd, ff = 256, 4, 4, 2, 64, 512
-    m = Model(path, "exaone4", 18, dtype)
+    # both sublayers, SwiGLU, NEOX RoPE, tied head. The 32B's form: 64 layers (llama.cpp's
+    # condition for windows), windows of 128 (the key; 4096 without it) on every layer but each
+    # fourth (the default pattern), which has no RoPE.
+    d, L, H, Hkv, hd, ff = 256, 64 if big else 4, 4, 2, 64, 512
+    m = Model(path, "exaone4", 21 if big else 18, dtype)
     m.common(d, L, H, Hkv, embd_scale=1.0)  # rows of unit norm: the tied head's logits stay O(1)
     m.u32("feed_forward_length", ff)
     m.u32("rope.dimension_count", hd)
     m.f32("rope.freq_base", 1000000.0)
+    if big:
+        m.u32("attention.sliding_window", 128)
     for l in range(L):
         post_norm_layer(m, f"blk.{l}.", d, H, Hkv, hd, ff, hd, hd)
     m.write()
@@ -573,6 +591,7 @@ WRITERS = {
     "granite": lambda p, t: granite(p, t, False),
     "granitemoe": lambda p, t: granite(p, t, True),
     "olmo2": olmo2,
+    "olmo3": lambda p, t: olmo2(p, t, olmo3=True),
     "smollm3": smollm3,
     "stablelm": stablelm,
     "starcoder2": starcoder2,
@@ -582,6 +601,7 @@ WRITERS = {
     "ernie4_5": lambda p, t: llama_like(p, t, "ernie4_5", 16, out_bias=True),
     "exaone": lambda p, t: llama_like(p, t, "exaone", 17, freqs=True),
     "exaone4": exaone4,
+    "exaone4-32b": lambda p, t: exaone4(p, t, big=True),
     "mistral3": mistral3,
 }
 

@@ -9,7 +9,8 @@
 // smollm3 (no RoPE on every fourth layer), stablelm and starcoder2 (LayerNorm with biases, partial
 // RoPE; starcoder2's ungated GELU MLP), gptneox and phi2 (a parallel residual: both sublayers read
 // the layer's input; phi2's one norm and logit bias), ernie4_5 and exaone (llama's block), exaone4
-// (olmo2's post-norms with per-head QK-norm), mistral3 (YaRN's keys, Llama 4's attention
+// (olmo2's post-norms with per-head QK-norm), OLMo 3 (olmo2 with windows: local layers rotate
+// without scaling) and EXAONE 4.0 32B (exaone4 with 64 layers: windows, global layers without RoPE), mistral3 (YaRN's keys, Llama 4's attention
 // temperature), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
 // normalised latent c; the model runs the absorbed form), RoPE with Llama 3.1's frequency factors
@@ -70,10 +71,17 @@ class ReferenceForward {
     mla_ = arch_ == "deepseek2";
     softcap_ = f_->get_float(a + "final_logit_softcapping", gemma2_ ? 30.0 : 0.0);
     attn_softcap_ = gemma2_ ? f_->get_float(a + "attn_logit_softcapping", 50.0) : 0.0;
-    // Sliding windows (gemma): window w, layer l local when l % pattern < pattern - 1 (or a flag
-    // per layer); query i sees key j when i - w < j <= i. gemma2: w 4096 and pattern 2 by
-    // default; gemma3: no window unless the key says, pattern 6.
-    window_ = gemma_ ? static_cast<int>(f_->get_int(a + "attention.sliding_window", gemma2_ ? 4096 : 0)) : 0;
+    // Sliding windows (gemma, OLMo 3, EXAONE 4.0 32B): window w, layer l local when
+    // l % pattern < pattern - 1 (or a flag per layer); query i sees key j when i - w < j <= i.
+    // gemma2: w 4096 and pattern 2 by default; gemma3: no window unless the key says, pattern 6;
+    // olmo2: no window unless the key says, pattern 4; exaone4: windows only with 64 layers, w 4096
+    // and pattern 4 by default.
+    olmo3_ = arch_ == "olmo2" && f_->get_int(a + "attention.sliding_window", 0) > 0;
+    exaone4_32b_ = arch_ == "exaone4" && c_.n_layer == 64;
+    const int default_window = gemma2_ || exaone4_32b_ ? 4096 : 0;
+    window_ = gemma_ || olmo3_ || exaone4_32b_
+                  ? static_cast<int>(f_->get_int(a + "attention.sliding_window", default_window))
+                  : 0;
     local_.assign(c_.n_layer, false);
     if (window_ > 0) {
       const core::GGUFValue* pat = f_->find(a + "attention.sliding_window_pattern");
@@ -81,14 +89,14 @@ class ReferenceForward {
         if (pat && pat->type == core::GGUFType::ARRAY) {
           local_[l] = pat->items[l].i != 0;
         } else {
-          const int n = pat ? static_cast<int>(pat->i) : gemma2_ ? 2 : 6;
+          const int n = pat ? static_cast<int>(pat->i) : gemma2_ ? 2 : gemma_ ? 6 : 4;
           local_[l] = n == 0 || l % n < n - 1;
         }
       }
     }
     // RoPE: base per layer kind, the linear factor (also YaRN's), YaRN's original context.
     base_ = f_->get_float(a + "rope.freq_base", 10000.0);
-    base_local_ = f_->get_float(a + "rope.freq_base_swa", gemma2_ ? base_ : 10000.0);
+    base_local_ = gemma_ ? f_->get_float(a + "rope.freq_base_swa", gemma2_ ? base_ : 10000.0) : base_;
     const std::string type = f_->get_string(a + "rope.scaling.type", "linear");
     double factor = f_->get_float(a + "rope.scaling.factor", 0.0);
     if (factor == 0.0) factor = f_->get_float(a + "rope.scale_linear", 0.0);
@@ -259,12 +267,15 @@ class ReferenceForward {
     const bool neox = c_.rope_style == core::RopeStyle::SplitHalves;
     const bool local = local_[layer];
     const double base = local ? base_local_ : base_;
-    const double s = local && !gemma2_ ? 1.0 : factor_;
-    double mscale = attn_factor_, low = 0, high = 0;
+    // OLMo 3's local layers: no scaling, no YaRN, no magnitude; EXAONE 4.0 32B's as the global ones.
+    const bool plain = local && olmo3_;
+    const double s = local && !gemma2_ && !exaone4_32b_ ? 1.0 : factor_;
+    const bool yarn = yarn_ && !plain;
+    double mscale = plain ? 1.0 : attn_factor_, low = 0, high = 0;
     std::vector<double> ff = freq_factors_;
     if (arch_ == "phi3" && f_->find_tensor("rope_factors_long.weight"))
       ff = tensor(context_ > orig_ctx_ ? "rope_factors_long.weight" : "rope_factors_short.weight");
-    if (yarn_) {
+    if (yarn) {
       if (s > 1 && !mla_) mscale *= 0.1 * std::log(s) + 1.0;
       // mistral3's yarn_log_multiplier (mscale_all_dim) divides the magnitude by its own mscale.
       if (s > 1 && yarn_log_mul_ != 0) mscale /= 0.1 * yarn_log_mul_ * std::log(s) + 1.0;
@@ -279,7 +290,7 @@ class ReferenceForward {
         double freq = std::pow(base, -2.0 * i / nd);
         if (!ff.empty()) freq /= ff[i];
         double th = pos * freq / s;
-        if (yarn_) {
+        if (yarn) {
           const double ramp = std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
           const double keep = 1.0 - ramp;  // 1: extrapolate (unscaled), 0: interpolate
           th = pos * freq / s * (1.0 - keep) + pos * freq * keep;
@@ -337,6 +348,7 @@ class ReferenceForward {
       k = norm(k, p + "attn_k_norm");
     }
     if (no_rope_step_ > 0 && (l + 1) % no_rope_step_ == 0) return;  // a NoPE layer
+    if (exaone4_32b_ && !local_[l]) return;                          // EXAONE 4.0 32B's global layers
     rope(q, c_.n_head, t, l);
     rope(k, c_.n_head_kv, t, l);
     if (temp_scale_ != 0) {  // Llama 4's temperature: 1 below the YaRN original context
@@ -412,6 +424,7 @@ class ReferenceForward {
   bool gemma1_ = false, post_only_ = false, layer_norm_ = false, phi2_ = false, parallel_ = false, ungated_ = false;
   double embd_mul_ = 1, residual_mul_ = 1, logit_div_ = 1;  // granite
   int no_rope_step_ = 0;
+  bool olmo3_ = false, exaone4_32b_ = false;  // olmo2 with windows, exaone4 with 64 layers
   double beta_fast_ = 32, beta_slow_ = 1, yarn_log_mul_ = 0, temp_scale_ = 0;  // mistral3
   double softcap_ = 0, attn_softcap_ = 0, base_ = 10000, base_local_ = 10000, factor_ = 1, orig_ctx_ = 0;
   double attn_factor_ = 1, mscale_all_ = 0;

@@ -68,7 +68,9 @@ std::string layer_ranges(const std::vector<uint8_t>& flags) {
 std::string rope_line(const core::ModelConfig& c) {
   if (c.rope_style == core::RopeStyle::None) return rope_style_name(c.rope_style);
   std::string s = fmt::format("{}, dims {}, base {:g}", rope_style_name(c.rope_style), c.rope_dims, c.rope_freq_base);
-  if (c.n_swa > 0) s += fmt::format(" (local layers {:g}, scale {:g})", c.rope_freq_base_swa, c.rope_freq_scale_swa);
+  if (c.n_swa > 0)
+    s += fmt::format(" (local layers {:g}, scale {:g}{})", c.rope_freq_base_swa, c.rope_freq_scale_swa,
+                     c.swa_plain_rope ? ", no YaRN or attn factor" : "");
   s += fmt::format(", scaling {}", rope_scaling_name(c.rope_scaling));
   if (c.rope_scaling == core::RopeScaling::Linear || c.rope_scaling == core::RopeScaling::Yarn)
     s += fmt::format(" x{:g} (freq scale {:g})", c.rope_scaling_factor, c.rope_freq_scale);

@@ -30,12 +30,12 @@ using specmoe::testing::ReferenceForward;
 
 namespace {
 
-// 81 tokens of the byte vocabulary (BOS, then the bytes <0xNN> = 3 + NN of a text): more than
-// gemma2's window of 64, so its local layers drop the oldest positions.
-std::vector<int32_t> ids() {
+// n tokens of the byte vocabulary (BOS, then the bytes <0xNN> = 3 + NN of a text, repeated): 81
+// by default, more than gemma2's window of 64, so its local layers drop the oldest positions.
+std::vector<int32_t> ids(int n = 81) {
   std::vector<int32_t> v = {1};
   const std::string text = "The cat sat on the mat; the dog, on the rug. Both slept until noon, then ate. 123";
-  for (size_t i = 0; i < 80; ++i) v.push_back(3 + static_cast<unsigned char>(text[i % text.size()]));
+  for (int i = 0; i + 1 < n; ++i) v.push_back(3 + static_cast<unsigned char>(text[i % text.size()]));
   return v;
 }
 
@@ -58,17 +58,17 @@ std::string model_file(const std::string& arch, const char* type) {
 // 1e-4 leaves room, while a wrong op moves logits by O(1) of their range.
 constexpr double kTol = 1e-4;
 
-void check_dense(const std::string& path, int n_ctx) {
+void check_dense(const std::string& path, int n_ctx, int n_tokens = 81) {
   core::LoadOptions o;
   o.n_threads = 2;
   o.cache_types = {DType::F32, DType::F32};  // the reference keeps unrounded keys and values
   auto m = core::Model::load(path, o);
   core::KVCache kv = m->new_cache(n_ctx);
   std::vector<float> got;
-  m->forward(ids(), kv).logits.to_host(got);
+  m->forward(ids(n_tokens), kv).logits.to_host(got);
   ReferenceForward ref(path);
   ref.set_context(n_ctx);
-  const auto want = ref.run(ids());
+  const auto want = ref.run(ids(n_tokens));
   const int V = m->config().n_vocab;
   double max_ref = 0, max_diff = 0;
   for (size_t t = 0; t < want.size(); ++t)
@@ -134,3 +134,13 @@ INSTANTIATE_TEST_SUITE_P(Models, ConformanceDenseArch,
                                                               "exaone4", "mistral3"),
                                             ::testing::Values("f32", "f16")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+// OLMo 3's and EXAONE 4.0 32B's windows of 128, passed by 160 tokens.
+TEST(ConformanceDense, Olmo3AndExaone4With64LayersMatchTheReferencePastTheirWindows) {
+  for (const char* arch : {"olmo3", "exaone4-32b"})
+    for (const char* type : {"f32", "f16"}) {
+      SCOPED_TRACE(std::string(arch) + " " + type);
+      REQUIRE_MODEL(path, arch, type);
+      check_dense(path, 192, 160);
+    }
+}

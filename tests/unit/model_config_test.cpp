@@ -502,8 +502,73 @@ TEST(ModelConfig, GraniteOlmo2Smollm3StableLmStarcoder2GemmaGptNeoxPhi2) {
     EXPECT_FALSE(c.pre_norms);
     EXPECT_TRUE(c.post_norms && c.qk_norm_full);
     EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
-    w.set_u32("olmo2.attention.sliding_window", 4096);  // OLMo 3's local layers
-    expect_error(w, ErrorKind::Unsupported, "olmo2.attention.sliding_window");
+    EXPECT_EQ(c.n_swa, 0);
+    EXPECT_FALSE(c.swa_plain_rope);
+  }
+  {
+    // OLMo 3: olmo2 with windows on every layer but each fourth (the default period), its local
+    // layers rotating with the global base and no scaling or YaRN (llama.cpp ignores
+    // rope.freq_base_swa there), the global ones with the file's YaRN.
+    GGUFWriter w = base("olmo2");
+    w.set_u32("olmo2.block_count", 8);
+    w.set_u32("olmo2.attention.sliding_window", 4096);
+    w.set_f32("olmo2.rope.freq_base", 500000.0f);
+    w.set_f32("olmo2.rope.freq_base_swa", 10000.0f);
+    w.set_string("olmo2.rope.scaling.type", "yarn");
+    w.set_f32("olmo2.rope.scaling.factor", 8.0f);
+    w.set_u32("olmo2.rope.scaling.original_context_length", 64);
+    const ModelConfig c = load(w).cfg;
+    EXPECT_EQ(c.n_swa, 4096);
+    EXPECT_TRUE(c.swa_plain_rope);
+    EXPECT_FALSE(c.nope_global);
+    for (int l = 0; l < 8; ++l) {
+      SCOPED_TRACE(l);
+      EXPECT_EQ(c.is_swa(l), l % 4 != 3);
+      EXPECT_TRUE(c.has_rope(l));
+      const LayerRope r = c.rope_at(l);
+      EXPECT_FLOAT_EQ(r.freq_base, 500000.0f);
+      EXPECT_FLOAT_EQ(r.freq_scale, c.is_swa(l) ? 1.0f : 0.125f);
+      EXPECT_FLOAT_EQ(r.ext_factor, c.is_swa(l) ? 0.0f : 1.0f);
+      // The global layers' magnitude: mscale(8) / (1 + 0.1 ln 8), times 1 + 0.1 ln 8 in the op.
+      EXPECT_NEAR(r.attn_factor, c.is_swa(l) ? 1.0f : 1.0f + 0.1f * std::log(8.0f), 1e-6);
+    }
+    // The converter's form: one flag per layer.
+    GGUFWriter a = base("olmo2");
+    a.set_u32("olmo2.attention.sliding_window", 16);
+    GGUFValue flags;
+    flags.type = GGUFType::ARRAY;
+    flags.elem_type = GGUFType::BOOL;
+    for (bool b : {false, true, true}) {
+      GGUFValue e;
+      e.type = GGUFType::BOOL;
+      e.i = b;
+      flags.items.push_back(e);
+    }
+    a.set_value("olmo2.attention.sliding_window_pattern", flags);
+    const ModelConfig ca = load(a).cfg;
+    EXPECT_TRUE(!ca.is_swa(0) && ca.is_swa(1) && ca.is_swa(2));
+  }
+  {
+    // EXAONE 4.0 32B (exaone4 with 64 layers): windows of 4096 unless the key says otherwise on
+    // every layer but each fourth, which has no RoPE; the local layers rotate as usual.
+    GGUFWriter w = base("exaone4");
+    w.set_u32("exaone4.block_count", 64);
+    const ModelConfig c = load(w).cfg;
+    EXPECT_EQ(c.n_swa, 4096);
+    EXPECT_TRUE(c.nope_global);
+    EXPECT_FALSE(c.swa_plain_rope);
+    for (int l = 0; l < 64; ++l) {
+      EXPECT_EQ(c.is_swa(l), l % 4 != 3) << l;
+      EXPECT_EQ(c.has_rope(l), l % 4 != 3) << l;
+    }
+    w.set_u32("exaone4.attention.sliding_window", 0);
+    expect_error(w, ErrorKind::Format, "exaone4.attention.sliding_window is 0");
+    // Below 64 layers llama.cpp gives exaone4 no windows, whatever the keys say.
+    GGUFWriter s = base("exaone4");
+    s.set_u32("exaone4.attention.sliding_window", 16);
+    const ModelConfig cs = load(s).cfg;
+    EXPECT_EQ(cs.n_swa, 0);
+    EXPECT_TRUE(cs.has_rope(3 - 1));
   }
   {
     const ModelConfig c = load(base("smollm3")).cfg;

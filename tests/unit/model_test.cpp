@@ -831,17 +831,72 @@ TEST(Architectures, Exaone4MatchesReference) {
   EXPECT_TRUE(c.post_norms && c.qk_norm);
   EXPECT_FALSE(c.qk_norm_full);
   EXPECT_EQ(c.n_swa, 0);
-  // EXAONE 4.0 32B's form (64 layers: windows, NoPE global layers) is refused with the file named.
-  GgufEdit e;
-  e.set_u32 = {{"exaone4.block_count", 64}};
-  copy_gguf(scratch("arch_exaone4.gguf"), scratch("arch_exaone4_64.gguf"), e);
-  try {
-    Model::load(scratch("arch_exaone4_64.gguf"));
-    FAIL() << "a 64-layer exaone4 file loaded";
-  } catch (const Error& err) {
-    EXPECT_EQ(err.kind(), ErrorKind::Unsupported);
-    EXPECT_NE(std::string(err.what()).find("EXAONE 4.0 32B"), std::string::npos) << err.what();
+}
+
+namespace {
+// The largest difference between the logits of two synth files for the test's prompt, over the
+// largest logit: what a key the model reads changes.
+double logit_change(const std::string& a, const std::string& b) {
+  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
+  std::vector<float> la, lb;
+  for (const auto& [path, out] : {std::pair{a, &la}, std::pair{b, &lb}}) {
+    auto m = Model::load(path, f32_caches());
+    KVCache kv = m->new_cache(32);
+    m->forward(ids, kv).logits.to_host(*out);
   }
+  double max_ref = 0, max_diff = 0;
+  for (size_t i = 0; i < la.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(la[i])));
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(la[i]) - lb[i]));
+  }
+  return max_diff / max_ref;
+}
+}  // namespace
+
+TEST(Architectures, Olmo3WindowsAndUnscaledLocalRopeMatchReference) {
+  // OLMo 3: olmo2 with windows of 4 on layers 0-2 (one flag per layer) and YaRN with
+  // rope.scaling.attn_factor that only the global layer 3 applies; the test's 11 tokens reach past
+  // the window.
+  check_against_reference(synth_spec("olmo3-tiny"), "arch_olmo3.gguf");
+  auto m = Model::load(scratch("arch_olmo3.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Olmo2);
+  EXPECT_EQ(c.n_swa, 4);
+  EXPECT_TRUE(c.swa_plain_rope);
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(c.is_swa(l), l < 3) << l;
+  EXPECT_FLOAT_EQ(c.rope_at(0).ext_factor, 0.0f);
+  EXPECT_FLOAT_EQ(c.rope_at(0).attn_factor, 1.0f);  // not the file's rope.scaling.attn_factor
+  EXPECT_FLOAT_EQ(c.rope_at(3).ext_factor, 1.0f);
+  // mscale(4) / (1 + 0.1 ln 4) x 1.25, times the op's 1 + 0.1 ln 4
+  EXPECT_FLOAT_EQ(c.rope_at(3).attn_factor, 1.25f * (1.0f + 0.1f * std::log(4.0f)));
+  // Both forms matter to these logits: wider windows than the prompt (YaRN everywhere but the
+  // local layers' RoPE still plain) and no windows at all (plain olmo2: YaRN on every layer).
+  GgufEdit wide;
+  wide.set_u32 = {{"olmo2.attention.sliding_window", 64}};
+  copy_gguf(scratch("arch_olmo3.gguf"), scratch("arch_olmo3_wide.gguf"), wide);
+  EXPECT_GT(logit_change(scratch("arch_olmo3.gguf"), scratch("arch_olmo3_wide.gguf")), 0.01);
+  GgufEdit none;
+  none.set_u32 = {{"olmo2.attention.sliding_window", 0}};
+  copy_gguf(scratch("arch_olmo3_wide.gguf"), scratch("arch_olmo3_none.gguf"), none);
+  EXPECT_GT(logit_change(scratch("arch_olmo3_wide.gguf"), scratch("arch_olmo3_none.gguf")), 0.01);
+}
+
+TEST(Architectures, Exaone4With64LayersWindowsAndNoPEGlobalLayersMatchReference) {
+  // EXAONE 4.0 32B's form: 64 layers, windows of 4 on every layer but each fourth, whose
+  // attention has no RoPE.
+  check_against_reference(synth_spec("exaone4-32b-tiny"), "arch_exaone4_64.gguf");
+  auto m = Model::load(scratch("arch_exaone4_64.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Exaone4);
+  EXPECT_EQ(c.n_layer, 64);
+  EXPECT_EQ(c.n_swa, 4);
+  EXPECT_TRUE(c.nope_global);
+  for (int l = 0; l < 64; ++l) EXPECT_EQ(c.has_rope(l), l % 4 != 3) << l;
+  // The windows matter to these logits.
+  GgufEdit wide;
+  wide.set_u32 = {{"exaone4.attention.sliding_window", 64}};
+  copy_gguf(scratch("arch_exaone4_64.gguf"), scratch("arch_exaone4_64_wide.gguf"), wide);
+  EXPECT_GT(logit_change(scratch("arch_exaone4_64.gguf"), scratch("arch_exaone4_64_wide.gguf")), 0.01);
 }
 
 TEST(Architectures, Mistral3YarnKeysAndTemperatureMatchReference) {
