@@ -169,6 +169,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"gptneox", Arch::GptNeox, RopeStyle::SplitHalves},    {"phi2", Arch::Phi2, RopeStyle::SplitHalves},
       {"ernie4_5", Arch::Ernie45, RopeStyle::Adjacent},      {"exaone", Arch::Exaone, RopeStyle::SplitHalves},
       {"exaone4", Arch::Exaone4, RopeStyle::SplitHalves},    {"mistral3", Arch::Mistral3, RopeStyle::Adjacent},
+      {"command-r", Arch::CommandR, RopeStyle::Adjacent},    {"cohere2", Arch::Cohere2, RopeStyle::Adjacent},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -177,7 +178,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     throw_error(ErrorKind::Unsupported,
                 "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, gemma, "
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
-                "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3)",
+                "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -185,9 +186,10 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   c.qk_norm_full = c.arch == Arch::Olmoe || c.arch == Arch::Olmo2;
   c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4;
   c.pre_norms = c.arch != Arch::Olmo2 && c.arch != Arch::Exaone4;
+  const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
   c.layer_norm = c.arch == Arch::Gpt2 || c.arch == Arch::StableLm || c.arch == Arch::Starcoder2 ||
-                 c.arch == Arch::GptNeox || c.arch == Arch::Phi2;
-  c.parallel_residual = c.arch == Arch::Phi2;  // gptneox: its key, read below
+                 c.arch == Arch::GptNeox || c.arch == Arch::Phi2 || cohere;
+  c.parallel_residual = c.arch == Arch::Phi2 || cohere;  // gptneox: its key, read below
   if (c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) c.ffn_act = FfnActivation::GeluTanh;
   if (c.arch == Arch::Smollm3) c.no_rope_step = 4;  // llama.cpp's n_no_rope_layer_step for it
   c.ffn_gate_up_fused = c.arch == Arch::Phi3;
@@ -263,6 +265,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   }
   if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe) detail::read_granite(r, c);
   if (c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4) detail::read_olmo3_exaone4_windows(r, c);
+  if (cohere) detail::read_cohere(r, c);
   if (c.arch == Arch::Phi3) {
     // llama.cpp reads phi3's attention.sliding_window but disables SWA (llama-model.cpp, phi3).
     c.rope_long_short_factors = file.find_tensor("rope_factors_long.weight") != nullptr;
@@ -279,9 +282,9 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     throw_error(ErrorKind::Format, "{}: cannot tell the vocabulary size (no tokenizer.ggml.tokens, {} or token_embd.weight)",
                 file.path(), r.key("vocab_size"));
   }
-  // gemma and gemma2 always read their head from token_embd (llama.cpp binds no output.weight for
-  // them).
-  c.tied_output = c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || file.find_tensor("output.weight") == nullptr;
+  // gemma, gemma2, command-r and cohere2 always read their head from token_embd (llama.cpp binds no
+  // output.weight for them).
+  c.tied_output = c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || cohere || file.find_tensor("output.weight") == nullptr;
 
   detail::read_experts(r, c);
 
@@ -365,6 +368,7 @@ void ModelConfig::validate() const {
   check_positive("embd_scale", embd_scale);
   check_positive("residual_scale", residual_scale);
   check_positive("logit_scale", logit_scale);
+  if (!std::isfinite(logit_mult)) throw_error(ErrorKind::Format, "model config: logit multiplier {} is not finite", logit_mult);
   check_range("no_rope_step", no_rope_step, 0, kMaxLayers);
   if (!(final_logit_softcap >= 0.0f) || !std::isfinite(final_logit_softcap))
     throw_error(ErrorKind::Format, "model config: final_logit_softcap {} is not 0 or a positive number",

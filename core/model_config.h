@@ -13,7 +13,7 @@ class GGUFFile;
 enum class Arch {
   Llama, Qwen2, Qwen2Moe, Gpt2, Qwen3, Gemma3, Qwen3Moe, Olmoe, Phi3, Gemma2, Deepseek2,
   Granite, GraniteMoe, Olmo2, Smollm3, StableLm, Gemma, Starcoder2, GptNeox, Phi2, Ernie45, Exaone,
-  Exaone4, Mistral3
+  Exaone4, Mistral3, CommandR, Cohere2
 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
@@ -87,10 +87,11 @@ struct ModelConfig {
   float residual_scale = 1.0f;       // granite: <arch>.residual_scale, each sublayer's output times it
                                      // before its residual add (0 or absent = 1)
   float logit_scale = 1.0f;          // granite: <arch>.logit_scale, logits times 1 / it
+  float logit_mult = 1.0f;           // command-r, cohere2: <arch>.logit_scale, logits times it
   int no_rope_step = 0;              // smollm3: 4, layer l has no RoPE when (l + 1) % 4 == 0 (NoPE layers)
-  bool parallel_residual = false;    // gptneox (<arch>.use_parallel_residual), phi2: x + attn(norm(x)) +
-                                     // ffn(norm'(x)), both sublayers reading the layer's input (phi2's
-                                     // norm' is its one attn_norm)
+  bool parallel_residual = false;    // gptneox (<arch>.use_parallel_residual), phi2, command-r, cohere2:
+                                     // x + attn(norm(x)) + ffn(norm'(x)), both sublayers reading the
+                                     // layer's input (phi2's and cohere's norm' is their one attn_norm)
   // phi3 LongRoPE: rope_factors_long / rope_factors_short [rope_dims / 2] frequency divisors; the
   // long ones apply when the context (the KV cache's capacity) exceeds rope_n_ctx_orig, as
   // llama.cpp chooses by n_ctx_seq.
@@ -107,8 +108,8 @@ struct ModelConfig {
   bool swa_plain_rope = false;  // olmo2 with windows (OLMo 3): local layers rotate with the global base,
                                 // unscaled and without YaRN (ext_factor 0, attn_factor 1); the global
                                 // ones carry the file's scaling
-  bool nope_global = false;     // exaone4 with 64 layers (EXAONE 4.0 32B): the global (non-window)
-                                // layers have no RoPE
+  bool nope_global = false;     // exaone4 with 64 layers (EXAONE 4.0 32B), cohere2: the global
+                                // (non-window) layers have no RoPE
 
   // RoPE scaling of the global layers (llama.cpp's llama_context: YaRN's ext_factor 1 and
   // beta_fast 32 / beta_slow 1 unless a context overrides them; the attn_factor it derives).

@@ -88,6 +88,32 @@ void read_olmo3_exaone4_windows(const Reader& r, ModelConfig& c) {
   c.rope_freq_scale_swa = c.swa_plain_rope ? 1.0f : c.rope_freq_scale;
 }
 
+// command-r (Command R, src/models/command-r.cpp) and cohere2 (Command R7B, cohere2.cpp): LayerNorm
+// without biases, one attn_norm feeding a parallel residual, the head always token_embd, logits
+// times logit_scale (command-r: absent or 0 = none; cohere2: required). cohere2: windows of
+// attention.sliding_window (required) on every layer but each fourth by default, the local layers
+// rotating with the global base and scaling (llama.cpp's graph uses neither freq_base_swa nor a
+// local scale), the global ones without RoPE. Command R+ (64 layers and more: a LayerNorm with its
+// own weights per q and k head) is refused.
+void read_cohere(const Reader& r, ModelConfig& c) {
+  const float mult = c.arch == Arch::Cohere2 ? r.get_float("logit_scale", std::nullopt) : r.get_float("logit_scale", 0.0f);
+  c.logit_mult = mult == 0.0f ? 1.0f : mult;
+  if (c.arch == Arch::CommandR && c.n_layer >= 64)
+    throw_error(ErrorKind::Unsupported,
+                "{}: command-r with {} layers (Command R+: per-head q/k LayerNorms with their own weights) is not "
+                "supported",
+                r.f.path(), c.n_layer);
+  if (c.arch != Arch::Cohere2) return;
+  c.n_swa = r.get("attention.sliding_window", std::nullopt);
+  if (c.n_swa <= 0)
+    throw_error(ErrorKind::Format, "{}: {} is {}: cohere2's local layers need a window", r.f.path(),
+                r.key("attention.sliding_window"), c.n_swa);
+  read_swa_layers(r, c, 4);
+  c.nope_global = true;
+  c.rope_freq_base_swa = c.rope_freq_base;
+  c.rope_freq_scale_swa = c.rope_freq_scale;
+}
+
 // granite and granitemoe (src/models/granite.cpp, granite-moe.cpp): logit_scale (required: the
 // logits are divided by it), residual_scale (each sublayer's output times it), embedding_scale
 // (the token embedding times it) and attention.scale (the q.k scale); absent or 0 = none, as

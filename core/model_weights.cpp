@@ -249,7 +249,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   w.token_embd = b.matrix("token_embd.weight", c.n_embd, c.n_vocab);
   if (gpt2) w.position_embd = b.matrix("position_embd.weight", c.n_embd, c.n_ctx_train);
   w.output_norm = vec("output_norm.weight", c.n_embd);
-  if (c.layer_norm) w.output_norm_b = vec("output_norm.bias", c.n_embd);
+  // command-r's and cohere2's LayerNorms have no biases.
+  const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
+  if (c.layer_norm && !cohere) w.output_norm_b = vec("output_norm.bias", c.n_embd);
   w.output = !c.tied_output ? b.matrix("output.weight", c.n_embd, c.n_vocab) : w.token_embd;
   if (c.arch == Arch::Phi2) w.output_b = vec("output.bias", c.n_vocab);
   if (c.rope_freq_factors) {
@@ -273,9 +275,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   for (int l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[l];
     const std::string p = fmt::format("blk.{}.", l);
-    if (c.arch == Arch::Phi2) {  // one norm feeds both sublayers: the FFN's is the attention's
+    if (c.arch == Arch::Phi2 || cohere) {  // one norm feeds both sublayers: the FFN's is the attention's
       L.attn_norm = L.ffn_norm = vec(p + "attn_norm.weight", c.n_embd);
-      L.attn_norm_b = L.ffn_norm_b = vec(p + "attn_norm.bias", c.n_embd);
+      if (!cohere) L.attn_norm_b = L.ffn_norm_b = vec(p + "attn_norm.bias", c.n_embd);  // cohere's have none
     } else if (c.pre_norms) {
       if (c.arch == Arch::StableLm && !b.has(p + "ffn_norm.weight"))
         throw_error(ErrorKind::Unsupported,
@@ -284,7 +286,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       L.attn_norm = vec(p + "attn_norm.weight", c.n_embd);
       L.ffn_norm = vec(p + "ffn_norm.weight", c.n_embd);
     }
-    if (c.layer_norm && c.arch != Arch::Phi2) {
+    if (c.layer_norm && c.arch != Arch::Phi2 && !cohere) {
       L.attn_norm_b = vec(p + "attn_norm.bias", c.n_embd);
       L.ffn_norm_b = vec(p + "ffn_norm.bias", c.n_embd);
     }

@@ -58,11 +58,11 @@ bool is_arch(const SynthSpec& s, std::initializer_list<const char*> names) {
 void check_spec(const SynthSpec& s) {
   if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
                    "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
-                   "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3"}))
+                   "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
-                "ernie4_5, exaone, exaone4, mistral3)",
+                "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2)",
                 s.arch);
   if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
@@ -71,11 +71,16 @@ void check_spec(const SynthSpec& s) {
   if ((s.rope_freq_base_swa > 0.0f || s.final_logit_softcap > 0.0f) && !is_arch(s, {"gemma2", "gemma3"}))
     throw_error(ErrorKind::InvalidArgument, "synth: a local RoPE base and logit soft-capping are gemma's, not {}'s",
                 s.arch);
-  if ((s.n_swa > 0 || s.swa_pattern > 0 || !s.swa_layers.empty()) && !is_arch(s, {"gemma2", "gemma3", "olmo2"}) &&
-      !(s.arch == "exaone4" && s.n_layer == 64))
+  if ((s.n_swa > 0 || s.swa_pattern > 0 || !s.swa_layers.empty()) &&
+      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2"}) && !(s.arch == "exaone4" && s.n_layer == 64))
     throw_error(ErrorKind::InvalidArgument,
-                "synth: sliding windows are gemma2's, gemma3's, olmo2's (OLMo 3) and 64-layer exaone4's, not {}'s",
+                "synth: sliding windows are gemma2's, gemma3's, olmo2's (OLMo 3), cohere2's and 64-layer exaone4's, not "
+                "{}'s",
                 s.arch);
+  if (s.arch == "cohere2" && s.n_swa <= 0)
+    throw_error(ErrorKind::InvalidArgument, "synth: cohere2 needs a sliding window (n_swa > 0)");
+  if (is_arch(s, {"command-r", "cohere2"}) && !s.tied_output)
+    throw_error(ErrorKind::InvalidArgument, "synth: {} reads its head from token_embd (tied_output)", s.arch);
   if (!s.swa_layers.empty() && s.swa_layers.size() != static_cast<size_t>(s.n_layer))
     throw_error(ErrorKind::InvalidArgument, "synth: {} sliding-window layer flags for {} layers", s.swa_layers.size(),
                 s.n_layer);
@@ -148,6 +153,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool granite = a == "granite" || a == "granitemoe", starcoder2 = a == "starcoder2";
   const bool post_only = a == "olmo2" || a == "exaone4";  // post-norms only (exaone4 with per-head QK-norm)
   const bool neox = a == "gptneox", phi2 = a == "phi2";
+  const bool cohere = a == "command-r" || a == "cohere2";  // LayerNorm without biases, phi2's one norm
   // LayerNorm with biases (gpt2's apart, with zero biases)
   const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2"});
   const bool qkv_bias = qwen2 || layer_norm;
@@ -193,7 +199,9 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
   } else {
     w.set_u32(a + ".attention.head_count_kv", n_head_kv);
-    w.set_f32(a + (layer_norm ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"), 1e-5f);
+    w.set_f32(a + (layer_norm || cohere ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"),
+              1e-5f);
+    if (cohere) w.set_f32(a + ".logit_scale", 0.5f);  // a multiplier here (Command R: 0.0625)
     if (neox) w.set_bool(a + ".use_parallel_residual", true);
     if (a == "mistral3") {  // YaRN with its own keys and Llama 4's attention temperature
       w.set_f32(a + ".rope.scaling.yarn_beta_fast", 16.0f);
@@ -347,9 +355,9 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     // Residual branches of the layers the draft does not have are scaled down.
     const float rs = (s.n_full_layers >= 0 && l >= s.n_full_layers) ? s.deep_residual_scale : 1.0f;
     const bool moe_layer = moe && l >= s.n_layer_dense_lead;
-    if (!post_only) {  // olmo2, exaone4 normalise the sublayers' outputs only; phi2 has one norm
-      vec(p + "attn_norm.weight", s.n_embd, 1.0f, 0.0f);
-      if (!phi2) vec(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.0f);
+    if (!post_only) {  // olmo2, exaone4 normalise the sublayers' outputs only; phi2, cohere have one norm
+      vec(p + "attn_norm.weight", s.n_embd, 1.0f, cohere ? 0.3f : 0.0f);
+      if (!phi2 && !cohere) vec(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.0f);
     }
     if (layer_norm) {  // biases with a spread, so a skipped one shows
       vec(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f);

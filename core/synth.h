@@ -21,7 +21,7 @@ struct SynthSpec {
   std::string arch = "llama";      // llama | qwen2 | qwen2moe | gpt2 | qwen3 | gemma3 | qwen3moe | olmoe |
                                    // phi3 | gemma2 | deepseek2 | granite | granitemoe | olmo2 | smollm3 |
                                    // stablelm | gemma | starcoder2 | gptneox | phi2 | ernie4_5 | exaone |
-                                   // exaone4 | mistral3
+                                   // exaone4 | mistral3 | command-r | cohere2
   DType type = DType::F32;         // type of the 2-D and expert weights (norms, biases, routers F32);
                                    // every row width must be a multiple of its block (checked)
   int n_vocab = 320;               // >= 259: <unk> <s> </s> + 256 byte tokens, padded
@@ -82,7 +82,7 @@ struct SynthSpec {
   float rope_scaling_factor = 0.0f;
   int rope_orig_ctx = 0;
   int llama3_orig_ctx = 0;
-  // gemma2, gemma3, olmo2 (OLMo 3) and 64-layer exaone4 (EXAONE 4.0 32B): attention.sliding_window,
+  // gemma2, gemma3, olmo2 (OLMo 3), cohere2 and 64-layer exaone4 (EXAONE 4.0 32B): attention.sliding_window,
   // attention.sliding_window_pattern as a period or, when swa_layers is given, one flag per layer
   // (as the OLMo 3 converter writes it), and gemma's rope.freq_base_swa (0 = key not written:
   // llama.cpp's defaults); gemma's final_logit_softcapping (0 = not written).
@@ -99,7 +99,7 @@ struct SynthSpec {
 // "gemma3-tiny", "llama3-tiny", "qwen3moe-tiny", "olmoe-tiny", "phi3-tiny", "gemma2-tiny",
 // "granite-tiny", "granitemoe-tiny", "olmo2-tiny", "smollm3-tiny", "stablelm-tiny", "gemma-tiny",
 // "starcoder2-tiny", "gptneox-tiny", "phi2-tiny", "ernie4_5-tiny", "exaone-tiny", "exaone4-tiny",
-// "olmo3-tiny", "exaone4-32b-tiny", "mistral3-tiny", "deepseek2-tiny", "deepseek2-lite-tiny", "qwen3moe-target", "deepseek2-target"), or
+// "olmo3-tiny", "exaone4-32b-tiny", "command-r-tiny", "cohere2-tiny", "mistral3-tiny", "deepseek2-tiny", "deepseek2-lite-tiny", "qwen3moe-target", "deepseek2-target"), or
 // "PRESET-TYPE" for a preset with
 // its matrices in TYPE (a dtype name in any case: "tiny-q5_0", "tiny-256-iq4_xs",
 // "target-q4_k"); throws Error(InvalidArgument) naming the preset and listing the known ones.

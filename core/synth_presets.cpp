@@ -345,6 +345,17 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "command-r-tiny" || preset == "cohere2-tiny") {
+    // command-r (Command R) and cohere2 (Command R7B) in llama.cpp's layout, F32: LayerNorm without
+    // biases, one attn_norm feeding a parallel residual, adjacent-pair RoPE, the head from
+    // token_embd, logits times logit_scale 0.5. cohere2: windows of 4 on layers 0-2 (the default
+    // pattern 4), no RoPE on the global layer 3.
+    s.arch = preset == "cohere2-tiny" ? "cohere2" : "command-r";
+    s.tied_output = true;
+    if (s.arch == "cohere2") s.n_swa = 4;
+    s.name = preset;
+    return s;
+  }
   if (preset == "mistral3-tiny") {
     // mistral3 (Ministral 3) in llama.cpp's layout, F32: llama with YaRN (factor 4, original context
     // 8, beta_fast 16, beta_slow 2, yarn_log_multiplier 1) and Llama 4's attention temperature 0.5,
@@ -516,6 +527,9 @@ std::vector<std::string> synth_presets() {
       "context 8, attn_factor 1.25) on the global layer 3 only",
       "exaone4-32b-tiny: exaone4 in EXAONE 4.0 32B's form, F32, 64 layers, dim 32, heads 2/1 of 16, windows of 4 on "
       "every layer but each fourth, no RoPE on those",
+      "command-r-tiny: command-r, F32, 4 layers, dim 64, LayerNorm without biases, one norm, parallel residual, tied "
+      "head, logits x 0.5",
+      "cohere2-tiny: cohere2, command-r-tiny with windows of 4 on layers 0-2 and no RoPE on layer 3",
       "mistral3-tiny: mistral3, F32, 4 layers, dim 64, YaRN with its beta and log-multiplier keys, attention "
       "temperature from position 8",
       "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "

@@ -388,6 +388,8 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   if (!w_.output_b.empty()) be_->add_bias(logits, w_.output_b.data, n_out, n_vocab);  // phi2
   if (c_.logit_scale != 1.0f)  // granite: llama.cpp scales by the float reciprocal
     be_->scale(logits, 1.0f / c_.logit_scale, logits, static_cast<int64_t>(n_out) * n_vocab);
+  if (c_.logit_mult != 1.0f)  // command-r, cohere2
+    be_->scale(logits, c_.logit_mult, logits, static_cast<int64_t>(n_out) * n_vocab);
   if (c_.final_logit_softcap > 0.0f)
     be_->softcap(logits, c_.final_logit_softcap, logits, static_cast<int64_t>(n_out) * n_vocab);
   kv.append(b.positions);

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes random-weight GGUF models of qwen3moe, olmoe, phi3, gemma2, deepseek2, granite,
 granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, gemma, gptneox, phi2,
-ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers) and mistral3 in llama.cpp's
-layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r and
+cohere2 in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -552,6 +552,30 @@ def exaone4(path, dtype, big=False):
     m.write()
 
 
+def cohere(path, dtype, arch):
+    # llama_model_command_r and llama_model_cohere2: LayerNorm without biases (attn_norm, output_norm
+    # weights only), whose one attn_norm feeds both sublayers of a parallel residual; SwiGLU; NORM
+    # RoPE; the head always token_embd; logits times logit_scale. cohere2: windows (128 here) on
+    # every layer but each fourth (the default pattern), which has no RoPE.
+    d, L, H, Hkv, ff = 256, 8 if arch == "cohere2" else 4, 4, 2, 512
+    hd = d // H
+    m = Model(path, arch, 22 if arch == "cohere2" else 23, dtype)
+    m.common(d, L, H, Hkv, embd_scale=1.0)  # rows of unit norm: the tied head's logits stay O(1)
+    m.f32("attention.layer_norm_epsilon", 1e-5)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0 if arch == "command-r" else 50000.0)
+    m.f32("logit_scale", 1.0)  # with unit-norm embedding rows: logits of a few units
+    if arch == "cohere2":
+        m.u32("attention.sliding_window", 128)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        swiglu(m, p, d, ff)
+    m.write()
+
+
 def mistral3(path, dtype):
     # llama_model_mistral3 (Ministral 3): llama with YaRN (factor 4 over an original context of
     # 256, its yarn_beta_fast / yarn_beta_slow / yarn_log_multiplier keys read as they are) and
@@ -603,6 +627,8 @@ WRITERS = {
     "exaone4": exaone4,
     "exaone4-32b": lambda p, t: exaone4(p, t, big=True),
     "mistral3": mistral3,
+    "command-r": lambda p, t: cohere(p, t, "command-r"),
+    "cohere2": lambda p, t: cohere(p, t, "cohere2"),
 }
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@
 // RoPE; starcoder2's ungated GELU MLP), gptneox and phi2 (a parallel residual: both sublayers read
 // the layer's input; phi2's one norm and logit bias), ernie4_5 and exaone (llama's block), exaone4
 // (olmo2's post-norms with per-head QK-norm), OLMo 3 (olmo2 with windows: local layers rotate
-// without scaling) and EXAONE 4.0 32B (exaone4 with 64 layers: windows, global layers without RoPE), mistral3 (YaRN's keys, Llama 4's attention
+// without scaling) and EXAONE 4.0 32B (exaone4 with 64 layers: windows, global layers without RoPE), command-r
+// and cohere2 (LayerNorm without biases, one norm for a parallel residual, logits times
+// logit_scale; cohere2's windows and NoPE global layers), mistral3 (YaRN's keys, Llama 4's attention
 // temperature), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
 // normalised latent c; the model runs the absorbed form), RoPE with Llama 3.1's frequency factors
@@ -50,7 +52,11 @@ class ReferenceForward {
     layer_norm_ = arch_ == "gpt2" || arch_ == "stablelm" || arch_ == "starcoder2" || arch_ == "gptneox" ||
                   arch_ == "phi2";
     phi2_ = arch_ == "phi2";
-    parallel_ = phi2_ || (arch_ == "gptneox" && f_->get_bool(a + "use_parallel_residual", false));
+    cohere_ = arch_ == "command-r" || arch_ == "cohere2";  // LayerNorm without biases, one norm
+    layer_norm_ = layer_norm_ || cohere_;
+    parallel_ = phi2_ || cohere_ || (arch_ == "gptneox" && f_->get_bool(a + "use_parallel_residual", false));
+    if (cohere_) logit_mul_ = f_->get_float(a + "logit_scale", 0.0);
+    if (logit_mul_ == 0) logit_mul_ = 1;
     ungated_ = arch_ == "gpt2" || arch_ == "starcoder2" || arch_ == "gptneox" || phi2_;
     if (arch_ == "granite" || arch_ == "granitemoe") {
       // Granite's multipliers (0 or absent: none).
@@ -77,9 +83,10 @@ class ReferenceForward {
     // olmo2: no window unless the key says, pattern 4; exaone4: windows only with 64 layers, w 4096
     // and pattern 4 by default.
     olmo3_ = arch_ == "olmo2" && f_->get_int(a + "attention.sliding_window", 0) > 0;
-    exaone4_32b_ = arch_ == "exaone4" && c_.n_layer == 64;
-    const int default_window = gemma2_ || exaone4_32b_ ? 4096 : 0;
-    window_ = gemma_ || olmo3_ || exaone4_32b_
+    // EXAONE 4.0 32B and cohere2: windows, global layers without RoPE, local ones as usual.
+    nope_global_ = (arch_ == "exaone4" && c_.n_layer == 64) || arch_ == "cohere2";
+    const int default_window = gemma2_ || nope_global_ ? 4096 : 0;
+    window_ = gemma_ || olmo3_ || nope_global_
                   ? static_cast<int>(f_->get_int(a + "attention.sliding_window", default_window))
                   : 0;
     local_.assign(c_.n_layer, false);
@@ -204,10 +211,12 @@ class ReferenceForward {
       }
     }
     std::vector<std::vector<double>> logits(T);
-    const std::string head = f_->find_tensor("output.weight") && !gemma2_ && !gemma1_ ? "output" : "token_embd";
+    const std::string head =
+        f_->find_tensor("output.weight") && !gemma2_ && !gemma1_ && !cohere_ ? "output" : "token_embd";
     for (int t = 0; t < T; ++t) {
       logits[t] = linear(norm(x[t], "output_norm"), head, c_.n_vocab);
       for (double& e : logits[t]) e /= logit_div_;
+      for (double& e : logits[t]) e *= logit_mul_;
       if (softcap_ > 0)
         for (double& e : logits[t]) e = softcap_ * std::tanh(e / softcap_);
     }
@@ -269,7 +278,7 @@ class ReferenceForward {
     const double base = local ? base_local_ : base_;
     // OLMo 3's local layers: no scaling, no YaRN, no magnitude; EXAONE 4.0 32B's as the global ones.
     const bool plain = local && olmo3_;
-    const double s = local && !gemma2_ && !exaone4_32b_ ? 1.0 : factor_;
+    const double s = local && !gemma2_ && !nope_global_ ? 1.0 : factor_;
     const bool yarn = yarn_ && !plain;
     double mscale = plain ? 1.0 : attn_factor_, low = 0, high = 0;
     std::vector<double> ff = freq_factors_;
@@ -309,7 +318,7 @@ class ReferenceForward {
     const double n = static_cast<double>(in.size());
     std::vector<double> out(in.size());
     if (layer_norm_) {
-      const auto b = tensor(name + ".bias");
+      const auto b = cohere_ ? std::vector<double>(in.size(), 0.0) : tensor(name + ".bias");
       double mean = 0, var = 0;
       for (double e : in) mean += e / n;
       for (double e : in) var += (e - mean) * (e - mean) / n;
@@ -348,7 +357,7 @@ class ReferenceForward {
       k = norm(k, p + "attn_k_norm");
     }
     if (no_rope_step_ > 0 && (l + 1) % no_rope_step_ == 0) return;  // a NoPE layer
-    if (exaone4_32b_ && !local_[l]) return;                          // EXAONE 4.0 32B's global layers
+    if (nope_global_ && !local_[l]) return;                          // EXAONE 4.0 32B's, cohere2's global layers
     rope(q, c_.n_head, t, l);
     rope(k, c_.n_head_kv, t, l);
     if (temp_scale_ != 0) {  // Llama 4's temperature: 1 below the YaRN original context
@@ -393,7 +402,7 @@ class ReferenceForward {
   // ffn_up), GeGLU (tanh GELU) followed by gemma's post-norm, or GELU (tanh form) for gpt2.
   void dense_ffn(std::vector<double>& x, const std::string& p) const {
     const int d = c_.n_embd, ff = c_.n_ff;
-    const auto h = post_only_ ? x : norm(x, p + (phi2_ ? "attn_norm" : "ffn_norm"));  // phi2: one norm
+    const auto h = post_only_ ? x : norm(x, p + (phi2_ || cohere_ ? "attn_norm" : "ffn_norm"));  // one norm
     auto gelu = [](double e) { return 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e))); };
     std::vector<double> f;
     if (ungated_) {
@@ -424,7 +433,8 @@ class ReferenceForward {
   bool gemma1_ = false, post_only_ = false, layer_norm_ = false, phi2_ = false, parallel_ = false, ungated_ = false;
   double embd_mul_ = 1, residual_mul_ = 1, logit_div_ = 1;  // granite
   int no_rope_step_ = 0;
-  bool olmo3_ = false, exaone4_32b_ = false;  // olmo2 with windows, exaone4 with 64 layers
+  bool olmo3_ = false, nope_global_ = false, cohere_ = false;
+  double logit_mul_ = 1;  // command-r, cohere2
   double beta_fast_ = 32, beta_slow_ = 1, yarn_log_mul_ = 0, temp_scale_ = 0;  // mistral3
   double softcap_ = 0, attn_softcap_ = 0, base_ = 10000, base_local_ = 10000, factor_ = 1, orig_ctx_ = 0;
   double attn_factor_ = 1, mscale_all_ = 0;

@@ -131,13 +131,18 @@ TEST_P(ConformanceDenseArch, MatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(Models, ConformanceDenseArch,
                          ::testing::Combine(::testing::Values("granite", "olmo2", "smollm3", "stablelm", "starcoder2",
                                                               "gemma", "gptneox", "phi2", "ernie4_5", "exaone",
-                                                              "exaone4", "mistral3"),
+                                                              "exaone4", "mistral3", "command-r"),
                                             ::testing::Values("f32", "f16")),
-                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+                         [](const auto& info) {
+                           std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
 
-// OLMo 3's and EXAONE 4.0 32B's windows of 128, passed by 160 tokens.
-TEST(ConformanceDense, Olmo3AndExaone4With64LayersMatchTheReferencePastTheirWindows) {
-  for (const char* arch : {"olmo3", "exaone4-32b"})
+// OLMo 3's, EXAONE 4.0 32B's and cohere2's windows of 128, passed by 160 tokens.
+TEST(ConformanceDense, WindowedArchitecturesMatchTheReferencePastTheirWindows) {
+  for (const char* arch : {"olmo3", "exaone4-32b", "cohere2"})
     for (const char* type : {"f32", "f16"}) {
       SCOPED_TRACE(std::string(arch) + " " + type);
       REQUIRE_MODEL(path, arch, type);

@@ -379,7 +379,7 @@ TEST(ModelConfig, UnknownArchitecture) {
     EXPECT_EQ(std::string(e.what()),
               path + ": unsupported architecture 'xyz' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, "
                      "gemma, gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, "
-                     "stablelm, starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3)");
+                     "stablelm, starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2)");
   }
 }
 
@@ -569,6 +569,39 @@ TEST(ModelConfig, GraniteOlmo2Smollm3StableLmStarcoder2GemmaGptNeoxPhi2) {
     const ModelConfig cs = load(s).cfg;
     EXPECT_EQ(cs.n_swa, 0);
     EXPECT_TRUE(cs.has_rope(3 - 1));
+  }
+  {
+    // command-r: LayerNorm (its key), a parallel residual, the head from token_embd, logits times
+    // an optional logit_scale; Command R+ (64 layers: per-head q/k LayerNorms) is refused.
+    GGUFWriter w = base("command-r");
+    w.set_f32("command-r.attention.layer_norm_epsilon", 1e-5f);
+    const ModelConfig c = load(w).cfg;
+    EXPECT_TRUE(c.layer_norm && c.parallel_residual && c.tied_output);
+    EXPECT_EQ(c.rope_style, RopeStyle::Adjacent);
+    EXPECT_FLOAT_EQ(c.norm_eps, 1e-5f);
+    EXPECT_FLOAT_EQ(c.logit_mult, 1.0f);
+    EXPECT_EQ(c.n_swa, 0);
+    w.set_f32("command-r.logit_scale", 0.0625f);
+    EXPECT_FLOAT_EQ(load(w).cfg.logit_mult, 0.0625f);
+    w.set_u32("command-r.block_count", 64);
+    expect_error(w, ErrorKind::Unsupported, "command-r with 64 layers (Command R+");
+    // cohere2: logit_scale and the window are required; every fourth layer is global, without RoPE.
+    GGUFWriter g = base("cohere2");
+    g.set_u32("cohere2.block_count", 8);
+    g.set_f32("cohere2.logit_scale", 0.25f);
+    expect_error(g, ErrorKind::Format, "metadata key 'cohere2.attention.sliding_window' is missing");
+    g.set_u32("cohere2.attention.sliding_window", 4096);
+    const ModelConfig c2 = load(g).cfg;
+    EXPECT_FLOAT_EQ(c2.logit_mult, 0.25f);
+    EXPECT_EQ(c2.n_swa, 4096);
+    EXPECT_TRUE(c2.nope_global);
+    for (int l = 0; l < 8; ++l) {
+      EXPECT_EQ(c2.is_swa(l), l % 4 != 3) << l;
+      EXPECT_EQ(c2.has_rope(l), l % 4 != 3) << l;
+    }
+    GGUFWriter n = base("cohere2");
+    n.set_u32("cohere2.attention.sliding_window", 64);
+    expect_error(n, ErrorKind::Format, "metadata key 'cohere2.logit_scale' is missing");
   }
   {
     const ModelConfig c = load(base("smollm3")).cfg;

@@ -71,6 +71,7 @@ struct GgufEdit {
   std::vector<std::pair<std::string, uint32_t>> set_u32;
   std::string drop_key;                    // omit this metadata key
   std::vector<std::pair<std::string, bool>> set_bool;
+  std::vector<std::pair<std::string, float>> set_f32;
   std::string rename_arch;                 // general.architecture and every "<arch>." key renamed to it
 };
 
@@ -92,6 +93,7 @@ void copy_gguf(const std::string& src, const std::string& dst, const GgufEdit& e
   }
   for (const auto& [k, v] : e.set_u32) w.set_u32(k, v);
   for (const auto& [k, v] : e.set_bool) w.set_bool(k, v);
+  for (const auto& [k, v] : e.set_f32) w.set_f32(k, v);
   for (const auto& t : f->tensors()) {
     if (t.name == e.drop_tensor) continue;
     if (e.keep_layers >= 0 && t.name.rfind("blk.", 0) == 0 && std::stoi(t.name.substr(4)) >= e.keep_layers) continue;
@@ -897,6 +899,29 @@ TEST(Architectures, Exaone4With64LayersWindowsAndNoPEGlobalLayersMatchReference)
   wide.set_u32 = {{"exaone4.attention.sliding_window", 64}};
   copy_gguf(scratch("arch_exaone4_64.gguf"), scratch("arch_exaone4_64_wide.gguf"), wide);
   EXPECT_GT(logit_change(scratch("arch_exaone4_64.gguf"), scratch("arch_exaone4_64_wide.gguf")), 0.01);
+}
+
+TEST(Architectures, CommandRAndCohere2MatchReference) {
+  // LayerNorm without biases, one attn_norm feeding a parallel residual, the head from token_embd,
+  // logits times logit_scale; cohere2 with windows of 4 on layers 0-2 and no RoPE on layer 3.
+  check_against_reference(synth_spec("command-r-tiny"), "arch_command_r.gguf");
+  check_against_reference(synth_spec("cohere2-tiny"), "arch_cohere2.gguf");
+  auto m = Model::load(scratch("arch_cohere2.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Cohere2);
+  EXPECT_TRUE(c.layer_norm && c.parallel_residual && c.tied_output && c.nope_global);
+  EXPECT_FLOAT_EQ(c.logit_mult, 0.5f);
+  EXPECT_EQ(c.rope_style, RopeStyle::Adjacent);
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(c.has_rope(l), l < 3) << l;
+  // The multiplier and the windows both reach these logits.
+  GgufEdit mult;
+  mult.set_f32 = {{"cohere2.logit_scale", 1.0f}};
+  copy_gguf(scratch("arch_cohere2.gguf"), scratch("arch_cohere2_mult.gguf"), mult);
+  EXPECT_GT(logit_change(scratch("arch_cohere2.gguf"), scratch("arch_cohere2_mult.gguf")), 0.5);
+  GgufEdit wide;
+  wide.set_u32 = {{"cohere2.attention.sliding_window", 64}};
+  copy_gguf(scratch("arch_cohere2.gguf"), scratch("arch_cohere2_wide.gguf"), wide);
+  EXPECT_GT(logit_change(scratch("arch_cohere2.gguf"), scratch("arch_cohere2_wide.gguf")), 0.01);
 }
 
 TEST(Architectures, Mistral3YarnKeysAndTemperatureMatchReference) {
