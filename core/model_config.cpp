@@ -170,6 +170,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"ernie4_5", Arch::Ernie45, RopeStyle::Adjacent},      {"exaone", Arch::Exaone, RopeStyle::SplitHalves},
       {"exaone4", Arch::Exaone4, RopeStyle::SplitHalves},    {"mistral3", Arch::Mistral3, RopeStyle::Adjacent},
       {"command-r", Arch::CommandR, RopeStyle::Adjacent},    {"cohere2", Arch::Cohere2, RopeStyle::Adjacent},
+      {"internlm2", Arch::Internlm2, RopeStyle::Adjacent},   {"qwen2vl", Arch::Qwen2Vl, RopeStyle::SplitHalves},
+      {"seed_oss", Arch::SeedOss, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -178,7 +180,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     throw_error(ErrorKind::Unsupported,
                 "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, gemma, "
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
-                "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2)",
+                "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
+                "seed_oss)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -266,6 +269,20 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe) detail::read_granite(r, c);
   if (c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4) detail::read_olmo3_exaone4_windows(r, c);
   if (cohere) detail::read_cohere(r, c);
+  if (c.arch == Arch::Qwen2Vl) {
+    // Qwen2-VL / Qwen2.5-VL's M-RoPE (rope.dimension_sections, required): text tokens carry one
+    // position in the temporal, height and width sections and 0 in the fourth, so with a fourth
+    // section of 0 pairs every pair rotates by the token's position, as split-halves RoPE does.
+    const std::string k = r.key("rope.dimension_sections");
+    if (!file.has(k)) throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), k);
+    const std::vector<int64_t> s = file.get_int_array(k);
+    if (s.size() < 3 || s.size() > 4)
+      throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries, expected 4", file.path(), k, s.size());
+    if (s.size() == 4 && s[3] != 0)
+      throw_error(ErrorKind::Unsupported,
+                  "{}: {} gives the fourth M-RoPE section {} pairs (text positions there are 0); only 0 is supported",
+                  file.path(), k, s[3]);
+  }
   if (c.arch == Arch::Phi3) {
     // llama.cpp reads phi3's attention.sliding_window but disables SWA (llama-model.cpp, phi3).
     c.rope_long_short_factors = file.find_tensor("rope_factors_long.weight") != nullptr;

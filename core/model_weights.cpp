@@ -254,6 +254,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   if (c.layer_norm && !cohere) w.output_norm_b = vec("output_norm.bias", c.n_embd);
   w.output = !c.tied_output ? b.matrix("output.weight", c.n_embd, c.n_vocab) : w.token_embd;
   if (c.arch == Arch::Phi2) w.output_b = vec("output.bias", c.n_vocab);
+  // qwen2vl: llama.cpp binds an optional output.bias but its graph does not add it; neither does specmoe.
   if (c.rope_freq_factors) {
     // llama3: the converter's rope_freqs.weight, else the factors of the file's llama3 keys.
     if (b.has("rope_freqs.weight")) {
@@ -284,7 +285,8 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
                     "{}: layer {} has no ffn_norm: stablelm with a parallel residual (StableLM 2 12B) is not supported",
                     file.path(), l);
       L.attn_norm = vec(p + "attn_norm.weight", c.n_embd);
-      L.ffn_norm = vec(p + "ffn_norm.weight", c.n_embd);
+      // seed_oss names its FFN's pre-norm post_attention_norm (llama.cpp's attn_post_norm).
+      L.ffn_norm = vec(p + (c.arch == Arch::SeedOss ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd);
     }
     if (c.layer_norm && c.arch != Arch::Phi2 && !cohere) {
       L.attn_norm_b = vec(p + "attn_norm.bias", c.n_embd);

@@ -58,11 +58,12 @@ bool is_arch(const SynthSpec& s, std::initializer_list<const char*> names) {
 void check_spec(const SynthSpec& s) {
   if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
                    "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
-                   "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2"}))
+                   "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2",
+                   "internlm2", "qwen2vl", "seed_oss"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
-                "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2)",
+                "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss)",
                 s.arch);
   if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
@@ -147,7 +148,7 @@ void synth_write(const std::string& preset, const std::string& path, uint64_t se
 void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   check_spec(s);
   const std::string& a = s.arch;
-  const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2" || a == "qwen2moe";
+  const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
   const bool qk_norm = is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4"}), post_norms = is_arch(s, {"gemma2", "gemma3"});
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
   const bool granite = a == "granite" || a == "granitemoe", starcoder2 = a == "starcoder2";
@@ -202,6 +203,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.set_f32(a + (layer_norm || cohere ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"),
               1e-5f);
     if (cohere) w.set_f32(a + ".logit_scale", 0.5f);  // a multiplier here (Command R: 0.0625)
+    if (a == "qwen2vl") {  // M-RoPE sections as Qwen2-VL's [16, 24, 24, 0], scaled to the head
+      const int pairs = rope_dims / 2, t = pairs / 4, hw = (pairs - t) / 2;
+      w.set_i32_array(a + ".rope.dimension_sections", {t, hw, pairs - t - hw, 0});
+    }
     if (neox) w.set_bool(a + ".use_parallel_residual", true);
     if (a == "mistral3") {  // YaRN with its own keys and Llama 4's attention temperature
       w.set_f32(a + ".rope.scaling.yarn_beta_fast", 16.0f);
@@ -347,7 +352,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       }
     }
     w.add_tensor_f32("output.weight", s.type, {s.n_embd, s.n_vocab}, v);
-    if (phi2) vec("output.bias", s.n_vocab, 0.0f, 0.5f);
+    if (phi2 || a == "qwen2vl") vec("output.bias", s.n_vocab, 0.0f, 0.5f);  // qwen2vl's is left unused
   }
 
   for (int l = 0; l < n_write; ++l) {
@@ -357,7 +362,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     const bool moe_layer = moe && l >= s.n_layer_dense_lead;
     if (!post_only) {  // olmo2, exaone4 normalise the sublayers' outputs only; phi2, cohere have one norm
       vec(p + "attn_norm.weight", s.n_embd, 1.0f, cohere ? 0.3f : 0.0f);
-      if (!phi2 && !cohere) vec(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.0f);
+      // seed_oss names the FFN's pre-norm post_attention_norm
+      if (!phi2 && !cohere) vec(p + (a == "seed_oss" ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.0f);
     }
     if (layer_norm) {  // biases with a spread, so a skipped one shows
       vec(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f);

@@ -356,6 +356,15 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "internlm2-tiny" || preset == "qwen2vl-tiny" || preset == "seed_oss-tiny") {
+    // internlm2 (llama's block, adjacent-pair RoPE), qwen2vl (Qwen2-VL / Qwen2.5-VL's text model:
+    // qwen2 with M-RoPE sections, whose text positions rotate as split-halves RoPE, and an
+    // output.bias that llama.cpp's graph leaves unused) and seed_oss
+    // (llama's block with split-halves RoPE and the FFN's pre-norm named post_attention_norm), F32.
+    s.arch = preset.substr(0, preset.size() - 5);
+    s.name = preset;
+    return s;
+  }
   if (preset == "mistral3-tiny") {
     // mistral3 (Ministral 3) in llama.cpp's layout, F32: llama with YaRN (factor 4, original context
     // 8, beta_fast 16, beta_slow 2, yarn_log_multiplier 1) and Llama 4's attention temperature 0.5,
@@ -530,6 +539,10 @@ std::vector<std::string> synth_presets() {
       "command-r-tiny: command-r, F32, 4 layers, dim 64, LayerNorm without biases, one norm, parallel residual, tied "
       "head, logits x 0.5",
       "cohere2-tiny: cohere2, command-r-tiny with windows of 4 on layers 0-2 and no RoPE on layer 3",
+      "internlm2-tiny: internlm2, F32, 4 layers, dim 64, llama's block",
+      "qwen2vl-tiny: qwen2vl (Qwen2.5-VL's text model), F32, 4 layers, dim 64, qwen2 with M-RoPE sections 4/6/6/0",
+      "seed_oss-tiny: seed_oss, F32, 4 layers, dim 64, llama's block with split-halves RoPE, FFN norm named "
+      "post_attention_norm",
       "mistral3-tiny: mistral3, F32, 4 layers, dim 64, YaRN with its beta and log-multiplier keys, attention "
       "temperature from position 8",
       "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "

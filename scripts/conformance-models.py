@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes random-weight GGUF models of qwen3moe, olmoe, phi3, gemma2, deepseek2, granite,
 granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, gemma, gptneox, phi2,
-ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r and
-cohere2 in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
+cohere2, internlm2, qwen2vl and seed_oss in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -508,10 +508,14 @@ def phi2(path, dtype):
     m.write()
 
 
-def llama_like(path, dtype, arch, seed, freqs=False, out_bias=False):
+def llama_like(path, dtype, arch, seed, freqs=False, out_bias=False, sections=None, head_bias=False,
+               ffn_norm="ffn_norm"):
     # llama_model_ernie4_5 (dense) and llama_model_exaone: llama's block under their names (ernie4_5
     # NORM RoPE, its graph ignoring an attn_output.bias, written here so that a reader that used it
     # would show; exaone NEOX RoPE with rope_freqs.weight, written here with factors that bite).
+    # internlm2 (NORM RoPE), qwen2vl (M-RoPE sections; an output.bias that llama.cpp binds and its
+    # graph does not add, written here so that a reader that added it would show) and seed_oss
+    # (NEOX RoPE, the FFN's pre-norm named post_attention_norm) likewise.
     d, L, H, Hkv, ff = 256, 4, 4, 2, 512
     hd = d // H
     m = Model(path, arch, seed, dtype)
@@ -523,12 +527,16 @@ def llama_like(path, dtype, arch, seed, freqs=False, out_bias=False):
         half = hd // 2
         u = np.arange(half) / (half - 1)
         m.w.add_tensor("rope_freqs.weight", (1 + 7 * u * u).astype(np.float32))
+    if sections:
+        m.w.add_array(f"{arch}.rope.dimension_sections", sections)
     m.head(d)
+    if head_bias:
+        m.norm("output.bias", N_VOCAB, base=0.0, noise=1.0)
     for l in range(L):
         p = f"blk.{l}."
         m.norm(p + "attn_norm.weight", d)
         dense_attention(m, p, d, H, Hkv, hd, bias=True, out_bias=out_bias)
-        m.norm(p + "ffn_norm.weight", d)
+        m.norm(p + ffn_norm + ".weight", d)
         swiglu(m, p, d, ff)
     m.write()
 
@@ -627,6 +635,9 @@ WRITERS = {
     "exaone4": exaone4,
     "exaone4-32b": lambda p, t: exaone4(p, t, big=True),
     "mistral3": mistral3,
+    "internlm2": lambda p, t: llama_like(p, t, "internlm2", 24),
+    "qwen2vl": lambda p, t: llama_like(p, t, "qwen2vl", 25, sections=[8, 12, 12, 0], head_bias=True),
+    "seed_oss": lambda p, t: llama_like(p, t, "seed_oss", 26, ffn_norm="post_attention_norm"),
     "command-r": lambda p, t: cohere(p, t, "command-r"),
     "cohere2": lambda p, t: cohere(p, t, "cohere2"),
 }

@@ -12,7 +12,8 @@
 // (olmo2's post-norms with per-head QK-norm), OLMo 3 (olmo2 with windows: local layers rotate
 // without scaling) and EXAONE 4.0 32B (exaone4 with 64 layers: windows, global layers without RoPE), command-r
 // and cohere2 (LayerNorm without biases, one norm for a parallel residual, logits times
-// logit_scale; cohere2's windows and NoPE global layers), mistral3 (YaRN's keys, Llama 4's attention
+// logit_scale; cohere2's windows and NoPE global layers), internlm2, qwen2vl (M-RoPE, which
+// rotates text as split-halves RoPE does; an output.bias left unused) and seed_oss, mistral3 (YaRN's keys, Llama 4's attention
 // temperature), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
 // normalised latent c; the model runs the absorbed form), RoPE with Llama 3.1's frequency factors
@@ -214,7 +215,8 @@ class ReferenceForward {
     const std::string head =
         f_->find_tensor("output.weight") && !gemma2_ && !gemma1_ && !cohere_ ? "output" : "token_embd";
     for (int t = 0; t < T; ++t) {
-      logits[t] = linear(norm(x[t], "output_norm"), head, c_.n_vocab);
+      // qwen2vl's graph leaves an output.bias unused (llama.cpp binds it, then adds nothing).
+      logits[t] = linear(norm(x[t], "output_norm"), head, c_.n_vocab, arch_ != "qwen2vl");
       for (double& e : logits[t]) e /= logit_div_;
       for (double& e : logits[t]) e *= logit_mul_;
       if (softcap_ > 0)
@@ -402,7 +404,11 @@ class ReferenceForward {
   // ffn_up), GeGLU (tanh GELU) followed by gemma's post-norm, or GELU (tanh form) for gpt2.
   void dense_ffn(std::vector<double>& x, const std::string& p) const {
     const int d = c_.n_embd, ff = c_.n_ff;
-    const auto h = post_only_ ? x : norm(x, p + (phi2_ || cohere_ ? "attn_norm" : "ffn_norm"));  // one norm
+    // phi2 and cohere: one norm; seed_oss names the FFN's post_attention_norm.
+    const auto h = post_only_ ? x
+                              : norm(x, p + (phi2_ || cohere_        ? "attn_norm"
+                                             : arch_ == "seed_oss" ? "post_attention_norm"
+                                                                   : "ffn_norm"));
     auto gelu = [](double e) { return 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e))); };
     std::vector<double> f;
     if (ungated_) {

@@ -379,7 +379,8 @@ TEST(ModelConfig, UnknownArchitecture) {
     EXPECT_EQ(std::string(e.what()),
               path + ": unsupported architecture 'xyz' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, "
                      "gemma, gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, "
-                     "stablelm, starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2)");
+                     "stablelm, starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, "
+                     "qwen2vl, seed_oss)");
   }
 }
 
@@ -602,6 +603,18 @@ TEST(ModelConfig, GraniteOlmo2Smollm3StableLmStarcoder2GemmaGptNeoxPhi2) {
     GGUFWriter n = base("cohere2");
     n.set_u32("cohere2.attention.sliding_window", 64);
     expect_error(n, ErrorKind::Format, "metadata key 'cohere2.logit_scale' is missing");
+  }
+  {
+    // qwen2vl: the M-RoPE sections are required; a fourth section (vision positions, 0 for text)
+    // with pairs is refused, as text would leave those pairs unrotated.
+    GGUFWriter w = base("qwen2vl");
+    expect_error(w, ErrorKind::Format, "metadata key 'qwen2vl.rope.dimension_sections' is missing");
+    w.set_i32_array("qwen2vl.rope.dimension_sections", {0, 1, 1, 0});
+    const ModelConfig c = load(w).cfg;
+    EXPECT_EQ(c.arch, Arch::Qwen2Vl);
+    EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
+    w.set_i32_array("qwen2vl.rope.dimension_sections", {0, 1, 0, 1});
+    expect_error(w, ErrorKind::Unsupported, "fourth M-RoPE section 1 pairs");
   }
   {
     const ModelConfig c = load(base("smollm3")).cfg;

@@ -924,6 +924,23 @@ TEST(Architectures, CommandRAndCohere2MatchReference) {
   EXPECT_GT(logit_change(scratch("arch_cohere2.gguf"), scratch("arch_cohere2_wide.gguf")), 0.01);
 }
 
+TEST(Architectures, Internlm2Qwen2VlAndSeedOssMatchReference) {
+  // internlm2: llama's block; qwen2vl: qwen2 whose M-RoPE sections rotate text as split halves;
+  // seed_oss: llama's block with split-halves RoPE and the FFN's norm named post_attention_norm.
+  check_against_reference(synth_spec("internlm2-tiny"), "arch_internlm2.gguf");
+  check_against_reference(synth_spec("qwen2vl-tiny"), "arch_qwen2vl.gguf");
+  check_against_reference(synth_spec("seed_oss-tiny"), "arch_seed_oss.gguf");
+  EXPECT_EQ(Model::load(scratch("arch_internlm2.gguf"))->config().rope_style, RopeStyle::Adjacent);
+  EXPECT_EQ(Model::load(scratch("arch_qwen2vl.gguf"))->config().rope_style, RopeStyle::SplitHalves);
+  EXPECT_EQ(Model::load(scratch("arch_seed_oss.gguf"))->config().arch, Arch::SeedOss);
+  // The qwen2vl file's logits are qwen2's: the same weights under the other name (its output.bias
+  // unused by both, as llama.cpp's graphs leave it).
+  GgufEdit as_qwen2;
+  as_qwen2.rename_arch = "qwen2";
+  copy_gguf(scratch("arch_qwen2vl.gguf"), scratch("arch_qwen2vl_as_qwen2.gguf"), as_qwen2);
+  EXPECT_EQ(logit_change(scratch("arch_qwen2vl.gguf"), scratch("arch_qwen2vl_as_qwen2.gguf")), 0.0);
+}
+
 TEST(Architectures, Mistral3YarnKeysAndTemperatureMatchReference) {
   // YaRN over an original context of 8 with beta_fast 16, beta_slow 2 and yarn_log_multiplier 1
   // from the file, and the attention temperature 0.5 scaling the queries of positions 8 and on
