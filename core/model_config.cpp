@@ -64,6 +64,7 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
   // llama.cpp reads rope_freqs.weight for llama, granite, exaone and exaone4; its converter writes it for
 // Llama 3.1+.
   const bool reads_freqs = c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe ||
+                           c.arch == Arch::MiniCpm ||
                            c.arch == Arch::Exaone || c.arch == Arch::Exaone4 || c.arch == Arch::Mistral3;
   if (reads_freqs && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
 
@@ -171,7 +172,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"exaone4", Arch::Exaone4, RopeStyle::SplitHalves},    {"mistral3", Arch::Mistral3, RopeStyle::Adjacent},
       {"command-r", Arch::CommandR, RopeStyle::Adjacent},    {"cohere2", Arch::Cohere2, RopeStyle::Adjacent},
       {"internlm2", Arch::Internlm2, RopeStyle::Adjacent},   {"qwen2vl", Arch::Qwen2Vl, RopeStyle::SplitHalves},
-      {"seed_oss", Arch::SeedOss, RopeStyle::SplitHalves},
+      {"seed_oss", Arch::SeedOss, RopeStyle::SplitHalves},   {"minicpm", Arch::MiniCpm, RopeStyle::Adjacent},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -181,7 +182,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, gemma, "
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
-                "seed_oss)",
+                "seed_oss, minicpm)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -266,7 +267,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     if (!file.has(k)) throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), k);
     c.parallel_residual = file.get_bool(k, false);
   }
-  if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe) detail::read_granite(r, c);
+  if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::MiniCpm) detail::read_granite(r, c);
   if (c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4) detail::read_olmo3_exaone4_windows(r, c);
   if (cohere) detail::read_cohere(r, c);
   if (c.arch == Arch::Qwen2Vl) {

@@ -118,13 +118,19 @@ void read_cohere(const Reader& r, ModelConfig& c) {
 // logits are divided by it), residual_scale (each sublayer's output times it), embedding_scale
 // (the token embedding times it) and attention.scale (the q.k scale); absent or 0 = none, as
 // llama.cpp's zero defaults mean.
+// minicpm (llama.cpp runs it with granite's graph, minicpm.cpp): the same three multipliers with
+// MiniCPM's defaults for files without the keys (embedding 12, residual 1.4 / sqrt(n_layer),
+// logit_scale 256 / n_embd, the logits then times 1 / it as granite's), no attention.scale.
 void read_granite(const Reader& r, ModelConfig& c) {
-  c.logit_scale = r.get_float("logit_scale", std::nullopt);
-  const float residual = r.get_float("residual_scale", 0.0f);
-  const float embedding = r.get_float("embedding_scale", 0.0f);
+  const bool minicpm = c.arch == Arch::MiniCpm;
+  c.logit_scale = minicpm ? r.get_float("logit_scale", 256.0f / static_cast<float>(c.n_embd))
+                          : r.get_float("logit_scale", std::nullopt);
+  const float residual =
+      r.get_float("residual_scale", minicpm ? 1.4f / std::sqrt(static_cast<float>(c.n_layer)) : 0.0f);
+  const float embedding = r.get_float("embedding_scale", minicpm ? 12.0f : 0.0f);
   c.residual_scale = residual == 0.0f ? 1.0f : residual;
   c.embd_scale = embedding == 0.0f ? 1.0f : embedding;
-  c.attn_scale = r.get_float("attention.scale", 0.0f);
+  if (!minicpm) c.attn_scale = r.get_float("attention.scale", 0.0f);
 }
 
 // The experts: counts, widths, the router's gating, normalisation, scale and groups, and

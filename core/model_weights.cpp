@@ -327,7 +327,8 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
         }
       }
       // llama.cpp binds attn_output.bias for these (required for starcoder2, optional for the others).
-      if (c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::Mistral3)
+      if (c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::Mistral3 ||
+          c.arch == Arch::MiniCpm)
         L.bo = opt_vec(p + "attn_output.bias", c.n_embd);
       if (c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2) L.bo = vec(p + "attn_output.bias", c.n_embd);
       if (c.qk_norm) {
@@ -358,7 +359,8 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       L.ffn_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
-      if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::Mistral3) {  // optional there
+      if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::Mistral3 ||
+          c.arch == Arch::MiniCpm) {  // optional there
         L.ffn_gate_b = opt_vec(p + "ffn_gate.bias", c.n_ff);
         L.ffn_up_b = opt_vec(p + "ffn_up.bias", c.n_ff);
         L.ffn_down_b = opt_vec(p + "ffn_down.bias", c.n_embd);

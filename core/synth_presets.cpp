@@ -356,6 +356,14 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "minicpm-tiny") {
+    // minicpm (MiniCPM) in llama.cpp's layout, F32: llama run with granite's multipliers, here
+    // without their keys, so MiniCPM's defaults apply (embedding x 12, residual x 1.4 / sqrt(4),
+    // logits x n_embd / 256).
+    s.arch = "minicpm";
+    s.name = preset;
+    return s;
+  }
   if (preset == "internlm2-tiny" || preset == "qwen2vl-tiny" || preset == "seed_oss-tiny") {
     // internlm2 (llama's block, adjacent-pair RoPE), qwen2vl (Qwen2-VL / Qwen2.5-VL's text model:
     // qwen2 with M-RoPE sections, whose text positions rotate as split-halves RoPE, and an
@@ -543,6 +551,7 @@ std::vector<std::string> synth_presets() {
       "qwen2vl-tiny: qwen2vl (Qwen2.5-VL's text model), F32, 4 layers, dim 64, qwen2 with M-RoPE sections 4/6/6/0",
       "seed_oss-tiny: seed_oss, F32, 4 layers, dim 64, llama's block with split-halves RoPE, FFN norm named "
       "post_attention_norm",
+      "minicpm-tiny: minicpm, F32, 4 layers, dim 64, granite's multipliers at MiniCPM's defaults (no keys)",
       "mistral3-tiny: mistral3, F32, 4 layers, dim 64, YaRN with its beta and log-multiplier keys, attention "
       "temperature from position 8",
       "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "

@@ -2,7 +2,8 @@
 """Writes random-weight GGUF models of qwen3moe, olmoe, phi3, gemma2, deepseek2, granite,
 granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, gemma, gptneox, phi2,
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
-cohere2, internlm2, qwen2vl and seed_oss in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+cohere2, internlm2, qwen2vl, seed_oss and minicpm (with its multiplier keys and without) in llama.cpp's
+layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -332,6 +333,33 @@ def granite(path, dtype, moe):
     m.write()
 
 
+def minicpm(path, dtype, keys):
+    # llama_model_minicpm: llama run with granite's graph, the multipliers as its converter writes
+    # them (embedding_scale = scale_emb, residual_scale = scale_depth / sqrt(n_layer), logit_scale
+    # = hidden_size / dim_model_base: logits / it), or without the keys (MiniCPM's defaults 12,
+    # 1.4 / sqrt(n_layer), 256 / n_embd); attention.scale, written here, is not read.
+    d, L, H, Hkv, ff = 256, 4, 4, 2, 512
+    hd = d // H
+    m = Model(path, "minicpm", 27 if keys else 28, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    if keys:
+        m.f32("embedding_scale", 12.0)
+        m.f32("residual_scale", 1.4 / np.sqrt(L))
+        m.f32("logit_scale", d / 128)
+    m.f32("attention.scale", 0.3)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "ffn_norm.weight", d)
+        swiglu(m, p, d, ff)
+    m.write()
+
+
 def post_norm_layer(m, p, d, H, Hkv, hd, ff, q_norm, k_norm):
     # olmo2's and exaone4's layer: no pre-norms, attn_q_norm / attn_k_norm of the given widths
     # (the whole projections, or one head), post-norms of both sublayers, SwiGLU.
@@ -636,6 +664,8 @@ WRITERS = {
     "exaone4-32b": lambda p, t: exaone4(p, t, big=True),
     "mistral3": mistral3,
     "internlm2": lambda p, t: llama_like(p, t, "internlm2", 24),
+    "minicpm": lambda p, t: minicpm(p, t, True),
+    "minicpm-defaults": lambda p, t: minicpm(p, t, False),
     "qwen2vl": lambda p, t: llama_like(p, t, "qwen2vl", 25, sections=[8, 12, 12, 0], head_bias=True),
     "seed_oss": lambda p, t: llama_like(p, t, "seed_oss", 26, ffn_norm="post_attention_norm"),
     "command-r": lambda p, t: cohere(p, t, "command-r"),

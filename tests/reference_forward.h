@@ -12,7 +12,8 @@
 // (olmo2's post-norms with per-head QK-norm), OLMo 3 (olmo2 with windows: local layers rotate
 // without scaling) and EXAONE 4.0 32B (exaone4 with 64 layers: windows, global layers without RoPE), command-r
 // and cohere2 (LayerNorm without biases, one norm for a parallel residual, logits times
-// logit_scale; cohere2's windows and NoPE global layers), internlm2, qwen2vl (M-RoPE, which
+// logit_scale; cohere2's windows and NoPE global layers), minicpm (granite's multipliers with
+// MiniCPM's defaults), internlm2, qwen2vl (M-RoPE, which
 // rotates text as split-halves RoPE does; an output.bias left unused) and seed_oss, mistral3 (YaRN's keys, Llama 4's attention
 // temperature), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
@@ -67,6 +68,11 @@ class ReferenceForward {
       if (embd_mul_ == 0) embd_mul_ = 1;
       if (residual_mul_ == 0) residual_mul_ = 1;
     }
+    if (arch_ == "minicpm") {  // granite's multipliers with MiniCPM's defaults
+      embd_mul_ = f_->get_float(a + "embedding_scale", 12.0);
+      residual_mul_ = f_->get_float(a + "residual_scale", 1.4 / std::sqrt(static_cast<double>(c_.n_layer)));
+      logit_div_ = f_->get_float(a + "logit_scale", 256.0 / c_.n_embd);
+    }
     no_rope_step_ = arch_ == "smollm3" ? 4 : 0;  // NoPE every fourth layer
     if (arch_ == "mistral3") {
       // YaRN's ramp bounds and mscale_all_dim from the file; Llama 4's attention temperature.
@@ -112,7 +118,8 @@ class ReferenceForward {
     yarn_ = type == "yarn";
     orig_ctx_ = static_cast<double>(f_->get_int(a + "rope.scaling.original_context_length", c_.n_ctx_train));
     attn_factor_ = f_->get_float(a + "rope.scaling.attn_factor", 1.0);
-    if ((arch_ == "llama" || arch_ == "granite" || arch_ == "granitemoe" || arch_ == "exaone" || arch_ == "exaone4") &&
+    if ((arch_ == "llama" || arch_ == "granite" || arch_ == "granitemoe" || arch_ == "exaone" || arch_ == "exaone4" ||
+         arch_ == "minicpm") &&
         f_->find_tensor("rope_freqs.weight"))
       freq_factors_ = tensor("rope_freqs.weight");
     context_ = c_.n_ctx_train;

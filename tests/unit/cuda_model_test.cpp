@@ -421,7 +421,8 @@ TEST(CudaModel, SynthDenseArchitecturesOfWave2MatchTheCpu) {
   for (const char* preset : {"granite-tiny", "granitemoe-tiny", "olmo2-tiny", "smollm3-tiny", "stablelm-tiny",
                              "gemma-tiny", "starcoder2-tiny", "gptneox-tiny", "phi2-tiny", "ernie4_5-tiny",
                              "exaone-tiny", "exaone4-tiny", "olmo3-tiny", "exaone4-32b-tiny", "command-r-tiny",
-                             "cohere2-tiny", "internlm2-tiny", "qwen2vl-tiny", "seed_oss-tiny", "mistral3-tiny"})
+                             "cohere2-tiny", "internlm2-tiny", "qwen2vl-tiny", "seed_oss-tiny",
+                             "minicpm-tiny", "mistral3-tiny"})
     compare_with_cpu(synth_spec(preset), fmt::format("cuda_{}.gguf", preset), kRelF32);
 }
 

@@ -941,6 +941,23 @@ TEST(Architectures, Internlm2Qwen2VlAndSeedOssMatchReference) {
   EXPECT_EQ(logit_change(scratch("arch_qwen2vl.gguf"), scratch("arch_qwen2vl_as_qwen2.gguf")), 0.0);
 }
 
+TEST(Architectures, MiniCpmDefaultMultipliersMatchReference) {
+  // granite's multipliers at MiniCPM's defaults: the file has none of their keys.
+  check_against_reference(synth_spec("minicpm-tiny"), "arch_minicpm.gguf");
+  auto m = Model::load(scratch("arch_minicpm.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::MiniCpm);
+  EXPECT_FLOAT_EQ(c.embd_scale, 12.0f);
+  EXPECT_FLOAT_EQ(c.residual_scale, 0.7f);  // 1.4 / sqrt(4)
+  EXPECT_FLOAT_EQ(c.logit_scale, 4.0f);     // 256 / 64: the logits times 1/4
+  // The keys, when a file has them, win.
+  GgufEdit keys;
+  keys.set_f32 = {{"minicpm.logit_scale", 1.0f}};
+  copy_gguf(scratch("arch_minicpm.gguf"), scratch("arch_minicpm_keys.gguf"), keys);
+  EXPECT_FLOAT_EQ(Model::load(scratch("arch_minicpm_keys.gguf"))->config().logit_scale, 1.0f);
+  EXPECT_GT(logit_change(scratch("arch_minicpm.gguf"), scratch("arch_minicpm_keys.gguf")), 1.0);
+}
+
 TEST(Architectures, Mistral3YarnKeysAndTemperatureMatchReference) {
   // YaRN over an original context of 8 with beta_fast 16, beta_slow 2 and yarn_log_multiplier 1
   // from the file, and the attention temperature 0.5 scaling the queries of positions 8 and on
