@@ -173,6 +173,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"command-r", Arch::CommandR, RopeStyle::Adjacent},    {"cohere2", Arch::Cohere2, RopeStyle::Adjacent},
       {"internlm2", Arch::Internlm2, RopeStyle::Adjacent},   {"qwen2vl", Arch::Qwen2Vl, RopeStyle::SplitHalves},
       {"seed_oss", Arch::SeedOss, RopeStyle::SplitHalves},   {"minicpm", Arch::MiniCpm, RopeStyle::Adjacent},
+      {"glm4", Arch::Glm4, RopeStyle::Adjacent},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -182,13 +183,14 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, gemma, "
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
-                "seed_oss, minicpm)",
+                "seed_oss, minicpm, glm4)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
   c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3 || c.arch == Arch::Exaone4;
   c.qk_norm_full = c.arch == Arch::Olmoe || c.arch == Arch::Olmo2;
-  c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4;
+  c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4 ||
+                 c.arch == Arch::Glm4;
   c.pre_norms = c.arch != Arch::Olmo2 && c.arch != Arch::Exaone4;
   const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
   c.layer_norm = c.arch == Arch::Gpt2 || c.arch == Arch::StableLm || c.arch == Arch::Starcoder2 ||
@@ -196,13 +198,20 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   c.parallel_residual = c.arch == Arch::Phi2 || cohere;  // gptneox: its key, read below
   if (c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) c.ffn_act = FfnActivation::GeluTanh;
   if (c.arch == Arch::Smollm3) c.no_rope_step = 4;  // llama.cpp's n_no_rope_layer_step for it
-  c.ffn_gate_up_fused = c.arch == Arch::Phi3;
+  c.ffn_gate_up_fused = c.arch == Arch::Phi3 || c.arch == Arch::Glm4;
   c.name = file.get_string("general.name", "");
   const Reader r{file, c.arch_name + "."};
 
   c.n_ctx_train = r.get("context_length", std::nullopt);
   c.n_embd = r.get("embedding_length", std::nullopt);
   c.n_layer = r.get("block_count", std::nullopt);
+  // Multi-token-prediction layers (GLM's NextN) follow the model's own: block_count counts them,
+  // the forward runs the first block_count - nextn_predict_layers (llama.cpp's n_layer()).
+  const int n_nextn = r.get("nextn_predict_layers", 0);
+  if (n_nextn != 0 && (n_nextn < 0 || n_nextn >= c.n_layer))
+    throw_error(ErrorKind::Format, "{}: {} is {} for {} blocks", file.path(), r.key("nextn_predict_layers"), n_nextn,
+                c.n_layer);
+  c.n_layer -= n_nextn;
   // Checked now, not only in validate(): the architecture readers below size per-layer arrays
   // by it (a block_count of 2^31 - 1 made gemma's sliding-window flags a 2 GiB allocation; found
   // by fuzz_model).
@@ -270,6 +279,19 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::MiniCpm) detail::read_granite(r, c);
   if (c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4) detail::read_olmo3_exaone4_windows(r, c);
   if (cohere) detail::read_cohere(r, c);
+  if (c.arch == Arch::Glm4 && file.has(r.key("rope.dimension_sections"))) {
+    // GLM-4.1V's M-RoPE (sections with pairs in the first two: llama.cpp's use_mrope): text rotates
+    // as split-halves RoPE when the fourth section has no pairs; plain GLM-4 rotates adjacent pairs.
+    const std::string k = r.key("rope.dimension_sections");
+    const std::vector<int64_t> s = file.get_int_array(k);
+    if (s.size() >= 2 && s[0] > 0 && s[1] > 0) {
+      if (s.size() == 4 && s[3] != 0)
+        throw_error(ErrorKind::Unsupported,
+                    "{}: {} gives the fourth M-RoPE section {} pairs (text positions there are 0); only 0 is supported",
+                    file.path(), k, s[3]);
+      c.rope_style = RopeStyle::SplitHalves;
+    }
+  }
   if (c.arch == Arch::Qwen2Vl) {
     // Qwen2-VL / Qwen2.5-VL's M-RoPE (rope.dimension_sections, required): text tokens carry one
     // position in the temporal, height and width sections and 0 in the fourth, so with a fourth

@@ -59,11 +59,11 @@ void check_spec(const SynthSpec& s) {
   if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
                    "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
                    "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2",
-                   "internlm2", "qwen2vl", "seed_oss", "minicpm"}))
+                   "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
-                "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm)",
+                "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4)",
                 s.arch);
   if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
@@ -149,7 +149,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   check_spec(s);
   const std::string& a = s.arch;
   const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
-  const bool qk_norm = is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4"}), post_norms = is_arch(s, {"gemma2", "gemma3"});
+  const bool qk_norm = is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4"});
+  const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
   const bool granite = a == "granite" || a == "granitemoe", starcoder2 = a == "starcoder2";
   const bool post_only = a == "olmo2" || a == "exaone4";  // post-norms only (exaone4 with per-head QK-norm)
@@ -157,7 +158,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool cohere = a == "command-r" || a == "cohere2";  // LayerNorm without biases, phi2's one norm
   // LayerNorm with biases (gpt2's apart, with zero biases)
   const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2"});
-  const bool qkv_bias = qwen2 || layer_norm;
+  const bool qkv_bias = qwen2 || layer_norm || glm4;
   const int n_head_kv = gpt2 ? s.n_head : s.n_head_kv;
   const int head_dim = head_dim_of(s);
   const int rope_dims = s.rope_dims > 0 ? s.rope_dims : head_dim;
@@ -432,7 +433,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       }
       if (moe) {
         write_experts(p, rs);
-      } else if (phi3) {
+      } else if (phi3 || glm4) {
         matrix(p + "ffn_up.weight", s.n_embd, 2 * static_cast<int64_t>(s.n_ff), 1.0f);  // [gate | up]
       } else if (starcoder2 || phi2) {  // gpt2's ungated GELU MLP with biases
         matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);

@@ -356,6 +356,14 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "glm4-tiny") {
+    // glm4 (GLM-4-0414) in llama.cpp's layout, F32: pre- and post-norms around both sublayers,
+    // q/k/v biases, ffn_up holding [gate | up], adjacent-pair RoPE over half of each head.
+    s.arch = "glm4";
+    s.rope_dims = 8;
+    s.name = preset;
+    return s;
+  }
   if (preset == "minicpm-tiny") {
     // minicpm (MiniCPM) in llama.cpp's layout, F32: llama run with granite's multipliers, here
     // without their keys, so MiniCPM's defaults apply (embedding x 12, residual x 1.4 / sqrt(4),
@@ -552,6 +560,7 @@ std::vector<std::string> synth_presets() {
       "seed_oss-tiny: seed_oss, F32, 4 layers, dim 64, llama's block with split-halves RoPE, FFN norm named "
       "post_attention_norm",
       "minicpm-tiny: minicpm, F32, 4 layers, dim 64, granite's multipliers at MiniCPM's defaults (no keys)",
+      "glm4-tiny: glm4, F32, 4 layers, dim 64, pre- and post-norms, q/k/v biases, fused gate-up, RoPE on 8 of 16 dims",
       "mistral3-tiny: mistral3, F32, 4 layers, dim 64, YaRN with its beta and log-multiplier keys, attention "
       "temperature from position 8",
       "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "

@@ -2,8 +2,8 @@
 """Writes random-weight GGUF models of qwen3moe, olmoe, phi3, gemma2, deepseek2, granite,
 granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, gemma, gptneox, phi2,
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
-cohere2, internlm2, qwen2vl, seed_oss and minicpm (with its multiplier keys and without) in llama.cpp's
-layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without) and glm4 (with M-RoPE
+sections and without) in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -360,6 +360,32 @@ def minicpm(path, dtype, keys):
     m.write()
 
 
+def glm4(path, dtype, mrope):
+    # llama_model_glm4 (GLM-4-0414): RMS pre-norms and post-norms (post_attention_norm,
+    # post_ffw_norm) around both sublayers, q/k/v biases, ffn_up holding [gate | up] (SwiGLU), RoPE
+    # on half of each head: adjacent pairs, or with M-RoPE sections (GLM-4.1V's form) split halves.
+    d, L, H, Hkv, ff = 256, 4, 4, 2, 512
+    hd = d // H
+    m = Model(path, "glm4", 30 if mrope else 29, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd // 2)
+    m.f32("rope.freq_base", 10000.0)
+    if mrope:
+        m.w.add_array("glm4.rope.dimension_sections", [4, 6, 6, 0])
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd, bias=True)
+        m.norm(p + "post_attention_norm.weight", d)
+        m.norm(p + "ffn_norm.weight", d)
+        m.matrix(p + "ffn_up.weight", [d, 2 * ff])
+        m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+        m.norm(p + "post_ffw_norm.weight", d)
+    m.write()
+
+
 def post_norm_layer(m, p, d, H, Hkv, hd, ff, q_norm, k_norm):
     # olmo2's and exaone4's layer: no pre-norms, attn_q_norm / attn_k_norm of the given widths
     # (the whole projections, or one head), post-norms of both sublayers, SwiGLU.
@@ -664,6 +690,8 @@ WRITERS = {
     "exaone4-32b": lambda p, t: exaone4(p, t, big=True),
     "mistral3": mistral3,
     "internlm2": lambda p, t: llama_like(p, t, "internlm2", 24),
+    "glm4": lambda p, t: glm4(p, t, False),
+    "glm4-mrope": lambda p, t: glm4(p, t, True),
     "minicpm": lambda p, t: minicpm(p, t, True),
     "minicpm-defaults": lambda p, t: minicpm(p, t, False),
     "qwen2vl": lambda p, t: llama_like(p, t, "qwen2vl", 25, sections=[8, 12, 12, 0], head_bias=True),

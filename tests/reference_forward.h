@@ -13,7 +13,7 @@
 // without scaling) and EXAONE 4.0 32B (exaone4 with 64 layers: windows, global layers without RoPE), command-r
 // and cohere2 (LayerNorm without biases, one norm for a parallel residual, logits times
 // logit_scale; cohere2's windows and NoPE global layers), minicpm (granite's multipliers with
-// MiniCPM's defaults), internlm2, qwen2vl (M-RoPE, which
+// MiniCPM's defaults), glm4 (pre- and post-norms, fused gate-up, partial RoPE), internlm2, qwen2vl (M-RoPE, which
 // rotates text as split-halves RoPE does; an output.bias left unused) and seed_oss, mistral3 (YaRN's keys, Llama 4's attention
 // temperature), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
@@ -202,7 +202,7 @@ class ReferenceForward {
         }
         // ernie4_5's graph passes no bias to its output projection, even where the file has one.
         auto o = linear(att, p + "attn_output", d, arch_ != "ernie4_5");
-        if (gemma_ || post_only_) o = norm(o, p + "post_attention_norm");
+        if (gemma_ || post_only_ || arch_ == "glm4") o = norm(o, p + "post_attention_norm");
         for (double& e : o) e *= residual_mul_;
         if (parallel_)
           par[t] = o;  // the feed-forward reads the layer's input
@@ -424,7 +424,7 @@ class ReferenceForward {
       f = linear(u, p + "ffn_down", d);
     } else {
       std::vector<double> g, u;
-      if (arch_ == "phi3") {
+      if (arch_ == "phi3" || arch_ == "glm4") {
         const auto gu = linear(h, p + "ffn_up", 2 * ff);
         g.assign(gu.begin(), gu.begin() + ff);
         u.assign(gu.begin() + ff, gu.end());
@@ -434,7 +434,7 @@ class ReferenceForward {
       }
       for (int i = 0; i < ff; ++i) u[i] *= gemma_ || gemma1_ ? gelu(g[i]) : g[i] / (1 + std::exp(-g[i]));
       f = linear(u, p + "ffn_down", d);
-      if (gemma_ || post_only_) f = norm(f, p + "post_ffw_norm");
+      if (gemma_ || post_only_ || arch_ == "glm4") f = norm(f, p + "post_ffw_norm");
     }
     for (int i = 0; i < d; ++i) x[i] += residual_mul_ * f[i];
   }

@@ -380,7 +380,7 @@ TEST(ModelConfig, UnknownArchitecture) {
               path + ": unsupported architecture 'xyz' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, "
                      "gemma, gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, "
                      "stablelm, starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, "
-                     "qwen2vl, seed_oss, minicpm)");
+                     "qwen2vl, seed_oss, minicpm, glm4)");
   }
 }
 
@@ -615,6 +615,26 @@ TEST(ModelConfig, GraniteOlmo2Smollm3StableLmStarcoder2GemmaGptNeoxPhi2) {
     EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
     w.set_i32_array("qwen2vl.rope.dimension_sections", {0, 1, 0, 1});
     expect_error(w, ErrorKind::Unsupported, "fourth M-RoPE section 1 pairs");
+  }
+  {
+    // glm4: adjacent pairs; with M-RoPE sections (GLM-4.1V) split halves for text; a fourth section
+    // with pairs refused. nextn_predict_layers (any architecture) takes the last blocks off the
+    // forward, and cannot take them all.
+    GGUFWriter w = base("glm4");
+    EXPECT_EQ(load(w).cfg.rope_style, RopeStyle::Adjacent);
+    w.set_i32_array("glm4.rope.dimension_sections", {0, 0, 0, 0});
+    EXPECT_EQ(load(w).cfg.rope_style, RopeStyle::Adjacent);
+    w.set_i32_array("glm4.rope.dimension_sections", {1, 1, 0, 0});
+    EXPECT_EQ(load(w).cfg.rope_style, RopeStyle::SplitHalves);
+    w.set_i32_array("glm4.rope.dimension_sections", {1, 0, 0, 1});
+    EXPECT_EQ(load(w).cfg.rope_style, RopeStyle::Adjacent);  // not M-RoPE (llama.cpp's use_mrope)
+    w.set_i32_array("glm4.rope.dimension_sections", {1, 1, 0, 1});
+    expect_error(w, ErrorKind::Unsupported, "fourth M-RoPE section 1 pairs");
+    GGUFWriter n = base("glm4");
+    n.set_u32("glm4.nextn_predict_layers", 1);
+    EXPECT_EQ(load(n).cfg.n_layer, 2);
+    n.set_u32("glm4.nextn_predict_layers", 3);
+    expect_error(n, ErrorKind::Format, "glm4.nextn_predict_layers is 3 for 3 blocks");
   }
   {
     const ModelConfig c = load(base("smollm3")).cfg;

@@ -958,6 +958,29 @@ TEST(Architectures, MiniCpmDefaultMultipliersMatchReference) {
   EXPECT_GT(logit_change(scratch("arch_minicpm.gguf"), scratch("arch_minicpm_keys.gguf")), 1.0);
 }
 
+TEST(Architectures, Glm4MatchesReference) {
+  // Pre- and post-norms around both sublayers, q/k/v biases, ffn_up holding [gate | up], RoPE on
+  // the first half of each head (adjacent pairs).
+  check_against_reference(synth_spec("glm4-tiny"), "arch_glm4.gguf");
+  auto m = Model::load(scratch("arch_glm4.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Glm4);
+  EXPECT_TRUE(c.pre_norms && c.post_norms && c.ffn_gate_up_fused);
+  EXPECT_EQ(c.rope_style, RopeStyle::Adjacent);
+  EXPECT_EQ(c.rope_dims, 8);
+  // A NextN (multi-token prediction) block after the model's own is counted by block_count and not
+  // run: the file with one more block and nextn_predict_layers 1 gives the same logits.
+  GgufEdit nextn;
+  nextn.set_u32 = {{"glm4.nextn_predict_layers", 1}};
+  copy_gguf(scratch("arch_glm4.gguf"), scratch("arch_glm4_nextn.gguf"), nextn);
+  auto three = Model::load(scratch("arch_glm4_nextn.gguf"));
+  EXPECT_EQ(three->config().n_layer, 3);
+  GgufEdit cut;
+  cut.keep_layers = 3;
+  copy_gguf(scratch("arch_glm4.gguf"), scratch("arch_glm4_3.gguf"), cut);
+  EXPECT_EQ(logit_change(scratch("arch_glm4_nextn.gguf"), scratch("arch_glm4_3.gguf")), 0.0);
+}
+
 TEST(Architectures, Mistral3YarnKeysAndTemperatureMatchReference) {
   // YaRN over an original context of 8 with beta_fast 16, beta_slow 2 and yarn_log_multiplier 1
   // from the file, and the attention temperature 0.5 scaling the queries of positions 8 and on
