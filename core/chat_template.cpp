@@ -240,6 +240,34 @@ void openchat(Messages msgs, bool add, std::string& out) {
   if (add) out += "GPT4 Correct Assistant:";
 }
 
+// IBM Granite 4.0 / 4.1: granite's tags, with an assistant_tool_call role opening a tool call.
+void granite4(Messages msgs, bool add, std::string& out) {
+  for (const ChatMessage& m : msgs) {
+    out += m.role == "assistant_tool_call" ? "<|start_of_role|>assistant<|end_of_role|><|tool_call|>"
+                                           : "<|start_of_role|>" + m.role + "<|end_of_role|>";
+    out += m.content + "<|end_of_text|>\n";
+  }
+  if (add) out += "<|start_of_role|>assistant<|end_of_role|>";
+}
+
+// Seed-OSS: every turn "<seed:bos>role\n...<seed:eos>", the assistant's content trimmed.
+void seed_oss(Messages msgs, bool add, std::string& out) {
+  for (const ChatMessage& m : msgs)
+    out += "<seed:bos>" + m.role + "\n" + std::string(m.role == "assistant" ? trim(m.content) : m.content) +
+           "<seed:eos>";
+  if (add) out += "<seed:bos>assistant\n";
+}
+
+// ChatGLM3 and GLM-4: a [gMASK] preamble, then "<|role|>\n" before each turn (ChatGLM3 with a
+// space after the newline), no closing tags.
+Renderer chatglm(std::string preamble, std::string sep, std::string assistant_open) {
+  return [=](Messages msgs, bool add, std::string& out) {
+    out += preamble;
+    for (const ChatMessage& m : msgs) out += "<|" + m.role + "|>" + sep + m.content;
+    if (add) out += assistant_open;
+  };
+}
+
 void monarch(Messages msgs, bool add, std::string& out) {
   for (size_t i = 0; i < msgs.size(); ++i)
     out += (i == 0 ? "" : "<s>") + msgs[i].role + "\n" + msgs[i].content + "</s>\n";
@@ -291,6 +319,22 @@ const std::map<std::string, Renderer, std::less<>>& renderers() {
                              {"user", {"<|START_OF_TURN_TOKEN|><|USER_TOKEN|>", "<|END_OF_TURN_TOKEN|>"}},
                              {"assistant", {"<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>"}}},
                             "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>", true)},
+      {"chatglm3", chatglm("[gMASK]sop", "\n ", "<|assistant|>")},
+      {"chatglm4", chatglm("[gMASK]<sop>", "\n", "<|assistant|>\n")},
+      {"exaone3", by_role({{"system", {"[|system|]", "[|endofturn|]\n"}}, {"user", {"[|user|]", "\n"}},
+                           {"assistant", {"[|assistant|]", "[|endofturn|]\n"}}},
+                          "[|assistant|]", true)},
+      {"exaone4", by_role({{"system", {"[|system|]", "[|endofturn|]\n"}}, {"user", {"[|user|]", "\n"}},
+                           {"assistant", {"[|assistant|]", "[|endofturn|]\n"}}, {"tool", {"[|tool|]", "[|endofturn|]\n"}}},
+                          "[|assistant|]", true)},
+      // MiniCPM: the user's turns between <用户> and <AI>, the others' bare; no generation prompt.
+      {"minicpm", by_role({{"user", {"<用户>", "<AI>"}}, {"*", {"", ""}}}, "", true)},
+      {"seed_oss", seed_oss},
+      {"granite-4.0", granite4},
+      {"granite-4.1", granite4},
+      {"megrez", tagged("<|role_start|>", "<|role_end|>", "<|turn_end|>", "<|role_start|>assistant<|role_end|>", false)},
+      {"yandex", by_role({{"user", {" Пользователь: ", "\n\n"}}, {"assistant", {" Ассистент: ", "\n\n"}}},
+                         " Ассистент:[SEP]")},
       {"smolvlm", by_role({{"system", {"", "\n\n"}}, {"user", {"User: ", "<end_of_utterance>\n"}},
                            {"*", {"Assistant: ", "<end_of_utterance>\n"}}},
                           "Assistant:", false, "<|im_start|>")},
