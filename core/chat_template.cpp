@@ -268,6 +268,18 @@ Renderer chatglm(std::string preamble, std::string sep, std::string assistant_op
   };
 }
 
+// Hunyuan dense: a leading system message, then each user turn closed by the assistant's tag
+// (which is also its generation prompt: there is no separate one) and each assistant turn tagged
+// again, as llama.cpp writes it.
+void hunyuan_dense(Messages msgs, bool, std::string& out) {
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const ChatMessage& m = msgs[i];
+    if (i == 0 && m.role == "system") out += m.content + "<｜hy_place▁holder▁no▁3｜>";
+    if (m.role == "assistant") out += "<｜hy_Assistant｜>" + m.content + "<｜hy_place▁holder▁no▁2｜>";
+    if (m.role == "user") out += "<｜hy_User｜>" + m.content + "<｜hy_Assistant｜>";
+  }
+}
+
 void monarch(Messages msgs, bool add, std::string& out) {
   for (size_t i = 0; i < msgs.size(); ++i)
     out += (i == 0 ? "" : "<s>") + msgs[i].role + "\n" + msgs[i].content + "</s>\n";
@@ -330,6 +342,7 @@ const std::map<std::string, Renderer, std::less<>>& renderers() {
       // MiniCPM: the user's turns between <用户> and <AI>, the others' bare; no generation prompt.
       {"minicpm", by_role({{"user", {"<用户>", "<AI>"}}, {"*", {"", ""}}}, "", true)},
       {"seed_oss", seed_oss},
+      {"hunyuan-dense", hunyuan_dense},
       {"granite-4.0", granite4},
       {"granite-4.1", granite4},
       {"megrez", tagged("<|role_start|>", "<|role_end|>", "<|turn_end|>", "<|role_start|>assistant<|role_end|>", false)},

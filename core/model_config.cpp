@@ -64,7 +64,7 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
   // llama.cpp reads rope_freqs.weight for llama, granite, exaone and exaone4; its converter writes it for
 // Llama 3.1+.
   const bool reads_freqs = c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe ||
-                           c.arch == Arch::MiniCpm ||
+                           c.arch == Arch::MiniCpm || c.arch == Arch::HunyuanDense ||
                            c.arch == Arch::Exaone || c.arch == Arch::Exaone4 || c.arch == Arch::Mistral3;
   if (reads_freqs && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
 
@@ -173,7 +173,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"command-r", Arch::CommandR, RopeStyle::Adjacent},    {"cohere2", Arch::Cohere2, RopeStyle::Adjacent},
       {"internlm2", Arch::Internlm2, RopeStyle::Adjacent},   {"qwen2vl", Arch::Qwen2Vl, RopeStyle::SplitHalves},
       {"seed_oss", Arch::SeedOss, RopeStyle::SplitHalves},   {"minicpm", Arch::MiniCpm, RopeStyle::Adjacent},
-      {"glm4", Arch::Glm4, RopeStyle::Adjacent},
+      {"glm4", Arch::Glm4, RopeStyle::Adjacent},             {"hunyuan-dense", Arch::HunyuanDense, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -183,11 +183,13 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, gemma, "
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
-                "seed_oss, minicpm, glm4)",
+                "seed_oss, minicpm, glm4, hunyuan-dense)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
-  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3 || c.arch == Arch::Exaone4;
+  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3 || c.arch == Arch::Exaone4 ||
+              c.arch == Arch::HunyuanDense;
+  c.qk_norm_after_rope = c.arch == Arch::HunyuanDense;
   c.qk_norm_full = c.arch == Arch::Olmoe || c.arch == Arch::Olmo2;
   c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4 ||
                  c.arch == Arch::Glm4;
@@ -279,6 +281,23 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::MiniCpm) detail::read_granite(r, c);
   if (c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4) detail::read_olmo3_exaone4_windows(r, c);
   if (cohere) detail::read_cohere(r, c);
+  if (c.arch == Arch::HunyuanDense) {
+    // Hunyuan's NTK-aware alpha (rope.scaling.alpha): base = freq_base * alpha^(d / (d - 2)) over
+    // the head width d, as llama.cpp's hunyuan loader sets it; M-RoPE sections (Hunyuan-VL's) are
+    // not read for the dense model's text.
+    const float alpha = r.get_float("rope.scaling.alpha", 0.0f);
+    if (alpha > 0.0f) {
+      const float d = static_cast<float>(c.head_dim);
+      c.rope_freq_base *= std::pow(alpha, d / (d - 2.0f));
+    }
+    const std::string k = r.key("rope.dimension_sections");
+    if (file.has(k)) {
+      const std::vector<int64_t> s = file.get_int_array(k);
+      if (s.size() >= 2 && s[0] > 0 && s[1] > 0)
+        throw_error(ErrorKind::Unsupported, "{}: {}: hunyuan-dense with M-RoPE sections is not supported", file.path(),
+                    k);
+    }
+  }
   if (c.arch == Arch::Glm4 && file.has(r.key("rope.dimension_sections"))) {
     // GLM-4.1V's M-RoPE (sections with pairs in the first two: llama.cpp's use_mrope): text rotates
     // as split-halves RoPE when the fourth section has no pairs; plain GLM-4 rotates adjacent pairs.

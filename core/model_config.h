@@ -13,7 +13,7 @@ class GGUFFile;
 enum class Arch {
   Llama, Qwen2, Qwen2Moe, Gpt2, Qwen3, Gemma3, Qwen3Moe, Olmoe, Phi3, Gemma2, Deepseek2,
   Granite, GraniteMoe, Olmo2, Smollm3, StableLm, Gemma, Starcoder2, GptNeox, Phi2, Ernie45, Exaone,
-  Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4
+  Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense
 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
@@ -65,6 +65,7 @@ struct ModelConfig {
   // Architecture specifics (llama.cpp src/models/<arch>.cpp); the defaults are llama's.
   bool qk_norm = false;       // qwen3, qwen3moe, gemma3: RMSNorm of every q and k head
                               // (blk.N.attn_{q,k}_norm, [head_dim]) before RoPE
+  bool qk_norm_after_rope = false;  // hunyuan-dense: that QK-norm after RoPE
   bool qk_norm_full = false;  // olmoe: RMSNorm of the whole q and k projections (attn_q_norm
                               // [n_head * head_dim], attn_k_norm [n_head_kv * head_dim]) before RoPE
   bool post_norms = false;    // gemma2, gemma3: RMSNorm of each sublayer's output (attn_post_norm,

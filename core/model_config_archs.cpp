@@ -148,6 +148,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const GGUFFile& file = r.f;
   c.n_expert = r.get("expert_count", 0);
   c.n_expert_used = r.get("expert_used_count", 0);
+  if (c.arch == Arch::HunyuanDense && c.n_expert <= 1) c.n_expert = c.n_expert_used = 0;  // llama.cpp: dense
   const int per_token = c.n_expert_used > 0 ? c.n_ff / c.n_expert_used : 0;
   switch (c.arch) {
     case Arch::Qwen2Moe:

@@ -59,11 +59,11 @@ void check_spec(const SynthSpec& s) {
   if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
                    "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
                    "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2",
-                   "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4"}))
+                   "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
-                "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4)",
+                "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, hunyuan-dense)",
                 s.arch);
   if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
@@ -149,7 +149,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   check_spec(s);
   const std::string& a = s.arch;
   const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
-  const bool qk_norm = is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4"});
+  const bool qk_norm = is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense"});
   const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
   const bool granite = a == "granite" || a == "granitemoe", starcoder2 = a == "starcoder2";

@@ -356,6 +356,14 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "hunyuan-dense-tiny") {
+    // hunyuan-dense (Hunyuan 0.5B-7B) in llama.cpp's layout, F32: llama with split-halves RoPE and
+    // an RMSNorm of every q and k head after RoPE, tied head.
+    s.arch = "hunyuan-dense";
+    s.tied_output = true;
+    s.name = preset;
+    return s;
+  }
   if (preset == "glm4-tiny") {
     // glm4 (GLM-4-0414) in llama.cpp's layout, F32: pre- and post-norms around both sublayers,
     // q/k/v biases, ffn_up holding [gate | up], adjacent-pair RoPE over half of each head.
@@ -561,6 +569,7 @@ std::vector<std::string> synth_presets() {
       "post_attention_norm",
       "minicpm-tiny: minicpm, F32, 4 layers, dim 64, granite's multipliers at MiniCPM's defaults (no keys)",
       "glm4-tiny: glm4, F32, 4 layers, dim 64, pre- and post-norms, q/k/v biases, fused gate-up, RoPE on 8 of 16 dims",
+      "hunyuan-dense-tiny: hunyuan-dense, F32, 4 layers, dim 64, QK-norm per head after RoPE, tied head",
       "mistral3-tiny: mistral3, F32, 4 layers, dim 64, YaRN with its beta and log-multiplier keys, attention "
       "temperature from position 8",
       "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "

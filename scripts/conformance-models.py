@@ -2,8 +2,8 @@
 """Writes random-weight GGUF models of qwen3moe, olmoe, phi3, gemma2, deepseek2, granite,
 granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, gemma, gptneox, phi2,
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
-cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without) and glm4 (with M-RoPE
-sections and without) in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
+sections and without) and hunyuan-dense in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -386,6 +386,29 @@ def glm4(path, dtype, mrope):
     m.write()
 
 
+def hunyuan_dense(path, dtype):
+    # llama_model_hunyuan_dense (Hunyuan 0.5B-7B): llama with NEOX RoPE and an RMSNorm of every q and
+    # k head after RoPE, tied head; rope.scaling.alpha 4 (base times alpha^(d / (d - 2)), which the
+    # dense converter applies itself, but llama.cpp's loader applies for any file that has the key).
+    d, L, H, Hkv, ff = 256, 4, 4, 2, 512
+    hd = d // H
+    m = Model(path, "hunyuan-dense", 31, dtype)
+    m.common(d, L, H, Hkv, embd_scale=1.0)  # rows of unit norm: the tied head's logits stay O(1)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    m.f32("rope.scaling.alpha", 4.0)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "attn_q_norm.weight", hd)
+        m.norm(p + "attn_k_norm.weight", hd)
+        m.norm(p + "ffn_norm.weight", d)
+        swiglu(m, p, d, ff)
+    m.write()
+
+
 def post_norm_layer(m, p, d, H, Hkv, hd, ff, q_norm, k_norm):
     # olmo2's and exaone4's layer: no pre-norms, attn_q_norm / attn_k_norm of the given widths
     # (the whole projections, or one head), post-norms of both sublayers, SwiGLU.
@@ -690,6 +713,7 @@ WRITERS = {
     "exaone4-32b": lambda p, t: exaone4(p, t, big=True),
     "mistral3": mistral3,
     "internlm2": lambda p, t: llama_like(p, t, "internlm2", 24),
+    "hunyuan-dense": hunyuan_dense,
     "glm4": lambda p, t: glm4(p, t, False),
     "glm4-mrope": lambda p, t: glm4(p, t, True),
     "minicpm": lambda p, t: minicpm(p, t, True),

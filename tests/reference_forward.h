@@ -13,7 +13,8 @@
 // without scaling) and EXAONE 4.0 32B (exaone4 with 64 layers: windows, global layers without RoPE), command-r
 // and cohere2 (LayerNorm without biases, one norm for a parallel residual, logits times
 // logit_scale; cohere2's windows and NoPE global layers), minicpm (granite's multipliers with
-// MiniCPM's defaults), glm4 (pre- and post-norms, fused gate-up, partial RoPE), internlm2, qwen2vl (M-RoPE, which
+// MiniCPM's defaults), glm4 (pre- and post-norms, fused gate-up, partial RoPE),
+// hunyuan-dense (QK-norm after RoPE, the NTK-aware alpha on the base), internlm2, qwen2vl (M-RoPE, which
 // rotates text as split-halves RoPE does; an output.bias left unused) and seed_oss, mistral3 (YaRN's keys, Llama 4's attention
 // temperature), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
@@ -47,7 +48,8 @@ class ReferenceForward {
     const std::string a = arch_ + ".";
     gemma2_ = arch_ == "gemma2";
     gemma_ = gemma2_ || arch_ == "gemma3";
-    qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4";
+    qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4" ||
+               arch_ == "hunyuan-dense";
     qk_norm_full_ = arch_ == "olmoe" || arch_ == "olmo2";
     gemma1_ = arch_ == "gemma";
     post_only_ = arch_ == "olmo2" || arch_ == "exaone4";  // post-norms only
@@ -110,6 +112,10 @@ class ReferenceForward {
     }
     // RoPE: base per layer kind, the linear factor (also YaRN's), YaRN's original context.
     base_ = f_->get_float(a + "rope.freq_base", 10000.0);
+    if (arch_ == "hunyuan-dense" && f_->get_float(a + "rope.scaling.alpha", 0.0) > 0) {  // NTK-aware alpha
+      const double hd = c_.head_dim;
+      base_ *= std::pow(f_->get_float(a + "rope.scaling.alpha", 0.0), hd / (hd - 2));
+    }
     base_local_ = gemma_ ? f_->get_float(a + "rope.freq_base_swa", gemma2_ ? base_ : 10000.0) : base_;
     const std::string type = f_->get_string(a + "rope.scaling.type", "linear");
     double factor = f_->get_float(a + "rope.scaling.factor", 0.0);
@@ -357,7 +363,8 @@ class ReferenceForward {
       v = linear(h, p + "attn_v", kvd);
     }
     if (c_.arch == core::Arch::Gpt2) return;
-    if (qk_norm_) {
+    const bool norm_after_rope = arch_ == "hunyuan-dense";  // its QK-norm follows RoPE
+    if (qk_norm_ && !norm_after_rope) {
       head_norm(q, p + "attn_q_norm", c_.n_head);
       head_norm(k, p + "attn_k_norm", c_.n_head_kv);
     }
@@ -369,6 +376,10 @@ class ReferenceForward {
     if (nope_global_ && !local_[l]) return;                          // EXAONE 4.0 32B's, cohere2's global layers
     rope(q, c_.n_head, t, l);
     rope(k, c_.n_head_kv, t, l);
+    if (qk_norm_ && norm_after_rope) {
+      head_norm(q, p + "attn_q_norm", c_.n_head);
+      head_norm(k, p + "attn_k_norm", c_.n_head_kv);
+    }
     if (temp_scale_ != 0) {  // Llama 4's temperature: 1 below the YaRN original context
       const double f = std::log(std::floor(t / orig_ctx_) + 1.0) * temp_scale_ + 1.0;
       for (double& e : q) e *= f;

@@ -380,7 +380,7 @@ TEST(ModelConfig, UnknownArchitecture) {
               path + ": unsupported architecture 'xyz' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, "
                      "gemma, gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, "
                      "stablelm, starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, "
-                     "qwen2vl, seed_oss, minicpm, glm4)");
+                     "qwen2vl, seed_oss, minicpm, glm4, hunyuan-dense)");
   }
 }
 
@@ -635,6 +635,23 @@ TEST(ModelConfig, GraniteOlmo2Smollm3StableLmStarcoder2GemmaGptNeoxPhi2) {
     EXPECT_EQ(load(n).cfg.n_layer, 2);
     n.set_u32("glm4.nextn_predict_layers", 3);
     expect_error(n, ErrorKind::Format, "glm4.nextn_predict_layers is 3 for 3 blocks");
+  }
+  {
+    // hunyuan-dense: QK-norm after RoPE; rope.scaling.alpha scales the base by alpha^(d / (d - 2));
+    // an expert_count of 1 is dense; M-RoPE sections (Hunyuan-VL's) are refused.
+    GGUFWriter w = base("hunyuan-dense");
+    w.set_f32("hunyuan-dense.rope.freq_base", 10000.0f);
+    w.set_f32("hunyuan-dense.rope.scaling.alpha", 1000.0f);
+    w.set_u32("hunyuan-dense.expert_count", 1);
+    w.set_u32("hunyuan-dense.attention.key_length", 8);
+    w.set_u32("hunyuan-dense.attention.value_length", 8);
+    const ModelConfig c = load(w).cfg;
+    EXPECT_TRUE(c.qk_norm && c.qk_norm_after_rope);
+    EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
+    EXPECT_EQ(c.n_expert, 0);
+    EXPECT_NEAR(c.rope_freq_base, 1e8, 1e8 * 1e-6);  // 10000 x 1000^(8 / 6), in float as llama.cpp
+    w.set_i32_array("hunyuan-dense.rope.dimension_sections", {1, 1, 1, 1});
+    expect_error(w, ErrorKind::Unsupported, "hunyuan-dense with M-RoPE sections");
   }
   {
     const ModelConfig c = load(base("smollm3")).cfg;

@@ -981,6 +981,18 @@ TEST(Architectures, Glm4MatchesReference) {
   EXPECT_EQ(logit_change(scratch("arch_glm4_nextn.gguf"), scratch("arch_glm4_3.gguf")), 0.0);
 }
 
+TEST(Architectures, HunyuanDenseQkNormAfterRopeMatchesReference) {
+  // Split-halves RoPE, then an RMSNorm of every q and k head (qwen3 norms before RoPE).
+  check_against_reference(synth_spec("hunyuan-dense-tiny"), "arch_hunyuan.gguf");
+  auto m = Model::load(scratch("arch_hunyuan.gguf"), f32_caches());
+  EXPECT_TRUE(m->config().qk_norm && m->config().qk_norm_after_rope);
+  // The order matters to these logits: the same weights read as qwen3 give others.
+  GgufEdit as_qwen3;
+  as_qwen3.rename_arch = "qwen3";
+  copy_gguf(scratch("arch_hunyuan.gguf"), scratch("arch_hunyuan_as_qwen3.gguf"), as_qwen3);
+  EXPECT_GT(logit_change(scratch("arch_hunyuan.gguf"), scratch("arch_hunyuan_as_qwen3.gguf")), 0.01);
+}
+
 TEST(Architectures, Mistral3YarnKeysAndTemperatureMatchReference) {
   // YaRN over an original context of 8 with beta_fast 16, beta_slow 2 and yarn_log_multiplier 1
   // from the file, and the attention temperature 0.5 scaling the queries of positions 8 and on
