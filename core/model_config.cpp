@@ -174,6 +174,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"internlm2", Arch::Internlm2, RopeStyle::Adjacent},   {"qwen2vl", Arch::Qwen2Vl, RopeStyle::SplitHalves},
       {"seed_oss", Arch::SeedOss, RopeStyle::SplitHalves},   {"minicpm", Arch::MiniCpm, RopeStyle::Adjacent},
       {"glm4", Arch::Glm4, RopeStyle::Adjacent},             {"hunyuan-dense", Arch::HunyuanDense, RopeStyle::SplitHalves},
+      {"qwen3vl", Arch::Qwen3Vl, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -183,12 +184,12 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, gemma, "
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
-                "seed_oss, minicpm, glm4, hunyuan-dense)",
+                "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
   c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3 || c.arch == Arch::Exaone4 ||
-              c.arch == Arch::HunyuanDense;
+              c.arch == Arch::HunyuanDense || c.arch == Arch::Qwen3Vl;
   c.qk_norm_after_rope = c.arch == Arch::HunyuanDense;
   c.qk_norm_full = c.arch == Arch::Olmoe || c.arch == Arch::Olmo2;
   c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4 ||
@@ -281,6 +282,38 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::MiniCpm) detail::read_granite(r, c);
   if (c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4) detail::read_olmo3_exaone4_windows(r, c);
   if (cohere) detail::read_cohere(r, c);
+  if (c.arch == Arch::Qwen3Vl) {
+    // Qwen3-VL's language model on text: qwen3's block (a deepstack layer adds the image features,
+    // zero for text) with interleaved M-RoPE (rope.dimension_sections, required). A text token has
+    // one position in the temporal, height and width sections and 0 in the fourth; pair i belongs
+    // to section (i mod the sections' sum) as ggml interleaves them (t on multiples of 3 below
+    // 3 s0, h on 1 mod 3 below 3 s1, w on 2 mod 3 below 3 s2, the rest the fourth), so the pairs
+    // left to the fourth keep their values.
+    const std::string k = r.key("rope.dimension_sections");
+    if (!file.has(k)) throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), k);
+    std::vector<int64_t> s = file.get_int_array(k);
+    if (s.empty() || s.size() > 4)
+      throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries, expected 4", file.path(), k, s.size());
+    s.resize(4, 0);
+    int64_t sum = 0;
+    for (int64_t v : s) {
+      if (v < 0 || v > 4096) throw_error(ErrorKind::Format, "{}: metadata key '{}' holds {}", file.path(), k, v);
+      sum += v;
+    }
+    const int pairs = c.rope_dims / 2;
+    if (sum <= 0 || sum > c.rope_dims)  // ggml's bound: at most the rotated dims
+      throw_error(ErrorKind::Format, "{}: {} sums to {} for {} RoPE dims", file.path(), k, sum, c.rope_dims);
+    std::vector<uint8_t> still(static_cast<size_t>(pairs), 0);
+    bool any = false;
+    for (int i = 0; i < pairs; ++i) {
+      const int64_t sec = i % sum;
+      const bool t = sec % 3 == 0 && sec < 3 * s[0], h = sec % 3 == 1 && sec < 3 * s[1],
+                 w = sec % 3 == 2 && sec < 3 * s[2];
+      still[i] = !(t || h || w);
+      any = any || still[i];
+    }
+    if (any) c.rope_still_pairs = std::move(still);
+  }
   if (c.arch == Arch::HunyuanDense) {
     // Hunyuan's NTK-aware alpha (rope.scaling.alpha): base = freq_base * alpha^(d / (d - 2)) over
     // the head width d, as llama.cpp's hunyuan loader sets it; M-RoPE sections (Hunyuan-VL's) are

@@ -13,7 +13,7 @@ class GGUFFile;
 enum class Arch {
   Llama, Qwen2, Qwen2Moe, Gpt2, Qwen3, Gemma3, Qwen3Moe, Olmoe, Phi3, Gemma2, Deepseek2,
   Granite, GraniteMoe, Olmo2, Smollm3, StableLm, Gemma, Starcoder2, GptNeox, Phi2, Ernie45, Exaone,
-  Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense
+  Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl
 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
@@ -97,6 +97,9 @@ struct ModelConfig {
   // long ones apply when the context (the KV cache's capacity) exceeds rope_n_ctx_orig, as
   // llama.cpp chooses by n_ctx_seq.
   bool rope_long_short_factors = false;
+  // qwen3vl: the pairs interleaved M-RoPE assigns to its fourth section, where a text token's
+  // position is 0 (llama.cpp's imrope): they do not rotate. Empty: every pair rotates.
+  std::vector<uint8_t> rope_still_pairs;
 
   // Sliding-window attention (gemma3's local layers; llama.cpp LLAMA_SWA_TYPE_STANDARD).
   int n_swa = 0;              // <arch>.attention.sliding_window: a local layer's query at position p

@@ -265,6 +265,15 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     }
     check_factors(file, "rope_freqs.weight", w.rope_freqs);
   }
+  if (!c.rope_still_pairs.empty()) {
+    // qwen3vl's still pairs as frequency divisors: a divisor of 1e30 takes a pair's angle below
+    // 1e-20 radians at any position a cache holds, so it keeps its values to float precision.
+    std::vector<float> f(c.rope_still_pairs.size(), 1.0f);
+    for (size_t i = 0; i < f.size(); ++i)
+      if (c.rope_still_pairs[i]) f[i] = 1e30f;
+    floats.push_back(std::move(f));
+    w.rope_freqs = {floats.back().data(), c.rope_dims / 2};
+  }
   if (c.rope_long_short_factors) {
     w.rope_long = vec("rope_factors_long.weight", c.rope_dims / 2);
     w.rope_short = vec("rope_factors_short.weight", c.rope_dims / 2);

@@ -59,11 +59,11 @@ void check_spec(const SynthSpec& s) {
   if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
                    "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
                    "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2",
-                   "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense"}))
+                   "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
-                "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, hunyuan-dense)",
+                "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl)",
                 s.arch);
   if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
@@ -149,7 +149,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   check_spec(s);
   const std::string& a = s.arch;
   const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
-  const bool qk_norm = is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense"});
+  const bool qk_norm = is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl"});
   const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
   const bool granite = a == "granite" || a == "granitemoe", starcoder2 = a == "starcoder2";
@@ -207,6 +207,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     if (a == "qwen2vl") {  // M-RoPE sections as Qwen2-VL's [16, 24, 24, 0], scaled to the head
       const int pairs = rope_dims / 2, t = pairs / 4, hw = (pairs - t) / 2;
       w.set_i32_array(a + ".rope.dimension_sections", {t, hw, pairs - t - hw, 0});
+    }
+    if (a == "qwen3vl") {  // interleaved M-RoPE as Qwen3-VL's [24, 20, 20, 0]: some pairs still for text
+      const int pairs = rope_dims / 2, t = pairs * 3 / 8, hw = pairs / 4;
+      w.set_i32_array(a + ".rope.dimension_sections", {t, hw, hw, 0});
     }
     if (neox) w.set_bool(a + ".use_parallel_residual", true);
     if (a == "mistral3") {  // YaRN with its own keys and Llama 4's attention temperature

@@ -356,6 +356,16 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "qwen3vl-tiny") {
+    // qwen3vl (Qwen3-VL's language model on text) in llama.cpp's layout, F32: qwen3-tiny with
+    // interleaved M-RoPE sections [6, 4, 4, 0] over its 16 pairs, which leave pair 13 unrotated
+    // for text, as Qwen3-VL's [24, 20, 20, 0] leave pairs 61 and 62.
+    s.arch = "qwen3vl";
+    s.head_dim = 32;
+    s.rope_freq_base = 100.0f;  // low, so that pair 13 would turn visibly over the tests' positions
+    s.name = preset;
+    return s;
+  }
   if (preset == "hunyuan-dense-tiny") {
     // hunyuan-dense (Hunyuan 0.5B-7B) in llama.cpp's layout, F32: llama with split-halves RoPE and
     // an RMSNorm of every q and k head after RoPE, tied head.
@@ -570,6 +580,8 @@ std::vector<std::string> synth_presets() {
       "minicpm-tiny: minicpm, F32, 4 layers, dim 64, granite's multipliers at MiniCPM's defaults (no keys)",
       "glm4-tiny: glm4, F32, 4 layers, dim 64, pre- and post-norms, q/k/v biases, fused gate-up, RoPE on 8 of 16 dims",
       "hunyuan-dense-tiny: hunyuan-dense, F32, 4 layers, dim 64, QK-norm per head after RoPE, tied head",
+      "qwen3vl-tiny: qwen3vl (Qwen3-VL's text model), qwen3-tiny with interleaved M-RoPE sections 6/4/4/0 (pair 13 "
+      "still)",
       "mistral3-tiny: mistral3, F32, 4 layers, dim 64, YaRN with its beta and log-multiplier keys, attention "
       "temperature from position 8",
       "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "

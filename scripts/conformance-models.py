@@ -3,7 +3,7 @@
 granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, gemma, gptneox, phi2,
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
-sections and without) and hunyuan-dense in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+sections and without), hunyuan-dense and qwen3vl in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -409,6 +409,31 @@ def hunyuan_dense(path, dtype):
     m.write()
 
 
+def qwen3vl(path, dtype):
+    # llama_model_qwen3vl (Qwen3-VL's language model, text only: the deepstack inputs are zero):
+    # qwen3's block (an RMSNorm of every q and k head before RoPE) with interleaved M-RoPE sections
+    # [12, 10, 10, 0] over 32 pairs, Qwen3-VL's [24, 20, 20, 0] halved, which leave pair 31 in the
+    # fourth section (position 0 for text); a RoPE base of 100 makes that pair turn visibly.
+    d, L, H, Hkv, ff = 256, 4, 4, 2, 512
+    hd = d // H
+    m = Model(path, "qwen3vl", 32, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 100.0)
+    m.w.add_array("qwen3vl.rope.dimension_sections", [12, 10, 10, 0])
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "attn_q_norm.weight", hd)
+        m.norm(p + "attn_k_norm.weight", hd)
+        m.norm(p + "ffn_norm.weight", d)
+        swiglu(m, p, d, ff)
+    m.write()
+
+
 def post_norm_layer(m, p, d, H, Hkv, hd, ff, q_norm, k_norm):
     # olmo2's and exaone4's layer: no pre-norms, attn_q_norm / attn_k_norm of the given widths
     # (the whole projections, or one head), post-norms of both sublayers, SwiGLU.
@@ -714,6 +739,7 @@ WRITERS = {
     "mistral3": mistral3,
     "internlm2": lambda p, t: llama_like(p, t, "internlm2", 24),
     "hunyuan-dense": hunyuan_dense,
+    "qwen3vl": qwen3vl,
     "glm4": lambda p, t: glm4(p, t, False),
     "glm4-mrope": lambda p, t: glm4(p, t, True),
     "minicpm": lambda p, t: minicpm(p, t, True),

@@ -14,7 +14,8 @@
 // and cohere2 (LayerNorm without biases, one norm for a parallel residual, logits times
 // logit_scale; cohere2's windows and NoPE global layers), minicpm (granite's multipliers with
 // MiniCPM's defaults), glm4 (pre- and post-norms, fused gate-up, partial RoPE),
-// hunyuan-dense (QK-norm after RoPE, the NTK-aware alpha on the base), internlm2, qwen2vl (M-RoPE, which
+// hunyuan-dense (QK-norm after RoPE, the NTK-aware alpha on the base),
+// qwen3vl (interleaved M-RoPE: some pairs unrotated for text), internlm2, qwen2vl (M-RoPE, which
 // rotates text as split-halves RoPE does; an output.bias left unused) and seed_oss, mistral3 (YaRN's keys, Llama 4's attention
 // temperature), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
@@ -49,7 +50,20 @@ class ReferenceForward {
     gemma2_ = arch_ == "gemma2";
     gemma_ = gemma2_ || arch_ == "gemma3";
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4" ||
-               arch_ == "hunyuan-dense";
+               arch_ == "hunyuan-dense" || arch_ == "qwen3vl";
+    if (arch_ == "qwen3vl") {
+      // Interleaved M-RoPE on text: pair i's section is s = i mod (sum of sections); it rotates by
+      // the position when s = 0 mod 3 below 3 s0, 1 mod 3 below 3 s1 or 2 mod 3 below 3 s2, and
+      // otherwise sits in the fourth section, whose text position is 0.
+      const auto sec = f_->get_int_array(a + "rope.dimension_sections");
+      int64_t sum = 0;
+      for (auto v : sec) sum += v;
+      still_.assign(c_.rope_dims / 2, false);
+      for (int i = 0; i < c_.rope_dims / 2; ++i) {
+        const int64_t s = i % sum;
+        still_[i] = !((s % 3 == 0 && s < 3 * sec[0]) || (s % 3 == 1 && s < 3 * sec[1]) || (s % 3 == 2 && s < 3 * sec[2]));
+      }
+    }
     qk_norm_full_ = arch_ == "olmoe" || arch_ == "olmo2";
     gemma1_ = arch_ == "gemma";
     post_only_ = arch_ == "olmo2" || arch_ == "exaone4";  // post-norms only
@@ -319,6 +333,7 @@ class ReferenceForward {
           const double keep = 1.0 - ramp;  // 1: extrapolate (unscaled), 0: interpolate
           th = pos * freq / s * (1.0 - keep) + pos * freq * keep;
         }
+        if (!still_.empty() && still_[i]) th = 0;  // qwen3vl: M-RoPE's fourth section
         double& a = v[h * hd + (neox ? i : 2 * i)];
         double& b = v[h * hd + (neox ? i + nd / 2 : 2 * i + 1)];
         const double a0 = a, b0 = b;
@@ -466,6 +481,7 @@ class ReferenceForward {
   int window_ = 0;
   int context_ = 0;
   std::vector<bool> local_;
+  std::vector<bool> still_;  // qwen3vl's unrotated pairs
   std::vector<double> freq_factors_;
 };
 

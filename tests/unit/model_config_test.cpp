@@ -380,7 +380,7 @@ TEST(ModelConfig, UnknownArchitecture) {
               path + ": unsupported architecture 'xyz' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, "
                      "gemma, gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, "
                      "stablelm, starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, "
-                     "qwen2vl, seed_oss, minicpm, glm4, hunyuan-dense)");
+                     "qwen2vl, seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl)");
   }
 }
 
@@ -652,6 +652,19 @@ TEST(ModelConfig, GraniteOlmo2Smollm3StableLmStarcoder2GemmaGptNeoxPhi2) {
     EXPECT_NEAR(c.rope_freq_base, 1e8, 1e8 * 1e-6);  // 10000 x 1000^(8 / 6), in float as llama.cpp
     w.set_i32_array("hunyuan-dense.rope.dimension_sections", {1, 1, 1, 1});
     expect_error(w, ErrorKind::Unsupported, "hunyuan-dense with M-RoPE sections");
+  }
+  {
+    // qwen3vl: the interleaved M-RoPE sections are required and bounded by the rotated dims.
+    GGUFWriter w = base("qwen3vl");
+    expect_error(w, ErrorKind::Format, "metadata key 'qwen3vl.rope.dimension_sections' is missing");
+    w.set_i32_array("qwen3vl.rope.dimension_sections", {1, 1, 0, 0});  // 2 pairs: both rotate
+    EXPECT_TRUE(load(w).cfg.rope_still_pairs.empty());
+    w.set_i32_array("qwen3vl.rope.dimension_sections", {1, 0, 0, 1});  // pair 1: the fourth section
+    const ModelConfig c = load(w).cfg;
+    ASSERT_EQ(c.rope_still_pairs.size(), 2u);
+    EXPECT_TRUE(!c.rope_still_pairs[0] && c.rope_still_pairs[1]);
+    w.set_i32_array("qwen3vl.rope.dimension_sections", {3, 1, 1, 0});
+    expect_error(w, ErrorKind::Format, "sums to 5 for 4 RoPE dims");
   }
   {
     const ModelConfig c = load(base("smollm3")).cfg;

@@ -993,6 +993,21 @@ TEST(Architectures, HunyuanDenseQkNormAfterRopeMatchesReference) {
   EXPECT_GT(logit_change(scratch("arch_hunyuan.gguf"), scratch("arch_hunyuan_as_qwen3.gguf")), 0.01);
 }
 
+TEST(Architectures, Qwen3VlInterleavedMropeMatchesReference) {
+  // qwen3's block with interleaved M-RoPE sections [6, 4, 4, 0] over 16 pairs: pair 13 falls in the
+  // fourth section, where text positions are 0, and keeps its values.
+  check_against_reference(synth_spec("qwen3vl-tiny"), "arch_qwen3vl.gguf");
+  auto m = Model::load(scratch("arch_qwen3vl.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  ASSERT_EQ(c.rope_still_pairs.size(), 16u);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(c.rope_still_pairs[i] != 0, i == 13) << i;
+  // The still pair matters to these logits: the same weights read as qwen3 rotate it.
+  GgufEdit as_qwen3;
+  as_qwen3.rename_arch = "qwen3";
+  copy_gguf(scratch("arch_qwen3vl.gguf"), scratch("arch_qwen3vl_as_qwen3.gguf"), as_qwen3);
+  EXPECT_GT(logit_change(scratch("arch_qwen3vl.gguf"), scratch("arch_qwen3vl_as_qwen3.gguf")), 1e-3);
+}
+
 TEST(Architectures, Mistral3YarnKeysAndTemperatureMatchReference) {
   // YaRN over an original context of 8 with beta_fast 16, beta_slow 2 and yarn_log_multiplier 1
   // from the file, and the attention temperature 0.5 scaling the queries of positions 8 and on
