@@ -386,18 +386,19 @@ def glm4(path, dtype, mrope):
     m.write()
 
 
-def hunyuan_dense(path, dtype):
-    # llama_model_hunyuan_dense (Hunyuan 0.5B-7B): llama with NEOX RoPE and an RMSNorm of every q and
-    # k head after RoPE, tied head; rope.scaling.alpha 4 (base times alpha^(d / (d - 2)), which the
-    # dense converter applies itself, but llama.cpp's loader applies for any file that has the key).
+def head_norm_model(path, dtype, arch, seed, base, tied, keys):
+    # llama's block with an RMSNorm of every q and k head (attn_q_norm / attn_k_norm of the head
+    # width), NEOX RoPE; `keys` writes the architecture's own keys.
     d, L, H, Hkv, ff = 256, 4, 4, 2, 512
     hd = d // H
-    m = Model(path, "hunyuan-dense", 31, dtype)
-    m.common(d, L, H, Hkv, embd_scale=1.0)  # rows of unit norm: the tied head's logits stay O(1)
+    m = Model(path, arch, seed, dtype)
+    m.common(d, L, H, Hkv, embd_scale=1.0 if tied else None)  # tied: unit-norm rows keep logits O(1)
     m.u32("feed_forward_length", ff)
     m.u32("rope.dimension_count", hd)
-    m.f32("rope.freq_base", 10000.0)
-    m.f32("rope.scaling.alpha", 4.0)
+    m.f32("rope.freq_base", base)
+    keys(m)
+    if not tied:
+        m.head(d)
     for l in range(L):
         p = f"blk.{l}."
         m.norm(p + "attn_norm.weight", d)
@@ -407,31 +408,22 @@ def hunyuan_dense(path, dtype):
         m.norm(p + "ffn_norm.weight", d)
         swiglu(m, p, d, ff)
     m.write()
+
+
+def hunyuan_dense(path, dtype):
+    # llama_model_hunyuan_dense (Hunyuan 0.5B-7B): the q/k head norms after RoPE, tied head;
+    # rope.scaling.alpha 4 (base times alpha^(d / (d - 2)), which the dense converter applies
+    # itself, but llama.cpp's loader applies for any file that has the key).
+    head_norm_model(path, dtype, "hunyuan-dense", 31, 10000.0, True, lambda m: m.f32("rope.scaling.alpha", 4.0))
 
 
 def qwen3vl(path, dtype):
     # llama_model_qwen3vl (Qwen3-VL's language model, text only: the deepstack inputs are zero):
-    # qwen3's block (an RMSNorm of every q and k head before RoPE) with interleaved M-RoPE sections
+    # qwen3's block (the q/k head norms before RoPE) with interleaved M-RoPE sections
     # [12, 10, 10, 0] over 32 pairs, Qwen3-VL's [24, 20, 20, 0] halved, which leave pair 31 in the
     # fourth section (position 0 for text); a RoPE base of 100 makes that pair turn visibly.
-    d, L, H, Hkv, ff = 256, 4, 4, 2, 512
-    hd = d // H
-    m = Model(path, "qwen3vl", 32, dtype)
-    m.common(d, L, H, Hkv)
-    m.u32("feed_forward_length", ff)
-    m.u32("rope.dimension_count", hd)
-    m.f32("rope.freq_base", 100.0)
-    m.w.add_array("qwen3vl.rope.dimension_sections", [12, 10, 10, 0])
-    m.head(d)
-    for l in range(L):
-        p = f"blk.{l}."
-        m.norm(p + "attn_norm.weight", d)
-        dense_attention(m, p, d, H, Hkv, hd)
-        m.norm(p + "attn_q_norm.weight", hd)
-        m.norm(p + "attn_k_norm.weight", hd)
-        m.norm(p + "ffn_norm.weight", d)
-        swiglu(m, p, d, ff)
-    m.write()
+    head_norm_model(path, dtype, "qwen3vl", 32, 100.0, False,
+                    lambda m: m.w.add_array("qwen3vl.rope.dimension_sections", [12, 10, 10, 0]))
 
 
 def post_norm_layer(m, p, d, H, Hkv, hd, ff, q_norm, k_norm):
