@@ -282,82 +282,17 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::MiniCpm) detail::read_granite(r, c);
   if (c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4) detail::read_olmo3_exaone4_windows(r, c);
   if (cohere) detail::read_cohere(r, c);
-  if (c.arch == Arch::Qwen3Vl) {
-    // Qwen3-VL's language model on text: qwen3's block (a deepstack layer adds the image features,
-    // zero for text) with interleaved M-RoPE (rope.dimension_sections, required). A text token has
-    // one position in the temporal, height and width sections and 0 in the fourth; pair i belongs
-    // to section (i mod the sections' sum) as ggml interleaves them (t on multiples of 3 below
-    // 3 s0, h on 1 mod 3 below 3 s1, w on 2 mod 3 below 3 s2, the rest the fourth), so the pairs
-    // left to the fourth keep their values.
-    const std::string k = r.key("rope.dimension_sections");
-    if (!file.has(k)) throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), k);
-    std::vector<int64_t> s = file.get_int_array(k);
-    if (s.empty() || s.size() > 4)
-      throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries, expected 4", file.path(), k, s.size());
-    s.resize(4, 0);
-    int64_t sum = 0;
-    for (int64_t v : s) {
-      if (v < 0 || v > 4096) throw_error(ErrorKind::Format, "{}: metadata key '{}' holds {}", file.path(), k, v);
-      sum += v;
-    }
-    const int pairs = c.rope_dims / 2;
-    if (sum <= 0 || sum > c.rope_dims)  // ggml's bound: at most the rotated dims
-      throw_error(ErrorKind::Format, "{}: {} sums to {} for {} RoPE dims", file.path(), k, sum, c.rope_dims);
-    std::vector<uint8_t> still(static_cast<size_t>(pairs), 0);
-    bool any = false;
-    for (int i = 0; i < pairs; ++i) {
-      const int64_t sec = i % sum;
-      const bool t = sec % 3 == 0 && sec < 3 * s[0], h = sec % 3 == 1 && sec < 3 * s[1],
-                 w = sec % 3 == 2 && sec < 3 * s[2];
-      still[i] = !(t || h || w);
-      any = any || still[i];
-    }
-    if (any) c.rope_still_pairs = std::move(still);
-  }
   if (c.arch == Arch::HunyuanDense) {
     // Hunyuan's NTK-aware alpha (rope.scaling.alpha): base = freq_base * alpha^(d / (d - 2)) over
-    // the head width d, as llama.cpp's hunyuan loader sets it; M-RoPE sections (Hunyuan-VL's) are
-    // not read for the dense model's text.
+    // the head width d, as llama.cpp's hunyuan loader sets it.
     const float alpha = r.get_float("rope.scaling.alpha", 0.0f);
     if (alpha > 0.0f) {
       const float d = static_cast<float>(c.head_dim);
       c.rope_freq_base *= std::pow(alpha, d / (d - 2.0f));
     }
-    const std::string k = r.key("rope.dimension_sections");
-    if (file.has(k)) {
-      const std::vector<int64_t> s = file.get_int_array(k);
-      if (s.size() >= 2 && s[0] > 0 && s[1] > 0)
-        throw_error(ErrorKind::Unsupported, "{}: {}: hunyuan-dense with M-RoPE sections is not supported", file.path(),
-                    k);
-    }
   }
-  if (c.arch == Arch::Glm4 && file.has(r.key("rope.dimension_sections"))) {
-    // GLM-4.1V's M-RoPE (sections with pairs in the first two: llama.cpp's use_mrope): text rotates
-    // as split-halves RoPE when the fourth section has no pairs; plain GLM-4 rotates adjacent pairs.
-    const std::string k = r.key("rope.dimension_sections");
-    const std::vector<int64_t> s = file.get_int_array(k);
-    if (s.size() >= 2 && s[0] > 0 && s[1] > 0) {
-      if (s.size() == 4 && s[3] != 0)
-        throw_error(ErrorKind::Unsupported,
-                    "{}: {} gives the fourth M-RoPE section {} pairs (text positions there are 0); only 0 is supported",
-                    file.path(), k, s[3]);
-      c.rope_style = RopeStyle::SplitHalves;
-    }
-  }
-  if (c.arch == Arch::Qwen2Vl) {
-    // Qwen2-VL / Qwen2.5-VL's M-RoPE (rope.dimension_sections, required): text tokens carry one
-    // position in the temporal, height and width sections and 0 in the fourth, so with a fourth
-    // section of 0 pairs every pair rotates by the token's position, as split-halves RoPE does.
-    const std::string k = r.key("rope.dimension_sections");
-    if (!file.has(k)) throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), k);
-    const std::vector<int64_t> s = file.get_int_array(k);
-    if (s.size() < 3 || s.size() > 4)
-      throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries, expected 4", file.path(), k, s.size());
-    if (s.size() == 4 && s[3] != 0)
-      throw_error(ErrorKind::Unsupported,
-                  "{}: {} gives the fourth M-RoPE section {} pairs (text positions there are 0); only 0 is supported",
-                  file.path(), k, s[3]);
-  }
+  if (c.arch == Arch::Qwen2Vl || c.arch == Arch::Qwen3Vl || c.arch == Arch::Glm4 || c.arch == Arch::HunyuanDense)
+    detail::read_mrope(r, c);
   if (c.arch == Arch::Phi3) {
     // llama.cpp reads phi3's attention.sliding_window but disables SWA (llama-model.cpp, phi3).
     c.rope_long_short_factors = file.find_tensor("rope_factors_long.weight") != nullptr;

@@ -114,6 +114,64 @@ void read_cohere(const Reader& r, ModelConfig& c) {
   c.rope_freq_scale_swa = c.rope_freq_scale;
 }
 
+// M-RoPE (rope.dimension_sections: the pairs of the temporal, height, width and fourth sections).
+// A text token has one position in the first three sections and 0 in the fourth, so on text the
+// pairs of the first three rotate as split-halves RoPE does and those of the fourth keep their
+// values. Which pair is in which section: pair i is at s = i mod (the sections' sum); in order
+// (qwen2vl, glm4) the sections follow one another, interleaved (qwen3vl, llama.cpp's imrope) t
+// takes s = 0 mod 3 below 3 s0, h 1 mod 3 below 3 s1, w 2 mod 3 below 3 s2, the rest the fourth.
+//   qwen2vl: required; a fourth section with pairs is refused.
+//   qwen3vl: required; the pairs left to the fourth keep their values (rope_still_pairs).
+//   glm4: optional; with pairs in the first two (llama.cpp's use_mrope: GLM-4.1V) split halves,
+//     a fourth section with pairs refused; else adjacent pairs, the key unused.
+//   hunyuan-dense: sections with pairs in the first two (Hunyuan-VL's) are refused.
+void read_mrope(const Reader& r, ModelConfig& c) {
+  const GGUFFile& f = r.f;
+  const std::string k = r.key("rope.dimension_sections");
+  const bool required = c.arch == Arch::Qwen2Vl || c.arch == Arch::Qwen3Vl;
+  if (!f.has(k)) {
+    if (required) throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", f.path(), k);
+    return;
+  }
+  std::vector<int64_t> s = f.get_int_array(k);
+  if (s.empty() || s.size() > 4)
+    throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries, expected 4", f.path(), k, s.size());
+  s.resize(4, 0);  // llama.cpp reads up to 4 and leaves the rest 0
+  int64_t sum = 0;
+  for (int64_t v : s) {
+    if (v < 0 || v > 4096) throw_error(ErrorKind::Format, "{}: metadata key '{}' holds {}", f.path(), k, v);
+    sum += v;
+  }
+  const bool mrope = s[0] > 0 && s[1] > 0;
+  if (c.arch == Arch::HunyuanDense) {
+    if (mrope)
+      throw_error(ErrorKind::Unsupported, "{}: {}: hunyuan-dense with M-RoPE sections is not supported", f.path(), k);
+    return;
+  }
+  if (c.arch == Arch::Glm4 && !mrope) return;
+  if (c.arch != Arch::Qwen3Vl) {
+    if (s[3] != 0)
+      throw_error(ErrorKind::Unsupported,
+                  "{}: {} gives the fourth M-RoPE section {} pairs (text positions there are 0); only 0 is supported",
+                  f.path(), k, s[3]);
+    c.rope_style = RopeStyle::SplitHalves;
+    return;
+  }
+  if (sum <= 0 || sum > c.rope_dims)  // ggml's bound: at most the rotated dims
+    throw_error(ErrorKind::Format, "{}: {} sums to {} for {} RoPE dims", f.path(), k, sum, c.rope_dims);
+  const int pairs = c.rope_dims / 2;
+  std::vector<uint8_t> still(static_cast<size_t>(pairs), 0);
+  bool any = false;
+  for (int i = 0; i < pairs; ++i) {
+    const int64_t sec = i % sum;
+    const bool t = sec % 3 == 0 && sec < 3 * s[0], h = sec % 3 == 1 && sec < 3 * s[1],
+               w = sec % 3 == 2 && sec < 3 * s[2];
+    still[i] = !(t || h || w);
+    any = any || still[i];
+  }
+  if (any) c.rope_still_pairs = std::move(still);
+}
+
 // granite and granitemoe (src/models/granite.cpp, granite-moe.cpp): logit_scale (required: the
 // logits are divided by it), residual_scale (each sublayer's output times it), embedding_scale
 // (the token embedding times it) and attention.scale (the q.k scale); absent or 0 = none, as

@@ -338,26 +338,14 @@ def minicpm(path, dtype, keys):
     # them (embedding_scale = scale_emb, residual_scale = scale_depth / sqrt(n_layer), logit_scale
     # = hidden_size / dim_model_base: logits / it), or without the keys (MiniCPM's defaults 12,
     # 1.4 / sqrt(n_layer), 256 / n_embd); attention.scale, written here, is not read.
-    d, L, H, Hkv, ff = 256, 4, 4, 2, 512
-    hd = d // H
-    m = Model(path, "minicpm", 27 if keys else 28, dtype)
-    m.common(d, L, H, Hkv)
-    m.u32("feed_forward_length", ff)
-    m.u32("rope.dimension_count", hd)
-    m.f32("rope.freq_base", 10000.0)
-    if keys:
-        m.f32("embedding_scale", 12.0)
-        m.f32("residual_scale", 1.4 / np.sqrt(L))
-        m.f32("logit_scale", d / 128)
-    m.f32("attention.scale", 0.3)
-    m.head(d)
-    for l in range(L):
-        p = f"blk.{l}."
-        m.norm(p + "attn_norm.weight", d)
-        dense_attention(m, p, d, H, Hkv, hd)
-        m.norm(p + "ffn_norm.weight", d)
-        swiglu(m, p, d, ff)
-    m.write()
+    def write_keys(m):
+        if keys:
+            m.f32("embedding_scale", 12.0)
+            m.f32("residual_scale", 1.4 / np.sqrt(4))
+            m.f32("logit_scale", 256 / 128)
+        m.f32("attention.scale", 0.3)
+
+    plain_model(path, dtype, "minicpm", 27 if keys else 28, 10000.0, False, write_keys)
 
 
 def glm4(path, dtype, mrope):
@@ -386,9 +374,10 @@ def glm4(path, dtype, mrope):
     m.write()
 
 
-def head_norm_model(path, dtype, arch, seed, base, tied, keys):
-    # llama's block with an RMSNorm of every q and k head (attn_q_norm / attn_k_norm of the head
-    # width), NEOX RoPE; `keys` writes the architecture's own keys.
+def plain_model(path, dtype, arch, seed, base, tied, keys, head_norms=False):
+    # llama's block (4 layers of 256, heads 4/2 of 64, SwiGLU of 512), with an RMSNorm of every q
+    # and k head (attn_q_norm / attn_k_norm of the head width) when head_norms; `keys` writes the
+    # architecture's own keys.
     d, L, H, Hkv, ff = 256, 4, 4, 2, 512
     hd = d // H
     m = Model(path, arch, seed, dtype)
@@ -403,8 +392,9 @@ def head_norm_model(path, dtype, arch, seed, base, tied, keys):
         p = f"blk.{l}."
         m.norm(p + "attn_norm.weight", d)
         dense_attention(m, p, d, H, Hkv, hd)
-        m.norm(p + "attn_q_norm.weight", hd)
-        m.norm(p + "attn_k_norm.weight", hd)
+        if head_norms:
+            m.norm(p + "attn_q_norm.weight", hd)
+            m.norm(p + "attn_k_norm.weight", hd)
         m.norm(p + "ffn_norm.weight", d)
         swiglu(m, p, d, ff)
     m.write()
@@ -414,7 +404,8 @@ def hunyuan_dense(path, dtype):
     # llama_model_hunyuan_dense (Hunyuan 0.5B-7B): the q/k head norms after RoPE, tied head;
     # rope.scaling.alpha 4 (base times alpha^(d / (d - 2)), which the dense converter applies
     # itself, but llama.cpp's loader applies for any file that has the key).
-    head_norm_model(path, dtype, "hunyuan-dense", 31, 10000.0, True, lambda m: m.f32("rope.scaling.alpha", 4.0))
+    plain_model(path, dtype, "hunyuan-dense", 31, 10000.0, True, lambda m: m.f32("rope.scaling.alpha", 4.0),
+                head_norms=True)
 
 
 def qwen3vl(path, dtype):
@@ -422,8 +413,8 @@ def qwen3vl(path, dtype):
     # qwen3's block (the q/k head norms before RoPE) with interleaved M-RoPE sections
     # [12, 10, 10, 0] over 32 pairs, Qwen3-VL's [24, 20, 20, 0] halved, which leave pair 31 in the
     # fourth section (position 0 for text); a RoPE base of 100 makes that pair turn visibly.
-    head_norm_model(path, dtype, "qwen3vl", 32, 100.0, False,
-                    lambda m: m.w.add_array("qwen3vl.rope.dimension_sections", [12, 10, 10, 0]))
+    plain_model(path, dtype, "qwen3vl", 32, 100.0, False,
+                lambda m: m.w.add_array("qwen3vl.rope.dimension_sections", [12, 10, 10, 0]), head_norms=True)
 
 
 def post_norm_layer(m, p, d, H, Hkv, hd, ff, q_norm, k_norm):
