@@ -258,6 +258,22 @@ void seed_oss(Messages msgs, bool add, std::string& out) {
   if (add) out += "<seed:bos>assistant\n";
 }
 
+// Ling / Ring (bailing): "<role>ROLE</role>" before each message, the role upper-cased and user
+// named HUMAN; bailing-think opens the answer with <think>; bailing2 (Ling 2.0) closes each
+// message with <|role_end|> and, without a system message, starts with one that turns thinking off.
+Renderer bailing(bool think, bool v2) {
+  return [=](Messages msgs, bool add, std::string& out) {
+    if (v2 && (msgs.empty() || msgs[0].role != "system")) out += "<role>SYSTEM</role>detailed thinking off<|role_end|>";
+    for (const ChatMessage& m : msgs) {
+      std::string role = m.role == "user" ? "HUMAN" : m.role;
+      for (char& c : role)
+        if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+      out += "<role>" + role + "</role>" + m.content + (v2 ? "<|role_end|>" : "");
+    }
+    if (add) out += think ? "<role>ASSISTANT</role><think>" : "<role>ASSISTANT</role>";
+  };
+}
+
 // ChatGLM3 and GLM-4: a [gMASK] preamble, then "<|role|>\n" before each turn (ChatGLM3 with a
 // space after the newline), no closing tags.
 Renderer chatglm(std::string preamble, std::string sep, std::string assistant_open) {
@@ -342,6 +358,13 @@ const std::map<std::string, Renderer, std::less<>>& renderers() {
       // MiniCPM: the user's turns between <用户> and <AI>, the others' bare; no generation prompt.
       {"minicpm", by_role({{"user", {"<用户>", "<AI>"}}, {"*", {"", ""}}}, "", true)},
       {"seed_oss", seed_oss},
+      {"bailing", bailing(false, false)},
+      {"bailing-think", bailing(true, false)},
+      {"bailing2", bailing(false, true)},
+      {"dots1", by_role({{"system", {"<|system|>", "<|endofsystem|>"}},
+                         {"user", {"<|userprompt|>", "<|endofuserprompt|>"}},
+                         {"*", {"<|response|>", "<|endofresponse|>"}}},
+                        "<|response|>")},
       {"hunyuan-dense", hunyuan_dense},
       {"granite-4.0", granite4},
       {"granite-4.1", granite4},

@@ -143,7 +143,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   I.moe_capacity = options.moe_capacity_factor;
   if (c.is_moe() && options.moe_k_override != 0) {
     const int k = options.moe_k_override;
-    const auto router = moe::make_router(host.layers[c.n_layer_dense_lead].moe.router);  // the first MoE layer
+    const auto router = moe::make_router(host.layers[c.first_moe_layer()].moe.router);  // the first MoE layer
     if (k < 1 || k > router->max_k())
       throw_error(ErrorKind::InvalidArgument, "{}: MoE k {} is outside [1, {}] ({} experts, {} router)", path, k,
                   router->max_k(), c.n_expert, router->name());
@@ -174,6 +174,13 @@ size_t Model::moe_expert_bytes(int layer) const {
   const auto& layers = impl_->transformer->weights().layers;
   if (layer < 0 || layer >= static_cast<int>(layers.size())) return 0;
   return layers[layer].is_moe() ? layers[layer].moe.weights.expert_bytes() : 0;
+}
+
+moe::RouterSpec Model::moe_router(int layer) const {
+  const ModelConfig& c = impl_->config;
+  if (!c.is_moe()) return {};
+  if (!c.is_moe_layer(layer)) layer = c.first_moe_layer();
+  return impl_->transformer->weights().layers[layer].moe.router;
 }
 
 const KVCacheTypes& Model::cache_types() const { return impl_->cache_types; }

@@ -146,6 +146,9 @@ class Model {
   int moe_k() const;
   double moe_capacity_factor() const;
   size_t moe_expert_bytes(int layer) const;
+  // The router of layer `layer` as the model runs it (its selection bias included); the first MoE
+  // layer's when `layer` has no experts; a default spec for a dense model.
+  moe::RouterSpec moe_router(int layer) const;
 
  private:
   Model();

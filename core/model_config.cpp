@@ -174,7 +174,10 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"internlm2", Arch::Internlm2, RopeStyle::Adjacent},   {"qwen2vl", Arch::Qwen2Vl, RopeStyle::SplitHalves},
       {"seed_oss", Arch::SeedOss, RopeStyle::SplitHalves},   {"minicpm", Arch::MiniCpm, RopeStyle::Adjacent},
       {"glm4", Arch::Glm4, RopeStyle::Adjacent},             {"hunyuan-dense", Arch::HunyuanDense, RopeStyle::SplitHalves},
-      {"qwen3vl", Arch::Qwen3Vl, RopeStyle::SplitHalves},
+      {"qwen3vl", Arch::Qwen3Vl, RopeStyle::SplitHalves},     {"qwen3vlmoe", Arch::Qwen3VlMoe, RopeStyle::SplitHalves},
+      {"deepseek", Arch::Deepseek, RopeStyle::Adjacent},     {"dots1", Arch::Dots1, RopeStyle::SplitHalves},
+      {"glm4moe", Arch::Glm4Moe, RopeStyle::SplitHalves},    {"ernie4_5-moe", Arch::Ernie45Moe, RopeStyle::Adjacent},
+      {"bailingmoe2", Arch::BailingMoe2, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -184,12 +187,16 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "{}: unsupported architecture '{}' (supported: llama, qwen2, qwen2moe, gpt2, qwen3, qwen3moe, gemma, "
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
-                "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl)",
+                "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
+                "bailingmoe2)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
   c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3 || c.arch == Arch::Exaone4 ||
-              c.arch == Arch::HunyuanDense || c.arch == Arch::Qwen3Vl;
+              c.arch == Arch::HunyuanDense || c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe ||
+              c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2;
+  // glm4moe: per-head QK-norm where the file has it (GLM-4.5 355B; llama.cpp binds it optionally).
+  if (c.arch == Arch::Glm4Moe) c.qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   c.qk_norm_after_rope = c.arch == Arch::HunyuanDense;
   c.qk_norm_full = c.arch == Arch::Olmoe || c.arch == Arch::Olmo2;
   c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4 ||
@@ -291,8 +298,11 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       c.rope_freq_base *= std::pow(alpha, d / (d - 2.0f));
     }
   }
-  if (c.arch == Arch::Qwen2Vl || c.arch == Arch::Qwen3Vl || c.arch == Arch::Glm4 || c.arch == Arch::HunyuanDense)
+  if (c.arch == Arch::Qwen2Vl || c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Glm4 ||
+      c.arch == Arch::Glm4Moe || c.arch == Arch::HunyuanDense)
     detail::read_mrope(r, c);
+  // deepseek (DeepSeek-MoE): attention.scale replaces 1/sqrt(head_dim) where the file has it.
+  if (c.arch == Arch::Deepseek) c.attn_scale = r.get_float("attention.scale", 0.0f);
   if (c.arch == Arch::Phi3) {
     // llama.cpp reads phi3's attention.sliding_window but disables SWA (llama-model.cpp, phi3).
     c.rope_long_short_factors = file.find_tensor("rope_factors_long.weight") != nullptr;
@@ -356,6 +366,7 @@ void ModelConfig::validate() const {
     // Group-limited routing keeps n_expert_group_used groups: k must fit in them.
     check_range("n_expert_used", n_expert_used, 1, n_expert_group_used * (n_expert / n_expert_group));
     check_range("n_layer_dense_lead", n_layer_dense_lead, 0, n_layer);
+    check_range("n_moe_layer_step", n_moe_layer_step, 1, n_layer);
     check_range("n_expert_shared", n_expert_shared, 0, kMaxExperts);
     if (n_layer_dense_lead > 0) check_range("n_ff", n_ff, 1, kMaxFF);  // the leading dense layers
   } else {

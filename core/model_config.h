@@ -13,7 +13,8 @@ class GGUFFile;
 enum class Arch {
   Llama, Qwen2, Qwen2Moe, Gpt2, Qwen3, Gemma3, Qwen3Moe, Olmoe, Phi3, Gemma2, Deepseek2,
   Granite, GraniteMoe, Olmo2, Smollm3, StableLm, Gemma, Starcoder2, GptNeox, Phi2, Ernie45, Exaone,
-  Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl
+  Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl,
+  Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2
 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
@@ -63,7 +64,8 @@ struct ModelConfig {
   bool tied_output = false;   // no output.weight: the head reuses token_embd
 
   // Architecture specifics (llama.cpp src/models/<arch>.cpp); the defaults are llama's.
-  bool qk_norm = false;       // qwen3, qwen3moe, gemma3: RMSNorm of every q and k head
+  bool qk_norm = false;       // qwen3, qwen3moe, gemma3, ...: RMSNorm of every q and k head (glm4moe:
+                              // where the file has attn_q_norm)
                               // (blk.N.attn_{q,k}_norm, [head_dim]) before RoPE
   bool qk_norm_after_rope = false;  // hunyuan-dense: that QK-norm after RoPE
   bool qk_norm_full = false;  // olmoe: RMSNorm of the whole q and k projections (attn_q_norm
@@ -142,10 +144,13 @@ struct ModelConfig {
   float expert_weights_scale = 1.0f;  // <arch>.expert_weights_scale (0 or absent = 1)
   int n_expert_group = 1;       // <arch>.expert_group_count (group-limited routing; 1 = none)
   int n_expert_group_used = 1;  // <arch>.expert_group_used_count (groups kept per token)
-  int n_layer_dense_lead = 0;   // deepseek2: <arch>.leading_dense_block_count (the first layers have a
-                                // dense SwiGLU of n_ff instead of experts)
-  int n_expert_shared = 0;      // deepseek2: <arch>.expert_shared_count (shared experts of n_ff_expert,
-                                // one ungated SwiGLU of n_expert_shared * n_ff_expert)
+  int n_layer_dense_lead = 0;   // <arch>.leading_dense_block_count (deepseek, deepseek2, dots1, glm4moe,
+                                // ernie4_5-moe, bailingmoe2: the first layers have a dense SwiGLU of
+                                // n_ff instead of experts)
+  int n_moe_layer_step = 1;     // ernie4_5-moe: <arch>.interleave_moe_layer_step (past the leading dense
+                                // layers, layer l has experts when (l + 1) % step == 0)
+  int n_expert_shared = 0;      // <arch>.expert_shared_count (deepseek, deepseek2, dots1, glm4moe,
+                                // bailingmoe2: shared experts, one ungated SwiGLU of n_ff_shared_expert)
 
   // Multi-head latent attention (deepseek2; DeepSeek-AI 2024, DeepSeek-V2 sec. 2.1). Queries: a
   // low-rank q (q_lora_rank > 0: attn_q_a, attn_q_a_norm, attn_q_b) or attn_q; keys and values
@@ -165,8 +170,16 @@ struct ModelConfig {
   int attn_temp_floor = 0;
 
   bool is_moe() const { return n_expert > 0; }
-  // Layer `layer` has experts (MoE models, past the leading dense layers).
-  bool is_moe_layer(int layer) const { return is_moe() && layer >= n_layer_dense_lead; }
+  // Layer `layer` has experts (MoE models, past the leading dense layers, every n_moe_layer_step-th).
+  bool is_moe_layer(int layer) const {
+    return is_moe() && layer >= n_layer_dense_lead && (layer + 1) % n_moe_layer_step == 0;
+  }
+  // The first layer with experts (n_layer when none has).
+  int first_moe_layer() const {
+    for (int l = 0; l < n_layer; ++l)
+      if (is_moe_layer(l)) return l;
+    return n_layer;
+  }
   bool is_mla() const { return kv_lora_rank > 0; }
   int mla_qk_nope() const { return head_dim - rope_dims; }
   int kv_dim() const { return n_head_kv * head_dim; }

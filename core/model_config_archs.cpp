@@ -121,14 +121,16 @@ void read_cohere(const Reader& r, ModelConfig& c) {
 // (qwen2vl, glm4) the sections follow one another, interleaved (qwen3vl, llama.cpp's imrope) t
 // takes s = 0 mod 3 below 3 s0, h 1 mod 3 below 3 s1, w 2 mod 3 below 3 s2, the rest the fourth.
 //   qwen2vl: required; a fourth section with pairs is refused.
-//   qwen3vl: required; the pairs left to the fourth keep their values (rope_still_pairs).
-//   glm4: optional; with pairs in the first two (llama.cpp's use_mrope: GLM-4.1V) split halves,
-//     a fourth section with pairs refused; else adjacent pairs, the key unused.
+//   qwen3vl, qwen3vlmoe: required; the pairs left to the fourth keep their values (rope_still_pairs).
+//   glm4, glm4moe: optional; with pairs in the first two (llama.cpp's use_mrope: GLM-4.1V, GLM-4.5V)
+//     split halves, a fourth section with pairs refused; else the architecture's own pairs (glm4
+//     adjacent, glm4moe split halves), the key unused.
 //   hunyuan-dense: sections with pairs in the first two (Hunyuan-VL's) are refused.
 void read_mrope(const Reader& r, ModelConfig& c) {
   const GGUFFile& f = r.f;
   const std::string k = r.key("rope.dimension_sections");
-  const bool required = c.arch == Arch::Qwen2Vl || c.arch == Arch::Qwen3Vl;
+  const bool interleaved = c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe;
+  const bool required = c.arch == Arch::Qwen2Vl || interleaved;
   if (!f.has(k)) {
     if (required) throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", f.path(), k);
     return;
@@ -148,8 +150,8 @@ void read_mrope(const Reader& r, ModelConfig& c) {
       throw_error(ErrorKind::Unsupported, "{}: {}: hunyuan-dense with M-RoPE sections is not supported", f.path(), k);
     return;
   }
-  if (c.arch == Arch::Glm4 && !mrope) return;
-  if (c.arch != Arch::Qwen3Vl) {
+  if ((c.arch == Arch::Glm4 || c.arch == Arch::Glm4Moe) && !mrope) return;
+  if (!interleaved) {
     if (s[3] != 0)
       throw_error(ErrorKind::Unsupported,
                   "{}: {} gives the fourth M-RoPE section {} pairs (text positions there are 0); only 0 is supported",
@@ -191,29 +193,48 @@ void read_granite(const Reader& r, ModelConfig& c) {
   if (!minicpm) c.attn_scale = r.get_float("attention.scale", 0.0f);
 }
 
-// The experts: counts, widths, the router's gating, normalisation, scale and groups, and
-// deepseek2's leading dense layers and shared experts.
-//   expert width: qwen2moe, qwen3moe: expert_feed_forward_length, else feed_forward_length /
-//     expert_used_count; deepseek2: expert_feed_forward_length (required); llama (Mixtral), olmoe:
-//     feed_forward_length (llama.cpp binds the expert tensors with n_ff there)
+// The experts: counts, widths, the router's gating, normalisation, scale and groups, the leading
+// dense layers and shared experts, as each architecture's llama.cpp loader and graph have them.
+//   expert width: qwen2moe, qwen3moe, qwen3vlmoe: expert_feed_forward_length, else
+//     feed_forward_length / expert_used_count; deepseek, deepseek2, dots1, glm4moe, ernie4_5-moe,
+//     bailingmoe2: expert_feed_forward_length (required); llama (Mixtral), olmoe: feed_forward_length
+//     (llama.cpp binds the expert tensors with n_ff there)
 //   shared expert: qwen2moe expert_shared_feed_forward_length (else n_ff), gated by
-//     ffn_gate_inp_shexp; deepseek2 expert_shared_count experts of the expert width, ungated
-//   renormalisation (expert_weights_norm): llama.cpp's defaults, Mixtral and Qwen3-MoE yes,
-//     Qwen-MoE, OLMoE and DeepSeek-V2 no; a file's key is honoured
-//   gating (expert_gating_func): 0 or absent = softmax (deepseek2's compatibility default too)
-//   expert_weights_scale: 0 or absent = 1; groups: expert_group_count / _used_count (any gating)
+//     ffn_gate_inp_shexp; the others ungated: deepseek, deepseek2, dots1, glm4moe expert_shared_count
+//     experts of the expert width; bailingmoe2 expert_shared_count of expert_shared_feed_forward_length
+//     (else the expert width); ernie4_5-moe and granitemoe one of expert_shared_feed_forward_length
+//     (absent: none)
+//   leading dense layers (leading_dense_block_count) for the DeepSeek-style ones; ernie4_5-moe also
+//     interleave_moe_layer_step (required)
+//   renormalisation (expert_weights_norm): llama.cpp's defaults, Mixtral and Qwen3-MoE yes, Qwen-MoE,
+//     OLMoE, DeepSeek-V2, dots1, GLM-4.5 and Ling 2.0 no; a file's key is honoured except where
+//     llama.cpp's graph fixes it (deepseek no; qwen3vlmoe and ernie4_5-moe yes)
+//   gating (expert_gating_func): 0 or absent = softmax, glm4moe sigmoid; dots1 and bailingmoe2
+//     require the key; deepseek, qwen3vlmoe and ernie4_5-moe are softmax whatever it says
+//   expert_weights_scale: 0 or absent = 1 (qwen3vlmoe and ernie4_5-moe never scale); groups:
+//     expert_group_count / _used_count (any architecture, any gating)
 void read_experts(const Reader& r, ModelConfig& c) {
   const GGUFFile& file = r.f;
   c.n_expert = r.get("expert_count", 0);
   c.n_expert_used = r.get("expert_used_count", 0);
   if (c.arch == Arch::HunyuanDense && c.n_expert <= 1) c.n_expert = c.n_expert_used = 0;  // llama.cpp: dense
   const int per_token = c.n_expert_used > 0 ? c.n_ff / c.n_expert_used : 0;
+  // n_expert_shared experts of `width` as one SwiGLU: a product the file's counts must not overflow.
+  const auto shared_experts = [&](int width) {
+    c.n_expert_shared = r.get("expert_shared_count", std::nullopt);
+    const int64_t shared = int64_t{c.n_expert_shared} * width;
+    if (c.n_expert_shared < 0 || shared > std::numeric_limits<int>::max())
+      throw_error(ErrorKind::Format, "{}: {} = {} shared experts of {} rows is out of range", file.path(),
+                  r.key("expert_shared_count"), c.n_expert_shared, width);
+    c.n_ff_shared_expert = static_cast<int>(shared);
+  };
   switch (c.arch) {
     case Arch::Qwen2Moe:
       c.n_ff_expert = r.get("expert_feed_forward_length", per_token);
       c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", c.n_ff);
       break;
     case Arch::Qwen3Moe:
+    case Arch::Qwen3VlMoe:
       c.n_ff_expert = r.get("expert_feed_forward_length", per_token);
       break;
     case Arch::GraniteMoe:
@@ -225,24 +246,42 @@ void read_experts(const Reader& r, ModelConfig& c) {
       c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);
       if (c.n_expert > 0) {
         c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
-        c.n_expert_shared = r.get("expert_shared_count", std::nullopt);
-        // The shared experts run as one FFN of n_expert_shared x n_ff_expert rows: a product the
-        // file's two counts must not overflow.
-        const int64_t shared = int64_t{c.n_expert_shared} * c.n_ff_expert;
-        if (shared < 0 || shared > std::numeric_limits<int>::max()) {
-          throw_error(ErrorKind::Format, "{}: {} = {} shared experts of {} = {} rows is out of range", file.path(),
-                      r.key("expert_shared_count"), c.n_expert_shared, r.key("expert_feed_forward_length"),
-                      c.n_ff_expert);
-        }
-        c.n_ff_shared_expert = static_cast<int>(shared);
+        shared_experts(c.n_ff_expert);
       }
+      break;
+    case Arch::Deepseek:
+    case Arch::Dots1:
+    case Arch::Glm4Moe:
+    case Arch::BailingMoe2:
+      c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);
+      c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
+      shared_experts(c.arch == Arch::BailingMoe2 ? r.get("expert_shared_feed_forward_length", c.n_ff_expert)
+                                                 : c.n_ff_expert);
+      break;
+    case Arch::Ernie45Moe:
+      c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);
+      c.n_moe_layer_step = r.get("interleave_moe_layer_step", std::nullopt);
+      if (c.n_moe_layer_step < 1 || c.n_moe_layer_step > c.n_layer)
+        throw_error(ErrorKind::Format, "{}: {} is {} for {} layers", file.path(), r.key("interleave_moe_layer_step"),
+                    c.n_moe_layer_step, c.n_layer);
+      c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
+      c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", 0);
       break;
     default:
       c.n_ff_expert = c.n_ff;
   }
-  const bool raw = c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2;
+  // Fixed by llama.cpp's graph for these, whatever the file's keys say.
+  const bool fixed_softmax = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe;
+  const bool raw = c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
+                   c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2;
   c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), !raw);
-  const int gating = r.get("expert_gating_func", 0);  // 0 = LLAMA_EXPERT_GATING_FUNC_TYPE_NONE
+  if (c.arch == Arch::Deepseek) c.expert_weights_norm = false;
+  if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe) c.expert_weights_norm = true;
+  const bool gating_required = c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2;
+  if (gating_required && c.n_expert > 0 && !file.has(r.key("expert_gating_func")))
+    throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), r.key("expert_gating_func"));
+  int gating = fixed_softmax ? 1 : r.get("expert_gating_func", 0);  // 0 = LLAMA_EXPERT_GATING_FUNC_TYPE_NONE
+  if (gating == 0 && c.arch == Arch::Glm4Moe) gating = 2;  // GLM-4.5's sigmoid, llama.cpp's default for it
   if (gating == 0 || gating == 1) {
     c.expert_gating = ExpertGating::Softmax;
   } else if (gating == 2) {
@@ -251,15 +290,19 @@ void read_experts(const Reader& r, ModelConfig& c) {
     throw_error(ErrorKind::Unsupported, "{}: {} = {} is unsupported (1 softmax, 2 sigmoid)", file.path(),
                 r.key("expert_gating_func"), gating);
   }
-  c.expert_weights_scale = r.get_float("expert_weights_scale", 0.0f);
+  const bool never_scaled = c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe;
+  c.expert_weights_scale = never_scaled ? 0.0f : r.get_float("expert_weights_scale", 0.0f);
   if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp: 0 = no scaling
   c.n_expert_group = std::max(1, r.get("expert_group_count", 1));
   c.n_expert_group_used = std::max(1, r.get("expert_group_used_count", c.n_expert_group));
 
+  const bool lead_only = c.n_layer_dense_lead >= c.n_layer;  // every layer dense: no experts needed
+  const bool deepseek_style = c.arch == Arch::Deepseek2 || c.arch == Arch::Deepseek || c.arch == Arch::Dots1 ||
+                              c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 || c.arch == Arch::Ernie45Moe;
   const bool needs_experts = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
-                             c.arch == Arch::GraniteMoe ||
-                             (c.arch == Arch::Deepseek2 && c.n_layer_dense_lead < c.n_layer);
-  const bool may_have_experts = needs_experts || c.arch == Arch::Llama || c.arch == Arch::Deepseek2;
+                             c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe ||
+                             (deepseek_style && !lead_only);
+  const bool may_have_experts = needs_experts || c.arch == Arch::Llama || deepseek_style;
   if (needs_experts && c.n_expert == 0)
     throw_error(ErrorKind::Format, "{}: {} model without {}", file.path(), c.arch_name, r.key("expert_count"));
   if (!may_have_experts && c.n_expert > 0)

@@ -28,6 +28,15 @@
 //          ernie4_5 (dense), exaone: llama's tensors (ernie4_5's graph ignores an attn_output.bias,
 //          so specmoe does not bind it; exaone reads rope_freqs.weight as llama); mistral3: llama
 //          with granite's optional biases
+//   qwen3vlmoe: qwen3moe's tensors; deepseek: llama's attention with deepseek2's leading dense
+//          layers and ungated shared experts; dots1: qwen3's attention with them, exp_probs_b.bias
+//          optional; glm4moe: llama's attention with optional q/k/v biases and attn_{q,k}_norm
+//          {head_dim}, the FFN's pre-norm named post_attention_norm, deepseek's FFN with
+//          exp_probs_b.bias required and shared experts where expert_shared_count > 0;
+//          ernie4_5-moe: ernie4_5's attention, dense layers below leading_dense_block_count and
+//          between the MoE ones (interleave_moe_layer_step), an optional ungated shared expert and
+//          exp_probs_b.bias; bailingmoe2: attn_qkv with attn_{q,k}_norm {head_dim}, deepseek's FFN
+//          with optional exp_probs_b.bias
 //   gpt2:  token_embd, position_embd, output_norm{,.bias}, output (absent = tied),
 //          blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up, ffn_down}{.weight,.bias}
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
@@ -155,8 +164,10 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
   w.gate_exps = b.stacked(p + "ffn_gate_exps.weight", d, ff, E);
   w.up_exps = b.stacked(p + "ffn_up_exps.weight", d, ff, E);
   w.down_exps = b.stacked(p + "ffn_down_exps.weight", ff, d, E);
-  if ((c.arch == Arch::Deepseek2 || c.arch == Arch::GraniteMoe) && c.n_ff_shared_expert > 0) {
-    // deepseek2's expert_shared_count experts as one SwiGLU, Granite MoE Shared's one: weight 1
+  if (c.arch != Arch::Qwen2Moe && c.n_ff_shared_expert > 0) {
+    // The ungated shared experts (weight 1): deepseek's, deepseek2's, dots1's, glm4moe's and
+    // bailingmoe2's expert_shared_count experts as one SwiGLU, Granite MoE Shared's and
+    // ernie4_5-moe's one.
     const int64_t sh = c.n_ff_shared_expert;
     w.gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", d, sh);
     w.up_shexp = b.matrix(p + "ffn_up_shexp.weight", d, sh);
@@ -178,8 +189,14 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
       throw_error(ErrorKind::Format, "{}: tensor '{}ffn_gate_inp_shexp.weight' holds {} bytes, expected {}",
                   b.file().path(), p, g->nbytes, w.gate_inp_shexp.bytes());
   }
+  // The selection bias where llama.cpp binds it: required for glm4moe; optional for deepseek2,
+  // dots1, ernie4_5-moe and bailingmoe2 (any gating) and for the others' sigmoid gating.
   std::vector<float> bias;
-  if ((c.expert_gating == ExpertGating::Sigmoid || c.arch == Arch::Deepseek2) && b.has(p + "exp_probs_b.bias"))
+  const bool binds_bias = c.arch == Arch::Deepseek2 || c.arch == Arch::Dots1 || c.arch == Arch::Ernie45Moe ||
+                          c.arch == Arch::BailingMoe2 || c.arch == Arch::Glm4Moe;
+  const bool no_bias = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe;
+  if (c.arch == Arch::Glm4Moe || (b.has(p + "exp_probs_b.bias") &&
+                                  (binds_bias || (!no_bias && c.expert_gating == ExpertGating::Sigmoid))))
     bias = b.vector(p + "exp_probs_b.bias", E);
   if (!bias.empty()) {
     floats.push_back(bias);
@@ -295,7 +312,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
                     file.path(), l);
       L.attn_norm = vec(p + "attn_norm.weight", c.n_embd);
       // seed_oss names its FFN's pre-norm post_attention_norm (llama.cpp's attn_post_norm).
-      L.ffn_norm = vec(p + (c.arch == Arch::SeedOss ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd);
+      // seed_oss and glm4moe name it so too.
+      const bool post_named = c.arch == Arch::SeedOss || c.arch == Arch::Glm4Moe;
+      L.ffn_norm = vec(p + (post_named ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd);
     }
     if (c.layer_norm && c.arch != Arch::Phi2 && !cohere) {
       L.attn_norm_b = vec(p + "attn_norm.bias", c.n_embd);

@@ -59,11 +59,13 @@ void check_spec(const SynthSpec& s) {
   if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
                    "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
                    "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2",
-                   "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl"}))
+                   "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
+                   "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
-                "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl)",
+                "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
+                "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2)",
                 s.arch);
   if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
@@ -93,23 +95,33 @@ void check_spec(const SynthSpec& s) {
     throw_error(ErrorKind::InvalidArgument, "synth: rope.scaling.attn_factor is written for phi3 and olmo2, not {}",
                 s.arch);
   const bool ds = s.arch == "deepseek2";
-  if (ds != (s.kv_lora_rank > 0) || (!ds && (s.q_lora_rank || s.v_head_dim || s.n_layer_dense_lead ||
-                                             s.n_expert_shared || s.n_ff_dense || s.yarn_log_mul != 0.0f)))
-    throw_error(ErrorKind::InvalidArgument, "synth: latent attention, dense lead layers and shared expert counts are "
-                "deepseek2's (which needs kv_lora_rank > 0), not {}'s", s.arch);
+  // DeepSeek-style MoE: leading dense layers of n_ff_dense, shared experts (n_expert_shared of the
+  // expert width; ernie4_5-moe's one of n_ff_shared).
+  const bool ds_moe = ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2"});
+  if (ds != (s.kv_lora_rank > 0) || (!ds && (s.q_lora_rank || s.v_head_dim || s.yarn_log_mul != 0.0f)) ||
+      (!ds_moe && (s.n_layer_dense_lead || s.n_expert_shared || s.n_ff_dense)))
+    throw_error(ErrorKind::InvalidArgument, "synth: latent attention is deepseek2's (which needs kv_lora_rank > 0), "
+                "dense lead layers and shared expert counts the DeepSeek-style MoE architectures', not {}'s", s.arch);
+  if (s.moe_layer_step != 1 && s.arch != "ernie4_5-moe")
+    throw_error(ErrorKind::InvalidArgument, "synth: an MoE layer step is ernie4_5-moe's, not {}'s", s.arch);
   const bool experts_ok = s.arch == "qwen2moe"                    ? s.n_expert > 0 && s.n_ff_shared > 0
-                          : is_arch(s, {"qwen3moe", "olmoe", "granitemoe"}) ? s.n_expert > 0 && s.n_ff_shared == 0
-                          : ds                                   ? s.n_expert > 0 && s.n_ff_shared == 0
+                          : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe"}) ? s.n_expert > 0 && s.n_ff_shared == 0
+                          : s.arch == "ernie4_5-moe"             ? s.n_expert > 0 && s.n_expert_shared == 0
+                          : ds_moe                               ? s.n_expert > 0 && s.n_ff_shared == 0
                           : s.arch == "llama"                    ? s.n_expert >= 0 && s.n_ff_shared == 0
                                                                  : s.n_expert == 0 && s.n_ff_shared == 0;
   if (!experts_ok)
     throw_error(ErrorKind::InvalidArgument,
-                "synth: experts {} / shared width {}: qwen2moe needs both > 0, qwen3moe, olmoe and deepseek2 experts "
-                "(deepseek2's shared experts are n_expert_shared), llama may have experts but no shared expert, the "
-                "others neither", s.n_expert, s.n_ff_shared);
+                "synth: experts {} / shared width {}: qwen2moe needs both > 0, the other MoE architectures experts "
+                "(shared experts are n_expert_shared, ernie4_5-moe's one shared expert n_ff_shared), llama may have "
+                "experts but no shared expert, the others neither", s.n_expert, s.n_ff_shared);
   if (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert))
     throw_error(ErrorKind::InvalidArgument, "synth: expert_used {} must be in [1, n_expert {}]", s.n_expert_used,
                 s.n_expert);
+  if (ds_moe && (s.n_layer_dense_lead > s.n_layer || (s.n_layer_dense_lead > 0 && s.n_ff_dense <= 0) ||
+                 s.moe_layer_step < 1 || (s.moe_layer_step > 1 && s.n_ff_dense <= 0)))
+    throw_error(ErrorKind::InvalidArgument, "synth: {} needs a dense width for its {} leading dense layers and the "
+                "layers between MoE ones (step {})", s.arch, s.n_layer_dense_lead, s.moe_layer_step);
   if (ds && (s.rope_dims <= 0 || s.rope_dims >= head_dim_of(s) || s.v_head_dim <= 0 || s.n_head_kv != 1 ||
              s.n_layer_dense_lead > s.n_layer || (s.n_layer_dense_lead > 0 && s.n_ff_dense <= 0)))
     throw_error(ErrorKind::InvalidArgument,
@@ -149,16 +161,20 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   check_spec(s);
   const std::string& a = s.arch;
   const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
-  const bool qk_norm = is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl"});
+  const bool qk_norm =
+      is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe", "dots1", "bailingmoe2"});
   const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
+  const bool ds_moe = ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2"});
+  const bool ernie_moe = a == "ernie4_5-moe", fused_qkv = phi3 || a == "bailingmoe2";
+  const int n_ff_dense = s.n_ff_dense > 0 ? s.n_ff_dense : s.n_ff;  // dense layers of the DeepSeek-style ones
   const bool granite = a == "granite" || a == "granitemoe", starcoder2 = a == "starcoder2";
   const bool post_only = a == "olmo2" || a == "exaone4";  // post-norms only (exaone4 with per-head QK-norm)
   const bool neox = a == "gptneox", phi2 = a == "phi2";
   const bool cohere = a == "command-r" || a == "cohere2";  // LayerNorm without biases, phi2's one norm
   // LayerNorm with biases (gpt2's apart, with zero biases)
   const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2"});
-  const bool qkv_bias = qwen2 || layer_norm || glm4;
+  const bool qkv_bias = qwen2 || layer_norm || glm4 || a == "glm4moe";
   const int n_head_kv = gpt2 ? s.n_head : s.n_head_kv;
   const int head_dim = head_dim_of(s);
   const int rope_dims = s.rope_dims > 0 ? s.rope_dims : head_dim;
@@ -172,12 +188,12 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   w.set_u32(a + ".embedding_length", s.n_embd);
   w.set_u32(a + ".block_count", n_write);
   const bool moe = s.n_expert > 0, qwen2moe = a == "qwen2moe";
-  const bool expert_width_key = qwen2moe || a == "qwen3moe" || ds;
+  const bool expert_width_key = qwen2moe || a == "qwen3moe" || a == "qwen3vlmoe" || ds_moe;
   // llama (Mixtral), olmoe: feed_forward_length is the expert width. qwen2moe, qwen3moe: expert
   // widths have their own keys; feed_forward_length is the dense-equivalent k * expert width
   // (llama.cpp's default expert width is feed_forward_length / expert_used_count). deepseek2: the
   // leading dense layers' width.
-  const int ff_key = ds && s.n_ff_dense > 0 ? s.n_ff_dense : expert_width_key ? s.n_ff * s.n_expert_used : s.n_ff;
+  const int ff_key = ds_moe && s.n_ff_dense > 0 ? s.n_ff_dense : expert_width_key ? s.n_ff * s.n_expert_used : s.n_ff;
   w.set_u32(a + ".feed_forward_length", ff_key);
   if (moe) {
     w.set_u32(a + ".expert_count", s.n_expert);
@@ -185,9 +201,11 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   }
   if (expert_width_key) w.set_u32(a + ".expert_feed_forward_length", s.n_ff);
   if (qwen2moe) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
-  if (ds) {
-    w.set_u32(a + ".leading_dense_block_count", s.n_layer_dense_lead);
-    w.set_u32(a + ".expert_shared_count", s.n_expert_shared);
+  if (ds_moe) w.set_u32(a + ".leading_dense_block_count", s.n_layer_dense_lead);
+  if (ds_moe && !ernie_moe) w.set_u32(a + ".expert_shared_count", s.n_expert_shared);
+  if (ernie_moe) {
+    w.set_u32(a + ".interleave_moe_layer_step", s.moe_layer_step);
+    if (s.n_ff_shared > 0) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
   }
   if (s.expert_weights_norm >= 0) w.set_bool(a + ".expert_weights_norm", s.expert_weights_norm != 0);
   if (s.expert_weights_scale != 0.0f) w.set_f32(a + ".expert_weights_scale", s.expert_weights_scale);
@@ -208,7 +226,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       const int pairs = rope_dims / 2, t = pairs / 4, hw = (pairs - t) / 2;
       w.set_i32_array(a + ".rope.dimension_sections", {t, hw, pairs - t - hw, 0});
     }
-    if (a == "qwen3vl") {  // interleaved M-RoPE as Qwen3-VL's [24, 20, 20, 0]: some pairs still for text
+    if (a == "qwen3vl" || a == "qwen3vlmoe") {  // interleaved M-RoPE as Qwen3-VL's [24, 20, 20, 0]: some pairs still for text
       const int pairs = rope_dims / 2, t = pairs * 3 / 8, hw = pairs / 4;
       w.set_i32_array(a + ".rope.dimension_sections", {t, hw, hw, 0});
     }
@@ -289,8 +307,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       w.add_tensor_f32(p + "ffn_gate_inp_shexp.weight", DType::F32, {d},
                        random_values(seed, p + "ffn_gate_inp_shexp.weight", static_cast<size_t>(d), 1.0f / std::sqrt(float(d))));
     }
-    if (ds && s.n_expert_shared > 0) {  // the shared experts as one ungated SwiGLU
-      const int64_t sh = static_cast<int64_t>(s.n_expert_shared) * ff;
+    if ((ds_moe && s.n_expert_shared > 0) || (ernie_moe && s.n_ff_shared > 0)) {  // one ungated SwiGLU
+      const int64_t sh = ernie_moe ? s.n_ff_shared : static_cast<int64_t>(s.n_expert_shared) * ff;
       matrix(p + "ffn_gate_shexp.weight", d, sh, 1.0f);
       matrix(p + "ffn_up_shexp.weight", d, sh, 1.0f);
       matrix(p + "ffn_down_shexp.weight", sh, d, rs);
@@ -364,11 +382,12 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     const std::string p = fmt::format("blk.{}.", l);
     // Residual branches of the layers the draft does not have are scaled down.
     const float rs = (s.n_full_layers >= 0 && l >= s.n_full_layers) ? s.deep_residual_scale : 1.0f;
-    const bool moe_layer = moe && l >= s.n_layer_dense_lead;
+    const bool moe_layer = moe && l >= s.n_layer_dense_lead && (l + 1) % s.moe_layer_step == 0;
     if (!post_only) {  // olmo2, exaone4 normalise the sublayers' outputs only; phi2, cohere have one norm
       vec(p + "attn_norm.weight", s.n_embd, 1.0f, cohere ? 0.3f : 0.0f);
-      // seed_oss names the FFN's pre-norm post_attention_norm
-      if (!phi2 && !cohere) vec(p + (a == "seed_oss" ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.0f);
+      // seed_oss and glm4moe name the FFN's pre-norm post_attention_norm
+      const bool post_named = a == "seed_oss" || a == "glm4moe";
+      if (!phi2 && !cohere) vec(p + (post_named ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.0f);
     }
     if (layer_norm) {  // biases with a spread, so a skipped one shows
       vec(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f);
@@ -409,7 +428,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       matrix(p + "attn_output.weight", static_cast<int64_t>(s.n_head) * s.v_head_dim, s.n_embd, rs);
       continue;
     } else {
-      if (phi3 || phi2) {
+      if (fused_qkv || phi2) {
         matrix(p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim, 1.0f);
         if (phi2) vec(p + "attn_qkv.bias", q_dim + 2 * kv_dim, 0.0f, 0.1f);
       } else {
@@ -435,8 +454,12 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         vec(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.5f);
         vec(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.5f);
       }
-      if (moe) {
+      if (moe_layer) {
         write_experts(p, rs);
+      } else if (ds_moe) {  // a leading dense layer, or one between ernie4_5-moe's MoE layers
+        matrix(p + "ffn_gate.weight", s.n_embd, n_ff_dense, 1.0f);
+        matrix(p + "ffn_up.weight", s.n_embd, n_ff_dense, 1.0f);
+        matrix(p + "ffn_down.weight", n_ff_dense, s.n_embd, rs);
       } else if (phi3 || glm4) {
         matrix(p + "ffn_up.weight", s.n_embd, 2 * static_cast<int64_t>(s.n_ff), 1.0f);  // [gate | up]
       } else if (starcoder2 || phi2) {  // gpt2's ungated GELU MLP with biases
@@ -449,7 +472,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       }
     }
     matrix(p + "attn_output.weight", q_dim, s.n_embd, rs);
-    if (!moe) matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
+    if (!moe_layer && !ds_moe) matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
   }
   w.write(path);
 }

@@ -22,7 +22,8 @@ struct SynthSpec {
                                    // phi3 | gemma2 | deepseek2 | granite | granitemoe | olmo2 | smollm3 |
                                    // stablelm | gemma | starcoder2 | gptneox | phi2 | ernie4_5 | exaone |
                                    // exaone4 | mistral3 | command-r | cohere2 | internlm2 | qwen2vl |
-                                   // seed_oss | minicpm | glm4 | hunyuan-dense | qwen3vl
+                                   // seed_oss | minicpm | glm4 | hunyuan-dense | qwen3vl | qwen3vlmoe |
+                                   // deepseek | dots1 | glm4moe | ernie4_5-moe | bailingmoe2
   DType type = DType::F32;         // type of the 2-D and expert weights (norms, biases, routers F32);
                                    // every row width must be a multiple of its block (checked)
   int n_vocab = 320;               // >= 259: <unk> <s> </s> + 256 byte tokens, padded
@@ -54,8 +55,9 @@ struct SynthSpec {
   int n_expert_group_used = 0;
   int expert_gating = 0;           // 0: no key; 1 softmax, 2 sigmoid (<arch>.expert_gating_func)
   bool exp_probs_bias = false;     // blk.N.exp_probs_b.bias (selection bias) in every MoE layer
-  // deepseek2: multi-head latent attention (head_dim = qk_nope + rope_dims is key_length_mla),
-  // leading dense layers of n_ff_dense, shared experts of the expert width.
+  // deepseek2: multi-head latent attention (head_dim = qk_nope + rope_dims is key_length_mla).
+  // deepseek2 and the DeepSeek-style MoE architectures (deepseek, dots1, glm4moe, ernie4_5-moe,
+  // bailingmoe2): leading dense layers of n_ff_dense, shared experts of the expert width.
   int q_lora_rank = 0;             // 0: attn_q (DeepSeek-V2-Lite), else attn_q_a / attn_q_b
   int kv_lora_rank = 0;
   int rope_dims = 0;               // rope.dimension_count (0 = head_dim); deepseek2: the RoPE part
@@ -63,6 +65,8 @@ struct SynthSpec {
   int n_layer_dense_lead = 0;
   int n_ff_dense = 0;              // deepseek2: the leading dense layers' width
   int n_expert_shared = 0;
+  int moe_layer_step = 1;          // ernie4_5-moe: interleave_moe_layer_step (layers past the lead with
+                                   // (l + 1) % step != 0 are dense SwiGLUs of n_ff_dense)
   float yarn_log_mul = 0.0f;       // 0: no key; else rope.scaling.yarn_log_multiplier (0.1 x mscale_all_dim)
   // phi3: one attn_qkv and ffn_up = [gate | up] (always), optional LongRoPE factor tensors
   // rope_factors_long / _short (rope_orig_ctx is then written as original_context_length) and
@@ -102,7 +106,8 @@ struct SynthSpec {
 // "starcoder2-tiny", "gptneox-tiny", "phi2-tiny", "ernie4_5-tiny", "exaone-tiny", "exaone4-tiny",
 // "olmo3-tiny", "exaone4-32b-tiny", "command-r-tiny", "cohere2-tiny", "internlm2-tiny", "qwen2vl-tiny",
 // "seed_oss-tiny", "minicpm-tiny", "glm4-tiny", "hunyuan-dense-tiny", "qwen3vl-tiny",
-// "mistral3-tiny", "deepseek2-tiny", "deepseek2-lite-tiny", "qwen3moe-target", "deepseek2-target"), or
+// "qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny",
+// "bailingmoe2-tiny", "mistral3-tiny", "deepseek2-tiny", "deepseek2-lite-tiny", "qwen3moe-target", "deepseek2-target"), or
 // "PRESET-TYPE" for a preset with
 // its matrices in TYPE (a dtype name in any case: "tiny-q5_0", "tiny-256-iq4_xs",
 // "target-q4_k"); throws Error(InvalidArgument) naming the preset and listing the known ones.

@@ -410,6 +410,72 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "qwen3vlmoe-tiny") {
+    // qwen3vlmoe (Qwen3-VL-30B-A3B's language model on text) in llama.cpp's layout, F32:
+    // qwen3moe-tiny with qwen3vl-tiny's interleaved M-RoPE sections (pair 13 unrotated for text).
+    s.arch = "qwen3vlmoe";
+    s.n_layer = 3;
+    s.head_dim = 32;
+    s.n_ff = 32;
+    s.n_expert = 16;
+    s.n_expert_used = 4;
+    s.rope_freq_base = 100.0f;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "deepseek-tiny" || preset == "dots1-tiny" || preset == "glm4moe-tiny" ||
+      preset == "bailingmoe2-tiny") {
+    // The DeepSeek-style MoE blocks after one dense layer (width 128), F32, 3 layers, dim 64, 8
+    // routed experts of width 32, top-2, plus shared ones:
+    //   deepseek (DeepSeek-MoE 16B): llama's attention, softmax top-k, raw weights, 2 shared experts;
+    //   dots1 (dots.llm1): qwen3's attention (QK-norm per head), sigmoid scores with a selection
+    //     bias (exp_probs_b), renormalised, scaled by 2, 1 shared expert;
+    //   glm4moe (GLM-4.5-Air): q/k/v biases, split-halves RoPE on 8 of 16 dims, the FFN's pre-norm
+    //     named post_attention_norm, sigmoid scores with the bias, over 4 groups keeping 2, renormalised,
+    //     scaled by 1.5, 1 shared expert;
+    //   bailingmoe2 (Ling 2.0): one attn_qkv, QK-norm per head, RoPE on 8 of 16 dims, sigmoid scores
+    //     with the bias over 2 groups keeping 1, renormalised, scaled by 2.5, 1 shared expert.
+    s.arch = preset.substr(0, preset.size() - 5);
+    s.n_layer = 3;
+    s.n_layer_dense_lead = 1;
+    s.n_ff_dense = 128;
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.n_expert_shared = s.arch == "deepseek" ? 2 : 1;
+    if (s.arch != "deepseek") {
+      s.expert_gating = 2;
+      s.exp_probs_bias = true;
+      s.expert_weights_norm = 1;
+      s.expert_weights_scale = s.arch == "dots1" ? 2.0f : s.arch == "glm4moe" ? 1.5f : 2.5f;
+    }
+    if (s.arch == "glm4moe" || s.arch == "bailingmoe2") {
+      s.rope_dims = 8;
+      s.n_expert_group = s.arch == "glm4moe" ? 4 : 2;
+      s.n_expert_group_used = s.arch == "glm4moe" ? 2 : 1;
+    }
+    s.name = preset;
+    return s;
+  }
+  if (preset == "ernie4_5-moe-tiny") {
+    // ernie4_5-moe (ERNIE-4.5-21B-A3B's form) in llama.cpp's layout, F32, 4 layers, dim 64: layer 0
+    // dense (leading_dense_block_count 1), then experts in every second layer
+    // (interleave_moe_layer_step 2: layers 1 and 3; layer 2 dense, width 128), 8 experts of width
+    // 32 top-2, softmax with a selection bias, renormalised, one ungated shared expert of width 64,
+    // adjacent-pair RoPE, tied head.
+    s.arch = "ernie4_5-moe";
+    s.n_layer_dense_lead = 1;
+    s.moe_layer_step = 2;
+    s.n_ff_dense = 128;
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.n_ff_shared = 64;
+    s.exp_probs_bias = true;
+    s.tied_output = true;
+    s.name = preset;
+    return s;
+  }
   if (preset == "deepseek2-tiny" || preset == "deepseek2-lite-tiny") {
     // deepseek2 in llama.cpp's layout (MLA converted to its absorbed form), F32, 3 layers, dim 64,
     // 4 heads: query/key heads of 48 = 32 non-RoPE + 16 RoPE dims, value heads of 32, a latent of
@@ -584,6 +650,18 @@ std::vector<std::string> synth_presets() {
       "still)",
       "mistral3-tiny: mistral3, F32, 4 layers, dim 64, YaRN with its beta and log-multiplier keys, attention "
       "temperature from position 8",
+      "qwen3vlmoe-tiny: qwen3vlmoe (Qwen3-VL-30B-A3B's text model), qwen3moe-tiny with qwen3vl-tiny's M-RoPE "
+      "sections",
+      "deepseek-tiny: deepseek (DeepSeek-MoE), F32, 3 layers, dim 64, 1 dense + 2 MoE layers of 8 experts top-2 + "
+      "2 shared, raw softmax weights",
+      "dots1-tiny: dots1, F32, 3 layers, dim 64, QK-norm, 1 dense + 2 MoE layers of 8 experts top-2 + 1 shared, "
+      "sigmoid with selection bias, scale 2",
+      "glm4moe-tiny: glm4moe (GLM-4.5-Air), F32, 3 layers, dim 64, q/k/v biases, RoPE on 8 of 16 dims, 1 dense + 2 "
+      "MoE layers of 8 experts top-2 + 1 shared, sigmoid with bias over 4 groups keep 2, scale 1.5",
+      "ernie4_5-moe-tiny: ernie4_5-moe, F32, 4 layers, dim 64, experts in layers 1 and 3 (step 2), 8 top-2 + one "
+      "shared of 64, softmax with selection bias, tied head",
+      "bailingmoe2-tiny: bailingmoe2 (Ling 2.0), F32, 3 layers, dim 64, attn_qkv, QK-norm, RoPE on 8 of 16 dims, 1 "
+      "dense + 2 MoE layers of 8 experts top-2 + 1 shared, sigmoid with bias over 2 groups keep 1, scale 2.5",
       "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "
       "of 8 experts top-2 + 2 shared, softmax over 4 groups keep 2, scale 1.5, YaRN",
       "deepseek2-lite-tiny: deepseek2-tiny in DeepSeek-V2-Lite's form: attn_q, no groups, no scale, no YaRN",

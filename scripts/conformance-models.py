@@ -3,7 +3,8 @@
 granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, gemma, gptneox, phi2,
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
-sections and without), hunyuan-dense and qwen3vl in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe
+and bailingmoe2 in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -99,11 +100,15 @@ class Model:
         self.w.close()
 
 
-def qwen3moe(path, dtype):
+def qwen3moe(path, dtype, arch="qwen3moe", seed=1, base=1000000.0, sections=None):
     # llama_model_qwen3moe: qwen3's attention (QK-norm per head, heads of key_length) and experts of
     # expert_feed_forward_length, softmax top-k renormalised (norm_w true in its graph).
+    # llama_model_qwen3vlmoe (Qwen3-VL-30B-A3B's language model on text) the same with interleaved
+    # M-RoPE sections.
     d, L, H, Hkv, hd, E, k, ff = 256, 4, 4, 2, 128, 16, 4, 256
-    m = Model(path, "qwen3moe", 1, dtype)
+    m = Model(path, arch, seed, dtype)
+    if sections:
+        m.w.add_array(f"{arch}.rope.dimension_sections", sections)
     m.common(d, L, H, Hkv)
     m.u32("feed_forward_length", ff * k)
     m.u32("expert_feed_forward_length", ff)
@@ -112,7 +117,7 @@ def qwen3moe(path, dtype):
     m.u32("attention.key_length", hd)
     m.u32("attention.value_length", hd)
     m.u32("rope.dimension_count", hd)
-    m.f32("rope.freq_base", 1000000.0)
+    m.f32("rope.freq_base", base)
     m.head(d)
     for l in range(L):
         p = f"blk.{l}."
@@ -276,6 +281,113 @@ def deepseek2(path, dtype, lite):
             m.matrix(p + "ffn_up_shexp.weight", [d, 2 * ff])
             m.matrix(p + "ffn_down_shexp.weight", [2 * ff, d], scale=0.7)
     m.write()
+
+
+def deepseek_style(path, dtype, arch, seed, keys, qk_norm=False, fused_qkv=False, qkv_bias=False, out_bias=False,
+                   rope_dims=None, ffn_norm="ffn_norm", shared=0, sel_bias=None, nextn=0, mha=False):
+    # The DeepSeek-style MoE families (llama_model_deepseek, _dots1, _glm4_moe, _ernie4_5_moe,
+    # _bailingmoe2): 4 layers of 256, heads 4/2 of 64, layer 0 a dense SwiGLU of 512
+    # (leading_dense_block_count 1), then 16 routed experts of 256, top-4, and `shared` ungated
+    # shared-expert rows (ffn_*_shexp), an exp_probs_b selection bias of spread sel_bias; `keys`
+    # writes the router's keys. nextn: multi-token-prediction blocks counted by block_count, with
+    # no tensors (llama.cpp skips them). mha: as many KV heads as heads (llama.cpp binds dots1's
+    # attn_k / attn_v with n_head heads, as dots.llm1 has).
+    d, L, H, Hkv, hd, E, k, ff, dense_ff = 256, 4, 4, 2, 64, 16, 4, 256, 512
+    if mha:
+        Hkv = H
+    m = Model(path, arch, seed, dtype)
+    m.common(d, L + nextn, H, Hkv)
+    if nextn:
+        m.u32("nextn_predict_layers", nextn)
+    m.u32("feed_forward_length", dense_ff)
+    m.u32("leading_dense_block_count", 1)
+    m.u32("expert_feed_forward_length", ff)
+    m.u32("expert_count", E)
+    m.u32("expert_used_count", k)
+    m.u32("rope.dimension_count", rope_dims or hd)
+    m.f32("rope.freq_base", 10000.0)
+    keys(m)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        if fused_qkv:
+            m.matrix(p + "attn_qkv.weight", [d, (H + 2 * Hkv) * hd])
+            m.matrix(p + "attn_output.weight", [H * hd, d], scale=0.7)
+        else:
+            dense_attention(m, p, d, H, Hkv, hd, bias=qkv_bias, out_bias=out_bias)
+        if qk_norm:
+            m.norm(p + "attn_q_norm.weight", hd)
+            m.norm(p + "attn_k_norm.weight", hd)
+        m.norm(p + ffn_norm + ".weight", d)
+        if l == 0:
+            swiglu(m, p, d, dense_ff)
+            continue
+        m.experts(p, d, ff, E)
+        if sel_bias:
+            m.norm(p + "exp_probs_b.bias", E, base=0.0, noise=sel_bias)
+        if shared:
+            m.matrix(p + "ffn_gate_shexp.weight", [d, shared])
+            m.matrix(p + "ffn_up_shexp.weight", [d, shared])
+            m.matrix(p + "ffn_down_shexp.weight", [shared, d], scale=0.7)
+    m.write()
+
+
+def deepseek(path, dtype):
+    # DeepSeek-MoE: llama's attention (NORM RoPE), softmax top-k with raw weights (its graph fixes
+    # both), expert_weights_scale read, 2 shared experts.
+    def keys(m):
+        m.u32("expert_shared_count", 2)
+        m.f32("expert_weights_scale", 1.5)
+    deepseek_style(path, dtype, "deepseek", 34, keys, shared=512)
+
+
+def dots1(path, dtype):
+    # dots.llm1: qwen3's attention (QK-norm per head, NEOX RoPE, one KV head per head), sigmoid scores with the selection
+    # bias, renormalised, scaled by 2.5, 1 shared expert.
+    def keys(m):
+        m.u32("expert_shared_count", 1)
+        m.u32("expert_gating_func", 2)
+        m.w.add_bool("dots1.expert_weights_norm", True)
+        m.f32("expert_weights_scale", 2.5)
+    deepseek_style(path, dtype, "dots1", 35, keys, qk_norm=True, shared=256, sel_bias=0.3, mha=True)
+
+
+def glm4moe(path, dtype):
+    # GLM-4.5: q/k/v biases, the q/k head norms (the 355B's), NEOX RoPE on half of each head, the
+    # FFN's pre-norm named post_attention_norm, sigmoid scores (no expert_gating_func: llama.cpp's
+    # default for glm4moe) with the required selection bias, renormalised, scaled by 1.5, 1 shared
+    # expert; one NextN block counted by block_count.
+    def keys(m):
+        m.u32("expert_shared_count", 1)
+        m.w.add_bool("glm4moe.expert_weights_norm", True)
+        m.f32("expert_weights_scale", 1.5)
+    deepseek_style(path, dtype, "glm4moe", 36, keys, qk_norm=True, qkv_bias=True, rope_dims=32,
+                   ffn_norm="post_attention_norm", shared=256, sel_bias=0.3, nextn=1)
+
+
+def ernie4_5_moe(path, dtype):
+    # ERNIE-4.5-21B-A3B's form: llama's attention (NORM RoPE) with an attn_output.bias its graph
+    # ignores, experts in every layer past the first (interleave_moe_layer_step 1), softmax
+    # renormalised (fixed by its graph) with a selection bias, one shared expert of 256.
+    def keys(m):
+        m.u32("interleave_moe_layer_step", 1)
+        m.u32("expert_shared_feed_forward_length", 256)
+    deepseek_style(path, dtype, "ernie4_5-moe", 37, keys, qkv_bias=True, out_bias=True, shared=256, sel_bias=0.03)
+
+
+def bailingmoe2(path, dtype):
+    # Ling 2.0: one attn_qkv, the q/k head norms, NEOX RoPE on half of each head, sigmoid scores with
+    # the selection bias over 4 expert groups keeping 2, renormalised, scaled by 2.5, 1 shared expert.
+    def keys(m):
+        m.u32("expert_shared_count", 1)
+        m.u32("expert_gating_func", 2)
+        m.u32("expert_group_count", 4)
+        m.u32("expert_group_used_count", 2)
+        m.w.add_bool("bailingmoe2.expert_weights_norm", True)
+        m.f32("expert_weights_scale", 2.5)
+    deepseek_style(path, dtype, "bailingmoe2", 38, keys, qk_norm=True, fused_qkv=True, rope_dims=32, shared=256,
+                   sel_bias=0.3)
 
 
 def dense_attention(m, p, d, H, Hkv, hd, bias=False, out_bias=False):
@@ -731,6 +843,12 @@ WRITERS = {
     "seed_oss": lambda p, t: llama_like(p, t, "seed_oss", 26, ffn_norm="post_attention_norm"),
     "command-r": lambda p, t: cohere(p, t, "command-r"),
     "cohere2": lambda p, t: cohere(p, t, "cohere2"),
+    "qwen3vlmoe": lambda p, t: qwen3moe(p, t, "qwen3vlmoe", 33, 100.0, [24, 20, 20, 0]),
+    "deepseek": deepseek,
+    "dots1": dots1,
+    "glm4moe": glm4moe,
+    "ernie4_5-moe": ernie4_5_moe,
+    "bailingmoe2": bailingmoe2,
 }
 
 if __name__ == "__main__":

@@ -3,14 +3,18 @@
 // MoE architectures' tests (model_moe_test.cpp, model_arch_moe_test.cpp) share it.
 //
 // The block reads its router from the GGUF keys itself, with llama.cpp's defaults
-// (build_moe_ffn): scores = softmax over all experts (expert_gating_func 0/1) or sigmoid (2);
-// selection on scores + exp_probs_b (the bias, when present: deepseek2 for either gating, any
-// architecture with sigmoid gating); with expert_group_count G > 1 a group's score is the sum of
-// its two best selection scores and only the expert_group_used_count best groups are eligible;
-// top-k by selection score (ties: lower index); weights = the unbiased scores, divided by their sum
-// when expert_weights_norm (default: yes for llama, qwen3moe; no for qwen2moe, olmoe, deepseek2),
-// times expert_weights_scale (0 or absent: 1). Shared experts: qwen2moe's gated by sigmoid(w . h),
-// deepseek2's ungated; deepseek2's leading_dense_block_count layers are dense SwiGLUs.
+// (build_moe_ffn): scores = softmax over all experts (expert_gating_func 0/1; glm4moe's default is
+// sigmoid) or sigmoid (2); deepseek, qwen3vlmoe and ernie4_5-moe are softmax whatever the key says;
+// selection on scores + exp_probs_b (the bias, when present: deepseek2, dots1, glm4moe, ernie4_5-moe
+// and bailingmoe2 for either gating, the others but deepseek and qwen3vlmoe with sigmoid gating);
+// with expert_group_count G > 1 a group's score is the sum of its two best selection scores and
+// only the expert_group_used_count best groups are eligible; top-k by selection score (ties: lower
+// index); weights = the unbiased scores, divided by their sum when expert_weights_norm (default:
+// yes for llama, qwen3moe; no for qwen2moe, olmoe, deepseek2, dots1, glm4moe, bailingmoe2; fixed
+// no for deepseek, yes for qwen3vlmoe and ernie4_5-moe), times expert_weights_scale (0 or absent:
+// 1; never for qwen3vlmoe and ernie4_5-moe). Shared experts: qwen2moe's gated by sigmoid(w . h),
+// the others' ungated; leading_dense_block_count layers (and ernie4_5-moe's layers l with
+// (l + 1) % interleave_moe_layer_step != 0) are dense SwiGLUs.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -31,14 +35,28 @@ class MoEReferenceForward : public ReferenceForward {
   // k: experts per token (the model's expert_used_count unless overridden).
   MoEReferenceForward(const std::string& path, int k) : ReferenceForward(path), k_(k) {
     const std::string a = arch_ + ".";
-    const bool raw = arch_ == "qwen2moe" || arch_ == "olmoe" || arch_ == "deepseek2";
+    const bool raw = arch_ == "qwen2moe" || arch_ == "olmoe" || arch_ == "deepseek2" || arch_ == "dots1" ||
+                     arch_ == "glm4moe" || arch_ == "bailingmoe2";
     norm_w_ = f_->get_bool(a + "expert_weights_norm", !raw);
-    scale_ = f_->get_float(a + "expert_weights_scale", 0.0);
+    // Graphs that fix the normalisation, gating and scale whatever the keys say.
+    const bool fixed = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe";
+    if (fixed) norm_w_ = arch_ != "deepseek";
+    const bool unscaled = arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe";
+    scale_ = unscaled ? 0.0 : f_->get_float(a + "expert_weights_scale", 0.0);
     if (scale_ == 0.0) scale_ = 1.0;
-    sigmoid_ = f_->get_int(a + "expert_gating_func", 0) == 2;
+    const int64_t gating = fixed ? 1 : f_->get_int(a + "expert_gating_func", arch_ == "glm4moe" ? 2 : 0);
+    sigmoid_ = gating == 2;
     groups_ = std::max<int64_t>(1, f_->get_int(a + "expert_group_count", 1));
     groups_used_ = std::max<int64_t>(1, f_->get_int(a + "expert_group_used_count", groups_));
-    dense_lead_ = arch_ == "deepseek2" ? static_cast<int>(f_->get_int(a + "leading_dense_block_count", 0)) : 0;
+    const bool lead = arch_ == "deepseek2" || arch_ == "deepseek" || arch_ == "dots1" || arch_ == "glm4moe" ||
+                      arch_ == "ernie4_5-moe" || arch_ == "bailingmoe2";
+    dense_lead_ = lead ? static_cast<int>(f_->get_int(a + "leading_dense_block_count", 0)) : 0;
+    step_ = arch_ == "ernie4_5-moe" ? static_cast<int>(f_->get_int(a + "interleave_moe_layer_step", 1)) : 1;
+    // exp_probs_b: with any gating for these, with sigmoid gating for the others but these two.
+    bias_any_ = arch_ == "deepseek2" || arch_ == "dots1" || arch_ == "glm4moe" || arch_ == "ernie4_5-moe" ||
+                arch_ == "bailingmoe2";
+    bias_never_ = arch_ == "deepseek" || arch_ == "qwen3vlmoe";
+    ffn_norm_ = arch_ == "glm4moe" ? "post_attention_norm" : "ffn_norm";
   }
 
   // logits [T][n_vocab]; routing[l][t] = the k experts chosen for token t in layer l (empty for a
@@ -52,9 +70,9 @@ class MoEReferenceForward : public ReferenceForward {
   void moe_block(std::vector<double>& x, int l, std::vector<int>& chosen) {
     const std::string p = "blk." + std::to_string(l) + ".";
     chosen.clear();
-    if (l < dense_lead_) return dense_ffn(x, p);
+    if (l < dense_lead_ || (l + 1) % step_ != 0) return dense_ffn(x, p);
     const int d = c_.n_embd, E = c_.n_expert;
-    const auto h = norm(x, p + "ffn_norm");
+    const auto h = norm(x, p + ffn_norm_);
     const auto logits = linear(h, p + "ffn_gate_inp", E);
     std::vector<double> score(E), sel(E);
     if (sigmoid_) {
@@ -66,7 +84,7 @@ class MoEReferenceForward : public ReferenceForward {
       for (auto& s : score) s /= z;
     }
     sel = score;
-    if ((sigmoid_ || arch_ == "deepseek2") && f_->find_tensor(p + "exp_probs_b.bias")) {
+    if ((bias_any_ || (sigmoid_ && !bias_never_)) && f_->find_tensor(p + "exp_probs_b.bias")) {
       const auto b = tensor(p + "exp_probs_b.bias");
       for (int e = 0; e < E; ++e) sel[e] += b[e];
     }
@@ -142,7 +160,9 @@ class MoEReferenceForward : public ReferenceForward {
   bool norm_w_ = true, sigmoid_ = false;
   double scale_ = 1;
   int64_t groups_ = 1, groups_used_ = 1;
-  int dense_lead_ = 0;
+  int dense_lead_ = 0, step_ = 1;
+  bool bias_any_ = false, bias_never_ = false;
+  std::string ffn_norm_;
 };
 
 // The model's forward of `ids` against the reference with k experts per token (0 = the file's),

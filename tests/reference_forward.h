@@ -15,7 +15,7 @@
 // logit_scale; cohere2's windows and NoPE global layers), minicpm (granite's multipliers with
 // MiniCPM's defaults), glm4 (pre- and post-norms, fused gate-up, partial RoPE),
 // hunyuan-dense (QK-norm after RoPE, the NTK-aware alpha on the base),
-// qwen3vl (interleaved M-RoPE: some pairs unrotated for text), internlm2, qwen2vl (M-RoPE, which
+// qwen3vl and qwen3vlmoe (interleaved M-RoPE: some pairs unrotated for text), internlm2, qwen2vl (M-RoPE, which
 // rotates text as split-halves RoPE does; an output.bias left unused) and seed_oss, mistral3 (YaRN's keys, Llama 4's attention
 // temperature), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
@@ -50,8 +50,9 @@ class ReferenceForward {
     gemma2_ = arch_ == "gemma2";
     gemma_ = gemma2_ || arch_ == "gemma3";
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4" ||
-               arch_ == "hunyuan-dense" || arch_ == "qwen3vl";
-    if (arch_ == "qwen3vl") {
+               arch_ == "hunyuan-dense" || arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "dots1" ||
+               arch_ == "bailingmoe2" || (arch_ == "glm4moe" && f_->find_tensor("blk.0.attn_q_norm.weight"));
+    if (arch_ == "qwen3vl" || arch_ == "qwen3vlmoe") {
       // Interleaved M-RoPE on text: pair i's section is s = i mod (sum of sections); it rotates by
       // the position when s = 0 mod 3 below 3 s0, 1 mod 3 below 3 s1 or 2 mod 3 below 3 s2, and
       // otherwise sits in the fourth section, whose text position is 0.
@@ -148,7 +149,7 @@ class ReferenceForward {
     q_scale_ = gemma_ && c_.n_layer == (gemma2_ ? 46 : 62)
                    ? 1.0 / std::sqrt(static_cast<double>(c_.n_embd / c_.n_head))
                    : 1.0 / std::sqrt(static_cast<double>(c_.head_dim));
-    if (arch_ == "granite" || arch_ == "granitemoe") {
+    if (arch_ == "granite" || arch_ == "granitemoe" || arch_ == "deepseek") {
       const double s = f_->get_float(a + "attention.scale", 0.0);
       if (s != 0) q_scale_ = s;
     }
@@ -220,8 +221,11 @@ class ReferenceForward {
           for (int j = j0; j <= t; ++j)
             for (int i = 0; i < dv; ++i) att[h * dv + i] += s[j] / sum * v[j][kh * dv + i];
         }
-        // ernie4_5's graph passes no bias to its output projection, even where the file has one.
-        auto o = linear(att, p + "attn_output", d, arch_ != "ernie4_5");
+        // These graphs add no bias to the output projection, even where the file has one.
+        const bool out_bias = arch_ != "ernie4_5" && arch_ != "ernie4_5-moe" && arch_ != "glm4moe" &&
+                              arch_ != "dots1" && arch_ != "bailingmoe2" && arch_ != "deepseek" &&
+                              arch_ != "qwen3vlmoe";
+        auto o = linear(att, p + "attn_output", d, out_bias);
         if (gemma_ || post_only_ || arch_ == "glm4") o = norm(o, p + "post_attention_norm");
         for (double& e : o) e *= residual_mul_;
         if (parallel_)
@@ -437,11 +441,12 @@ class ReferenceForward {
   // ffn_up), GeGLU (tanh GELU) followed by gemma's post-norm, or GELU (tanh form) for gpt2.
   void dense_ffn(std::vector<double>& x, const std::string& p) const {
     const int d = c_.n_embd, ff = c_.n_ff;
-    // phi2 and cohere: one norm; seed_oss names the FFN's post_attention_norm.
+    // phi2 and cohere: one norm; seed_oss and glm4moe name the FFN's post_attention_norm.
+    const bool post_named = arch_ == "seed_oss" || arch_ == "glm4moe";
     const auto h = post_only_ ? x
-                              : norm(x, p + (phi2_ || cohere_        ? "attn_norm"
-                                             : arch_ == "seed_oss" ? "post_attention_norm"
-                                                                   : "ffn_norm"));
+                              : norm(x, p + (phi2_ || cohere_ ? "attn_norm"
+                                             : post_named     ? "post_attention_norm"
+                                                              : "ffn_norm"));
     auto gelu = [](double e) { return 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e))); };
     std::vector<double> f;
     if (ungated_) {

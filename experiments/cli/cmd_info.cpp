@@ -127,6 +127,9 @@ void add_info_command(CLI::App& app) {
     auto file = core::GGUFFile::open(a->model);
     const core::ModelConfig c = core::ModelConfig::from_gguf(*file);
     c.validate();
+    // The router as the model runs it: the first MoE layer's, with its selection bias if bound.
+    const moe::RouterSpec router =
+        c.is_moe() ? core::bind_weights(*file, c).layers[c.first_moe_layer()].moe.router : moe::RouterSpec{};
     std::map<std::string, std::pair<int, int64_t>> by_type;  // type -> (tensors, elements)
     int64_t params = 0;
     size_t bytes = 0;
@@ -180,7 +183,7 @@ void add_info_command(CLI::App& app) {
       j["ffn_gate_up_fused"] = c.ffn_gate_up_fused;
       j["rope_long_short_factors"] = c.rope_long_short_factors;
       if (c.is_moe()) {
-        const moe::RouterSpec r = core::config_router_spec(c);
+        const moe::RouterSpec& r = router;
         j["router"] = moe::router_kind_name(r.kind);
         j["expert_weights_norm"] = c.expert_weights_norm;
         j["expert_weights_scale"] = c.expert_weights_scale;
@@ -189,6 +192,7 @@ void add_info_command(CLI::App& app) {
         j["n_ff_expert"] = c.n_ff_expert;
         j["n_ff_shared_expert"] = c.n_ff_shared_expert;
         j["leading_dense_layers"] = c.n_layer_dense_lead;
+        j["moe_layer_step"] = c.n_moe_layer_step;
       }
       j["post_norms"] = c.post_norms;
       j["pre_norms"] = c.pre_norms;
@@ -278,9 +282,12 @@ void add_info_command(CLI::App& app) {
     if (c.is_moe()) {
       std::printf("experts:       %d, %d active per token, expert ff %d, shared ff %d%s\n", c.n_expert,
                   c.n_expert_used, c.n_ff_expert, c.n_ff_shared_expert,
-                  c.n_layer_dense_lead > 0 ? fmt::format(", layers 0-{} dense (ff {})", c.n_layer_dense_lead - 1, c.n_ff).c_str()
-                                           : "");
-      const moe::RouterSpec r = core::config_router_spec(c);
+                  (c.n_layer_dense_lead > 0 ? fmt::format(", layers 0-{} dense (ff {})", c.n_layer_dense_lead - 1, c.n_ff)
+                                            : std::string())
+                      .append(c.n_moe_layer_step > 1 ? fmt::format(", experts every {} layers", c.n_moe_layer_step)
+                                                     : std::string())
+                      .c_str());
+      const moe::RouterSpec& r = router;
       std::printf("router:        %s, %s%s%s\n", moe::router_kind_name(r.kind),
                   c.expert_weights_norm ? "renormalised" : "not renormalised",
                   c.expert_weights_scale != 1.0f ? fmt::format(", scale {:g}", c.expert_weights_scale).c_str() : "",

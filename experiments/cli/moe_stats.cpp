@@ -54,11 +54,12 @@ moe::ExpertStats merged(const core::Model& model, const std::vector<moe::ExpertS
   return all;
 }
 
-// The router as the model's metadata describes it (core::config_router_spec): its family and, for
-// the group routers, groups, normalisation, scale and bias; shared experts and dense layers.
+// The router as the model runs it in its first MoE layer (a selection bias makes a group router):
+// its family and, for the group routers, groups, normalisation and scale; shared experts and dense
+// layers.
 std::string router_line(const core::Model& model) {
   const core::ModelConfig& c = model.config();
-  const moe::RouterSpec r = core::config_router_spec(c);
+  const moe::RouterSpec r = model.moe_router(c.first_moe_layer());
   std::string s = moe::router_kind_name(r.kind);
   if (r.kind == moe::RouterKind::SigmoidGroup || r.kind == moe::RouterKind::SoftmaxGroup) {
     if (r.group.n_group > 1) s += fmt::format(", {} groups keep {}", r.group.n_group, r.group.topk_group);
@@ -66,8 +67,9 @@ std::string router_line(const core::Model& model) {
     if (r.group.scale != 1.0f) s += fmt::format(", scale {:g}", r.group.scale);
   }
   if (c.n_expert_shared > 0) s += fmt::format("; {} shared experts", c.n_expert_shared);
-  else if (c.n_ff_shared_expert > 0) s += "; a gated shared expert";
+  else if (c.n_ff_shared_expert > 0) s += c.arch == core::Arch::Qwen2Moe ? "; a gated shared expert" : "; a shared expert";
   if (c.n_layer_dense_lead > 0) s += fmt::format("; layers 0-{} dense", c.n_layer_dense_lead - 1);
+  if (c.n_moe_layer_step > 1) s += fmt::format("; experts every {} layers", c.n_moe_layer_step);
   return s;
 }
 

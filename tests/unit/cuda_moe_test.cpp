@@ -312,7 +312,10 @@ TEST(CudaMoE, Qwen3MoeOlmoeAndDeepseek2MatchTheCpu) {
   // QK-norm per head and over the whole projections; deepseek2's latent attention (the absorbed
   // form over the compressed cache, kernels/cuda/mla_attention.cu), dense first layer, shared
   // experts and the softmax group router with its scale, with a q LoRA and without.
-  for (const char* preset : {"qwen3moe-tiny", "olmoe-tiny", "deepseek2-tiny", "deepseek2-lite-tiny"}) {
+  // Then the DeepSeek-style families (sigmoid and softmax routers with a selection bias, ungated
+  // shared experts, ernie4_5-moe's dense layers between MoE ones) and qwen3vlmoe's M-RoPE.
+  for (const char* preset : {"qwen3moe-tiny", "olmoe-tiny", "deepseek2-tiny", "deepseek2-lite-tiny", "qwen3vlmoe-tiny",
+                             "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny", "bailingmoe2-tiny"}) {
     compare_moe_with_cpu(write_preset(preset, std::string("cuda_") + preset + ".gguf"), kRelF32);
     compare_moe_with_cpu(write_preset(preset, std::string("cuda_") + preset + "_f16.gguf", DType::F16), kRelF16);
   }

@@ -6,7 +6,8 @@
 // double-precision reference forward with its MoE block (tests/moe_reference_forward.h): every
 // token is routed to the reference's experts in every layer for F32 and F16 weights, and the
 // logits agree; the latent cache has the layout the model needs and decoding one token at a time
-// or through a tree gives the batch's logits bit for bit.
+// or through a tree gives the batch's logits bit for bit. The DeepSeek-style families of llama.cpp
+// (deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2) and qwen3vlmoe are checked the same way.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +17,8 @@
 #include <fmt/format.h>
 
 #include "core/model.h"
+#include "base/error.h"
+#include "core/model_weights.h"
 #include "core/synth.h"
 #include "moe/expert_stats.h"
 #include "moe_reference_forward.h"
@@ -131,6 +134,135 @@ TEST(MoEArchitectures, Deepseek2MatchesReferenceAndRoutes) {
   // Q8_0: activations rounded to 8 bits per block (kernels/cpu integer path): ~1% of the logit
   // range through 3 layers (as Q8_0 in model_moe_test.cpp); routing still compared exactly.
   check_moe_against_reference(write_preset("deepseek2-lite-tiny", DType::Q8_0, "deepseek2_q8.gguf"), kIds, 0, 4e-2);
+}
+
+TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
+  // qwen3vlmoe (interleaved M-RoPE), deepseek (softmax, raw weights, 2 shared experts), dots1 (QK-norm,
+  // sigmoid with a selection bias, scale 2), glm4moe (biases, partial RoPE, post_attention_norm as
+  // the FFN norm, sigmoid over groups), ernie4_5-moe (experts in every second layer, softmax with a
+  // selection bias, one shared expert) and bailingmoe2 (attn_qkv, QK-norm, sigmoid over groups).
+  for (const char* preset :
+       {"qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny", "bailingmoe2-tiny"})
+    for (DType t : {DType::F32, DType::F16})
+      check_moe_against_reference(write_preset(preset, t, fmt::format("{}_{}.gguf", preset, dtype_name(t))), kIds, 0,
+                                  kTolF32);
+  check_moe_against_reference(write_preset("dots1-tiny", DType::F32, "dots1_k1.gguf"), kIds, 1, kTolF32);
+  check_moe_against_reference(write_preset("ernie4_5-moe-tiny", DType::F32, "ernie_moe_k3.gguf"), kIds, 3, kTolF32);
+  // deepseek's and ernie4_5-moe's graphs fix the router whatever the keys say (deepseek: softmax,
+  // raw weights; ernie4_5-moe: softmax, renormalised, unscaled).
+  SynthSpec s = synth_spec("deepseek-tiny");
+  s.expert_gating = 2;
+  s.expert_weights_norm = 1;
+  s.expert_weights_scale = 3.0f;
+  const std::string keyed = write(s, "deepseek_keys.gguf");
+  check_moe_against_reference(keyed, kIds, 0, kTolF32);
+  {
+    auto m = Model::load(keyed);
+    EXPECT_EQ(m->config().expert_gating, ExpertGating::Softmax);
+    EXPECT_FALSE(m->config().expert_weights_norm);
+    EXPECT_FLOAT_EQ(m->config().expert_weights_scale, 3.0f);  // deepseek reads the scale
+  }
+  s = synth_spec("ernie4_5-moe-tiny");
+  s.expert_weights_norm = 0;
+  s.expert_weights_scale = 3.0f;
+  const std::string ernie_keyed = write(s, "ernie_moe_keys.gguf");
+  check_moe_against_reference(ernie_keyed, kIds, 0, kTolF32);
+  {
+    auto m = Model::load(ernie_keyed);
+    EXPECT_TRUE(m->config().expert_weights_norm);
+    EXPECT_FLOAT_EQ(m->config().expert_weights_scale, 1.0f);
+  }
+}
+
+TEST(MoEArchitectures, DeepseekStyleFamiliesReadTheirKeys) {
+  auto load = [](const std::string& preset) { return Model::load(write_preset(preset, DType::F32, preset + "_cfg.gguf")); };
+  // The host weights as the model binds them.
+  auto weights = [](const std::unique_ptr<Model>& m) { return bind_weights(m->file(), m->config()); };
+  {
+    auto m = load("deepseek-tiny");
+    const ModelConfig& c = m->config();
+    EXPECT_EQ(c.arch, Arch::Deepseek);
+    EXPECT_EQ(c.rope_style, RopeStyle::Adjacent);
+    EXPECT_EQ(c.n_layer_dense_lead, 1);
+    EXPECT_EQ(c.n_ff, 128);
+    EXPECT_EQ(c.n_ff_expert, 32);
+    EXPECT_EQ(c.n_expert_shared, 2);
+    EXPECT_EQ(c.n_ff_shared_expert, 64);
+    EXPECT_FALSE(c.expert_weights_norm);
+    EXPECT_EQ(m->moe_expert_bytes(0), 0u);
+  }
+  {
+    auto m = load("dots1-tiny");
+    const ModelConfig& c = m->config();
+    EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
+    EXPECT_TRUE(c.qk_norm);
+    EXPECT_EQ(c.expert_gating, ExpertGating::Sigmoid);
+    EXPECT_FLOAT_EQ(c.expert_weights_scale, 2.0f);
+    EXPECT_EQ(c.n_ff_shared_expert, 32);
+    EXPECT_EQ(core::config_router_spec(c).kind, moe::RouterKind::SigmoidGroup);
+    EXPECT_FALSE(weights(m).layers[1].moe.bias.empty());  // exp_probs_b bound
+  }
+  {
+    auto m = load("glm4moe-tiny");
+    const ModelConfig& c = m->config();
+    EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
+    EXPECT_EQ(c.rope_dims, 8);
+    EXPECT_FALSE(c.qk_norm);  // the file has no attn_q_norm (GLM-4.5-Air)
+    EXPECT_FALSE(c.post_norms);
+    EXPECT_EQ(c.n_expert_group, 4);
+    EXPECT_EQ(c.n_expert_group_used, 2);
+    EXPECT_EQ(c.expert_gating, ExpertGating::Sigmoid);
+    EXPECT_FALSE(weights(m).layers[1].bq.empty());
+  }
+  {
+    auto m = load("ernie4_5-moe-tiny");
+    const ModelConfig& c = m->config();
+    EXPECT_EQ(c.n_moe_layer_step, 2);
+    EXPECT_FALSE(c.is_moe_layer(0));
+    EXPECT_TRUE(c.is_moe_layer(1));
+    EXPECT_FALSE(c.is_moe_layer(2));  // (2 + 1) % 2 != 0: dense
+    EXPECT_TRUE(c.is_moe_layer(3));
+    EXPECT_EQ(c.first_moe_layer(), 1);
+    EXPECT_EQ(c.n_ff_shared_expert, 64);
+    EXPECT_EQ(c.n_expert_shared, 0);
+    EXPECT_TRUE(weights(m).layers[1].moe.weights.gate_inp_shexp.empty());  // ungated
+    EXPECT_FALSE(weights(m).layers[1].moe.weights.gate_shexp.empty());
+    EXPECT_EQ(m->moe_expert_bytes(2), 0u);
+  }
+  {
+    auto m = load("bailingmoe2-tiny");
+    const ModelConfig& c = m->config();
+    EXPECT_TRUE(c.qk_norm);
+    EXPECT_FALSE(weights(m).layers[0].wqkv.empty());
+    EXPECT_FLOAT_EQ(c.expert_weights_scale, 2.5f);
+    EXPECT_EQ(c.n_expert_group, 2);
+  }
+  {
+    auto m = load("qwen3vlmoe-tiny");
+    const ModelConfig& c = m->config();
+    EXPECT_TRUE(c.qk_norm);
+    EXPECT_FALSE(c.rope_still_pairs.empty());
+    EXPECT_TRUE(c.expert_weights_norm);
+  }
+}
+
+TEST(MoEArchitectures, DeepseekStyleFamiliesRefuseIncompleteFiles) {
+  auto expect_error = [](const SynthSpec& s, const std::string& file, const std::string& needle) {
+    const std::string path = write(s, file);
+    try {
+      Model::load(path);
+      ADD_FAILURE() << file << " loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  };
+  SynthSpec s = synth_spec("dots1-tiny");
+  s.expert_gating = 0;  // dots1 and bailingmoe2 need the key (llama.cpp aborts without it)
+  expect_error(s, "dots1_nogating.gguf", "dots1.expert_gating_func");
+  s = synth_spec("glm4moe-tiny");
+  s.exp_probs_bias = false;  // required for glm4moe
+  expect_error(s, "glm4moe_nobias.gguf", "exp_probs_b.bias");
 }
 
 TEST(MoEArchitectures, Deepseek2ReadsMlaDenseLeadAndSharedExperts) {

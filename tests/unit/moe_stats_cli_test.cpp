@@ -130,6 +130,8 @@ const Expect kArchs[] = {
     {"olmoe-tiny", "softmax_topk_raw"},
     {"deepseek2-tiny", "softmax_group, 4 groups keep 2, not renormalised, scale 1.5; 2 shared experts; layers 0-0 dense"},
     {"deepseek2-lite-tiny", "softmax_topk_raw; 2 shared experts; layers 0-0 dense"},
+    {"glm4moe-tiny", "sigmoid_group, 4 groups keep 2, renormalised, scale 1.5; 1 shared experts; layers 0-0 dense"},
+    {"ernie4_5-moe-tiny", "softmax_group, renormalised; a shared expert; layers 0-0 dense; experts every 2 layers"},
 };
 
 }  // namespace
