@@ -358,6 +358,13 @@ const std::map<std::string, Renderer, std::less<>>& renderers() {
       // MiniCPM: the user's turns between <用户> and <AI>, the others' bare; no generation prompt.
       {"minicpm", by_role({{"user", {"<用户>", "<AI>"}}, {"*", {"", ""}}}, "", true)},
       {"seed_oss", seed_oss},
+      // Hunyuan-A13B: no generation prompt (llama.cpp's format adds none).
+      {"hunyuan-moe", [](Messages msgs, bool, std::string& out) {
+         for (const ChatMessage& m : msgs)
+           out += m.role == "system"      ? "<|startoftext|>" + m.content + "<|extra_4|>"
+                  : m.role == "assistant" ? m.content + "<|eos|>"
+                                          : "<|startoftext|>" + m.content + "<|extra_0|>";
+       }},
       {"bailing", bailing(false, false)},
       {"bailing-think", bailing(true, false)},
       {"bailing2", bailing(false, true)},

@@ -177,7 +177,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"qwen3vl", Arch::Qwen3Vl, RopeStyle::SplitHalves},     {"qwen3vlmoe", Arch::Qwen3VlMoe, RopeStyle::SplitHalves},
       {"deepseek", Arch::Deepseek, RopeStyle::Adjacent},     {"dots1", Arch::Dots1, RopeStyle::SplitHalves},
       {"glm4moe", Arch::Glm4Moe, RopeStyle::SplitHalves},    {"ernie4_5-moe", Arch::Ernie45Moe, RopeStyle::Adjacent},
-      {"bailingmoe2", Arch::BailingMoe2, RopeStyle::SplitHalves},
+      {"bailingmoe2", Arch::BailingMoe2, RopeStyle::SplitHalves}, {"hunyuan-moe", Arch::HunyuanMoe, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -188,16 +188,16 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
-                "bailingmoe2)",
+                "bailingmoe2, hunyuan-moe)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
   c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3 || c.arch == Arch::Exaone4 ||
               c.arch == Arch::HunyuanDense || c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe ||
-              c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2;
+              c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::HunyuanMoe;
   // glm4moe: per-head QK-norm where the file has it (GLM-4.5 355B; llama.cpp binds it optionally).
   if (c.arch == Arch::Glm4Moe) c.qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
-  c.qk_norm_after_rope = c.arch == Arch::HunyuanDense;
+  c.qk_norm_after_rope = c.arch == Arch::HunyuanDense || c.arch == Arch::HunyuanMoe;
   c.qk_norm_full = c.arch == Arch::Olmoe || c.arch == Arch::Olmo2;
   c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4 ||
                  c.arch == Arch::Glm4;

@@ -199,6 +199,9 @@ void read_granite(const Reader& r, ModelConfig& c) {
 //     feed_forward_length / expert_used_count; deepseek, deepseek2, dots1, glm4moe, ernie4_5-moe,
 //     bailingmoe2: expert_feed_forward_length (required); llama (Mixtral), olmoe: feed_forward_length
 //     (llama.cpp binds the expert tensors with n_ff there)
+//   hunyuan-moe: experts of feed_forward_length (expert_feed_forward_length required, unused), one
+//     ungated shared expert of expert_shared_feed_forward_length (else n_ff); softmax, renormalised,
+//     unscaled whatever the keys say
 //   shared expert: qwen2moe expert_shared_feed_forward_length (else n_ff), gated by
 //     ffn_gate_inp_shexp; the others ungated: deepseek, deepseek2, dots1, glm4moe expert_shared_count
 //     experts of the expert width; bailingmoe2 expert_shared_count of expert_shared_feed_forward_length
@@ -258,6 +261,14 @@ void read_experts(const Reader& r, ModelConfig& c) {
       shared_experts(c.arch == Arch::BailingMoe2 ? r.get("expert_shared_feed_forward_length", c.n_ff_expert)
                                                  : c.n_ff_expert);
       break;
+    case Arch::HunyuanMoe:
+      // Hunyuan-A13B: llama.cpp requires expert_feed_forward_length but binds the experts with
+      // feed_forward_length; one ungated shared expert of expert_shared_feed_forward_length (else
+      // feed_forward_length) in every layer.
+      (void)r.get("expert_feed_forward_length", std::nullopt);
+      c.n_ff_expert = c.n_ff;
+      c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", c.n_ff);
+      break;
     case Arch::Ernie45Moe:
       c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);
       c.n_moe_layer_step = r.get("interleave_moe_layer_step", std::nullopt);
@@ -271,12 +282,13 @@ void read_experts(const Reader& r, ModelConfig& c) {
       c.n_ff_expert = c.n_ff;
   }
   // Fixed by llama.cpp's graph for these, whatever the file's keys say.
-  const bool fixed_softmax = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe;
+  const bool fixed_softmax = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe ||
+                             c.arch == Arch::HunyuanMoe;
   const bool raw = c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
                    c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2;
   c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), !raw);
   if (c.arch == Arch::Deepseek) c.expert_weights_norm = false;
-  if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe) c.expert_weights_norm = true;
+  if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe) c.expert_weights_norm = true;
   const bool gating_required = c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2;
   if (gating_required && c.n_expert > 0 && !file.has(r.key("expert_gating_func")))
     throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), r.key("expert_gating_func"));
@@ -290,7 +302,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
     throw_error(ErrorKind::Unsupported, "{}: {} = {} is unsupported (1 softmax, 2 sigmoid)", file.path(),
                 r.key("expert_gating_func"), gating);
   }
-  const bool never_scaled = c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe;
+  const bool never_scaled = c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe;
   c.expert_weights_scale = never_scaled ? 0.0f : r.get_float("expert_weights_scale", 0.0f);
   if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp: 0 = no scaling
   c.n_expert_group = std::max(1, r.get("expert_group_count", 1));
@@ -300,7 +312,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool deepseek_style = c.arch == Arch::Deepseek2 || c.arch == Arch::Deepseek || c.arch == Arch::Dots1 ||
                               c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 || c.arch == Arch::Ernie45Moe;
   const bool needs_experts = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
-                             c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe ||
+                             c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
                              (deepseek_style && !lead_only);
   const bool may_have_experts = needs_experts || c.arch == Arch::Llama || deepseek_style;
   if (needs_experts && c.n_expert == 0)

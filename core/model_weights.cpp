@@ -36,7 +36,8 @@
 //          ernie4_5-moe: ernie4_5's attention, dense layers below leading_dense_block_count and
 //          between the MoE ones (interleave_moe_layer_step), an optional ungated shared expert and
 //          exp_probs_b.bias; bailingmoe2: attn_qkv with attn_{q,k}_norm {head_dim}, deepseek's FFN
-//          with optional exp_probs_b.bias
+//          with optional exp_probs_b.bias; hunyuan-moe: hunyuan-dense's attention, experts of
+//          feed_forward_length and an ungated shared expert in every layer
 //   gpt2:  token_embd, position_embd, output_norm{,.bias}, output (absent = tied),
 //          blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up, ffn_down}{.weight,.bias}
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
@@ -194,7 +195,7 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
   std::vector<float> bias;
   const bool binds_bias = c.arch == Arch::Deepseek2 || c.arch == Arch::Dots1 || c.arch == Arch::Ernie45Moe ||
                           c.arch == Arch::BailingMoe2 || c.arch == Arch::Glm4Moe;
-  const bool no_bias = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe;
+  const bool no_bias = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe;
   if (c.arch == Arch::Glm4Moe || (b.has(p + "exp_probs_b.bias") &&
                                   (binds_bias || (!no_bias && c.expert_gating == ExpertGating::Sigmoid))))
     bias = b.vector(p + "exp_probs_b.bias", E);

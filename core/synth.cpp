@@ -60,12 +60,12 @@ void check_spec(const SynthSpec& s) {
                    "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
                    "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2",
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
-                   "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2"}))
+                   "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
-                "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2)",
+                "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe)",
                 s.arch);
   if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
@@ -106,7 +106,7 @@ void check_spec(const SynthSpec& s) {
     throw_error(ErrorKind::InvalidArgument, "synth: an MoE layer step is ernie4_5-moe's, not {}'s", s.arch);
   const bool experts_ok = s.arch == "qwen2moe"                    ? s.n_expert > 0 && s.n_ff_shared > 0
                           : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe"}) ? s.n_expert > 0 && s.n_ff_shared == 0
-                          : s.arch == "ernie4_5-moe"             ? s.n_expert > 0 && s.n_expert_shared == 0
+                          : is_arch(s, {"ernie4_5-moe", "hunyuan-moe"}) ? s.n_expert > 0 && s.n_expert_shared == 0
                           : ds_moe                               ? s.n_expert > 0 && s.n_ff_shared == 0
                           : s.arch == "llama"                    ? s.n_expert >= 0 && s.n_ff_shared == 0
                                                                  : s.n_expert == 0 && s.n_ff_shared == 0;
@@ -162,11 +162,15 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const std::string& a = s.arch;
   const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
   const bool qk_norm =
-      is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe", "dots1", "bailingmoe2"});
+      is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe", "dots1", "bailingmoe2",
+                  "hunyuan-moe"});
   const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
   const bool ds_moe = ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2"});
   const bool ernie_moe = a == "ernie4_5-moe", fused_qkv = phi3 || a == "bailingmoe2";
+  // hunyuan-moe: experts of feed_forward_length (its expert_feed_forward_length the same), one
+  // ungated shared expert of n_ff_shared (expert_shared_feed_forward_length).
+  const bool hunyuan_moe = a == "hunyuan-moe";
   const int n_ff_dense = s.n_ff_dense > 0 ? s.n_ff_dense : s.n_ff;  // dense layers of the DeepSeek-style ones
   const bool granite = a == "granite" || a == "granitemoe", starcoder2 = a == "starcoder2";
   const bool post_only = a == "olmo2" || a == "exaone4";  // post-norms only (exaone4 with per-head QK-norm)
@@ -193,13 +197,16 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   // widths have their own keys; feed_forward_length is the dense-equivalent k * expert width
   // (llama.cpp's default expert width is feed_forward_length / expert_used_count). deepseek2: the
   // leading dense layers' width.
-  const int ff_key = ds_moe && s.n_ff_dense > 0 ? s.n_ff_dense : expert_width_key ? s.n_ff * s.n_expert_used : s.n_ff;
+  const int ff_key = ds_moe && s.n_ff_dense > 0 ? s.n_ff_dense
+                     : expert_width_key         ? s.n_ff * s.n_expert_used
+                                                : s.n_ff;
   w.set_u32(a + ".feed_forward_length", ff_key);
   if (moe) {
     w.set_u32(a + ".expert_count", s.n_expert);
     w.set_u32(a + ".expert_used_count", s.n_expert_used);
   }
-  if (expert_width_key) w.set_u32(a + ".expert_feed_forward_length", s.n_ff);
+  if (expert_width_key || hunyuan_moe) w.set_u32(a + ".expert_feed_forward_length", s.n_ff);
+  if (hunyuan_moe && s.n_ff_shared > 0) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
   if (qwen2moe) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
   if (ds_moe) w.set_u32(a + ".leading_dense_block_count", s.n_layer_dense_lead);
   if (ds_moe && !ernie_moe) w.set_u32(a + ".expert_shared_count", s.n_expert_shared);
@@ -307,8 +314,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       w.add_tensor_f32(p + "ffn_gate_inp_shexp.weight", DType::F32, {d},
                        random_values(seed, p + "ffn_gate_inp_shexp.weight", static_cast<size_t>(d), 1.0f / std::sqrt(float(d))));
     }
-    if ((ds_moe && s.n_expert_shared > 0) || (ernie_moe && s.n_ff_shared > 0)) {  // one ungated SwiGLU
-      const int64_t sh = ernie_moe ? s.n_ff_shared : static_cast<int64_t>(s.n_expert_shared) * ff;
+    if ((ds_moe && s.n_expert_shared > 0) || ((ernie_moe || hunyuan_moe) && s.n_ff_shared > 0)) {  // one ungated SwiGLU
+      const int64_t sh = ernie_moe || hunyuan_moe ? s.n_ff_shared : static_cast<int64_t>(s.n_expert_shared) * ff;
       matrix(p + "ffn_gate_shexp.weight", d, sh, 1.0f);
       matrix(p + "ffn_up_shexp.weight", d, sh, 1.0f);
       matrix(p + "ffn_down_shexp.weight", sh, d, rs);

@@ -457,6 +457,19 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "hunyuan-moe-tiny") {
+    // hunyuan-moe (Hunyuan-A13B's form) in llama.cpp's layout, F32, 3 layers, dim 64: hunyuan-dense's
+    // attention (QK-norm per head after RoPE, split halves), 8 experts of width 32 (feed_forward_length)
+    // top-2, renormalised softmax, one ungated shared expert of 64 in every layer.
+    s.arch = "hunyuan-moe";
+    s.n_layer = 3;
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.n_ff_shared = 64;
+    s.name = preset;
+    return s;
+  }
   if (preset == "ernie4_5-moe-tiny") {
     // ernie4_5-moe (ERNIE-4.5-21B-A3B's form) in llama.cpp's layout, F32, 4 layers, dim 64: layer 0
     // dense (leading_dense_block_count 1), then experts in every second layer
@@ -660,6 +673,8 @@ std::vector<std::string> synth_presets() {
       "MoE layers of 8 experts top-2 + 1 shared, sigmoid with bias over 4 groups keep 2, scale 1.5",
       "ernie4_5-moe-tiny: ernie4_5-moe, F32, 4 layers, dim 64, experts in layers 1 and 3 (step 2), 8 top-2 + one "
       "shared of 64, softmax with selection bias, tied head",
+      "hunyuan-moe-tiny: hunyuan-moe (Hunyuan-A13B), F32, 3 layers, dim 64, QK-norm after RoPE, 8 experts top-2 "
+      "of width 32 + one shared of 64",
       "bailingmoe2-tiny: bailingmoe2 (Ling 2.0), F32, 3 layers, dim 64, attn_qkv, QK-norm, RoPE on 8 of 16 dims, 1 "
       "dense + 2 MoE layers of 8 experts top-2 + 1 shared, sigmoid with bias over 2 groups keep 1, scale 2.5",
       "deepseek2-tiny: deepseek2 (MLA, heads 32 + 16 RoPE, q LoRA 32, latent 32 + RoPE 16), F32, 3 layers, dim 64, 1 dense + 2 MoE layers "

@@ -3,8 +3,8 @@
 granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, gemma, gptneox, phi2,
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
-sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe
-and bailingmoe2 in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
+bailingmoe2 and hunyuan-moe in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -388,6 +388,36 @@ def bailingmoe2(path, dtype):
         m.f32("expert_weights_scale", 2.5)
     deepseek_style(path, dtype, "bailingmoe2", 38, keys, qk_norm=True, fused_qkv=True, rope_dims=32, shared=256,
                    sel_bias=0.3)
+
+
+def hunyuan_moe(path, dtype):
+    # llama_model_hunyuan_moe (Hunyuan-A13B's form): hunyuan-dense's attention (the q/k head norms
+    # after RoPE, NEOX), 16 experts of feed_forward_length 256 top-4 (llama.cpp requires
+    # expert_feed_forward_length but binds the experts with n_ff), softmax renormalised, and an
+    # ungated shared expert of expert_shared_feed_forward_length 512 in every layer.
+    d, L, H, Hkv, hd, E, k, ff, sh = 256, 4, 4, 2, 64, 16, 4, 256, 512
+    m = Model(path, "hunyuan-moe", 39, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", ff)
+    m.u32("expert_feed_forward_length", ff)
+    m.u32("expert_shared_feed_forward_length", sh)
+    m.u32("expert_count", E)
+    m.u32("expert_used_count", k)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "attn_q_norm.weight", hd)
+        m.norm(p + "attn_k_norm.weight", hd)
+        m.norm(p + "ffn_norm.weight", d)
+        m.experts(p, d, ff, E)
+        m.matrix(p + "ffn_gate_shexp.weight", [d, sh])
+        m.matrix(p + "ffn_up_shexp.weight", [d, sh])
+        m.matrix(p + "ffn_down_shexp.weight", [sh, d], scale=0.7)
+    m.write()
 
 
 def dense_attention(m, p, d, H, Hkv, hd, bias=False, out_bias=False):
@@ -849,6 +879,7 @@ WRITERS = {
     "glm4moe": glm4moe,
     "ernie4_5-moe": ernie4_5_moe,
     "bailingmoe2": bailingmoe2,
+    "hunyuan-moe": hunyuan_moe,
 }
 
 if __name__ == "__main__":

@@ -39,9 +39,9 @@ class MoEReferenceForward : public ReferenceForward {
                      arch_ == "glm4moe" || arch_ == "bailingmoe2";
     norm_w_ = f_->get_bool(a + "expert_weights_norm", !raw);
     // Graphs that fix the normalisation, gating and scale whatever the keys say.
-    const bool fixed = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe";
+    const bool fixed = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe";
     if (fixed) norm_w_ = arch_ != "deepseek";
-    const bool unscaled = arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe";
+    const bool unscaled = arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe";
     scale_ = unscaled ? 0.0 : f_->get_float(a + "expert_weights_scale", 0.0);
     if (scale_ == 0.0) scale_ = 1.0;
     const int64_t gating = fixed ? 1 : f_->get_int(a + "expert_gating_func", arch_ == "glm4moe" ? 2 : 0);
@@ -55,7 +55,7 @@ class MoEReferenceForward : public ReferenceForward {
     // exp_probs_b: with any gating for these, with sigmoid gating for the others but these two.
     bias_any_ = arch_ == "deepseek2" || arch_ == "dots1" || arch_ == "glm4moe" || arch_ == "ernie4_5-moe" ||
                 arch_ == "bailingmoe2";
-    bias_never_ = arch_ == "deepseek" || arch_ == "qwen3vlmoe";
+    bias_never_ = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "hunyuan-moe";
     ffn_norm_ = arch_ == "glm4moe" ? "post_attention_norm" : "ffn_norm";
   }
 

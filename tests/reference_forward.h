@@ -51,7 +51,7 @@ class ReferenceForward {
     gemma_ = gemma2_ || arch_ == "gemma3";
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4" ||
                arch_ == "hunyuan-dense" || arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "dots1" ||
-               arch_ == "bailingmoe2" || (arch_ == "glm4moe" && f_->find_tensor("blk.0.attn_q_norm.weight"));
+               arch_ == "bailingmoe2" || arch_ == "hunyuan-moe" || (arch_ == "glm4moe" && f_->find_tensor("blk.0.attn_q_norm.weight"));
     if (arch_ == "qwen3vl" || arch_ == "qwen3vlmoe") {
       // Interleaved M-RoPE on text: pair i's section is s = i mod (sum of sections); it rotates by
       // the position when s = 0 mod 3 below 3 s0, 1 mod 3 below 3 s1 or 2 mod 3 below 3 s2, and
@@ -224,7 +224,7 @@ class ReferenceForward {
         // These graphs add no bias to the output projection, even where the file has one.
         const bool out_bias = arch_ != "ernie4_5" && arch_ != "ernie4_5-moe" && arch_ != "glm4moe" &&
                               arch_ != "dots1" && arch_ != "bailingmoe2" && arch_ != "deepseek" &&
-                              arch_ != "qwen3vlmoe";
+                              arch_ != "qwen3vlmoe" && arch_ != "hunyuan-moe";
         auto o = linear(att, p + "attn_output", d, out_bias);
         if (gemma_ || post_only_ || arch_ == "glm4") o = norm(o, p + "post_attention_norm");
         for (double& e : o) e *= residual_mul_;
@@ -382,7 +382,7 @@ class ReferenceForward {
       v = linear(h, p + "attn_v", kvd);
     }
     if (c_.arch == core::Arch::Gpt2) return;
-    const bool norm_after_rope = arch_ == "hunyuan-dense";  // its QK-norm follows RoPE
+    const bool norm_after_rope = arch_ == "hunyuan-dense" || arch_ == "hunyuan-moe";  // QK-norm after RoPE
     if (qk_norm_ && !norm_after_rope) {
       head_norm(q, p + "attn_q_norm", c_.n_head);
       head_norm(k, p + "attn_k_norm", c_.n_head_kv);

@@ -1,7 +1,7 @@
 // The random-weight models that scripts/conformance-models.py writes with the gguf Python package
 // in llama.cpp's layout (an independent writer: not specmoe's synth) against the double-precision
 // reference forwards: for qwen3moe, olmoe, deepseek2 and its Lite form, granitemoe, qwen3vlmoe, deepseek,
-// dots1, glm4moe, ernie4_5-moe and bailingmoe2, every token
+// dots1, glm4moe, ernie4_5-moe, bailingmoe2 and hunyuan-moe, every token
 // of every MoE layer routed to the reference's experts for F32 and F16 weights, and the logits
 // close; phi3 at both LongRoPE contexts, gemma2, granite, olmo2, smollm3, stablelm, starcoder2,
 // gemma, gptneox and phi2 likewise for their logits. Perplexity against llama.cpp on the
@@ -96,7 +96,7 @@ TEST_P(ConformanceMoE, RoutesEveryTokenAsTheReference) {
 INSTANTIATE_TEST_SUITE_P(Models, ConformanceMoE,
                          ::testing::Combine(::testing::Values("qwen3moe", "olmoe", "deepseek2", "deepseek2-lite", "granitemoe",
                                                               "qwen3vlmoe", "deepseek", "dots1", "glm4moe",
-                                                              "ernie4_5-moe", "bailingmoe2"),
+                                                              "ernie4_5-moe", "bailingmoe2", "hunyuan-moe"),
                                             ::testing::Values("f32", "f16")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);

@@ -140,9 +140,11 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
   // qwen3vlmoe (interleaved M-RoPE), deepseek (softmax, raw weights, 2 shared experts), dots1 (QK-norm,
   // sigmoid with a selection bias, scale 2), glm4moe (biases, partial RoPE, post_attention_norm as
   // the FFN norm, sigmoid over groups), ernie4_5-moe (experts in every second layer, softmax with a
-  // selection bias, one shared expert) and bailingmoe2 (attn_qkv, QK-norm, sigmoid over groups).
+  // selection bias, one shared expert), bailingmoe2 (attn_qkv, QK-norm, sigmoid over groups) and
+  // hunyuan-moe (QK-norm after RoPE, a shared expert in every layer).
   for (const char* preset :
-       {"qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny", "bailingmoe2-tiny"})
+       {"qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny", "bailingmoe2-tiny",
+        "hunyuan-moe-tiny"})
     for (DType t : {DType::F32, DType::F16})
       check_moe_against_reference(write_preset(preset, t, fmt::format("{}_{}.gguf", preset, dtype_name(t))), kIds, 0,
                                   kTolF32);
@@ -236,6 +238,16 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesReadTheirKeys) {
     EXPECT_FALSE(weights(m).layers[0].wqkv.empty());
     EXPECT_FLOAT_EQ(c.expert_weights_scale, 2.5f);
     EXPECT_EQ(c.n_expert_group, 2);
+  }
+  {
+    auto m = load("hunyuan-moe-tiny");
+    const ModelConfig& c = m->config();
+    EXPECT_TRUE(c.qk_norm);
+    EXPECT_TRUE(c.qk_norm_after_rope);
+    EXPECT_EQ(c.n_ff_expert, 32);
+    EXPECT_EQ(c.n_ff_shared_expert, 64);
+    EXPECT_TRUE(c.expert_weights_norm);
+    EXPECT_TRUE(c.is_moe_layer(0));
   }
   {
     auto m = load("qwen3vlmoe-tiny");
