@@ -131,6 +131,7 @@ class CudaBackend final : public Backend {
     cu::swiglu(*ctx_, gate, up, out, n);
   }
   void gelu(const float* x, float* y, int64_t n) override { cu::gelu(*ctx_, x, y, n); }
+  void relu_sqr(const float* x, float* y, int64_t n) override { cu::relu_sqr(*ctx_, x, y, n); }
   void mul(const float* a, const float* b, float* y, int64_t n) override { cu::mul(*ctx_, a, b, y, n); }
   void scale(const float* x, float s, float* y, int64_t n) override { cu::scale(*ctx_, x, s, y, n); }
   void softcap(const float* x, float cap, float* y, int64_t n) override { cu::softcap(*ctx_, x, cap, y, n); }

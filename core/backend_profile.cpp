@@ -123,6 +123,10 @@ void ProfilingBackend::swiglu(const float* gate, const float* up, float* out, in
 void ProfilingBackend::gelu(const float* x, float* y, int64_t n) {
   timed("gelu", 0, 0, [&] { inner_->gelu(x, y, n); });
 }
+
+void ProfilingBackend::relu_sqr(const float* x, float* y, int64_t n) {
+  timed("relu_sqr", 0, 0, [&] { inner_->relu_sqr(x, y, n); });
+}
 void ProfilingBackend::mul(const float* a, const float* b, float* y, int64_t n) {
   timed("mul", 0, 0, [&] { inner_->mul(a, b, y, n); });
 }

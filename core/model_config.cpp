@@ -65,7 +65,8 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
 // Llama 3.1+.
   const bool reads_freqs = c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe ||
                            c.arch == Arch::MiniCpm || c.arch == Arch::HunyuanDense ||
-                           c.arch == Arch::Exaone || c.arch == Arch::Exaone4 || c.arch == Arch::Mistral3;
+                           c.arch == Arch::Exaone || c.arch == Arch::Exaone4 || c.arch == Arch::Mistral3 ||
+                           c.arch == Arch::Arcee;
   if (reads_freqs && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
 
   // YaRN (llama_context's defaults for every architecture that does not read its own keys, which
@@ -178,6 +179,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"deepseek", Arch::Deepseek, RopeStyle::Adjacent},     {"dots1", Arch::Dots1, RopeStyle::SplitHalves},
       {"glm4moe", Arch::Glm4Moe, RopeStyle::SplitHalves},    {"ernie4_5-moe", Arch::Ernie45Moe, RopeStyle::Adjacent},
       {"bailingmoe2", Arch::BailingMoe2, RopeStyle::SplitHalves}, {"hunyuan-moe", Arch::HunyuanMoe, RopeStyle::SplitHalves},
+      {"arcee", Arch::Arcee, RopeStyle::Adjacent},           {"nemotron", Arch::Nemotron, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -188,7 +190,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
-                "bailingmoe2, hunyuan-moe)",
+                "bailingmoe2, hunyuan-moe, arcee, nemotron)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -204,9 +206,10 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   c.pre_norms = c.arch != Arch::Olmo2 && c.arch != Arch::Exaone4;
   const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
   c.layer_norm = c.arch == Arch::Gpt2 || c.arch == Arch::StableLm || c.arch == Arch::Starcoder2 ||
-                 c.arch == Arch::GptNeox || c.arch == Arch::Phi2 || cohere;
+                 c.arch == Arch::GptNeox || c.arch == Arch::Phi2 || c.arch == Arch::Nemotron || cohere;
   c.parallel_residual = c.arch == Arch::Phi2 || cohere;  // gptneox: its key, read below
   if (c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) c.ffn_act = FfnActivation::GeluTanh;
+  if (c.arch == Arch::Arcee || c.arch == Arch::Nemotron) c.ffn_act = FfnActivation::ReluSqr;  // ungated
   if (c.arch == Arch::Smollm3) c.no_rope_step = 4;  // llama.cpp's n_no_rope_layer_step for it
   c.ffn_gate_up_fused = c.arch == Arch::Phi3 || c.arch == Arch::Glm4;
   c.name = file.get_string("general.name", "");
@@ -301,8 +304,6 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::Qwen2Vl || c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Glm4 ||
       c.arch == Arch::Glm4Moe || c.arch == Arch::HunyuanDense)
     detail::read_mrope(r, c);
-  // deepseek (DeepSeek-MoE): attention.scale replaces 1/sqrt(head_dim) where the file has it.
-  if (c.arch == Arch::Deepseek) c.attn_scale = r.get_float("attention.scale", 0.0f);
   if (c.arch == Arch::Phi3) {
     // llama.cpp reads phi3's attention.sliding_window but disables SWA (llama-model.cpp, phi3).
     c.rope_long_short_factors = file.find_tensor("rope_factors_long.weight") != nullptr;

@@ -14,7 +14,7 @@ enum class Arch {
   Llama, Qwen2, Qwen2Moe, Gpt2, Qwen3, Gemma3, Qwen3Moe, Olmoe, Phi3, Gemma2, Deepseek2,
   Granite, GraniteMoe, Olmo2, Smollm3, StableLm, Gemma, Starcoder2, GptNeox, Phi2, Ernie45, Exaone,
   Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl,
-  Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe
+  Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron
 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
@@ -22,8 +22,9 @@ enum class Arch {
 enum class RopeStyle { Adjacent, SplitHalves, None };
 
 // The activation of a gated feed-forward down(act(gate x) * up x): SwiGLU (llama, qwen) or
-// GELU with the tanh approximation (gemma3's GeGLU).
-enum class FfnActivation { Silu, GeluTanh };
+// GELU with the tanh approximation (gemma3's GeGLU); of an ungated one down(act(up x)): GELU
+// (gpt2's family, whatever this says) or the squared ReLU (arcee, nemotron: ReluSqr).
+enum class FfnActivation { Silu, GeluTanh, ReluSqr };
 
 // RoPE scaling of the (global) layers: llama.cpp's <arch>.rope.scaling.type (none, linear, yarn),
 // and llama3 for files that describe Llama 3.1's frequency factors by keys instead of the
@@ -91,7 +92,8 @@ struct ModelConfig {
                                      // before its residual add (0 or absent = 1)
   float logit_scale = 1.0f;          // granite: <arch>.logit_scale, logits times 1 / it
   float logit_mult = 1.0f;           // command-r, cohere2: <arch>.logit_scale, logits times it
-  int no_rope_step = 0;              // smollm3: 4, layer l has no RoPE when (l + 1) % 4 == 0 (NoPE layers)
+  int no_rope_step = 0;              // smollm3: 4, layer l has no RoPE when (l + 1) % 4 == 0 (NoPE layers);
+                                     // granite with rope.scaling.finetuned false: 1 (no layer rotates)
   bool parallel_residual = false;    // gptneox (<arch>.use_parallel_residual), phi2, command-r, cohere2:
                                      // x + attn(norm(x)) + ffn(norm'(x)), both sublayers reading the
                                      // layer's input (phi2's and cohere's norm' is their one attn_norm)

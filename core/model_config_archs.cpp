@@ -191,6 +191,9 @@ void read_granite(const Reader& r, ModelConfig& c) {
   c.residual_scale = residual == 0.0f ? 1.0f : residual;
   c.embd_scale = embedding == 0.0f ? 1.0f : embedding;
   if (!minicpm) c.attn_scale = r.get_float("attention.scale", 0.0f);
+  // granite (dense) reads rope.scaling.finetuned as a switch for RoPE (default on): false = no
+  // layer rotates (llama.cpp's rope_pattern all 0; granitemoe and minicpm always rotate).
+  if (c.arch == Arch::Granite && !r.f.get_bool(r.key("rope.scaling.finetuned"), true)) c.no_rope_step = 1;
 }
 
 // The experts: counts, widths, the router's gating, normalisation, scale and groups, the leading

@@ -38,6 +38,9 @@
 //          exp_probs_b.bias; bailingmoe2: attn_qkv with attn_{q,k}_norm {head_dim}, deepseek's FFN
 //          with optional exp_probs_b.bias; hunyuan-moe: hunyuan-dense's attention, experts of
 //          feed_forward_length and an ungated shared expert in every layer
+//   arcee: llama's attention with an ungated squared-ReLU MLP (ffn_up, ffn_down); nemotron: the same
+//          MLP (optional ffn_up / ffn_down biases) under LayerNorms with biases, optional q/k/v/o
+//          biases
 //   gpt2:  token_embd, position_embd, output_norm{,.bias}, output (absent = tied),
 //          blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up, ffn_down}{.weight,.bias}
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
@@ -357,7 +360,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       }
       // llama.cpp binds attn_output.bias for these (required for starcoder2, optional for the others).
       if (c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::Mistral3 ||
-          c.arch == Arch::MiniCpm)
+          c.arch == Arch::MiniCpm || c.arch == Arch::Nemotron)
         L.bo = opt_vec(p + "attn_output.bias", c.n_embd);
       if (c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2) L.bo = vec(p + "attn_output.bias", c.n_embd);
       if (c.qk_norm) {
@@ -381,6 +384,14 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       L.ffn_up_b = vec(p + "ffn_up.bias", c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
       L.ffn_down_b = vec(p + "ffn_down.bias", c.n_embd);
+    } else if (c.ffn_act == FfnActivation::ReluSqr) {
+      // arcee, nemotron: down(relu(up x + b)^2) + b, the biases nemotron's optional ones.
+      L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
+      L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
+      if (c.arch == Arch::Nemotron) {
+        L.ffn_up_b = opt_vec(p + "ffn_up.bias", c.n_ff);
+        L.ffn_down_b = opt_vec(p + "ffn_down.bias", c.n_embd);
+      }
     } else if (c.ffn_gate_up_fused) {
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, 2 * static_cast<int64_t>(c.n_ff));  // [gate | up]
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);

@@ -60,12 +60,13 @@ void check_spec(const SynthSpec& s) {
                    "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
                    "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2",
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
-                   "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe"}))
+                   "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
-                "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe)",
+                "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
+                "arcee, nemotron)",
                 s.arch);
   if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
@@ -177,7 +178,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool neox = a == "gptneox", phi2 = a == "phi2";
   const bool cohere = a == "command-r" || a == "cohere2";  // LayerNorm without biases, phi2's one norm
   // LayerNorm with biases (gpt2's apart, with zero biases)
-  const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2"});
+  const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2", "nemotron"});
+  const bool nemotron = a == "nemotron", arcee = a == "arcee";  // ungated squared-ReLU MLPs
   const bool qkv_bias = qwen2 || layer_norm || glm4 || a == "glm4moe";
   const int n_head_kv = gpt2 ? s.n_head : s.n_head_kv;
   const int head_dim = head_dim_of(s);
@@ -452,7 +454,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         vec(p + "attn_q_norm.weight", head_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", head_dim, 1.0f, 0.5f);
       }
-      if (starcoder2 || phi2) vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
+      if (starcoder2 || phi2 || nemotron) vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
       if (olmoe || a == "olmo2") {  // over the whole projections
         vec(p + "attn_q_norm.weight", q_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.5f);
@@ -469,7 +471,9 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         matrix(p + "ffn_down.weight", n_ff_dense, s.n_embd, rs);
       } else if (phi3 || glm4) {
         matrix(p + "ffn_up.weight", s.n_embd, 2 * static_cast<int64_t>(s.n_ff), 1.0f);  // [gate | up]
-      } else if (starcoder2 || phi2) {  // gpt2's ungated GELU MLP with biases
+      } else if (arcee) {  // ungated, no biases
+        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
+      } else if (starcoder2 || phi2 || nemotron) {  // gpt2's ungated MLP with biases
         matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
         vec(p + "ffn_up.bias", s.n_ff, 0.0f, 0.1f);
         vec(p + "ffn_down.bias", s.n_embd, 0.0f, 0.1f * rs);

@@ -457,6 +457,16 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "arcee-tiny" || preset == "nemotron-tiny") {
+    // arcee (AFM-4.5B) and nemotron (Nemotron-Mini / Minitron) in llama.cpp's layout, F32, 4 layers,
+    // dim 64: an ungated squared-ReLU MLP down(relu(up x)^2); arcee with llama's attention
+    // (adjacent-pair RoPE, RMSNorm), nemotron with LayerNorms with biases, q/k/v/o and MLP biases and
+    // split-halves RoPE on 8 of 16 dims.
+    s.arch = preset.substr(0, preset.size() - 5);
+    if (s.arch == "nemotron") s.rope_dims = 8;
+    s.name = preset;
+    return s;
+  }
   if (preset == "hunyuan-moe-tiny") {
     // hunyuan-moe (Hunyuan-A13B's form) in llama.cpp's layout, F32, 3 layers, dim 64: hunyuan-dense's
     // attention (QK-norm per head after RoPE, split halves), 8 experts of width 32 (feed_forward_length)
@@ -673,6 +683,9 @@ std::vector<std::string> synth_presets() {
       "MoE layers of 8 experts top-2 + 1 shared, sigmoid with bias over 4 groups keep 2, scale 1.5",
       "ernie4_5-moe-tiny: ernie4_5-moe, F32, 4 layers, dim 64, experts in layers 1 and 3 (step 2), 8 top-2 + one "
       "shared of 64, softmax with selection bias, tied head",
+      "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
+      "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
+      "squared-ReLU MLP with biases",
       "hunyuan-moe-tiny: hunyuan-moe (Hunyuan-A13B), F32, 3 layers, dim 64, QK-norm after RoPE, 8 experts top-2 "
       "of width 32 + one shared of 64",
       "bailingmoe2-tiny: bailingmoe2 (Ling 2.0), F32, 3 layers, dim 64, attn_qkv, QK-norm, RoPE on 8 of 16 dims, 1 "

@@ -303,9 +303,13 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
         be_->swiglu(g, u, g, T * n_ff);
       }
     } else {
+      // Ungated: gpt2's family GELU, arcee's and nemotron's squared ReLU.
       be_->matmul(xn, T, L.ffn_up, g);
-      be_->add_bias(g, L.ffn_up_b.data, T, n_ff);
-      be_->gelu(g, g, T * n_ff);
+      if (!L.ffn_up_b.empty()) be_->add_bias(g, L.ffn_up_b.data, T, n_ff);
+      if (c_.ffn_act == FfnActivation::ReluSqr)
+        be_->relu_sqr(g, g, T * n_ff);
+      else
+        be_->gelu(g, g, T * n_ff);
     }
     be_->matmul(g, T, L.ffn_down, out);
     if (!L.ffn_down_b.empty()) be_->add_bias(out, L.ffn_down_b.data, T, d);

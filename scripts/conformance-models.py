@@ -4,7 +4,7 @@ granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, g
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
-bailingmoe2 and hunyuan-moe in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+bailingmoe2, hunyuan-moe, arcee and nemotron in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -438,11 +438,12 @@ def swiglu(m, p, d, ff):
     m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
 
 
-def granite(path, dtype, moe):
+def granite(path, dtype, moe, rope=True):
     # llama_model_granite / granite_moe: llama with embedding_scale, residual_scale (each
     # sublayer's output), attention.scale (kq_scale) and logit_scale (logits / it). The MoE form:
     # 8 experts top-2 of feed_forward_length, renormalised softmax, and Granite MoE Shared's
-    # ungated shared expert (expert_shared_feed_forward_length).
+    # ungated shared expert (expert_shared_feed_forward_length). rope=False: the dense form with
+    # rope.scaling.finetuned false, granite's switch that turns RoPE off in every layer.
     arch = "granitemoe" if moe else "granite"
     d, L, H, Hkv, ff, E, k, sh = 256, 4, 4, 2, 512, 8, 2, 256
     hd = d // H
@@ -455,6 +456,8 @@ def granite(path, dtype, moe):
     m.f32("residual_scale", 0.4)
     m.f32("attention.scale", 0.6 / np.sqrt(hd))
     m.f32("logit_scale", 1.5)
+    if not rope:
+        m.w.add_bool("granite.rope.scaling.finetuned", False)
     if moe:
         m.u32("expert_count", E)
         m.u32("expert_used_count", k)
@@ -658,6 +661,43 @@ def gelu_mlp(m, p, d, ff):
     bias(m, p + "ffn_down.bias", d)
 
 
+def nemotron(path, dtype):
+    # llama_model_nemotron: LayerNorm with biases (the converter's 1 + w already in the weights), q/k/v
+    # and output biases, NEOX RoPE on half of each head, the ungated squared-ReLU MLP with biases
+    # (LLM_FFN_RELU_SQR, gelu_mlp's tensors).
+    d, L, H, Hkv, ff = 256, 4, 4, 2, 512
+    m = layer_norm_model(path, "nemotron", 40, dtype, d, L, H, Hkv, ff, 32, 10000.0)
+    for l in range(L):
+        p = f"blk.{l}."
+        layer_norms(m, p, d)
+        dense_attention(m, p, d, H, Hkv, d // H, bias=True, out_bias=True)
+        gelu_mlp(m, p, d, ff)
+    m.write()
+
+
+def arcee(path, dtype):
+    # llama_model_arcee (AFM-4.5B): llama's attention (NORM RoPE, rope_freqs.weight with factors that
+    # bite) with the ungated squared-ReLU MLP (ffn_up, ffn_down, no biases).
+    d, L, H, Hkv, ff = 256, 4, 4, 2, 512
+    hd = d // H
+    m = Model(path, "arcee", 41, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    u = np.arange(hd // 2) / (hd // 2 - 1)
+    m.w.add_tensor("rope_freqs.weight", (1 + 7 * u * u).astype(np.float32))
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "ffn_norm.weight", d)
+        m.matrix(p + "ffn_up.weight", [d, ff])
+        m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+    m.write()
+
+
 def stablelm(path, dtype):
     # llama_model_stablelm (StableLM 2 1.6B's form): LayerNorm with biases, q/k/v biases, SwiGLU,
     # NEOX RoPE over the first quarter of each head (rope.dimension_count 16 of 64).
@@ -849,6 +889,7 @@ WRITERS = {
     "deepseek2-lite": lambda p, t: deepseek2(p, t, True),
     "granite": lambda p, t: granite(p, t, False),
     "granitemoe": lambda p, t: granite(p, t, True),
+    "granite-norope": lambda p, t: granite(p, t, False, rope=False),
     "olmo2": olmo2,
     "olmo3": lambda p, t: olmo2(p, t, olmo3=True),
     "smollm3": smollm3,
@@ -880,6 +921,8 @@ WRITERS = {
     "ernie4_5-moe": ernie4_5_moe,
     "bailingmoe2": bailingmoe2,
     "hunyuan-moe": hunyuan_moe,
+    "arcee": arcee,
+    "nemotron": nemotron,
 }
 
 if __name__ == "__main__":

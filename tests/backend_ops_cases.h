@@ -1,7 +1,7 @@
 // The op cases of the differential harness (tests/backend_ops.h) for the forward's dense ops:
 // matmul, get_rows, rms_norm, layer_norm, rope (with frequency factors, YaRN and attn_factor),
 // convert_rows (KV cache stores), attention (F32, F16 and Q8_0 K/V rows, sliding windows), the
-// element-wise ops (swiglu, gelu, add, add_bias, mul, scale, softcap) and argmax_rows. Each names its Backend op, makes seeded host inputs, computes
+// element-wise ops (swiglu, gelu, add, add_bias, mul, scale, softcap, relu_sqr) and argmax_rows. Each names its Backend op, makes seeded host inputs, computes
 // the reference with kernels::cpu::*_ref, and runs the op on a backend through the Backend
 // interface. Sampling and the MoE block: tests/backend_ops_sampling.h.
 #pragma once
@@ -643,7 +643,7 @@ class MlaAttentionCase final : public OpCase {
 // alias the first input) and add_bias (in place, the bias broadcast over the T rows).
 class ElementwiseCase final : public OpCase {
  public:
-  enum class Kind { Swiglu, Gelu, Add, AddBias, Mul, Scale, Softcap };
+  enum class Kind { Swiglu, Gelu, Add, AddBias, Mul, Scale, Softcap, ReluSqr };
   static constexpr float kScale = 0.7f, kCap = 5.0f;
   ElementwiseCase(Kind kind, int64_t T, int64_t n, bool alias, Bound bound)
       : OpCase(op_name(kind), std::move(bound)), kind_(kind), T_(T), n_(n), alias_(alias || kind == Kind::AddBias) {}
@@ -660,13 +660,14 @@ class ElementwiseCase final : public OpCase {
       case Kind::Mul: b.mul(a_d_, b_d_, out_d_, total); break;
       case Kind::Scale: b.scale(a_d_, kScale, out_d_, total); break;
       case Kind::Softcap: b.softcap(a_d_, kCap, out_d_, total); break;
+      case Kind::ReluSqr: b.relu_sqr(a_d_, out_d_, total); break;
     }
   }
   Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
   double bytes() const override {
     const double total = static_cast<double>(T_) * n_;
     switch (kind_) {
-      case Kind::Gelu: case Kind::Scale: case Kind::Softcap: return 8.0 * total;
+      case Kind::Gelu: case Kind::Scale: case Kind::Softcap: case Kind::ReluSqr: return 8.0 * total;
       case Kind::AddBias: return 8.0 * total + 4.0 * n_;
       default: return 12.0 * total;
     }
@@ -697,12 +698,13 @@ class ElementwiseCase final : public OpCase {
       case Kind::Mul: cpu::mul(a_.data(), b_.data(), out.values.data(), total); break;  // its own reference
       case Kind::Scale: cpu::scale(a_.data(), kScale, out.values.data(), total); break;  // its own reference
       case Kind::Softcap: cpu::softcap_ref(a_.data(), kCap, out.values.data(), total); break;
+      case Kind::ReluSqr: cpu::relu_sqr_ref(a_.data(), out.values.data(), total); break;
     }
     return {out};
   }
   void do_prepare(Backend&, Arena& a) override {
     a_d_ = alias_ ? a.inout(a_, n_) : a.input(a_, n_);
-    const bool unary = kind_ == Kind::Gelu || kind_ == Kind::Scale || kind_ == Kind::Softcap;
+    const bool unary = kind_ == Kind::Gelu || kind_ == Kind::Scale || kind_ == Kind::Softcap || kind_ == Kind::ReluSqr;
     b_d_ = unary ? nullptr : a.input(b_, n_);
     out_d_ = alias_ ? a_d_ : a.output(a_.size(), n_);
   }
@@ -718,6 +720,7 @@ class ElementwiseCase final : public OpCase {
       case Kind::Mul: return "mul";
       case Kind::Scale: return "scale";
       case Kind::Softcap: return "softcap";
+      case Kind::ReluSqr: return "relu_sqr";
     }
     return "?";
   }

@@ -34,7 +34,7 @@ inline const std::vector<DType>& all_dtypes() {
 inline const std::vector<std::string>& backend_op_names() {
   static const std::vector<std::string> names = {
       "matmul",   "matmul_multi", "get_rows", "rms_norm", "layer_norm", "rope",        "convert_rows",
-      "attention", "mla_attention", "swiglu", "gelu",   "add",        "add_bias",    "mul",
+      "attention", "mla_attention", "swiglu", "gelu", "relu_sqr", "add",        "add_bias",    "mul",
       "scale",    "softcap",  "argmax_rows", "distributions", "sample", "draw",  "moe_ffn"};
   return names;
 }
@@ -258,6 +258,10 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
     for (E s : {E{1, 1, false}, E{3, 17, false}, E{17, 100, true}, E{1, 4097, false}, E{4097, 33, false},
                 E{3, 4097, true}})
       add(new ElementwiseCase(k, s.T, s.n, s.alias, k == EW::Softcap ? cap : product));
+  // Squared ReLU (not on a single element, which half the time the ReLU zeroes: a vacuous check).
+  for (E s : {E{1, 7, false}, E{3, 17, false}, E{17, 100, true}, E{1, 4097, false}, E{4097, 33, false},
+              E{3, 4097, true}})
+    add(new ElementwiseCase(EW::ReluSqr, s.T, s.n, s.alias, product));
 
   // ---- argmax: exact ids.
   const Bound ids{0.0, 0.0, "ids compared exactly"};

@@ -69,14 +69,15 @@ class ReferenceForward {
     gemma1_ = arch_ == "gemma";
     post_only_ = arch_ == "olmo2" || arch_ == "exaone4";  // post-norms only
     layer_norm_ = arch_ == "gpt2" || arch_ == "stablelm" || arch_ == "starcoder2" || arch_ == "gptneox" ||
-                  arch_ == "phi2";
+                  arch_ == "phi2" || arch_ == "nemotron";
     phi2_ = arch_ == "phi2";
     cohere_ = arch_ == "command-r" || arch_ == "cohere2";  // LayerNorm without biases, one norm
     layer_norm_ = layer_norm_ || cohere_;
     parallel_ = phi2_ || cohere_ || (arch_ == "gptneox" && f_->get_bool(a + "use_parallel_residual", false));
     if (cohere_) logit_mul_ = f_->get_float(a + "logit_scale", 0.0);
     if (logit_mul_ == 0) logit_mul_ = 1;
-    ungated_ = arch_ == "gpt2" || arch_ == "starcoder2" || arch_ == "gptneox" || phi2_;
+    relu_sqr_ = arch_ == "arcee" || arch_ == "nemotron";  // down(relu(up x)^2)
+    ungated_ = arch_ == "gpt2" || arch_ == "starcoder2" || arch_ == "gptneox" || phi2_ || relu_sqr_;
     if (arch_ == "granite" || arch_ == "granitemoe") {
       // Granite's multipliers (0 or absent: none).
       embd_mul_ = f_->get_float(a + "embedding_scale", 0.0);
@@ -91,6 +92,8 @@ class ReferenceForward {
       logit_div_ = f_->get_float(a + "logit_scale", 256.0 / c_.n_embd);
     }
     no_rope_step_ = arch_ == "smollm3" ? 4 : 0;  // NoPE every fourth layer
+    // granite's rope.scaling.finetuned = false: no RoPE anywhere (every first layer of 1).
+    if (arch_ == "granite" && !f_->get_bool(a + "rope.scaling.finetuned", true)) no_rope_step_ = 1;
     if (arch_ == "mistral3") {
       // YaRN's ramp bounds and mscale_all_dim from the file; Llama 4's attention temperature.
       beta_fast_ = f_->get_float(a + "rope.scaling.yarn_beta_fast", 32.0);
@@ -140,7 +143,7 @@ class ReferenceForward {
     orig_ctx_ = static_cast<double>(f_->get_int(a + "rope.scaling.original_context_length", c_.n_ctx_train));
     attn_factor_ = f_->get_float(a + "rope.scaling.attn_factor", 1.0);
     if ((arch_ == "llama" || arch_ == "granite" || arch_ == "granitemoe" || arch_ == "exaone" || arch_ == "exaone4" ||
-         arch_ == "minicpm") &&
+         arch_ == "minicpm" || arch_ == "arcee") &&
         f_->find_tensor("rope_freqs.weight"))
       freq_factors_ = tensor("rope_freqs.weight");
     context_ = c_.n_ctx_train;
@@ -149,7 +152,7 @@ class ReferenceForward {
     q_scale_ = gemma_ && c_.n_layer == (gemma2_ ? 46 : 62)
                    ? 1.0 / std::sqrt(static_cast<double>(c_.n_embd / c_.n_head))
                    : 1.0 / std::sqrt(static_cast<double>(c_.head_dim));
-    if (arch_ == "granite" || arch_ == "granitemoe" || arch_ == "deepseek") {
+    if (arch_ == "granite" || arch_ == "granitemoe") {
       const double s = f_->get_float(a + "attention.scale", 0.0);
       if (s != 0) q_scale_ = s;
     }
@@ -451,7 +454,7 @@ class ReferenceForward {
     std::vector<double> f;
     if (ungated_) {
       auto u = linear(h, p + "ffn_up", ff);
-      for (auto& e : u) e = gelu(e);
+      for (auto& e : u) e = relu_sqr_ ? std::max(e, 0.0) * std::max(e, 0.0) : gelu(e);
       f = linear(u, p + "ffn_down", d);
     } else {
       std::vector<double> g, u;
@@ -474,7 +477,8 @@ class ReferenceForward {
   core::ModelConfig c_;
   std::string arch_;
   bool gemma_ = false, gemma2_ = false, qk_norm_ = false, qk_norm_full_ = false, mla_ = false, yarn_ = false;
-  bool gemma1_ = false, post_only_ = false, layer_norm_ = false, phi2_ = false, parallel_ = false, ungated_ = false;
+  bool gemma1_ = false, post_only_ = false, layer_norm_ = false, phi2_ = false, parallel_ = false, ungated_ = false,
+       relu_sqr_ = false;
   double embd_mul_ = 1, residual_mul_ = 1, logit_div_ = 1;  // granite
   int no_rope_step_ = 0;
   bool olmo3_ = false, nope_global_ = false, cohere_ = false;

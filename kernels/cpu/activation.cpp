@@ -81,6 +81,17 @@ void gelu(ThreadPool& pool, const float* x, float* y, int64_t n) {
   });
 }
 
+void relu_sqr_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = x[i] > 0.0f ? x[i] : 0.0f;
+    y[i] = r * r;
+  }
+}
+
+void relu_sqr(ThreadPool& pool, const float* x, float* y, int64_t n) {
+  pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) { relu_sqr_ref(x + b, y + b, e - b); });
+}
+
 void softcap_ref(const float* x, float cap, float* y, int64_t n) {
   const float inv = 1.0f / cap;
   for (int64_t i = 0; i < n; ++i) y[i] = cap * std::tanh(x[i] * inv);

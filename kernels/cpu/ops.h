@@ -237,6 +237,11 @@ void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, in
 // y[i] = gelu(x[i]); y may alias x.
 void gelu_ref(const float* x, float* y, int64_t n);
 void gelu(ThreadPool& pool, const float* x, float* y, int64_t n);
+// y[i] = max(x[i], 0)^2 (squared ReLU, So et al. 2021 "Primer"; Nemotron's and Arcee's MLPs); y may
+// alias x. The op is the reference's loop on the pool's threads (one product per element: the
+// compiler vectorises it, and the bits are the same on every backend).
+void relu_sqr_ref(const float* x, float* y, int64_t n);
+void relu_sqr(ThreadPool& pool, const float* x, float* y, int64_t n);
 // y[i] = cap * tanh(x[i] / cap): soft-capping of logits (Gemma 2; gemma3 files may ask for it).
 // cap > 0; y may alias x.
 void softcap_ref(const float* x, float cap, float* y, int64_t n);

@@ -1,4 +1,4 @@
-// Elementwise ops: SiLU, SwiGLU, GELU (tanh approximation), add, mul, scale, softcap, add_bias. Grid-stride loops; each
+// Elementwise ops: SiLU, SwiGLU, GELU (tanh approximation), squared ReLU, add, mul, scale, softcap, add_bias. Grid-stride loops; each
 // thread reads element i before writing element i, so outputs may alias inputs.
 #include <initializer_list>
 
@@ -30,6 +30,12 @@ __global__ void swiglu_kernel(const float* gate, const float* up, float* out, in
 }
 __global__ void gelu_kernel(const float* x, float* y, int64_t n) {
   SPECMOE_GRID_STRIDE(i, n) y[i] = gelu_f(x[i]);
+}
+__global__ void relu_sqr_kernel(const float* x, float* y, int64_t n) {
+  SPECMOE_GRID_STRIDE(i, n) {
+    const float r = x[i] > 0.0f ? x[i] : 0.0f;
+    y[i] = r * r;
+  }
 }
 __global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
   SPECMOE_GRID_STRIDE(i, n) y[i] = a[i] + b[i];
@@ -81,6 +87,15 @@ void gelu(Context& ctx, const float* x, float* y, int64_t n) {
   DeviceGuard guard(ctx.device());
   detail::gelu_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0, detail::stream_of(ctx)>>>(
       x, y, n);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void relu_sqr(Context& ctx, const float* x, float* y, int64_t n) {
+  detail::check_elementwise("relu_sqr", n, {x, y});
+  if (n == 0) return;
+  DeviceGuard guard(ctx.device());
+  detail::relu_sqr_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0,
+                            detail::stream_of(ctx)>>>(x, y, n);
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -127,6 +127,8 @@ void silu(Context& ctx, const float* x, float* y, int64_t n);
 void swiglu(Context& ctx, const float* gate, const float* up, float* out, int64_t n);
 // y = GELU(x), tanh approximation (Hendrycks & Gimpel 2016) as GPT-2 and llama.cpp use.
 void gelu(Context& ctx, const float* x, float* y, int64_t n);
+// y = max(x, 0)^2; y may alias x.
+void relu_sqr(Context& ctx, const float* x, float* y, int64_t n);
 // y = a + b (y may alias a or b).
 void add(Context& ctx, const float* a, const float* b, float* y, int64_t n);
 // y = a * b elementwise (y may alias a or b).

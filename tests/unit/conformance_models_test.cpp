@@ -132,11 +132,12 @@ TEST_P(ConformanceDenseArch, MatchesTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ConformanceDenseArch,
-                         ::testing::Combine(::testing::Values("granite", "olmo2", "smollm3", "stablelm", "starcoder2",
+                         ::testing::Combine(::testing::Values("granite", "granite-norope", "olmo2", "smollm3", "stablelm", "starcoder2",
                                                               "gemma", "gptneox", "phi2", "ernie4_5", "exaone",
                                                               "exaone4", "mistral3", "command-r", "internlm2",
                                                               "qwen2vl", "seed_oss", "minicpm", "minicpm-defaults",
-                                                              "glm4", "glm4-mrope", "hunyuan-dense", "qwen3vl"),
+                                                              "glm4", "glm4-mrope", "hunyuan-dense", "qwen3vl",
+                                                              "arcee", "nemotron"),
                                             ::testing::Values("f32", "f16")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);

@@ -396,6 +396,42 @@ TEST(ModelLoad, ErrorsNameTheFileAndTensor) {
 
 namespace {
 
+// The largest difference between the logits of two synth files for the test's prompt, over the
+// largest logit: what a key the model reads changes.
+double logit_change(const std::string& a, const std::string& b) {
+  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
+  std::vector<float> la, lb;
+  for (const auto& [path, out] : {std::pair{a, &la}, std::pair{b, &lb}}) {
+    auto m = Model::load(path, f32_caches());
+    KVCache kv = m->new_cache(32);
+    m->forward(ids, kv).logits.to_host(*out);
+  }
+  double max_ref = 0, max_diff = 0;
+  for (size_t i = 0; i < la.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(la[i])));
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(la[i]) - lb[i]));
+  }
+  return max_diff / max_ref;
+}
+
+// max |logit - reference| over the largest reference logit for the file at `path`.
+double reference_rel_error(const std::string& path) {
+  auto m = Model::load(path, f32_caches());
+  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
+  KVCache kv = m->new_cache(32);
+  std::vector<float> logits;
+  m->forward(ids, kv).logits.to_host(logits);
+  const auto ref = ReferenceForward(path).run(ids);
+  const int V = m->config().n_vocab;
+  double max_ref = 0, max_diff = 0;
+  for (size_t t = 0; t < ids.size(); ++t)
+    for (int j = 0; j < V; ++j) {
+      max_ref = std::max(max_ref, std::fabs(ref[t][j]));
+      max_diff = std::max(max_diff, std::fabs(ref[t][j] - logits[t * V + j]));
+    }
+  return max_ref > 0 ? max_diff / max_ref : 1.0;
+}
+
 // rel_tol: allowed max |logit - reference| as a fraction of max |reference logit|.
 void check_against_reference(const SynthSpec& spec, const std::string& file, double rel_tol = 1e-4) {
   const std::string path = scratch(file);
@@ -668,6 +704,16 @@ TEST(Architectures, GraniteMultipliersMatchReference) {
   SynthSpec q8 = synth_spec("granite-tiny");
   q8.type = DType::Q8_0;
   check_against_reference(q8, "arch_granite_q8.gguf", 1.5e-2);  // 8-bit activations, as LlamaMatchesReference
+  // rope.scaling.finetuned = false switches RoPE off in every layer (llama.cpp's granite loader).
+  GgufEdit no_rope;
+  no_rope.set_bool = {{"granite.rope.scaling.finetuned", false}};
+  copy_gguf(scratch("arch_granite.gguf"), scratch("arch_granite_norope.gguf"), no_rope);
+  {
+    auto m2 = Model::load(scratch("arch_granite_norope.gguf"), f32_caches());
+    for (int l = 0; l < m2->config().n_layer; ++l) EXPECT_FALSE(m2->config().has_rope(l)) << l;
+  }
+  EXPECT_LE(reference_rel_error(scratch("arch_granite_norope.gguf")), 1e-4);
+  EXPECT_GT(logit_change(scratch("arch_granite.gguf"), scratch("arch_granite_norope.gguf")), 1e-3);
   // logit_scale is required (llama.cpp reads it without a default).
   GgufEdit e;
   e.drop_key = "granite.logit_scale";
@@ -835,25 +881,7 @@ TEST(Architectures, Exaone4MatchesReference) {
   EXPECT_EQ(c.n_swa, 0);
 }
 
-namespace {
-// The largest difference between the logits of two synth files for the test's prompt, over the
-// largest logit: what a key the model reads changes.
-double logit_change(const std::string& a, const std::string& b) {
-  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
-  std::vector<float> la, lb;
-  for (const auto& [path, out] : {std::pair{a, &la}, std::pair{b, &lb}}) {
-    auto m = Model::load(path, f32_caches());
-    KVCache kv = m->new_cache(32);
-    m->forward(ids, kv).logits.to_host(*out);
-  }
-  double max_ref = 0, max_diff = 0;
-  for (size_t i = 0; i < la.size(); ++i) {
-    max_ref = std::max(max_ref, std::fabs(static_cast<double>(la[i])));
-    max_diff = std::max(max_diff, std::fabs(static_cast<double>(la[i]) - lb[i]));
-  }
-  return max_diff / max_ref;
-}
-}  // namespace
+
 
 TEST(Architectures, Olmo3WindowsAndUnscaledLocalRopeMatchReference) {
   // OLMo 3: olmo2 with windows of 4 on layers 0-2 (one flag per layer) and YaRN with
@@ -1006,6 +1034,28 @@ TEST(Architectures, Qwen3VlInterleavedMropeMatchesReference) {
   as_qwen3.rename_arch = "qwen3";
   copy_gguf(scratch("arch_qwen3vl.gguf"), scratch("arch_qwen3vl_as_qwen3.gguf"), as_qwen3);
   EXPECT_GT(logit_change(scratch("arch_qwen3vl.gguf"), scratch("arch_qwen3vl_as_qwen3.gguf")), 1e-3);
+}
+
+TEST(Architectures, SquaredReluMlpsMatchReference) {
+  // arcee: llama's attention over down(relu(up x)^2); nemotron: the same MLP with biases under
+  // LayerNorms with biases, partial split-halves RoPE. F32 and F16 weights.
+  for (const char* preset : {"arcee-tiny", "nemotron-tiny"})
+    for (DType t : {DType::F32, DType::F16}) {
+      SynthSpec s = synth_spec(preset);
+      s.type = t;
+      check_against_reference(s, fmt::format("arch_{}_{}.gguf", preset, dtype_name(t)));
+    }
+  auto m = Model::load(scratch("arch_nemotron-tiny_F32.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.ffn_act, FfnActivation::ReluSqr);
+  EXPECT_TRUE(c.layer_norm);
+  EXPECT_EQ(c.rope_dims, 8);
+  EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
+  // The activation matters: the same file read as starcoder2 (the same tensors under GELU) differs.
+  GgufEdit as_starcoder2;
+  as_starcoder2.rename_arch = "starcoder2";
+  copy_gguf(scratch("arch_nemotron-tiny_F32.gguf"), scratch("arch_nemotron_as_starcoder2.gguf"), as_starcoder2);
+  EXPECT_GT(logit_change(scratch("arch_nemotron-tiny_F32.gguf"), scratch("arch_nemotron_as_starcoder2.gguf")), 1e-3);
 }
 
 TEST(Architectures, Mistral3YarnKeysAndTemperatureMatchReference) {
