@@ -117,9 +117,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   I.config = ModelConfig::from_gguf(*I.file);
   I.config.validate();
   const ModelConfig& c = I.config;
-  if (c.arch == Arch::Gpt2 && c.rope_style != RopeStyle::None)
-    throw_error(ErrorKind::Format, "{}: gpt2 uses learned positions, not RoPE", path);
-  if (c.arch != Arch::Gpt2 && c.rope_style == RopeStyle::None)
+  if (c.learned_positions() && c.rope_style != RopeStyle::None)
+    throw_error(ErrorKind::Format, "{}: {} uses learned positions, not RoPE", path, c.arch_name);
+  if (!c.learned_positions() && c.rope_style == RopeStyle::None)
     throw_error(ErrorKind::Format, "{}: architecture '{}' needs RoPE", path, c.arch_name);
   if (c.rope_style != RopeStyle::None && (c.rope_dims <= 0 || c.rope_dims > c.head_dim || c.rope_dims % 2))
     throw_error(ErrorKind::Format, "{}: rope dimension count {} must be even and at most head_dim {}", path,
@@ -191,9 +191,9 @@ KVCache Model::new_cache(int n_ctx, const KVCacheTypes& types) const {
   const ModelConfig& c = impl_->config;
   check_cache_types(c, types, impl_->file->path());
   if (n_ctx <= 0) n_ctx = c.n_ctx_train;
-  if (c.arch == Arch::Gpt2 && n_ctx > c.n_ctx_train)
-    throw_error(ErrorKind::Limit, "{}: gpt2 context {} exceeds its {} learned positions", impl_->file->path(), n_ctx,
-                c.n_ctx_train);
+  if (c.learned_positions() && n_ctx > c.n_ctx_train)
+    throw_error(ErrorKind::Limit, "{}: {} context {} exceeds its {} learned positions", impl_->file->path(),
+                c.arch_name, n_ctx, c.n_ctx_train);
   return KVCache(impl_->backend, kv_layouts(c, types), n_ctx);
 }
 
@@ -274,9 +274,9 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
     if (tokens[t] < 0 || tokens[t] >= c.n_vocab)
       throw_error(ErrorKind::InvalidArgument, "{}: token id {} outside the vocabulary [0, {})", path, tokens[t],
                   c.n_vocab);
-    if (positions[t] < 0 || (c.arch == Arch::Gpt2 && positions[t] >= c.n_ctx_train))
+    if (positions[t] < 0 || (c.learned_positions() && positions[t] >= c.n_ctx_train))
       throw_error(ErrorKind::Limit, "{}: position {} outside [0, {})", path, positions[t],
-                  c.arch == Arch::Gpt2 ? c.n_ctx_train : INT32_MAX);
+                  c.learned_positions() ? c.n_ctx_train : INT32_MAX);
   }
   if (options.head_rows < 0 || options.head_rows > c.n_vocab)
     throw_error(ErrorKind::InvalidArgument, "{}: head rows {} outside [0, {}]", path, options.head_rows, c.n_vocab);

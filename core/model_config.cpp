@@ -180,6 +180,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"glm4moe", Arch::Glm4Moe, RopeStyle::SplitHalves},    {"ernie4_5-moe", Arch::Ernie45Moe, RopeStyle::Adjacent},
       {"bailingmoe2", Arch::BailingMoe2, RopeStyle::SplitHalves}, {"hunyuan-moe", Arch::HunyuanMoe, RopeStyle::SplitHalves},
       {"arcee", Arch::Arcee, RopeStyle::Adjacent},           {"nemotron", Arch::Nemotron, RopeStyle::SplitHalves},
+      {"starcoder", Arch::Starcoder, RopeStyle::None},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -190,7 +191,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
-                "bailingmoe2, hunyuan-moe, arcee, nemotron)",
+                "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -205,7 +206,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                  c.arch == Arch::Glm4;
   c.pre_norms = c.arch != Arch::Olmo2 && c.arch != Arch::Exaone4;
   const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
-  c.layer_norm = c.arch == Arch::Gpt2 || c.arch == Arch::StableLm || c.arch == Arch::Starcoder2 ||
+  c.layer_norm = c.learned_positions() || c.arch == Arch::StableLm || c.arch == Arch::Starcoder2 ||
                  c.arch == Arch::GptNeox || c.arch == Arch::Phi2 || c.arch == Arch::Nemotron || cohere;
   c.parallel_residual = c.arch == Arch::Phi2 || cohere;  // gptneox: its key, read below
   if (c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) c.ffn_act = FfnActivation::GeluTanh;
@@ -250,7 +251,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     c.head_dim = c.n_embd / c.n_head;
   }
 
-  if (c.arch == Arch::Gpt2) {
+  if (c.learned_positions()) {
     c.norm_eps = r.get_float("attention.layer_norm_epsilon", 1e-5f);
     c.rope_dims = 0;
   } else {

@@ -14,7 +14,7 @@ enum class Arch {
   Llama, Qwen2, Qwen2Moe, Gpt2, Qwen3, Gemma3, Qwen3Moe, Olmoe, Phi3, Gemma2, Deepseek2,
   Granite, GraniteMoe, Olmo2, Smollm3, StableLm, Gemma, Starcoder2, GptNeox, Phi2, Ernie45, Exaone,
   Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl,
-  Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron
+  Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder
 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
@@ -172,6 +172,9 @@ struct ModelConfig {
   int attn_temp_floor = 0;
 
   bool is_moe() const { return n_expert > 0; }
+  // Learned absolute positions (position_embd) and no RoPE: gpt2, starcoder (StarCoder / SantaCoder,
+  // gpt2's block with multi-query attention).
+  bool learned_positions() const { return arch == Arch::Gpt2 || arch == Arch::Starcoder; }
   // Layer `layer` has experts (MoE models, past the leading dense layers, every n_moe_layer_step-th).
   bool is_moe_layer(int layer) const {
     return is_moe() && layer >= n_layer_dense_lead && (layer + 1) % n_moe_layer_step == 0;

@@ -41,7 +41,7 @@
 //   arcee: llama's attention with an ungated squared-ReLU MLP (ffn_up, ffn_down); nemotron: the same
 //          MLP (optional ffn_up / ffn_down biases) under LayerNorms with biases, optional q/k/v/o
 //          biases
-//   gpt2:  token_embd, position_embd, output_norm{,.bias}, output (absent = tied),
+//   gpt2, starcoder:  token_embd, position_embd, output_norm{,.bias}, output (absent = tied),
 //          blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up, ffn_down}{.weight,.bias}
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
 //     llama (Mixtral)  blk.N.ffn_gate_inp.weight   {n_embd, n_expert}
@@ -253,8 +253,9 @@ void bind_mla(const TensorBinder& b, const ModelConfig& c, const std::string& p,
 
 ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   const TensorBinder b(file);
-  const bool gpt2 = c.arch == Arch::Gpt2;
-  // gpt2's block layout (fused attn_qkv, biases everywhere, an ungated MLP), also gptneox's.
+  const bool gpt2 = c.learned_positions();  // gpt2, starcoder
+  // gpt2's block layout (fused attn_qkv, biases everywhere, an ungated MLP), also gptneox's and
+  // starcoder's (with its KV heads: attn_qkv {n_embd, n_embd + 2 kv_dim}).
   const bool gpt2_block = gpt2 || c.arch == Arch::GptNeox;
   const bool qwen2 = c.arch == Arch::Qwen2 || c.arch == Arch::Qwen2Moe;
   const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;

@@ -56,7 +56,7 @@ bool is_arch(const SynthSpec& s, std::initializer_list<const char*> names) {
 }
 
 void check_spec(const SynthSpec& s) {
-  if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
+  if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "starcoder", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
                    "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
                    "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2",
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
@@ -66,10 +66,10 @@ void check_spec(const SynthSpec& s) {
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
-                "arcee, nemotron)",
+                "arcee, nemotron, starcoder)",
                 s.arch);
-  if (s.arch == "gpt2" && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
-    throw_error(ErrorKind::InvalidArgument, "synth: gpt2 has neither a head_dim key nor RoPE scaling");
+  if (is_arch(s, {"gpt2", "starcoder"}) && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
+    throw_error(ErrorKind::InvalidArgument, "synth: {} has neither a head_dim key nor RoPE scaling", s.arch);
   if (s.llama3_orig_ctx > 0 && s.arch != "llama")
     throw_error(ErrorKind::InvalidArgument, "synth: rope_freqs.weight (llama3_orig_ctx) is llama's, not {}'s", s.arch);
   if ((s.rope_freq_base_swa > 0.0f || s.final_logit_softcap > 0.0f) && !is_arch(s, {"gemma2", "gemma3"}))
@@ -161,7 +161,8 @@ void synth_write(const std::string& preset, const std::string& path, uint64_t se
 void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   check_spec(s);
   const std::string& a = s.arch;
-  const bool gpt2 = a == "gpt2", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
+  // gpt2 and starcoder (gpt2's block with KV heads of their own): learned positions, no RoPE.
+  const bool gpt2 = a == "gpt2" || a == "starcoder", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
   const bool qk_norm =
       is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe", "dots1", "bailingmoe2",
                   "hunyuan-moe"});
@@ -181,7 +182,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2", "nemotron"});
   const bool nemotron = a == "nemotron", arcee = a == "arcee";  // ungated squared-ReLU MLPs
   const bool qkv_bias = qwen2 || layer_norm || glm4 || a == "glm4moe";
-  const int n_head_kv = gpt2 ? s.n_head : s.n_head_kv;
+  const int n_head_kv = a == "gpt2" ? s.n_head : s.n_head_kv;
   const int head_dim = head_dim_of(s);
   const int rope_dims = s.rope_dims > 0 ? s.rope_dims : head_dim;
   const int64_t q_dim = static_cast<int64_t>(s.n_head) * head_dim, kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
@@ -226,6 +227,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   w.set_u32(a + ".attention.head_count", s.n_head);
   if (gpt2) {
     w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
+    if (a == "starcoder") w.set_u32(a + ".attention.head_count_kv", n_head_kv);  // multi-query
   } else {
     w.set_u32(a + ".attention.head_count_kv", n_head_kv);
     w.set_f32(a + (layer_norm || cohere ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"),

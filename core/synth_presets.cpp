@@ -457,6 +457,15 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "starcoder-tiny") {
+    // starcoder (StarCoder / SantaCoder / tiny_starcoder) in llama.cpp's layout, F32, 4 layers, dim 64:
+    // gpt2's block (LayerNorm, fused attn_qkv, GELU MLP, all with biases, learned positions) with
+    // multi-query attention (one KV head for 4 query heads).
+    s.arch = "starcoder";
+    s.n_head_kv = 1;
+    s.name = preset;
+    return s;
+  }
   if (preset == "arcee-tiny" || preset == "nemotron-tiny") {
     // arcee (AFM-4.5B) and nemotron (Nemotron-Mini / Minitron) in llama.cpp's layout, F32, 4 layers,
     // dim 64: an ungated squared-ReLU MLP down(relu(up x)^2); arcee with llama's attention
@@ -683,6 +692,7 @@ std::vector<std::string> synth_presets() {
       "MoE layers of 8 experts top-2 + 1 shared, sigmoid with bias over 4 groups keep 2, scale 1.5",
       "ernie4_5-moe-tiny: ernie4_5-moe, F32, 4 layers, dim 64, experts in layers 1 and 3 (step 2), 8 top-2 + one "
       "shared of 64, softmax with selection bias, tied head",
+      "starcoder-tiny: starcoder, F32, 4 layers, dim 64, gpt2's block with multi-query attention (heads 4/1)",
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
       "squared-ReLU MLP with biases",

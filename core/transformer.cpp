@@ -361,7 +361,7 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   float* x = buf(kX, T * d);
   float* xn = buf(kXn, T * d);
   be_->get_rows(w_.token_embd, ids, T, x);
-  if (c_.arch == Arch::Gpt2) {
+  if (c_.learned_positions()) {
     be_->get_rows(w_.position_embd, positions, T, xn);
     be_->add(x, xn, x, T * d);
   }

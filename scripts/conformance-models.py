@@ -4,7 +4,7 @@ granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, g
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
-bailingmoe2, hunyuan-moe, arcee and nemotron in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+bailingmoe2, hunyuan-moe, arcee, nemotron and starcoder in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -661,6 +661,30 @@ def gelu_mlp(m, p, d, ff):
     bias(m, p + "ffn_down.bias", d)
 
 
+def starcoder(path, dtype):
+    # llama_model_starcoder (StarCoder / SantaCoder): gpt2's block, LayerNorm with biases, learned
+    # positions (position_embd of context_length rows), fused attn_qkv {n_embd, n_embd + 2 kv} with
+    # one KV head (multi-query), biases everywhere, the ungated GELU MLP.
+    d, L, H, ff, n_ctx = 256, 4, 4, 1024, 1024
+    hd = d // H
+    m = Model(path, "starcoder", 42, dtype)
+    m.common(d, L, H, 1, n_ctx=n_ctx)
+    m.f32("attention.layer_norm_epsilon", 1e-5)
+    m.u32("feed_forward_length", ff)
+    m.matrix("position_embd.weight", [d, n_ctx], scale=0.3 * np.sqrt(d))
+    bias(m, "output_norm.bias", d)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        layer_norms(m, p, d)
+        m.matrix(p + "attn_qkv.weight", [d, d + 2 * hd])
+        bias(m, p + "attn_qkv.bias", d + 2 * hd)
+        m.matrix(p + "attn_output.weight", [d, d], scale=0.7)
+        bias(m, p + "attn_output.bias", d)
+        gelu_mlp(m, p, d, ff)
+    m.write()
+
+
 def nemotron(path, dtype):
     # llama_model_nemotron: LayerNorm with biases (the converter's 1 + w already in the weights), q/k/v
     # and output biases, NEOX RoPE on half of each head, the ungated squared-ReLU MLP with biases
@@ -921,6 +945,7 @@ WRITERS = {
     "ernie4_5-moe": ernie4_5_moe,
     "bailingmoe2": bailingmoe2,
     "hunyuan-moe": hunyuan_moe,
+    "starcoder": starcoder,
     "arcee": arcee,
     "nemotron": nemotron,
 }

@@ -68,7 +68,7 @@ class ReferenceForward {
     qk_norm_full_ = arch_ == "olmoe" || arch_ == "olmo2";
     gemma1_ = arch_ == "gemma";
     post_only_ = arch_ == "olmo2" || arch_ == "exaone4";  // post-norms only
-    layer_norm_ = arch_ == "gpt2" || arch_ == "stablelm" || arch_ == "starcoder2" || arch_ == "gptneox" ||
+    layer_norm_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "stablelm" || arch_ == "starcoder2" || arch_ == "gptneox" ||
                   arch_ == "phi2" || arch_ == "nemotron";
     phi2_ = arch_ == "phi2";
     cohere_ = arch_ == "command-r" || arch_ == "cohere2";  // LayerNorm without biases, one norm
@@ -77,7 +77,7 @@ class ReferenceForward {
     if (cohere_) logit_mul_ = f_->get_float(a + "logit_scale", 0.0);
     if (logit_mul_ == 0) logit_mul_ = 1;
     relu_sqr_ = arch_ == "arcee" || arch_ == "nemotron";  // down(relu(up x)^2)
-    ungated_ = arch_ == "gpt2" || arch_ == "starcoder2" || arch_ == "gptneox" || phi2_ || relu_sqr_;
+    ungated_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "starcoder2" || arch_ == "gptneox" || phi2_ || relu_sqr_;
     if (arch_ == "granite" || arch_ == "granitemoe") {
       // Granite's multipliers (0 or absent: none).
       embd_mul_ = f_->get_float(a + "embedding_scale", 0.0);
@@ -177,7 +177,7 @@ class ReferenceForward {
   // logits [T][n_vocab]
   std::vector<std::vector<double>> run(const std::vector<int32_t>& ids, const FfnBlock& ffn = {}) {
     const int T = static_cast<int>(ids.size()), d = c_.n_embd;
-    const bool gpt2 = c_.arch == core::Arch::Gpt2;
+    const bool gpt2 = c_.learned_positions();  // gpt2, starcoder
     std::vector<std::vector<double>> x(T);
     const auto emb = tensor("token_embd.weight");
     for (int t = 0; t < T; ++t) {
@@ -384,7 +384,7 @@ class ReferenceForward {
       k = linear(h, p + "attn_k", kvd);
       v = linear(h, p + "attn_v", kvd);
     }
-    if (c_.arch == core::Arch::Gpt2) return;
+    if (c_.learned_positions()) return;
     const bool norm_after_rope = arch_ == "hunyuan-dense" || arch_ == "hunyuan-moe";  // QK-norm after RoPE
     if (qk_norm_ && !norm_after_rope) {
       head_norm(q, p + "attn_q_norm", c_.n_head);

@@ -489,6 +489,21 @@ TEST(Architectures, Gpt2MatchesReference) {
   check_against_reference(s, "arch_gpt2.gguf");
 }
 
+TEST(Architectures, StarcoderMultiQueryMatchesReference) {
+  // gpt2's block with one KV head for four query heads (StarCoder's multi-query attention), F32 and
+  // F16; its context is bounded by the learned positions as gpt2's is.
+  for (DType t : {DType::F32, DType::F16}) {
+    SynthSpec s = synth_spec("starcoder-tiny");
+    s.type = t;
+    check_against_reference(s, fmt::format("arch_starcoder_{}.gguf", dtype_name(t)));
+  }
+  auto m = Model::load(scratch("arch_starcoder_F32.gguf"), f32_caches());
+  EXPECT_EQ(m->config().n_head_kv, 1);
+  EXPECT_TRUE(m->config().learned_positions());
+  EXPECT_EQ(m->config().rope_style, RopeStyle::None);
+  EXPECT_THROW(m->new_cache(m->config().n_ctx_train + 1), Error);
+}
+
 TEST(Architectures, Qwen3MatchesReference) {
   // QK-norm per head, no QKV biases, heads of 32 while n_embd / n_head is 16.
   const SynthSpec s = synth_spec("qwen3-tiny");
