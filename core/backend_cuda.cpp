@@ -221,6 +221,10 @@ void CudaBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, 
                           float* out, moe::Routing& routing) {
   cu::Context& ctx = *ctx_;
   const moe::MoEWeights& W = block.weights;
+  if (W.has_biases() || W.act != moe::MoEActivation::SwiGLU)
+    throw_error(ErrorKind::Unsupported,
+                "MoE block with router / expert biases or the clamped SwiGLU (gpt-oss) runs on the CPU backend "
+                "only for now (--device cpu)");
   const int E = W.n_expert();
   const int64_t d = W.gate_inp.n_in, ff = W.n_ff();
   const int64_t n = T * k;

@@ -365,6 +365,12 @@ const std::map<std::string, Renderer, std::less<>>& renderers() {
                   : m.role == "assistant" ? m.content + "<|eos|>"
                                           : "<|startoftext|>" + m.content + "<|extra_0|>";
        }},
+      // gpt-oss's harmony format as llama.cpp's built-in renders it (no channels).
+      {"gpt-oss", [](Messages msgs, bool add, std::string& out) {
+         for (const ChatMessage& m : msgs)
+           out += "<|start|>" + m.role + "<|message|>" + m.content + (m.role == "assistant" ? "<|return|>" : "<|end|>");
+         if (add) out += "<|start|>assistant";
+       }},
       {"bailing", bailing(false, false)},
       {"bailing-think", bailing(true, false)},
       {"bailing2", bailing(false, true)},

@@ -180,7 +180,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"glm4moe", Arch::Glm4Moe, RopeStyle::SplitHalves},    {"ernie4_5-moe", Arch::Ernie45Moe, RopeStyle::Adjacent},
       {"bailingmoe2", Arch::BailingMoe2, RopeStyle::SplitHalves}, {"hunyuan-moe", Arch::HunyuanMoe, RopeStyle::SplitHalves},
       {"arcee", Arch::Arcee, RopeStyle::Adjacent},           {"nemotron", Arch::Nemotron, RopeStyle::SplitHalves},
-      {"starcoder", Arch::Starcoder, RopeStyle::None},
+      {"starcoder", Arch::Starcoder, RopeStyle::None},       {"gpt-oss", Arch::GptOss, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -191,7 +191,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
-                "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder)",
+                "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -293,6 +293,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::MiniCpm) detail::read_granite(r, c);
   if (c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4) detail::read_olmo3_exaone4_windows(r, c);
   if (cohere) detail::read_cohere(r, c);
+  if (c.arch == Arch::GptOss) detail::read_gpt_oss(r, c);
   if (c.arch == Arch::HunyuanDense) {
     // Hunyuan's NTK-aware alpha (rope.scaling.alpha): base = freq_base * alpha^(d / (d - 2)) over
     // the head width d, as llama.cpp's hunyuan loader sets it.

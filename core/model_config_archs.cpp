@@ -95,6 +95,18 @@ void read_olmo3_exaone4_windows(const Reader& r, ModelConfig& c) {
 // rotating with the global base and scaling (llama.cpp's graph uses neither freq_base_swa nor a
 // local scale), the global ones without RoPE. Command R+ (64 layers and more: a LayerNorm with its
 // own weights per q and k head) is refused.
+// gpt-oss (llama.cpp's openai-moe): windows of attention.sliding_window (required) on every
+// second layer (layers 0, 2, ...; attention.sliding_window_pattern when present), rotated as the
+// global ones (rope.freq_base_swa when present, the same scaling and YaRN).
+void read_gpt_oss(const Reader& r, ModelConfig& c) {
+  c.n_swa = r.get("attention.sliding_window", std::nullopt);
+  if (c.n_swa <= 0)
+    throw_error(ErrorKind::Format, "{}: {} is {}", r.f.path(), r.key("attention.sliding_window"), c.n_swa);
+  read_swa_layers(r, c, 2);
+  c.rope_freq_base_swa = r.get_float("rope.freq_base_swa", c.rope_freq_base);
+  c.rope_freq_scale_swa = c.rope_freq_scale;
+}
+
 void read_cohere(const Reader& r, ModelConfig& c) {
   const float mult = c.arch == Arch::Cohere2 ? r.get_float("logit_scale", std::nullopt) : r.get_float("logit_scale", 0.0f);
   c.logit_mult = mult == 0.0f ? 1.0f : mult;
@@ -243,6 +255,11 @@ void read_experts(const Reader& r, ModelConfig& c) {
     case Arch::Qwen3VlMoe:
       c.n_ff_expert = r.get("expert_feed_forward_length", per_token);
       break;
+    case Arch::GptOss:
+      // Experts with biases and the clamped SwiGLU; top-k by the biased logits, weights the softmax
+      // of the k selected (llama.cpp's SOFTMAX_WEIGHT, which is the renormalised softmax top-k).
+      c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
+      break;
     case Arch::GraniteMoe:
       // Experts of feed_forward_length; Granite MoE Shared's one ungated shared expert.
       c.n_ff_expert = c.n_ff;
@@ -286,12 +303,13 @@ void read_experts(const Reader& r, ModelConfig& c) {
   }
   // Fixed by llama.cpp's graph for these, whatever the file's keys say.
   const bool fixed_softmax = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe ||
-                             c.arch == Arch::HunyuanMoe;
+                             c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss;
   const bool raw = c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
                    c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2;
   c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), !raw);
   if (c.arch == Arch::Deepseek) c.expert_weights_norm = false;
-  if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe) c.expert_weights_norm = true;
+  if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss)
+    c.expert_weights_norm = true;
   const bool gating_required = c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2;
   if (gating_required && c.n_expert > 0 && !file.has(r.key("expert_gating_func")))
     throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), r.key("expert_gating_func"));
@@ -305,7 +323,8 @@ void read_experts(const Reader& r, ModelConfig& c) {
     throw_error(ErrorKind::Unsupported, "{}: {} = {} is unsupported (1 softmax, 2 sigmoid)", file.path(),
                 r.key("expert_gating_func"), gating);
   }
-  const bool never_scaled = c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe;
+  const bool never_scaled = c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe ||
+                            c.arch == Arch::GptOss;
   c.expert_weights_scale = never_scaled ? 0.0f : r.get_float("expert_weights_scale", 0.0f);
   if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp: 0 = no scaling
   c.n_expert_group = std::max(1, r.get("expert_group_count", 1));
@@ -316,6 +335,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
                               c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 || c.arch == Arch::Ernie45Moe;
   const bool needs_experts = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
                              c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
+                             c.arch == Arch::GptOss ||
                              (deepseek_style && !lead_only);
   const bool may_have_experts = needs_experts || c.arch == Arch::Llama || deepseek_style;
   if (needs_experts && c.n_expert == 0)

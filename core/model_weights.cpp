@@ -41,6 +41,9 @@
 //   arcee: llama's attention with an ungated squared-ReLU MLP (ffn_up, ffn_down); nemotron: the same
 //          MLP (optional ffn_up / ffn_down biases) under LayerNorms with biases, optional q/k/v/o
 //          biases
+//   gpt-oss: attention with q/k/v and output biases and attn_sinks {n_head}, heads of key_length;
+//          post_attention_norm as the FFN's pre-norm; the MoE block with ffn_gate_inp.bias {E},
+//          ffn_{gate,up}_exps.bias {n_ff_exp, E}, ffn_down_exps.bias {n_embd, E}
 //   gpt2, starcoder:  token_embd, position_embd, output_norm{,.bias}, output (absent = tied),
 //          blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up, ffn_down}{.weight,.bias}
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
@@ -198,7 +201,34 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
   std::vector<float> bias;
   const bool binds_bias = c.arch == Arch::Deepseek2 || c.arch == Arch::Dots1 || c.arch == Arch::Ernie45Moe ||
                           c.arch == Arch::BailingMoe2 || c.arch == Arch::Glm4Moe;
-  const bool no_bias = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe;
+  const bool no_bias = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
+                       c.arch == Arch::GptOss;
+  if (c.arch == Arch::GptOss) {
+    // gpt-oss: biases of the router logits and of every expert's gate, up and down rows (2-D
+    // tensors {rows, n_expert}: expert e's biases are row e), and the clamped SwiGLU.
+    auto floats_of = [&](const std::string& name, std::vector<int64_t> ne) -> const float* {
+      const GGUFTensorInfo* tp = b.file().find_tensor(name);
+      if (!tp) throw_error(ErrorKind::Format, "{}: tensor '{}' is missing", b.file().path(), name);
+      const GGUFTensorInfo& t = *tp;
+      if (t.ne != ne)
+        throw_error(ErrorKind::Format, "{}: tensor '{}' has shape {}, expected {}", b.file().path(), name,
+                    shape_str(t.ne), shape_str(ne));
+      int64_t n = 1;
+      for (int64_t v : ne) n *= v;
+      if (n % dtype_info(t.type).block_size != 0 || dtype_row_bytes(t.type, n) != t.nbytes)
+        throw_error(ErrorKind::Format, "{}: tensor '{}' of type {} holds {} bytes for {} elements", b.file().path(),
+                    name, dtype_name(t.type), t.nbytes, n);
+      std::vector<float> v(static_cast<size_t>(n));
+      cpu::dequantize_row(t.type, t.data, v.data(), n);
+      floats.push_back(std::move(v));
+      return floats.back().data();
+    };
+    w.gate_inp_b = floats_of(p + "ffn_gate_inp.bias", {E});
+    w.gate_exps_b = floats_of(p + "ffn_gate_exps.bias", {ff, E});
+    w.up_exps_b = floats_of(p + "ffn_up_exps.bias", {ff, E});
+    w.down_exps_b = floats_of(p + "ffn_down_exps.bias", {d, E});
+    w.act = moe::MoEActivation::SwiGLUOai;
+  }
   if (c.arch == Arch::Glm4Moe || (b.has(p + "exp_probs_b.bias") &&
                                   (binds_bias || (!no_bias && c.expert_gating == ExpertGating::Sigmoid))))
     bias = b.vector(p + "exp_probs_b.bias", E);
@@ -318,7 +348,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       L.attn_norm = vec(p + "attn_norm.weight", c.n_embd);
       // seed_oss names its FFN's pre-norm post_attention_norm (llama.cpp's attn_post_norm).
       // seed_oss and glm4moe name it so too.
-      const bool post_named = c.arch == Arch::SeedOss || c.arch == Arch::Glm4Moe;
+      const bool post_named = c.arch == Arch::SeedOss || c.arch == Arch::Glm4Moe || c.arch == Arch::GptOss;
       L.ffn_norm = vec(p + (post_named ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd);
     }
     if (c.layer_norm && c.arch != Arch::Phi2 && !cohere) {
@@ -363,7 +393,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       if (c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::Mistral3 ||
           c.arch == Arch::MiniCpm || c.arch == Arch::Nemotron)
         L.bo = opt_vec(p + "attn_output.bias", c.n_embd);
-      if (c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2) L.bo = vec(p + "attn_output.bias", c.n_embd);
+      if (c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2 || c.arch == Arch::GptOss)
+        L.bo = vec(p + "attn_output.bias", c.n_embd);
+      if (c.arch == Arch::GptOss) L.attn_sinks = vec(p + "attn_sinks.weight", c.n_head);
       if (c.qk_norm) {
         L.attn_q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
         L.attn_k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
@@ -441,7 +473,7 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
   f(w.rope_short);
   for (LayerWeights& L : w.layers) {
     for (VectorView* v : {&L.attn_norm, &L.attn_norm_b, &L.bq, &L.bk, &L.bv, &L.bqkv, &L.bo, &L.attn_q_norm,
-                          &L.attn_k_norm, &L.attn_post_norm, &L.ffn_norm, &L.ffn_norm_b, &L.ffn_post_norm,
+                          &L.attn_k_norm, &L.attn_post_norm, &L.attn_sinks, &L.ffn_norm, &L.ffn_norm_b, &L.ffn_post_norm,
                           &L.ffn_gate_b, &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias, &L.attn_q_a_norm, &L.attn_kv_a_norm})
       f(*v);
     moe::MoEWeights& e = L.moe.weights;

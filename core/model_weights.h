@@ -61,6 +61,7 @@ struct LayerWeights {
   VectorView attn_q_norm, attn_k_norm;         // qwen3, qwen3moe, gemma3: [head_dim], RMSNorm of each
                                                // head; olmoe: [q_dim] and [kv_dim], of the whole projection
   VectorView attn_post_norm, ffn_post_norm;    // gemma2, gemma3: [n_embd], RMSNorm of each sublayer's output
+  VectorView attn_sinks;                       // gpt-oss: [n_head] attention sink logits
   VectorView ffn_norm, ffn_norm_b;             // [n_embd]
   // Dense FFN: SwiGLU down(silu(gate x) * up x) (llama, qwen2), or gpt2's GELU MLP
   // down(gelu(up x + up_b)) + down_b (no gate), or phi3's fused [gate | up] = ffn_up x

@@ -56,7 +56,7 @@ bool is_arch(const SynthSpec& s, std::initializer_list<const char*> names) {
 }
 
 void check_spec(const SynthSpec& s) {
-  if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "starcoder", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
+  if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "starcoder", "gpt-oss", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
                    "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
                    "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2",
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
@@ -66,7 +66,7 @@ void check_spec(const SynthSpec& s) {
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
-                "arcee, nemotron, starcoder)",
+                "arcee, nemotron, starcoder, gpt-oss)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder"}) && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: {} has neither a head_dim key nor RoPE scaling", s.arch);
@@ -76,7 +76,7 @@ void check_spec(const SynthSpec& s) {
     throw_error(ErrorKind::InvalidArgument, "synth: a local RoPE base and logit soft-capping are gemma's, not {}'s",
                 s.arch);
   if ((s.n_swa > 0 || s.swa_pattern > 0 || !s.swa_layers.empty()) &&
-      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2"}) && !(s.arch == "exaone4" && s.n_layer == 64))
+      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss"}) && !(s.arch == "exaone4" && s.n_layer == 64))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: sliding windows are gemma2's, gemma3's, olmo2's (OLMo 3), cohere2's and 64-layer exaone4's, not "
                 "{}'s",
@@ -106,7 +106,7 @@ void check_spec(const SynthSpec& s) {
   if (s.moe_layer_step != 1 && s.arch != "ernie4_5-moe")
     throw_error(ErrorKind::InvalidArgument, "synth: an MoE layer step is ernie4_5-moe's, not {}'s", s.arch);
   const bool experts_ok = s.arch == "qwen2moe"                    ? s.n_expert > 0 && s.n_ff_shared > 0
-                          : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe"}) ? s.n_expert > 0 && s.n_ff_shared == 0
+                          : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe", "gpt-oss"}) ? s.n_expert > 0 && s.n_ff_shared == 0
                           : is_arch(s, {"ernie4_5-moe", "hunyuan-moe"}) ? s.n_expert > 0 && s.n_expert_shared == 0
                           : ds_moe                               ? s.n_expert > 0 && s.n_ff_shared == 0
                           : s.arch == "llama"                    ? s.n_expert >= 0 && s.n_ff_shared == 0
@@ -181,7 +181,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   // LayerNorm with biases (gpt2's apart, with zero biases)
   const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2", "nemotron"});
   const bool nemotron = a == "nemotron", arcee = a == "arcee";  // ungated squared-ReLU MLPs
-  const bool qkv_bias = qwen2 || layer_norm || glm4 || a == "glm4moe";
+  const bool gpt_oss = a == "gpt-oss";  // sinks, biases everywhere, experts with biases
+  const bool qkv_bias = qwen2 || layer_norm || glm4 || a == "glm4moe" || gpt_oss;
   const int n_head_kv = a == "gpt2" ? s.n_head : s.n_head_kv;
   const int head_dim = head_dim_of(s);
   const int rope_dims = s.rope_dims > 0 ? s.rope_dims : head_dim;
@@ -195,7 +196,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   w.set_u32(a + ".embedding_length", s.n_embd);
   w.set_u32(a + ".block_count", n_write);
   const bool moe = s.n_expert > 0, qwen2moe = a == "qwen2moe";
-  const bool expert_width_key = qwen2moe || a == "qwen3moe" || a == "qwen3vlmoe" || ds_moe;
+  const bool expert_width_key = qwen2moe || a == "qwen3moe" || a == "qwen3vlmoe" || ds_moe || a == "gpt-oss";
   // llama (Mixtral), olmoe: feed_forward_length is the expert width. qwen2moe, qwen3moe: expert
   // widths have their own keys; feed_forward_length is the dense-equivalent k * expert width
   // (llama.cpp's default expert width is feed_forward_length / expert_used_count). deepseek2: the
@@ -324,6 +325,15 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       matrix(p + "ffn_up_shexp.weight", d, sh, 1.0f);
       matrix(p + "ffn_down_shexp.weight", sh, d, rs);
     }
+    if (gpt_oss) {  // biases of the router logits and of each expert's rows ({rows, n_expert})
+      vec(p + "ffn_gate_inp.bias", E, 0.0f, 0.5f);
+      for (const auto& [name, rows] : {std::pair{"ffn_gate_exps.bias", ff}, std::pair{"ffn_up_exps.bias", ff},
+                                       std::pair{"ffn_down_exps.bias", d}}) {
+        const std::string n = p + name;
+        w.add_tensor_f32(n, DType::F32, {rows, E},
+                         random_values(seed, n, static_cast<size_t>(rows * E), std::string(name) == "ffn_down_exps.bias" ? 0.1f * rs : 0.3f));
+      }
+    }
     if (s.exp_probs_bias)  // a selection bias of the scores' scale (softmax scores are ~1/E)
       vec(p + "exp_probs_b.bias", E, 0.0f, s.expert_gating == 2 ? 0.3f : 0.5f / static_cast<float>(E));
   };
@@ -397,7 +407,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     if (!post_only) {  // olmo2, exaone4 normalise the sublayers' outputs only; phi2, cohere have one norm
       vec(p + "attn_norm.weight", s.n_embd, 1.0f, cohere ? 0.3f : 0.0f);
       // seed_oss and glm4moe name the FFN's pre-norm post_attention_norm
-      const bool post_named = a == "seed_oss" || a == "glm4moe";
+      const bool post_named = a == "seed_oss" || a == "glm4moe" || a == "gpt-oss";
       if (!phi2 && !cohere) vec(p + (post_named ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.0f);
     }
     if (layer_norm) {  // biases with a spread, so a skipped one shows
@@ -456,7 +466,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         vec(p + "attn_q_norm.weight", head_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", head_dim, 1.0f, 0.5f);
       }
-      if (starcoder2 || phi2 || nemotron) vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
+      if (starcoder2 || phi2 || nemotron || gpt_oss) vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
+      if (gpt_oss) vec(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f);  // sink logits of the scores' scale
       if (olmoe || a == "olmo2") {  // over the whole projections
         vec(p + "attn_q_norm.weight", q_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.5f);

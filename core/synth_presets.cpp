@@ -457,6 +457,19 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "gpt-oss-tiny") {
+    // gpt-oss in llama.cpp's layout, F32, 4 layers, dim 64, heads 4/2 of 32 (key_length), windows of
+    // 4 on layers 0 and 2, attention sinks, q/k/v and output biases, 8 experts of width 32 top-2
+    // with router and expert biases and the clamped SwiGLU (alpha 1.702, limit 7).
+    s.arch = "gpt-oss";
+    s.head_dim = 32;
+    s.n_swa = 4;
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.name = preset;
+    return s;
+  }
   if (preset == "starcoder-tiny") {
     // starcoder (StarCoder / SantaCoder / tiny_starcoder) in llama.cpp's layout, F32, 4 layers, dim 64:
     // gpt2's block (LayerNorm, fused attn_qkv, GELU MLP, all with biases, learned positions) with
@@ -692,6 +705,8 @@ std::vector<std::string> synth_presets() {
       "MoE layers of 8 experts top-2 + 1 shared, sigmoid with bias over 4 groups keep 2, scale 1.5",
       "ernie4_5-moe-tiny: ernie4_5-moe, F32, 4 layers, dim 64, experts in layers 1 and 3 (step 2), 8 top-2 + one "
       "shared of 64, softmax with selection bias, tied head",
+      "gpt-oss-tiny: gpt-oss, F32, 4 layers, dim 64, heads 4/2 of 32, windows of 4 on even layers, sinks, biases, "
+      "8 experts top-2 with biases and the clamped SwiGLU",
       "starcoder-tiny: starcoder, F32, 4 layers, dim 64, gpt2's block with multi-query attention (heads 4/1)",
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "

@@ -168,6 +168,7 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
   ap.scale = c_.attention_scale();
   ap.window = c_.window(l);  // gemma's local layers
   ap.softcap = c_.attn_logit_softcap;  // gemma2
+  ap.sinks = L.attn_sinks.empty() ? nullptr : L.attn_sinks.data;  // gpt-oss
   if (ap.window > 0) view.positions = row_positions;
   float* att = buf(kAtt, T * q_dim);
   be_->attention(q, T, view, mask, ap, att);

@@ -52,6 +52,12 @@ struct AttentionParams {
   // Soft-capping of the scores (Gemma 2): s = softcap * tanh(s / softcap) after the scale, before
   // the softmax. 0 = none.
   float softcap = 0.0f;
+  // Attention sinks (gpt-oss; Xiao et al. 2024 "Efficient Streaming Language Models with Attention
+  // Sinks", as a learned logit): per query head h one more score sinks[h] (not scaled) joins the
+  // softmax with no value, so a head may attend to nothing: out = sum_j e^(s_j - m) v_j / (sum_j
+  // e^(s_j - m) + e^(sinks[h] - m)), m the largest of both. [n_head] floats in the op's memory;
+  // null = none.
+  const float* sinks = nullptr;
 };
 
 // Where the keys/values live (host memory for the CPU ops, device memory for the CUDA ones): row

@@ -66,6 +66,10 @@ struct MoELayer::Group {
   int64_t n_tok;
   float* h;              // [n_tok, ff]
   float* y;              // [n_tok, n_embd]
+  const float* gate_b = nullptr;  // [ff] this expert's gate / up / down biases (gpt-oss; null: none)
+  const float* up_b = nullptr;
+  const float* down_b = nullptr;  // [n_embd]
+  MoEActivation act = MoEActivation::SwiGLU;
 };
 
 MoELayer::MoELayer(MoEWeights weights, std::unique_ptr<Router> router,
@@ -118,6 +122,9 @@ void MoELayer::compute_logits(ThreadPool& pool, const float* x, int T) {
   // [T, E] = x [T, n_embd] . W_inp^T: the router matrix is read once for all T tokens.
   logits_.assign(static_cast<size_t>(T) * n_expert_, 0.0f);
   kernels::cpu::matmul(pool, x, T, w_.gate_inp, logits_.data());
+  if (w_.gate_inp_b)
+    for (int t = 0; t < T; ++t)
+      for (int e = 0; e < n_expert_; ++e) logits_[static_cast<size_t>(t) * n_expert_ + e] += w_.gate_inp_b[e];
 }
 
 void MoELayer::dispatch(const float* x, int T) {
@@ -159,9 +166,11 @@ void MoELayer::run_ffns(ThreadPool& pool, const float* x, int T) {
   for (int e = 0; e < n_expert_; ++e) {
     const int64_t n = offset_[e + 1] - offset_[e];
     if (n == 0) continue;  // untouched experts are never read
-    groups.push_back({&w_.gate_exps, &w_.up_exps, &w_.down_exps, static_cast<int64_t>(e) * n_ff_,
-                      static_cast<int64_t>(e) * n_embd_, n_ff_, xs_.data() + offset_[e] * n_embd_,
-                      n, h_.data() + offset_[e] * n_ff_, y_.data() + offset_[e] * n_embd_});
+    const int64_t fe = static_cast<int64_t>(e) * n_ff_, de = static_cast<int64_t>(e) * n_embd_;
+    groups.push_back({&w_.gate_exps, &w_.up_exps, &w_.down_exps, fe, de, n_ff_, xs_.data() + offset_[e] * n_embd_,
+                      n, h_.data() + offset_[e] * n_ff_, y_.data() + offset_[e] * n_embd_,
+                      w_.gate_exps_b ? w_.gate_exps_b + fe : nullptr, w_.up_exps_b ? w_.up_exps_b + fe : nullptr,
+                      w_.down_exps_b ? w_.down_exps_b + de : nullptr, w_.act});
   }
   if (n_ff_sh_ > 0 && T > 0) {
     h_sh_.resize(static_cast<size_t>(T) * n_ff_sh_);
@@ -204,9 +213,19 @@ void MoELayer::run_ffns(ThreadPool& pool, const float* x, int T) {
       const cpu::MatrixView w[2] = {G.gate->rows(G.gate_up_row0 + r0, nr), G.up->rows(G.gate_up_row0 + r0, nr)};
       float* const y[2] = {g.data(), u.data()};
       cpu::matmul_multi(pool, G.x, G.n_tok, w, y);
-      for (int64_t i = 0; i < G.n_tok; ++i)
-        for (int64_t r = 0; r < nr; ++r)
-          G.h[i * G.ff + r0 + r] = cpu::silu(g[i * nr + r]) * u[i * nr + r];
+      if (G.gate_b || G.up_b)
+        for (int64_t i = 0; i < G.n_tok; ++i)
+          for (int64_t r = 0; r < nr; ++r) {
+            if (G.gate_b) g[i * nr + r] += G.gate_b[r0 + r];
+            if (G.up_b) u[i * nr + r] += G.up_b[r0 + r];
+          }
+      if (G.act == MoEActivation::SwiGLUOai) {
+        for (int64_t i = 0; i < G.n_tok; ++i)
+          for (int64_t r = 0; r < nr; ++r) G.h[i * G.ff + r0 + r] = swiglu_oai(g[i * nr + r], u[i * nr + r]);
+      } else {
+        for (int64_t i = 0; i < G.n_tok; ++i)
+          for (int64_t r = 0; r < nr; ++r) G.h[i * G.ff + r0 + r] = cpu::silu(g[i * nr + r]) * u[i * nr + r];
+      }
     }
   });
 
@@ -221,6 +240,9 @@ void MoELayer::run_ffns(ThreadPool& pool, const float* x, int T) {
       const int64_t no = o1 - o0;
       d.resize(static_cast<size_t>(G.n_tok * no));
       cpu::matmul(pool, G.h, G.n_tok, G.down->rows(G.down_row0 + o0, no), d.data());
+      if (G.down_b)
+        for (int64_t i = 0; i < G.n_tok; ++i)
+          for (int64_t o = 0; o < no; ++o) d[i * no + o] += G.down_b[o0 + o];
       for (int64_t i = 0; i < G.n_tok; ++i)
         std::copy(d.data() + i * no, d.data() + (i + 1) * no, G.y + i * n_embd_ + o0);
     }

@@ -4,6 +4,8 @@
 //   (experts, weights) = router(logits, x)  (k per token, capacity dropping optional)
 //   y_t = sum_j w_tj * FFN_{e_tj}(x_t)  +  [sigmoid(w_sh . x_t)] * FFN_shared(x_t)
 //   FFN_e(x) = W_down_e (silu(W_gate_e x) * (W_up_e x))      (SwiGLU)
+// (gpt-oss: a bias on the logits and on each expert's gate, up and down rows, and the clamped
+// SwiGLU of MoEActivation::SwiGLUOai.)
 // Tokens are grouped by expert (histogram, prefix sum, stable scatter in token order), so each
 // routed expert's weights are read once per forward for all of its tokens, and only experts
 // that received a token are read at all. The products are the kernels' matmul (kernels/cpu/ops.h,
@@ -23,6 +25,7 @@
 //   ffn_down_shexp  ne {n_ff_sh, n_embd}                                     (optional)
 //   ffn_gate_inp_shexp ne {n_embd} (optional; Qwen-MoE's sigmoid gate of the shared expert)
 #pragma once
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -34,6 +37,17 @@ namespace specmoe::moe {
 
 using kernels::MatrixView;
 
+// The routed experts' activation: SwiGLU silu(g) * u, or gpt-oss's clamped form (llama.cpp's
+// swiglu_oai with alpha 1.702 and limit 7): g' = min(g, 7), u' = clamp(u, -7, 7),
+// g' sigmoid(1.702 g') (u' + 1).
+enum class MoEActivation { SwiGLU, SwiGLUOai };
+inline float swiglu_oai(float g, float u) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  const float x = g < kLimit ? g : kLimit;
+  const float y = u < -kLimit ? -kLimit : (u > kLimit ? kLimit : u);
+  return x / (1.0f + std::exp(-kAlpha * x)) * (y + 1.0f);
+}
+
 struct MoEWeights {
   MatrixView gate_inp;        // (n_embd -> n_expert)
   MatrixView gate_exps;       // (n_embd -> n_expert * n_ff)
@@ -43,12 +57,20 @@ struct MoEWeights {
   MatrixView up_shexp;        // (n_embd -> n_ff_sh)
   MatrixView down_shexp;      // (n_ff_sh -> n_embd)
   MatrixView gate_inp_shexp;  // (n_embd -> 1)         (empty = shared expert always weight 1)
+  // gpt-oss: biases of the router logits [n_expert] and of the routed experts' gate, up [n_expert *
+  // n_ff] and down [n_expert * n_embd] rows (host floats; null = none), and the activation.
+  const float* gate_inp_b = nullptr;
+  const float* gate_exps_b = nullptr;
+  const float* up_exps_b = nullptr;
+  const float* down_exps_b = nullptr;
+  MoEActivation act = MoEActivation::SwiGLU;
 
   bool empty() const { return gate_inp.empty(); }
   int n_expert() const { return static_cast<int>(gate_inp.n_out); }
   int64_t n_ff() const { return n_expert() > 0 ? gate_exps.n_out / n_expert() : 0; }
   int64_t n_ff_shared() const { return gate_shexp.n_out; }
   bool has_shared_expert() const { return !gate_shexp.empty(); }
+  bool has_biases() const { return gate_inp_b || gate_exps_b || up_exps_b || down_exps_b; }
   // Weight bytes of one routed expert (gate + up + down slices), of the shared expert with its
   // gate, and of the router matrix.
   size_t expert_bytes() const;

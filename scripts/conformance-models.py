@@ -4,7 +4,7 @@ granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, g
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
-bailingmoe2, hunyuan-moe, arcee, nemotron and starcoder in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder and gpt-oss in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -661,6 +661,41 @@ def gelu_mlp(m, p, d, ff):
     bias(m, p + "ffn_down.bias", d)
 
 
+def gpt_oss(path, dtype):
+    # llama_model_openai_moe (gpt-oss): heads 8/2 of 64 (key_length; q is 512 wide against n_embd
+    # 256), q/k/v and output biases, attn_sinks, NEOX RoPE with YaRN (factor 4 over an original
+    # context of 256, as gpt-oss's 32 over 4096), windows of 128 on layers 0 and 2 (rotated as the
+    # global ones), post_attention_norm as the FFN's pre-norm, 16 experts of 256 top-4 with router
+    # and expert biases ({rows, n_expert}), the clamped SwiGLU, softmax over the 4 selected logits.
+    d, L, H, Hkv, hd, E, k, ff = 256, 4, 8, 2, 64, 16, 4, 256
+    m = Model(path, "gpt-oss", 43, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", ff)
+    m.u32("expert_feed_forward_length", ff)
+    m.u32("expert_count", E)
+    m.u32("expert_used_count", k)
+    m.u32("attention.key_length", hd)
+    m.u32("attention.value_length", hd)
+    m.u32("attention.sliding_window", 128)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 150000.0)
+    m.w.add_string("gpt-oss.rope.scaling.type", "yarn")
+    m.f32("rope.scaling.factor", 4.0)
+    m.u32("rope.scaling.original_context_length", 256)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd, bias=True, out_bias=True)
+        m.norm(p + "attn_sinks.weight", H, base=0.0, noise=1.0)
+        m.norm(p + "post_attention_norm.weight", d)
+        m.experts(p, d, ff, E)
+        m.norm(p + "ffn_gate_inp.bias", E, base=0.0, noise=0.5)
+        for name, rows in (("ffn_gate_exps", ff), ("ffn_up_exps", ff), ("ffn_down_exps", d)):
+            m.w.add_tensor(p + name + ".bias", (0.3 * m.rng.standard_normal((E, rows))).astype(np.float32))
+    m.write()
+
+
 def starcoder(path, dtype):
     # llama_model_starcoder (StarCoder / SantaCoder): gpt2's block, LayerNorm with biases, learned
     # positions (position_embd of context_length rows), fused attn_qkv {n_embd, n_embd + 2 kv} with
@@ -946,6 +981,7 @@ WRITERS = {
     "bailingmoe2": bailingmoe2,
     "hunyuan-moe": hunyuan_moe,
     "starcoder": starcoder,
+    "gpt-oss": gpt_oss,
     "arcee": arcee,
     "nemotron": nemotron,
 }

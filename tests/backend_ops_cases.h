@@ -385,9 +385,10 @@ inline KVRows make_kv_rows(DType type, const std::vector<float>& src, int64_t ro
 // sees no new token (with n_past = 0 and no window reaching the cache: nothing, a zero output).
 // With a window, cached row r is at position r and new token j at n_past + its depth (its index
 // for a causal batch), as the forward sets them.
-struct AttentionKv {  // key / value row types and the sliding window of an AttentionCase
+struct AttentionKv {  // key / value row types, the sliding window and sinks of an AttentionCase
   DType k = DType::F32, v = DType::F32;
   int window = 0;
+  bool sinks = false;  // a learned sink logit per head (gpt-oss), N(0, 2): some above the scores
 };
 class AttentionCase final : public OpCase {
  public:
@@ -398,18 +399,20 @@ class AttentionCase final : public OpCase {
   AttentionCase(int n_head, int n_head_kv, int head_dim, int64_t n_past, int64_t T, int64_t pad, Mask mask,
                 Bound bound, Kv kv = {})
       : OpCase("attention", std::move(bound)), p_{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim)), kv.window},
-        n_past_(n_past), T_(T), pad_(pad), mask_(mask), kt_(kv.k), vt_(kv.v) {}
+        n_past_(n_past), T_(T), pad_(pad), mask_(mask), kt_(kv.k), vt_(kv.v), with_sinks_(kv.sinks) {}
   std::string shape() const override {
     static const char* names[] = {"causal", "tree", "tree+blind", "tree over cached rows"};
     std::string types = kt_ == DType::F32 && vt_ == DType::F32
                             ? std::string()
                             : fmt::format(" K={} V={}", dtype_name(kt_), dtype_name(vt_));
-    return fmt::format("heads={}/{} head_dim={} n_past={} T={}{} {}{}{}", p_.n_head, p_.n_head_kv, p_.head_dim,
+    return fmt::format("heads={}/{} head_dim={} n_past={} T={}{} {}{}{}{}", p_.n_head, p_.n_head_kv, p_.head_dim,
                        n_past_, T_, pad_ ? fmt::format(" pad={}", pad_) : "", names[static_cast<int>(mask_)], types,
-                       p_.window ? fmt::format(" window={}", p_.window) : "");
+                       p_.window ? fmt::format(" window={}", p_.window) : "", with_sinks_ ? " sinks" : "");
   }
   void run(Backend& b) override {
-    b.attention(q_d_, T_, view(k_d_, v_d_, pos_d_), mask_ == Mask::Causal ? nullptr : mask_d_, p_, out_d_);
+    AttentionParams p = p_;
+    p.sinks = with_sinks_ ? sinks_d_ : nullptr;
+    b.attention(q_d_, T_, view(k_d_, v_d_, pos_d_), mask_ == Mask::Causal ? nullptr : mask_d_, p, out_d_);
   }
   Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
   double bytes() const override {
@@ -421,6 +424,7 @@ class AttentionCase final : public OpCase {
   void make_inputs() override {
     const int64_t rows = n_past_ + T_;
     q_ = normal_floats(static_cast<size_t>(T_ * q_width()), seed());
+    sinks_ = normal_floats(static_cast<size_t>(p_.n_head), seed() + 4, 2.0f);
     k_ = make_kv_rows(kt_, normal_floats(static_cast<size_t>(rows * stride()), seed() + 1), rows, kv_dim(), stride());
     v_ = make_kv_rows(vt_, normal_floats(static_cast<size_t>(rows * stride()), seed() + 2), rows, kv_dim(), stride());
     // The tree's nodes: the cache's last M rows (CachedTree), then the new tokens.
@@ -445,8 +449,10 @@ class AttentionCase final : public OpCase {
   Outputs compute_reference() override {
     Output out{"out"};
     out.values.resize(q_.size());
+    AttentionParams p = p_;
+    p.sinks = with_sinks_ ? sinks_.data() : nullptr;
     cpu::attention_ref(q_.data(), T_, view(k_.data(), v_.data(), positions_.data()),
-                       mask_ == Mask::Causal ? nullptr : mask_bytes_.data(), p_, out.values.data());
+                       mask_ == Mask::Causal ? nullptr : mask_bytes_.data(), p, out.values.data());
     return {out};
   }
   void do_prepare(Backend&, Arena& a) override {
@@ -457,9 +463,10 @@ class AttentionCase final : public OpCase {
     v_d_ = a.input(v_.store, static_cast<int64_t>(v_.pitch / 4 + 1));
     mask_d_ = a.plain(mask_bytes_);
     pos_d_ = a.plain(positions_);
+    sinks_d_ = a.input(sinks_, p_.n_head);
     out_d_ = a.output(q_.size(), q_width());
   }
-  void free_inputs() override { q_ = {}, k_ = {}, v_ = {}, mask_bytes_ = {}, positions_ = {}; }
+  void free_inputs() override { q_ = {}, k_ = {}, v_ = {}, mask_bytes_ = {}, positions_ = {}, sinks_ = {}; }
 
  private:
   KVView view(const void* k, const void* v, const int32_t* positions) const {
@@ -480,11 +487,12 @@ class AttentionCase final : public OpCase {
   int64_t n_past_, T_, pad_;
   Mask mask_;
   DType kt_, vt_;
-  std::vector<float> q_;
+  bool with_sinks_;
+  std::vector<float> q_, sinks_;
   KVRows k_, v_;
   std::vector<uint8_t> mask_bytes_;
   std::vector<int32_t> positions_;
-  float *q_d_ = nullptr, *k_d_ = nullptr, *v_d_ = nullptr, *out_d_ = nullptr;
+  float *q_d_ = nullptr, *k_d_ = nullptr, *v_d_ = nullptr, *out_d_ = nullptr, *sinks_d_ = nullptr;
   uint8_t* mask_d_ = nullptr;
   int32_t* pos_d_ = nullptr;
 };

@@ -227,6 +227,19 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
     add(new AttentionCase(w.s.h, w.s.hkv, w.s.d, w.s.past, w.s.T, w.s.pad, w.s.m,
                           w.kt == DType::Q8_0 ? attn_q8k : attn, KT{w.kt, w.vt, w.window}));
 
+  // Attention sinks (gpt-oss): a learned logit per head joins each softmax without a value, with
+  // windows (gpt-oss's local layers), trees, GQA head groups of the F16 path, a blind token (no key:
+  // the output stays 0) and Q8_0 rows.
+  struct S { At s; int window; DType kt, vt; };
+  for (S w : {S{At{4, 2, 64, 0, 1, 0, Mask::Causal}, 0, DType::F32, DType::F32},
+              S{At{8, 1, 64, 300, 17, 0, Mask::Tree}, 0, DType::F16, DType::F16},
+              S{At{4, 2, 64, 300, 17, 0, Mask::Tree}, 64, DType::F32, DType::F32},
+              S{At{3, 1, 64, 37, 3, 0, Mask::Blind}, 7, DType::F16, DType::F16},
+              S{At{4, 2, 64, 4000, 3, 0, Mask::Causal}, 128, DType::Q8_0, DType::Q8_0},
+              S{At{4, 1, 17, 37, 3, 5, Mask::CachedTree}, 0, DType::F32, DType::F32}})
+    add(new AttentionCase(w.s.h, w.s.hkv, w.s.d, w.s.past, w.s.T, w.s.pad, w.s.m,
+                          w.kt == DType::Q8_0 ? attn_q8k : attn, KT{w.kt, w.vt, w.window, true}));
+
   // ---- multi-head latent attention (deepseek2's absorbed form): one query head set over the
   // shared latent rows; causal, trees, a blind token, padded rows, a long cache, windows.
   struct Ml { int h, rank, rope; int64_t past, T, pad; Mask m; int window; };

@@ -39,9 +39,10 @@ class MoEReferenceForward : public ReferenceForward {
                      arch_ == "glm4moe" || arch_ == "bailingmoe2";
     norm_w_ = f_->get_bool(a + "expert_weights_norm", !raw);
     // Graphs that fix the normalisation, gating and scale whatever the keys say.
-    const bool fixed = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe";
+    const bool fixed = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" ||
+                       arch_ == "gpt-oss";  // gpt-oss: softmax of the k selected logits = renormalised
     if (fixed) norm_w_ = arch_ != "deepseek";
-    const bool unscaled = arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe";
+    const bool unscaled = arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" || arch_ == "gpt-oss";
     scale_ = unscaled ? 0.0 : f_->get_float(a + "expert_weights_scale", 0.0);
     if (scale_ == 0.0) scale_ = 1.0;
     const int64_t gating = fixed ? 1 : f_->get_int(a + "expert_gating_func", arch_ == "glm4moe" ? 2 : 0);
@@ -56,7 +57,7 @@ class MoEReferenceForward : public ReferenceForward {
     bias_any_ = arch_ == "deepseek2" || arch_ == "dots1" || arch_ == "glm4moe" || arch_ == "ernie4_5-moe" ||
                 arch_ == "bailingmoe2";
     bias_never_ = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "hunyuan-moe";
-    ffn_norm_ = arch_ == "glm4moe" ? "post_attention_norm" : "ffn_norm";
+    ffn_norm_ = arch_ == "glm4moe" || arch_ == "gpt-oss" ? "post_attention_norm" : "ffn_norm";
   }
 
   // logits [T][n_vocab]; routing[l][t] = the k experts chosen for token t in layer l (empty for a
@@ -73,7 +74,7 @@ class MoEReferenceForward : public ReferenceForward {
     if (l < dense_lead_ || (l + 1) % step_ != 0) return dense_ffn(x, p);
     const int d = c_.n_embd, E = c_.n_expert;
     const auto h = norm(x, p + ffn_norm_);
-    const auto logits = linear(h, p + "ffn_gate_inp", E);
+    const auto logits = linear(h, p + "ffn_gate_inp", E);  // + ffn_gate_inp.bias where the file has it (gpt-oss)
     std::vector<double> score(E), sel(E);
     if (sigmoid_) {
       for (int e = 0; e < E; ++e) score[e] = 1 / (1 + std::exp(-logits[e]));
@@ -115,10 +116,20 @@ class MoEReferenceForward : public ReferenceForward {
     const auto gate = tensor(p + "ffn_gate_exps.weight"), up = tensor(p + "ffn_up_exps.weight"),
                down = tensor(p + "ffn_down_exps.weight");
     std::vector<double> y(d, 0.0);
+    // gpt-oss: biases of every expert's gate, up and down rows ({rows, n_expert}) and the clamped
+    // SwiGLU min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1).
+    const bool oai = arch_ == "gpt-oss";
+    std::vector<double> gb, ub, db;
+    if (oai) gb = tensor(p + "ffn_gate_exps.bias"), ub = tensor(p + "ffn_up_exps.bias"), db = tensor(p + "ffn_down_exps.bias");
     for (int e : chosen) {
       const double w = (norm_w_ ? score[e] / sum : score[e]) * scale_;
-      const auto out = swiglu(h, gate.data() + static_cast<size_t>(e) * ff * d, up.data() + static_cast<size_t>(e) * ff * d,
-                              down.data() + static_cast<size_t>(e) * d * ff, ff);
+      const auto out = oai ? swiglu_oai(h, gate.data() + static_cast<size_t>(e) * ff * d,
+                                        up.data() + static_cast<size_t>(e) * ff * d,
+                                        down.data() + static_cast<size_t>(e) * d * ff, ff, gb.data() + e * ff,
+                                        ub.data() + e * ff, db.data() + e * d)
+                           : swiglu(h, gate.data() + static_cast<size_t>(e) * ff * d,
+                                    up.data() + static_cast<size_t>(e) * ff * d,
+                                    down.data() + static_cast<size_t>(e) * d * ff, ff);
       for (int i = 0; i < d; ++i) y[i] += w * out[i];
     }
     if (f_->find_tensor(p + "ffn_gate_shexp.weight")) {
@@ -154,6 +165,26 @@ class MoEReferenceForward : public ReferenceForward {
     }
     for (int o = 0; o < d; ++o)
       for (int r = 0; r < ff; ++r) out[o] += wd[static_cast<size_t>(o) * ff + r] * a[r];
+    return out;
+  }
+  std::vector<double> swiglu_oai(const std::vector<double>& h, const double* wg, const double* wu, const double* wd,
+                                 int ff, const double* bg, const double* bu, const double* bd) {
+    const int d = static_cast<int>(h.size());
+    std::vector<double> a(ff), out(d, 0.0);
+    for (int r = 0; r < ff; ++r) {
+      double g = bg[r], u = bu[r];
+      for (int i = 0; i < d; ++i) {
+        g += wg[static_cast<size_t>(r) * d + i] * h[i];
+        u += wu[static_cast<size_t>(r) * d + i] * h[i];
+      }
+      g = std::min(g, 7.0);
+      u = std::clamp(u, -7.0, 7.0);
+      a[r] = g / (1 + std::exp(-1.702 * g)) * (u + 1);
+    }
+    for (int o = 0; o < d; ++o) {
+      out[o] = bd[o];
+      for (int r = 0; r < ff; ++r) out[o] += wd[static_cast<size_t>(o) * ff + r] * a[r];
+    }
     return out;
   }
   int k_;

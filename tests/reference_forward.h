@@ -112,8 +112,10 @@ class ReferenceForward {
     olmo3_ = arch_ == "olmo2" && f_->get_int(a + "attention.sliding_window", 0) > 0;
     // EXAONE 4.0 32B and cohere2: windows, global layers without RoPE, local ones as usual.
     nope_global_ = (arch_ == "exaone4" && c_.n_layer == 64) || arch_ == "cohere2";
+    // gpt-oss: windows (the key required) on every second layer, rotated as the global ones.
+    gpt_oss_ = arch_ == "gpt-oss";
     const int default_window = gemma2_ || nope_global_ ? 4096 : 0;
-    window_ = gemma_ || olmo3_ || nope_global_
+    window_ = gemma_ || olmo3_ || nope_global_ || gpt_oss_
                   ? static_cast<int>(f_->get_int(a + "attention.sliding_window", default_window))
                   : 0;
     local_.assign(c_.n_layer, false);
@@ -123,7 +125,7 @@ class ReferenceForward {
         if (pat && pat->type == core::GGUFType::ARRAY) {
           local_[l] = pat->items[l].i != 0;
         } else {
-          const int n = pat ? static_cast<int>(pat->i) : gemma2_ ? 2 : gemma_ ? 6 : 4;
+          const int n = pat ? static_cast<int>(pat->i) : gemma2_ || gpt_oss_ ? 2 : gemma_ ? 6 : 4;
           local_[l] = n == 0 || l % n < n - 1;
         }
       }
@@ -134,7 +136,9 @@ class ReferenceForward {
       const double hd = c_.head_dim;
       base_ *= std::pow(f_->get_float(a + "rope.scaling.alpha", 0.0), hd / (hd - 2));
     }
-    base_local_ = gemma_ ? f_->get_float(a + "rope.freq_base_swa", gemma2_ ? base_ : 10000.0) : base_;
+    base_local_ = gemma_     ? f_->get_float(a + "rope.freq_base_swa", gemma2_ ? base_ : 10000.0)
+                  : gpt_oss_ ? f_->get_float(a + "rope.freq_base_swa", base_)
+                             : base_;
     const std::string type = f_->get_string(a + "rope.scaling.type", "linear");
     double factor = f_->get_float(a + "rope.scaling.factor", 0.0);
     if (factor == 0.0) factor = f_->get_float(a + "rope.scale_linear", 0.0);
@@ -220,7 +224,11 @@ class ReferenceForward {
             if (attn_softcap_ > 0) s[j] = attn_softcap_ * std::tanh(s[j] / attn_softcap_);
             mx = std::max(mx, s[j]);
           }
+          // gpt-oss's sink: one more logit in the softmax, with no value.
+          const double sink = f_->find_tensor(p + "attn_sinks.weight") ? tensor(p + "attn_sinks.weight")[h] : -1e300;
+          mx = std::max(mx, sink);
           for (int j = j0; j <= t; ++j) sum += (s[j] = std::exp(s[j] - mx));
+          if (sink > -1e300) sum += std::exp(sink - mx);
           for (int j = j0; j <= t; ++j)
             for (int i = 0; i < dv; ++i) att[h * dv + i] += s[j] / sum * v[j][kh * dv + i];
         }
@@ -314,7 +322,7 @@ class ReferenceForward {
     const double base = local ? base_local_ : base_;
     // OLMo 3's local layers: no scaling, no YaRN, no magnitude; EXAONE 4.0 32B's as the global ones.
     const bool plain = local && olmo3_;
-    const double s = local && !gemma2_ && !nope_global_ ? 1.0 : factor_;
+    const double s = local && !gemma2_ && !nope_global_ && !gpt_oss_ ? 1.0 : factor_;
     const bool yarn = yarn_ && !plain;
     double mscale = plain ? 1.0 : attn_factor_, low = 0, high = 0;
     std::vector<double> ff = freq_factors_;
@@ -477,6 +485,7 @@ class ReferenceForward {
   core::ModelConfig c_;
   std::string arch_;
   bool gemma_ = false, gemma2_ = false, qk_norm_ = false, qk_norm_full_ = false, mla_ = false, yarn_ = false;
+  bool gpt_oss_ = false;
   bool gemma1_ = false, post_only_ = false, layer_norm_ = false, phi2_ = false, parallel_ = false, ungated_ = false,
        relu_sqr_ = false;
   double embd_mul_ = 1, residual_mul_ = 1, logit_div_ = 1;  // granite

@@ -1,6 +1,6 @@
 // Scaled dot-product attention of new tokens over a KV cache, grouped-query heads, optional mask
 // among the new tokens, optional sliding window over positions, optional soft-capping of the
-// scores, keys and values of F32, F16 or Q8_0 rows. Keys are visited in cache order (cached rows,
+// scores, optional attention sinks, keys and values of F32, F16 or Q8_0 rows. Keys are visited in cache order (cached rows,
 // then the allowed new rows), so a token's output is the same whether it is computed in a batch
 // or alone after its predecessors were appended: the property speculative verification relies on.
 //
@@ -114,6 +114,7 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
     if (p.softcap > 0.0f) s.scores[t] = p.softcap * std::tanh(s.scores[t] / p.softcap);
     mx = std::max(mx, s.scores[t]);
   }
+  if (p.sinks != nullptr) mx = std::max(mx, p.sinks[h]);
   if constexpr (kFast) {
     exp_shifted(s.scores.data(), n, mx);
   } else {
@@ -121,6 +122,7 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
   }
   float sum = 0.0f;
   for (int64_t t = 0; t < n; ++t) sum += s.scores[t];
+  if (p.sinks != nullptr) sum += exp_f32(p.sinks[h] - mx);  // the sink's share, with no value
   const float inv = 1.0f / sum;
   for (int64_t t = 0; t < n; ++t) {
     const uint8_t* vr = V.row(s.rows[t]);
@@ -139,18 +141,23 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
   }
 }
 
-// attend_one's softmax for each of G heads, scores[g * n + t] in place. The heads' maxima and
-// sums run side by side, each still in row order (the same bits), so their chains of dependent
-// adds overlap; G is a compile-time constant so that the loops over the heads unroll.
+// attend_one's softmax for each of G heads, scores[g * n + t] in place (with head g's sink
+// sinks[g] when sinks is not null). The heads' maxima and sums run side by side, each still in row
+// order (the same bits), so their chains of dependent adds overlap; G is a compile-time constant so
+// that the loops over the heads unroll.
 template <int G>
-void softmax_heads(float* scores, int64_t n) {
+void softmax_heads(float* scores, int64_t n, const float* sinks) {
   float mx[G], sum[G];
   for (int g = 0; g < G; ++g) mx[g] = -INFINITY, sum[g] = 0.0f;
   for (int64_t t = 0; t < n; ++t)
     for (int g = 0; g < G; ++g) mx[g] = std::max(mx[g], scores[g * n + t]);
+  if (sinks != nullptr)
+    for (int g = 0; g < G; ++g) mx[g] = std::max(mx[g], sinks[g]);
   for (int g = 0; g < G; ++g) exp_shifted(scores + g * n, n, mx[g]);
   for (int64_t t = 0; t < n; ++t)
     for (int g = 0; g < G; ++g) sum[g] += scores[g * n + t];
+  if (sinks != nullptr)
+    for (int g = 0; g < G; ++g) sum[g] += exp_f32(sinks[g] - mx[g]);
   for (int g = 0; g < G; ++g) {
     const float inv = 1.0f / sum[g];
     for (int64_t t = 0; t < n; ++t) scores[g * n + t] *= inv;
@@ -206,15 +213,16 @@ void attend_heads_f16(const float* q, int64_t T, int64_t i, int h0, int G, const
       }
     }
   }
+  const float* sinks = p.sinks != nullptr ? p.sinks + h0 : nullptr;
   switch (G) {
-    case 1: softmax_heads<1>(s.scores.data(), n); break;
-    case 2: softmax_heads<2>(s.scores.data(), n); break;
-    case 3: softmax_heads<3>(s.scores.data(), n); break;
-    case 4: softmax_heads<4>(s.scores.data(), n); break;
-    case 5: softmax_heads<5>(s.scores.data(), n); break;
-    case 6: softmax_heads<6>(s.scores.data(), n); break;
-    case 7: softmax_heads<7>(s.scores.data(), n); break;
-    default: softmax_heads<8>(s.scores.data(), n); break;
+    case 1: softmax_heads<1>(s.scores.data(), n, sinks); break;
+    case 2: softmax_heads<2>(s.scores.data(), n, sinks); break;
+    case 3: softmax_heads<3>(s.scores.data(), n, sinks); break;
+    case 4: softmax_heads<4>(s.scores.data(), n, sinks); break;
+    case 5: softmax_heads<5>(s.scores.data(), n, sinks); break;
+    case 6: softmax_heads<6>(s.scores.data(), n, sinks); break;
+    case 7: softmax_heads<7>(s.scores.data(), n, sinks); break;
+    default: softmax_heads<8>(s.scores.data(), n, sinks); break;
   }
   for (int64_t t = 0; t < n; ++t) s.row_ptrs[t] = reinterpret_cast<const uint16_t*>(V.row(s.rows[t]));
   kern.weighted_sum(s.scores.data(), G, s.row_ptrs.data(), n, d, oh);

@@ -1,5 +1,6 @@
 // Scaled dot-product attention over a KV cache with GQA, an optional mask among the new tokens,
-// an optional sliding window over positions, optional soft-capping of the scores (Gemma 2), and
+// an optional sliding window over positions, optional soft-capping of the scores (Gemma 2),
+// optional attention sinks (gpt-oss), and
 // K/V rows of F32, F16 or Q8_0 (the KV cache types).
 // One simple kernel: one block per (token, head) does three passes over the visible keys --
 // scores (one warp per key) into a scratch row, exp and sum, then the weighted sum of values.
@@ -47,7 +48,7 @@ template <DType KT, DType VT>
 __global__ void attention_kernel(const float* q, const uint8_t* k, const uint8_t* v, int64_t k_pitch, int64_t v_pitch,
                                  int64_t n_past, int64_t T, int64_t t0, const uint8_t* allowed, int64_t mask_past,
                                  int n_head, int group, int head_dim, float scale, int window,
-                                 const int32_t* positions, float softcap,
+                                 const int32_t* positions, float softcap, const float* sinks,
                                  float* scores, float* out) {
   extern __shared__ float q_s[];
   const int h = blockIdx.x;
@@ -83,12 +84,14 @@ __global__ void attention_kernel(const float* q, const uint8_t* k, const uint8_t
     if (lane == 0) s[j] = score;
     local_max = fmaxf(local_max, score);
   }
-  const float max_score = block_max(local_max);  // its barriers also publish s[] to the block
-  if (max_score == -INFINITY) {  // sees no key at all (block-uniform branch)
+  const float key_max = block_max(local_max);  // its barriers also publish s[] to the block
+  if (key_max == -INFINITY) {  // sees no key at all (block-uniform branch): no value to weigh
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) out[(t * n_head + h) * head_dim + d] = 0.0f;
     return;
   }
 
+  // The sink (gpt-oss) joins the softmax without a value: in the max and, once, in the sum.
+  const float max_score = sinks != nullptr ? fmaxf(key_max, sinks[h]) : key_max;
   // Pass 2: unnormalized probabilities in place, and their sum.
   float local_sum = 0.0f;
   for (int64_t j = threadIdx.x; j < n_scan; j += blockDim.x) {
@@ -96,7 +99,8 @@ __global__ void attention_kernel(const float* q, const uint8_t* k, const uint8_t
     s[j] = p;
     local_sum += p;
   }
-  const float inv_sum = 1.0f / block_sum(local_sum);  // >= 1 term equals exp(0) = 1, so sum >= 1
+  const float sink = sinks != nullptr ? expf(sinks[h] - max_score) : 0.0f;
+  const float inv_sum = 1.0f / (block_sum(local_sum) + sink);  // one term (a key's or the sink's) is 1
 
   // Pass 3: out[d] = sum_j p_j v_j[d] / sum; threads split d (coalesced reads of V rows).
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
@@ -177,8 +181,8 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
                 q, static_cast<const uint8_t*>(kv.k), static_cast<const uint8_t*>(kv.v),
                 static_cast<int64_t>(kv.k_row_bytes), static_cast<int64_t>(kv.v_row_bytes), kv.n_past, T, t0, allowed,
                 kv.mask_past,
-                p.n_head, p.n_head / p.n_head_kv, p.head_dim, p.scale, p.window, kv.positions, p.softcap, scores,
-                out);
+                p.n_head, p.n_head / p.n_head_kv, p.head_dim, p.scale, p.window, kv.positions, p.softcap, p.sinks,
+                scores, out);
       });
     });
     SPECMOE_CUDA_CHECK_LAUNCH();

@@ -650,7 +650,7 @@ void chat_template_seeds() {
       {"deepseek3", "<｜User｜>{{ content }}<｜Assistant｜>{{ reply }}<｜end▁of▁sentence｜>"},
       {"vicuna", "SYSTEM: {{ system }}\\nUSER: {{ content }}\\nASSISTANT: "},
       {"unknown", "{{ messages | my_filter }}"},
-      {"gpt-oss-unrendered", "<|start|>user<|channel|>"},
+      {"kimi-k2-unrendered", "<|im_assistant|>assistant<|im_middle|>"},
   };
   for (const auto& [name, text] : templates)
     put("chat_template", fmt::format("valid-detect-{}", name), std::string(1, '\x7f') + text + conversation);

@@ -578,8 +578,8 @@ TEST(BadCli, ChatTemplateChoices) {
   const std::string m = synth_model();
   expect_cli_error(fmt::format("generate -m {} -p hi -n 2 --chat-template chatmlx", m),
                    {"unknown chat template 'chatmlx'", "auto, none"});
-  expect_cli_error(fmt::format("speculate -m {} -p hi -n 2 --drafter ngram --chat-template gpt-oss", m),
-                   {"'gpt-oss'", "does not render", "'none'"});
+  expect_cli_error(fmt::format("speculate -m {} -p hi -n 2 --drafter ngram --chat-template kimi-k2", m),
+                   {"'kimi-k2'", "does not render", "'none'"});
   expect_cli_error(fmt::format("generate -m {} -p hi -n 2 --chat-template none --system be-brief", m),
                    {"--system needs a chat template"});
   // The synth vocabulary has no template: auto means the raw text, where a system message cannot go.

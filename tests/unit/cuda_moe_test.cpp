@@ -322,6 +322,21 @@ TEST(CudaMoE, Qwen3MoeOlmoeAndDeepseek2MatchTheCpu) {
   }
 }
 
+TEST(CudaMoE, GptOssMoEBlockIsRefusedClearly) {
+  SPECMOE_REQUIRE_CUDA();
+  // gpt-oss's router and expert biases and clamped SwiGLU run on the CPU backend only: the device
+  // says so instead of computing another block.
+  auto m = load(write_preset("gpt-oss-tiny", "cuda_gpt_oss.gguf"), "cuda");
+  KVCache kv = m->new_cache(16);
+  try {
+    m->forward(std::span<const int32_t>(kIds).first(3), kv);
+    ADD_FAILURE() << "gpt-oss's MoE block ran on the device";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("CPU backend"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CudaMoE, BatchedForwardEqualsOneTokenForwards) {
   SPECMOE_REQUIRE_CUDA();
   for (const char* preset : {"moe-tiny", "qwen2moe-tiny"}) {

@@ -668,6 +668,31 @@ TEST(Attention, SingleVisibleKeyReturnsItsValue) {
   for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(out[i], v[i]);
 }
 
+TEST(Attention, SinkTakesItsShareOfTheSoftmax) {
+  // One visible key with score s = 0.5 q.k and a sink logit z: the value is weighted by
+  // e^s / (e^s + e^z); a sink far below leaves the value, one far above takes almost everything.
+  const auto q = random_vec(4, 41), k = random_vec(4, 42), v = random_vec(4, 43);
+  double s = 0;
+  for (int i = 0; i < 4; ++i) s += 0.5 * q[i] * k[i];
+  for (float z : {-1e4f, 0.0f, 1.5f, 30.0f}) {
+    const std::vector<float> sinks = {z};
+    cpu::AttentionParams p{1, 1, 4, 0.5f};
+    p.sinks = sinks.data();
+    std::vector<float> out(4);
+    cpu::attention_ref(q.data(), 1, cpu::KVView::f32(k.data(), v.data(), 4, 0), nullptr, p, out.data());
+    const double w = 1.0 / (1.0 + std::exp(z - s));
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(out[i], w * v[i], 1e-6) << "sink " << z;
+  }
+  // No visible key: the output stays 0 whatever the sink.
+  cpu::AttentionParams p{1, 1, 4, 0.5f};
+  const std::vector<float> sinks = {-3.0f};
+  p.sinks = sinks.data();
+  const uint8_t blind = 0;
+  std::vector<float> out(4, 1.0f);
+  cpu::attention_ref(q.data(), 1, cpu::KVView::f32(k.data(), v.data(), 4, 0), &blind, p, out.data());
+  for (float o : out) EXPECT_EQ(o, 0.0f);
+}
+
 // ------------------------------------------------------------------------------------------
 // Softmax and activations
 

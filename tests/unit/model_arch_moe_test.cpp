@@ -176,6 +176,30 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
   }
 }
 
+TEST(MoEArchitectures, GptOssMatchesReferenceAndRoutes) {
+  // gpt-oss: attention sinks, q/k/v and output biases, windows of 4 on layers 0 and 2, router and
+  // expert biases, the clamped SwiGLU; F32 and F16, and k = 1 and 3.
+  for (DType t : {DType::F32, DType::F16})
+    check_moe_against_reference(write_preset("gpt-oss-tiny", t, fmt::format("gpt_oss_{}.gguf", dtype_name(t))), kIds,
+                                0, kTolF32);
+  check_moe_against_reference(write_preset("gpt-oss-tiny", DType::F32, "gpt_oss_k1.gguf"), kIds, 1, kTolF32);
+  check_moe_against_reference(write_preset("gpt-oss-tiny", DType::F32, "gpt_oss_k3.gguf"), kIds, 3, kTolF32);
+  auto m = Model::load(write_preset("gpt-oss-tiny", DType::F32, "gpt_oss_cfg.gguf"));
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::GptOss);
+  EXPECT_EQ(c.n_swa, 4);
+  for (int l = 0; l < c.n_layer; ++l) EXPECT_EQ(c.is_swa(l), l % 2 == 0) << l;
+  EXPECT_EQ(core::config_router_spec(c).kind, moe::RouterKind::SoftmaxTopK);
+  const ModelWeights w = bind_weights(m->file(), c);
+  EXPECT_EQ(w.layers[0].attn_sinks.n, 4);
+  EXPECT_EQ(w.layers[1].moe.weights.act, moe::MoEActivation::SwiGLUOai);
+  EXPECT_TRUE(w.layers[1].moe.weights.has_biases());
+  // The clamped SwiGLU: min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1).
+  EXPECT_NEAR(moe::swiglu_oai(10.0f, 10.0f), 7.0 / (1.0 + std::exp(-1.702 * 7.0)) * 8.0, 1e-4);
+  EXPECT_NEAR(moe::swiglu_oai(1.0f, -10.0f), 1.0 / (1.0 + std::exp(-1.702)) * -6.0, 1e-5);
+  EXPECT_NEAR(moe::swiglu_oai(-2.0f, 0.5f), -2.0 / (1.0 + std::exp(3.404)) * 1.5, 1e-6);
+}
+
 TEST(MoEArchitectures, DeepseekStyleFamiliesReadTheirKeys) {
   auto load = [](const std::string& preset) { return Model::load(write_preset(preset, DType::F32, preset + "_cfg.gguf")); };
   // The host weights as the model binds them.
