@@ -19,8 +19,8 @@ namespace {
 // codes, 12 B packed 6-bit scales, d; Q4_K = d, dmin, 12 B packed 6-bit scales/mins, 128 B
 // nibbles; Q5_K = Q4_K + 32 B high bits; Q6_K = 128 B low nibbles, 64 B high 2 bits, 16 int8
 // scales, d; IQ4_NL = d + 16 B nibbles (indices into a 16-value table); IQ4_XS = d, 2 B high and
-// 4 B low scale bits, 128 B nibbles.
-constexpr std::array<DTypeInfo, 15> kTypes = {{
+// 4 B low scale bits, 128 B nibbles; MXFP4 = E8M0 scale byte + 16 B E2M1 nibbles.
+constexpr std::array<DTypeInfo, 16> kTypes = {{
     {DType::F32, "F32", 1, 4},
     {DType::F16, "F16", 1, 2},
     {DType::Q4_0, "Q4_0", 32, 18},
@@ -35,6 +35,7 @@ constexpr std::array<DTypeInfo, 15> kTypes = {{
     {DType::Q6_K, "Q6_K", 256, 210},
     {DType::IQ4_NL, "IQ4_NL", 32, 18},
     {DType::IQ4_XS, "IQ4_XS", 256, 136},
+    {DType::MXFP4, "MXFP4", 32, 17},
     {DType::BF16, "BF16", 1, 2},
 }};
 

@@ -24,6 +24,7 @@ enum class DType : uint32_t {
   Q6_K = 14,
   IQ4_NL = 20,
   IQ4_XS = 23,
+  MXFP4 = 39,
   BF16 = 30,
 };
 

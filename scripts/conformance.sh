@@ -8,7 +8,8 @@
 # hunyuan-moe, the squared-ReLU MLPs of arcee and nemotron, starcoder (multi-query gpt2) and gpt-oss,
 # written in llama.cpp's layout by
 # scripts/conformance-models.py (the gguf Python package), with F16 weights and after
-# llama-quantize to Q8_0 and Q4_K_M. Prints a Markdown table (README.md, "Architectures").
+# llama-quantize to Q8_0 and Q4_K_M (and MXFP4_MOE for gpt-oss). Prints a Markdown table (README.md,
+# "Architectures").
 #
 #   LLAMA_BIN=/path/to/llama.cpp/build/bin PYTHON=/path/to/venv/bin/python \
 #     scripts/conformance.sh [OUT_DIR] [TEXT] [ARCH...]
@@ -69,7 +70,9 @@ echo "| architecture | weights | ctx | llama.cpp | specmoe | difference |"
 echo "|---|---|---:|---:|---:|---:|"
 for arch in "${ARCHS[@]}"; do
   f16="$OUT/$arch-f16.gguf"
-  for type in F16 Q8_0 Q4_K_M; do
+  types=(F16 Q8_0 Q4_K_M)
+  [[ "$arch" == gpt-oss ]] && types+=(MXFP4_MOE)  # gpt-oss's own format: MXFP4 experts
+  for type in "${types[@]}"; do
     model="$f16"
     if [[ "$type" != F16 ]]; then
       model="$OUT/$arch-${type,,}.gguf"

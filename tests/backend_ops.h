@@ -334,7 +334,8 @@ inline HostMatrix make_matrix(DType type, int64_t n_in, int64_t n_out, uint64_t 
   const size_t dense = dtype_row_bytes(type, n_in), rb = dense + pad_bytes;
   m.bytes.assign(rb * static_cast<size_t>(n_out), 0);
   const std::vector<size_t> halves = half_fields(type);
-  if (fill == Fill::RandomCodes && !halves.empty()) {
+  const bool e8m0 = type == DType::MXFP4;  // its scale is one E8M0 byte: 2^(e - 128)
+  if (fill == Fill::RandomCodes && (!halves.empty() || e8m0)) {
     SplitMix64 rng{seed};
     const DTypeInfo& info = dtype_info(type);
     for (int64_t j = 0; j < n_out; ++j) {
@@ -343,6 +344,9 @@ inline HostMatrix make_matrix(DType type, int64_t n_in, int64_t n_out, uint64_t 
         const uint64_t w = rng();
         std::memcpy(row + i, &w, std::min<size_t>(8, dense - i));
       }
+      if (e8m0)  // scales 2^-7 .. 2^-4: e in [121, 124]
+        for (size_t blk = 0; blk < dense / info.block_bytes; ++blk)
+          row[blk * info.block_bytes] = static_cast<uint8_t>(121 + (rng() & 3));
       for (size_t blk = 0; blk < dense / info.block_bytes; ++blk)
         for (size_t off : halves) {  // scales in [0.01, 0.1)
           const float u = static_cast<float>(rng() >> 40) * (1.0f / 16777216.0f);

@@ -26,7 +26,8 @@ namespace specmoe::testing::ops {
 inline const std::vector<DType>& all_dtypes() {
   static const std::vector<DType> types = {DType::F32,  DType::F16,  DType::BF16,   DType::Q8_0,  DType::Q4_0,
                                            DType::Q4_1, DType::Q5_0, DType::Q5_1,   DType::IQ4_NL, DType::Q2_K,
-                                           DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,   DType::IQ4_XS};
+                                           DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,   DType::IQ4_XS,
+                                           DType::MXFP4};
   return types;
 }
 

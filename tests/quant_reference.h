@@ -18,7 +18,12 @@
 namespace specmoe::testing {
 
 inline constexpr DType kNewQuantTypes[] = {DType::Q5_0, DType::Q5_1, DType::Q2_K,
-                                           DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS};
+                                           DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
+
+// MXFP4's E2M1 codes as the numbers they are (sign bit 3; ggml stores them doubled), and the block's
+// E8M0 scale byte e meaning 2^(e - 127): value = kRefE2M1[code] * 2^(e - 127).
+// Code 8, E2M1's -0, decodes to +0 as in ggml (whose table holds integers).
+inline constexpr double kRefE2M1[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, 0, -0.5, -1, -1.5, -2, -3, -4, -6};
 
 // ggml's kvalues_iq4nl.
 inline constexpr int kRefIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -35,7 +40,7 @@ inline int ref_code_count(DType type) {
     case DType::Q5_0: case DType::Q5_1: return 32;
     case DType::Q2_K: return 4;
     case DType::Q3_K: return 8;
-    case DType::IQ4_NL: case DType::IQ4_XS: return 16;
+    case DType::IQ4_NL: case DType::IQ4_XS: case DType::MXFP4: return 16;
     default: throw std::invalid_argument("quant_reference: not one of the new types");
   }
 }
@@ -61,6 +66,7 @@ inline int ref_code_of(DType type, const uint8_t* b, int e) {
       return low | (((b[l] >> (4 * h + j)) & 1) << 2);
     }
     case DType::IQ4_NL: return e < 16 ? (b[2 + e] & 0xF) : (b[2 + e - 16] >> 4);
+    case DType::MXFP4: return e < 16 ? (b[1 + e] & 0xF) : (b[1 + e - 16] >> 4);
     case DType::IQ4_XS: {
       const int ib = e / 32, i = e % 32;
       const uint8_t* qs = b + 8 + 16 * ib;
@@ -89,6 +95,7 @@ inline double ref_value_of(DType type, const uint8_t* b, int e, int c) {
       return ref_half(b + 108) * (ls - 32) * (c - 4);
     }
     case DType::IQ4_NL: return ref_half(b) * kRefIq4[c];
+    case DType::MXFP4: return kRefE2M1[c] * std::ldexp(1.0, static_cast<int>(b[0]) - 127);
     case DType::IQ4_XS: {
       const int ib = e / 32;
       const int low = (b[4 + ib / 2] >> (4 * (ib % 2))) & 15;
@@ -131,6 +138,7 @@ inline std::vector<uint8_t> ref_random_blocks(DType type, std::mt19937& rng, int
       case DType::Q3_K: put(b + 108, s * u(rng) * 0.008f); break;                     // |ls - 32| <= 32, |q| <= 4
       case DType::IQ4_NL: put(b, s * u(rng) * 0.008f); break;                         // |value| <= 127
       case DType::IQ4_XS: put(b, s * u(rng) * 0.00025f); break;                       // |ls - 32| <= 32
+      case DType::MXFP4: b[0] = static_cast<uint8_t>(120 + rng() % 8); break;         // 2^-7 .. 2^0, |code| <= 6
       default: throw std::invalid_argument("quant_reference: not one of the new types");
     }
   }

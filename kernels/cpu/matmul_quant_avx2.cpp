@@ -26,6 +26,7 @@ namespace {
 
 using namespace quant;
 using cpu::detail::kIq4Values;
+using cpu::detail::kMxfp4Values;
 
 // The IQ4 value table in both 128-bit lanes, for _mm256_shuffle_epi8 lookups by nibble.
 inline __m256i iq4_table() {
@@ -43,6 +44,25 @@ void dot_iq4_nl(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o
   for (int64_t b = 0; b < nb; ++b, w += 18) {
     const float dw = load_half(w);
     const __m256i v = _mm256_shuffle_epi8(table, unpack_nibbles16(w + 2));  // [-127, 113]
+    const __m256i av = _mm256_sign_epi8(v, v);
+    for (int g = 0; g < G; ++g) {
+      const ActQ8x32& x = a[g][b];
+      const __m256i p = dot_u8_i8(av, _mm256_sign_epi8(loadu256(x.qs), v));
+      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(p), acc[g]);
+    }
+  }
+  for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
+}
+
+// MXFP4: x = 2^(e - 128) * kMxfp4Values[nibble] (E2M1 doubled), looked up as IQ4_NL's table.
+template <int G>
+void dot_mxfp4(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* out) {
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+  __m256 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += 17) {
+    const float dw = cpu::detail::mxfp4_scale(w[0]);
+    const __m256i v = _mm256_shuffle_epi8(table, unpack_nibbles16(w + 1));  // [-12, 12]
     const __m256i av = _mm256_sign_epi8(v, v);
     for (int g = 0; g < G; ++g) {
       const ActQ8x32& x = a[g][b];
@@ -193,6 +213,7 @@ void dot_iq4_xs(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* 
 }
 
 template <int G> struct KIQ4_NL { static void run(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o) { dot_iq4_nl<G>(w, a, nb, o); } };
+template <int G> struct KMXFP4 { static void run(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o) { dot_mxfp4<G>(w, a, nb, o); } };
 template <int G> struct KQ2_K { static void run(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* o) { dot_q2_K<G>(w, a, nb, o); } };
 template <int G> struct KQ3_K { static void run(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* o) { dot_q3_K<G>(w, a, nb, o); } };
 template <int G> struct KIQ4_XS { static void run(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* o) { dot_iq4_xs<G>(w, a, nb, o); } };
@@ -210,6 +231,7 @@ void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stri
                        int64_t j0, int64_t j1) {
   switch (w.type) {
     case DType::IQ4_NL: rows_with<ActQ8x32, KIQ4_NL>(w, acts, act_stride, T, y, j0, j1, 32); return;
+    case DType::MXFP4: rows_with<ActQ8x32, KMXFP4>(w, acts, act_stride, T, y, j0, j1, 32); return;
     case DType::Q2_K: rows_with<ActQ8x256, KQ2_K>(w, acts, act_stride, T, y, j0, j1, 256); return;
     case DType::Q3_K: rows_with<ActQ8x256, KQ3_K>(w, acts, act_stride, T, y, j0, j1, 256); return;
     case DType::IQ4_XS: rows_with<ActQ8x256, KIQ4_XS>(w, acts, act_stride, T, y, j0, j1, 256); return;

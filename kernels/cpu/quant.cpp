@@ -327,6 +327,7 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q5_0: dequant_q5_0(s, dst, n / QK); return;
     case DType::Q5_1: dequant_q5_1(s, dst, n / QK); return;
     case DType::IQ4_NL: dequant_iq4_nl(s, dst, n / QK); return;
+    case DType::MXFP4: dequant_mxfp4(s, dst, n / QK); return;
     case DType::IQ4_XS: dequant_iq4_xs(s, dst, n / QK_K); return;
     case DType::Q2_K: dequant_q2_K(s, dst, n / QK_K); return;
     case DType::Q3_K: dequant_q3_K(s, dst, n / QK_K); return;
@@ -354,6 +355,7 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
     case DType::Q5_0: quant_q5_0(src, d, n / QK); return;
     case DType::Q5_1: quant_q5_1(src, d, n / QK); return;
     case DType::IQ4_NL: quant_iq4_nl(src, d, n / QK); return;
+    case DType::MXFP4: quant_mxfp4(src, d, n / QK); return;
     case DType::IQ4_XS: quant_iq4_xs(src, d, n / QK_K); return;
     case DType::Q2_K: quant_q2_K(src, d, n / QK_K); return;
     case DType::Q3_K: quant_q3_K(src, d, n / QK_K); return;

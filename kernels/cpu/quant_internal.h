@@ -12,6 +12,10 @@ namespace specmoe::kernels::cpu::detail {
 constexpr int QK = 32;     // elements per Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/IQ4_NL block
 constexpr int QK_K = 256;  // elements per K-quant / IQ4_XS super-block
 
+// The doubled E2M1 values an MXFP4 nibble selects (ggml's kvalues_mxfp4): sign bit 3, magnitudes
+// 2 x {0, 0.5, 1, 1.5, 2, 3, 4, 6}.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
 // The 16 values an IQ4_NL / IQ4_XS index selects (ggml's kvalues_iq4nl), in increasing order: a
 // non-uniform grid, denser near zero, where weights are.
 inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -54,12 +58,22 @@ inline int nearest(float x) { return static_cast<int>(std::lrintf(x)); }
 void dequant_q5_0(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
 void dequant_q5_1(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
 void dequant_iq4_nl(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
+void dequant_mxfp4(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
 void dequant_iq4_xs(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
 void dequant_q2_K(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
 void dequant_q3_K(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
 void quant_q5_0(const float* x, uint8_t* dst, int64_t nb);
 void quant_q5_1(const float* x, uint8_t* dst, int64_t nb);
 void quant_iq4_nl(const float* x, uint8_t* dst, int64_t nb);
+void quant_mxfp4(const float* x, uint8_t* dst, int64_t nb);
+// MXFP4's E8M0 scale for ggml's doubled values: 2^(e - 128) as float bits, a normal number for
+// e >= 2, else the subnormals 2^-128 and 2^-127 (inline: the AVX2 kernel takes one per block).
+inline float mxfp4_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
 void quant_iq4_xs(const float* x, uint8_t* dst, int64_t nb);
 void quant_q2_K(const float* x, uint8_t* dst, int64_t nb);
 void quant_q3_K(const float* x, uint8_t* dst, int64_t nb);

@@ -51,7 +51,8 @@ int64_t act_block_size(DType type) {
     case DType::Q4_1:
     case DType::Q5_0:
     case DType::Q5_1:
-    case DType::IQ4_NL: return 32;
+    case DType::IQ4_NL:
+    case DType::MXFP4: return 32;
     case DType::Q2_K:
     case DType::Q3_K:
     case DType::Q4_K:

@@ -43,7 +43,7 @@ size_t row_bytes_of(DType type, int64_t n);
 // - F32, F16, BF16 weights: cuBLAS GEMM (cublasGemmEx, fp32 accumulation, CUBLAS_COMPUTE_32F).
 //   For F16/BF16 the activations are first rounded to the weight type (cuBLAS needs A and B of
 //   one type); F16 rounding saturates at +-65504 instead of overflowing to infinity.
-// - Quantized weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+// - Quantized weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
 //   IQ4_XS): for T <= kMatvecMaxTokens a
 //   dequantizing matrix-vector kernel that reads each weight once for all T tokens; for larger T
 //   the weights are dequantized to F16 in slices of at most kDequantSliceBytes and multiplied by

@@ -32,6 +32,7 @@ template <> struct QuantBlock<DType::IQ4_NL> { static constexpr int elems = 32, 
 template <> struct QuantBlock<DType::Q2_K> { static constexpr int elems = 256, bytes = 84; };   // scales[16], qs[64], d, dmin
 template <> struct QuantBlock<DType::Q3_K> { static constexpr int elems = 256, bytes = 110; };  // hmask[32], qs[64], scales[12], d
 template <> struct QuantBlock<DType::IQ4_XS> { static constexpr int elems = 256, bytes = 136; };  // d, scales_h, scales_l[4], qs[128]
+template <> struct QuantBlock<DType::MXFP4> { static constexpr int elems = 32, bytes = 17; };  // e (E8M0), qs[16] (E2M1)
 
 __device__ __forceinline__ float load_half(const uint8_t* p) {
   const unsigned short bits = static_cast<unsigned short>(p[0] | (p[1] << 8));  // little endian
@@ -60,6 +61,17 @@ __device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, float& sca
 __host__ __device__ constexpr uint32_t pack_i8x4(int a, int b, int c, int d) {
   return (static_cast<uint32_t>(a) & 0xFFu) | ((static_cast<uint32_t>(b) & 0xFFu) << 8) |
          ((static_cast<uint32_t>(c) & 0xFFu) << 16) | ((static_cast<uint32_t>(d) & 0xFFu) << 24);
+}
+// ggml's kvalues_mxfp4 (E2M1 values doubled) the same way, and MXFP4's E8M0 scale for them:
+// 2^(e - 128) (a subnormal for e < 2).
+__device__ __forceinline__ int mxfp4_value(int idx) {
+  constexpr uint32_t w0 = pack_i8x4(0, 1, 2, 3), w1 = pack_i8x4(4, 6, 8, 12);
+  constexpr uint32_t w2 = pack_i8x4(0, -1, -2, -3), w3 = pack_i8x4(-4, -6, -8, -12);
+  const uint32_t lo = __byte_perm(w0, w1, idx & 7), hi = __byte_perm(w2, w3, idx & 7);
+  return static_cast<int8_t>((idx < 8 ? lo : hi) & 0xFFu);
+}
+__device__ __forceinline__ float mxfp4_scale(uint8_t e) {
+  return __uint_as_float(e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23);
 }
 __device__ __forceinline__ int iq4_value(int idx) {
   constexpr uint32_t w0 = pack_i8x4(-127, -104, -83, -65), w1 = pack_i8x4(-49, -35, -22, -10);
@@ -177,6 +189,15 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, flo
       out[i] = d * static_cast<float>(iq4_value(qs[i] & 0xF));
       out[i + 16] = d * static_cast<float>(iq4_value(qs[i] >> 4));
     }
+  } else if constexpr (T == DType::MXFP4) {
+    const uint8_t* b = row + c * 17;
+    const float d = mxfp4_scale(b[0]);
+    const uint8_t* qs = b + 1;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      out[i] = d * static_cast<float>(mxfp4_value(qs[i] & 0xF));
+      out[i + 16] = d * static_cast<float>(mxfp4_value(qs[i] >> 4));
+    }
   } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
     // Super-block of 256 = 16 sub-blocks of 16; chunk j (0..7) of it is elements 128h + 32k + l
     // (h = j / 4, k = j % 4), sub-blocks 2j (l < 16) and 2j + 1. The low 2 bits are bits 2k..2k+1
@@ -251,6 +272,7 @@ bool dispatch_quant(DType type, F&& f) {
     case DType::Q2_K: f(std::integral_constant<DType, DType::Q2_K>{}); return true;
     case DType::Q3_K: f(std::integral_constant<DType, DType::Q3_K>{}); return true;
     case DType::IQ4_XS: f(std::integral_constant<DType, DType::IQ4_XS>{}); return true;
+    case DType::MXFP4: f(std::integral_constant<DType, DType::MXFP4>{}); return true;
     default: return false;
   }
 }
@@ -273,6 +295,7 @@ inline void block_shape(DType type, int64_t& elems, int64_t& bytes) {
     case DType::Q2_K: elems = 256; bytes = 84; return;
     case DType::Q3_K: elems = 256; bytes = 110; return;
     case DType::IQ4_XS: elems = 256; bytes = 136; return;
+    case DType::MXFP4: elems = 32; bytes = 17; return;
   }
   throw Error(ErrorKind::Unsupported, "cuda: tensor type id " + std::to_string(static_cast<uint32_t>(type)) +
                                           " is not supported by the CUDA kernels");
@@ -297,6 +320,7 @@ inline const char* type_name(DType type) {
     case DType::Q2_K: return "Q2_K";
     case DType::Q3_K: return "Q3_K";
     case DType::IQ4_XS: return "IQ4_XS";
+    case DType::MXFP4: return "MXFP4";
   }
   return "unknown";
 }

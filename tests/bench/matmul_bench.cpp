@@ -10,7 +10,7 @@
 //   SPECMOE_THREADS=2 ./build/tests/bench_matmul         (threads of the pool)
 //   ./build/tests/bench_matmul --benchmark_filter='Q4_K'
 //   ./build/tests/bench_matmul --benchmark_filter='BM_Matmul/dtype:(6|7|10|11|20|23)/T:(1|8)/shape:0'
-//     (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS at 4096 x 4096; the label names the type)
+//     (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4 at 4096 x 4096; the label names the type)
 // BM_MatmulKernel: the micro-kernels with the weights hot in L2 (1536 x 128, the width of the
 // 1.5B target), one thread, per dtype, T = 1, 2, 4, 8, 16 and instruction set (0 scalar, 1 AVX2,
 // 2 AVX-512 VNNI, 3 AMX-INT8 where the CPU has them): multiply-adds per second when memory is not the limit,
@@ -168,7 +168,7 @@ void kernel_args(benchmark::internal::Benchmark* b) {
 void dtype_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K,
                   DType::Q5_K, DType::Q6_K, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q2_K, DType::Q3_K,
-                  DType::IQ4_XS})
+                  DType::IQ4_XS, DType::MXFP4})
     for (int64_t T : {1, 2, 4, 5, 8, 9, 16})
       for (int64_t shape : {0, 1, 2, 3, 4}) b->Args({static_cast<int64_t>(t), T, shape});
 }

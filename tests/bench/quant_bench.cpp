@@ -32,7 +32,7 @@ static void BM_Dequantize(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(q.size()));
 }
 BENCHMARK(BM_Dequantize)->Arg(0)->Arg(1)->Arg(30)->Arg(8)->Arg(2)->Arg(3)->Arg(12)->Arg(13)->Arg(14)
-    ->Arg(6)->Arg(7)->Arg(10)->Arg(11)->Arg(20)->Arg(23);  // + Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS
+    ->Arg(6)->Arg(7)->Arg(10)->Arg(11)->Arg(20)->Arg(23)->Arg(39);  // + Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4
 
 static void BM_Quantize(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));

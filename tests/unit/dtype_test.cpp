@@ -29,7 +29,7 @@ TEST(DType, TableMatchesGgml) {
                       {DType::BF16, 30, "BF16", 1, 2},     {DType::Q5_0, 6, "Q5_0", 32, 22},
                       {DType::Q5_1, 7, "Q5_1", 32, 24},    {DType::Q2_K, 10, "Q2_K", 256, 84},
                       {DType::Q3_K, 11, "Q3_K", 256, 110}, {DType::IQ4_NL, 20, "IQ4_NL", 32, 18},
-                      {DType::IQ4_XS, 23, "IQ4_XS", 256, 136}};
+                      {DType::IQ4_XS, 23, "IQ4_XS", 256, 136}, {DType::MXFP4, 39, "MXFP4", 32, 17}};
   for (const auto& r : rows) {
     SCOPED_TRACE(r.name);
     auto info = dtype_info(r.id);

@@ -23,7 +23,7 @@ namespace {
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,   DType::Q4_1,
                         DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::Q4_K,
-                        DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
+                        DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::MXFP4};
 
 std::vector<float> random_vec(size_t n, uint32_t seed, float scale) {
   std::mt19937 rng(seed);
@@ -58,6 +58,9 @@ std::vector<uint8_t> weight_bytes(DType type, int64_t n_in, int64_t n_out, uint3
     case DType::Q6_K: halves = {208}; break;
     case DType::Q2_K: halves = {80, 82}; break;
     case DType::Q3_K: halves = {108}; break;
+    case DType::MXFP4:  // one E8M0 scale byte per block, copied from the valid row
+      for (size_t blk = 0; blk < bytes.size() / info.block_bytes; ++blk) bytes[blk * info.block_bytes] = valid[0];
+      return bytes;
     default: return weight_bytes(type, n_in, n_out, seed, false);  // float types: no codes
   }
   for (size_t blk = 0; blk < bytes.size() / info.block_bytes; ++blk)

@@ -78,6 +78,7 @@ int64_t act_block(DType type, cpu::Isa isa) {
   if (cpu::usable_isa(isa) == cpu::Isa::Scalar) return 0;
   switch (type) {
     case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::IQ4_NL:
+    case DType::MXFP4:
       return 32;
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::IQ4_XS:
       return 256;
@@ -130,6 +131,7 @@ const DtypeCase kDtypes[] = {
     {DType::Q4_K, 256, 2.5e-2}, {DType::Q5_K, 256, 8e-3}, {DType::Q6_K, 256, 2e-3},
     {DType::Q5_0, 32, 8e-3},    {DType::Q5_1, 32, 8e-3},   {DType::IQ4_NL, 32, 2.5e-2},
     {DType::Q2_K, 256, 0.25},   {DType::Q3_K, 256, 8e-2},  {DType::IQ4_XS, 256, 2.5e-2},
+    {DType::MXFP4, 32, 6e-2},  // E2M1 codes under a power-of-two scale: the coarsest 4-bit grid
 };
 
 }  // namespace
@@ -295,7 +297,7 @@ TEST(Matmul, BitIdenticalAcrossThreadCountsAndBatchSizes) {
 TEST(Matmul, LongBatchesMatchOneTokenCalls) {
   cpu::ThreadPool pool(2);
   for (DType type : {DType::F16, DType::BF16, DType::F32, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0,
-                     DType::Q5_1, DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::IQ4_XS}) {
+                     DType::Q5_1, DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::IQ4_XS, DType::MXFP4}) {
     SCOPED_TRACE(specmoe::dtype_name(type));
     const int64_t block = specmoe::dtype_info(type).block_size;
     const int64_t n_in = block == 1 ? 67 : block, n_out = 37, T = 37;

@@ -152,7 +152,7 @@ TEST(QuantBlocks, Q6_KHandMade) {
   EXPECT_EQ(y[200], -68.0f); // ql[72]=0xF8 -> high 15, qh[40]=8 -> bits 4-5 = 0: q = -17; scale 16
 }
 
-// ---- Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS: hand-made blocks with hand-computed values, and
+// ---- Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4: hand-made blocks with hand-computed values, and
 // every element against the plain decoder of tests/quant_reference.h.
 
 namespace {
@@ -264,6 +264,26 @@ TEST(QuantBlocks, IQ4_NLHandMade) {
   EXPECT_EQ(y[8], 0.5f);
   EXPECT_EQ(y[16], 56.5f);
   expect_matches_reference(DType::IQ4_NL, b, y);
+}
+
+TEST(QuantBlocks, MXFP4HandMade) {
+  // e = 128: the doubled E2M1 values times 2^0; e = 125: times 2^-3; e = 1: the subnormal 2^-127.
+  std::vector<uint8_t> b(3 * 17);
+  for (int blk = 0; blk < 3; ++blk) {
+    b[blk * 17] = blk == 0 ? 128 : blk == 1 ? 125 : 1;
+    for (int j = 0; j < 16; ++j) b[blk * 17 + 1 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  }
+  const auto y = dequant(DType::MXFP4, b, 96);
+  const float kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], kv[j]) << j;
+    EXPECT_EQ(y[j + 16], kv[15 - j]) << j;
+    EXPECT_EQ(y[32 + j], kv[j] / 8.0f) << j;
+    EXPECT_EQ(y[64 + j], kv[j] * std::ldexp(1.0f, -127)) << j;
+  }
+  EXPECT_EQ(y[7], 12.0f);   // code 7: 6 doubled
+  EXPECT_EQ(y[16], -12.0f); // high nibble 15: -6 doubled
+  expect_matches_reference(DType::MXFP4, b, y);
 }
 
 TEST(QuantBlocks, IQ4_XSHandMade) {
@@ -436,7 +456,7 @@ float error_bound(DType t, const float* x, int64_t e) {
 // exactly that, against the values of every code of the element (tests/quant_reference.h); the
 // normalized MSE ceiling then judges the scales. The slack covers float rounding of 1/scale.
 bool searched_scales(DType t) {
-  return t == DType::Q2_K || t == DType::Q3_K || t == DType::IQ4_NL || t == DType::IQ4_XS;
+  return t == DType::Q2_K || t == DType::Q3_K || t == DType::IQ4_NL || t == DType::IQ4_XS || t == DType::MXFP4;
 }
 
 double nearest_code_error(DType t, const uint8_t* row, const float* x, int64_t e) {
@@ -504,6 +524,8 @@ TEST_P(QuantRoundTrip, ErrorWithinFormatBound) {
       case DType::Q3_K: ceiling = 0.1; break;
       case DType::IQ4_NL: ceiling = 1.5e-2; break;
       case DType::IQ4_XS: ceiling = 2.5e-2; break;
+      case DType::MXFP4: ceiling = 6e-2; break;  // E2M1 under a power-of-two scale
+      default: break;
     }
     EXPECT_LE(nmse, ceiling);
   }
@@ -512,7 +534,7 @@ TEST_P(QuantRoundTrip, ErrorWithinFormatBound) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, QuantRoundTrip,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q5_0, DType::Q5_1,
-                                           DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS),
+                                           DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Finite weights at the ends of the float range: a block spanning -3e38 .. 3e38 overflows the
