@@ -181,6 +181,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"bailingmoe2", Arch::BailingMoe2, RopeStyle::SplitHalves}, {"hunyuan-moe", Arch::HunyuanMoe, RopeStyle::SplitHalves},
       {"arcee", Arch::Arcee, RopeStyle::Adjacent},           {"nemotron", Arch::Nemotron, RopeStyle::SplitHalves},
       {"starcoder", Arch::Starcoder, RopeStyle::None},       {"gpt-oss", Arch::GptOss, RopeStyle::SplitHalves},
+      {"minimax-m2", Arch::MinimaxM2, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -191,7 +192,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
-                "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss)",
+                "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -201,7 +202,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   // glm4moe: per-head QK-norm where the file has it (GLM-4.5 355B; llama.cpp binds it optionally).
   if (c.arch == Arch::Glm4Moe) c.qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   c.qk_norm_after_rope = c.arch == Arch::HunyuanDense || c.arch == Arch::HunyuanMoe;
-  c.qk_norm_full = c.arch == Arch::Olmoe || c.arch == Arch::Olmo2;
+  c.qk_norm_full = c.arch == Arch::Olmoe || c.arch == Arch::Olmo2 || c.arch == Arch::MinimaxM2;
   c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4 ||
                  c.arch == Arch::Glm4;
   c.pre_norms = c.arch != Arch::Olmo2 && c.arch != Arch::Exaone4;

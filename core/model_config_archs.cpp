@@ -214,6 +214,8 @@ void read_granite(const Reader& r, ModelConfig& c) {
 //     feed_forward_length / expert_used_count; deepseek, deepseek2, dots1, glm4moe, ernie4_5-moe,
 //     bailingmoe2: expert_feed_forward_length (required); llama (Mixtral), olmoe: feed_forward_length
 //     (llama.cpp binds the expert tensors with n_ff there)
+//   minimax-m2: experts of feed_forward_length (expert_feed_forward_length required, unused),
+//     expert_gating_func required, exp_probs_b required, renormalised, unscaled
 //   hunyuan-moe: experts of feed_forward_length (expert_feed_forward_length required, unused), one
 //     ungated shared expert of expert_shared_feed_forward_length (else n_ff); softmax, renormalised,
 //     unscaled whatever the keys say
@@ -281,6 +283,12 @@ void read_experts(const Reader& r, ModelConfig& c) {
       shared_experts(c.arch == Arch::BailingMoe2 ? r.get("expert_shared_feed_forward_length", c.n_ff_expert)
                                                  : c.n_ff_expert);
       break;
+    case Arch::MinimaxM2:
+      // MiniMax-M2: llama.cpp requires expert_feed_forward_length but binds the experts with
+      // feed_forward_length.
+      (void)r.get("expert_feed_forward_length", std::nullopt);
+      c.n_ff_expert = c.n_ff;
+      break;
     case Arch::HunyuanMoe:
       // Hunyuan-A13B: llama.cpp requires expert_feed_forward_length but binds the experts with
       // feed_forward_length; one ungated shared expert of expert_shared_feed_forward_length (else
@@ -308,9 +316,10 @@ void read_experts(const Reader& r, ModelConfig& c) {
                    c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2;
   c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), !raw);
   if (c.arch == Arch::Deepseek) c.expert_weights_norm = false;
-  if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss)
+  if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss ||
+      c.arch == Arch::MinimaxM2)
     c.expert_weights_norm = true;
-  const bool gating_required = c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2;
+  const bool gating_required = c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::MinimaxM2;
   if (gating_required && c.n_expert > 0 && !file.has(r.key("expert_gating_func")))
     throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), r.key("expert_gating_func"));
   int gating = fixed_softmax ? 1 : r.get("expert_gating_func", 0);  // 0 = LLAMA_EXPERT_GATING_FUNC_TYPE_NONE
@@ -324,7 +333,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
                 r.key("expert_gating_func"), gating);
   }
   const bool never_scaled = c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe ||
-                            c.arch == Arch::GptOss;
+                            c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2;
   c.expert_weights_scale = never_scaled ? 0.0f : r.get_float("expert_weights_scale", 0.0f);
   if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp: 0 = no scaling
   c.n_expert_group = std::max(1, r.get("expert_group_count", 1));
@@ -335,7 +344,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
                               c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 || c.arch == Arch::Ernie45Moe;
   const bool needs_experts = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
                              c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
-                             c.arch == Arch::GptOss ||
+                             c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 ||
                              (deepseek_style && !lead_only);
   const bool may_have_experts = needs_experts || c.arch == Arch::Llama || deepseek_style;
   if (needs_experts && c.n_expert == 0)

@@ -38,6 +38,8 @@
 //          exp_probs_b.bias; bailingmoe2: attn_qkv with attn_{q,k}_norm {head_dim}, deepseek's FFN
 //          with optional exp_probs_b.bias; hunyuan-moe: hunyuan-dense's attention, experts of
 //          feed_forward_length and an ungated shared expert in every layer
+//   minimax-m2: olmoe's RMSNorm of the whole q and k projections, partial RoPE, the MoE block of
+//          feed_forward_length with exp_probs_b.bias required
 //   arcee: llama's attention with an ungated squared-ReLU MLP (ffn_up, ffn_down); nemotron: the same
 //          MLP (optional ffn_up / ffn_down biases) under LayerNorms with biases, optional q/k/v/o
 //          biases
@@ -229,7 +231,7 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
     w.down_exps_b = floats_of(p + "ffn_down_exps.bias", {d, E});
     w.act = moe::MoEActivation::SwiGLUOai;
   }
-  if (c.arch == Arch::Glm4Moe || (b.has(p + "exp_probs_b.bias") &&
+  if (c.arch == Arch::Glm4Moe || c.arch == Arch::MinimaxM2 || (b.has(p + "exp_probs_b.bias") &&
                                   (binds_bias || (!no_bias && c.expert_gating == ExpertGating::Sigmoid))))
     bias = b.vector(p + "exp_probs_b.bias", E);
   if (!bias.empty()) {

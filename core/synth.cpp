@@ -56,7 +56,7 @@ bool is_arch(const SynthSpec& s, std::initializer_list<const char*> names) {
 }
 
 void check_spec(const SynthSpec& s) {
-  if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "starcoder", "gpt-oss", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
+  if (!is_arch(s, {"llama", "qwen2", "qwen2moe", "gpt2", "starcoder", "gpt-oss", "minimax-m2", "qwen3", "gemma3", "qwen3moe", "olmoe", "phi3", "gemma2",
                    "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
                    "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2",
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
@@ -66,7 +66,7 @@ void check_spec(const SynthSpec& s) {
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
-                "arcee, nemotron, starcoder, gpt-oss)",
+                "arcee, nemotron, starcoder, gpt-oss, minimax-m2)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder"}) && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: {} has neither a head_dim key nor RoPE scaling", s.arch);
@@ -106,7 +106,8 @@ void check_spec(const SynthSpec& s) {
   if (s.moe_layer_step != 1 && s.arch != "ernie4_5-moe")
     throw_error(ErrorKind::InvalidArgument, "synth: an MoE layer step is ernie4_5-moe's, not {}'s", s.arch);
   const bool experts_ok = s.arch == "qwen2moe"                    ? s.n_expert > 0 && s.n_ff_shared > 0
-                          : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe", "gpt-oss"}) ? s.n_expert > 0 && s.n_ff_shared == 0
+                          : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe", "gpt-oss", "minimax-m2"})
+                              ? s.n_expert > 0 && s.n_ff_shared == 0
                           : is_arch(s, {"ernie4_5-moe", "hunyuan-moe"}) ? s.n_expert > 0 && s.n_expert_shared == 0
                           : ds_moe                               ? s.n_expert > 0 && s.n_ff_shared == 0
                           : s.arch == "llama"                    ? s.n_expert >= 0 && s.n_ff_shared == 0
@@ -209,7 +210,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.set_u32(a + ".expert_count", s.n_expert);
     w.set_u32(a + ".expert_used_count", s.n_expert_used);
   }
-  if (expert_width_key || hunyuan_moe) w.set_u32(a + ".expert_feed_forward_length", s.n_ff);
+  if (expert_width_key || hunyuan_moe || a == "minimax-m2") w.set_u32(a + ".expert_feed_forward_length", s.n_ff);
   if (hunyuan_moe && s.n_ff_shared > 0) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
   if (qwen2moe) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
   if (ds_moe) w.set_u32(a + ".leading_dense_block_count", s.n_layer_dense_lead);
@@ -468,7 +469,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       }
       if (starcoder2 || phi2 || nemotron || gpt_oss) vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
       if (gpt_oss) vec(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f);  // sink logits of the scores' scale
-      if (olmoe || a == "olmo2") {  // over the whole projections
+      if (olmoe || a == "olmo2" || a == "minimax-m2") {  // over the whole projections
         vec(p + "attn_q_norm.weight", q_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.5f);
       }

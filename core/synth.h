@@ -24,7 +24,7 @@ struct SynthSpec {
                                    // exaone4 | mistral3 | command-r | cohere2 | internlm2 | qwen2vl |
                                    // seed_oss | minicpm | glm4 | hunyuan-dense | qwen3vl | qwen3vlmoe |
                                    // deepseek | dots1 | glm4moe | ernie4_5-moe | bailingmoe2 | hunyuan-moe |
-                                   // arcee | nemotron | starcoder | gpt-oss
+                                   // arcee | nemotron | starcoder | gpt-oss | minimax-m2
   DType type = DType::F32;         // type of the 2-D and expert weights (norms, biases, routers F32);
                                    // every row width must be a multiple of its block (checked)
   int n_vocab = 320;               // >= 259: <unk> <s> </s> + 256 byte tokens, padded
@@ -108,7 +108,7 @@ struct SynthSpec {
 // "olmo3-tiny", "exaone4-32b-tiny", "command-r-tiny", "cohere2-tiny", "internlm2-tiny", "qwen2vl-tiny",
 // "seed_oss-tiny", "minicpm-tiny", "glm4-tiny", "hunyuan-dense-tiny", "qwen3vl-tiny",
 // "qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny",
-// "bailingmoe2-tiny", "hunyuan-moe-tiny", "gpt-oss-tiny", "starcoder-tiny", "arcee-tiny", "nemotron-tiny", "mistral3-tiny", "deepseek2-tiny", "deepseek2-lite-tiny", "qwen3moe-target", "deepseek2-target"), or
+// "bailingmoe2-tiny", "hunyuan-moe-tiny", "minimax-m2-tiny", "gpt-oss-tiny", "starcoder-tiny", "arcee-tiny", "nemotron-tiny", "mistral3-tiny", "deepseek2-tiny", "deepseek2-lite-tiny", "qwen3moe-target", "deepseek2-target"), or
 // "PRESET-TYPE" for a preset with
 // its matrices in TYPE (a dtype name in any case: "tiny-q5_0", "tiny-256-iq4_xs",
 // "target-q4_k"); throws Error(InvalidArgument) naming the preset and listing the known ones.

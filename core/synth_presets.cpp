@@ -457,6 +457,21 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "minimax-m2-tiny") {
+    // minimax-m2 (MiniMax-M2) in llama.cpp's layout, F32, 3 layers, dim 64: RMSNorm of the whole q and
+    // k projections, split-halves RoPE on 8 of 16 dims, 8 experts of width 32 (feed_forward_length)
+    // top-2, sigmoid scores with the selection bias (exp_probs_b), renormalised.
+    s.arch = "minimax-m2";
+    s.n_layer = 3;
+    s.rope_dims = 8;
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.expert_gating = 2;
+    s.exp_probs_bias = true;
+    s.name = preset;
+    return s;
+  }
   if (preset == "gpt-oss-tiny") {
     // gpt-oss in llama.cpp's layout, F32, 4 layers, dim 64, heads 4/2 of 32 (key_length), windows of
     // 4 on layers 0 and 2, attention sinks, q/k/v and output biases, 8 experts of width 32 top-2
@@ -705,6 +720,8 @@ std::vector<std::string> synth_presets() {
       "MoE layers of 8 experts top-2 + 1 shared, sigmoid with bias over 4 groups keep 2, scale 1.5",
       "ernie4_5-moe-tiny: ernie4_5-moe, F32, 4 layers, dim 64, experts in layers 1 and 3 (step 2), 8 top-2 + one "
       "shared of 64, softmax with selection bias, tied head",
+      "minimax-m2-tiny: minimax-m2, F32, 3 layers, dim 64, QK-norm over the projections, RoPE on 8 of 16 dims, 8 "
+      "experts top-2, sigmoid with selection bias",
       "gpt-oss-tiny: gpt-oss, F32, 4 layers, dim 64, heads 4/2 of 32, windows of 4 on even layers, sinks, biases, "
       "8 experts top-2 with biases and the clamped SwiGLU",
       "starcoder-tiny: starcoder, F32, 4 layers, dim 64, gpt2's block with multi-query attention (heads 4/1)",

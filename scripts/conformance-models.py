@@ -4,7 +4,7 @@ granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, g
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
-bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder and gpt-oss in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss and minimax-m2 in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -661,6 +661,34 @@ def gelu_mlp(m, p, d, ff):
     bias(m, p + "ffn_down.bias", d)
 
 
+def minimax_m2(path, dtype):
+    # llama_model_minimax_m2 (MiniMax-M2): RMSNorm of the whole q and k projections (attn_q_norm of
+    # n_head * head, attn_k_norm of the KV width), NEOX RoPE on 32 of 64 dims, 16 experts of
+    # feed_forward_length 256 top-4 (expert_feed_forward_length required, the experts bound with
+    # n_ff), sigmoid scores (expert_gating_func 2) with the required selection bias, renormalised.
+    d, L, H, Hkv, hd, E, k, ff = 256, 4, 4, 2, 64, 16, 4, 256
+    m = Model(path, "minimax-m2", 44, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", ff)
+    m.u32("expert_feed_forward_length", ff)
+    m.u32("expert_count", E)
+    m.u32("expert_used_count", k)
+    m.u32("expert_gating_func", 2)
+    m.u32("rope.dimension_count", 32)
+    m.f32("rope.freq_base", 10000.0)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "attn_q_norm.weight", H * hd)
+        m.norm(p + "attn_k_norm.weight", Hkv * hd)
+        m.norm(p + "ffn_norm.weight", d)
+        m.experts(p, d, ff, E)
+        m.norm(p + "exp_probs_b.bias", E, base=0.0, noise=0.3)
+    m.write()
+
+
 def gpt_oss(path, dtype):
     # llama_model_openai_moe (gpt-oss): heads 8/2 of 64 (key_length; q is 512 wide against n_embd
     # 256), q/k/v and output biases, attn_sinks, NEOX RoPE with YaRN (factor 4 over an original
@@ -982,6 +1010,7 @@ WRITERS = {
     "hunyuan-moe": hunyuan_moe,
     "starcoder": starcoder,
     "gpt-oss": gpt_oss,
+    "minimax-m2": minimax_m2,
     "arcee": arcee,
     "nemotron": nemotron,
 }

@@ -41,8 +41,10 @@ class MoEReferenceForward : public ReferenceForward {
     // Graphs that fix the normalisation, gating and scale whatever the keys say.
     const bool fixed = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" ||
                        arch_ == "gpt-oss";  // gpt-oss: softmax of the k selected logits = renormalised
+    if (arch_ == "minimax-m2") norm_w_ = true;  // its graph renormalises whatever the key says
     if (fixed) norm_w_ = arch_ != "deepseek";
-    const bool unscaled = arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" || arch_ == "gpt-oss";
+    const bool unscaled = arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" || arch_ == "gpt-oss" ||
+                          arch_ == "minimax-m2";
     scale_ = unscaled ? 0.0 : f_->get_float(a + "expert_weights_scale", 0.0);
     if (scale_ == 0.0) scale_ = 1.0;
     const int64_t gating = fixed ? 1 : f_->get_int(a + "expert_gating_func", arch_ == "glm4moe" ? 2 : 0);
@@ -55,7 +57,7 @@ class MoEReferenceForward : public ReferenceForward {
     step_ = arch_ == "ernie4_5-moe" ? static_cast<int>(f_->get_int(a + "interleave_moe_layer_step", 1)) : 1;
     // exp_probs_b: with any gating for these, with sigmoid gating for the others but these two.
     bias_any_ = arch_ == "deepseek2" || arch_ == "dots1" || arch_ == "glm4moe" || arch_ == "ernie4_5-moe" ||
-                arch_ == "bailingmoe2";
+                arch_ == "bailingmoe2" || arch_ == "minimax-m2";
     bias_never_ = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "hunyuan-moe";
     ffn_norm_ = arch_ == "glm4moe" || arch_ == "gpt-oss" ? "post_attention_norm" : "ffn_norm";
   }

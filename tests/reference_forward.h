@@ -65,7 +65,7 @@ class ReferenceForward {
         still_[i] = !((s % 3 == 0 && s < 3 * sec[0]) || (s % 3 == 1 && s < 3 * sec[1]) || (s % 3 == 2 && s < 3 * sec[2]));
       }
     }
-    qk_norm_full_ = arch_ == "olmoe" || arch_ == "olmo2";
+    qk_norm_full_ = arch_ == "olmoe" || arch_ == "olmo2" || arch_ == "minimax-m2";
     gemma1_ = arch_ == "gemma";
     post_only_ = arch_ == "olmo2" || arch_ == "exaone4";  // post-norms only
     layer_norm_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "stablelm" || arch_ == "starcoder2" || arch_ == "gptneox" ||

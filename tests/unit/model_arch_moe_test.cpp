@@ -141,10 +141,11 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
   // sigmoid with a selection bias, scale 2), glm4moe (biases, partial RoPE, post_attention_norm as
   // the FFN norm, sigmoid over groups), ernie4_5-moe (experts in every second layer, softmax with a
   // selection bias, one shared expert), bailingmoe2 (attn_qkv, QK-norm, sigmoid over groups) and
-  // hunyuan-moe (QK-norm after RoPE, a shared expert in every layer).
+  // hunyuan-moe (QK-norm after RoPE, a shared expert in every layer) and minimax-m2 (QK-norm over the
+  // projections, partial RoPE, sigmoid with a selection bias).
   for (const char* preset :
        {"qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny", "bailingmoe2-tiny",
-        "hunyuan-moe-tiny"})
+        "hunyuan-moe-tiny", "minimax-m2-tiny"})
     for (DType t : {DType::F32, DType::F16})
       check_moe_against_reference(write_preset(preset, t, fmt::format("{}_{}.gguf", preset, dtype_name(t))), kIds, 0,
                                   kTolF32);

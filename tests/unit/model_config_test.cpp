@@ -381,7 +381,8 @@ TEST(ModelConfig, UnknownArchitecture) {
                      "gemma, gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, "
                      "stablelm, starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, "
                      "qwen2vl, seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, "
-                     "ernie4_5-moe, bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss)");
+                     "ernie4_5-moe, bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, "
+                     "minimax-m2)");
   }
 }
 
