@@ -35,34 +35,29 @@ inline __m256i iq4_table() {
 
 // ------------------------------------------------------------------ 32-element blocks
 
-// IQ4_NL: x = d * table[nibble]; the table values are looked up with a byte shuffle.
-template <int G>
-void dot_iq4_nl(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* out) {
-  const __m256i table = iq4_table();
-  __m256 acc[G];
-  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += 18) {
-    const float dw = load_half(w);
-    const __m256i v = _mm256_shuffle_epi8(table, unpack_nibbles16(w + 2));  // [-127, 113]
-    const __m256i av = _mm256_sign_epi8(v, v);
-    for (int g = 0; g < G; ++g) {
-      const ActQ8x32& x = a[g][b];
-      const __m256i p = dot_u8_i8(av, _mm256_sign_epi8(loadu256(x.qs), v));
-      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(p), acc[g]);
-    }
-  }
-  for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
-}
+// The 4-bit lookup formats of 32-element blocks: x = d * table[nibble], the table values looked up
+// with a byte shuffle, the nibbles after the block's scale field.
+//   IQ4_NL {fp16 d; u8 qs[16]}: ggml's kvalues_iq4nl, values in [-127, 113]
+//   MXFP4 {u8 e; u8 qs[16]}: E2M1 doubled (kMxfp4Values, [-12, 12]), d = 2^(e - 128)
+struct Iq4NlBlock {
+  static constexpr int kBytes = 18, kCodes = 2;
+  static const int8_t* table() { return kIq4Values; }
+  static float scale(const uint8_t* w) { return load_half(w); }
+};
+struct Mxfp4Block {
+  static constexpr int kBytes = 17, kCodes = 1;
+  static const int8_t* table() { return kMxfp4Values; }
+  static float scale(const uint8_t* w) { return cpu::detail::mxfp4_scale(w[0]); }
+};
 
-// MXFP4: x = 2^(e - 128) * kMxfp4Values[nibble] (E2M1 doubled), looked up as IQ4_NL's table.
-template <int G>
-void dot_mxfp4(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* out) {
-  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+template <class Fmt, int G>
+void dot_lut4(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* out) {
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(Fmt::table())));
   __m256 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += 17) {
-    const float dw = cpu::detail::mxfp4_scale(w[0]);
-    const __m256i v = _mm256_shuffle_epi8(table, unpack_nibbles16(w + 1));  // [-12, 12]
+  for (int64_t b = 0; b < nb; ++b, w += Fmt::kBytes) {
+    const float dw = Fmt::scale(w);
+    const __m256i v = _mm256_shuffle_epi8(table, unpack_nibbles16(w + Fmt::kCodes));
     const __m256i av = _mm256_sign_epi8(v, v);
     for (int g = 0; g < G; ++g) {
       const ActQ8x32& x = a[g][b];
@@ -212,8 +207,8 @@ void dot_iq4_xs(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* 
   for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
 }
 
-template <int G> struct KIQ4_NL { static void run(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o) { dot_iq4_nl<G>(w, a, nb, o); } };
-template <int G> struct KMXFP4 { static void run(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o) { dot_mxfp4<G>(w, a, nb, o); } };
+template <int G> struct KIQ4_NL { static void run(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o) { dot_lut4<Iq4NlBlock, G>(w, a, nb, o); } };
+template <int G> struct KMXFP4 { static void run(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o) { dot_lut4<Mxfp4Block, G>(w, a, nb, o); } };
 template <int G> struct KQ2_K { static void run(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* o) { dot_q2_K<G>(w, a, nb, o); } };
 template <int G> struct KQ3_K { static void run(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* o) { dot_q3_K<G>(w, a, nb, o); } };
 template <int G> struct KIQ4_XS { static void run(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* o) { dot_iq4_xs<G>(w, a, nb, o); } };

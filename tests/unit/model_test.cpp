@@ -414,21 +414,25 @@ double logit_change(const std::string& a, const std::string& b) {
   return max_diff / max_ref;
 }
 
-// max |logit - reference| over the largest reference logit for the file at `path`.
-double reference_rel_error(const std::string& path) {
+// max |logit - reference| over the largest reference logit for the file at `path` (the model's
+// logits of the test's prompt in `logits` when given).
+double reference_rel_error(const std::string& path, std::vector<float>* logits = nullptr) {
   auto m = Model::load(path, f32_caches());
   const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
   KVCache kv = m->new_cache(32);
-  std::vector<float> logits;
-  m->forward(ids, kv).logits.to_host(logits);
+  std::vector<float> got;
+  m->forward(ids, kv).logits.to_host(got);
   const auto ref = ReferenceForward(path).run(ids);
   const int V = m->config().n_vocab;
   double max_ref = 0, max_diff = 0;
   for (size_t t = 0; t < ids.size(); ++t)
     for (int j = 0; j < V; ++j) {
       max_ref = std::max(max_ref, std::fabs(ref[t][j]));
-      max_diff = std::max(max_diff, std::fabs(ref[t][j] - logits[t * V + j]));
+      max_diff = std::max(max_diff, std::fabs(ref[t][j] - got[t * V + j]));
+      EXPECT_TRUE(std::isfinite(got[t * V + j])) << path;
     }
+  EXPECT_GT(max_ref, 1.0) << path;  // logits are not trivially small
+  if (logits) *logits = std::move(got);
   return max_ref > 0 ? max_diff / max_ref : 1.0;
 }
 
@@ -436,25 +440,16 @@ double reference_rel_error(const std::string& path) {
 void check_against_reference(const SynthSpec& spec, const std::string& file, double rel_tol = 1e-4) {
   const std::string path = scratch(file);
   synth_write(spec, path, 42);
-  auto m = Model::load(path, f32_caches());
-  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
-  KVCache kv = m->new_cache(32);
-  std::vector<float> logits;
-  m->forward(ids, kv).logits.to_host(logits);
-  const auto ref = ReferenceForward(path).run(ids);
-  const int V = m->config().n_vocab;
-  double max_ref = 0, max_diff = 0;
-  for (size_t t = 0; t < ids.size(); ++t)
-    for (int j = 0; j < V; ++j) {
-      max_ref = std::max(max_ref, std::fabs(ref[t][j]));
-      max_diff = std::max(max_diff, std::fabs(ref[t][j] - logits[t * V + j]));
-      ASSERT_TRUE(std::isfinite(logits[t * V + j]));
-    }
-  ASSERT_GT(max_ref, 1.0);  // logits are not trivially small
   // float32 activations through a few layers of dot products over <= 192 terms: relative error
   // well below 1e-4 of the logit range; a wrong op (RoPE pairing, bias, norm) gives O(1).
-  EXPECT_LE(max_diff, rel_tol * max_ref) << "max |logit| " << max_ref;
+  std::vector<float> logits;
+  EXPECT_LE(reference_rel_error(path, &logits), rel_tol) << path;
   // And the cached path agrees with the batch: last token re-run alone after truncation.
+  auto m = Model::load(path, f32_caches());
+  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
+  const int V = m->config().n_vocab;
+  KVCache kv = m->new_cache(32);
+  m->forward(ids, kv);
   kv.truncate(static_cast<int>(ids.size()) - 1);
   std::vector<float> last;
   m->forward(std::span<const int32_t>(ids).last(1), kv).logits.to_host(last);
