@@ -284,18 +284,13 @@ void read_experts(const Reader& r, ModelConfig& c) {
                                                  : c.n_ff_expert);
       break;
     case Arch::MinimaxM2:
-      // MiniMax-M2: llama.cpp requires expert_feed_forward_length but binds the experts with
-      // feed_forward_length.
-      (void)r.get("expert_feed_forward_length", std::nullopt);
-      c.n_ff_expert = c.n_ff;
-      break;
     case Arch::HunyuanMoe:
-      // Hunyuan-A13B: llama.cpp requires expert_feed_forward_length but binds the experts with
-      // feed_forward_length; one ungated shared expert of expert_shared_feed_forward_length (else
-      // feed_forward_length) in every layer.
+      // MiniMax-M2, Hunyuan-A13B: llama.cpp requires expert_feed_forward_length but binds the
+      // experts with feed_forward_length; Hunyuan's one ungated shared expert of
+      // expert_shared_feed_forward_length (else feed_forward_length) in every layer.
       (void)r.get("expert_feed_forward_length", std::nullopt);
       c.n_ff_expert = c.n_ff;
-      c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", c.n_ff);
+      if (c.arch == Arch::HunyuanMoe) c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", c.n_ff);
       break;
     case Arch::Ernie45Moe:
       c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);

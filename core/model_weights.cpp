@@ -116,11 +116,13 @@ MatrixView TensorBinder::stacked(const std::string& name, int64_t n_in, int64_t 
   return v;
 }
 
-std::vector<float> TensorBinder::vector(const std::string& name, int64_t n) const {
+std::vector<float> TensorBinder::values(const std::string& name, const std::vector<int64_t>& ne) const {
   const GGUFTensorInfo& t = find(name);
-  if (t.ne.size() != 1 || t.ne[0] != n)
-    throw_error(ErrorKind::Format, "{}: tensor '{}' has shape {}, expected [{}]", file_.path(), name,
-                shape_str(t.ne), n);
+  if (t.ne != ne)
+    throw_error(ErrorKind::Format, "{}: tensor '{}' has shape {}, expected {}", file_.path(), name,
+                shape_str(t.ne), shape_str(ne));
+  int64_t n = 1;
+  for (int64_t v : ne) n *= v;
   if (n % dtype_info(t.type).block_size != 0)
     throw_error(ErrorKind::Format, "{}: tensor '{}' of type {} has {} elements, not a multiple of {}", file_.path(),
                 name, dtype_name(t.type), n, dtype_info(t.type).block_size);
@@ -208,21 +210,8 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
   if (c.arch == Arch::GptOss) {
     // gpt-oss: biases of the router logits and of every expert's gate, up and down rows (2-D
     // tensors {rows, n_expert}: expert e's biases are row e), and the clamped SwiGLU.
-    auto floats_of = [&](const std::string& name, std::vector<int64_t> ne) -> const float* {
-      const GGUFTensorInfo* tp = b.file().find_tensor(name);
-      if (!tp) throw_error(ErrorKind::Format, "{}: tensor '{}' is missing", b.file().path(), name);
-      const GGUFTensorInfo& t = *tp;
-      if (t.ne != ne)
-        throw_error(ErrorKind::Format, "{}: tensor '{}' has shape {}, expected {}", b.file().path(), name,
-                    shape_str(t.ne), shape_str(ne));
-      int64_t n = 1;
-      for (int64_t v : ne) n *= v;
-      if (n % dtype_info(t.type).block_size != 0 || dtype_row_bytes(t.type, n) != t.nbytes)
-        throw_error(ErrorKind::Format, "{}: tensor '{}' of type {} holds {} bytes for {} elements", b.file().path(),
-                    name, dtype_name(t.type), t.nbytes, n);
-      std::vector<float> v(static_cast<size_t>(n));
-      cpu::dequantize_row(t.type, t.data, v.data(), n);
-      floats.push_back(std::move(v));
+    auto floats_of = [&](const std::string& name, const std::vector<int64_t>& ne) -> const float* {
+      floats.push_back(b.values(name, ne));
       return floats.back().data();
     };
     w.gate_inp_b = floats_of(p + "ffn_gate_inp.bias", {E});

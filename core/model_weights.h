@@ -25,7 +25,9 @@ class TensorBinder {
   // A stacked tensor with GGUF ne = {n_in, n_out, n_expert}, as one matrix of n_out * n_expert rows.
   MatrixView stacked(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert) const;
   // A vector of n elements as floats (any float or quantized type is converted).
-  std::vector<float> vector(const std::string& name, int64_t n) const;
+  std::vector<float> vector(const std::string& name, int64_t n) const { return values(name, {n}); }
+  // A tensor of shape ne (GGUF order) as floats, in storage order.
+  std::vector<float> values(const std::string& name, const std::vector<int64_t>& ne) const;
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
   const GGUFFile& file() const { return file_; }
 

@@ -210,6 +210,9 @@ class ReferenceForward {
         }
       }
       const int w = local_[l] ? window_ : 0;
+      // gpt-oss's sinks: one more logit per head in the softmax, with no value.
+      const std::vector<double> sinks =
+          f_->find_tensor(p + "attn_sinks.weight") ? tensor(p + "attn_sinks.weight") : std::vector<double>();
       for (int t = 0; t < T; ++t) {
         const int j0 = w > 0 ? std::max(0, t - w + 1) : 0;  // the window: t - j < w
         std::vector<double> att(static_cast<size_t>(c_.n_head) * dv, 0.0);
@@ -224,8 +227,7 @@ class ReferenceForward {
             if (attn_softcap_ > 0) s[j] = attn_softcap_ * std::tanh(s[j] / attn_softcap_);
             mx = std::max(mx, s[j]);
           }
-          // gpt-oss's sink: one more logit in the softmax, with no value.
-          const double sink = f_->find_tensor(p + "attn_sinks.weight") ? tensor(p + "attn_sinks.weight")[h] : -1e300;
+          const double sink = sinks.empty() ? -1e300 : sinks[h];
           mx = std::max(mx, sink);
           for (int j = j0; j <= t; ++j) sum += (s[j] = std::exp(s[j] - mx));
           if (sink > -1e300) sum += std::exp(sink - mx);

@@ -280,13 +280,11 @@ void add_info_command(CLI::App& app) {
     if (c.final_logit_softcap > 0.0f) std::printf("logits:        soft-capped at %g\n", c.final_logit_softcap);
     std::printf("output head:   %s\n", c.tied_output ? "tied to the token embedding" : "separate");
     if (c.is_moe()) {
+      std::string dense;
+      if (c.n_layer_dense_lead > 0) dense = fmt::format(", layers 0-{} dense (ff {})", c.n_layer_dense_lead - 1, c.n_ff);
+      if (c.n_moe_layer_step > 1) dense += fmt::format(", experts every {} layers", c.n_moe_layer_step);
       std::printf("experts:       %d, %d active per token, expert ff %d, shared ff %d%s\n", c.n_expert,
-                  c.n_expert_used, c.n_ff_expert, c.n_ff_shared_expert,
-                  (c.n_layer_dense_lead > 0 ? fmt::format(", layers 0-{} dense (ff {})", c.n_layer_dense_lead - 1, c.n_ff)
-                                            : std::string())
-                      .append(c.n_moe_layer_step > 1 ? fmt::format(", experts every {} layers", c.n_moe_layer_step)
-                                                     : std::string())
-                      .c_str());
+                  c.n_expert_used, c.n_ff_expert, c.n_ff_shared_expert, dense.c_str());
       const moe::RouterSpec& r = router;
       std::printf("router:        %s, %s%s%s\n", moe::router_kind_name(r.kind),
                   c.expert_weights_norm ? "renormalised" : "not renormalised",
