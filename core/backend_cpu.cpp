@@ -114,6 +114,7 @@ class CpuBackend final : public Backend {
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override { cpu::swiglu(pool_, gate, up, out, n); }
   void gelu(const float* x, float* y, int64_t n) override { cpu::gelu(pool_, x, y, n); }
   void relu_sqr(const float* x, float* y, int64_t n) override { cpu::relu_sqr(pool_, x, y, n); }
+  void clamp(const float* x, float limit, float* y, int64_t n) override { cpu::clamp(pool_, x, limit, y, n); }
   void mul(const float* a, const float* b, float* y, int64_t n) override { cpu::mul(a, b, y, n); }
   void scale(const float* x, float s, float* y, int64_t n) override { cpu::scale(x, s, y, n); }
   void softcap(const float* x, float cap, float* y, int64_t n) override { cpu::softcap(pool_, x, cap, y, n); }

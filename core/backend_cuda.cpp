@@ -132,6 +132,7 @@ class CudaBackend final : public Backend {
   }
   void gelu(const float* x, float* y, int64_t n) override { cu::gelu(*ctx_, x, y, n); }
   void relu_sqr(const float* x, float* y, int64_t n) override { cu::relu_sqr(*ctx_, x, y, n); }
+  void clamp(const float* x, float limit, float* y, int64_t n) override { cu::clamp(*ctx_, x, limit, y, n); }
   void mul(const float* a, const float* b, float* y, int64_t n) override { cu::mul(*ctx_, a, b, y, n); }
   void scale(const float* x, float s, float* y, int64_t n) override { cu::scale(*ctx_, x, s, y, n); }
   void softcap(const float* x, float cap, float* y, int64_t n) override { cu::softcap(*ctx_, x, cap, y, n); }

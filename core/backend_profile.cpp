@@ -127,6 +127,10 @@ void ProfilingBackend::gelu(const float* x, float* y, int64_t n) {
 void ProfilingBackend::relu_sqr(const float* x, float* y, int64_t n) {
   timed("relu_sqr", 0, 0, [&] { inner_->relu_sqr(x, y, n); });
 }
+
+void ProfilingBackend::clamp(const float* x, float limit, float* y, int64_t n) {
+  timed("clamp", 0, 0, [&] { inner_->clamp(x, limit, y, n); });
+}
 void ProfilingBackend::mul(const float* a, const float* b, float* y, int64_t n) {
   timed("mul", 0, 0, [&] { inner_->mul(a, b, y, n); });
 }

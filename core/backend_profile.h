@@ -71,6 +71,7 @@ class ProfilingBackend final : public Backend {
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
   void gelu(const float* x, float* y, int64_t n) override;
   void relu_sqr(const float* x, float* y, int64_t n) override;
+  void clamp(const float* x, float limit, float* y, int64_t n) override;
   void mul(const float* a, const float* b, float* y, int64_t n) override;
   void scale(const float* x, float s, float* y, int64_t n) override;
   void softcap(const float* x, float cap, float* y, int64_t n) override;

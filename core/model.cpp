@@ -119,7 +119,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   const ModelConfig& c = I.config;
   if (c.learned_positions() && c.rope_style != RopeStyle::None)
     throw_error(ErrorKind::Format, "{}: {} uses learned positions, not RoPE", path, c.arch_name);
-  if (!c.learned_positions() && c.rope_style == RopeStyle::None)
+  if (!c.rope_free() && c.rope_style == RopeStyle::None)
     throw_error(ErrorKind::Format, "{}: architecture '{}' needs RoPE", path, c.arch_name);
   if (c.rope_style != RopeStyle::None && (c.rope_dims <= 0 || c.rope_dims > c.head_dim || c.rope_dims % 2))
     throw_error(ErrorKind::Format, "{}: rope dimension count {} must be even and at most head_dim {}", path,

@@ -15,7 +15,7 @@ enum class Arch {
   Granite, GraniteMoe, Olmo2, Smollm3, StableLm, Gemma, Starcoder2, GptNeox, Phi2, Ernie45, Exaone,
   Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl,
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
-  MinimaxM2
+  MinimaxM2, Bloom, Mpt, Refact, Jais
 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
@@ -85,6 +85,13 @@ struct ModelConfig {
   float attn_logit_softcap = 0.0f;   // gemma2: <arch>.attn_logit_softcapping (default 50): attention
                                      // scores s = c tanh(s / c) before the softmax; 0 = none
   bool ffn_gate_up_fused = false;    // phi3: ffn_up holds [gate | up] (n_embd -> 2 n_ff), no ffn_gate
+  // ALiBi (Press et al. 2022) in every layer, in place of RoPE: bloom and refact 8 (llama.cpp fixes it),
+  // mpt and jais <arch>.attention.max_alibi_bias (absent = 0: no positional signal at all). Head h's
+  // slope is kernels::alibi_slope(n_head, alibi_max_bias, h).
+  float alibi_max_bias = 0.0f;
+  float clamp_kqv = 0.0f;            // mpt: <arch>.attention.clamp_kqv, q, k and v clamped to +-it (0 = none)
+  bool embd_norm = false;            // bloom: LayerNorm of the token embedding (token_embd_norm{,.bias})
+  bool position_embd = false;        // mpt: an optional position_embd (gpt2, starcoder: always)
   bool layer_norm = false;           // gpt2, stablelm, starcoder2: LayerNorm with a bias (attn_norm.bias,
                                      // ffn_norm.bias, output_norm.bias) in place of RMSNorm
   bool pre_norms = true;             // olmo2: false, no attn_norm / ffn_norm (its sublayers read the
@@ -174,8 +181,13 @@ struct ModelConfig {
 
   bool is_moe() const { return n_expert > 0; }
   // Learned absolute positions (position_embd) and no RoPE: gpt2, starcoder (StarCoder / SantaCoder,
-  // gpt2's block with multi-query attention).
-  bool learned_positions() const { return arch == Arch::Gpt2 || arch == Arch::Starcoder; }
+  // gpt2's block with multi-query attention), mpt files that carry position_embd.
+  bool learned_positions() const { return arch == Arch::Gpt2 || arch == Arch::Starcoder || position_embd; }
+  // The architectures without RoPE whose positions (if any) come from ALiBi or learned embeddings.
+  bool rope_free() const {
+    return learned_positions() || arch == Arch::Bloom || arch == Arch::Mpt || arch == Arch::Refact || arch == Arch::Jais;
+  }
+  bool alibi() const { return alibi_max_bias > 0.0f; }
   // Layer `layer` has experts (MoE models, past the leading dense layers, every n_moe_layer_step-th).
   bool is_moe_layer(int layer) const {
     return is_moe() && layer >= n_layer_dense_lead && (layer + 1) % n_moe_layer_step == 0;

@@ -48,6 +48,10 @@
 //          ffn_{gate,up}_exps.bias {n_ff_exp, E}, ffn_down_exps.bias {n_embd, E}
 //   gpt2, starcoder:  token_embd, position_embd, output_norm{,.bias}, output (absent = tied),
 //          blk.N.{attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up, ffn_down}{.weight,.bias}
+//   bloom: gpt2's tensors without position_embd, with token_embd_norm{,.bias}; mpt: gpt2's with
+//          every bias optional and position_embd optional; jais: gpt2's attention with a gated
+//          SiLU FFN (ffn_gate, ffn_up, ffn_down, each with a bias), output required; refact:
+//          llama's tensors
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
 //     llama (Mixtral)  blk.N.ffn_gate_inp.weight   {n_embd, n_expert}
 //                      blk.N.ffn_gate_exps.weight  {n_embd, n_ff_exp, n_expert}   ffn_up_exps the same
@@ -69,6 +73,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/op_params.h"
 
 namespace specmoe::core {
 
@@ -277,7 +282,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   const bool gpt2 = c.learned_positions();  // gpt2, starcoder
   // gpt2's block layout (fused attn_qkv, biases everywhere, an ungated MLP), also gptneox's and
   // starcoder's (with its KV heads: attn_qkv {n_embd, n_embd + 2 kv_dim}).
-  const bool gpt2_block = gpt2 || c.arch == Arch::GptNeox;
+  const bool gpt2_block = gpt2 || c.arch == Arch::GptNeox || c.arch == Arch::Bloom || c.arch == Arch::Mpt ||
+                          c.arch == Arch::Jais;
+  const bool mpt = c.arch == Arch::Mpt;  // gpt2's block with its biases optional
   const bool qwen2 = c.arch == Arch::Qwen2 || c.arch == Arch::Qwen2Moe;
   const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
   const int64_t qkv_dim = q_dim + 2 * c.kv_dim();
@@ -291,10 +298,16 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   auto opt_vec = [&](const std::string& name, int64_t n) { return b.has(name) ? vec(name, n) : VectorView{}; };
   w.token_embd = b.matrix("token_embd.weight", c.n_embd, c.n_vocab);
   if (gpt2) w.position_embd = b.matrix("position_embd.weight", c.n_embd, c.n_ctx_train);
+  if (c.embd_norm) {  // bloom
+    w.token_embd_norm = vec("token_embd_norm.weight", c.n_embd);
+    w.token_embd_norm_b = vec("token_embd_norm.bias", c.n_embd);
+  }
   w.output_norm = vec("output_norm.weight", c.n_embd);
   // command-r's and cohere2's LayerNorms have no biases.
   const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
-  if (c.layer_norm && !cohere) w.output_norm_b = vec("output_norm.bias", c.n_embd);
+  if (c.layer_norm && !cohere) w.output_norm_b = mpt ? opt_vec("output_norm.bias", c.n_embd) : vec("output_norm.bias", c.n_embd);
+  if (c.arch == Arch::Jais && c.tied_output)
+    throw_error(ErrorKind::Format, "{}: jais needs output.weight (llama.cpp does not tie its head)", file.path());
   w.output = !c.tied_output ? b.matrix("output.weight", c.n_embd, c.n_vocab) : w.token_embd;
   if (c.arch == Arch::Phi2) w.output_b = vec("output.bias", c.n_vocab);
   // qwen2vl: llama.cpp binds an optional output.bias but its graph does not add it; neither does specmoe.
@@ -316,6 +329,12 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       if (c.rope_still_pairs[i]) f[i] = 1e30f;
     floats.push_back(std::move(f));
     w.rope_freqs = {floats.back().data(), c.rope_dims / 2};
+  }
+  if (c.alibi()) {
+    std::vector<float> slopes(static_cast<size_t>(c.n_head));
+    for (int h = 0; h < c.n_head; ++h) slopes[h] = kernels::alibi_slope(c.n_head, c.alibi_max_bias, h);
+    floats.push_back(std::move(slopes));
+    w.alibi_slopes = {floats.back().data(), c.n_head};
   }
   if (c.rope_long_short_factors) {
     w.rope_long = vec("rope_factors_long.weight", c.rope_dims / 2);
@@ -343,9 +362,14 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       L.ffn_norm = vec(p + (post_named ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd);
     }
     if (c.layer_norm && c.arch != Arch::Phi2 && !cohere) {
-      L.attn_norm_b = vec(p + "attn_norm.bias", c.n_embd);
-      L.ffn_norm_b = vec(p + "ffn_norm.bias", c.n_embd);
+      L.attn_norm_b = mpt ? opt_vec(p + "attn_norm.bias", c.n_embd) : vec(p + "attn_norm.bias", c.n_embd);
+      L.ffn_norm_b = mpt ? opt_vec(p + "ffn_norm.bias", c.n_embd) : vec(p + "ffn_norm.bias", c.n_embd);
     }
+    if (mpt)
+      for (const char* t : {"attn_q_norm.weight", "attn_k_norm.weight", "ffn_act.scales"})
+        if (b.has(p + t))
+          throw_error(ErrorKind::Unsupported, "{}: tensor '{}{}': mpt's {} is not supported", file.path(), p, t,
+                      t[0] == 'f' ? "AWQ activation scale" : "q/k LayerNorm");
     if (c.arch == Arch::StableLm && b.has(p + "attn_q_norm.weight"))
       throw_error(ErrorKind::Unsupported,
                   "{}: tensor '{}attn_q_norm.weight': stablelm's per-head q/k LayerNorm (StableLM 2 12B) is not "
@@ -353,8 +377,8 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
                   file.path(), p);
     if (gpt2_block) {
       L.wqkv = b.matrix(p + "attn_qkv.weight", c.n_embd, qkv_dim);
-      L.bqkv = vec(p + "attn_qkv.bias", qkv_dim);
-      L.bo = vec(p + "attn_output.bias", c.n_embd);
+      L.bqkv = mpt ? opt_vec(p + "attn_qkv.bias", qkv_dim) : vec(p + "attn_qkv.bias", qkv_dim);
+      L.bo = mpt ? opt_vec(p + "attn_output.bias", c.n_embd) : vec(p + "attn_output.bias", c.n_embd);
     } else if (c.is_mla()) {
       bind_mla(b, c, p, L, vec);
     } else {
@@ -403,11 +427,18 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     if (!c.is_mla()) L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
     if (c.is_moe_layer(l)) {
       L.moe = bind_moe(b, c, l, floats);
-    } else if (gpt2_block || c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2) {
+    } else if (c.arch == Arch::Jais) {  // SwiGLU with biases
+      L.ffn_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
+      L.ffn_gate_b = vec(p + "ffn_gate.bias", c.n_ff);
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.ffn_up_b = vec(p + "ffn_up.bias", c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
       L.ffn_down_b = vec(p + "ffn_down.bias", c.n_embd);
+    } else if (gpt2_block || c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2) {
+      L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
+      L.ffn_up_b = mpt ? opt_vec(p + "ffn_up.bias", c.n_ff) : vec(p + "ffn_up.bias", c.n_ff);
+      L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
+      L.ffn_down_b = mpt ? opt_vec(p + "ffn_down.bias", c.n_embd) : vec(p + "ffn_down.bias", c.n_embd);
     } else if (c.ffn_act == FfnActivation::ReluSqr) {
       // arcee, nemotron: down(relu(up x + b)^2) + b, the biases nemotron's optional ones.
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
@@ -456,6 +487,9 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
   m(w.token_embd);
   m(w.position_embd);
   m(w.output);
+  f(w.token_embd_norm);
+  f(w.token_embd_norm_b);
+  f(w.alibi_slopes);
   f(w.output_norm);
   f(w.output_norm_b);
   f(w.output_b);

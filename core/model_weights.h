@@ -82,7 +82,9 @@ struct LayerWeights {
 
 struct ModelWeights {
   MatrixView token_embd;                       // (n_embd, n_vocab): row = one token's embedding
-  MatrixView position_embd;                    // gpt2 only: (n_embd, n_ctx_train)
+  MatrixView position_embd;                    // gpt2, starcoder, some mpt: (n_embd, n_ctx_train)
+  VectorView token_embd_norm, token_embd_norm_b;  // bloom: LayerNorm of the embedding
+  VectorView alibi_slopes;                     // ALiBi models: [n_head] slopes (computed, not in the file)
   VectorView output_norm, output_norm_b;
   MatrixView output;                           // (n_embd -> n_vocab); token_embd when tied
   VectorView output_b;                         // phi2: [n_vocab], added to the logits

@@ -60,15 +60,17 @@ void check_spec(const SynthSpec& s) {
                    "deepseek2", "granite", "granitemoe", "olmo2", "smollm3", "stablelm", "gemma", "starcoder2",
                    "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2",
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
-                   "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron"}))
+                   "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
+                   "bloom", "mpt", "refact", "jais"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
-                "arcee, nemotron, starcoder, gpt-oss, minimax-m2)",
+                "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais)",
                 s.arch);
-  if (is_arch(s, {"gpt2", "starcoder"}) && (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0))
+  if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
+      (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: {} has neither a head_dim key nor RoPE scaling", s.arch);
   if (s.llama3_orig_ctx > 0 && s.arch != "llama")
     throw_error(ErrorKind::InvalidArgument, "synth: rope_freqs.weight (llama3_orig_ctx) is llama's, not {}'s", s.arch);
@@ -180,7 +182,12 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool neox = a == "gptneox", phi2 = a == "phi2";
   const bool cohere = a == "command-r" || a == "cohere2";  // LayerNorm without biases, phi2's one norm
   // LayerNorm with biases (gpt2's apart, with zero biases)
-  const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2", "nemotron"});
+  const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2", "nemotron", "bloom", "jais"});
+  // ALiBi in place of RoPE: bloom (with the embedding's LayerNorm), mpt (gpt2's block without biases,
+  // LayerNorms without biases, q/k/v clamped), jais (gpt2's attention, a SwiGLU with biases), refact
+  // (llama's block).
+  const bool alibi = is_arch(s, {"bloom", "mpt", "refact", "jais"});
+  const bool bloom = a == "bloom", mpt = a == "mpt", jais = a == "jais";
   const bool nemotron = a == "nemotron", arcee = a == "arcee";  // ungated squared-ReLU MLPs
   const bool gpt_oss = a == "gpt-oss";  // sinks, biases everywhere, experts with biases
   const bool qkv_bias = qwen2 || layer_norm || glm4 || a == "glm4moe" || gpt_oss;
@@ -232,8 +239,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     if (a == "starcoder") w.set_u32(a + ".attention.head_count_kv", n_head_kv);  // multi-query
   } else {
     w.set_u32(a + ".attention.head_count_kv", n_head_kv);
-    w.set_f32(a + (layer_norm || cohere ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"),
+    w.set_f32(a + (layer_norm || cohere || mpt ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"),
               1e-5f);
+    if (mpt || jais) w.set_f32(a + ".attention.max_alibi_bias", 8.0f);  // bloom and refact: llama.cpp's fixed 8
+    if (mpt) w.set_f32(a + ".attention.clamp_kqv", 1.5f);              // clips ~13% of unit-scale q/k/v
     if (cohere) w.set_f32(a + ".logit_scale", 0.5f);  // a multiplier here (Command R: 0.0625)
     if (a == "qwen2vl") {  // M-RoPE sections as Qwen2-VL's [16, 24, 24, 0], scaled to the head
       const int pairs = rope_dims / 2, t = pairs / 4, hw = (pairs - t) / 2;
@@ -258,8 +267,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       w.set_f32(a + ".attention.scale", 0.75f / std::sqrt(static_cast<float>(head_dim)));
       w.set_f32(a + ".logit_scale", 2.0f);
     }
-    w.set_u32(a + ".rope.dimension_count", rope_dims);
-    w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
+    if (!alibi) {
+      w.set_u32(a + ".rope.dimension_count", rope_dims);
+      w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
+    }
     if (ds) {
       // The converter's MLA keys: the latent as one MQA head, and the decompressed heads.
       w.set_u32(a + ".attention.q_lora_rank", s.q_lora_rank);
@@ -346,6 +357,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
                              random_values(seed, "position_embd.weight", static_cast<size_t>(s.n_embd) * s.n_ctx, 0.3f));
   vec("output_norm.weight", s.n_embd, 1.0f, 0.0f);
   if (gpt2) vec("output_norm.bias", s.n_embd, 0.0f, 0.0f);
+  if (bloom) {  // the embedding's LayerNorm
+    vec("token_embd_norm.weight", s.n_embd, 1.0f, 0.3f);
+    vec("token_embd_norm.bias", s.n_embd, 0.0f, 0.1f);
+  }
   if (layer_norm) vec("output_norm.bias", s.n_embd, 0.0f, 0.1f);
   if (s.llama3_orig_ctx > 0) {
     // Llama 3.1's frequency factors, computed as llama.cpp's converter does (LlamaModel
@@ -415,17 +430,25 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       vec(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f);
       if (!phi2) vec(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f);
     }
-    if (gpt2 || neox) {
+    if (gpt2 || neox || bloom || mpt || jais) {
       if (gpt2) {
         vec(p + "attn_norm.bias", s.n_embd, 0.0f, 0.0f);
         vec(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.0f);
       }
       matrix(p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim, 1.0f);
-      vec(p + "attn_qkv.bias", q_dim + 2 * kv_dim, 0.0f, 0.1f);
-      vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
+      if (!mpt) {  // mpt-7b's no_bias
+        vec(p + "attn_qkv.bias", q_dim + 2 * kv_dim, 0.0f, 0.1f);
+        vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
+      }
+      if (jais) {
+        matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
+        vec(p + "ffn_gate.bias", s.n_ff, 0.0f, 0.1f);
+      }
       matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
-      vec(p + "ffn_up.bias", s.n_ff, 0.0f, 0.1f);
-      vec(p + "ffn_down.bias", s.n_embd, 0.0f, 0.1f * rs);
+      if (!mpt) {
+        vec(p + "ffn_up.bias", s.n_ff, 0.0f, 0.1f);
+        vec(p + "ffn_down.bias", s.n_embd, 0.0f, 0.1f * rs);
+      }
     } else if (ds) {
       // Multi-head latent attention (norm weights around 1 with a spread, so a skipped norm shows).
       const int64_t rank = s.kv_lora_rank, nope = head_dim - rope_dims;

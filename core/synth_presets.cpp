@@ -494,6 +494,19 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "bloom-tiny" || preset == "mpt-tiny" || preset == "refact-tiny" || preset == "jais-tiny") {
+    // The ALiBi architectures in llama.cpp's layout, F32, 4 layers, no RoPE: bloom (BLOOM, BLOOMZ:
+    // LayerNorm of the embedding, gpt2's block, a tied head, heads 4/4), mpt (MPT-7B: gpt2's block
+    // without biases, q/k/v clamped to +-1.5, max bias 8, heads 6/6 of 16: the interleaved slopes of
+    // a head count that is not a power of two), refact (Refact-1.6B: llama's block, heads 4/1) and
+    // jais (gpt2's attention, a SwiGLU with biases, scores scaled by 1/head_dim, heads 4/4).
+    s.arch = preset.substr(0, preset.size() - 5);
+    s.n_head_kv = s.arch == "refact" ? 1 : 4;
+    if (s.arch == "mpt") s.n_embd = 96, s.n_head = s.n_head_kv = 6;
+    s.tied_output = s.arch == "bloom";
+    s.name = preset;
+    return s;
+  }
   if (preset == "arcee-tiny" || preset == "nemotron-tiny") {
     // arcee (AFM-4.5B) and nemotron (Nemotron-Mini / Minitron) in llama.cpp's layout, F32, 4 layers,
     // dim 64: an ungated squared-ReLU MLP down(relu(up x)^2); arcee with llama's attention
@@ -725,6 +738,10 @@ std::vector<std::string> synth_presets() {
       "gpt-oss-tiny: gpt-oss, F32, 4 layers, dim 64, heads 4/2 of 32, windows of 4 on even layers, sinks, biases, "
       "8 experts top-2 with biases and the clamped SwiGLU",
       "starcoder-tiny: starcoder, F32, 4 layers, dim 64, gpt2's block with multi-query attention (heads 4/1)",
+      "bloom-tiny: bloom, F32, 4 layers, dim 64, ALiBi, LayerNorm of the embedding, gpt2's block, tied head",
+      "mpt-tiny: mpt, F32, 4 layers, dim 96, ALiBi over 6 heads, gpt2's block without biases, q/k/v clamped",
+      "refact-tiny: refact, F32, 4 layers, dim 64, ALiBi, llama's block (heads 4/1)",
+      "jais-tiny: jais, F32, 4 layers, dim 64, ALiBi, LayerNorms and biases, SwiGLU, scores scaled by 1/head_dim",
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
       "squared-ReLU MLP with biases",

@@ -48,7 +48,7 @@ enum Slot : size_t {
 Transformer::Transformer(std::shared_ptr<Backend> backend, const ModelConfig& config, ModelWeights weights)
     : be_(std::move(backend)), c_(config), w_(std::move(weights)), ws_(kSlots), ws_bytes_(kSlots, 0) {
   for (int l = 0; l < c_.n_layer; ++l) {
-    has_window_ = has_window_ || c_.window(l) > 0;
+    needs_row_positions_ = needs_row_positions_ || c_.window(l) > 0 || c_.alibi();
     if (c_.rope_style == RopeStyle::None) continue;
     const LayerRope lr = c_.rope_at(l);
     RopeParams rp;
@@ -108,6 +108,7 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     float* qkv = buf(kQkv, T * w3);  // rows [q | k | v]
     be_->matmul(xn, T, L.wqkv, qkv);
     if (!L.bqkv.empty()) be_->add_bias(qkv, L.bqkv.data, T, w3);
+    if (c_.clamp_kqv > 0.0f) be_->clamp(qkv, c_.clamp_kqv, qkv, T * w3);  // mpt
     const size_t pitch = static_cast<size_t>(w3) * sizeof(float);
     be_->copy_rows(q, q_dim * sizeof(float), qkv, pitch, q_dim * sizeof(float), T);
     be_->copy_rows(k_new, kvd * sizeof(float), qkv + q_dim, pitch, kvd * sizeof(float), T);
@@ -119,6 +120,8 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     if (!L.bq.empty()) be_->add_bias(q, L.bq.data, T, q_dim);
     if (!L.bk.empty()) be_->add_bias(k_new, L.bk.data, T, kvd);
     if (!L.bv.empty()) be_->add_bias(v_new, L.bv.data, T, kvd);
+    if (c_.clamp_kqv > 0.0f)
+      for (float* y : {q, k_new, v_new}) be_->clamp(y, c_.clamp_kqv, y, T * (y == q ? q_dim : kvd));
   }
   auto head_qk_norm = [&] {
     // QK-norm (qwen3, qwen3moe, gemma3, hunyuan-dense): RMSNorm over each head, i.e. over rows of head_dim.
@@ -169,7 +172,8 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
   ap.window = c_.window(l);  // gemma's local layers
   ap.softcap = c_.attn_logit_softcap;  // gemma2
   ap.sinks = L.attn_sinks.empty() ? nullptr : L.attn_sinks.data;  // gpt-oss
-  if (ap.window > 0) view.positions = row_positions;
+  ap.alibi_slopes = w_.alibi_slopes.empty() ? nullptr : w_.alibi_slopes.data;  // bloom, mpt, refact, jais
+  if (ap.window > 0 || ap.alibi_slopes != nullptr) view.positions = row_positions;
   float* att = buf(kAtt, T * q_dim);
   be_->attention(q, T, view, mask, ap, att);
 
@@ -325,18 +329,18 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   const int64_t T = static_cast<int64_t>(b.tokens.size());
   const int64_t d = c_.n_embd;
   // Inputs in one upload: ids [T] int32, positions [T] int32, the positions of every cache row the
-  // forward attends to [n_past + T] int32 (sliding-window models only), mask [T, mask_past + T]
+  // forward attends to [n_past + T] int32 (sliding-window and ALiBi models only), mask [T, mask_past + T]
   // bytes (when given).
   const int64_t n_past = kv.size();
   mask_past_ = b.mask ? b.mask_past : 0;
   const size_t ids_bytes = static_cast<size_t>(T) * sizeof(int32_t);
-  const size_t rows_bytes = has_window_ ? static_cast<size_t>(n_past + T) * sizeof(int32_t) : 0;
+  const size_t rows_bytes = needs_row_positions_ ? static_cast<size_t>(n_past + T) * sizeof(int32_t) : 0;
   const size_t mask_bytes = b.mask ? static_cast<size_t>(T * (mask_past_ + T)) : 0;
   auto* io = reinterpret_cast<uint8_t*>(
       buf(kIo, (2 * ids_bytes + rows_bytes + mask_bytes + sizeof(float) - 1) / sizeof(float)));
   be_->upload(io, b.tokens.data(), ids_bytes);
   be_->upload(io + ids_bytes, b.positions.data(), ids_bytes);
-  if (has_window_) {
+  if (needs_row_positions_) {
     row_positions_.resize(static_cast<size_t>(n_past + T));
     for (int64_t r = 0; r < n_past; ++r) row_positions_[r] = kv.position(static_cast<int>(r));
     std::copy(b.positions.begin(), b.positions.end(), row_positions_.begin() + n_past);
@@ -345,7 +349,7 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   if (b.mask) be_->upload(io + 2 * ids_bytes + rows_bytes, b.mask, mask_bytes);
   const auto* ids = reinterpret_cast<const int32_t*>(io);
   const auto* positions = reinterpret_cast<const int32_t*>(io + ids_bytes);
-  const auto* row_positions = has_window_ ? reinterpret_cast<const int32_t*>(io + 2 * ids_bytes) : nullptr;
+  const auto* row_positions = needs_row_positions_ ? reinterpret_cast<const int32_t*>(io + 2 * ids_bytes) : nullptr;
   const uint8_t* mask = b.mask ? io + 2 * ids_bytes + rows_bytes : nullptr;
 
   // mistral3's attention temperature per token (all 1 below the floor, so none is applied there).
@@ -367,6 +371,11 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
     be_->add(x, xn, x, T * d);
   }
   if (c_.embd_scale != 1.0f) be_->scale(x, c_.embd_scale, x, T * d);
+  if (c_.embd_norm) {  // bloom: LayerNorm of the embedding
+    be_->layer_norm(x, w_.token_embd_norm.data, w_.token_embd_norm_b.data, xn, T, d, c_.norm_eps);
+    const size_t row = static_cast<size_t>(d) * sizeof(float);
+    be_->copy_rows(x, row, xn, row, row, T);
+  }
 
   // phi3's LongRoPE factors: the long set when the context (the cache's capacity) exceeds the
   // original one, as llama.cpp picks by its n_ctx_seq.

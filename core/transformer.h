@@ -59,7 +59,7 @@ class Transformer {
   std::vector<std::shared_ptr<void>> ws_;  // workspace slots in the backend's memory
   std::vector<size_t> ws_bytes_;
   std::vector<RopeParams> rope_;           // [n_layer] each layer's RoPE (n_head set per call)
-  bool has_window_ = false;                // some layer attends through a sliding window
+  bool needs_row_positions_ = false;       // some layer attends through a sliding window, or ALiBi
   const float* rope_factors_ = nullptr;     // this forward's phi3 LongRoPE factors (null: the layer's own)
   int64_t mask_past_ = 0;                 // this forward's TransformerBatch::mask_past
   std::vector<int32_t> row_positions_;     // host scratch: positions of the cache rows + new tokens

@@ -2,6 +2,7 @@
 // (kernels/cuda/ops.h), so both backends take the same description of RoPE, attention and a KV
 // cache. Plain C++17 (the .cu files include it through kernels/cuda/ops.h).
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -58,7 +59,24 @@ struct AttentionParams {
   // e^(s_j - m) + e^(sinks[h] - m)), m the largest of both. [n_head] floats in the op's memory;
   // null = none.
   const float* sinks = nullptr;
+  // ALiBi (Press et al. 2022, "Train Short, Test Long"; bloom, mpt, refact, jais): query head h adds
+  // -alibi_slopes[h] * |pq - pk| to the scaled score of the key at position pk (after soft-capping),
+  // positions from KVView::positions (required then). [n_head] floats in the op's memory (the
+  // slopes alibi_slope gives); null = none.
+  const float* alibi_slopes = nullptr;
 };
+
+// ALiBi's slope of head h of n_head for a maximum bias max_bias, as ggml's soft_max computes it:
+// with n = the largest power of two <= n_head, m0 = 2^(-max_bias / n) and m1 = 2^(-max_bias / 2 / n),
+// head h < n gets m0^(h + 1) and the others m1^(2 (h - n) + 1) (the interleaved slopes of the
+// paper for head counts that are not powers of two).
+inline float alibi_slope(int n_head, float max_bias, int h) {
+  const unsigned n = 1u << static_cast<unsigned>(std::floor(std::log2(static_cast<double>(n_head))));
+  const float m0 = std::pow(2.0f, -max_bias / static_cast<float>(n));
+  const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / static_cast<float>(n));
+  return static_cast<unsigned>(h) < n ? std::pow(m0, static_cast<float>(h + 1))
+                                      : std::pow(m1, static_cast<float>(2 * (h - static_cast<int>(n)) + 1));
+}
 
 // Where the keys/values live (host memory for the CPU ops, device memory for the CUDA ones): row
 // r (0 <= r < n_past + T) holds kv_dim = n_head_kv * head_dim elements of k_type at
@@ -80,7 +98,7 @@ struct KVView {
   // column c is row n_past - mask_past + c. 0 without a mask.
   int64_t mask_past = 0;
   // [n_past + T] int32 positions of the rows (row n_past + j: new token j), in the op's memory;
-  // read only when AttentionParams::window > 0 (and required then).
+  // read only when AttentionParams::window > 0 or alibi_slopes is set (and required then).
   const int32_t* positions = nullptr;
   DType k_type = DType::F32;
   DType v_type = DType::F32;

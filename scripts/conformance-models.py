@@ -4,7 +4,7 @@ granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, g
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
-bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss and minimax-m2 in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact and jais in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -748,6 +748,56 @@ def starcoder(path, dtype):
     m.write()
 
 
+def alibi_model(path, dtype, arch, seed, d, L, H, Hkv, ff, keys=None, biases=True, embd_norm=False, tied=False,
+                gated=False, layer_norm=True):
+    # The ALiBi architectures (no RoPE keys): bloom (LayerNorm of the embedding, gpt2's block, a tied
+    # head), mpt (gpt2's block, here without biases, q/k/v clamped), jais (gpt2's attention, a
+    # SwiGLU with biases) and refact (llama's block under RMSNorm).
+    m = Model(path, arch, seed, dtype)
+    # A tied head reads token_embd: rows of std 0.15 keep its logits of the other heads' scale.
+    m.common(d, L, H, Hkv, embd_scale=0.15 * np.sqrt(d) if tied else None)
+    if layer_norm:
+        m.f32("attention.layer_norm_epsilon", 1e-5)
+    m.u32("feed_forward_length", ff)
+    for k, v in (keys or {}).items():
+        m.f32(k, v)
+    if embd_norm:
+        m.norm("token_embd_norm.weight", d)
+        bias(m, "token_embd_norm.bias", d)
+    if layer_norm and biases:
+        bias(m, "output_norm.bias", d)
+    if not tied:
+        m.head(d)
+    hd = d // H
+    for l in range(L):
+        p = f"blk.{l}."
+        if not layer_norm:  # refact
+            m.norm(p + "attn_norm.weight", d)
+            dense_attention(m, p, d, H, Hkv, hd)
+            m.norm(p + "ffn_norm.weight", d)
+            swiglu(m, p, d, ff)
+            continue
+        for n in ("attn_norm", "ffn_norm"):
+            m.norm(p + n + ".weight", d)
+            if biases:
+                bias(m, p + n + ".bias", d)
+        m.matrix(p + "attn_qkv.weight", [d, d + 2 * Hkv * hd])
+        m.matrix(p + "attn_output.weight", [d, d], scale=0.7)
+        if biases:
+            bias(m, p + "attn_qkv.bias", d + 2 * Hkv * hd)
+            bias(m, p + "attn_output.bias", d)
+        if gated:  # jais
+            swiglu(m, p, d, ff)
+            for n, k in (("ffn_gate", ff), ("ffn_up", ff), ("ffn_down", d)):
+                bias(m, p + n + ".bias", k)
+        elif biases:
+            gelu_mlp(m, p, d, ff)
+        else:
+            m.matrix(p + "ffn_up.weight", [d, ff])
+            m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+    m.write()
+
+
 def nemotron(path, dtype):
     # llama_model_nemotron: LayerNorm with biases (the converter's 1 + w already in the weights), q/k/v
     # and output biases, NEOX RoPE on half of each head, the ungated squared-ReLU MLP with biases
@@ -1013,6 +1063,14 @@ WRITERS = {
     "minimax-m2": minimax_m2,
     "arcee": arcee,
     "nemotron": nemotron,
+    # ALiBi: 8 heads (bloom, refact), 12 (mpt: interleaved slopes, rows of 384 that the K-quants leave
+    # to their fallback types), 4 (jais).
+    "bloom": lambda p, t: alibi_model(p, t, "bloom", 43, 256, 4, 8, 8, 1024, embd_norm=True, tied=True),
+    "mpt": lambda p, t: alibi_model(p, t, "mpt", 44, 384, 4, 12, 12, 768, biases=False,
+                                    keys={"attention.max_alibi_bias": 8.0, "attention.clamp_kqv": 1.5}),
+    "refact": lambda p, t: alibi_model(p, t, "refact", 45, 256, 4, 8, 1, 512, layer_norm=False),
+    "jais": lambda p, t: alibi_model(p, t, "jais", 46, 256, 4, 4, 4, 512, gated=True,
+                                     keys={"attention.max_alibi_bias": 8.0}),
 }
 
 if __name__ == "__main__":

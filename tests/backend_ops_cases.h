@@ -1,7 +1,7 @@
 // The op cases of the differential harness (tests/backend_ops.h) for the forward's dense ops:
 // matmul, get_rows, rms_norm, layer_norm, rope (with frequency factors, YaRN and attn_factor),
 // convert_rows (KV cache stores), attention (F32, F16 and Q8_0 K/V rows, sliding windows), the
-// element-wise ops (swiglu, gelu, add, add_bias, mul, scale, softcap, relu_sqr) and argmax_rows. Each names its Backend op, makes seeded host inputs, computes
+// element-wise ops (swiglu, gelu, add, add_bias, mul, scale, softcap, relu_sqr, clamp) and argmax_rows. Each names its Backend op, makes seeded host inputs, computes
 // the reference with kernels::cpu::*_ref, and runs the op on a backend through the Backend
 // interface. Sampling and the MoE block: tests/backend_ops_sampling.h.
 #pragma once
@@ -385,10 +385,11 @@ inline KVRows make_kv_rows(DType type, const std::vector<float>& src, int64_t ro
 // sees no new token (with n_past = 0 and no window reaching the cache: nothing, a zero output).
 // With a window, cached row r is at position r and new token j at n_past + its depth (its index
 // for a causal batch), as the forward sets them.
-struct AttentionKv {  // key / value row types, the sliding window and sinks of an AttentionCase
+struct AttentionKv {  // key / value row types, the sliding window, sinks and ALiBi of an AttentionCase
   DType k = DType::F32, v = DType::F32;
   int window = 0;
   bool sinks = false;  // a learned sink logit per head (gpt-oss), N(0, 2): some above the scores
+  float alibi = 0.0f;  // ALiBi's maximum bias (bloom: 8): slopes of alibi_slope; 0 = none
 };
 class AttentionCase final : public OpCase {
  public:
@@ -399,19 +400,24 @@ class AttentionCase final : public OpCase {
   AttentionCase(int n_head, int n_head_kv, int head_dim, int64_t n_past, int64_t T, int64_t pad, Mask mask,
                 Bound bound, Kv kv = {})
       : OpCase("attention", std::move(bound)), p_{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim)), kv.window},
-        n_past_(n_past), T_(T), pad_(pad), mask_(mask), kt_(kv.k), vt_(kv.v), with_sinks_(kv.sinks) {}
+        n_past_(n_past), T_(T), pad_(pad), mask_(mask), kt_(kv.k), vt_(kv.v), with_sinks_(kv.sinks) {
+    for (int h = 0; kv.alibi > 0.0f && h < n_head; ++h) slopes_.push_back(kernels::alibi_slope(n_head, kv.alibi, h));
+    alibi_ = kv.alibi;
+  }
   std::string shape() const override {
     static const char* names[] = {"causal", "tree", "tree+blind", "tree over cached rows"};
     std::string types = kt_ == DType::F32 && vt_ == DType::F32
                             ? std::string()
                             : fmt::format(" K={} V={}", dtype_name(kt_), dtype_name(vt_));
-    return fmt::format("heads={}/{} head_dim={} n_past={} T={}{} {}{}{}{}", p_.n_head, p_.n_head_kv, p_.head_dim,
+    return fmt::format("heads={}/{} head_dim={} n_past={} T={}{} {}{}{}{}{}", p_.n_head, p_.n_head_kv, p_.head_dim,
                        n_past_, T_, pad_ ? fmt::format(" pad={}", pad_) : "", names[static_cast<int>(mask_)], types,
-                       p_.window ? fmt::format(" window={}", p_.window) : "", with_sinks_ ? " sinks" : "");
+                       p_.window ? fmt::format(" window={}", p_.window) : "", with_sinks_ ? " sinks" : "",
+                       alibi_ > 0.0f ? fmt::format(" alibi={}", alibi_) : "");
   }
   void run(Backend& b) override {
     AttentionParams p = p_;
     p.sinks = with_sinks_ ? sinks_d_ : nullptr;
+    p.alibi_slopes = slopes_.empty() ? nullptr : slopes_d_;
     b.attention(q_d_, T_, view(k_d_, v_d_, pos_d_), mask_ == Mask::Causal ? nullptr : mask_d_, p, out_d_);
   }
   Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
@@ -451,6 +457,7 @@ class AttentionCase final : public OpCase {
     out.values.resize(q_.size());
     AttentionParams p = p_;
     p.sinks = with_sinks_ ? sinks_.data() : nullptr;
+    p.alibi_slopes = slopes_.empty() ? nullptr : slopes_.data();
     cpu::attention_ref(q_.data(), T_, view(k_.data(), v_.data(), positions_.data()),
                        mask_ == Mask::Causal ? nullptr : mask_bytes_.data(), p, out.values.data());
     return {out};
@@ -464,6 +471,7 @@ class AttentionCase final : public OpCase {
     mask_d_ = a.plain(mask_bytes_);
     pos_d_ = a.plain(positions_);
     sinks_d_ = a.input(sinks_, p_.n_head);
+    if (!slopes_.empty()) slopes_d_ = a.input(slopes_, p_.n_head);
     out_d_ = a.output(q_.size(), q_width());
   }
   void free_inputs() override { q_ = {}, k_ = {}, v_ = {}, mask_bytes_ = {}, positions_ = {}, sinks_ = {}; }
@@ -476,7 +484,7 @@ class AttentionCase final : public OpCase {
     kv.k_type = kt_, kv.v_type = vt_;
     kv.n_past = n_past_;
     kv.mask_past = mask_past();
-    kv.positions = p_.window > 0 ? positions : nullptr;
+    kv.positions = p_.window > 0 || alibi_ > 0.0f ? positions : nullptr;
     return kv;
   }
   int64_t mask_past() const { return mask_ == Mask::CachedTree ? std::min<int64_t>(n_past_, 5) : 0; }
@@ -488,11 +496,12 @@ class AttentionCase final : public OpCase {
   Mask mask_;
   DType kt_, vt_;
   bool with_sinks_;
-  std::vector<float> q_, sinks_;
+  float alibi_ = 0.0f;
+  std::vector<float> q_, sinks_, slopes_;
   KVRows k_, v_;
   std::vector<uint8_t> mask_bytes_;
   std::vector<int32_t> positions_;
-  float *q_d_ = nullptr, *k_d_ = nullptr, *v_d_ = nullptr, *out_d_ = nullptr, *sinks_d_ = nullptr;
+  float *q_d_ = nullptr, *k_d_ = nullptr, *v_d_ = nullptr, *out_d_ = nullptr, *sinks_d_ = nullptr, *slopes_d_ = nullptr;
   uint8_t* mask_d_ = nullptr;
   int32_t* pos_d_ = nullptr;
 };
@@ -651,8 +660,8 @@ class MlaAttentionCase final : public OpCase {
 // alias the first input) and add_bias (in place, the bias broadcast over the T rows).
 class ElementwiseCase final : public OpCase {
  public:
-  enum class Kind { Swiglu, Gelu, Add, AddBias, Mul, Scale, Softcap, ReluSqr };
-  static constexpr float kScale = 0.7f, kCap = 5.0f;
+  enum class Kind { Swiglu, Gelu, Add, AddBias, Mul, Scale, Softcap, ReluSqr, Clamp };
+  static constexpr float kScale = 0.7f, kCap = 5.0f, kClamp = 2.5f;  // clamp: about 1 in 3 of N(0, 9) clipped
   ElementwiseCase(Kind kind, int64_t T, int64_t n, bool alias, Bound bound)
       : OpCase(op_name(kind), std::move(bound)), kind_(kind), T_(T), n_(n), alias_(alias || kind == Kind::AddBias) {}
   std::string shape() const override {
@@ -669,13 +678,14 @@ class ElementwiseCase final : public OpCase {
       case Kind::Scale: b.scale(a_d_, kScale, out_d_, total); break;
       case Kind::Softcap: b.softcap(a_d_, kCap, out_d_, total); break;
       case Kind::ReluSqr: b.relu_sqr(a_d_, out_d_, total); break;
+      case Kind::Clamp: b.clamp(a_d_, kClamp, out_d_, total); break;
     }
   }
   Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
   double bytes() const override {
     const double total = static_cast<double>(T_) * n_;
     switch (kind_) {
-      case Kind::Gelu: case Kind::Scale: case Kind::Softcap: case Kind::ReluSqr: return 8.0 * total;
+      case Kind::Gelu: case Kind::Scale: case Kind::Softcap: case Kind::ReluSqr: case Kind::Clamp: return 8.0 * total;
       case Kind::AddBias: return 8.0 * total + 4.0 * n_;
       default: return 12.0 * total;
     }
@@ -707,12 +717,14 @@ class ElementwiseCase final : public OpCase {
       case Kind::Scale: cpu::scale(a_.data(), kScale, out.values.data(), total); break;  // its own reference
       case Kind::Softcap: cpu::softcap_ref(a_.data(), kCap, out.values.data(), total); break;
       case Kind::ReluSqr: cpu::relu_sqr_ref(a_.data(), out.values.data(), total); break;
+      case Kind::Clamp: cpu::clamp_ref(a_.data(), kClamp, out.values.data(), total); break;
     }
     return {out};
   }
   void do_prepare(Backend&, Arena& a) override {
     a_d_ = alias_ ? a.inout(a_, n_) : a.input(a_, n_);
-    const bool unary = kind_ == Kind::Gelu || kind_ == Kind::Scale || kind_ == Kind::Softcap || kind_ == Kind::ReluSqr;
+    const bool unary = kind_ == Kind::Gelu || kind_ == Kind::Scale || kind_ == Kind::Softcap || kind_ == Kind::ReluSqr ||
+                       kind_ == Kind::Clamp;
     b_d_ = unary ? nullptr : a.input(b_, n_);
     out_d_ = alias_ ? a_d_ : a.output(a_.size(), n_);
   }
@@ -729,6 +741,7 @@ class ElementwiseCase final : public OpCase {
       case Kind::Scale: return "scale";
       case Kind::Softcap: return "softcap";
       case Kind::ReluSqr: return "relu_sqr";
+      case Kind::Clamp: return "clamp";
     }
     return "?";
   }

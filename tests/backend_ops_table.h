@@ -35,7 +35,7 @@ inline const std::vector<DType>& all_dtypes() {
 inline const std::vector<std::string>& backend_op_names() {
   static const std::vector<std::string> names = {
       "matmul",   "matmul_multi", "get_rows", "rms_norm", "layer_norm", "rope",        "convert_rows",
-      "attention", "mla_attention", "swiglu", "gelu", "relu_sqr", "add",        "add_bias",    "mul",
+      "attention", "mla_attention", "swiglu", "gelu", "relu_sqr", "clamp", "add",        "add_bias",    "mul",
       "scale",    "softcap",  "argmax_rows", "distributions", "sample", "draw",  "moe_ffn"};
   return names;
 }
@@ -241,6 +241,20 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
     add(new AttentionCase(w.s.h, w.s.hkv, w.s.d, w.s.past, w.s.T, w.s.pad, w.s.m,
                           w.kt == DType::Q8_0 ? attn_q8k : attn, KT{w.kt, w.vt, w.window, true}));
 
+  // ALiBi (bloom, mpt, refact, jais): -slope * |pq - pk| on each score; head counts that are powers
+  // of two and not (5, 12: the interleaved slopes), trees (new tokens at n_past + depth), windows,
+  // sinks, GQA head groups of the F16 path, a blind token and Q8_0 rows.
+  struct Al { At s; int window; DType kt, vt; bool sinks; float bias; };
+  for (Al w : {Al{At{4, 4, 64, 0, 1, 0, Mask::Causal}, 0, DType::F32, DType::F32, false, 8.0f},
+               Al{At{5, 5, 64, 37, 17, 0, Mask::Causal}, 0, DType::F16, DType::F16, false, 8.0f},
+               Al{At{12, 4, 64, 300, 17, 0, Mask::Tree}, 0, DType::F16, DType::F16, false, 8.0f},
+               Al{At{6, 3, 128, 300, 17, 0, Mask::Tree}, 64, DType::F32, DType::F32, true, 8.0f},
+               Al{At{3, 1, 64, 37, 3, 0, Mask::Blind}, 0, DType::F16, DType::F16, false, 8.0f},
+               Al{At{8, 8, 64, 4000, 3, 0, Mask::Causal}, 0, DType::Q8_0, DType::Q8_0, false, 16.0f},
+               Al{At{4, 1, 17, 37, 3, 5, Mask::CachedTree}, 0, DType::F32, DType::F32, false, 8.0f}})
+    add(new AttentionCase(w.s.h, w.s.hkv, w.s.d, w.s.past, w.s.T, w.s.pad, w.s.m,
+                          w.kt == DType::Q8_0 ? attn_q8k : attn, KT{w.kt, w.vt, w.window, w.sinks, w.bias}));
+
   // ---- multi-head latent attention (deepseek2's absorbed form): one query head set over the
   // shared latent rows; causal, trees, a blind token, padded rows, a long cache, windows.
   struct Ml { int h, rank, rope; int64_t past, T, pad; Mask m; int window; };
@@ -276,6 +290,10 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
   for (E s : {E{1, 7, false}, E{3, 17, false}, E{17, 100, true}, E{1, 4097, false}, E{4097, 33, false},
               E{3, 4097, true}})
     add(new ElementwiseCase(EW::ReluSqr, s.T, s.n, s.alias, product));
+  // Clamp (mpt's clamp_kqv): a selection, exact on every backend.
+  const Bound exact{0.0, 0.0, "a comparison and a selection: the same bits on every backend"};
+  for (E s : {E{1, 7, false}, E{3, 17, false}, E{17, 100, true}, E{1, 4097, false}, E{3, 4097, true}})
+    add(new ElementwiseCase(EW::Clamp, s.T, s.n, s.alias, exact));
 
   // ---- argmax: exact ids.
   const Bound ids{0.0, 0.0, "ids compared exactly"};

@@ -17,7 +17,10 @@
 // hunyuan-dense (QK-norm after RoPE, the NTK-aware alpha on the base),
 // qwen3vl and qwen3vlmoe (interleaved M-RoPE: some pairs unrotated for text), internlm2, qwen2vl (M-RoPE, which
 // rotates text as split-halves RoPE does; an output.bias left unused) and seed_oss, mistral3 (YaRN's keys, Llama 4's attention
-// temperature), deepseek2's multi-head latent attention in its plain,
+// temperature), bloom, mpt, refact and jais (ALiBi, Press et al. 2022: head h adds -m_h |i - j| to
+// the score of query i on key j, m_h the paper's geometric slopes, interleaved for head counts that
+// are not powers of two; bloom's LayerNorm of the embedding, mpt's clamp of q/k/v, jais's 1/d
+// score scale), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
 // normalised latent c; the model runs the absorbed form), RoPE with Llama 3.1's frequency factors
 // and YaRN (Peng et al. 2023). The model tests compare the transformer's logits with it; an MoE
@@ -69,7 +72,21 @@ class ReferenceForward {
     gemma1_ = arch_ == "gemma";
     post_only_ = arch_ == "olmo2" || arch_ == "exaone4";  // post-norms only
     layer_norm_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "stablelm" || arch_ == "starcoder2" || arch_ == "gptneox" ||
-                  arch_ == "phi2" || arch_ == "nemotron";
+                  arch_ == "phi2" || arch_ == "nemotron" || arch_ == "bloom" || arch_ == "mpt" || arch_ == "jais";
+    // No RoPE: learned positions (gpt2, starcoder), ALiBi (bloom, refact: max bias 8; mpt, jais: the key).
+    rope_free_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "bloom" || arch_ == "mpt" || arch_ == "refact" ||
+                 arch_ == "jais";
+    const double max_bias = arch_ == "bloom" || arch_ == "refact"                 ? 8.0
+                            : arch_ == "mpt" || arch_ == "jais" ? f_->get_float(a + "attention.max_alibi_bias", 0.0)
+                                                                                   : 0.0;
+    if (max_bias > 0) {
+      const int H = c_.n_head;
+      int n = 1;
+      while (2 * n <= H) n *= 2;
+      for (int h = 0; h < H; ++h)
+        slopes_.push_back(h < n ? std::pow(2.0, -max_bias * (h + 1) / n) : std::pow(2.0, -max_bias * (2 * (h - n) + 1) / (2 * n)));
+    }
+    clamp_ = arch_ == "mpt" ? f_->get_float(a + "attention.clamp_kqv", 0.0) : 0.0;
     phi2_ = arch_ == "phi2";
     cohere_ = arch_ == "command-r" || arch_ == "cohere2";  // LayerNorm without biases, one norm
     layer_norm_ = layer_norm_ || cohere_;
@@ -77,7 +94,8 @@ class ReferenceForward {
     if (cohere_) logit_mul_ = f_->get_float(a + "logit_scale", 0.0);
     if (logit_mul_ == 0) logit_mul_ = 1;
     relu_sqr_ = arch_ == "arcee" || arch_ == "nemotron";  // down(relu(up x)^2)
-    ungated_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "starcoder2" || arch_ == "gptneox" || phi2_ || relu_sqr_;
+    ungated_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "starcoder2" || arch_ == "gptneox" || phi2_ || relu_sqr_ ||
+               arch_ == "bloom" || arch_ == "mpt";
     if (arch_ == "granite" || arch_ == "granitemoe") {
       // Granite's multipliers (0 or absent: none).
       embd_mul_ = f_->get_float(a + "embedding_scale", 0.0);
@@ -156,6 +174,7 @@ class ReferenceForward {
     q_scale_ = gemma_ && c_.n_layer == (gemma2_ ? 46 : 62)
                    ? 1.0 / std::sqrt(static_cast<double>(c_.n_embd / c_.n_head))
                    : 1.0 / std::sqrt(static_cast<double>(c_.head_dim));
+    if (arch_ == "jais") q_scale_ = 1.0 / c_.head_dim;
     if (arch_ == "granite" || arch_ == "granitemoe") {
       const double s = f_->get_float(a + "attention.scale", 0.0);
       if (s != 0) q_scale_ = s;
@@ -181,7 +200,7 @@ class ReferenceForward {
   // logits [T][n_vocab]
   std::vector<std::vector<double>> run(const std::vector<int32_t>& ids, const FfnBlock& ffn = {}) {
     const int T = static_cast<int>(ids.size()), d = c_.n_embd;
-    const bool gpt2 = c_.learned_positions();  // gpt2, starcoder
+    const bool gpt2 = f_->find_tensor("position_embd.weight") != nullptr;  // gpt2, starcoder, some mpt
     std::vector<std::vector<double>> x(T);
     const auto emb = tensor("token_embd.weight");
     for (int t = 0; t < T; ++t) {
@@ -193,6 +212,7 @@ class ReferenceForward {
       if (gemma_ || gemma1_)
         for (double& e : x[t]) e *= std::sqrt(static_cast<double>(d));
       for (double& e : x[t]) e *= embd_mul_;
+      if (arch_ == "bloom") x[t] = norm(x[t], "token_embd_norm");
     }
     std::vector<std::vector<double>> par(T);  // a parallel residual's attention outputs
     for (int l = 0; l < c_.n_layer; ++l) {
@@ -225,6 +245,7 @@ class ReferenceForward {
             for (int i = 0; i < dk; ++i) dot += q[t][h * dk + i] * k[j][kh * dk + i];
             s[j] = dot * q_scale_;
             if (attn_softcap_ > 0) s[j] = attn_softcap_ * std::tanh(s[j] / attn_softcap_);
+            if (!slopes_.empty()) s[j] -= slopes_[h] * (t - j);  // ALiBi
             mx = std::max(mx, s[j]);
           }
           const double sink = sinks.empty() ? -1e300 : sinks[h];
@@ -237,7 +258,7 @@ class ReferenceForward {
         // These graphs add no bias to the output projection, even where the file has one.
         const bool out_bias = arch_ != "ernie4_5" && arch_ != "ernie4_5-moe" && arch_ != "glm4moe" &&
                               arch_ != "dots1" && arch_ != "bailingmoe2" && arch_ != "deepseek" &&
-                              arch_ != "qwen3vlmoe" && arch_ != "hunyuan-moe";
+                              arch_ != "qwen3vlmoe" && arch_ != "hunyuan-moe" && arch_ != "refact";
         auto o = linear(att, p + "attn_output", d, out_bias);
         if (gemma_ || post_only_ || arch_ == "glm4") o = norm(o, p + "post_attention_norm");
         for (double& e : o) e *= residual_mul_;
@@ -365,7 +386,8 @@ class ReferenceForward {
     const double n = static_cast<double>(in.size());
     std::vector<double> out(in.size());
     if (layer_norm_) {
-      const auto b = cohere_ ? std::vector<double>(in.size(), 0.0) : tensor(name + ".bias");
+      // command-r's, cohere2's and some of mpt's LayerNorms have no bias.
+      const auto b = cohere_ || !f_->find_tensor(name + ".bias") ? std::vector<double>(in.size(), 0.0) : tensor(name + ".bias");
       double mean = 0, var = 0;
       for (double e : in) mean += e / n;
       for (double e : in) var += (e - mean) * (e - mean) / n;
@@ -394,7 +416,10 @@ class ReferenceForward {
       k = linear(h, p + "attn_k", kvd);
       v = linear(h, p + "attn_v", kvd);
     }
-    if (c_.learned_positions()) return;
+    if (clamp_ > 0)  // mpt: q, k and v clamped after their biases
+      for (auto* y : {&q, &k, &v})
+        for (double& e : *y) e = std::clamp(e, -clamp_, clamp_);
+    if (rope_free_) return;
     const bool norm_after_rope = arch_ == "hunyuan-dense" || arch_ == "hunyuan-moe";  // QK-norm after RoPE
     if (qk_norm_ && !norm_after_rope) {
       head_norm(q, p + "attn_q_norm", c_.n_head);
@@ -498,6 +523,9 @@ class ReferenceForward {
   double softcap_ = 0, attn_softcap_ = 0, base_ = 10000, base_local_ = 10000, factor_ = 1, orig_ctx_ = 0;
   double attn_factor_ = 1, mscale_all_ = 0;
   double q_scale_ = 1;
+  bool rope_free_ = false;
+  std::vector<double> slopes_;  // ALiBi's per head (empty: none)
+  double clamp_ = 0;            // mpt's clamp_kqv
   int window_ = 0;
   int context_ = 0;
   std::vector<bool> local_;

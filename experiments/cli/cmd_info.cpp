@@ -25,7 +25,7 @@ const char* rope_style_name(core::RopeStyle s) {
   switch (s) {
     case core::RopeStyle::Adjacent: return "adjacent pairs (llama.cpp NORM)";
     case core::RopeStyle::SplitHalves: return "split halves (llama.cpp NEOX)";
-    case core::RopeStyle::None: return "none (learned positions)";
+    case core::RopeStyle::None: return "none";
   }
   return "?";
 }
@@ -66,7 +66,10 @@ std::string layer_ranges(const std::vector<uint8_t>& flags) {
 
 // The RoPE line: style, dims, base (and the local layers' base), scaling and frequency factors.
 std::string rope_line(const core::ModelConfig& c) {
-  if (c.rope_style == core::RopeStyle::None) return rope_style_name(c.rope_style);
+  if (c.rope_style == core::RopeStyle::None) {
+    if (c.alibi()) return fmt::format("none: ALiBi, max bias {:g}", c.alibi_max_bias);
+    return c.learned_positions() ? "none: learned positions" : "none: no positional encoding";
+  }
   std::string s = fmt::format("{}, dims {}, base {:g}", rope_style_name(c.rope_style), c.rope_dims, c.rope_freq_base);
   if (c.n_swa > 0)
     s += fmt::format(" (local layers {:g}, scale {:g}{})", c.rope_freq_base_swa, c.rope_freq_scale_swa,
@@ -180,6 +183,8 @@ void add_info_command(CLI::App& app) {
                     {"uncompressed_kv_bytes_per_token",
                      static_cast<int64_t>(c.n_layer) * c.n_head * (c.head_dim + c.mla_v_head_dim) * 4}};
       j["attn_logit_softcap"] = c.attn_logit_softcap;
+      j["alibi_max_bias"] = c.alibi_max_bias;
+      j["clamp_kqv"] = c.clamp_kqv;
       j["ffn_gate_up_fused"] = c.ffn_gate_up_fused;
       j["rope_long_short_factors"] = c.rope_long_short_factors;
       if (c.is_moe()) {
@@ -250,6 +255,7 @@ void add_info_command(CLI::App& app) {
                   c.qk_norm ? ", QK-norm per head" : c.qk_norm_full ? ", QK-norm over the whole projections" : "",
                   c.attn_logit_softcap > 0.0f ? fmt::format(", scores soft-capped at {:g}", c.attn_logit_softcap).c_str()
                                               : "");
+    if (c.clamp_kqv > 0.0f) std::printf("attention:     q, k and v clamped to +-%g\n", c.clamp_kqv);
     if (c.is_mla()) std::printf("kv cache:      %s\n", kv_line(c).c_str());
     if (c.n_swa > 0) {
       int n_local = 0;
@@ -259,7 +265,9 @@ void add_info_command(CLI::App& app) {
                   "global\n", n_local, c.n_layer, layer_ranges(c.swa_layers).c_str(), pattern.c_str(), c.n_swa);
     }
     std::printf("rope:          %s\n", rope_line(c).c_str());
-    std::printf("norms:         %s, eps %g%s\n", c.layer_norm ? "LayerNorm with bias" : "RMSNorm", c.norm_eps,
+    const bool norm_bias = file->find_tensor("blk.0.attn_norm.bias") != nullptr;  // cohere's and most mpt's have none
+    std::printf("norms:         %s, eps %g%s\n", !c.layer_norm ? "RMSNorm" : norm_bias ? "LayerNorm with bias" : "LayerNorm",
+                c.norm_eps,
                 !c.pre_norms ? " (post-norms only)" : c.post_norms ? " (pre- and post-norms)" : "");
     {
       std::vector<uint8_t> no_rope(static_cast<size_t>(c.n_layer), 0);

@@ -92,6 +92,14 @@ void relu_sqr(ThreadPool& pool, const float* x, float* y, int64_t n) {
   pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) { relu_sqr_ref(x + b, y + b, e - b); });
 }
 
+void clamp_ref(const float* x, float limit, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] < -limit ? -limit : (x[i] > limit ? limit : x[i]);
+}
+
+void clamp(ThreadPool& pool, const float* x, float limit, float* y, int64_t n) {
+  pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) { clamp_ref(x + b, limit, y + b, e - b); });
+}
+
 void softcap_ref(const float* x, float cap, float* y, int64_t n) {
   const float inv = 1.0f / cap;
   for (int64_t i = 0; i < n; ++i) y[i] = cap * std::tanh(x[i] * inv);

@@ -1,6 +1,6 @@
 // Scaled dot-product attention of new tokens over a KV cache, grouped-query heads, optional mask
 // among the new tokens, optional sliding window over positions, optional soft-capping of the
-// scores, optional attention sinks, keys and values of F32, F16 or Q8_0 rows. Keys are visited in cache order (cached rows,
+// scores, optional attention sinks, optional ALiBi biases, keys and values of F32, F16 or Q8_0 rows. Keys are visited in cache order (cached rows,
 // then the allowed new rows), so a token's output is the same whether it is computed in a batch
 // or alone after its predecessors were appended: the property speculative verification relies on.
 //
@@ -41,6 +41,8 @@ void check(const AttentionParams& p, const KVView& kv, const uint8_t* allowed) {
   if (!(p.softcap >= 0.0f)) throw_error(ErrorKind::InvalidArgument, "attention: softcap {} is negative", p.softcap);
   if (p.window > 0 && kv.positions == nullptr)
     throw_error(ErrorKind::InvalidArgument, "attention: a sliding window of {} needs the rows' positions", p.window);
+  if (p.alibi_slopes != nullptr && kv.positions == nullptr)
+    throw_error(ErrorKind::InvalidArgument, "attention: ALiBi needs the rows' positions");
   for (const auto& [type, bytes, what] : {std::tuple{kv.k_type, kv.k_row_bytes, "key"},
                                           std::tuple{kv.v_type, kv.v_row_bytes, "value"}}) {
     if (!kv_type_ok(type))
@@ -57,6 +59,16 @@ void check(const AttentionParams& p, const KVView& kv, const uint8_t* allowed) {
 }
 
 using detail::visible_rows;
+
+// ALiBi: the scores of one head over its n visible rows get -slope * |pq - pk|, pq the position
+// of new token i (ggml adds slope times the mask's -|pq - pk|: the same float).
+void add_alibi(float* scores, int64_t n, const int64_t* rows, const KVView& kv, int64_t i, float slope) {
+  const int64_t pq = kv.positions[kv.n_past + i];
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t dist = pq - static_cast<int64_t>(kv.positions[rows[t]]);
+    scores[t] += slope * -static_cast<float>(dist < 0 ? -dist : dist);
+  }
+}
 
 // One KV head's elements in the rows of a cache: row r starts at base + r * pitch.
 struct HeadRows {
@@ -112,8 +124,9 @@ void attend_one(const float* q, int64_t T, int64_t i, int h, const KVView& kv, c
     }
     s.scores[t] = dot * p.scale;
     if (p.softcap > 0.0f) s.scores[t] = p.softcap * std::tanh(s.scores[t] / p.softcap);
-    mx = std::max(mx, s.scores[t]);
   }
+  if (p.alibi_slopes != nullptr) add_alibi(s.scores.data(), n, s.rows.data(), kv, i, p.alibi_slopes[h]);
+  for (int64_t t = 0; t < n; ++t) mx = std::max(mx, s.scores[t]);
   if (p.sinks != nullptr) mx = std::max(mx, p.sinks[h]);
   if constexpr (kFast) {
     exp_shifted(s.scores.data(), n, mx);
@@ -213,6 +226,8 @@ void attend_heads_f16(const float* q, int64_t T, int64_t i, int h0, int G, const
       }
     }
   }
+  if (p.alibi_slopes != nullptr)
+    for (int g = 0; g < G; ++g) add_alibi(s.scores.data() + g * n, n, s.rows.data(), kv, i, p.alibi_slopes[h0 + g]);
   const float* sinks = p.sinks != nullptr ? p.sinks + h0 : nullptr;
   switch (G) {
     case 1: softmax_heads<1>(s.scores.data(), n, sinks); break;

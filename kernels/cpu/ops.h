@@ -242,6 +242,10 @@ void gelu(ThreadPool& pool, const float* x, float* y, int64_t n);
 // compiler vectorises it, and the bits are the same on every backend).
 void relu_sqr_ref(const float* x, float* y, int64_t n);
 void relu_sqr(ThreadPool& pool, const float* x, float* y, int64_t n);
+// y[i] = min(max(x[i], -limit), limit) (mpt's clamp of q, k and v, as ggml_clamp); y may alias x.
+// The op is the reference's loop on the pool's threads.
+void clamp_ref(const float* x, float limit, float* y, int64_t n);
+void clamp(ThreadPool& pool, const float* x, float limit, float* y, int64_t n);
 // y[i] = cap * tanh(x[i] / cap): soft-capping of logits (Gemma 2; gemma3 files may ask for it).
 // cap > 0; y may alias x.
 void softcap_ref(const float* x, float cap, float* y, int64_t n);

@@ -1,4 +1,4 @@
-// Elementwise ops: SiLU, SwiGLU, GELU (tanh approximation), squared ReLU, add, mul, scale, softcap, add_bias. Grid-stride loops; each
+// Elementwise ops: SiLU, SwiGLU, GELU (tanh approximation), squared ReLU, clamp, add, mul, scale, softcap, add_bias. Grid-stride loops; each
 // thread reads element i before writing element i, so outputs may alias inputs.
 #include <initializer_list>
 
@@ -30,6 +30,9 @@ __global__ void swiglu_kernel(const float* gate, const float* up, float* out, in
 }
 __global__ void gelu_kernel(const float* x, float* y, int64_t n) {
   SPECMOE_GRID_STRIDE(i, n) y[i] = gelu_f(x[i]);
+}
+__global__ void clamp_kernel(const float* x, float limit, float* y, int64_t n) {
+  SPECMOE_GRID_STRIDE(i, n) { y[i] = x[i] < -limit ? -limit : (x[i] > limit ? limit : x[i]); }
 }
 __global__ void relu_sqr_kernel(const float* x, float* y, int64_t n) {
   SPECMOE_GRID_STRIDE(i, n) {
@@ -96,6 +99,15 @@ void relu_sqr(Context& ctx, const float* x, float* y, int64_t n) {
   DeviceGuard guard(ctx.device());
   detail::relu_sqr_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0,
                             detail::stream_of(ctx)>>>(x, y, n);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void clamp(Context& ctx, const float* x, float limit, float* y, int64_t n) {
+  detail::check_elementwise("clamp", n, {x, y});
+  if (n == 0) return;
+  DeviceGuard guard(ctx.device());
+  detail::clamp_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0, detail::stream_of(ctx)>>>(
+      x, limit, y, n);
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 

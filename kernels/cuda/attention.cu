@@ -1,6 +1,6 @@
 // Scaled dot-product attention over a KV cache with GQA, an optional mask among the new tokens,
 // an optional sliding window over positions, optional soft-capping of the scores (Gemma 2),
-// optional attention sinks (gpt-oss), and
+// optional attention sinks (gpt-oss), optional ALiBi biases (bloom, mpt, refact, jais), and
 // K/V rows of F32, F16 or Q8_0 (the KV cache types).
 // One simple kernel: one block per (token, head) does three passes over the visible keys --
 // scores (one warp per key) into a scratch row, exp and sum, then the weighted sum of values.
@@ -43,13 +43,14 @@ __device__ __forceinline__ float kv_at(const uint8_t* row, int i) {
 // q, out: [T, n_head, head_dim]; k, v rows r < n_past + T at r * k_pitch / v_pitch bytes, KV head
 // g at kv_bytes(g * head_dim) into a row. scores: [chunk tokens, n_head, n_kv] scratch. Dynamic
 // shared memory: head_dim floats (scaled q). window > 0: positions [n_past + T] (device) hide
-// the keys window or more positions behind t.
+// the keys window or more positions behind t; alibi_slopes (device, [n_head]): the score of a key
+// gets -slope * |pq - pk| from the same positions.
 template <DType KT, DType VT>
 __global__ void attention_kernel(const float* q, const uint8_t* k, const uint8_t* v, int64_t k_pitch, int64_t v_pitch,
                                  int64_t n_past, int64_t T, int64_t t0, const uint8_t* allowed, int64_t mask_past,
                                  int n_head, int group, int head_dim, float scale, int window,
                                  const int32_t* positions, float softcap, const float* sinks,
-                                 float* scores, float* out) {
+                                 const float* alibi_slopes, float* scores, float* out) {
   extern __shared__ float q_s[];
   const int h = blockIdx.x;
   const int64_t t = t0 + blockIdx.y;
@@ -68,7 +69,8 @@ __global__ void attention_kernel(const float* q, const uint8_t* k, const uint8_t
 
   // Pass 1: scores, one warp per key (lanes split the head dimension: coalesced reads of K).
   float local_max = -INFINITY;
-  const int64_t q_pos = window > 0 ? positions[n_past + t] : 0;
+  const int64_t q_pos = window > 0 || alibi_slopes != nullptr ? positions[n_past + t] : 0;
+  const float slope = alibi_slopes != nullptr ? alibi_slopes[h] : 0.0f;
   for (int64_t j = warp; j < n_scan; j += n_warps) {
     const bool visible = (j < n_past - mask_past || allowed == nullptr ||
                           allowed[t * (mask_past + T) + (j - (n_past - mask_past))] != 0) &&
@@ -80,6 +82,10 @@ __global__ void attention_kernel(const float* q, const uint8_t* k, const uint8_t
       for (int d = lane; d < head_dim; d += kWarp) acc += q_s[d] * kv_at<KT>(kr, d);
       score = warp_sum(acc);
       if (softcap > 0.0f) score = softcap * tanhf(score / softcap);  // Gemma 2's attention soft-capping
+      if (alibi_slopes != nullptr) {
+        const int64_t dist = q_pos - positions[j];
+        score += slope * -static_cast<float>(dist < 0 ? -dist : dist);
+      }
     }
     if (lane == 0) s[j] = score;
     local_max = fmaxf(local_max, score);
@@ -155,6 +161,7 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
   require(p.window >= 0, "attention", "window < 0");
   require(p.softcap >= 0.0f, "attention", "softcap < 0");
   require(p.window == 0 || kv.positions != nullptr, "attention", "a sliding window needs kv.positions");
+  require(p.alibi_slopes == nullptr || kv.positions != nullptr, "attention", "ALiBi needs kv.positions");
   if (T == 0) return;
   detail::require_ptr(q, "attention", "q");
   detail::require_ptr(kv.k, "attention", "kv.k");
@@ -182,7 +189,7 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
                 static_cast<int64_t>(kv.k_row_bytes), static_cast<int64_t>(kv.v_row_bytes), kv.n_past, T, t0, allowed,
                 kv.mask_past,
                 p.n_head, p.n_head / p.n_head_kv, p.head_dim, p.scale, p.window, kv.positions, p.softcap, p.sinks,
-                scores, out);
+                p.alibi_slopes, scores, out);
       });
     });
     SPECMOE_CUDA_CHECK_LAUNCH();

@@ -129,6 +129,8 @@ void swiglu(Context& ctx, const float* gate, const float* up, float* out, int64_
 void gelu(Context& ctx, const float* x, float* y, int64_t n);
 // y = max(x, 0)^2; y may alias x.
 void relu_sqr(Context& ctx, const float* x, float* y, int64_t n);
+// y = min(max(x, -limit), limit); y may alias x.
+void clamp(Context& ctx, const float* x, float limit, float* y, int64_t n);
 // y = a + b (y may alias a or b).
 void add(Context& ctx, const float* a, const float* b, float* y, int64_t n);
 // y = a * b elementwise (y may alias a or b).

@@ -138,7 +138,8 @@ INSTANTIATE_TEST_SUITE_P(Models, ConformanceDenseArch,
                                                               "exaone4", "mistral3", "command-r", "internlm2",
                                                               "qwen2vl", "seed_oss", "minicpm", "minicpm-defaults",
                                                               "glm4", "glm4-mrope", "hunyuan-dense", "qwen3vl",
-                                                              "arcee", "nemotron", "starcoder"),
+                                                              "arcee", "nemotron", "starcoder", "bloom", "mpt", "refact",
+                                                              "jais"),
                                             ::testing::Values("f32", "f16")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);

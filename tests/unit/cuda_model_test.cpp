@@ -423,7 +423,7 @@ TEST(CudaModel, SynthDenseArchitecturesOfWave2MatchTheCpu) {
                              "exaone-tiny", "exaone4-tiny", "olmo3-tiny", "exaone4-32b-tiny", "command-r-tiny",
                              "cohere2-tiny", "internlm2-tiny", "qwen2vl-tiny", "seed_oss-tiny",
                              "minicpm-tiny", "glm4-tiny", "hunyuan-dense-tiny", "qwen3vl-tiny", "arcee-tiny",
-                             "nemotron-tiny", "starcoder-tiny",
+                             "nemotron-tiny", "starcoder-tiny", "bloom-tiny", "mpt-tiny", "refact-tiny", "jais-tiny",
                              "mistral3-tiny"})
     compare_with_cpu(synth_spec(preset), fmt::format("cuda_{}.gguf", preset), kRelF32);
 }

@@ -695,6 +695,59 @@ TEST(Attention, SinkTakesItsShareOfTheSoftmax) {
   for (float o : out) EXPECT_EQ(o, 0.0f);
 }
 
+TEST(Attention, AlibiSlopesAreThePapers) {
+  // Powers of two: 2^(-8 (h + 1) / n); 12 heads: the 8 of n = 8, then the odd ones of n = 16.
+  for (int h = 0; h < 8; ++h) EXPECT_FLOAT_EQ(specmoe::kernels::alibi_slope(8, 8.0f, h), std::ldexp(1.0f, -(h + 1))) << h;
+  for (int h = 0; h < 4; ++h) EXPECT_FLOAT_EQ(specmoe::kernels::alibi_slope(4, 8.0f, h), std::ldexp(1.0f, -2 * (h + 1))) << h;
+  for (int h = 0; h < 8; ++h) EXPECT_FLOAT_EQ(specmoe::kernels::alibi_slope(12, 8.0f, h), std::ldexp(1.0f, -(h + 1))) << h;
+  for (int h = 8; h < 12; ++h)
+    EXPECT_NEAR(specmoe::kernels::alibi_slope(12, 8.0f, h), std::pow(2.0, -0.5 * (2 * (h - 8) + 1)), 1e-7) << h;
+}
+
+TEST(Attention, AlibiWeighsKeysByDistance) {
+  // A zero query scores every key 0, so with ALiBi key j at position p_j gets the weight
+  // e^(-slope |p - p_j|) / sum: head h of 4 (max bias 8) has slope 4^-(h + 1). Cached rows at
+  // positions 0..4, the new token at 7 (a gap, as after a tree step): both paths, F32 and F16 rows.
+  const int H = 4, d = 32;
+  const int64_t n_past = 5;
+  std::vector<float> q(H * d, 0.0f), k = random_vec((n_past + 1) * d, 44), v = random_vec((n_past + 1) * d, 45);
+  const std::vector<int32_t> pos = {0, 1, 2, 3, 4, 7};
+  std::vector<float> slopes(H);
+  for (int h = 0; h < H; ++h) slopes[h] = specmoe::kernels::alibi_slope(H, 8.0f, h);
+  cpu::AttentionParams p{H, 1, d, 0.25f};
+  p.alibi_slopes = slopes.data();
+  cpu::KVView kv = cpu::KVView::f32(k.data(), v.data(), d, n_past, pos.data());
+  std::vector<uint16_t> k16(k.size()), v16(v.size());
+  for (size_t i = 0; i < k.size(); ++i) k16[i] = specmoe::fp32_to_fp16(k[i]), v16[i] = specmoe::fp32_to_fp16(v[i]);
+  cpu::KVView kv16 = kv;
+  kv16.k = k16.data(), kv16.v = v16.data(), kv16.k_type = kv16.v_type = DType::F16;
+  kv16.k_row_bytes = kv16.v_row_bytes = d * sizeof(uint16_t);
+  cpu::ThreadPool pool(2);
+  for (int path = 0; path < 3; ++path) {
+    std::vector<float> out(H * d);
+    if (path == 0) cpu::attention_ref(q.data(), 1, kv, nullptr, p, out.data());
+    if (path == 1) cpu::attention(pool, q.data(), 1, kv, nullptr, p, out.data());
+    if (path == 2) cpu::attention(pool, q.data(), 1, kv16, nullptr, p, out.data());
+    for (int h = 0; h < H; ++h) {
+      std::vector<double> w(n_past + 1);
+      double sum = 0;
+      for (int64_t j = 0; j <= n_past; ++j) sum += w[j] = std::exp(-std::ldexp(1.0, -2 * (h + 1)) * (7 - pos[j]));
+      for (int c = 0; c < d; ++c) {
+        double want = 0;
+        for (int64_t j = 0; j <= n_past; ++j) {
+          const float vj = path == 2 ? specmoe::fp16_to_fp32(v16[j * d + c]) : v[j * d + c];
+          want += w[j] / sum * vj;
+        }
+        ASSERT_NEAR(out[h * d + c], want, 1e-5) << "path " << path << " head " << h << " dim " << c;
+      }
+    }
+  }
+  // Without the rows' positions ALiBi cannot tell the distances.
+  std::vector<float> out(H * d);
+  EXPECT_THROW(cpu::attention_ref(q.data(), 1, cpu::KVView::f32(k.data(), v.data(), d, n_past), nullptr, p, out.data()),
+               specmoe::Error);
+}
+
 // ------------------------------------------------------------------------------------------
 // Softmax and activations
 

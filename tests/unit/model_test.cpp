@@ -1068,6 +1068,44 @@ TEST(Architectures, SquaredReluMlpsMatchReference) {
   EXPECT_GT(logit_change(scratch("arch_nemotron-tiny_F32.gguf"), scratch("arch_nemotron_as_starcoder2.gguf")), 1e-3);
 }
 
+TEST(Architectures, AlibiArchitecturesMatchReference) {
+  // bloom (the embedding's LayerNorm, a tied head), mpt (no biases, q/k/v clamped to +-1.5, 6 heads:
+  // the interleaved slopes), refact (llama's block, heads 4/1) and jais (a SwiGLU with biases, scores
+  // scaled by 1/head_dim), ALiBi in every layer and no RoPE; F32 and F16 weights. The batch and the
+  // cached path agree (check_against_reference), which needs the cache rows' positions.
+  for (const char* preset : {"bloom-tiny", "mpt-tiny", "refact-tiny", "jais-tiny"})
+    for (DType t : {DType::F32, DType::F16}) {
+      SynthSpec s = synth_spec(preset);
+      s.type = t;
+      check_against_reference(s, fmt::format("arch_{}_{}.gguf", preset, dtype_name(t)));
+    }
+  auto bloom = Model::load(scratch("arch_bloom-tiny_F32.gguf"), f32_caches());
+  EXPECT_EQ(bloom->config().arch, Arch::Bloom);
+  EXPECT_FLOAT_EQ(bloom->config().alibi_max_bias, 8.0f);  // llama.cpp's fixed bias, no key
+  EXPECT_TRUE(bloom->config().embd_norm);
+  EXPECT_EQ(bloom->config().rope_style, RopeStyle::None);
+  EXPECT_FALSE(bloom->config().learned_positions());
+  auto mpt = Model::load(scratch("arch_mpt-tiny_F32.gguf"), f32_caches());
+  EXPECT_FLOAT_EQ(mpt->config().clamp_kqv, 1.5f);
+  EXPECT_FLOAT_EQ(mpt->config().alibi_max_bias, 8.0f);
+  auto jais = Model::load(scratch("arch_jais-tiny_F32.gguf"), f32_caches());
+  EXPECT_FLOAT_EQ(jais->config().attention_scale(), 1.0f / 16.0f);
+  // Each part matters to these logits: ALiBi (mpt without its bias key), the clamp, the embedding's
+  // norm (bloom's file read as mpt, whose graph has none and no fixed bias).
+  for (const auto& [key, src, dst] :
+       {std::tuple{"mpt.attention.max_alibi_bias", "arch_mpt-tiny_F32.gguf", "arch_mpt_no_alibi.gguf"},
+        std::tuple{"mpt.attention.clamp_kqv", "arch_mpt-tiny_F32.gguf", "arch_mpt_no_clamp.gguf"}}) {
+    GgufEdit e;
+    e.drop_key = key;
+    copy_gguf(scratch(src), scratch(dst), e);
+    EXPECT_GT(logit_change(scratch(src), scratch(dst)), 1e-3) << key;
+  }
+  GgufEdit as_mpt;
+  as_mpt.rename_arch = "mpt";
+  copy_gguf(scratch("arch_bloom-tiny_F32.gguf"), scratch("arch_bloom_as_mpt.gguf"), as_mpt);
+  EXPECT_GT(logit_change(scratch("arch_bloom-tiny_F32.gguf"), scratch("arch_bloom_as_mpt.gguf")), 1e-3);
+}
+
 TEST(Architectures, Mistral3YarnKeysAndTemperatureMatchReference) {
   // YaRN over an original context of 8 with beta_fast 16, beta_slow 2 and yarn_log_multiplier 1
   // from the file, and the attention temperature 0.5 scaling the queries of positions 8 and on
