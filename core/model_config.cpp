@@ -183,7 +183,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"starcoder", Arch::Starcoder, RopeStyle::None},       {"gpt-oss", Arch::GptOss, RopeStyle::SplitHalves},
       {"minimax-m2", Arch::MinimaxM2, RopeStyle::SplitHalves}, {"bloom", Arch::Bloom, RopeStyle::None},
       {"mpt", Arch::Mpt, RopeStyle::None},                   {"refact", Arch::Refact, RopeStyle::None},
-      {"jais", Arch::Jais, RopeStyle::None},
+      {"jais", Arch::Jais, RopeStyle::None},                 {"falcon", Arch::Falcon, RopeStyle::SplitHalves},
+      {"olmo", Arch::Olmo, RopeStyle::Adjacent},             {"baichuan", Arch::Baichuan, RopeStyle::Adjacent},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -194,7 +195,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "gemma2, gemma3, olmoe, olmo2, phi2, phi3, deepseek2, granite, granitemoe, smollm3, stablelm, "
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
-                "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais)",
+                "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
+                "falcon, olmo, baichuan)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -211,9 +213,9 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
   c.position_embd = c.arch == Arch::Mpt && file.find_tensor("position_embd.weight") != nullptr;
   c.layer_norm = c.learned_positions() || c.arch == Arch::Bloom || c.arch == Arch::Mpt || c.arch == Arch::Jais ||
-                 c.arch == Arch::StableLm || c.arch == Arch::Starcoder2 ||
+                 c.arch == Arch::Falcon || c.arch == Arch::Olmo || c.arch == Arch::StableLm || c.arch == Arch::Starcoder2 ||
                  c.arch == Arch::GptNeox || c.arch == Arch::Phi2 || c.arch == Arch::Nemotron || cohere;
-  c.parallel_residual = c.arch == Arch::Phi2 || cohere;  // gptneox: its key, read below
+  c.parallel_residual = c.arch == Arch::Phi2 || c.arch == Arch::Falcon || cohere;  // gptneox: its key, read below
   if (c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) c.ffn_act = FfnActivation::GeluTanh;
   if (c.arch == Arch::Arcee || c.arch == Arch::Nemotron) c.ffn_act = FfnActivation::ReluSqr;  // ungated
   if (c.arch == Arch::Smollm3) c.no_rope_step = 4;  // llama.cpp's n_no_rope_layer_step for it
@@ -256,17 +258,21 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     c.head_dim = c.n_embd / c.n_head;
   }
 
+  // mpt's and olmo's clamp of q, k and v.
+  if (c.arch == Arch::Mpt || c.arch == Arch::Olmo) c.clamp_kqv = r.get_float("attention.clamp_kqv", 0.0f);
+  if (!(c.clamp_kqv >= 0.0f))
+    throw_error(ErrorKind::Format, "{}: {} is {}", file.path(), r.key("attention.clamp_kqv"), c.clamp_kqv);
   if (c.rope_free()) {
+    c.rope_style = RopeStyle::None;  // baichuan past 32 layers
     c.norm_eps = c.layer_norm ? r.get_float("attention.layer_norm_epsilon", 1e-5f)
                               : r.get_float("attention.layer_norm_rms_epsilon", 1e-5f);
     c.rope_dims = 0;
-    // ALiBi as llama.cpp's loaders set it (src/models/{bloom,refact,mpt,jais}.cpp); mpt's clamp.
-    if (c.arch == Arch::Bloom || c.arch == Arch::Refact) c.alibi_max_bias = 8.0f;
+    // ALiBi as llama.cpp's loaders set it (src/models/{bloom,refact,baichuan,mpt,jais}.cpp).
+    if (c.arch == Arch::Bloom || c.arch == Arch::Refact || (c.arch == Arch::Baichuan && c.n_layer == 40))
+      c.alibi_max_bias = 8.0f;
     if (c.arch == Arch::Mpt || c.arch == Arch::Jais) c.alibi_max_bias = r.get_float("attention.max_alibi_bias", 0.0f);
-    if (c.arch == Arch::Mpt) c.clamp_kqv = r.get_float("attention.clamp_kqv", 0.0f);
-    if (!(c.alibi_max_bias >= 0.0f && c.alibi_max_bias < 1e4f) || !(c.clamp_kqv >= 0.0f))
-      throw_error(ErrorKind::Format, "{}: {} {} / {} {} out of range", file.path(), r.key("attention.max_alibi_bias"),
-                  c.alibi_max_bias, r.key("attention.clamp_kqv"), c.clamp_kqv);
+    if (!(c.alibi_max_bias >= 0.0f && c.alibi_max_bias < 1e4f))
+      throw_error(ErrorKind::Format, "{}: {} is {}", file.path(), r.key("attention.max_alibi_bias"), c.alibi_max_bias);
     c.embd_norm = c.arch == Arch::Bloom;
     if (c.arch == Arch::Jais) c.attn_scale = 1.0f / static_cast<float>(c.head_dim);  // jais scales by 1/d, not 1/sqrt(d)
   } else {

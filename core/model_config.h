@@ -15,7 +15,7 @@ enum class Arch {
   Granite, GraniteMoe, Olmo2, Smollm3, StableLm, Gemma, Starcoder2, GptNeox, Phi2, Ernie45, Exaone,
   Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl,
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
-  MinimaxM2, Bloom, Mpt, Refact, Jais
+  MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan
 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
@@ -85,11 +85,11 @@ struct ModelConfig {
   float attn_logit_softcap = 0.0f;   // gemma2: <arch>.attn_logit_softcapping (default 50): attention
                                      // scores s = c tanh(s / c) before the softmax; 0 = none
   bool ffn_gate_up_fused = false;    // phi3: ffn_up holds [gate | up] (n_embd -> 2 n_ff), no ffn_gate
-  // ALiBi (Press et al. 2022) in every layer, in place of RoPE: bloom and refact 8 (llama.cpp fixes it),
-  // mpt and jais <arch>.attention.max_alibi_bias (absent = 0: no positional signal at all). Head h's
-  // slope is kernels::alibi_slope(n_head, alibi_max_bias, h).
+  // ALiBi (Press et al. 2022) in every layer, in place of RoPE: bloom, refact and baichuan with 40
+  // layers 8 (llama.cpp fixes it), mpt and jais <arch>.attention.max_alibi_bias (absent = 0: no
+  // positional signal at all). Head h's slope is kernels::alibi_slope(n_head, alibi_max_bias, h).
   float alibi_max_bias = 0.0f;
-  float clamp_kqv = 0.0f;            // mpt: <arch>.attention.clamp_kqv, q, k and v clamped to +-it (0 = none)
+  float clamp_kqv = 0.0f;            // mpt, olmo: <arch>.attention.clamp_kqv, q, k and v clamped to +-it (0 = none)
   bool embd_norm = false;            // bloom: LayerNorm of the token embedding (token_embd_norm{,.bias})
   bool position_embd = false;        // mpt: an optional position_embd (gpt2, starcoder: always)
   bool layer_norm = false;           // gpt2, stablelm, starcoder2: LayerNorm with a bias (attn_norm.bias,
@@ -184,8 +184,11 @@ struct ModelConfig {
   // gpt2's block with multi-query attention), mpt files that carry position_embd.
   bool learned_positions() const { return arch == Arch::Gpt2 || arch == Arch::Starcoder || position_embd; }
   // The architectures without RoPE whose positions (if any) come from ALiBi or learned embeddings.
+  // baichuan: llama.cpp rotates only the 32-layer model (Baichuan 7B); the 40-layer one (13B) has
+  // ALiBi, any other layer count neither.
   bool rope_free() const {
-    return learned_positions() || arch == Arch::Bloom || arch == Arch::Mpt || arch == Arch::Refact || arch == Arch::Jais;
+    return learned_positions() || arch == Arch::Bloom || arch == Arch::Mpt || arch == Arch::Refact || arch == Arch::Jais ||
+           (arch == Arch::Baichuan && n_layer != 32);
   }
   bool alibi() const { return alibi_max_bias > 0.0f; }
   // Layer `layer` has experts (MoE models, past the leading dense layers, every n_moe_layer_step-th).

@@ -51,7 +51,11 @@
 //   bloom: gpt2's tensors without position_embd, with token_embd_norm{,.bias}; mpt: gpt2's with
 //          every bias optional and position_embd optional; jais: gpt2's attention with a gated
 //          SiLU FFN (ffn_gate, ffn_up, ffn_down, each with a bias), output required; refact:
-//          llama's tensors
+//          llama's tensors; baichuan: llama's tensors, output required
+//   falcon: attn_norm{,.bias} (both sublayers' norm; Falcon-40B: attn_norm_2{,.bias} the
+//          attention's), attn_qkv, attn_output, ffn_up, ffn_down without biases, output_norm{,.bias},
+//          output (absent = tied); olmo: llama's tensors without any norm (its LayerNorms have no
+//          parameters: bound as weights of 1, which multiply exactly), output absent = tied
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
 //     llama (Mixtral)  blk.N.ffn_gate_inp.weight   {n_embd, n_expert}
 //                      blk.N.ffn_gate_exps.weight  {n_embd, n_ff_exp, n_expert}   ffn_up_exps the same
@@ -302,12 +306,21 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     w.token_embd_norm = vec("token_embd_norm.weight", c.n_embd);
     w.token_embd_norm_b = vec("token_embd_norm.bias", c.n_embd);
   }
-  w.output_norm = vec("output_norm.weight", c.n_embd);
+  // olmo's LayerNorms have neither weight nor bias: a weight of 1 is the same float math.
+  const bool olmo = c.arch == Arch::Olmo, falcon = c.arch == Arch::Falcon;
+  VectorView ones;
+  if (olmo) {
+    floats.emplace_back(static_cast<size_t>(c.n_embd), 1.0f);
+    ones = {floats.back().data(), c.n_embd};
+  }
+  w.output_norm = olmo ? ones : vec("output_norm.weight", c.n_embd);
   // command-r's and cohere2's LayerNorms have no biases.
   const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
-  if (c.layer_norm && !cohere) w.output_norm_b = mpt ? opt_vec("output_norm.bias", c.n_embd) : vec("output_norm.bias", c.n_embd);
-  if (c.arch == Arch::Jais && c.tied_output)
-    throw_error(ErrorKind::Format, "{}: jais needs output.weight (llama.cpp does not tie its head)", file.path());
+  if (c.layer_norm && !cohere && !olmo)
+    w.output_norm_b = mpt ? opt_vec("output_norm.bias", c.n_embd) : vec("output_norm.bias", c.n_embd);
+  if ((c.arch == Arch::Jais || c.arch == Arch::Baichuan) && c.tied_output)
+    throw_error(ErrorKind::Format, "{}: {} needs output.weight (llama.cpp does not tie its head)", file.path(),
+                c.arch_name);
   w.output = !c.tied_output ? b.matrix("output.weight", c.n_embd, c.n_vocab) : w.token_embd;
   if (c.arch == Arch::Phi2) w.output_b = vec("output.bias", c.n_vocab);
   // qwen2vl: llama.cpp binds an optional output.bias but its graph does not add it; neither does specmoe.
@@ -347,9 +360,15 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   for (int l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[l];
     const std::string p = fmt::format("blk.{}.", l);
-    if (c.arch == Arch::Phi2 || cohere) {  // one norm feeds both sublayers: the FFN's is the attention's
+    if (c.arch == Arch::Phi2 || cohere || falcon) {  // one norm feeds both sublayers: the FFN's is the attention's
       L.attn_norm = L.ffn_norm = vec(p + "attn_norm.weight", c.n_embd);
       if (!cohere) L.attn_norm_b = L.ffn_norm_b = vec(p + "attn_norm.bias", c.n_embd);  // cohere's have none
+      if (falcon && b.has(p + "attn_norm_2.weight")) {  // Falcon-40B: the attention's own norm
+        L.attn_norm = vec(p + "attn_norm_2.weight", c.n_embd);
+        L.attn_norm_b = vec(p + "attn_norm_2.bias", c.n_embd);
+      }
+    } else if (olmo) {
+      L.attn_norm = L.ffn_norm = ones;
     } else if (c.pre_norms) {
       if (c.arch == Arch::StableLm && !b.has(p + "ffn_norm.weight"))
         throw_error(ErrorKind::Unsupported,
@@ -361,7 +380,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       const bool post_named = c.arch == Arch::SeedOss || c.arch == Arch::Glm4Moe || c.arch == Arch::GptOss;
       L.ffn_norm = vec(p + (post_named ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd);
     }
-    if (c.layer_norm && c.arch != Arch::Phi2 && !cohere) {
+    if (c.layer_norm && c.arch != Arch::Phi2 && !cohere && !falcon && !olmo) {
       L.attn_norm_b = mpt ? opt_vec(p + "attn_norm.bias", c.n_embd) : vec(p + "attn_norm.bias", c.n_embd);
       L.ffn_norm_b = mpt ? opt_vec(p + "ffn_norm.bias", c.n_embd) : vec(p + "ffn_norm.bias", c.n_embd);
     }
@@ -382,10 +401,10 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     } else if (c.is_mla()) {
       bind_mla(b, c, p, L, vec);
     } else {
-      if (b.has(p + "attn_qkv.weight")) {
+      if (falcon || b.has(p + "attn_qkv.weight")) {  // falcon: required
         // llama.cpp's create_tensor_qkv: one fused projection when the file has it (phi3).
         L.wqkv = b.matrix(p + "attn_qkv.weight", c.n_embd, qkv_dim);
-        L.bqkv = opt_vec(p + "attn_qkv.bias", qkv_dim);
+        L.bqkv = falcon ? VectorView{} : opt_vec(p + "attn_qkv.bias", qkv_dim);  // falcon binds none
         if (L.bqkv.empty() && (b.has(p + "attn_q.bias") || b.has(p + "attn_k.bias") || b.has(p + "attn_v.bias")))
           throw_error(ErrorKind::Unsupported, "{}: layer {} has a fused attn_qkv with separate q/k/v biases",
                       file.path(), l);
@@ -434,6 +453,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       L.ffn_up_b = vec(p + "ffn_up.bias", c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
       L.ffn_down_b = vec(p + "ffn_down.bias", c.n_embd);
+    } else if (falcon) {  // gpt2's ungated GELU MLP without biases
+      L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
+      L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
     } else if (gpt2_block || c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2) {
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.ffn_up_b = mpt ? opt_vec(p + "ffn_up.bias", c.n_ff) : vec(p + "ffn_up.bias", c.n_ff);

@@ -61,13 +61,13 @@ void check_spec(const SynthSpec& s) {
                    "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2",
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
-                   "bloom", "mpt", "refact", "jais"}))
+                   "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
-                "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais)",
+                "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -172,7 +172,11 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
   const bool ds_moe = ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2"});
-  const bool ernie_moe = a == "ernie4_5-moe", fused_qkv = phi3 || a == "bailingmoe2";
+  // falcon: fused attn_qkv, one LayerNorm for both sublayers of a parallel residual (with more than
+  // one KV head, Falcon-40B's form: attn_norm_2 for the attention), an ungated MLP, no biases.
+  // olmo: LayerNorms without parameters (no norm tensors at all), q/k/v clamped.
+  const bool falcon = a == "falcon", olmo = a == "olmo";
+  const bool ernie_moe = a == "ernie4_5-moe", fused_qkv = phi3 || a == "bailingmoe2" || falcon;
   // hunyuan-moe: experts of feed_forward_length (its expert_feed_forward_length the same), one
   // ungated shared expert of n_ff_shared (expert_shared_feed_forward_length).
   const bool hunyuan_moe = a == "hunyuan-moe";
@@ -182,7 +186,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool neox = a == "gptneox", phi2 = a == "phi2";
   const bool cohere = a == "command-r" || a == "cohere2";  // LayerNorm without biases, phi2's one norm
   // LayerNorm with biases (gpt2's apart, with zero biases)
-  const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2", "nemotron", "bloom", "jais"});
+  const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2", "nemotron", "bloom", "jais", "falcon"});
   // ALiBi in place of RoPE: bloom (with the embedding's LayerNorm), mpt (gpt2's block without biases,
   // LayerNorms without biases, q/k/v clamped), jais (gpt2's attention, a SwiGLU with biases), refact
   // (llama's block).
@@ -190,7 +194,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool bloom = a == "bloom", mpt = a == "mpt", jais = a == "jais";
   const bool nemotron = a == "nemotron", arcee = a == "arcee";  // ungated squared-ReLU MLPs
   const bool gpt_oss = a == "gpt-oss";  // sinks, biases everywhere, experts with biases
-  const bool qkv_bias = qwen2 || layer_norm || glm4 || a == "glm4moe" || gpt_oss;
+  const bool qkv_bias = qwen2 || (layer_norm && !falcon) || glm4 || a == "glm4moe" || gpt_oss;
   const int n_head_kv = a == "gpt2" ? s.n_head : s.n_head_kv;
   const int head_dim = head_dim_of(s);
   const int rope_dims = s.rope_dims > 0 ? s.rope_dims : head_dim;
@@ -239,8 +243,9 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     if (a == "starcoder") w.set_u32(a + ".attention.head_count_kv", n_head_kv);  // multi-query
   } else {
     w.set_u32(a + ".attention.head_count_kv", n_head_kv);
-    w.set_f32(a + (layer_norm || cohere || mpt ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"),
+    w.set_f32(a + (layer_norm || cohere || mpt || olmo ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"),
               1e-5f);
+    if (olmo) w.set_f32(a + ".attention.clamp_kqv", 1.5f);
     if (mpt || jais) w.set_f32(a + ".attention.max_alibi_bias", 8.0f);  // bloom and refact: llama.cpp's fixed 8
     if (mpt) w.set_f32(a + ".attention.clamp_kqv", 1.5f);              // clips ~13% of unit-scale q/k/v
     if (cohere) w.set_f32(a + ".logit_scale", 0.5f);  // a multiplier here (Command R: 0.0625)
@@ -355,7 +360,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   w.add_tensor_f32("token_embd.weight", s.type, {s.n_embd, s.n_vocab}, embd);
   if (gpt2) w.add_tensor_f32("position_embd.weight", s.type, {s.n_embd, s.n_ctx},
                              random_values(seed, "position_embd.weight", static_cast<size_t>(s.n_embd) * s.n_ctx, 0.3f));
-  vec("output_norm.weight", s.n_embd, 1.0f, 0.0f);
+  if (!olmo) vec("output_norm.weight", s.n_embd, 1.0f, 0.0f);
   if (gpt2) vec("output_norm.bias", s.n_embd, 0.0f, 0.0f);
   if (bloom) {  // the embedding's LayerNorm
     vec("token_embd_norm.weight", s.n_embd, 1.0f, 0.3f);
@@ -420,15 +425,20 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     // Residual branches of the layers the draft does not have are scaled down.
     const float rs = (s.n_full_layers >= 0 && l >= s.n_full_layers) ? s.deep_residual_scale : 1.0f;
     const bool moe_layer = moe && l >= s.n_layer_dense_lead && (l + 1) % s.moe_layer_step == 0;
-    if (!post_only) {  // olmo2, exaone4 normalise the sublayers' outputs only; phi2, cohere have one norm
-      vec(p + "attn_norm.weight", s.n_embd, 1.0f, cohere ? 0.3f : 0.0f);
+    if (!post_only && !olmo) {  // olmo2, exaone4 normalise the sublayers' outputs only; phi2, cohere, falcon have one norm
+      vec(p + "attn_norm.weight", s.n_embd, 1.0f, cohere || falcon ? 0.3f : 0.0f);
       // seed_oss and glm4moe name the FFN's pre-norm post_attention_norm
       const bool post_named = a == "seed_oss" || a == "glm4moe" || a == "gpt-oss";
-      if (!phi2 && !cohere) vec(p + (post_named ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.0f);
+      if (!phi2 && !cohere && !falcon)
+        vec(p + (post_named ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.0f);
+    }
+    if (falcon && n_head_kv > 1) {  // Falcon-40B: the attention's own norm
+      vec(p + "attn_norm_2.weight", s.n_embd, 1.0f, 0.3f);
+      vec(p + "attn_norm_2.bias", s.n_embd, 0.0f, 0.1f);
     }
     if (layer_norm) {  // biases with a spread, so a skipped one shows
       vec(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f);
-      if (!phi2) vec(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f);
+      if (!phi2 && !falcon) vec(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f);
     }
     if (gpt2 || neox || bloom || mpt || jais) {
       if (gpt2) {
@@ -508,7 +518,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         matrix(p + "ffn_down.weight", n_ff_dense, s.n_embd, rs);
       } else if (phi3 || glm4) {
         matrix(p + "ffn_up.weight", s.n_embd, 2 * static_cast<int64_t>(s.n_ff), 1.0f);  // [gate | up]
-      } else if (arcee) {  // ungated, no biases
+      } else if (arcee || falcon) {  // ungated, no biases
         matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
       } else if (starcoder2 || phi2 || nemotron) {  // gpt2's ungated MLP with biases
         matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);

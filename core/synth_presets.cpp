@@ -507,6 +507,36 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "falcon-tiny" || preset == "falcon40b-tiny") {
+    // falcon in llama.cpp's layout, F32, 4 layers, dim 64: a parallel residual x + attn(n(x)) +
+    // mlp(n(x)) under one LayerNorm with its bias, fused attn_qkv, an ungated GELU MLP, no other
+    // biases, split-halves RoPE; Falcon-7B's multi-query attention (heads 4/1), or Falcon-40B's
+    // grouped one (heads 4/2) with the attention's own norm (attn_norm_2).
+    s.arch = "falcon";
+    s.n_head_kv = preset == "falcon-tiny" ? 1 : 2;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "olmo-tiny") {
+    // olmo (OLMo 1) in llama.cpp's layout, F32, 4 layers, dim 64: LayerNorms without parameters,
+    // q, k and v clamped to +-1.5 (attention.clamp_kqv), llama's attention and SwiGLU, a tied head.
+    s.arch = "olmo";
+    s.tied_output = true;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "baichuan-tiny" || preset == "baichuan13b-tiny") {
+    // baichuan in llama.cpp's layout, F32, dim 32: llama's block; llama.cpp rotates only the 32-layer
+    // model (Baichuan 7B: adjacent-pair RoPE) and gives the 40-layer one (13B) ALiBi with max bias 8.
+    s.arch = "baichuan";
+    s.n_layer = preset == "baichuan-tiny" ? 32 : 40;
+    s.n_embd = 32;
+    s.n_head = 4;
+    s.n_head_kv = 4;
+    s.n_ff = 64;
+    s.name = preset;
+    return s;
+  }
   if (preset == "arcee-tiny" || preset == "nemotron-tiny") {
     // arcee (AFM-4.5B) and nemotron (Nemotron-Mini / Minitron) in llama.cpp's layout, F32, 4 layers,
     // dim 64: an ungated squared-ReLU MLP down(relu(up x)^2); arcee with llama's attention
@@ -742,6 +772,11 @@ std::vector<std::string> synth_presets() {
       "mpt-tiny: mpt, F32, 4 layers, dim 96, ALiBi over 6 heads, gpt2's block without biases, q/k/v clamped",
       "refact-tiny: refact, F32, 4 layers, dim 64, ALiBi, llama's block (heads 4/1)",
       "jais-tiny: jais, F32, 4 layers, dim 64, ALiBi, LayerNorms and biases, SwiGLU, scores scaled by 1/head_dim",
+      "falcon-tiny: falcon (Falcon-7B's form), F32, 4 layers, dim 64, parallel residual under one LayerNorm, heads 4/1",
+      "falcon40b-tiny: falcon (Falcon-40B's form), F32, 4 layers, dim 64, heads 4/2, the attention's own norm",
+      "olmo-tiny: olmo (OLMo 1), F32, 4 layers, dim 64, LayerNorms without parameters, q/k/v clamped, tied head",
+      "baichuan-tiny: baichuan (7B's form), F32, 32 layers, dim 32, llama's block with RoPE",
+      "baichuan13b-tiny: baichuan (13B's form), F32, 40 layers, dim 32, llama's block with ALiBi",
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
       "squared-ReLU MLP with biases",

@@ -4,7 +4,7 @@ granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, g
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
-bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact and jais in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo and baichuan (7B's and 13B's forms) in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -798,6 +798,76 @@ def alibi_model(path, dtype, arch, seed, d, L, H, Hkv, ff, keys=None, biases=Tru
     m.write()
 
 
+def falcon(path, dtype, big):
+    # llama_model_falcon: a parallel residual x + attn(n(x)) + mlp(n(x)) under attn_norm (LayerNorm
+    # with a bias), fused attn_qkv and attn_output without biases, the ungated GELU MLP without
+    # biases, NEOX RoPE over the whole head; Falcon-7B's multi-query attention, or Falcon-40B's
+    # grouped one with the attention's own attn_norm_2.
+    d, L, H, ff = 256, 4, 8, 1024
+    Hkv, hd = (2 if big else 1), d // H
+    m = Model(path, "falcon", 47 + big, dtype)
+    m.common(d, L, H, Hkv)
+    m.f32("attention.layer_norm_epsilon", 1e-5)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    bias(m, "output_norm.bias", d)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        for n in ("attn_norm", "attn_norm_2") if big else ("attn_norm",):
+            m.norm(p + n + ".weight", d)
+            bias(m, p + n + ".bias", d)
+        m.matrix(p + "attn_qkv.weight", [d, d + 2 * Hkv * hd])
+        m.matrix(p + "attn_output.weight", [d, d], scale=0.7)
+        m.matrix(p + "ffn_up.weight", [d, ff])
+        m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+    m.write()
+
+
+def olmo(path, dtype):
+    # llama_model_olmo (OLMo 1): LayerNorms without weight or bias (no norm tensors: output_norm is
+    # absent too), q/k/v clamped to +-attention.clamp_kqv, llama's attention and SwiGLU, NORM RoPE,
+    # a tied head.
+    d, L, H, ff = 256, 4, 4, 512
+    hd = d // H
+    m = Model(path, "olmo", 49, dtype)
+    for k, v in (("context_length", 4096), ("embedding_length", d), ("block_count", L), ("attention.head_count", H),
+                 ("attention.head_count_kv", H), ("feed_forward_length", ff), ("rope.dimension_count", hd)):
+        m.u32(k, v)
+    m.f32("attention.layer_norm_epsilon", 1e-5)
+    m.f32("attention.clamp_kqv", 1.5)
+    m.f32("rope.freq_base", 10000.0)
+    byte_vocab(m.w)
+    m.matrix("token_embd.weight", [d, N_VOCAB], scale=0.15 * np.sqrt(d))  # tied: logits of moderate size
+    for l in range(L):
+        p = f"blk.{l}."
+        dense_attention(m, p, d, H, H, hd)
+        swiglu(m, p, d, ff)
+    m.write()
+
+
+def baichuan(path, dtype, layers):
+    # llama_model_baichuan: llama's block (attn_q/k/v as the converter splits W_pack), a separate
+    # head; llama.cpp rotates (NORM RoPE) only the 32-layer model and gives the 40-layer one ALiBi
+    # with max bias 8. Dim 128 keeps 32-40 layers small.
+    d, H, ff = 128, 4, 256
+    hd = d // H
+    m = Model(path, "baichuan", 50 + layers, dtype)
+    m.common(d, layers, H, H)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    m.head(d)
+    for l in range(layers):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, H, hd)
+        m.norm(p + "ffn_norm.weight", d)
+        swiglu(m, p, d, ff)
+    m.write()
+
+
 def nemotron(path, dtype):
     # llama_model_nemotron: LayerNorm with biases (the converter's 1 + w already in the weights), q/k/v
     # and output biases, NEOX RoPE on half of each head, the ungated squared-ReLU MLP with biases
@@ -1071,6 +1141,11 @@ WRITERS = {
     "refact": lambda p, t: alibi_model(p, t, "refact", 45, 256, 4, 8, 1, 512, layer_norm=False),
     "jais": lambda p, t: alibi_model(p, t, "jais", 46, 256, 4, 4, 4, 512, gated=True,
                                      keys={"attention.max_alibi_bias": 8.0}),
+    "falcon": lambda p, t: falcon(p, t, False),
+    "falcon40b": lambda p, t: falcon(p, t, True),
+    "olmo": olmo,
+    "baichuan": lambda p, t: baichuan(p, t, 32),
+    "baichuan13b": lambda p, t: baichuan(p, t, 40),
 }
 
 if __name__ == "__main__":

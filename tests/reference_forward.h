@@ -20,7 +20,9 @@
 // temperature), bloom, mpt, refact and jais (ALiBi, Press et al. 2022: head h adds -m_h |i - j| to
 // the score of query i on key j, m_h the paper's geometric slopes, interleaved for head counts that
 // are not powers of two; bloom's LayerNorm of the embedding, mpt's clamp of q/k/v, jais's 1/d
-// score scale), deepseek2's multi-head latent attention in its plain,
+// score scale; baichuan: RoPE at 32 layers, ALiBi at 40, neither otherwise, as llama.cpp has it),
+// falcon (a parallel residual under one LayerNorm; Falcon-40B's attention under its own), olmo
+// (LayerNorms without parameters, q/k/v clamped), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
 // normalised latent c; the model runs the absorbed form), RoPE with Llama 3.1's frequency factors
 // and YaRN (Peng et al. 2023). The model tests compare the transformer's logits with it; an MoE
@@ -72,13 +74,17 @@ class ReferenceForward {
     gemma1_ = arch_ == "gemma";
     post_only_ = arch_ == "olmo2" || arch_ == "exaone4";  // post-norms only
     layer_norm_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "stablelm" || arch_ == "starcoder2" || arch_ == "gptneox" ||
-                  arch_ == "phi2" || arch_ == "nemotron" || arch_ == "bloom" || arch_ == "mpt" || arch_ == "jais";
+                  arch_ == "phi2" || arch_ == "nemotron" || arch_ == "bloom" || arch_ == "mpt" || arch_ == "jais" ||
+                  arch_ == "falcon" || arch_ == "olmo";
+    falcon_ = arch_ == "falcon";
+    weightless_ = arch_ == "olmo";
     // No RoPE: learned positions (gpt2, starcoder), ALiBi (bloom, refact: max bias 8; mpt, jais: the key).
+    const int64_t blocks = f_->get_int(a + "block_count", 0);
     rope_free_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "bloom" || arch_ == "mpt" || arch_ == "refact" ||
-                 arch_ == "jais";
-    const double max_bias = arch_ == "bloom" || arch_ == "refact"                 ? 8.0
+                 arch_ == "jais" || (arch_ == "baichuan" && blocks != 32);
+    const double max_bias = arch_ == "bloom" || arch_ == "refact" || (arch_ == "baichuan" && blocks == 40) ? 8.0
                             : arch_ == "mpt" || arch_ == "jais" ? f_->get_float(a + "attention.max_alibi_bias", 0.0)
-                                                                                   : 0.0;
+                                                                : 0.0;
     if (max_bias > 0) {
       const int H = c_.n_head;
       int n = 1;
@@ -86,16 +92,16 @@ class ReferenceForward {
       for (int h = 0; h < H; ++h)
         slopes_.push_back(h < n ? std::pow(2.0, -max_bias * (h + 1) / n) : std::pow(2.0, -max_bias * (2 * (h - n) + 1) / (2 * n)));
     }
-    clamp_ = arch_ == "mpt" ? f_->get_float(a + "attention.clamp_kqv", 0.0) : 0.0;
+    clamp_ = arch_ == "mpt" || arch_ == "olmo" ? f_->get_float(a + "attention.clamp_kqv", 0.0) : 0.0;
     phi2_ = arch_ == "phi2";
     cohere_ = arch_ == "command-r" || arch_ == "cohere2";  // LayerNorm without biases, one norm
     layer_norm_ = layer_norm_ || cohere_;
-    parallel_ = phi2_ || cohere_ || (arch_ == "gptneox" && f_->get_bool(a + "use_parallel_residual", false));
+    parallel_ = phi2_ || cohere_ || falcon_ || (arch_ == "gptneox" && f_->get_bool(a + "use_parallel_residual", false));
     if (cohere_) logit_mul_ = f_->get_float(a + "logit_scale", 0.0);
     if (logit_mul_ == 0) logit_mul_ = 1;
     relu_sqr_ = arch_ == "arcee" || arch_ == "nemotron";  // down(relu(up x)^2)
     ungated_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "starcoder2" || arch_ == "gptneox" || phi2_ || relu_sqr_ ||
-               arch_ == "bloom" || arch_ == "mpt";
+               arch_ == "bloom" || arch_ == "mpt" || falcon_;
     if (arch_ == "granite" || arch_ == "granitemoe") {
       // Granite's multipliers (0 or absent: none).
       embd_mul_ = f_->get_float(a + "embedding_scale", 0.0);
@@ -221,7 +227,9 @@ class ReferenceForward {
       std::vector<std::vector<double>> q(T), k(T), v(T);
       int n_kv = c_.n_head_kv, dk = c_.head_dim, dv = c_.head_dim;
       for (int t = 0; t < T; ++t) {
-        const auto h = post_only_ ? x[t] : norm(x[t], p + "attn_norm");
+        // Falcon-40B's attention reads its own norm, attn_norm_2.
+        const bool norm2 = falcon_ && f_->find_tensor(p + "attn_norm_2.weight");
+        const auto h = post_only_ ? x[t] : norm(x[t], p + (norm2 ? "attn_norm_2" : "attn_norm"));
         if (mla_) {
           mla_qkv(h, p, t, l, q[t], k[t], v[t]);
           n_kv = c_.n_head, dv = c_.mla_v_head_dim;
@@ -258,7 +266,8 @@ class ReferenceForward {
         // These graphs add no bias to the output projection, even where the file has one.
         const bool out_bias = arch_ != "ernie4_5" && arch_ != "ernie4_5-moe" && arch_ != "glm4moe" &&
                               arch_ != "dots1" && arch_ != "bailingmoe2" && arch_ != "deepseek" &&
-                              arch_ != "qwen3vlmoe" && arch_ != "hunyuan-moe" && arch_ != "refact";
+                              arch_ != "qwen3vlmoe" && arch_ != "hunyuan-moe" && arch_ != "refact" &&
+                              arch_ != "baichuan" && arch_ != "olmo" && !falcon_;
         auto o = linear(att, p + "attn_output", d, out_bias);
         if (gemma_ || post_only_ || arch_ == "glm4") o = norm(o, p + "post_attention_norm");
         for (double& e : o) e *= residual_mul_;
@@ -316,6 +325,7 @@ class ReferenceForward {
   }
   // RMSNorm (LayerNorm with bias for gpt2) with the weight `name`.weight.
   std::vector<double> norm(const std::vector<double>& in, const std::string& name) const {
+    if (weightless_) return norm_with(in, std::vector<double>(in.size(), 1.0), name);  // olmo: no parameters
     return norm_with(in, tensor(name + ".weight"), name);
   }
   // RMSNorm of each of n_head heads of v (head_dim each) with the weight `name`.weight [head_dim].
@@ -482,7 +492,7 @@ class ReferenceForward {
     // phi2 and cohere: one norm; seed_oss and glm4moe name the FFN's post_attention_norm.
     const bool post_named = arch_ == "seed_oss" || arch_ == "glm4moe";
     const auto h = post_only_ ? x
-                              : norm(x, p + (phi2_ || cohere_ ? "attn_norm"
+                              : norm(x, p + (phi2_ || cohere_ || falcon_ ? "attn_norm"
                                              : post_named     ? "post_attention_norm"
                                                               : "ffn_norm"));
     auto gelu = [](double e) { return 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e))); };
@@ -523,7 +533,7 @@ class ReferenceForward {
   double softcap_ = 0, attn_softcap_ = 0, base_ = 10000, base_local_ = 10000, factor_ = 1, orig_ctx_ = 0;
   double attn_factor_ = 1, mscale_all_ = 0;
   double q_scale_ = 1;
-  bool rope_free_ = false;
+  bool rope_free_ = false, falcon_ = false, weightless_ = false;
   std::vector<double> slopes_;  // ALiBi's per head (empty: none)
   double clamp_ = 0;            // mpt's clamp_kqv
   int window_ = 0;

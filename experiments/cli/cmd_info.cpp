@@ -266,7 +266,10 @@ void add_info_command(CLI::App& app) {
     }
     std::printf("rope:          %s\n", rope_line(c).c_str());
     const bool norm_bias = file->find_tensor("blk.0.attn_norm.bias") != nullptr;  // cohere's and most mpt's have none
-    std::printf("norms:         %s, eps %g%s\n", !c.layer_norm ? "RMSNorm" : norm_bias ? "LayerNorm with bias" : "LayerNorm",
+    const char* layer_norm = c.arch == core::Arch::Olmo ? "LayerNorm without parameters"
+                             : norm_bias                ? "LayerNorm with bias"
+                                                        : "LayerNorm";
+    std::printf("norms:         %s, eps %g%s\n", !c.layer_norm ? "RMSNorm" : layer_norm,
                 c.norm_eps,
                 !c.pre_norms ? " (post-norms only)" : c.post_norms ? " (pre- and post-norms)" : "");
     {

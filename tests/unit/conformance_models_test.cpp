@@ -139,7 +139,8 @@ INSTANTIATE_TEST_SUITE_P(Models, ConformanceDenseArch,
                                                               "qwen2vl", "seed_oss", "minicpm", "minicpm-defaults",
                                                               "glm4", "glm4-mrope", "hunyuan-dense", "qwen3vl",
                                                               "arcee", "nemotron", "starcoder", "bloom", "mpt", "refact",
-                                                              "jais"),
+                                                              "jais", "falcon", "falcon40b", "olmo", "baichuan",
+                                                              "baichuan13b"),
                                             ::testing::Values("f32", "f16")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);

@@ -1106,6 +1106,41 @@ TEST(Architectures, AlibiArchitecturesMatchReference) {
   EXPECT_GT(logit_change(scratch("arch_bloom-tiny_F32.gguf"), scratch("arch_bloom_as_mpt.gguf")), 1e-3);
 }
 
+TEST(Architectures, FalconOlmoBaichuanMatchReference) {
+  // falcon: a parallel residual under one LayerNorm (Falcon-7B, heads 4/1), or with the attention's
+  // own norm (Falcon-40B, heads 4/2); olmo: LayerNorms without parameters, q/k/v clamped; baichuan:
+  // RoPE with 32 layers, ALiBi with 40, as llama.cpp decides by the layer count. F32 and F16 weights.
+  for (const char* preset : {"falcon-tiny", "falcon40b-tiny", "olmo-tiny", "baichuan-tiny", "baichuan13b-tiny"})
+    for (DType t : {DType::F32, DType::F16}) {
+      SynthSpec s = synth_spec(preset);
+      s.type = t;
+      check_against_reference(s, fmt::format("arch_{}_{}.gguf", preset, dtype_name(t)));
+    }
+  auto falcon = Model::load(scratch("arch_falcon40b-tiny_F32.gguf"), f32_caches());
+  EXPECT_TRUE(falcon->config().parallel_residual);
+  EXPECT_EQ(falcon->config().rope_style, RopeStyle::SplitHalves);
+  auto olmo = Model::load(scratch("arch_olmo-tiny_F32.gguf"), f32_caches());
+  EXPECT_FLOAT_EQ(olmo->config().clamp_kqv, 1.5f);
+  auto b7 = Model::load(scratch("arch_baichuan-tiny_F32.gguf"), f32_caches());
+  EXPECT_EQ(b7->config().rope_style, RopeStyle::Adjacent);
+  EXPECT_FALSE(b7->config().alibi());
+  auto b13 = Model::load(scratch("arch_baichuan13b-tiny_F32.gguf"), f32_caches());
+  EXPECT_EQ(b13->config().rope_style, RopeStyle::None);
+  EXPECT_FLOAT_EQ(b13->config().alibi_max_bias, 8.0f);
+  // Falcon-40B's second norm matters: without it layer 1's attention reads attn_norm (Falcon-7B's way).
+  GgufEdit no_norm2;
+  no_norm2.drop_tensor = "blk.1.attn_norm_2.weight";
+  copy_gguf(scratch("arch_falcon40b-tiny_F32.gguf"), scratch("arch_falcon40b_no_norm2.gguf"), no_norm2);
+  EXPECT_GT(logit_change(scratch("arch_falcon40b-tiny_F32.gguf"), scratch("arch_falcon40b_no_norm2.gguf")), 1e-3);
+  // A 40-layer baichuan read with 32 layers' rules (its first 32 layers) rotates and has no ALiBi.
+  GgufEdit first32;
+  first32.keep_layers = 32;
+  copy_gguf(scratch("arch_baichuan13b-tiny_F32.gguf"), scratch("arch_baichuan13b_32.gguf"), first32);
+  auto cut = Model::load(scratch("arch_baichuan13b_32.gguf"), f32_caches());
+  EXPECT_EQ(cut->config().rope_style, RopeStyle::Adjacent);
+  EXPECT_FALSE(cut->config().alibi());
+}
+
 TEST(Architectures, Mistral3YarnKeysAndTemperatureMatchReference) {
   // YaRN over an original context of 8 with beta_fast 16, beta_slow 2 and yarn_log_multiplier 1
   // from the file, and the attention temperature 0.5 scaling the queries of positions 8 and on
