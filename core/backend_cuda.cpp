@@ -213,7 +213,8 @@ class CudaBackend final : public Backend {
 //   capacity factor, the Switch limit marks assignments beyond each expert's capacity dropped
 //   (-1, weight 0); group the kept assignments by expert (histogram, scan, stable radix sort;
 //   dropped ones sort last) and gather their inputs; per active expert e, in expert order:
-//   y = down_e(silu(gate_e xs) * up_e xs) over its contiguous rows; shared expert over all T
+//   y = down_e(silu(gate_e xs) * up_e xs) over its contiguous rows (gpt-oss: the router logits and
+//   each expert's gate, up and down outputs plus their biases, the clamped SwiGLU); shared expert over all T
 //   tokens; combine per token over its kept slots in rank order (+ sigmoid-gated shared output).
 // The host needs the tokens per expert to size each expert's GEMM: the record (kept counts, ids
 // with -1 for dropped slots, weights) is copied back once per MoE layer, which also gives the
@@ -222,10 +223,6 @@ void CudaBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, 
                           float* out, moe::Routing& routing) {
   cu::Context& ctx = *ctx_;
   const moe::MoEWeights& W = block.weights;
-  if (W.has_biases() || W.act != moe::MoEActivation::SwiGLU)
-    throw_error(ErrorKind::Unsupported,
-                "MoE block with router / expert biases or the clamped SwiGLU (gpt-oss) runs on the CPU backend "
-                "only for now (--device cpu)");
   const int E = W.n_expert();
   const int64_t d = W.gate_inp.n_in, ff = W.n_ff();
   const int64_t n = T * k;
@@ -245,6 +242,7 @@ void CudaBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, 
   int32_t* slot_pos = sorted + n;                          // [n]
 
   cu::matmul(ctx, x, T, W.gate_inp, rl);
+  if (W.gate_inp_b != nullptr) cu::add_bias(ctx, rl, W.gate_inp_b, T, E);  // gpt-oss: routed by the biased logits
   switch (block.router.kind) {
     case moe::RouterKind::SigmoidGroup:
     case moe::RouterKind::SoftmaxGroup: {
@@ -303,8 +301,14 @@ void CudaBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, 
     float* u = eu + off * ff;
     cu::matmul(ctx, xs + off * d, ne, W.gate_exps.rows(e * ff, ff), h);
     cu::matmul(ctx, xs + off * d, ne, W.up_exps.rows(e * ff, ff), u);
-    cu::swiglu(ctx, h, u, h, ne * ff);
+    if (W.gate_exps_b != nullptr) cu::add_bias(ctx, h, W.gate_exps_b + e * ff, ne, ff);
+    if (W.up_exps_b != nullptr) cu::add_bias(ctx, u, W.up_exps_b + e * ff, ne, ff);
+    if (W.act == moe::MoEActivation::SwiGLUOai)
+      cu::swiglu_oai(ctx, h, u, h, ne * ff);
+    else
+      cu::swiglu(ctx, h, u, h, ne * ff);
     cu::matmul(ctx, h, ne, W.down_exps.rows(e * d, d), ey + off * d);
+    if (W.down_exps_b != nullptr) cu::add_bias(ctx, ey + off * d, W.down_exps_b + e * d, ne, d);
     off += ne;
   }
   // Every assignment is kept (counted once) or dropped (-1).

@@ -524,6 +524,11 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
                           &L.ffn_gate_b, &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias, &L.attn_q_a_norm, &L.attn_kv_a_norm})
       f(*v);
     moe::MoEWeights& e = L.moe.weights;
+    // gpt-oss's router and expert biases, host floats of the binder: on the backend's memory too.
+    const int64_t n_e = e.n_expert(), n_ff = e.n_ff(), n_embd = e.gate_inp.n_in;
+    for (const auto& [b, n] : {std::pair{&e.gate_inp_b, n_e}, std::pair{&e.gate_exps_b, n_e * n_ff},
+                               std::pair{&e.up_exps_b, n_e * n_ff}, std::pair{&e.down_exps_b, n_e * n_embd}})
+      if (*b != nullptr) *b = be.resident(VectorView{*b, n}).data;
     for (MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &e.gate_inp,
                           &e.gate_exps, &e.up_exps, &e.down_exps, &e.gate_shexp, &e.up_shexp, &e.down_shexp,
                           &e.gate_inp_shexp, &L.wq_a, &L.wq_b, &L.wkv_a_mqa, &L.wk_b, &L.wv_b})

@@ -239,13 +239,15 @@ class MoECase final : public OpCase {
     int64_t n_embd = 64, n_ff = 96, n_ff_shared = 0, T = 1;
     moe::RouterKind router = moe::RouterKind::SoftmaxTopK;
     double capacity_factor = 0.0;
+    bool oai = false;  // gpt-oss: router and expert biases, the clamped SwiGLU
   };
   MoECase(Shape s, Bound bound) : OpCase("moe_ffn", std::move(bound)), s_(s) {}
   std::string shape() const override {
-    return fmt::format("{} E={} k={} n_embd={} n_ff={}{} T={} {}{}", dtype_name(s_.type), s_.n_expert, s_.k, s_.n_embd,
+    return fmt::format("{} E={} k={} n_embd={} n_ff={}{} T={} {}{}{}", dtype_name(s_.type), s_.n_expert, s_.k, s_.n_embd,
                        s_.n_ff, s_.n_ff_shared ? fmt::format(" shared={}", s_.n_ff_shared) : "", s_.T,
                        moe::router_kind_name(s_.router),
-                       s_.capacity_factor > 0 ? fmt::format(" capacity={}", s_.capacity_factor) : "");
+                       s_.capacity_factor > 0 ? fmt::format(" capacity={}", s_.capacity_factor) : "",
+                       s_.oai ? " biases swiglu_oai" : "");
   }
   void run(Backend& b) override { b.moe_ffn(block_d_, s_.k, s_.capacity_factor, x_d_, s_.T, out_d_, routing_); }
   Outputs result(Backend&, Arena& a) override { return outputs(a.get(out_d_), routing_); }
@@ -279,6 +281,13 @@ class MoECase final : public OpCase {
       gate_inp_sh_ = make_matrix(DType::F32, s_.n_embd, 1, sd + 7);
     }
     x_ = normal_floats(static_cast<size_t>(s_.T * s_.n_embd), sd + 8);
+    biases_ = {};
+    if (s_.oai) {  // router logit biases of their own scale; expert biases that move the clamp's inputs
+      biases_.push_back(normal_floats(static_cast<size_t>(E), sd + 10, 0.5f));
+      biases_.push_back(normal_floats(static_cast<size_t>(E * s_.n_ff), sd + 11, 0.5f));
+      biases_.push_back(normal_floats(static_cast<size_t>(E * s_.n_ff), sd + 12, 0.5f));
+      biases_.push_back(normal_floats(static_cast<size_t>(E * s_.n_embd), sd + 13, 0.1f));
+    }
     spec_ = {};
     spec_.kind = s_.router;
     spec_.n_expert = s_.n_expert;
@@ -314,6 +323,13 @@ class MoECase final : public OpCase {
     block_d_ = {};
     block_d_.weights = {res(h.gate_inp), res(h.gate_exps), res(h.up_exps),    res(h.down_exps),
                         res(h.gate_shexp), res(h.up_shexp), res(h.down_shexp), res(h.gate_inp_shexp)};
+    if (s_.oai) {
+      const float** dst[] = {&block_d_.weights.gate_inp_b, &block_d_.weights.gate_exps_b, &block_d_.weights.up_exps_b,
+                             &block_d_.weights.down_exps_b};
+      for (size_t i = 0; i < 4; ++i)
+        *dst[i] = b.resident(core::VectorView{biases_[i].data(), static_cast<int64_t>(biases_[i].size())}).data;
+      block_d_.weights.act = moe::MoEActivation::SwiGLUOai;
+    }
     block_d_.router = spec_;
     if (!spec_.group.bias.empty())
       block_d_.bias = b.resident(core::VectorView{spec_.group.bias.data(), static_cast<int64_t>(s_.n_expert)});
@@ -325,12 +341,19 @@ class MoECase final : public OpCase {
     gate_inp_ = gate_ = up_ = down_ = gate_sh_ = up_sh_ = down_sh_ = gate_inp_sh_ = {};
     x_ = {};
     spec_ = {};
+    biases_ = {};
   }
 
  private:
   moe::MoEWeights host_weights() const {
-    return {gate_inp_.view, gate_.view, up_.view, down_.view, gate_sh_.view, up_sh_.view, down_sh_.view,
-            gate_inp_sh_.view};
+    moe::MoEWeights w{gate_inp_.view, gate_.view, up_.view, down_.view, gate_sh_.view, up_sh_.view, down_sh_.view,
+                      gate_inp_sh_.view};
+    if (s_.oai) {
+      w.gate_inp_b = biases_[0].data(), w.gate_exps_b = biases_[1].data(), w.up_exps_b = biases_[2].data();
+      w.down_exps_b = biases_[3].data();
+      w.act = moe::MoEActivation::SwiGLUOai;
+    }
+    return w;
   }
   static Outputs outputs(std::vector<float> out, const moe::Routing& r) {
     Output experts{"experts"};
@@ -340,6 +363,7 @@ class MoECase final : public OpCase {
   Shape s_;
   HostMatrix gate_inp_, gate_, up_, down_, gate_sh_, up_sh_, down_sh_, gate_inp_sh_;
   std::vector<float> x_;
+  std::vector<std::vector<float>> biases_;  // oai: router [E], gate and up [E * n_ff], down [E * n_embd]
   moe::RouterSpec spec_;
   core::MoEBlock block_d_;
   float *x_d_ = nullptr, *out_d_ = nullptr;

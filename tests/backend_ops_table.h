@@ -365,7 +365,11 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
                MS{DType::Q8_0, 8, 3, 64, 96, 32, 17, RK::SigmoidGroup, 0.75},
                MS{DType::F32, 16, 4, 64, 96, 0, 1, RK::SoftmaxGroup, 0.0},
                MS{DType::F16, 16, 4, 64, 96, 64, 17, RK::SoftmaxGroup, 0.0},
-               MS{DType::Q8_0, 8, 3, 64, 96, 0, 17, RK::SoftmaxGroup, 1.0}})
+               MS{DType::Q8_0, 8, 3, 64, 96, 0, 17, RK::SoftmaxGroup, 1.0},
+               // gpt-oss's block: router and expert biases, the clamped SwiGLU
+               MS{DType::F32, 8, 2, 64, 96, 0, 1, RK::SoftmaxTopK, 0.0, true},
+               MS{DType::F16, 16, 4, 64, 96, 0, 17, RK::SoftmaxTopK, 0.0, true},
+               MS{DType::Q8_0, 8, 2, 64, 96, 0, 17, RK::SoftmaxTopK, 1.0, true}})
     add(new MoECase(s, moe_bound(s.type)));
   return t;
 }

@@ -1,4 +1,4 @@
-// Elementwise ops: SiLU, SwiGLU, GELU (tanh approximation), squared ReLU, clamp, add, mul, scale, softcap, add_bias. Grid-stride loops; each
+// Elementwise ops: SiLU, SwiGLU (and gpt-oss's clamped form), GELU (tanh approximation), squared ReLU, clamp, add, mul, scale, softcap, add_bias. Grid-stride loops; each
 // thread reads element i before writing element i, so outputs may alias inputs.
 #include <initializer_list>
 
@@ -30,6 +30,15 @@ __global__ void swiglu_kernel(const float* gate, const float* up, float* out, in
 }
 __global__ void gelu_kernel(const float* x, float* y, int64_t n) {
   SPECMOE_GRID_STRIDE(i, n) y[i] = gelu_f(x[i]);
+}
+// moe::swiglu_oai's float math (expf for std::exp).
+__global__ void swiglu_oai_kernel(const float* g, const float* u, float* y, int64_t n) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  SPECMOE_GRID_STRIDE(i, n) {
+    const float x = g[i] < kLimit ? g[i] : kLimit;
+    const float v = u[i] < -kLimit ? -kLimit : (u[i] > kLimit ? kLimit : u[i]);
+    y[i] = x / (1.0f + expf(-kAlpha * x)) * (v + 1.0f);
+  }
 }
 __global__ void clamp_kernel(const float* x, float limit, float* y, int64_t n) {
   SPECMOE_GRID_STRIDE(i, n) { y[i] = x[i] < -limit ? -limit : (x[i] > limit ? limit : x[i]); }
@@ -99,6 +108,15 @@ void relu_sqr(Context& ctx, const float* x, float* y, int64_t n) {
   DeviceGuard guard(ctx.device());
   detail::relu_sqr_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0,
                             detail::stream_of(ctx)>>>(x, y, n);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void swiglu_oai(Context& ctx, const float* gate, const float* up, float* out, int64_t n) {
+  detail::check_elementwise("swiglu_oai", n, {gate, up, out});
+  if (n == 0) return;
+  DeviceGuard guard(ctx.device());
+  detail::swiglu_oai_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0,
+                              detail::stream_of(ctx)>>>(gate, up, out, n);
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 
