@@ -13,7 +13,8 @@
 //  - F16 and BF16 match the exact scalar conversions bit for bit (NaN payloads included), F32
 //    is a copy;
 //  - a block type's values are finite whenever its fp16 scales are (they are the only floats
-//    in a block: everything else is small integers);
+//    in a block: everything else is small integers); MXFP4's whenever its E8M0 scale byte times
+//    the largest code is (2^(e - 128) x 12: e <= 252);
 //  - get_rows_ref returns the dequantized rows and rejects ids outside [0, rows);
 //  - with finite weights and activations whose products sum far below FLT_MAX, matmul_ref is
 //    finite and every matmul path (scalar, AVX2 float, AVX2 integer with 8-bit activations,
@@ -42,7 +43,8 @@ namespace specmoe::fuzz {
 
 inline constexpr DType kQuantTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,
                                         DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,   DType::Q3_K,
-                                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+                                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS,
+                                        DType::MXFP4};  // appended: byte 0 below 15 keeps its type
 
 // Byte offsets of the fp16 scales in one block (ggml-common.h block_* structs).
 inline std::vector<size_t> fp16_scale_offsets(DType t) {
@@ -62,6 +64,7 @@ inline int64_t act_block_of(DType type, kernels::cpu::Isa isa) {
   if (kernels::cpu::usable_isa(isa) == kernels::cpu::Isa::Scalar) return 0;  // Avx512 multiplies as Avx2
   switch (type) {
     case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::IQ4_NL:
+    case DType::MXFP4:
       return 32;
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::IQ4_XS:
       return 256;
@@ -103,9 +106,19 @@ inline double matmul_bound(DType type, kernels::cpu::Isa isa, const float* x, co
 // fp16_scale_offsets: Q4_1, Q5_1, Q2_K, Q4_K, Q5_K; dequantized with the min zeroed, then with
 // the scale zeroed), else |w|. A block of d == dmin with sc*q == m dequantizes to exact zeros
 // while the integer path's two sums cancel only to rounding (fuzz_quant found such a Q2_K block).
+// MXFP4: the block's scale times its largest code (2^(e - 128) x 12) for each weight, since the
+// integer path multiplies the scale by the activations' before the codes: a block of zero codes
+// under e = 255 dequantizes to zeros, while its scale times the activations' overflows (NaN, as
+// in ggml's dot; fuzz_quant found such a block).
 inline std::vector<float> weight_magnitudes(DType type, const uint8_t* w, size_t w_bytes, const std::vector<float>& deq) {
   const std::vector<size_t> scales = fp16_scale_offsets(type);
   std::vector<float> mag(deq.size());
+  if (type == DType::MXFP4) {
+    const DTypeInfo& info = dtype_info(type);
+    for (size_t i = 0; i < deq.size(); ++i)
+      mag[i] = std::ldexp(12.0f, static_cast<int>(w[i / info.block_size * info.block_bytes]) - 128);
+    return mag;
+  }
   if (scales.size() != 2) {
     for (size_t i = 0; i < deq.size(); ++i) mag[i] = std::fabs(deq[i]);
     return mag;
@@ -168,7 +181,8 @@ inline Outcome run_quant(std::span<const uint8_t> bytes) {
       SPECMOE_FUZZ_CHECK(std::memcmp(y, &exact, 4) == 0,
                          fmt::format("{}: 0x{:04x} dequantizes to {} (exact {})", what, h, *y, exact));
     } else {
-      bool scales_finite = true;
+      // MXFP4: the E8M0 byte e scales the doubled codes (at most 12) by 2^(e - 128), ggml's half scale.
+      bool scales_finite = type != DType::MXFP4 || std::isfinite(std::ldexp(12.0f, static_cast<int>(blk[0]) - 128));
       for (size_t off : fp16_scale_offsets(type)) {
         uint16_t h;
         std::memcpy(&h, blk + off, 2);

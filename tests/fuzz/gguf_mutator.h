@@ -324,7 +324,8 @@ class GgufMutator {
     if (!t) return;
     static constexpr DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,
                                        DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,   DType::Q3_K,
-                                       DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+                                       DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS,
+                                       DType::MXFP4};
     const DType to = pick_of(kTypes);
     if (t->ne.empty()) return;
     // A row longer than the file could hold has no data (a shape with a zero dimension): nothing
