@@ -302,6 +302,78 @@ void monarch(Messages msgs, bool add, std::string& out) {
   if (add) out += "<s>assistant\n";
 }
 
+// GigaChat: the system turn right after <s>; each user turn announces an empty function list.
+void gigachat(Messages msgs, bool add, std::string& out) {
+  const bool system = !msgs.empty() && msgs[0].role == "system";
+  out += "<s>" + (system ? msgs[0].content + "<|message_sep|>" : std::string());
+  for (size_t i = system ? 1 : 0; i < msgs.size(); ++i) {
+    if (msgs[i].role == "user")
+      out += "user<|role_sep|>" + msgs[i].content + "<|message_sep|>available functions<|role_sep|>[]<|message_sep|>";
+    else if (msgs[i].role == "assistant")
+      out += "assistant<|role_sep|>" + msgs[i].content + "<|message_sep|>";
+  }
+  if (add) out += "assistant<|role_sep|>";
+}
+
+// Orion-14B-Chat: system text joins the next user turn; each user turn ends with the assistant's
+// cue and </s>; no generation prompt beyond that cue.
+void orion(Messages msgs, bool, std::string& out) {
+  std::string system;
+  for (const ChatMessage& m : msgs) {
+    if (m.role == "system") {
+      system += m.content;
+    } else if (m.role == "user") {
+      out += "Human: " + (system.empty() ? std::string() : system + "\n\n") + m.content + "\n\nAssistant: </s>";
+      system.clear();
+    } else {
+      out += m.content + "</s>";
+    }
+  }
+}
+
+// RWKV World: trimmed turns separated by blank lines; the assistant's cue follows a last user turn
+// whether or not a generation prompt is asked for (llama.cpp's format).
+void rwkv_world(Messages msgs, bool, std::string& out) {
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const std::string_view c = trim(msgs[i].content);
+    if (msgs[i].role == "system") {
+      out += "System: " + std::string(c) + "\n\n";
+    } else if (msgs[i].role == "user") {
+      out += "User: " + std::string(c) + "\n\n";
+      if (i + 1 == msgs.size()) out += "Assistant:";
+    } else if (msgs[i].role == "assistant") {
+      out += "Assistant: " + std::string(c) + "\n\n";
+    }
+  }
+}
+
+// openPangu-Embedded: every turn as [unused9]role：text[unused10], an empty system turn first when
+// the conversation has none.
+void pangu_embedded(Messages msgs, bool add, std::string& out) {
+  static const std::map<std::string, std::string, std::less<>> names = {
+      {"system", "系统"}, {"user", "用户"}, {"assistant", "助手"}, {"tool", "工具"}, {"function", "方法"}};
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    if (i == 0 && msgs[i].role != "system") out += "[unused9]系统：[unused10]";
+    auto it = names.find(msgs[i].role);
+    if (it != names.end()) out += "[unused9]" + it->second + "：" + msgs[i].content + "[unused10]";
+  }
+  if (add) out += "[unused9]助手：";
+}
+
+// HunyuanOCR / Hunyuan-VL: a leading system turn, then each turn followed by its role's marker; no
+// generation prompt.
+void hunyuan_vl(Messages msgs, bool, std::string& out) {
+  out += "<｜hy_begin▁of▁sentence｜>";
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    if (i == 0 && msgs[i].role == "system")
+      out += msgs[i].content + "<｜hy_place▁holder▁no▁3｜>";
+    else if (msgs[i].role == "user")
+      out += msgs[i].content + "<｜hy_User｜>";
+    else if (msgs[i].role == "assistant")
+      out += msgs[i].content + "<｜hy_Assistant｜>";
+  }
+}
+
 const std::map<std::string, Renderer, std::less<>>& renderers() {
   static const std::map<std::string, Renderer, std::less<>> table = {
       {"chatml", tagged("<|im_start|>", "\n", "<|im_end|>\n", "<|im_start|>assistant\n", false)},
@@ -384,6 +456,33 @@ const std::map<std::string, Renderer, std::less<>>& renderers() {
       {"megrez", tagged("<|role_start|>", "<|role_end|>", "<|turn_end|>", "<|role_start|>assistant<|role_end|>", false)},
       {"yandex", by_role({{"user", {" Пользователь: ", "\n\n"}}, {"assistant", {" Ассистент: ", "\n\n"}}},
                          " Ассистент:[SEP]")},
+      {"kimi-k2", by_role({{"system", {"<|im_system|>system<|im_middle|>", "<|im_end|>"}},
+                           {"user", {"<|im_user|>user<|im_middle|>", "<|im_end|>"}},
+                           {"assistant", {"<|im_assistant|>assistant<|im_middle|>", "<|im_end|>"}},
+                           {"tool", {"<|im_system|>tool<|im_middle|>", "<|im_end|>"}}, {"*", {"", "<|im_end|>"}}},
+                          "<|im_assistant|>assistant<|im_middle|>")},
+      // Grok 2: system and user turns trimmed, the assistant's not.
+      {"grok-2", [](Messages msgs, bool add, std::string& out) {
+         for (const ChatMessage& m : msgs) {
+           if (m.role == "system") out += "System: " + std::string(trim(m.content)) + "<|separator|>\n\n";
+           else if (m.role == "user") out += "Human: " + std::string(trim(m.content)) + "<|separator|>\n\n";
+           else if (m.role == "assistant") out += "Assistant: " + m.content + "<|separator|>\n\n";
+         }
+         if (add) out += "Assistant:";
+       }},
+      {"gigachat", gigachat},
+      {"orion", orion},
+      {"rwkv-world", rwkv_world},
+      {"pangu-embedded", pangu_embedded},
+      {"solar-open", [](Messages msgs, bool add, std::string& out) {
+         for (const ChatMessage& m : msgs) out += "<|begin|>" + m.role + "<|content|>" + m.content + "<|end|>";
+         if (add) out += "<|begin|>assistant";
+       }},
+      {"exaone-moe", by_role({{"system", {"<|system|>\n", "<|endofturn|>\n"}}, {"user", {"<|user|>\n", "<|endofturn|>\n"}},
+                              {"assistant", {"<|assistant|>\n", "<|endofturn|>\n"}},
+                              {"tool", {"<|tool|>\n", "<|endofturn|>\n"}}},
+                             "<|assistant|>\n", true)},
+      {"hunyuan-vl", hunyuan_vl},
       {"smolvlm", by_role({{"system", {"", "\n\n"}}, {"user", {"User: ", "<end_of_utterance>\n"}},
                            {"*", {"Assistant: ", "<end_of_utterance>\n"}}},
                           "Assistant:", false, "<|im_start|>")},
