@@ -185,6 +185,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"mpt", Arch::Mpt, RopeStyle::None},                   {"refact", Arch::Refact, RopeStyle::None},
       {"jais", Arch::Jais, RopeStyle::None},                 {"falcon", Arch::Falcon, RopeStyle::SplitHalves},
       {"olmo", Arch::Olmo, RopeStyle::Adjacent},             {"baichuan", Arch::Baichuan, RopeStyle::Adjacent},
+      {"dbrx", Arch::Dbrx, RopeStyle::SplitHalves},          {"phimoe", Arch::PhiMoe, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -196,7 +197,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan)",
+                "falcon, olmo, baichuan, dbrx, phimoe)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -213,7 +214,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
   c.position_embd = c.arch == Arch::Mpt && file.find_tensor("position_embd.weight") != nullptr;
   c.layer_norm = c.learned_positions() || c.arch == Arch::Bloom || c.arch == Arch::Mpt || c.arch == Arch::Jais ||
-                 c.arch == Arch::Falcon || c.arch == Arch::Olmo || c.arch == Arch::StableLm || c.arch == Arch::Starcoder2 ||
+                 c.arch == Arch::Falcon || c.arch == Arch::Olmo || c.arch == Arch::Dbrx || c.arch == Arch::StableLm || c.arch == Arch::Starcoder2 ||
                  c.arch == Arch::GptNeox || c.arch == Arch::Phi2 || c.arch == Arch::Nemotron || cohere;
   c.parallel_residual = c.arch == Arch::Phi2 || c.arch == Arch::Falcon || cohere;  // gptneox: its key, read below
   if (c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) c.ffn_act = FfnActivation::GeluTanh;
@@ -258,8 +259,10 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     c.head_dim = c.n_embd / c.n_head;
   }
 
-  // mpt's and olmo's clamp of q, k and v.
+  // mpt's and olmo's clamp of q, k and v; dbrx's, whose key llama.cpp requires.
   if (c.arch == Arch::Mpt || c.arch == Arch::Olmo) c.clamp_kqv = r.get_float("attention.clamp_kqv", 0.0f);
+  if (c.arch == Arch::Dbrx) c.clamp_kqv = r.get_float("attention.clamp_kqv", std::nullopt);
+  c.rms_norm_bias = c.arch == Arch::PhiMoe;
   if (!(c.clamp_kqv >= 0.0f))
     throw_error(ErrorKind::Format, "{}: {} is {}", file.path(), r.key("attention.clamp_kqv"), c.clamp_kqv);
   if (c.rope_free()) {
@@ -327,8 +330,9 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::Qwen2Vl || c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Glm4 ||
       c.arch == Arch::Glm4Moe || c.arch == Arch::HunyuanDense)
     detail::read_mrope(r, c);
-  if (c.arch == Arch::Phi3) {
-    // llama.cpp reads phi3's attention.sliding_window but disables SWA (llama-model.cpp, phi3).
+  if (c.arch == Arch::Phi3 || c.arch == Arch::PhiMoe) {
+    // llama.cpp reads phi3's attention.sliding_window but disables SWA (llama-model.cpp, phi3);
+    // phimoe (phi3's graph) reads no window.
     c.rope_long_short_factors = file.find_tensor("rope_factors_long.weight") != nullptr;
   }
 

@@ -15,7 +15,7 @@ enum class Arch {
   Granite, GraniteMoe, Olmo2, Smollm3, StableLm, Gemma, Starcoder2, GptNeox, Phi2, Ernie45, Exaone,
   Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl,
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
-  MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan
+  MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan, Dbrx, PhiMoe
 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
@@ -89,7 +89,9 @@ struct ModelConfig {
   // layers 8 (llama.cpp fixes it), mpt and jais <arch>.attention.max_alibi_bias (absent = 0: no
   // positional signal at all). Head h's slope is kernels::alibi_slope(n_head, alibi_max_bias, h).
   float alibi_max_bias = 0.0f;
-  float clamp_kqv = 0.0f;            // mpt, olmo: <arch>.attention.clamp_kqv, q, k and v clamped to +-it (0 = none)
+  float clamp_kqv = 0.0f;            // mpt, olmo, dbrx: <arch>.attention.clamp_kqv, q, k and v clamped to +-it (0 = none)
+  bool rms_norm_bias = false;        // phimoe: each RMSNorm adds a bias (attn_norm.bias, ffn_norm.bias,
+                                     // output_norm.bias), as llama.cpp's build_norm does for it
   bool embd_norm = false;            // bloom: LayerNorm of the token embedding (token_embd_norm{,.bias})
   bool position_embd = false;        // mpt: an optional position_embd (gpt2, starcoder: always)
   bool layer_norm = false;           // gpt2, stablelm, starcoder2: LayerNorm with a bias (attn_norm.bias,

@@ -305,14 +305,16 @@ void read_experts(const Reader& r, ModelConfig& c) {
       c.n_ff_expert = c.n_ff;
   }
   // Fixed by llama.cpp's graph for these, whatever the file's keys say.
+  // dbrx and phimoe: softmax, renormalised, unscaled (their loaders read none of the router keys).
   const bool fixed_softmax = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe ||
-                             c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss;
+                             c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss || c.arch == Arch::Dbrx ||
+                             c.arch == Arch::PhiMoe;
   const bool raw = c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
                    c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2;
   c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), !raw);
   if (c.arch == Arch::Deepseek) c.expert_weights_norm = false;
   if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss ||
-      c.arch == Arch::MinimaxM2)
+      c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx || c.arch == Arch::PhiMoe)
     c.expert_weights_norm = true;
   const bool gating_required = c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::MinimaxM2;
   if (gating_required && c.n_expert > 0 && !file.has(r.key("expert_gating_func")))
@@ -328,7 +330,8 @@ void read_experts(const Reader& r, ModelConfig& c) {
                 r.key("expert_gating_func"), gating);
   }
   const bool never_scaled = c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe ||
-                            c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2;
+                            c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
+                            c.arch == Arch::PhiMoe;
   c.expert_weights_scale = never_scaled ? 0.0f : r.get_float("expert_weights_scale", 0.0f);
   if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp: 0 = no scaling
   c.n_expert_group = std::max(1, r.get("expert_group_count", 1));
@@ -339,8 +342,8 @@ void read_experts(const Reader& r, ModelConfig& c) {
                               c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 || c.arch == Arch::Ernie45Moe;
   const bool needs_experts = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
                              c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
-                             c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 ||
-                             (deepseek_style && !lead_only);
+                             c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
+                             c.arch == Arch::PhiMoe || (deepseek_style && !lead_only);
   const bool may_have_experts = needs_experts || c.arch == Arch::Llama || deepseek_style;
   if (needs_experts && c.n_expert == 0)
     throw_error(ErrorKind::Format, "{}: {} model without {}", file.path(), c.arch_name, r.key("expert_count"));

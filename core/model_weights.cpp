@@ -56,6 +56,10 @@
 //          attention's), attn_qkv, attn_output, ffn_up, ffn_down without biases, output_norm{,.bias},
 //          output (absent = tied); olmo: llama's tensors without any norm (its LayerNorms have no
 //          parameters: bound as weights of 1, which multiply exactly), output absent = tied
+//   dbrx: attn_norm, attn_qkv, attn_output, attn_output_norm (the FFN's pre-norm), LayerNorms
+//          without biases, Mixtral's experts, output required; phimoe: llama's attention with
+//          attn_output.bias, RMSNorms with biases (attn_norm, ffn_norm, output_norm .bias), Mixtral's
+//          experts, output.weight and output.bias, optional LongRoPE factors
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
 //     llama (Mixtral)  blk.N.ffn_gate_inp.weight   {n_embd, n_expert}
 //                      blk.N.ffn_gate_exps.weight  {n_embd, n_ff_exp, n_expert}   ffn_up_exps the same
@@ -307,7 +311,8 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     w.token_embd_norm_b = vec("token_embd_norm.bias", c.n_embd);
   }
   // olmo's LayerNorms have neither weight nor bias: a weight of 1 is the same float math.
-  const bool olmo = c.arch == Arch::Olmo, falcon = c.arch == Arch::Falcon;
+  const bool olmo = c.arch == Arch::Olmo, falcon = c.arch == Arch::Falcon, dbrx = c.arch == Arch::Dbrx;
+  const bool phimoe = c.arch == Arch::PhiMoe;
   VectorView ones;
   if (olmo) {
     floats.emplace_back(static_cast<size_t>(c.n_embd), 1.0f);
@@ -316,13 +321,13 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   w.output_norm = olmo ? ones : vec("output_norm.weight", c.n_embd);
   // command-r's and cohere2's LayerNorms have no biases.
   const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
-  if (c.layer_norm && !cohere && !olmo)
+  if ((c.layer_norm && !cohere && !olmo && !dbrx) || phimoe)
     w.output_norm_b = mpt ? opt_vec("output_norm.bias", c.n_embd) : vec("output_norm.bias", c.n_embd);
-  if ((c.arch == Arch::Jais || c.arch == Arch::Baichuan) && c.tied_output)
+  if ((c.arch == Arch::Jais || c.arch == Arch::Baichuan || dbrx || phimoe) && c.tied_output)
     throw_error(ErrorKind::Format, "{}: {} needs output.weight (llama.cpp does not tie its head)", file.path(),
                 c.arch_name);
   w.output = !c.tied_output ? b.matrix("output.weight", c.n_embd, c.n_vocab) : w.token_embd;
-  if (c.arch == Arch::Phi2) w.output_b = vec("output.bias", c.n_vocab);
+  if (c.arch == Arch::Phi2 || phimoe) w.output_b = vec("output.bias", c.n_vocab);
   // qwen2vl: llama.cpp binds an optional output.bias but its graph does not add it; neither does specmoe.
   if (c.rope_freq_factors) {
     // llama3: the converter's rope_freqs.weight, else the factors of the file's llama3 keys.
@@ -378,9 +383,11 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       // seed_oss names its FFN's pre-norm post_attention_norm (llama.cpp's attn_post_norm).
       // seed_oss and glm4moe name it so too.
       const bool post_named = c.arch == Arch::SeedOss || c.arch == Arch::Glm4Moe || c.arch == Arch::GptOss;
-      L.ffn_norm = vec(p + (post_named ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd);
+      // dbrx names it attn_output_norm.
+      L.ffn_norm = vec(p + (post_named ? "post_attention_norm.weight" : dbrx ? "attn_output_norm.weight" : "ffn_norm.weight"),
+                       c.n_embd);
     }
-    if (c.layer_norm && c.arch != Arch::Phi2 && !cohere && !falcon && !olmo) {
+    if ((c.layer_norm && c.arch != Arch::Phi2 && !cohere && !falcon && !olmo && !dbrx) || phimoe) {
       L.attn_norm_b = mpt ? opt_vec(p + "attn_norm.bias", c.n_embd) : vec(p + "attn_norm.bias", c.n_embd);
       L.ffn_norm_b = mpt ? opt_vec(p + "ffn_norm.bias", c.n_embd) : vec(p + "ffn_norm.bias", c.n_embd);
     }
@@ -401,10 +408,10 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     } else if (c.is_mla()) {
       bind_mla(b, c, p, L, vec);
     } else {
-      if (falcon || b.has(p + "attn_qkv.weight")) {  // falcon: required
+      if (falcon || dbrx || b.has(p + "attn_qkv.weight")) {  // falcon, dbrx: required
         // llama.cpp's create_tensor_qkv: one fused projection when the file has it (phi3).
         L.wqkv = b.matrix(p + "attn_qkv.weight", c.n_embd, qkv_dim);
-        L.bqkv = falcon ? VectorView{} : opt_vec(p + "attn_qkv.bias", qkv_dim);  // falcon binds none
+        L.bqkv = falcon || dbrx ? VectorView{} : opt_vec(p + "attn_qkv.bias", qkv_dim);  // falcon, dbrx bind none
         if (L.bqkv.empty() && (b.has(p + "attn_q.bias") || b.has(p + "attn_k.bias") || b.has(p + "attn_v.bias")))
           throw_error(ErrorKind::Unsupported, "{}: layer {} has a fused attn_qkv with separate q/k/v biases",
                       file.path(), l);
@@ -427,7 +434,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       if (c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::Mistral3 ||
           c.arch == Arch::MiniCpm || c.arch == Arch::Nemotron)
         L.bo = opt_vec(p + "attn_output.bias", c.n_embd);
-      if (c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2 || c.arch == Arch::GptOss)
+      if (c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2 || c.arch == Arch::GptOss || phimoe)
         L.bo = vec(p + "attn_output.bias", c.n_embd);
       if (c.arch == Arch::GptOss) L.attn_sinks = vec(p + "attn_sinks.weight", c.n_head);
       if (c.qk_norm) {

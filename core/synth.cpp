@@ -61,13 +61,13 @@ void check_spec(const SynthSpec& s) {
                    "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2",
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
-                   "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan"}))
+                   "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
-                "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan)",
+                "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -92,8 +92,8 @@ void check_spec(const SynthSpec& s) {
                 s.n_layer);
   if (s.attn_logit_softcap > 0.0f && s.arch != "gemma2")
     throw_error(ErrorKind::InvalidArgument, "synth: attention soft-capping is gemma2's, not {}'s", s.arch);
-  if (s.rope_long_short && s.arch != "phi3")
-    throw_error(ErrorKind::InvalidArgument, "synth: LongRoPE factors are phi3's, not {}'s", s.arch);
+  if (s.rope_long_short && !is_arch(s, {"phi3", "phimoe"}))
+    throw_error(ErrorKind::InvalidArgument, "synth: LongRoPE factors are phi3's and phimoe's, not {}'s", s.arch);
   if (s.rope_attn_factor > 0.0f && !is_arch(s, {"phi3", "olmo2"}))
     throw_error(ErrorKind::InvalidArgument, "synth: rope.scaling.attn_factor is written for phi3 and olmo2, not {}",
                 s.arch);
@@ -108,7 +108,7 @@ void check_spec(const SynthSpec& s) {
   if (s.moe_layer_step != 1 && s.arch != "ernie4_5-moe")
     throw_error(ErrorKind::InvalidArgument, "synth: an MoE layer step is ernie4_5-moe's, not {}'s", s.arch);
   const bool experts_ok = s.arch == "qwen2moe"                    ? s.n_expert > 0 && s.n_ff_shared > 0
-                          : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe", "gpt-oss", "minimax-m2"})
+                          : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe", "gpt-oss", "minimax-m2", "dbrx", "phimoe"})
                               ? s.n_expert > 0 && s.n_ff_shared == 0
                           : is_arch(s, {"ernie4_5-moe", "hunyuan-moe"}) ? s.n_expert > 0 && s.n_expert_shared == 0
                           : ds_moe                               ? s.n_expert > 0 && s.n_ff_shared == 0
@@ -175,8 +175,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   // falcon: fused attn_qkv, one LayerNorm for both sublayers of a parallel residual (with more than
   // one KV head, Falcon-40B's form: attn_norm_2 for the attention), an ungated MLP, no biases.
   // olmo: LayerNorms without parameters (no norm tensors at all), q/k/v clamped.
-  const bool falcon = a == "falcon", olmo = a == "olmo";
-  const bool ernie_moe = a == "ernie4_5-moe", fused_qkv = phi3 || a == "bailingmoe2" || falcon;
+  // dbrx: fused attn_qkv, LayerNorms without biases, the FFN's named attn_output_norm, q/k/v clamped.
+  // phimoe: RMSNorms with biases, q/k/v and output biases, a logit bias.
+  const bool falcon = a == "falcon", olmo = a == "olmo", dbrx = a == "dbrx", phimoe = a == "phimoe";
+  const bool ernie_moe = a == "ernie4_5-moe", fused_qkv = phi3 || a == "bailingmoe2" || falcon || dbrx;
   // hunyuan-moe: experts of feed_forward_length (its expert_feed_forward_length the same), one
   // ungated shared expert of n_ff_shared (expert_shared_feed_forward_length).
   const bool hunyuan_moe = a == "hunyuan-moe";
@@ -194,7 +196,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool bloom = a == "bloom", mpt = a == "mpt", jais = a == "jais";
   const bool nemotron = a == "nemotron", arcee = a == "arcee";  // ungated squared-ReLU MLPs
   const bool gpt_oss = a == "gpt-oss";  // sinks, biases everywhere, experts with biases
-  const bool qkv_bias = qwen2 || (layer_norm && !falcon) || glm4 || a == "glm4moe" || gpt_oss;
+  const bool qkv_bias = qwen2 || (layer_norm && !falcon) || glm4 || a == "glm4moe" || gpt_oss || phimoe;
   const int n_head_kv = a == "gpt2" ? s.n_head : s.n_head_kv;
   const int head_dim = head_dim_of(s);
   const int rope_dims = s.rope_dims > 0 ? s.rope_dims : head_dim;
@@ -243,9 +245,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     if (a == "starcoder") w.set_u32(a + ".attention.head_count_kv", n_head_kv);  // multi-query
   } else {
     w.set_u32(a + ".attention.head_count_kv", n_head_kv);
-    w.set_f32(a + (layer_norm || cohere || mpt || olmo ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"),
+    w.set_f32(a + (layer_norm || cohere || mpt || olmo || dbrx ? ".attention.layer_norm_epsilon"
+                                                                : ".attention.layer_norm_rms_epsilon"),
               1e-5f);
-    if (olmo) w.set_f32(a + ".attention.clamp_kqv", 1.5f);
+    if (olmo || dbrx) w.set_f32(a + ".attention.clamp_kqv", dbrx ? 2.0f : 1.5f);
     if (mpt || jais) w.set_f32(a + ".attention.max_alibi_bias", 8.0f);  // bloom and refact: llama.cpp's fixed 8
     if (mpt) w.set_f32(a + ".attention.clamp_kqv", 1.5f);              // clips ~13% of unit-scale q/k/v
     if (cohere) w.set_f32(a + ".logit_scale", 0.5f);  // a multiplier here (Command R: 0.0625)
@@ -366,7 +369,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     vec("token_embd_norm.weight", s.n_embd, 1.0f, 0.3f);
     vec("token_embd_norm.bias", s.n_embd, 0.0f, 0.1f);
   }
-  if (layer_norm) vec("output_norm.bias", s.n_embd, 0.0f, 0.1f);
+  if (layer_norm || phimoe) vec("output_norm.bias", s.n_embd, 0.0f, 0.1f);
   if (s.llama3_orig_ctx > 0) {
     // Llama 3.1's frequency factors, computed as llama.cpp's converter does (LlamaModel
     // generate_extra_tensors) with factor 8 and low/high frequency factors 1 and 4.
@@ -417,7 +420,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       }
     }
     w.add_tensor_f32("output.weight", s.type, {s.n_embd, s.n_vocab}, v);
-    if (phi2 || a == "qwen2vl") vec("output.bias", s.n_vocab, 0.0f, 0.5f);  // qwen2vl's is left unused
+    if (phi2 || phimoe || a == "qwen2vl") vec("output.bias", s.n_vocab, 0.0f, 0.5f);  // qwen2vl's is left unused
   }
 
   for (int l = 0; l < n_write; ++l) {
@@ -430,13 +433,14 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       // seed_oss and glm4moe name the FFN's pre-norm post_attention_norm
       const bool post_named = a == "seed_oss" || a == "glm4moe" || a == "gpt-oss";
       if (!phi2 && !cohere && !falcon)
-        vec(p + (post_named ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.0f);
+        vec(p + (post_named ? "post_attention_norm.weight" : dbrx ? "attn_output_norm.weight" : "ffn_norm.weight"),
+            s.n_embd, 1.0f, dbrx ? 0.3f : 0.0f);
     }
     if (falcon && n_head_kv > 1) {  // Falcon-40B: the attention's own norm
       vec(p + "attn_norm_2.weight", s.n_embd, 1.0f, 0.3f);
       vec(p + "attn_norm_2.bias", s.n_embd, 0.0f, 0.1f);
     }
-    if (layer_norm) {  // biases with a spread, so a skipped one shows
+    if (layer_norm || phimoe) {  // biases with a spread, so a skipped one shows
       vec(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f);
       if (!phi2 && !falcon) vec(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f);
     }
@@ -500,7 +504,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         vec(p + "attn_q_norm.weight", head_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", head_dim, 1.0f, 0.5f);
       }
-      if (starcoder2 || phi2 || nemotron || gpt_oss) vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
+      if (starcoder2 || phi2 || nemotron || gpt_oss || phimoe) vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
       if (gpt_oss) vec(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f);  // sink logits of the scores' scale
       if (olmoe || a == "olmo2" || a == "minimax-m2") {  // over the whole projections
         vec(p + "attn_q_norm.weight", q_dim, 1.0f, 0.5f);

@@ -537,6 +537,22 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "dbrx-tiny" || preset == "phimoe-tiny") {
+    // dbrx (DBRX) and phimoe (Phi-3.5-MoE) in llama.cpp's layout, F32, 4 layers, dim 64, 8 experts of
+    // width 32, top-2, softmax renormalised (both graphs fix it): dbrx with fused attn_qkv, LayerNorms
+    // without biases, attn_output_norm before the FFN and q/k/v clamped to +-2; phimoe with RMSNorms
+    // that add biases, q/k/v and output biases, a logit bias and LongRoPE factors (original context 64).
+    s.arch = preset.substr(0, preset.size() - 5);
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    if (s.arch == "phimoe") {
+      s.rope_long_short = true;
+      s.rope_orig_ctx = 64;
+    }
+    s.name = preset;
+    return s;
+  }
   if (preset == "arcee-tiny" || preset == "nemotron-tiny") {
     // arcee (AFM-4.5B) and nemotron (Nemotron-Mini / Minitron) in llama.cpp's layout, F32, 4 layers,
     // dim 64: an ungated squared-ReLU MLP down(relu(up x)^2); arcee with llama's attention
@@ -777,6 +793,8 @@ std::vector<std::string> synth_presets() {
       "olmo-tiny: olmo (OLMo 1), F32, 4 layers, dim 64, LayerNorms without parameters, q/k/v clamped, tied head",
       "baichuan-tiny: baichuan (7B's form), F32, 32 layers, dim 32, llama's block with RoPE",
       "baichuan13b-tiny: baichuan (13B's form), F32, 40 layers, dim 32, llama's block with ALiBi",
+      "dbrx-tiny: dbrx, F32, 4 layers, dim 64, fused QKV, bias-free LayerNorms, q/k/v clamped, 8 experts top-2",
+      "phimoe-tiny: phimoe (Phi-3.5-MoE), F32, 4 layers, dim 64, RMSNorms with biases, LongRoPE, 8 experts top-2",
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
       "squared-ReLU MLP with biases",

@@ -81,10 +81,12 @@ void Transformer::norm(const VectorView& w, const VectorView& b, const float* in
   if (w.empty()) {  // olmo2 has no pre-norms: the sublayer reads the residual stream itself
     const size_t row = static_cast<size_t>(c_.n_embd) * sizeof(float);
     be_->copy_rows(out, row, in, row, row, rows);
-  } else if (c_.layer_norm)
+  } else if (c_.layer_norm) {
     be_->layer_norm(in, w.data, b.data, out, rows, c_.n_embd, c_.norm_eps);
-  else
+  } else {
     be_->rms_norm(in, w.data, out, rows, c_.n_embd, c_.norm_eps);
+    if (!b.empty()) be_->add_bias(out, b.data, rows, c_.n_embd);  // phimoe's RMSNorm with a bias
+  }
 }
 
 // x += attn_output(attention(rope(q), rope(k), v)) for layer l; the new tokens' keys/values go

@@ -4,7 +4,7 @@ granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, g
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
-bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo and baichuan (7B's and 13B's forms) in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx and phimoe in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -689,6 +689,66 @@ def minimax_m2(path, dtype):
     m.write()
 
 
+def dbrx(path, dtype):
+    # llama_model_dbrx: fused attn_qkv and attn_output without biases, LayerNorms without biases
+    # (attn_norm, attn_output_norm before the experts, output_norm), q/k/v clamped to
+    # +-attention.clamp_kqv (required), NEOX RoPE, 16 experts of feed_forward_length top-4 under a
+    # softmax renormalised and unscaled (the graph fixes it), a separate head.
+    d, L, H, Hkv, E, k, ff = 256, 4, 8, 2, 16, 4, 256
+    hd = d // H
+    m = Model(path, "dbrx", 51, dtype)
+    m.common(d, L, H, Hkv)
+    m.f32("attention.layer_norm_epsilon", 1e-5)
+    m.f32("attention.clamp_kqv", 2.0)
+    m.u32("feed_forward_length", ff)
+    m.u32("expert_count", E)
+    m.u32("expert_used_count", k)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 500000.0)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        m.matrix(p + "attn_qkv.weight", [d, d + 2 * Hkv * hd])
+        m.matrix(p + "attn_output.weight", [d, d], scale=0.7)
+        m.norm(p + "attn_output_norm.weight", d)
+        m.experts(p, d, ff, E)
+    m.write()
+
+
+def phimoe(path, dtype):
+    # llama_model_phimoe (Phi-3.5-MoE, phi3's graph): RMSNorms that add a bias (attn_norm, ffn_norm,
+    # output_norm), q/k/v and output biases, NEOX RoPE with LongRoPE factors (original context 256:
+    # the 512-token chunks take the long ones), 16 experts top-2 under a renormalised softmax, a
+    # separate head with a bias.
+    d, L, H, Hkv, E, k, ff = 256, 4, 4, 2, 16, 2, 256
+    hd = d // H
+    m = Model(path, "phimoe", 52, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", ff)
+    m.u32("expert_count", E)
+    m.u32("expert_used_count", k)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    m.u32("rope.scaling.original_context_length", 256)
+    half = hd // 2
+    u = np.arange(half) / (half - 1)
+    m.w.add_tensor("rope_factors_long.weight", (1 + 24 * u * u).astype(np.float32))
+    m.w.add_tensor("rope_factors_short.weight", (1 + 0.25 * u).astype(np.float32))
+    bias(m, "output_norm.bias", d)
+    m.head(d)
+    m.norm("output.bias", N_VOCAB, base=0.0, noise=1.0)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        bias(m, p + "attn_norm.bias", d)
+        dense_attention(m, p, d, H, Hkv, hd, bias=True, out_bias=True)
+        m.norm(p + "ffn_norm.weight", d)
+        bias(m, p + "ffn_norm.bias", d)
+        m.experts(p, d, ff, E)
+    m.write()
+
+
 def gpt_oss(path, dtype):
     # llama_model_openai_moe (gpt-oss): heads 8/2 of 64 (key_length; q is 512 wide against n_embd
     # 256), q/k/v and output biases, attn_sinks, NEOX RoPE with YaRN (factor 4 over an original
@@ -1141,6 +1201,8 @@ WRITERS = {
     "refact": lambda p, t: alibi_model(p, t, "refact", 45, 256, 4, 8, 1, 512, layer_norm=False),
     "jais": lambda p, t: alibi_model(p, t, "jais", 46, 256, 4, 4, 4, 512, gated=True,
                                      keys={"attention.max_alibi_bias": 8.0}),
+    "dbrx": dbrx,
+    "phimoe": phimoe,
     "falcon": lambda p, t: falcon(p, t, False),
     "falcon40b": lambda p, t: falcon(p, t, True),
     "olmo": olmo,

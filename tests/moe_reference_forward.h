@@ -39,12 +39,13 @@ class MoEReferenceForward : public ReferenceForward {
                      arch_ == "glm4moe" || arch_ == "bailingmoe2";
     norm_w_ = f_->get_bool(a + "expert_weights_norm", !raw);
     // Graphs that fix the normalisation, gating and scale whatever the keys say.
+    // gpt-oss: softmax of the k selected logits = renormalised; dbrx, phimoe: renormalised softmax.
     const bool fixed = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" ||
-                       arch_ == "gpt-oss";  // gpt-oss: softmax of the k selected logits = renormalised
+                       arch_ == "gpt-oss" || arch_ == "dbrx" || arch_ == "phimoe";
     if (arch_ == "minimax-m2") norm_w_ = true;  // its graph renormalises whatever the key says
     if (fixed) norm_w_ = arch_ != "deepseek";
     const bool unscaled = arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" || arch_ == "gpt-oss" ||
-                          arch_ == "minimax-m2";
+                          arch_ == "minimax-m2" || arch_ == "dbrx" || arch_ == "phimoe";
     scale_ = unscaled ? 0.0 : f_->get_float(a + "expert_weights_scale", 0.0);
     if (scale_ == 0.0) scale_ = 1.0;
     const int64_t gating = fixed ? 1 : f_->get_int(a + "expert_gating_func", arch_ == "glm4moe" ? 2 : 0);
@@ -59,7 +60,9 @@ class MoEReferenceForward : public ReferenceForward {
     bias_any_ = arch_ == "deepseek2" || arch_ == "dots1" || arch_ == "glm4moe" || arch_ == "ernie4_5-moe" ||
                 arch_ == "bailingmoe2" || arch_ == "minimax-m2";
     bias_never_ = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "hunyuan-moe";
-    ffn_norm_ = arch_ == "glm4moe" || arch_ == "gpt-oss" ? "post_attention_norm" : "ffn_norm";
+    ffn_norm_ = arch_ == "glm4moe" || arch_ == "gpt-oss" ? "post_attention_norm"
+                : arch_ == "dbrx"                        ? "attn_output_norm"
+                                                         : "ffn_norm";
   }
 
   // logits [T][n_vocab]; routing[l][t] = the k experts chosen for token t in layer l (empty for a

@@ -75,7 +75,8 @@ class ReferenceForward {
     post_only_ = arch_ == "olmo2" || arch_ == "exaone4";  // post-norms only
     layer_norm_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "stablelm" || arch_ == "starcoder2" || arch_ == "gptneox" ||
                   arch_ == "phi2" || arch_ == "nemotron" || arch_ == "bloom" || arch_ == "mpt" || arch_ == "jais" ||
-                  arch_ == "falcon" || arch_ == "olmo";
+                  arch_ == "falcon" || arch_ == "olmo" || arch_ == "dbrx";
+    rms_bias_ = arch_ == "phimoe";  // RMSNorms that add their .bias
     falcon_ = arch_ == "falcon";
     weightless_ = arch_ == "olmo";
     // No RoPE: learned positions (gpt2, starcoder), ALiBi (bloom, refact: max bias 8; mpt, jais: the key).
@@ -92,7 +93,7 @@ class ReferenceForward {
       for (int h = 0; h < H; ++h)
         slopes_.push_back(h < n ? std::pow(2.0, -max_bias * (h + 1) / n) : std::pow(2.0, -max_bias * (2 * (h - n) + 1) / (2 * n)));
     }
-    clamp_ = arch_ == "mpt" || arch_ == "olmo" ? f_->get_float(a + "attention.clamp_kqv", 0.0) : 0.0;
+    clamp_ = arch_ == "mpt" || arch_ == "olmo" || arch_ == "dbrx" ? f_->get_float(a + "attention.clamp_kqv", 0.0) : 0.0;
     phi2_ = arch_ == "phi2";
     cohere_ = arch_ == "command-r" || arch_ == "cohere2";  // LayerNorm without biases, one norm
     layer_norm_ = layer_norm_ || cohere_;
@@ -359,7 +360,7 @@ class ReferenceForward {
     const bool yarn = yarn_ && !plain;
     double mscale = plain ? 1.0 : attn_factor_, low = 0, high = 0;
     std::vector<double> ff = freq_factors_;
-    if (arch_ == "phi3" && f_->find_tensor("rope_factors_long.weight"))
+    if ((arch_ == "phi3" || arch_ == "phimoe") && f_->find_tensor("rope_factors_long.weight"))
       ff = tensor(context_ > orig_ctx_ ? "rope_factors_long.weight" : "rope_factors_short.weight");
     if (yarn) {
       if (s > 1 && !mla_) mscale *= 0.1 * std::log(s) + 1.0;
@@ -406,6 +407,10 @@ class ReferenceForward {
       double ss = 0;
       for (double e : in) ss += e * e / n;
       for (size_t i = 0; i < in.size(); ++i) out[i] = in[i] / std::sqrt(ss + c_.norm_eps) * w[i];
+      if (rms_bias_) {
+        const auto b = tensor(name + ".bias");
+        for (size_t i = 0; i < in.size(); ++i) out[i] += b[i];
+      }
     }
     return out;
   }
@@ -533,7 +538,7 @@ class ReferenceForward {
   double softcap_ = 0, attn_softcap_ = 0, base_ = 10000, base_local_ = 10000, factor_ = 1, orig_ctx_ = 0;
   double attn_factor_ = 1, mscale_all_ = 0;
   double q_scale_ = 1;
-  bool rope_free_ = false, falcon_ = false, weightless_ = false;
+  bool rope_free_ = false, falcon_ = false, weightless_ = false, rms_bias_ = false;
   std::vector<double> slopes_;  // ALiBi's per head (empty: none)
   double clamp_ = 0;            // mpt's clamp_kqv
   int window_ = 0;

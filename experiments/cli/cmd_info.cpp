@@ -269,7 +269,7 @@ void add_info_command(CLI::App& app) {
     const char* layer_norm = c.arch == core::Arch::Olmo ? "LayerNorm without parameters"
                              : norm_bias                ? "LayerNorm with bias"
                                                         : "LayerNorm";
-    std::printf("norms:         %s, eps %g%s\n", !c.layer_norm ? "RMSNorm" : layer_norm,
+    std::printf("norms:         %s, eps %g%s\n", !c.layer_norm ? (c.rms_norm_bias ? "RMSNorm with bias" : "RMSNorm") : layer_norm,
                 c.norm_eps,
                 !c.pre_norms ? " (post-norms only)" : c.post_norms ? " (pre- and post-norms)" : "");
     {

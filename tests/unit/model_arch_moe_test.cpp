@@ -177,6 +177,39 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
   }
 }
 
+TEST(MoEArchitectures, DbrxAndPhiMoEMatchReferenceAndRoute) {
+  // dbrx: fused attn_qkv, LayerNorms without biases, attn_output_norm before the FFN, q/k/v clamped;
+  // phimoe: RMSNorms with biases, q/k/v, output and logit biases, LongRoPE (short and long factors).
+  // Both graphs fix the router to a renormalised, unscaled softmax top-k, whatever the keys say.
+  for (const char* preset : {"dbrx-tiny", "phimoe-tiny"})
+    for (DType t : {DType::F32, DType::F16})
+      check_moe_against_reference(write_preset(preset, t, fmt::format("{}_{}.gguf", preset, dtype_name(t))), kIds, 0,
+                                  kTolF32);
+  check_moe_against_reference(write_preset("dbrx-tiny", DType::F32, "dbrx_k3.gguf"), kIds, 3, kTolF32);
+  for (const char* preset : {"dbrx-tiny", "phimoe-tiny"}) {
+    SynthSpec s = synth_spec(preset);
+    s.expert_gating = 2;
+    s.expert_weights_norm = 0;
+    s.expert_weights_scale = 3.0f;
+    const std::string keyed = write(s, fmt::format("{}_keys.gguf", preset));
+    check_moe_against_reference(keyed, kIds, 0, kTolF32);
+    auto m = Model::load(keyed);
+    const ModelConfig& c = m->config();
+    EXPECT_EQ(c.expert_gating, ExpertGating::Softmax) << preset;
+    EXPECT_TRUE(c.expert_weights_norm) << preset;
+    EXPECT_FLOAT_EQ(c.expert_weights_scale, 1.0f) << preset;
+    EXPECT_EQ(core::config_router_spec(c).kind, moe::RouterKind::SoftmaxTopK) << preset;
+  }
+  auto dbrx = Model::load(write_preset("dbrx-tiny", DType::F32, "dbrx_cfg.gguf"));
+  EXPECT_FLOAT_EQ(dbrx->config().clamp_kqv, 2.0f);
+  EXPECT_TRUE(dbrx->config().layer_norm);
+  auto phimoe = Model::load(write_preset("phimoe-tiny", DType::F32, "phimoe_cfg.gguf"));
+  EXPECT_TRUE(phimoe->config().rms_norm_bias);
+  EXPECT_TRUE(phimoe->config().rope_long_short_factors);
+  // A cache past the original context of 64 takes the long factors, as phi3's does.
+  check_moe_against_reference(write_preset("phimoe-tiny", DType::F32, "phimoe_long.gguf"), kIds, 0, kTolF32, 128);
+}
+
 TEST(MoEArchitectures, GptOssMatchesReferenceAndRoutes) {
   // gpt-oss: attention sinks, q/k/v and output biases, windows of 4 on layers 0 and 2, router and
   // expert biases, the clamped SwiGLU; F32 and F16, and k = 1 and 3.
