@@ -158,6 +158,15 @@ def olmoe(path, dtype):
     m.write()
 
 
+def longrope_factors(m, hd):
+    # LongRoPE's per-pair frequency divisors [hd / 2] (phi3, phimoe): short ones near 1, long ones
+    # growing to 25 for the slow pairs.
+    half = hd // 2
+    u = np.arange(half) / (half - 1)
+    m.w.add_tensor("rope_factors_long.weight", (1 + 24 * u * u).astype(np.float32))
+    m.w.add_tensor("rope_factors_short.weight", (1 + 0.25 * u).astype(np.float32))
+
+
 def phi3(path, dtype):
     # llama_model_phi3: fused attn_qkv, ffn_up = [gate | up] of 2 * n_ff (LLM_FFN_SWIGLU), LongRoPE
     # rope_factors_long / rope_factors_short [n_rot / 2] picked by n_ctx_seq > original context
@@ -173,10 +182,7 @@ def phi3(path, dtype):
     m.u32("rope.scaling.original_context_length", orig)
     m.f32("rope.scaling.attn_factor", np.sqrt(1 + np.log(n_ctx / orig) / np.log(orig)))
     m.u32("attention.sliding_window", 0)
-    half = hd // 2
-    u = np.arange(half) / (half - 1)
-    m.w.add_tensor("rope_factors_long.weight", (1 + 24 * u * u).astype(np.float32))
-    m.w.add_tensor("rope_factors_short.weight", (1 + 0.25 * u).astype(np.float32))
+    longrope_factors(m, hd)
     m.head(d)
     for l in range(L):
         p = f"blk.{l}."
@@ -731,10 +737,7 @@ def phimoe(path, dtype):
     m.u32("rope.dimension_count", hd)
     m.f32("rope.freq_base", 10000.0)
     m.u32("rope.scaling.original_context_length", 256)
-    half = hd // 2
-    u = np.arange(half) / (half - 1)
-    m.w.add_tensor("rope_factors_long.weight", (1 + 24 * u * u).astype(np.float32))
-    m.w.add_tensor("rope_factors_short.weight", (1 + 0.25 * u).astype(np.float32))
+    longrope_factors(m, hd)
     bias(m, "output_norm.bias", d)
     m.head(d)
     m.norm("output.bias", N_VOCAB, base=0.0, noise=1.0)
