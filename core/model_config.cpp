@@ -186,6 +186,9 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"jais", Arch::Jais, RopeStyle::None},                 {"falcon", Arch::Falcon, RopeStyle::SplitHalves},
       {"olmo", Arch::Olmo, RopeStyle::Adjacent},             {"baichuan", Arch::Baichuan, RopeStyle::Adjacent},
       {"dbrx", Arch::Dbrx, RopeStyle::SplitHalves},          {"phimoe", Arch::PhiMoe, RopeStyle::SplitHalves},
+      {"qwen", Arch::Qwen, RopeStyle::SplitHalves},          {"xverse", Arch::Xverse, RopeStyle::Adjacent},
+      {"orion", Arch::Orion, RopeStyle::SplitHalves},        {"codeshell", Arch::Codeshell, RopeStyle::SplitHalves},
+      {"plamo", Arch::Plamo, RopeStyle::SplitHalves},        {"chatglm", Arch::ChatGlm, RopeStyle::Adjacent},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -197,7 +200,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -214,13 +217,15 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
   c.position_embd = c.arch == Arch::Mpt && file.find_tensor("position_embd.weight") != nullptr;
   c.layer_norm = c.learned_positions() || c.arch == Arch::Bloom || c.arch == Arch::Mpt || c.arch == Arch::Jais ||
-                 c.arch == Arch::Falcon || c.arch == Arch::Olmo || c.arch == Arch::Dbrx || c.arch == Arch::StableLm || c.arch == Arch::Starcoder2 ||
+                 c.arch == Arch::Falcon || c.arch == Arch::Olmo || c.arch == Arch::Dbrx || c.arch == Arch::Orion ||
+                 c.arch == Arch::Codeshell || c.arch == Arch::StableLm || c.arch == Arch::Starcoder2 ||
                  c.arch == Arch::GptNeox || c.arch == Arch::Phi2 || c.arch == Arch::Nemotron || cohere;
-  c.parallel_residual = c.arch == Arch::Phi2 || c.arch == Arch::Falcon || cohere;  // gptneox: its key, read below
+  c.parallel_residual = c.arch == Arch::Phi2 || c.arch == Arch::Falcon || c.arch == Arch::Plamo ||
+                        cohere;  // gptneox: its key, read below
   if (c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) c.ffn_act = FfnActivation::GeluTanh;
   if (c.arch == Arch::Arcee || c.arch == Arch::Nemotron) c.ffn_act = FfnActivation::ReluSqr;  // ungated
   if (c.arch == Arch::Smollm3) c.no_rope_step = 4;  // llama.cpp's n_no_rope_layer_step for it
-  c.ffn_gate_up_fused = c.arch == Arch::Phi3 || c.arch == Arch::Glm4;
+  c.ffn_gate_up_fused = c.arch == Arch::Phi3 || c.arch == Arch::Glm4 || c.arch == Arch::ChatGlm;
   c.name = file.get_string("general.name", "");
   const Reader r{file, c.arch_name + "."};
 
@@ -241,6 +246,13 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     throw_error(ErrorKind::Format, "{}: n_layer is {} (must be 1 to {}): metadata key '{}'", file.path(), c.n_layer,
                 kMaxLayers, r.key("block_count"));
   c.n_ff = r.get("feed_forward_length", 0);
+  if (c.arch == Arch::Qwen) {
+    // Qwen (1): feed_forward_length is the MLP's two projections together; each is half of it.
+    if (c.n_ff % 2 != 0)
+      throw_error(ErrorKind::Format, "{}: {} is {}, not even (qwen's MLP is half of it)", file.path(),
+                  r.key("feed_forward_length"), c.n_ff);
+    c.n_ff /= 2;
+  }
   c.n_head = r.get("attention.head_count", std::nullopt);
   c.n_head_kv = r.get("attention.head_count_kv", c.n_head);
   if (c.n_head <= 0) throw_error(ErrorKind::Format, "{}: {} is {}", file.path(), r.key("attention.head_count"), c.n_head);
@@ -282,6 +294,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     c.norm_eps = c.layer_norm ? r.get_float("attention.layer_norm_epsilon", 1e-5f)
                               : r.get_float("attention.layer_norm_rms_epsilon", 1e-5f);
     c.rope_dims = r.get("rope.dimension_count", c.head_dim);
+    if (c.arch == Arch::Plamo) c.rope_dims = c.head_dim;  // llama.cpp's plamo graph rotates whole heads
     c.rope_freq_base = r.get_float("rope.freq_base", 10000.0f);
     if (c.arch == Arch::Deepseek2 && file.has(r.key("rope.scaling.yarn_log_multiplier")))
       c.rope_yarn_log_mul = r.get_float("rope.scaling.yarn_log_multiplier", 0.0f) / 0.1f;  // the converter's 0.1 x

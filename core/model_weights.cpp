@@ -60,6 +60,13 @@
 //          without biases, Mixtral's experts, output required; phimoe: llama's attention with
 //          attn_output.bias, RMSNorms with biases (attn_norm, ffn_norm, output_norm .bias), Mixtral's
 //          experts, output.weight and output.bias, optional LongRoPE factors
+//   qwen (1): attn_qkv{,.bias}, ffn_{gate,up,down} of half of feed_forward_length, output required;
+//          xverse: llama's tensors, output required; orion: llama's with LayerNorm biases
+//          (attn_norm, ffn_norm, output_norm .bias), output required; codeshell: LayerNorm biases,
+//          llama's attention with attn_output.bias, gpt2's ungated MLP with biases, output required
+//          (token_embd absent: the embedding is output.weight); plamo: llama's tensors without
+//          ffn_norm (attn_norm feeds both sublayers of a parallel residual), output required;
+//          chatglm: llama's attention, ffn_up holding [gate | up] as phi3's, output absent = tied
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
 //     llama (Mixtral)  blk.N.ffn_gate_inp.weight   {n_embd, n_expert}
 //                      blk.N.ffn_gate_exps.weight  {n_embd, n_ff_exp, n_expert}   ffn_up_exps the same
@@ -304,7 +311,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     return {floats.back().data(), n};
   };
   auto opt_vec = [&](const std::string& name, int64_t n) { return b.has(name) ? vec(name, n) : VectorView{}; };
-  w.token_embd = b.matrix("token_embd.weight", c.n_embd, c.n_vocab);
+  // codeshell: without token_embd the embedding rows are the head's (llama.cpp duplicates output.weight).
+  w.token_embd = c.arch == Arch::Codeshell && !b.has("token_embd.weight") ? b.matrix("output.weight", c.n_embd, c.n_vocab)
+                                                                          : b.matrix("token_embd.weight", c.n_embd, c.n_vocab);
   if (gpt2) w.position_embd = b.matrix("position_embd.weight", c.n_embd, c.n_ctx_train);
   if (c.embd_norm) {  // bloom
     w.token_embd_norm = vec("token_embd_norm.weight", c.n_embd);
@@ -312,7 +321,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   }
   // olmo's LayerNorms have neither weight nor bias: a weight of 1 is the same float math.
   const bool olmo = c.arch == Arch::Olmo, falcon = c.arch == Arch::Falcon, dbrx = c.arch == Arch::Dbrx;
-  const bool phimoe = c.arch == Arch::PhiMoe;
+  const bool phimoe = c.arch == Arch::PhiMoe, plamo = c.arch == Arch::Plamo;
   VectorView ones;
   if (olmo) {
     floats.emplace_back(static_cast<size_t>(c.n_embd), 1.0f);
@@ -323,7 +332,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
   if ((c.layer_norm && !cohere && !olmo && !dbrx) || phimoe)
     w.output_norm_b = mpt ? opt_vec("output_norm.bias", c.n_embd) : vec("output_norm.bias", c.n_embd);
-  if ((c.arch == Arch::Jais || c.arch == Arch::Baichuan || dbrx || phimoe) && c.tied_output)
+  const bool head_required = c.arch == Arch::Jais || c.arch == Arch::Baichuan || dbrx || phimoe || c.arch == Arch::Qwen ||
+                             c.arch == Arch::Xverse || c.arch == Arch::Orion || c.arch == Arch::Codeshell || plamo;
+  if (head_required && c.tied_output)
     throw_error(ErrorKind::Format, "{}: {} needs output.weight (llama.cpp does not tie its head)", file.path(),
                 c.arch_name);
   w.output = !c.tied_output ? b.matrix("output.weight", c.n_embd, c.n_vocab) : w.token_embd;
@@ -365,9 +376,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   for (int l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[l];
     const std::string p = fmt::format("blk.{}.", l);
-    if (c.arch == Arch::Phi2 || cohere || falcon) {  // one norm feeds both sublayers: the FFN's is the attention's
+    if (c.arch == Arch::Phi2 || cohere || falcon || plamo) {  // one norm feeds both sublayers: the FFN's is the attention's
       L.attn_norm = L.ffn_norm = vec(p + "attn_norm.weight", c.n_embd);
-      if (!cohere) L.attn_norm_b = L.ffn_norm_b = vec(p + "attn_norm.bias", c.n_embd);  // cohere's have none
+      if (!cohere && !plamo) L.attn_norm_b = L.ffn_norm_b = vec(p + "attn_norm.bias", c.n_embd);  // cohere's, plamo's have none
       if (falcon && b.has(p + "attn_norm_2.weight")) {  // Falcon-40B: the attention's own norm
         L.attn_norm = vec(p + "attn_norm_2.weight", c.n_embd);
         L.attn_norm_b = vec(p + "attn_norm_2.bias", c.n_embd);
@@ -434,7 +445,8 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       if (c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::Mistral3 ||
           c.arch == Arch::MiniCpm || c.arch == Arch::Nemotron)
         L.bo = opt_vec(p + "attn_output.bias", c.n_embd);
-      if (c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2 || c.arch == Arch::GptOss || phimoe)
+      if (c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2 || c.arch == Arch::GptOss || phimoe ||
+          c.arch == Arch::Codeshell)
         L.bo = vec(p + "attn_output.bias", c.n_embd);
       if (c.arch == Arch::GptOss) L.attn_sinks = vec(p + "attn_sinks.weight", c.n_head);
       if (c.qk_norm) {
@@ -463,7 +475,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     } else if (falcon) {  // gpt2's ungated GELU MLP without biases
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
-    } else if (gpt2_block || c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2) {
+    } else if (gpt2_block || c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2 || c.arch == Arch::Codeshell) {
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.ffn_up_b = mpt ? opt_vec(p + "ffn_up.bias", c.n_ff) : vec(p + "ffn_up.bias", c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);

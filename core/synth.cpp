@@ -61,13 +61,15 @@ void check_spec(const SynthSpec& s) {
                    "gptneox", "phi2", "ernie4_5", "exaone", "exaone4", "mistral3", "command-r", "cohere2",
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
-                   "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe"}))
+                   "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
+                   "orion", "codeshell", "plamo", "chatglm"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
-                "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe)",
+                "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
+                "codeshell, plamo, chatglm)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -178,7 +180,12 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   // dbrx: fused attn_qkv, LayerNorms without biases, the FFN's named attn_output_norm, q/k/v clamped.
   // phimoe: RMSNorms with biases, q/k/v and output biases, a logit bias.
   const bool falcon = a == "falcon", olmo = a == "olmo", dbrx = a == "dbrx", phimoe = a == "phimoe";
-  const bool ernie_moe = a == "ernie4_5-moe", fused_qkv = phi3 || a == "bailingmoe2" || falcon || dbrx;
+  // qwen (1): attn_qkv with a bias, feed_forward_length twice the MLP's width; codeshell: LayerNorm
+  // biases, q/k/v and output biases, gpt2's MLP; plamo: one RMSNorm for a parallel residual;
+  // chatglm: attn_qkv with a bias, ffn_up = [gate | up], RoPE on half of each head.
+  const bool qwen1 = a == "qwen", codeshell = a == "codeshell", plamo = a == "plamo", chatglm = a == "chatglm";
+  const bool ernie_moe = a == "ernie4_5-moe",
+             fused_qkv = phi3 || a == "bailingmoe2" || falcon || dbrx || qwen1 || chatglm;
   // hunyuan-moe: experts of feed_forward_length (its expert_feed_forward_length the same), one
   // ungated shared expert of n_ff_shared (expert_shared_feed_forward_length).
   const bool hunyuan_moe = a == "hunyuan-moe";
@@ -188,7 +195,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool neox = a == "gptneox", phi2 = a == "phi2";
   const bool cohere = a == "command-r" || a == "cohere2";  // LayerNorm without biases, phi2's one norm
   // LayerNorm with biases (gpt2's apart, with zero biases)
-  const bool layer_norm = is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2", "nemotron", "bloom", "jais", "falcon"});
+  const bool layer_norm =
+      is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2", "nemotron", "bloom", "jais", "falcon", "orion", "codeshell"});
   // ALiBi in place of RoPE: bloom (with the embedding's LayerNorm), mpt (gpt2's block without biases,
   // LayerNorms without biases, q/k/v clamped), jais (gpt2's attention, a SwiGLU with biases), refact
   // (llama's block).
@@ -218,7 +226,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const int ff_key = ds_moe && s.n_ff_dense > 0 ? s.n_ff_dense
                      : expert_width_key         ? s.n_ff * s.n_expert_used
                                                 : s.n_ff;
-  w.set_u32(a + ".feed_forward_length", ff_key);
+  w.set_u32(a + ".feed_forward_length", qwen1 ? 2 * ff_key : ff_key);
   if (moe) {
     w.set_u32(a + ".expert_count", s.n_expert);
     w.set_u32(a + ".expert_used_count", s.n_expert_used);
@@ -432,7 +440,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       vec(p + "attn_norm.weight", s.n_embd, 1.0f, cohere || falcon ? 0.3f : 0.0f);
       // seed_oss and glm4moe name the FFN's pre-norm post_attention_norm
       const bool post_named = a == "seed_oss" || a == "glm4moe" || a == "gpt-oss";
-      if (!phi2 && !cohere && !falcon)
+      if (!phi2 && !cohere && !falcon && !plamo)
         vec(p + (post_named ? "post_attention_norm.weight" : dbrx ? "attn_output_norm.weight" : "ffn_norm.weight"),
             s.n_embd, 1.0f, dbrx ? 0.3f : 0.0f);
     }
@@ -489,7 +497,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     } else {
       if (fused_qkv || phi2) {
         matrix(p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim, 1.0f);
-        if (phi2) vec(p + "attn_qkv.bias", q_dim + 2 * kv_dim, 0.0f, 0.1f);
+        if (phi2 || qwen1 || chatglm) vec(p + "attn_qkv.bias", q_dim + 2 * kv_dim, 0.0f, 0.1f);
       } else {
         matrix(p + "attn_q.weight", s.n_embd, q_dim, 1.0f);
         matrix(p + "attn_k.weight", s.n_embd, kv_dim, 1.0f);
@@ -504,7 +512,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         vec(p + "attn_q_norm.weight", head_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", head_dim, 1.0f, 0.5f);
       }
-      if (starcoder2 || phi2 || nemotron || gpt_oss || phimoe) vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
+      if (starcoder2 || phi2 || nemotron || gpt_oss || phimoe || codeshell)
+        vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
       if (gpt_oss) vec(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f);  // sink logits of the scores' scale
       if (olmoe || a == "olmo2" || a == "minimax-m2") {  // over the whole projections
         vec(p + "attn_q_norm.weight", q_dim, 1.0f, 0.5f);
@@ -520,11 +529,11 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         matrix(p + "ffn_gate.weight", s.n_embd, n_ff_dense, 1.0f);
         matrix(p + "ffn_up.weight", s.n_embd, n_ff_dense, 1.0f);
         matrix(p + "ffn_down.weight", n_ff_dense, s.n_embd, rs);
-      } else if (phi3 || glm4) {
+      } else if (phi3 || glm4 || chatglm) {
         matrix(p + "ffn_up.weight", s.n_embd, 2 * static_cast<int64_t>(s.n_ff), 1.0f);  // [gate | up]
       } else if (arcee || falcon) {  // ungated, no biases
         matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
-      } else if (starcoder2 || phi2 || nemotron) {  // gpt2's ungated MLP with biases
+      } else if (starcoder2 || phi2 || nemotron || codeshell) {  // gpt2's ungated MLP with biases
         matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
         vec(p + "ffn_up.bias", s.n_ff, 0.0f, 0.1f);
         vec(p + "ffn_down.bias", s.n_embd, 0.0f, 0.1f * rs);

@@ -553,6 +553,19 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "qwen-tiny" || preset == "xverse-tiny" || preset == "orion-tiny" || preset == "codeshell-tiny" ||
+      preset == "plamo-tiny" || preset == "chatglm-tiny") {
+    // Llama-like architectures in llama.cpp's layout, F32, 4 layers, dim 64: qwen (Qwen 1: attn_qkv
+    // with a bias, split-halves RoPE, an MLP of half of feed_forward_length), xverse (llama's block),
+    // orion (LayerNorms with biases, q/k/v biases, split-halves RoPE), codeshell (LayerNorms, q/k/v
+    // and output biases, gpt2's GELU MLP with biases, split-halves RoPE), plamo (one RMSNorm for a
+    // parallel residual) and chatglm (ChatGLM3: attn_qkv with a bias, ffn_up = [gate | up], adjacent
+    // pairs over half of each head).
+    s.arch = preset.substr(0, preset.size() - 5);
+    if (s.arch == "chatglm") s.rope_dims = 8;
+    s.name = preset;
+    return s;
+  }
   if (preset == "arcee-tiny" || preset == "nemotron-tiny") {
     // arcee (AFM-4.5B) and nemotron (Nemotron-Mini / Minitron) in llama.cpp's layout, F32, 4 layers,
     // dim 64: an ungated squared-ReLU MLP down(relu(up x)^2); arcee with llama's attention
@@ -795,6 +808,12 @@ std::vector<std::string> synth_presets() {
       "baichuan13b-tiny: baichuan (13B's form), F32, 40 layers, dim 32, llama's block with ALiBi",
       "dbrx-tiny: dbrx, F32, 4 layers, dim 64, fused QKV, bias-free LayerNorms, q/k/v clamped, 8 experts top-2",
       "phimoe-tiny: phimoe (Phi-3.5-MoE), F32, 4 layers, dim 64, RMSNorms with biases, LongRoPE, 8 experts top-2",
+      "qwen-tiny: qwen (Qwen 1), F32, 4 layers, dim 64, attn_qkv with a bias, the MLP half of feed_forward_length",
+      "xverse-tiny: xverse, F32, 4 layers, dim 64, llama's block",
+      "orion-tiny: orion, F32, 4 layers, dim 64, LayerNorms with biases, q/k/v biases, split-halves RoPE",
+      "codeshell-tiny: codeshell, F32, 4 layers, dim 64, LayerNorms and biases, GELU MLP, split-halves RoPE",
+      "plamo-tiny: plamo, F32, 4 layers, dim 64, one RMSNorm for a parallel residual",
+      "chatglm-tiny: chatglm (ChatGLM3), F32, 4 layers, dim 64, attn_qkv with a bias, fused gate-up, RoPE on 8 of 16",
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
       "squared-ReLU MLP with biases",

@@ -4,7 +4,7 @@ granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, g
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
-bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx and phimoe in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo and chatglm in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -931,6 +931,60 @@ def baichuan(path, dtype, layers):
     m.write()
 
 
+def llama_family(path, dtype, arch, seed):
+    # Llama-like blocks by llama.cpp's loaders: qwen (Qwen 1: attn_qkv with a bias, NEOX RoPE, an MLP of
+    # half of feed_forward_length), xverse (llama's block, NORM RoPE), orion (LayerNorms with biases,
+    # q/k/v biases here, NEOX), codeshell (LayerNorms, q/k/v and output biases, gpt2's GELU MLP with
+    # biases, NEOX, and no token_embd: llama.cpp reads the embedding from output.weight), plamo (one
+    # RMSNorm for a parallel residual, NEOX over whole heads) and chatglm (ChatGLM3: attn_qkv with a
+    # bias, ffn_up = [gate | up], NORM RoPE over half of each head, a tied head).
+    d, L, H, Hkv, ff = 256, 4, 4, 2, 512
+    hd = d // H
+    layer_norm = arch in ("orion", "codeshell")
+    m = Model(path, arch, seed, dtype)
+    for k, v in (("context_length", 4096), ("embedding_length", d), ("block_count", L), ("attention.head_count", H),
+                 ("attention.head_count_kv", H if arch == "qwen" else Hkv),
+                 ("feed_forward_length", 2 * ff if arch == "qwen" else ff),
+                 ("rope.dimension_count", hd // 2 if arch == "chatglm" else hd)):
+        m.u32(k, v)
+    m.f32("attention.layer_norm_epsilon" if layer_norm else "attention.layer_norm_rms_epsilon", 1e-5)
+    m.f32("rope.freq_base", 10000.0)
+    byte_vocab(m.w)
+    if arch == "chatglm":  # tied: rows of std 0.15 keep the logits of the other heads' scale
+        m.matrix("token_embd.weight", [d, N_VOCAB], scale=0.15 * np.sqrt(d))
+    elif arch != "codeshell":
+        m.matrix("token_embd.weight", [d, N_VOCAB], scale=np.sqrt(d))
+    m.norm("output_norm.weight", d)
+    if layer_norm:
+        bias(m, "output_norm.bias", d)
+    if arch != "chatglm":
+        m.head(d)
+    kv = (H if arch == "qwen" else Hkv) * hd
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        if layer_norm:
+            bias(m, p + "attn_norm.bias", d)
+        if arch in ("qwen", "chatglm"):
+            m.matrix(p + "attn_qkv.weight", [d, d + 2 * kv])
+            bias(m, p + "attn_qkv.bias", d + 2 * kv)
+            m.matrix(p + "attn_output.weight", [d, d], scale=0.7)
+        else:
+            dense_attention(m, p, d, H, Hkv, hd, bias=layer_norm, out_bias=arch == "codeshell")
+        if arch != "plamo":
+            m.norm(p + "ffn_norm.weight", d)
+            if layer_norm:
+                bias(m, p + "ffn_norm.bias", d)
+        if arch == "codeshell":
+            gelu_mlp(m, p, d, ff)
+        elif arch == "chatglm":
+            m.matrix(p + "ffn_up.weight", [d, 2 * ff])
+            m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+        else:
+            swiglu(m, p, d, ff)
+    m.write()
+
+
 def nemotron(path, dtype):
     # llama_model_nemotron: LayerNorm with biases (the converter's 1 + w already in the weights), q/k/v
     # and output biases, NEOX RoPE on half of each head, the ungated squared-ReLU MLP with biases
@@ -1204,6 +1258,12 @@ WRITERS = {
     "refact": lambda p, t: alibi_model(p, t, "refact", 45, 256, 4, 8, 1, 512, layer_norm=False),
     "jais": lambda p, t: alibi_model(p, t, "jais", 46, 256, 4, 4, 4, 512, gated=True,
                                      keys={"attention.max_alibi_bias": 8.0}),
+    "qwen": lambda p, t: llama_family(p, t, "qwen", 53),
+    "xverse": lambda p, t: llama_family(p, t, "xverse", 54),
+    "orion": lambda p, t: llama_family(p, t, "orion", 55),
+    "codeshell": lambda p, t: llama_family(p, t, "codeshell", 56),
+    "plamo": lambda p, t: llama_family(p, t, "plamo", 57),
+    "chatglm": lambda p, t: llama_family(p, t, "chatglm", 58),
     "dbrx": dbrx,
     "phimoe": phimoe,
     "falcon": lambda p, t: falcon(p, t, False),

@@ -22,7 +22,9 @@
 // are not powers of two; bloom's LayerNorm of the embedding, mpt's clamp of q/k/v, jais's 1/d
 // score scale; baichuan: RoPE at 32 layers, ALiBi at 40, neither otherwise, as llama.cpp has it),
 // falcon (a parallel residual under one LayerNorm; Falcon-40B's attention under its own), olmo
-// (LayerNorms without parameters, q/k/v clamped), deepseek2's multi-head latent attention in its plain,
+// (LayerNorms without parameters, q/k/v clamped), qwen (Qwen 1), xverse, orion (LayerNorms), codeshell
+// (LayerNorms, gpt2's MLP; the head's rows as the embedding when token_embd is absent), plamo (one
+// RMSNorm for a parallel residual) and chatglm (fused gate-up, partial RoPE), deepseek2's multi-head latent attention in its plain,
 // decompressed form (DeepSeek-AI 2024: per-head keys [W_UK c | k_pe] and values W_UV c from the
 // normalised latent c; the model runs the absorbed form), RoPE with Llama 3.1's frequency factors
 // and YaRN (Peng et al. 2023). The model tests compare the transformer's logits with it; an MoE
@@ -75,7 +77,8 @@ class ReferenceForward {
     post_only_ = arch_ == "olmo2" || arch_ == "exaone4";  // post-norms only
     layer_norm_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "stablelm" || arch_ == "starcoder2" || arch_ == "gptneox" ||
                   arch_ == "phi2" || arch_ == "nemotron" || arch_ == "bloom" || arch_ == "mpt" || arch_ == "jais" ||
-                  arch_ == "falcon" || arch_ == "olmo" || arch_ == "dbrx";
+                  arch_ == "falcon" || arch_ == "olmo" || arch_ == "dbrx" || arch_ == "orion" || arch_ == "codeshell";
+    plamo_ = arch_ == "plamo";
     rms_bias_ = arch_ == "phimoe";  // RMSNorms that add their .bias
     falcon_ = arch_ == "falcon";
     weightless_ = arch_ == "olmo";
@@ -97,12 +100,12 @@ class ReferenceForward {
     phi2_ = arch_ == "phi2";
     cohere_ = arch_ == "command-r" || arch_ == "cohere2";  // LayerNorm without biases, one norm
     layer_norm_ = layer_norm_ || cohere_;
-    parallel_ = phi2_ || cohere_ || falcon_ || (arch_ == "gptneox" && f_->get_bool(a + "use_parallel_residual", false));
+    parallel_ = phi2_ || cohere_ || falcon_ || plamo_ || (arch_ == "gptneox" && f_->get_bool(a + "use_parallel_residual", false));
     if (cohere_) logit_mul_ = f_->get_float(a + "logit_scale", 0.0);
     if (logit_mul_ == 0) logit_mul_ = 1;
     relu_sqr_ = arch_ == "arcee" || arch_ == "nemotron";  // down(relu(up x)^2)
     ungated_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "starcoder2" || arch_ == "gptneox" || phi2_ || relu_sqr_ ||
-               arch_ == "bloom" || arch_ == "mpt" || falcon_;
+               arch_ == "bloom" || arch_ == "mpt" || falcon_ || arch_ == "codeshell";
     if (arch_ == "granite" || arch_ == "granitemoe") {
       // Granite's multipliers (0 or absent: none).
       embd_mul_ = f_->get_float(a + "embedding_scale", 0.0);
@@ -209,7 +212,8 @@ class ReferenceForward {
     const int T = static_cast<int>(ids.size()), d = c_.n_embd;
     const bool gpt2 = f_->find_tensor("position_embd.weight") != nullptr;  // gpt2, starcoder, some mpt
     std::vector<std::vector<double>> x(T);
-    const auto emb = tensor("token_embd.weight");
+    // codeshell without token_embd: the embedding rows are output.weight's.
+    const auto emb = tensor(f_->find_tensor("token_embd.weight") ? "token_embd.weight" : "output.weight");
     for (int t = 0; t < T; ++t) {
       x[t].assign(emb.begin() + static_cast<size_t>(ids[t]) * d, emb.begin() + static_cast<size_t>(ids[t] + 1) * d);
       if (gpt2) {
@@ -268,7 +272,8 @@ class ReferenceForward {
         const bool out_bias = arch_ != "ernie4_5" && arch_ != "ernie4_5-moe" && arch_ != "glm4moe" &&
                               arch_ != "dots1" && arch_ != "bailingmoe2" && arch_ != "deepseek" &&
                               arch_ != "qwen3vlmoe" && arch_ != "hunyuan-moe" && arch_ != "refact" &&
-                              arch_ != "baichuan" && arch_ != "olmo" && !falcon_;
+                              arch_ != "baichuan" && arch_ != "olmo" && !falcon_ && arch_ != "qwen" && arch_ != "xverse" &&
+                              arch_ != "orion" && arch_ != "plamo" && arch_ != "chatglm";
         auto o = linear(att, p + "attn_output", d, out_bias);
         if (gemma_ || post_only_ || arch_ == "glm4") o = norm(o, p + "post_attention_norm");
         for (double& e : o) e *= residual_mul_;
@@ -493,11 +498,12 @@ class ReferenceForward {
   // x += FFN(norm(x)) for layer prefix p: SwiGLU (phi3: gate and up as the two halves of one
   // ffn_up), GeGLU (tanh GELU) followed by gemma's post-norm, or GELU (tanh form) for gpt2.
   void dense_ffn(std::vector<double>& x, const std::string& p) const {
-    const int d = c_.n_embd, ff = c_.n_ff;
+    // The FFN's width from its down projection's rows (qwen's is half of feed_forward_length).
+    const int d = c_.n_embd, ff = static_cast<int>(f_->tensor(p + "ffn_down.weight").ne[0]);
     // phi2 and cohere: one norm; seed_oss and glm4moe name the FFN's post_attention_norm.
     const bool post_named = arch_ == "seed_oss" || arch_ == "glm4moe";
     const auto h = post_only_ ? x
-                              : norm(x, p + (phi2_ || cohere_ || falcon_ ? "attn_norm"
+                              : norm(x, p + (phi2_ || cohere_ || falcon_ || plamo_ ? "attn_norm"
                                              : post_named     ? "post_attention_norm"
                                                               : "ffn_norm"));
     auto gelu = [](double e) { return 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e))); };
@@ -508,7 +514,7 @@ class ReferenceForward {
       f = linear(u, p + "ffn_down", d);
     } else {
       std::vector<double> g, u;
-      if (arch_ == "phi3" || arch_ == "glm4") {
+      if (arch_ == "phi3" || arch_ == "glm4" || arch_ == "chatglm") {
         const auto gu = linear(h, p + "ffn_up", 2 * ff);
         g.assign(gu.begin(), gu.begin() + ff);
         u.assign(gu.begin() + ff, gu.end());
@@ -538,7 +544,7 @@ class ReferenceForward {
   double softcap_ = 0, attn_softcap_ = 0, base_ = 10000, base_local_ = 10000, factor_ = 1, orig_ctx_ = 0;
   double attn_factor_ = 1, mscale_all_ = 0;
   double q_scale_ = 1;
-  bool rope_free_ = false, falcon_ = false, weightless_ = false, rms_bias_ = false;
+  bool rope_free_ = false, falcon_ = false, weightless_ = false, rms_bias_ = false, plamo_ = false;
   std::vector<double> slopes_;  // ALiBi's per head (empty: none)
   double clamp_ = 0;            // mpt's clamp_kqv
   int window_ = 0;

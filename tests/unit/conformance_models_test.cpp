@@ -140,7 +140,8 @@ INSTANTIATE_TEST_SUITE_P(Models, ConformanceDenseArch,
                                                               "glm4", "glm4-mrope", "hunyuan-dense", "qwen3vl",
                                                               "arcee", "nemotron", "starcoder", "bloom", "mpt", "refact",
                                                               "jais", "falcon", "falcon40b", "olmo", "baichuan",
-                                                              "baichuan13b"),
+                                                              "baichuan13b", "qwen", "xverse", "orion", "codeshell",
+                                                              "plamo", "chatglm"),
                                             ::testing::Values("f32", "f16")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);

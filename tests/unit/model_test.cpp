@@ -1141,6 +1141,37 @@ TEST(Architectures, FalconOlmoBaichuanMatchReference) {
   EXPECT_FALSE(cut->config().alibi());
 }
 
+TEST(Architectures, LlamaLikeFamiliesMatchReference) {
+  // qwen (Qwen 1: attn_qkv with a bias, an MLP of half of feed_forward_length), xverse, orion
+  // (LayerNorms with biases), codeshell (LayerNorms, biases, gpt2's MLP), plamo (one RMSNorm for a
+  // parallel residual) and chatglm (fused gate-up, RoPE on half of each head); F32 and F16 weights.
+  for (const char* preset : {"qwen-tiny", "xverse-tiny", "orion-tiny", "codeshell-tiny", "plamo-tiny", "chatglm-tiny"})
+    for (DType t : {DType::F32, DType::F16}) {
+      SynthSpec s = synth_spec(preset);
+      s.type = t;
+      check_against_reference(s, fmt::format("arch_{}_{}.gguf", preset, dtype_name(t)));
+    }
+  auto qwen = Model::load(scratch("arch_qwen-tiny_F32.gguf"), f32_caches());
+  EXPECT_EQ(qwen->config().n_ff, 192);  // feed_forward_length 384
+  EXPECT_EQ(qwen->config().rope_style, RopeStyle::SplitHalves);
+  auto plamo = Model::load(scratch("arch_plamo-tiny_F32.gguf"), f32_caches());
+  EXPECT_TRUE(plamo->config().parallel_residual);
+  auto chatglm = Model::load(scratch("arch_chatglm-tiny_F32.gguf"), f32_caches());
+  EXPECT_TRUE(chatglm->config().ffn_gate_up_fused);
+  EXPECT_EQ(chatglm->config().rope_dims, 8);
+  // codeshell without token_embd reads its embedding rows from output.weight, as llama.cpp does.
+  GgufEdit no_embd;
+  no_embd.drop_tensor = "token_embd.weight";
+  copy_gguf(scratch("arch_codeshell-tiny_F32.gguf"), scratch("arch_codeshell_no_embd.gguf"), no_embd);
+  EXPECT_LE(reference_rel_error(scratch("arch_codeshell_no_embd.gguf")), 1e-4);
+  EXPECT_GT(logit_change(scratch("arch_codeshell-tiny_F32.gguf"), scratch("arch_codeshell_no_embd.gguf")), 1e-3);
+  // An odd feed_forward_length cannot be qwen's two halves.
+  GgufEdit odd;
+  odd.set_u32 = {{"qwen.feed_forward_length", 383}};
+  copy_gguf(scratch("arch_qwen-tiny_F32.gguf"), scratch("arch_qwen_odd.gguf"), odd);
+  EXPECT_THROW(Model::load(scratch("arch_qwen_odd.gguf"), f32_caches()), Error);
+}
+
 TEST(Architectures, Mistral3YarnKeysAndTemperatureMatchReference) {
   // YaRN over an original context of 8 with beta_fast 16, beta_slow 2 and yarn_log_multiplier 1
   // from the file, and the attention temperature 0.5 scaling the queries of positions 8 and on
