@@ -66,7 +66,7 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
   const bool reads_freqs = c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe ||
                            c.arch == Arch::MiniCpm || c.arch == Arch::HunyuanDense ||
                            c.arch == Arch::Exaone || c.arch == Arch::Exaone4 || c.arch == Arch::Mistral3 ||
-                           c.arch == Arch::Arcee;
+                           c.arch == Arch::Arcee || c.arch == Arch::ExaoneMoe;
   if (reads_freqs && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
 
   // YaRN (llama_context's defaults for every architecture that does not read its own keys, which
@@ -189,6 +189,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"qwen", Arch::Qwen, RopeStyle::SplitHalves},          {"xverse", Arch::Xverse, RopeStyle::Adjacent},
       {"orion", Arch::Orion, RopeStyle::SplitHalves},        {"codeshell", Arch::Codeshell, RopeStyle::SplitHalves},
       {"plamo", Arch::Plamo, RopeStyle::SplitHalves},        {"chatglm", Arch::ChatGlm, RopeStyle::Adjacent},
+      {"exaone-moe", Arch::ExaoneMoe, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -200,13 +201,13 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
   c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3 || c.arch == Arch::Exaone4 ||
               c.arch == Arch::HunyuanDense || c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe ||
-              c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::HunyuanMoe;
+              c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::HunyuanMoe || c.arch == Arch::ExaoneMoe;
   // glm4moe: per-head QK-norm where the file has it (GLM-4.5 355B; llama.cpp binds it optionally).
   if (c.arch == Arch::Glm4Moe) c.qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   c.qk_norm_after_rope = c.arch == Arch::HunyuanDense || c.arch == Arch::HunyuanMoe;
@@ -331,6 +332,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4) detail::read_olmo3_exaone4_windows(r, c);
   if (cohere) detail::read_cohere(r, c);
   if (c.arch == Arch::GptOss) detail::read_gpt_oss(r, c);
+  if (c.arch == Arch::ExaoneMoe) detail::read_exaone_moe(r, c);
   if (c.arch == Arch::HunyuanDense) {
     // Hunyuan's NTK-aware alpha (rope.scaling.alpha): base = freq_base * alpha^(d / (d - 2)) over
     // the head width d, as llama.cpp's hunyuan loader sets it.

@@ -107,6 +107,20 @@ void read_gpt_oss(const Reader& r, ModelConfig& c) {
   c.rope_freq_scale_swa = c.rope_freq_scale;
 }
 
+// exaone-moe (K-EXAONE, src/models/exaone-moe.cpp): EXAONE 4.0 32B's attention under pre-norms:
+// windows of attention.sliding_window (required) on every layer but each fourth by default (the
+// pattern as per-layer flags or a period), the local layers rotating with rope.freq_base_swa
+// (default: the global base) and the global scaling, the global ones without RoPE.
+void read_exaone_moe(const Reader& r, ModelConfig& c) {
+  c.n_swa = r.get("attention.sliding_window", std::nullopt);
+  if (c.n_swa <= 0)
+    throw_error(ErrorKind::Format, "{}: {} is {}", r.f.path(), r.key("attention.sliding_window"), c.n_swa);
+  read_swa_layers(r, c, 4);
+  c.nope_global = true;
+  c.rope_freq_base_swa = r.get_float("rope.freq_base_swa", c.rope_freq_base);
+  c.rope_freq_scale_swa = c.rope_freq_scale;
+}
+
 void read_cohere(const Reader& r, ModelConfig& c) {
   const float mult = c.arch == Arch::Cohere2 ? r.get_float("logit_scale", std::nullopt) : r.get_float("logit_scale", 0.0f);
   c.logit_mult = mult == 0.0f ? 1.0f : mult;
@@ -292,6 +306,14 @@ void read_experts(const Reader& r, ModelConfig& c) {
       c.n_ff_expert = c.n_ff;
       if (c.arch == Arch::HunyuanMoe) c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", c.n_ff);
       break;
+    case Arch::ExaoneMoe:
+      // K-EXAONE: leading dense layers, experts of expert_feed_forward_length (required), one
+      // ungated shared expert of expert_shared_feed_forward_length (default: the expert width) in
+      // every MoE layer.
+      c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);
+      c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
+      c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", c.n_ff_expert);
+      break;
     case Arch::Ernie45Moe:
       c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);
       c.n_moe_layer_step = r.get("interleave_moe_layer_step", std::nullopt);
@@ -310,13 +332,15 @@ void read_experts(const Reader& r, ModelConfig& c) {
                              c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss || c.arch == Arch::Dbrx ||
                              c.arch == Arch::PhiMoe;
   const bool raw = c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
-                   c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2;
+                   c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 ||
+                   c.arch == Arch::ExaoneMoe;
   c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), !raw);
   if (c.arch == Arch::Deepseek) c.expert_weights_norm = false;
   if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss ||
       c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx || c.arch == Arch::PhiMoe)
     c.expert_weights_norm = true;
-  const bool gating_required = c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::MinimaxM2;
+  const bool gating_required =
+      c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::MinimaxM2 || c.arch == Arch::ExaoneMoe;
   if (gating_required && c.n_expert > 0 && !file.has(r.key("expert_gating_func")))
     throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), r.key("expert_gating_func"));
   int gating = fixed_softmax ? 1 : r.get("expert_gating_func", 0);  // 0 = LLAMA_EXPERT_GATING_FUNC_TYPE_NONE
@@ -339,7 +363,8 @@ void read_experts(const Reader& r, ModelConfig& c) {
 
   const bool lead_only = c.n_layer_dense_lead >= c.n_layer;  // every layer dense: no experts needed
   const bool deepseek_style = c.arch == Arch::Deepseek2 || c.arch == Arch::Deepseek || c.arch == Arch::Dots1 ||
-                              c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 || c.arch == Arch::Ernie45Moe;
+                              c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 || c.arch == Arch::Ernie45Moe ||
+                              c.arch == Arch::ExaoneMoe;
   const bool needs_experts = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
                              c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
                              c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||

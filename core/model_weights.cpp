@@ -67,6 +67,9 @@
 //          (token_embd absent: the embedding is output.weight); plamo: llama's tensors without
 //          ffn_norm (attn_norm feeds both sublayers of a parallel residual), output required;
 //          chatglm: llama's attention, ffn_up holding [gate | up] as phi3's, output absent = tied
+//   exaone-moe: qwen3's attention (attn_{q,k}_norm {head_dim}), optional rope_freqs.weight, dense
+//          layers below leading_dense_block_count, then the MoE block with one ungated shared expert
+//          and an optional exp_probs_b.bias; output required
 //   MoE (llama.cpp llama-model.cpp shapes; GGUF ne order):
 //     llama (Mixtral)  blk.N.ffn_gate_inp.weight   {n_embd, n_expert}
 //                      blk.N.ffn_gate_exps.weight  {n_embd, n_ff_exp, n_expert}   ffn_up_exps the same
@@ -224,7 +227,7 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
   // dots1, ernie4_5-moe and bailingmoe2 (any gating) and for the others' sigmoid gating.
   std::vector<float> bias;
   const bool binds_bias = c.arch == Arch::Deepseek2 || c.arch == Arch::Dots1 || c.arch == Arch::Ernie45Moe ||
-                          c.arch == Arch::BailingMoe2 || c.arch == Arch::Glm4Moe;
+                          c.arch == Arch::BailingMoe2 || c.arch == Arch::Glm4Moe || c.arch == Arch::ExaoneMoe;
   const bool no_bias = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
                        c.arch == Arch::GptOss;
   if (c.arch == Arch::GptOss) {
@@ -333,7 +336,8 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   if ((c.layer_norm && !cohere && !olmo && !dbrx) || phimoe)
     w.output_norm_b = mpt ? opt_vec("output_norm.bias", c.n_embd) : vec("output_norm.bias", c.n_embd);
   const bool head_required = c.arch == Arch::Jais || c.arch == Arch::Baichuan || dbrx || phimoe || c.arch == Arch::Qwen ||
-                             c.arch == Arch::Xverse || c.arch == Arch::Orion || c.arch == Arch::Codeshell || plamo;
+                             c.arch == Arch::Xverse || c.arch == Arch::Orion || c.arch == Arch::Codeshell || plamo ||
+                             c.arch == Arch::ExaoneMoe;
   if (head_required && c.tied_output)
     throw_error(ErrorKind::Format, "{}: {} needs output.weight (llama.cpp does not tie its head)", file.path(),
                 c.arch_name);

@@ -62,14 +62,14 @@ void check_spec(const SynthSpec& s) {
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
-                   "orion", "codeshell", "plamo", "chatglm"}))
+                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm)",
+                "codeshell, plamo, chatglm, exaone-moe)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -80,7 +80,8 @@ void check_spec(const SynthSpec& s) {
     throw_error(ErrorKind::InvalidArgument, "synth: a local RoPE base and logit soft-capping are gemma's, not {}'s",
                 s.arch);
   if ((s.n_swa > 0 || s.swa_pattern > 0 || !s.swa_layers.empty()) &&
-      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss"}) && !(s.arch == "exaone4" && s.n_layer == 64))
+      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss", "exaone-moe"}) &&
+      !(s.arch == "exaone4" && s.n_layer == 64))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: sliding windows are gemma2's, gemma3's, olmo2's (OLMo 3), cohere2's and 64-layer exaone4's, not "
                 "{}'s",
@@ -102,7 +103,7 @@ void check_spec(const SynthSpec& s) {
   const bool ds = s.arch == "deepseek2";
   // DeepSeek-style MoE: leading dense layers of n_ff_dense, shared experts (n_expert_shared of the
   // expert width; ernie4_5-moe's one of n_ff_shared).
-  const bool ds_moe = ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2"});
+  const bool ds_moe = ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "exaone-moe"});
   if (ds != (s.kv_lora_rank > 0) || (!ds && (s.q_lora_rank || s.v_head_dim || s.yarn_log_mul != 0.0f)) ||
       (!ds_moe && (s.n_layer_dense_lead || s.n_expert_shared || s.n_ff_dense)))
     throw_error(ErrorKind::InvalidArgument, "synth: latent attention is deepseek2's (which needs kv_lora_rank > 0), "
@@ -170,10 +171,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool gpt2 = a == "gpt2" || a == "starcoder", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
   const bool qk_norm =
       is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe", "dots1", "bailingmoe2",
-                  "hunyuan-moe"});
+                  "hunyuan-moe", "exaone-moe"});
   const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
-  const bool ds_moe = ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2"});
+  const bool ds_moe = ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "exaone-moe"});
   // falcon: fused attn_qkv, one LayerNorm for both sublayers of a parallel residual (with more than
   // one KV head, Falcon-40B's form: attn_norm_2 for the attention), an ungated MLP, no biases.
   // olmo: LayerNorms without parameters (no norm tensors at all), q/k/v clamped.

@@ -457,6 +457,26 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "exaone-moe-tiny") {
+    // exaone-moe (K-EXAONE) in llama.cpp's layout, F32, 4 layers, dim 64: QK-norm per head, windows of
+    // 4 positions on layers 0-2 (the default pattern of 4) whose RoPE is split halves, no RoPE on the
+    // global layer 3; 1 dense layer, then 8 experts of width 32 top-2 with one shared expert, sigmoid
+    // scores with a selection bias, renormalised, scale 2.5.
+    s.arch = "exaone-moe";
+    s.n_swa = 4;
+    s.n_layer_dense_lead = 1;
+    s.n_ff_dense = 128;
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.n_expert_shared = 1;
+    s.expert_gating = 2;
+    s.exp_probs_bias = true;
+    s.expert_weights_norm = 1;
+    s.expert_weights_scale = 2.5f;
+    s.name = preset;
+    return s;
+  }
   if (preset == "minimax-m2-tiny") {
     // minimax-m2 (MiniMax-M2) in llama.cpp's layout, F32, 3 layers, dim 64: RMSNorm of the whole q and
     // k projections, split-halves RoPE on 8 of 16 dims, 8 experts of width 32 (feed_forward_length)
@@ -814,6 +834,8 @@ std::vector<std::string> synth_presets() {
       "codeshell-tiny: codeshell, F32, 4 layers, dim 64, LayerNorms and biases, GELU MLP, split-halves RoPE",
       "plamo-tiny: plamo, F32, 4 layers, dim 64, one RMSNorm for a parallel residual",
       "chatglm-tiny: chatglm (ChatGLM3), F32, 4 layers, dim 64, attn_qkv with a bias, fused gate-up, RoPE on 8 of 16",
+      "exaone-moe-tiny: exaone-moe (K-EXAONE), F32, 4 layers, dim 64, QK-norm, windows of 4 and a NoPE global layer, "
+      "1 dense + 3 MoE layers of 8 experts top-2 + 1 shared, sigmoid with bias, scale 2.5",
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
       "squared-ReLU MLP with biases",

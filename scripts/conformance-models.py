@@ -4,7 +4,7 @@ granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, g
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
-bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo and chatglm in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm and exaone-moe in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -394,6 +394,21 @@ def bailingmoe2(path, dtype):
         m.f32("expert_weights_scale", 2.5)
     deepseek_style(path, dtype, "bailingmoe2", 38, keys, qk_norm=True, fused_qkv=True, rope_dims=32, shared=256,
                    sel_bias=0.3)
+
+
+def exaone_moe(path, dtype):
+    # K-EXAONE (llama_model_exaone_moe): the q/k head norms, windows of 128 (attention.sliding_window,
+    # required) on every layer but each fourth (the default pattern) with NEOX RoPE, no RoPE on the
+    # global layer 3; a dense first layer, sigmoid scores (expert_gating_func, required) with the
+    # selection bias, renormalised, scaled by 2.5, and one ungated shared expert of
+    # expert_shared_feed_forward_length.
+    def keys(m):
+        m.u32("attention.sliding_window", 128)
+        m.u32("expert_shared_feed_forward_length", 384)
+        m.u32("expert_gating_func", 2)
+        m.w.add_bool("exaone-moe.expert_weights_norm", True)
+        m.f32("expert_weights_scale", 2.5)
+    deepseek_style(path, dtype, "exaone-moe", 59, keys, qk_norm=True, shared=384, sel_bias=0.3)
 
 
 def hunyuan_moe(path, dtype):
@@ -1264,6 +1279,7 @@ WRITERS = {
     "codeshell": lambda p, t: llama_family(p, t, "codeshell", 56),
     "plamo": lambda p, t: llama_family(p, t, "plamo", 57),
     "chatglm": lambda p, t: llama_family(p, t, "chatglm", 58),
+    "exaone-moe": exaone_moe,
     "dbrx": dbrx,
     "phimoe": phimoe,
     "falcon": lambda p, t: falcon(p, t, False),

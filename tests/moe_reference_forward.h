@@ -36,7 +36,7 @@ class MoEReferenceForward : public ReferenceForward {
   MoEReferenceForward(const std::string& path, int k) : ReferenceForward(path), k_(k) {
     const std::string a = arch_ + ".";
     const bool raw = arch_ == "qwen2moe" || arch_ == "olmoe" || arch_ == "deepseek2" || arch_ == "dots1" ||
-                     arch_ == "glm4moe" || arch_ == "bailingmoe2";
+                     arch_ == "glm4moe" || arch_ == "bailingmoe2" || arch_ == "exaone-moe";
     norm_w_ = f_->get_bool(a + "expert_weights_norm", !raw);
     // Graphs that fix the normalisation, gating and scale whatever the keys say.
     // gpt-oss: softmax of the k selected logits = renormalised; dbrx, phimoe: renormalised softmax.
@@ -53,12 +53,12 @@ class MoEReferenceForward : public ReferenceForward {
     groups_ = std::max<int64_t>(1, f_->get_int(a + "expert_group_count", 1));
     groups_used_ = std::max<int64_t>(1, f_->get_int(a + "expert_group_used_count", groups_));
     const bool lead = arch_ == "deepseek2" || arch_ == "deepseek" || arch_ == "dots1" || arch_ == "glm4moe" ||
-                      arch_ == "ernie4_5-moe" || arch_ == "bailingmoe2";
+                      arch_ == "ernie4_5-moe" || arch_ == "bailingmoe2" || arch_ == "exaone-moe";
     dense_lead_ = lead ? static_cast<int>(f_->get_int(a + "leading_dense_block_count", 0)) : 0;
     step_ = arch_ == "ernie4_5-moe" ? static_cast<int>(f_->get_int(a + "interleave_moe_layer_step", 1)) : 1;
     // exp_probs_b: with any gating for these, with sigmoid gating for the others but these two.
     bias_any_ = arch_ == "deepseek2" || arch_ == "dots1" || arch_ == "glm4moe" || arch_ == "ernie4_5-moe" ||
-                arch_ == "bailingmoe2" || arch_ == "minimax-m2";
+                arch_ == "bailingmoe2" || arch_ == "minimax-m2" || arch_ == "exaone-moe";
     bias_never_ = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "hunyuan-moe";
     ffn_norm_ = arch_ == "glm4moe" || arch_ == "gpt-oss" ? "post_attention_norm"
                 : arch_ == "dbrx"                        ? "attn_output_norm"

@@ -58,7 +58,8 @@ class ReferenceForward {
     gemma_ = gemma2_ || arch_ == "gemma3";
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4" ||
                arch_ == "hunyuan-dense" || arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "dots1" ||
-               arch_ == "bailingmoe2" || arch_ == "hunyuan-moe" || (arch_ == "glm4moe" && f_->find_tensor("blk.0.attn_q_norm.weight"));
+               arch_ == "bailingmoe2" || arch_ == "hunyuan-moe" || arch_ == "exaone-moe" ||
+               (arch_ == "glm4moe" && f_->find_tensor("blk.0.attn_q_norm.weight"));
     if (arch_ == "qwen3vl" || arch_ == "qwen3vlmoe") {
       // Interleaved M-RoPE on text: pair i's section is s = i mod (sum of sections); it rotates by
       // the position when s = 0 mod 3 below 3 s0, 1 mod 3 below 3 s1 or 2 mod 3 below 3 s2, and
@@ -139,7 +140,8 @@ class ReferenceForward {
     // and pattern 4 by default.
     olmo3_ = arch_ == "olmo2" && f_->get_int(a + "attention.sliding_window", 0) > 0;
     // EXAONE 4.0 32B and cohere2: windows, global layers without RoPE, local ones as usual.
-    nope_global_ = (arch_ == "exaone4" && c_.n_layer == 64) || arch_ == "cohere2";
+    // exaone-moe: the same with pre-norms, and its window key required.
+    nope_global_ = (arch_ == "exaone4" && c_.n_layer == 64) || arch_ == "cohere2" || arch_ == "exaone-moe";
     // gpt-oss: windows (the key required) on every second layer, rotated as the global ones.
     gpt_oss_ = arch_ == "gpt-oss";
     const int default_window = gemma2_ || nope_global_ ? 4096 : 0;
@@ -165,7 +167,7 @@ class ReferenceForward {
       base_ *= std::pow(f_->get_float(a + "rope.scaling.alpha", 0.0), hd / (hd - 2));
     }
     base_local_ = gemma_     ? f_->get_float(a + "rope.freq_base_swa", gemma2_ ? base_ : 10000.0)
-                  : gpt_oss_ ? f_->get_float(a + "rope.freq_base_swa", base_)
+                  : gpt_oss_ || arch_ == "exaone-moe" ? f_->get_float(a + "rope.freq_base_swa", base_)
                              : base_;
     const std::string type = f_->get_string(a + "rope.scaling.type", "linear");
     double factor = f_->get_float(a + "rope.scaling.factor", 0.0);
@@ -175,7 +177,7 @@ class ReferenceForward {
     orig_ctx_ = static_cast<double>(f_->get_int(a + "rope.scaling.original_context_length", c_.n_ctx_train));
     attn_factor_ = f_->get_float(a + "rope.scaling.attn_factor", 1.0);
     if ((arch_ == "llama" || arch_ == "granite" || arch_ == "granitemoe" || arch_ == "exaone" || arch_ == "exaone4" ||
-         arch_ == "minicpm" || arch_ == "arcee") &&
+         arch_ == "minicpm" || arch_ == "arcee" || arch_ == "exaone-moe") &&
         f_->find_tensor("rope_freqs.weight"))
       freq_factors_ = tensor("rope_freqs.weight");
     context_ = c_.n_ctx_train;
@@ -273,7 +275,7 @@ class ReferenceForward {
                               arch_ != "dots1" && arch_ != "bailingmoe2" && arch_ != "deepseek" &&
                               arch_ != "qwen3vlmoe" && arch_ != "hunyuan-moe" && arch_ != "refact" &&
                               arch_ != "baichuan" && arch_ != "olmo" && !falcon_ && arch_ != "qwen" && arch_ != "xverse" &&
-                              arch_ != "orion" && arch_ != "plamo" && arch_ != "chatglm";
+                              arch_ != "orion" && arch_ != "plamo" && arch_ != "chatglm" && arch_ != "exaone-moe";
         auto o = linear(att, p + "attn_output", d, out_bias);
         if (gemma_ || post_only_ || arch_ == "glm4") o = norm(o, p + "post_attention_norm");
         for (double& e : o) e *= residual_mul_;

@@ -141,11 +141,13 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
   // sigmoid with a selection bias, scale 2), glm4moe (biases, partial RoPE, post_attention_norm as
   // the FFN norm, sigmoid over groups), ernie4_5-moe (experts in every second layer, softmax with a
   // selection bias, one shared expert), bailingmoe2 (attn_qkv, QK-norm, sigmoid over groups) and
-  // hunyuan-moe (QK-norm after RoPE, a shared expert in every layer) and minimax-m2 (QK-norm over the
-  // projections, partial RoPE, sigmoid with a selection bias).
+  // hunyuan-moe (QK-norm after RoPE, a shared expert in every layer), minimax-m2 (QK-norm over the
+  // projections, partial RoPE, sigmoid with a selection bias) and exaone-moe (QK-norm, windows of 4
+  // past which the 11 tokens reach, a global layer without RoPE, a dense first layer, a shared expert,
+  // sigmoid with a selection bias, scale 2.5).
   for (const char* preset :
        {"qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny", "bailingmoe2-tiny",
-        "hunyuan-moe-tiny", "minimax-m2-tiny"})
+        "hunyuan-moe-tiny", "minimax-m2-tiny", "exaone-moe-tiny"})
     for (DType t : {DType::F32, DType::F16})
       check_moe_against_reference(write_preset(preset, t, fmt::format("{}_{}.gguf", preset, dtype_name(t))), kIds, 0,
                                   kTolF32);
@@ -175,6 +177,27 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
     EXPECT_TRUE(m->config().expert_weights_norm);
     EXPECT_FLOAT_EQ(m->config().expert_weights_scale, 1.0f);
   }
+}
+
+TEST(MoEArchitectures, ExaoneMoeReadsItsKeys) {
+  auto m = Model::load(write_preset("exaone-moe-tiny", DType::F32, "exaone_moe_cfg.gguf"));
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::ExaoneMoe);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.n_swa, 4);
+  for (int l = 0; l < c.n_layer; ++l) {
+    EXPECT_EQ(c.is_swa(l), l < 3) << l;
+    EXPECT_EQ(c.has_rope(l), l < 3) << l;  // the global layer has no RoPE
+    EXPECT_EQ(c.is_moe_layer(l), l >= 1) << l;
+  }
+  EXPECT_EQ(c.expert_gating, ExpertGating::Sigmoid);
+  EXPECT_FLOAT_EQ(c.expert_weights_scale, 2.5f);
+  EXPECT_EQ(c.n_ff_shared_expert, 32);  // expert_shared_feed_forward_length absent: the expert width
+  EXPECT_EQ(core::config_router_spec(c).kind, moe::RouterKind::SigmoidGroup);
+  // llama.cpp requires the gating key and the window.
+  SynthSpec s = synth_spec("exaone-moe-tiny");
+  s.expert_gating = 0;
+  EXPECT_THROW(Model::load(write(s, "exaone_moe_nogating.gguf")), Error);
 }
 
 TEST(MoEArchitectures, DbrxAndPhiMoEMatchReferenceAndRoute) {
