@@ -137,7 +137,7 @@ class Backend : public Memory {
   virtual void get_rows(const MatrixView& table, const int32_t* ids, int64_t n, float* out) = 0;
   virtual void rms_norm(const float* x, const float* w, float* out, int64_t T, int64_t n, float eps) = 0;
   virtual void layer_norm(const float* x, const float* w, const float* b, float* out, int64_t T, int64_t n,
-                          float eps) = 0;
+                          float eps) = 0;  // norms: out may alias x
   virtual void matmul(const float* x, int64_t T, const MatrixView& w, float* y) = 0;
   // y[i] = x * w[i]^T for weights that share x (q/k/v, gate/up), each as matmul computes it: one
   // call lets a backend quantize x once and run all the rows as one job. Default: matmul each.

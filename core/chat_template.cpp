@@ -474,10 +474,7 @@ const std::map<std::string, Renderer, std::less<>>& renderers() {
       {"orion", orion},
       {"rwkv-world", rwkv_world},
       {"pangu-embedded", pangu_embedded},
-      {"solar-open", [](Messages msgs, bool add, std::string& out) {
-         for (const ChatMessage& m : msgs) out += "<|begin|>" + m.role + "<|content|>" + m.content + "<|end|>";
-         if (add) out += "<|begin|>assistant";
-       }},
+      {"solar-open", tagged("<|begin|>", "<|content|>", "<|end|>", "<|begin|>assistant", false)},
       {"exaone-moe", by_role({{"system", {"<|system|>\n", "<|endofturn|>\n"}}, {"user", {"<|user|>\n", "<|endofturn|>\n"}},
                               {"assistant", {"<|assistant|>\n", "<|endofturn|>\n"}},
                               {"tool", {"<|tool|>\n", "<|endofturn|>\n"}}},

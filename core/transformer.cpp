@@ -47,8 +47,9 @@ enum Slot : size_t {
 
 Transformer::Transformer(std::shared_ptr<Backend> backend, const ModelConfig& config, ModelWeights weights)
     : be_(std::move(backend)), c_(config), w_(std::move(weights)), ws_(kSlots), ws_bytes_(kSlots, 0) {
+  needs_row_positions_ = c_.alibi();
   for (int l = 0; l < c_.n_layer; ++l) {
-    needs_row_positions_ = needs_row_positions_ || c_.window(l) > 0 || c_.alibi();
+    needs_row_positions_ = needs_row_positions_ || c_.window(l) > 0;
     if (c_.rope_style == RopeStyle::None) continue;
     const LayerRope lr = c_.rope_at(l);
     RopeParams rp;
@@ -373,11 +374,8 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
     be_->add(x, xn, x, T * d);
   }
   if (c_.embd_scale != 1.0f) be_->scale(x, c_.embd_scale, x, T * d);
-  if (c_.embd_norm) {  // bloom: LayerNorm of the embedding
-    be_->layer_norm(x, w_.token_embd_norm.data, w_.token_embd_norm_b.data, xn, T, d, c_.norm_eps);
-    const size_t row = static_cast<size_t>(d) * sizeof(float);
-    be_->copy_rows(x, row, xn, row, row, T);
-  }
+  if (c_.embd_norm)  // bloom: LayerNorm of the embedding, in place
+    be_->layer_norm(x, w_.token_embd_norm.data, w_.token_embd_norm_b.data, x, T, d, c_.norm_eps);
 
   // phi3's LongRoPE factors: the long set when the context (the cache's capacity) exceeds the
   // original one, as llama.cpp picks by its n_ctx_seq.

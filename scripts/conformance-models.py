@@ -83,6 +83,15 @@ class Model:
         self.matrix("token_embd.weight", [n_embd, N_VOCAB], scale=scale)
         self.norm("output_norm.weight", n_embd)
 
+    def moe(self, ff, E, k, expert_ff=None):
+        # feed_forward_length, expert_feed_forward_length (when the arch has it), expert_count and
+        # expert_used_count, in that order.
+        self.u32("feed_forward_length", ff)
+        if expert_ff is not None:
+            self.u32("expert_feed_forward_length", expert_ff)
+        self.u32("expert_count", E)
+        self.u32("expert_used_count", k)
+
     def head(self, n_embd):
         self.matrix("output.weight", [n_embd, N_VOCAB], scale=1.5)
 
@@ -110,10 +119,7 @@ def qwen3moe(path, dtype, arch="qwen3moe", seed=1, base=1000000.0, sections=None
     if sections:
         m.w.add_array(f"{arch}.rope.dimension_sections", sections)
     m.common(d, L, H, Hkv)
-    m.u32("feed_forward_length", ff * k)
-    m.u32("expert_feed_forward_length", ff)
-    m.u32("expert_count", E)
-    m.u32("expert_used_count", k)
+    m.moe(ff * k, E, k, ff)
     m.u32("attention.key_length", hd)
     m.u32("attention.value_length", hd)
     m.u32("rope.dimension_count", hd)
@@ -139,9 +145,7 @@ def olmoe(path, dtype):
     d, L, H, E, k, ff = 256, 4, 4, 8, 2, 256
     m = Model(path, "olmoe", 2, dtype)
     m.common(d, L, H, H)
-    m.u32("feed_forward_length", ff)
-    m.u32("expert_count", E)
-    m.u32("expert_used_count", k)
+    m.moe(ff, E, k)
     m.u32("rope.dimension_count", d // H)
     m.f32("rope.freq_base", 10000.0)
     m.head(d)
@@ -690,10 +694,7 @@ def minimax_m2(path, dtype):
     d, L, H, Hkv, hd, E, k, ff = 256, 4, 4, 2, 64, 16, 4, 256
     m = Model(path, "minimax-m2", 44, dtype)
     m.common(d, L, H, Hkv)
-    m.u32("feed_forward_length", ff)
-    m.u32("expert_feed_forward_length", ff)
-    m.u32("expert_count", E)
-    m.u32("expert_used_count", k)
+    m.moe(ff, E, k, ff)
     m.u32("expert_gating_func", 2)
     m.u32("rope.dimension_count", 32)
     m.f32("rope.freq_base", 10000.0)
@@ -721,9 +722,7 @@ def dbrx(path, dtype):
     m.common(d, L, H, Hkv)
     m.f32("attention.layer_norm_epsilon", 1e-5)
     m.f32("attention.clamp_kqv", 2.0)
-    m.u32("feed_forward_length", ff)
-    m.u32("expert_count", E)
-    m.u32("expert_used_count", k)
+    m.moe(ff, E, k)
     m.u32("rope.dimension_count", hd)
     m.f32("rope.freq_base", 500000.0)
     m.head(d)
@@ -746,9 +745,7 @@ def phimoe(path, dtype):
     hd = d // H
     m = Model(path, "phimoe", 52, dtype)
     m.common(d, L, H, Hkv)
-    m.u32("feed_forward_length", ff)
-    m.u32("expert_count", E)
-    m.u32("expert_used_count", k)
+    m.moe(ff, E, k)
     m.u32("rope.dimension_count", hd)
     m.f32("rope.freq_base", 10000.0)
     m.u32("rope.scaling.original_context_length", 256)
@@ -776,10 +773,7 @@ def gpt_oss(path, dtype):
     d, L, H, Hkv, hd, E, k, ff = 256, 4, 8, 2, 64, 16, 4, 256
     m = Model(path, "gpt-oss", 43, dtype)
     m.common(d, L, H, Hkv)
-    m.u32("feed_forward_length", ff)
-    m.u32("expert_feed_forward_length", ff)
-    m.u32("expert_count", E)
-    m.u32("expert_used_count", k)
+    m.moe(ff, E, k, ff)
     m.u32("attention.key_length", hd)
     m.u32("attention.value_length", hd)
     m.u32("attention.sliding_window", 128)

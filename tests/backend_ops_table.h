@@ -213,47 +213,48 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
           add(new AttentionCase(s.h, s.hkv, s.d, s.past, s.T, s.pad, s.m, b, KT{kt, vt}));
     }
 
+  // The entries below name their rows' types, window, sinks and ALiBi in one AttentionKv; Q8_0
+  // keys take the quantized-key bound.
+  struct Kc { At s; KT kv; };
+  auto add_attention = [&](std::initializer_list<Kc> cases) {
+    for (const Kc& c : cases)
+      add(new AttentionCase(c.s.h, c.s.hkv, c.s.d, c.s.past, c.s.T, c.s.pad, c.s.m,
+                            c.kv.k == DType::Q8_0 ? attn_q8k : attn, c.kv));
+  };
+  const DType F32 = DType::F32, F16 = DType::F16, Q8 = DType::Q8_0;
+
   // Sliding windows (gemma3's local layers): keys window or more positions behind a query are
   // hidden, in caches and trees (new tokens at n_past + depth), a window of 1 (each token sees only
   // keys at its own position), a token whose window holds no cached row, and F16 / Q8_0 caches.
-  struct W { At s; int window; DType kt, vt; };
-  for (W w : {W{At{4, 2, 64, 300, 17, 0, Mask::Tree}, 64, DType::F32, DType::F32},
-              W{At{2, 1, 64, 0, 100, 0, Mask::Causal}, 5, DType::F32, DType::F32},
-              W{At{3, 1, 64, 37, 3, 0, Mask::Blind}, 7, DType::F32, DType::F32},
-              W{At{6, 3, 128, 300, 17, 0, Mask::Tree}, 1, DType::F32, DType::F32},
-              W{At{4, 1, 17, 37, 3, 5, Mask::Causal}, 30, DType::F32, DType::F32},
-              W{At{8, 8, 64, 4097, 1, 0, Mask::Causal}, 512, DType::F16, DType::F16},
-              W{At{4, 2, 64, 4000, 3, 0, Mask::Tree}, 1000, DType::Q8_0, DType::Q8_0},
-              W{At{4, 2, 64, 300, 4, 0, Mask::CachedTree}, 3, DType::F16, DType::F16}})
-    add(new AttentionCase(w.s.h, w.s.hkv, w.s.d, w.s.past, w.s.T, w.s.pad, w.s.m,
-                          w.kt == DType::Q8_0 ? attn_q8k : attn, KT{w.kt, w.vt, w.window}));
+  add_attention({{At{4, 2, 64, 300, 17, 0, Mask::Tree}, KT{F32, F32, 64}},
+                 {At{2, 1, 64, 0, 100, 0, Mask::Causal}, KT{F32, F32, 5}},
+                 {At{3, 1, 64, 37, 3, 0, Mask::Blind}, KT{F32, F32, 7}},
+                 {At{6, 3, 128, 300, 17, 0, Mask::Tree}, KT{F32, F32, 1}},
+                 {At{4, 1, 17, 37, 3, 5, Mask::Causal}, KT{F32, F32, 30}},
+                 {At{8, 8, 64, 4097, 1, 0, Mask::Causal}, KT{F16, F16, 512}},
+                 {At{4, 2, 64, 4000, 3, 0, Mask::Tree}, KT{Q8, Q8, 1000}},
+                 {At{4, 2, 64, 300, 4, 0, Mask::CachedTree}, KT{F16, F16, 3}}});
 
   // Attention sinks (gpt-oss): a learned logit per head joins each softmax without a value, with
   // windows (gpt-oss's local layers), trees, GQA head groups of the F16 path, a blind token (no key:
   // the output stays 0) and Q8_0 rows.
-  struct S { At s; int window; DType kt, vt; };
-  for (S w : {S{At{4, 2, 64, 0, 1, 0, Mask::Causal}, 0, DType::F32, DType::F32},
-              S{At{8, 1, 64, 300, 17, 0, Mask::Tree}, 0, DType::F16, DType::F16},
-              S{At{4, 2, 64, 300, 17, 0, Mask::Tree}, 64, DType::F32, DType::F32},
-              S{At{3, 1, 64, 37, 3, 0, Mask::Blind}, 7, DType::F16, DType::F16},
-              S{At{4, 2, 64, 4000, 3, 0, Mask::Causal}, 128, DType::Q8_0, DType::Q8_0},
-              S{At{4, 1, 17, 37, 3, 5, Mask::CachedTree}, 0, DType::F32, DType::F32}})
-    add(new AttentionCase(w.s.h, w.s.hkv, w.s.d, w.s.past, w.s.T, w.s.pad, w.s.m,
-                          w.kt == DType::Q8_0 ? attn_q8k : attn, KT{w.kt, w.vt, w.window, true}));
+  add_attention({{At{4, 2, 64, 0, 1, 0, Mask::Causal}, KT{F32, F32, 0, true}},
+                 {At{8, 1, 64, 300, 17, 0, Mask::Tree}, KT{F16, F16, 0, true}},
+                 {At{4, 2, 64, 300, 17, 0, Mask::Tree}, KT{F32, F32, 64, true}},
+                 {At{3, 1, 64, 37, 3, 0, Mask::Blind}, KT{F16, F16, 7, true}},
+                 {At{4, 2, 64, 4000, 3, 0, Mask::Causal}, KT{Q8, Q8, 128, true}},
+                 {At{4, 1, 17, 37, 3, 5, Mask::CachedTree}, KT{F32, F32, 0, true}}});
 
   // ALiBi (bloom, mpt, refact, jais): -slope * |pq - pk| on each score; head counts that are powers
   // of two and not (5, 12: the interleaved slopes), trees (new tokens at n_past + depth), windows,
   // sinks, GQA head groups of the F16 path, a blind token and Q8_0 rows.
-  struct Al { At s; int window; DType kt, vt; bool sinks; float bias; };
-  for (Al w : {Al{At{4, 4, 64, 0, 1, 0, Mask::Causal}, 0, DType::F32, DType::F32, false, 8.0f},
-               Al{At{5, 5, 64, 37, 17, 0, Mask::Causal}, 0, DType::F16, DType::F16, false, 8.0f},
-               Al{At{12, 4, 64, 300, 17, 0, Mask::Tree}, 0, DType::F16, DType::F16, false, 8.0f},
-               Al{At{6, 3, 128, 300, 17, 0, Mask::Tree}, 64, DType::F32, DType::F32, true, 8.0f},
-               Al{At{3, 1, 64, 37, 3, 0, Mask::Blind}, 0, DType::F16, DType::F16, false, 8.0f},
-               Al{At{8, 8, 64, 4000, 3, 0, Mask::Causal}, 0, DType::Q8_0, DType::Q8_0, false, 16.0f},
-               Al{At{4, 1, 17, 37, 3, 5, Mask::CachedTree}, 0, DType::F32, DType::F32, false, 8.0f}})
-    add(new AttentionCase(w.s.h, w.s.hkv, w.s.d, w.s.past, w.s.T, w.s.pad, w.s.m,
-                          w.kt == DType::Q8_0 ? attn_q8k : attn, KT{w.kt, w.vt, w.window, w.sinks, w.bias}));
+  add_attention({{At{4, 4, 64, 0, 1, 0, Mask::Causal}, KT{F32, F32, 0, false, 8.0f}},
+                 {At{5, 5, 64, 37, 17, 0, Mask::Causal}, KT{F16, F16, 0, false, 8.0f}},
+                 {At{12, 4, 64, 300, 17, 0, Mask::Tree}, KT{F16, F16, 0, false, 8.0f}},
+                 {At{6, 3, 128, 300, 17, 0, Mask::Tree}, KT{F32, F32, 64, true, 8.0f}},
+                 {At{3, 1, 64, 37, 3, 0, Mask::Blind}, KT{F16, F16, 0, false, 8.0f}},
+                 {At{8, 8, 64, 4000, 3, 0, Mask::Causal}, KT{Q8, Q8, 0, false, 16.0f}},
+                 {At{4, 1, 17, 37, 3, 5, Mask::CachedTree}, KT{F32, F32, 0, false, 8.0f}}});
 
   // ---- multi-head latent attention (deepseek2's absorbed form): one query head set over the
   // shared latent rows; causal, trees, a blind token, padded rows, a long cache, windows.
