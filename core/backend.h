@@ -160,6 +160,12 @@ class Backend : public Memory {
   // kv_lora_rank]; mask as for attention.
   virtual void mla_attention(const float* q, int64_t T, const MlaKVView& kv, const uint8_t* mask,
                              const MlaAttentionParams& p, float* out) = 0;
+  // lfm2's short causal convolution (kernels/cpu/ops.h short_conv): rows are a convolution layer's
+  // F32 cache rows of width floats, the T new tokens' at row0 ..; prev [T, n_taps - 1] int32 in
+  // this memory, each token's predecessors on its path (oldest first, -1: none); taps [width,
+  // n_taps]. out [T, width] must not alias rows.
+  virtual void short_conv(const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width, int n_taps,
+                          const float* taps, float* out) = 0;
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
   virtual void gelu(const float* x, float* y, int64_t n) = 0;
   // y = max(x, 0)^2 elementwise (squared ReLU); y may alias x.

@@ -115,6 +115,10 @@ class CpuBackend final : public Backend {
   void gelu(const float* x, float* y, int64_t n) override { cpu::gelu(pool_, x, y, n); }
   void relu_sqr(const float* x, float* y, int64_t n) override { cpu::relu_sqr(pool_, x, y, n); }
   void clamp(const float* x, float limit, float* y, int64_t n) override { cpu::clamp(pool_, x, limit, y, n); }
+  void short_conv(const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width, int n_taps,
+                  const float* taps, float* out) override {
+    cpu::short_conv(pool_, rows, prev, T, row0, width, n_taps, taps, out);
+  }
   void mul(const float* a, const float* b, float* y, int64_t n) override { cpu::mul(a, b, y, n); }
   void scale(const float* x, float s, float* y, int64_t n) override { cpu::scale(x, s, y, n); }
   void softcap(const float* x, float cap, float* y, int64_t n) override { cpu::softcap(pool_, x, cap, y, n); }

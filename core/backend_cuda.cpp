@@ -133,6 +133,10 @@ class CudaBackend final : public Backend {
   void gelu(const float* x, float* y, int64_t n) override { cu::gelu(*ctx_, x, y, n); }
   void relu_sqr(const float* x, float* y, int64_t n) override { cu::relu_sqr(*ctx_, x, y, n); }
   void clamp(const float* x, float limit, float* y, int64_t n) override { cu::clamp(*ctx_, x, limit, y, n); }
+  void short_conv(const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width, int n_taps,
+                  const float* taps, float* out) override {
+    cu::short_conv(*ctx_, rows, prev, T, row0, width, n_taps, taps, out);
+  }
   void mul(const float* a, const float* b, float* y, int64_t n) override { cu::mul(*ctx_, a, b, y, n); }
   void scale(const float* x, float s, float* y, int64_t n) override { cu::scale(*ctx_, x, s, y, n); }
   void softcap(const float* x, float cap, float* y, int64_t n) override { cu::softcap(*ctx_, x, cap, y, n); }

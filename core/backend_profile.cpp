@@ -131,6 +131,10 @@ void ProfilingBackend::relu_sqr(const float* x, float* y, int64_t n) {
 void ProfilingBackend::clamp(const float* x, float limit, float* y, int64_t n) {
   timed("clamp", 0, 0, [&] { inner_->clamp(x, limit, y, n); });
 }
+void ProfilingBackend::short_conv(const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width,
+                                  int n_taps, const float* taps, float* out) {
+  timed("short_conv", 0, 0, [&] { inner_->short_conv(rows, prev, T, row0, width, n_taps, taps, out); });
+}
 void ProfilingBackend::mul(const float* a, const float* b, float* y, int64_t n) {
   timed("mul", 0, 0, [&] { inner_->mul(a, b, y, n); });
 }

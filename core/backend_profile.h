@@ -72,6 +72,8 @@ class ProfilingBackend final : public Backend {
   void gelu(const float* x, float* y, int64_t n) override;
   void relu_sqr(const float* x, float* y, int64_t n) override;
   void clamp(const float* x, float limit, float* y, int64_t n) override;
+  void short_conv(const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width, int n_taps,
+                  const float* taps, float* out) override;
   void mul(const float* a, const float* b, float* y, int64_t n) override;
   void scale(const float* x, float s, float* y, int64_t n) override;
   void softcap(const float* x, float cap, float* y, int64_t n) override;

@@ -60,7 +60,10 @@ KVCacheTypes effective_types(const ModelConfig& c, const KVCacheTypes& t) {
 
 // Layer l's cache rows: keys and values of kv_dim elements of the given types (MLA: the latent
 // and RoPE key rows of kv_lora_rank + rope_dims F32, no values), and the layer's sliding window.
+// lfm2's short-convolution layers: one F32 row of B * x (n_embd) per token, the convolution's
+// input, whatever the cache types (llama.cpp keeps recurrent state in F32 too).
 KVLayerLayout kv_layout(const ModelConfig& c, int l, const KVCacheTypes& t) {
+  if (c.is_conv_layer(l)) return {c.n_embd, 0, DType::F32, DType::F32, 0};
   const KVCacheTypes e = effective_types(c, t);
   return {c.kv_key_width(), c.kv_value_width(), e.k, e.v, c.window(l)};
 }

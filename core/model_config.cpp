@@ -189,7 +189,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"qwen", Arch::Qwen, RopeStyle::SplitHalves},          {"xverse", Arch::Xverse, RopeStyle::Adjacent},
       {"orion", Arch::Orion, RopeStyle::SplitHalves},        {"codeshell", Arch::Codeshell, RopeStyle::SplitHalves},
       {"plamo", Arch::Plamo, RopeStyle::SplitHalves},        {"chatglm", Arch::ChatGlm, RopeStyle::Adjacent},
-      {"exaone-moe", Arch::ExaoneMoe, RopeStyle::SplitHalves},
+      {"exaone-moe", Arch::ExaoneMoe, RopeStyle::SplitHalves}, {"lfm2", Arch::Lfm2, RopeStyle::SplitHalves},
+      {"lfm2moe", Arch::Lfm2Moe, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -201,13 +202,14 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
   c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3 || c.arch == Arch::Exaone4 ||
               c.arch == Arch::HunyuanDense || c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe ||
-              c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::HunyuanMoe || c.arch == Arch::ExaoneMoe;
+              c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::HunyuanMoe || c.arch == Arch::ExaoneMoe ||
+              c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe;
   // glm4moe: per-head QK-norm where the file has it (GLM-4.5 355B; llama.cpp binds it optionally).
   if (c.arch == Arch::Glm4Moe) c.qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   c.qk_norm_after_rope = c.arch == Arch::HunyuanDense || c.arch == Arch::HunyuanMoe;
@@ -255,7 +257,10 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     c.n_ff /= 2;
   }
   c.n_head = r.get("attention.head_count", std::nullopt);
-  c.n_head_kv = r.get("attention.head_count_kv", c.n_head);
+  if (c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe)
+    detail::read_lfm2_layers(r, c);  // head_count_kv per layer, 0 for the convolution layers
+  else
+    c.n_head_kv = r.get("attention.head_count_kv", c.n_head);
   if (c.n_head <= 0) throw_error(ErrorKind::Format, "{}: {} is {}", file.path(), r.key("attention.head_count"), c.n_head);
   if (c.arch == Arch::Deepseek2) {
     detail::read_mla(r, c);  // head_dim from key_length_mla; key_length is the latent's width
@@ -333,6 +338,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (cohere) detail::read_cohere(r, c);
   if (c.arch == Arch::GptOss) detail::read_gpt_oss(r, c);
   if (c.arch == Arch::ExaoneMoe) detail::read_exaone_moe(r, c);
+  if (c.arch == Arch::Lfm2) detail::read_lfm2_windows(r, c);
   if (c.arch == Arch::HunyuanDense) {
     // Hunyuan's NTK-aware alpha (rope.scaling.alpha): base = freq_base * alpha^(d / (d - 2)) over
     // the head width d, as llama.cpp's hunyuan loader sets it.
@@ -454,6 +460,11 @@ void ModelConfig::validate() const {
   if (!(final_logit_softcap >= 0.0f) || !std::isfinite(final_logit_softcap))
     throw_error(ErrorKind::Format, "model config: final_logit_softcap {} is not 0 or a positive number",
                 final_logit_softcap);
+  if (!conv_layers.empty()) {
+    if (conv_layers.size() != static_cast<size_t>(n_layer))
+      throw_error(ErrorKind::Format, "model config: {} short-convolution flags for {} layers", conv_layers.size(), n_layer);
+    if (has_conv_layers()) check_range("shortconv_l_cache", shortconv_l_cache, 2, kMaxShortConvTaps);
+  }
   check_range("n_swa", n_swa, 0, kMaxCtx);
   if (n_swa > 0) {
     if (swa_layers.size() != static_cast<size_t>(n_layer))

@@ -10,13 +10,16 @@ namespace specmoe::core {
 
 class GGUFFile;
 
+// The most taps a short convolution may have (lfm2's shortconv.l_cache; LFM2 has 3).
+inline constexpr int kMaxShortConvTaps = 64;
+
 enum class Arch {
   Llama, Qwen2, Qwen2Moe, Gpt2, Qwen3, Gemma3, Qwen3Moe, Olmoe, Phi3, Gemma2, Deepseek2,
   Granite, GraniteMoe, Olmo2, Smollm3, StableLm, Gemma, Starcoder2, GptNeox, Phi2, Ernie45, Exaone,
   Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl,
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
   MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan, Dbrx, PhiMoe, Qwen, Xverse, Orion, Codeshell, Plamo,
-  ChatGlm, ExaoneMoe
+  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe
 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
@@ -182,7 +185,23 @@ struct ModelConfig {
   float attn_temp_scale = 0.0f;
   int attn_temp_floor = 0;
 
+  // lfm2 and lfm2moe (Liquid AI's LFM2, LFM2-MoE): a hybrid whose layers are either attention or a gated short causal
+  // convolution (y = C * conv(B * x) over the last shortconv_l_cache positions, Poli et al. 2023's
+  // Hyena operator at order 2 with a short filter); <arch>.attention.head_count_kv per layer, 0
+  // for the convolution layers. Such a layer's cache row holds B * x of n_embd F32 per token, so
+  // truncate and keep roll its state back as they do keys and values.
+  std::vector<uint8_t> conv_layers;  // [n_layer] 1 = short-convolution layer; empty: none
+  int shortconv_l_cache = 0;         // <arch>.shortconv.l_cache: the filter's taps, the current token's included
+
   bool is_moe() const { return n_expert > 0; }
+  bool is_conv_layer(int layer) const {
+    return layer >= 0 && layer < static_cast<int>(conv_layers.size()) && conv_layers[layer] != 0;
+  }
+  bool has_conv_layers() const {
+    for (uint8_t v : conv_layers)
+      if (v) return true;
+    return false;
+  }
   // Learned absolute positions (position_embd) and no RoPE: gpt2, starcoder (StarCoder / SantaCoder,
   // gpt2's block with multi-query attention), mpt files that carry position_embd.
   bool learned_positions() const { return arch == Arch::Gpt2 || arch == Arch::Starcoder || position_embd; }
@@ -211,9 +230,13 @@ struct ModelConfig {
   // for MLA the latent plus the RoPE key (kv_lora_rank + rope_dims) and no separate values.
   int kv_key_width() const { return is_mla() ? kv_lora_rank + rope_dims : kv_dim(); }
   int kv_value_width() const { return is_mla() ? 0 : kv_dim(); }
-  // Bytes the cache holds per token over all layers with elements of `element_bytes` bytes.
+  // Bytes the cache holds per token over all layers with elements of `element_bytes` bytes (a
+  // convolution layer's row is n_embd F32 whatever the element size).
   int64_t kv_bytes_per_token(int element_bytes = 4) const {
-    return static_cast<int64_t>(n_layer) * (kv_key_width() + kv_value_width()) * element_bytes;
+    int64_t total = 0;
+    for (int l = 0; l < n_layer; ++l)
+      total += is_conv_layer(l) ? int64_t{n_embd} * 4 : int64_t{kv_key_width() + kv_value_width()} * element_bytes;
+    return total;
   }
   float attention_scale() const {
     return attn_scale > 0.0f ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));

@@ -107,6 +107,62 @@ void read_gpt_oss(const Reader& r, ModelConfig& c) {
   c.rope_freq_scale_swa = c.rope_freq_scale;
 }
 
+// lfm2 (Liquid AI's LFM2, src/models/lfm2.cpp): attention.head_count_kv per layer, 0 marking a
+// gated short-convolution layer (llama.cpp's is_recr), the attention layers' common KV head count
+// otherwise (a scalar: every layer attends); shortconv.l_cache (required, at least 2) taps per
+// filter, the current token's included. A file of convolution layers only keeps n_head_kv =
+// n_head for the (unused) attention sizes.
+void read_lfm2_layers(const Reader& r, ModelConfig& c) {
+  const GGUFFile& f = r.f;
+  const std::string k = r.key("attention.head_count_kv");
+  const GGUFValue* v = f.find(k);
+  c.n_head_kv = c.n_head;
+  c.conv_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  if (v && v->type == GGUFType::ARRAY) {
+    const std::vector<int64_t> heads = f.get_int_array(k);
+    if (heads.size() != static_cast<size_t>(c.n_layer))
+      throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries for {} layers", f.path(), k, heads.size(),
+                  c.n_layer);
+    int64_t attn = 0;
+    for (int l = 0; l < c.n_layer; ++l) {
+      const int64_t h = heads[l];
+      if (h < 0 || h > 1024)  // model_config.cpp's head limit
+        throw_error(ErrorKind::Format, "{}: metadata key '{}' value {} (layer {}) is out of range", f.path(), k, h, l);
+      if (h == 0) {
+        c.conv_layers[l] = 1;
+      } else if (attn != 0 && h != attn) {
+        throw_error(ErrorKind::Unsupported,
+                    "{}: metadata key '{}' varies between attention layers ({} vs {}); specmoe needs it uniform",
+                    f.path(), k, attn, h);
+      } else {
+        attn = h;
+      }
+    }
+    if (attn != 0) c.n_head_kv = static_cast<int>(attn);
+  } else {
+    c.n_head_kv = r.get("attention.head_count_kv", c.n_head);
+  }
+  c.shortconv_l_cache = r.get("shortconv.l_cache", std::nullopt);
+  if (c.shortconv_l_cache < 2 || c.shortconv_l_cache > kMaxShortConvTaps)
+    throw_error(ErrorKind::Format, "{}: {} is {} (must be 2 to {})", f.path(), r.key("shortconv.l_cache"),
+                c.shortconv_l_cache, kMaxShortConvTaps);
+}
+
+// lfm2 with attention.sliding_window > 0: every attention layer attends through the window (the
+// convolution layers have none), rotated as without one (llama.cpp's lfm2 graph passes the global
+// base and scale to every layer).
+void read_lfm2_windows(const Reader& r, ModelConfig& c) {
+  c.n_swa = r.get("attention.sliding_window", 0);
+  if (c.n_swa <= 0) {
+    c.n_swa = 0;
+    return;
+  }
+  c.swa_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int l = 0; l < c.n_layer; ++l) c.swa_layers[l] = !c.is_conv_layer(l);
+  c.rope_freq_base_swa = c.rope_freq_base;
+  c.rope_freq_scale_swa = c.rope_freq_scale;
+}
+
 // exaone-moe (K-EXAONE, src/models/exaone-moe.cpp): EXAONE 4.0 32B's attention under pre-norms:
 // windows of attention.sliding_window (required) on every layer but each fourth by default (the
 // pattern as per-layer flags or a period), the local layers rotating with rope.freq_base_swa
@@ -314,6 +370,12 @@ void read_experts(const Reader& r, ModelConfig& c) {
       c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
       c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", c.n_ff_expert);
       break;
+    case Arch::Lfm2Moe:
+      // LFM2-MoE: leading dense layers, experts of expert_feed_forward_length (required), no
+      // shared expert; the gating key required, the top-k weights always renormalised, never scaled.
+      c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);
+      c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
+      break;
     case Arch::Ernie45Moe:
       c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);
       c.n_moe_layer_step = r.get("interleave_moe_layer_step", std::nullopt);
@@ -337,10 +399,11 @@ void read_experts(const Reader& r, ModelConfig& c) {
   c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), !raw);
   if (c.arch == Arch::Deepseek) c.expert_weights_norm = false;
   if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss ||
-      c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx || c.arch == Arch::PhiMoe)
+      c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx || c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe)
     c.expert_weights_norm = true;
   const bool gating_required =
-      c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::MinimaxM2 || c.arch == Arch::ExaoneMoe;
+      c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::MinimaxM2 || c.arch == Arch::ExaoneMoe ||
+      c.arch == Arch::Lfm2Moe;
   if (gating_required && c.n_expert > 0 && !file.has(r.key("expert_gating_func")))
     throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), r.key("expert_gating_func"));
   int gating = fixed_softmax ? 1 : r.get("expert_gating_func", 0);  // 0 = LLAMA_EXPERT_GATING_FUNC_TYPE_NONE
@@ -355,7 +418,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   }
   const bool never_scaled = c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe ||
                             c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
-                            c.arch == Arch::PhiMoe;
+                            c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe;
   c.expert_weights_scale = never_scaled ? 0.0f : r.get_float("expert_weights_scale", 0.0f);
   if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp: 0 = no scaling
   c.n_expert_group = std::max(1, r.get("expert_group_count", 1));
@@ -364,7 +427,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool lead_only = c.n_layer_dense_lead >= c.n_layer;  // every layer dense: no experts needed
   const bool deepseek_style = c.arch == Arch::Deepseek2 || c.arch == Arch::Deepseek || c.arch == Arch::Dots1 ||
                               c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 || c.arch == Arch::Ernie45Moe ||
-                              c.arch == Arch::ExaoneMoe;
+                              c.arch == Arch::ExaoneMoe || c.arch == Arch::Lfm2Moe;
   const bool needs_experts = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
                              c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
                              c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||

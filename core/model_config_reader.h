@@ -67,6 +67,8 @@ void read_olmo3_exaone4_windows(const Reader& r, ModelConfig& c);
 void read_cohere(const Reader& r, ModelConfig& c);
 void read_gpt_oss(const Reader& r, ModelConfig& c);
 void read_exaone_moe(const Reader& r, ModelConfig& c);
+void read_lfm2_layers(const Reader& r, ModelConfig& c);
+void read_lfm2_windows(const Reader& r, ModelConfig& c);
 void read_mrope(const Reader& r, ModelConfig& c);
 void read_granite(const Reader& r, ModelConfig& c);
 void read_experts(const Reader& r, ModelConfig& c);

@@ -243,7 +243,8 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
     w.down_exps_b = floats_of(p + "ffn_down_exps.bias", {d, E});
     w.act = moe::MoEActivation::SwiGLUOai;
   }
-  if (c.arch == Arch::Glm4Moe || c.arch == Arch::MinimaxM2 || (b.has(p + "exp_probs_b.bias") &&
+  // lfm2moe: required, as for glm4moe and minimax-m2.
+  if (c.arch == Arch::Glm4Moe || c.arch == Arch::MinimaxM2 || c.arch == Arch::Lfm2Moe || (b.has(p + "exp_probs_b.bias") &&
                                   (binds_bias || (!no_bias && c.expert_gating == ExpertGating::Sigmoid))))
     bias = b.vector(p + "exp_probs_b.bias", E);
   if (!bias.empty()) {
@@ -330,7 +331,8 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     floats.emplace_back(static_cast<size_t>(c.n_embd), 1.0f);
     ones = {floats.back().data(), c.n_embd};
   }
-  w.output_norm = olmo ? ones : vec("output_norm.weight", c.n_embd);
+  // lfm2's final norm is named token_embd_norm (llama.cpp's LLM_TENSOR_OUTPUT_NORM_LFM2).
+  w.output_norm = olmo ? ones : vec(c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe ? "token_embd_norm.weight" : "output_norm.weight", c.n_embd);
   // command-r's and cohere2's LayerNorms have no biases.
   const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
   if ((c.layer_norm && !cohere && !olmo && !dbrx) || phimoe)
@@ -416,7 +418,12 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
                   "{}: tensor '{}attn_q_norm.weight': stablelm's per-head q/k LayerNorm (StableLM 2 12B) is not "
                   "supported",
                   file.path(), p);
-    if (gpt2_block) {
+    if (c.is_conv_layer(l)) {  // lfm2: the gated short convolution in place of attention
+      L.conv_in = b.matrix(p + "shortconv.in_proj.weight", c.n_embd, 3 * static_cast<int64_t>(c.n_embd));
+      floats.push_back(b.values(p + "shortconv.conv.weight", {c.shortconv_l_cache, c.n_embd}));
+      L.conv_taps = {floats.back().data(), static_cast<int64_t>(c.n_embd) * c.shortconv_l_cache};
+      L.conv_out = b.matrix(p + "shortconv.out_proj.weight", c.n_embd, c.n_embd);
+    } else if (gpt2_block) {
       L.wqkv = b.matrix(p + "attn_qkv.weight", c.n_embd, qkv_dim);
       L.bqkv = mpt ? opt_vec(p + "attn_qkv.bias", qkv_dim) : vec(p + "attn_qkv.bias", qkv_dim);
       L.bo = mpt ? opt_vec(p + "attn_output.bias", c.n_embd) : vec(p + "attn_output.bias", c.n_embd);
@@ -466,7 +473,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
         L.ffn_post_norm = vec(p + "post_ffw_norm.weight", c.n_embd);
       }
     }
-    if (!c.is_mla()) L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
+    if (!c.is_mla() && !c.is_conv_layer(l)) L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
     if (c.is_moe_layer(l)) {
       L.moe = bind_moe(b, c, l, floats);
     } else if (c.arch == Arch::Jais) {  // SwiGLU with biases
@@ -515,6 +522,7 @@ size_t ModelWeights::bytes_per_token() const {
   for (const LayerWeights& L : layers) {
     total += L.wq.bytes() + L.wk.bytes() + L.wv.bytes() + L.wqkv.bytes() + L.wo.bytes();
     total += L.wq_a.bytes() + L.wq_b.bytes() + L.wkv_a_mqa.bytes() + L.wk_b.bytes() + L.wv_b.bytes();
+    total += L.conv_in.bytes() + L.conv_out.bytes();
     if (L.is_moe()) {
       const moe::MoEWeights& m = L.moe.weights;
       total += m.router_bytes() + static_cast<size_t>(L.moe.router.k) * m.expert_bytes() + m.shared_bytes();
@@ -544,7 +552,7 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
   for (LayerWeights& L : w.layers) {
     for (VectorView* v : {&L.attn_norm, &L.attn_norm_b, &L.bq, &L.bk, &L.bv, &L.bqkv, &L.bo, &L.attn_q_norm,
                           &L.attn_k_norm, &L.attn_post_norm, &L.attn_sinks, &L.ffn_norm, &L.ffn_norm_b, &L.ffn_post_norm,
-                          &L.ffn_gate_b, &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias, &L.attn_q_a_norm, &L.attn_kv_a_norm})
+                          &L.ffn_gate_b, &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias, &L.attn_q_a_norm, &L.attn_kv_a_norm, &L.conv_taps})
       f(*v);
     moe::MoEWeights& e = L.moe.weights;
     // gpt-oss's router and expert biases, host floats of the binder: on the backend's memory too.
@@ -554,7 +562,7 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
       if (*b != nullptr) *b = be.resident(VectorView{*b, n}).data;
     for (MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &e.gate_inp,
                           &e.gate_exps, &e.up_exps, &e.down_exps, &e.gate_shexp, &e.up_shexp, &e.down_shexp,
-                          &e.gate_inp_shexp, &L.wq_a, &L.wq_b, &L.wkv_a_mqa, &L.wk_b, &L.wv_b})
+                          &e.gate_inp_shexp, &L.wq_a, &L.wq_b, &L.wkv_a_mqa, &L.wk_b, &L.wv_b, &L.conv_in, &L.conv_out})
       m(*v);
   }
   return w;

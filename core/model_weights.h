@@ -75,6 +75,11 @@ struct LayerWeights {
   // the router's description and its selection bias (core/backend.h MoEBlock).
   // moe.weights.empty() for a dense layer (deepseek2's leading layers among them).
   MoEBlock moe;
+  // lfm2's gated short convolution, in place of attention: [B | C | x] = shortconv.in_proj xn
+  // (n_embd -> 3 n_embd), y = C * conv(B * x) with conv_taps [n_embd, l_cache] (channel c's taps
+  // in a row, the last one the current token's), then shortconv.out_proj y (n_embd -> n_embd).
+  MatrixView conv_in, conv_out;
+  VectorView conv_taps;
   bool fused_qkv() const { return !wqkv.empty(); }
   bool is_mla() const { return !wkv_a_mqa.empty(); }
   bool is_moe() const { return !moe.weights.empty(); }

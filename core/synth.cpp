@@ -62,14 +62,14 @@ void check_spec(const SynthSpec& s) {
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
-                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe"}))
+                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -80,12 +80,17 @@ void check_spec(const SynthSpec& s) {
     throw_error(ErrorKind::InvalidArgument, "synth: a local RoPE base and logit soft-capping are gemma's, not {}'s",
                 s.arch);
   if ((s.n_swa > 0 || s.swa_pattern > 0 || !s.swa_layers.empty()) &&
-      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss", "exaone-moe"}) &&
+      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss", "exaone-moe", "lfm2"}) &&
       !(s.arch == "exaone4" && s.n_layer == 64))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: sliding windows are gemma2's, gemma3's, olmo2's (OLMo 3), cohere2's and 64-layer exaone4's, not "
                 "{}'s",
                 s.arch);
+  if (!s.conv_layers.empty() && (!is_arch(s, {"lfm2", "lfm2moe"}) || s.conv_layers.size() != static_cast<size_t>(s.n_layer) ||
+                                  s.shortconv_l_cache < 2))
+    throw_error(ErrorKind::InvalidArgument,
+                "synth: short-convolution layers are lfm2's and lfm2moe's, one flag per layer ({} for {} layers), of 2 taps or more "
+                "({})", s.conv_layers.size(), s.n_layer, s.shortconv_l_cache);
   if (s.arch == "cohere2" && s.n_swa <= 0)
     throw_error(ErrorKind::InvalidArgument, "synth: cohere2 needs a sliding window (n_swa > 0)");
   if (is_arch(s, {"command-r", "cohere2"}) && !s.tied_output)
@@ -103,7 +108,8 @@ void check_spec(const SynthSpec& s) {
   const bool ds = s.arch == "deepseek2";
   // DeepSeek-style MoE: leading dense layers of n_ff_dense, shared experts (n_expert_shared of the
   // expert width; ernie4_5-moe's one of n_ff_shared).
-  const bool ds_moe = ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "exaone-moe"});
+  const bool ds_moe =
+      ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "exaone-moe", "lfm2moe"});
   if (ds != (s.kv_lora_rank > 0) || (!ds && (s.q_lora_rank || s.v_head_dim || s.yarn_log_mul != 0.0f)) ||
       (!ds_moe && (s.n_layer_dense_lead || s.n_expert_shared || s.n_ff_dense)))
     throw_error(ErrorKind::InvalidArgument, "synth: latent attention is deepseek2's (which needs kv_lora_rank > 0), "
@@ -171,10 +177,11 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool gpt2 = a == "gpt2" || a == "starcoder", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
   const bool qk_norm =
       is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe", "dots1", "bailingmoe2",
-                  "hunyuan-moe", "exaone-moe"});
+                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe"});
   const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
-  const bool ds_moe = ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "exaone-moe"});
+  const bool ds_moe =
+      ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "exaone-moe", "lfm2moe"});
   // falcon: fused attn_qkv, one LayerNorm for both sublayers of a parallel residual (with more than
   // one KV head, Falcon-40B's form: attn_norm_2 for the attention), an ungated MLP, no biases.
   // olmo: LayerNorms without parameters (no norm tensors at all), q/k/v clamped.
@@ -236,7 +243,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   if (hunyuan_moe && s.n_ff_shared > 0) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
   if (qwen2moe) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
   if (ds_moe) w.set_u32(a + ".leading_dense_block_count", s.n_layer_dense_lead);
-  if (ds_moe && !ernie_moe) w.set_u32(a + ".expert_shared_count", s.n_expert_shared);
+  if (ds_moe && !ernie_moe && a != "lfm2moe") w.set_u32(a + ".expert_shared_count", s.n_expert_shared);
   if (ernie_moe) {
     w.set_u32(a + ".interleave_moe_layer_step", s.moe_layer_step);
     if (s.n_ff_shared > 0) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
@@ -253,7 +260,14 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
     if (a == "starcoder") w.set_u32(a + ".attention.head_count_kv", n_head_kv);  // multi-query
   } else {
-    w.set_u32(a + ".attention.head_count_kv", n_head_kv);
+    if (!s.conv_layers.empty()) {  // lfm2: per layer, 0 for the short-convolution layers
+      std::vector<int32_t> heads(s.conv_layers.size());
+      for (size_t l = 0; l < heads.size(); ++l) heads[l] = s.conv_layers[l] ? 0 : n_head_kv;
+      w.set_i32_array(a + ".attention.head_count_kv", heads);
+      w.set_u32(a + ".shortconv.l_cache", s.shortconv_l_cache);
+    } else {
+      w.set_u32(a + ".attention.head_count_kv", n_head_kv);
+    }
     w.set_f32(a + (layer_norm || cohere || mpt || olmo || dbrx ? ".attention.layer_norm_epsilon"
                                                                 : ".attention.layer_norm_rms_epsilon"),
               1e-5f);
@@ -372,7 +386,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   w.add_tensor_f32("token_embd.weight", s.type, {s.n_embd, s.n_vocab}, embd);
   if (gpt2) w.add_tensor_f32("position_embd.weight", s.type, {s.n_embd, s.n_ctx},
                              random_values(seed, "position_embd.weight", static_cast<size_t>(s.n_embd) * s.n_ctx, 0.3f));
-  if (!olmo) vec("output_norm.weight", s.n_embd, 1.0f, 0.0f);
+  const bool lfm2 = is_arch(s, {"lfm2", "lfm2moe"});  // the final norm named token_embd_norm
+  if (!olmo) vec(lfm2 ? "token_embd_norm.weight" : "output_norm.weight", s.n_embd, 1.0f, lfm2 ? 0.3f : 0.0f);
   if (gpt2) vec("output_norm.bias", s.n_embd, 0.0f, 0.0f);
   if (bloom) {  // the embedding's LayerNorm
     vec("token_embd_norm.weight", s.n_embd, 1.0f, 0.3f);
@@ -452,6 +467,25 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     if (layer_norm || phimoe) {  // biases with a spread, so a skipped one shows
       vec(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f);
       if (!phi2 && !falcon) vec(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f);
+    }
+    const bool conv_layer = l < static_cast<int>(s.conv_layers.size()) && s.conv_layers[l] != 0;
+    if (conv_layer) {
+      // lfm2's gated short convolution: [B | C | x] = in_proj xn; y = C * conv(B * x); out_proj y.
+      // The taps (F32, as the converter keeps them) have std 0.6: B * x has unit scale, the sum
+      // of three taps about 1.
+      matrix(p + "shortconv.in_proj.weight", s.n_embd, 3 * static_cast<int64_t>(s.n_embd), 1.0f);
+      w.add_tensor_f32(p + "shortconv.conv.weight", DType::F32, {s.shortconv_l_cache, s.n_embd},
+                       random_values(seed, p + "shortconv.conv.weight",
+                                     static_cast<size_t>(s.shortconv_l_cache) * s.n_embd, 0.6f));
+      matrix(p + "shortconv.out_proj.weight", s.n_embd, s.n_embd, rs);
+      if (moe_layer) {  // lfm2moe past its leading dense layers
+        write_experts(p, rs);
+      } else {
+        matrix(p + "ffn_gate.weight", s.n_embd, n_ff_dense, 1.0f);
+        matrix(p + "ffn_up.weight", s.n_embd, n_ff_dense, 1.0f);
+        matrix(p + "ffn_down.weight", n_ff_dense, s.n_embd, rs);
+      }
+      continue;
     }
     if (gpt2 || neox || bloom || mpt || jais) {
       if (gpt2) {

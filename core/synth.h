@@ -97,6 +97,11 @@ struct SynthSpec {
   std::vector<int32_t> swa_layers;
   float rope_freq_base_swa = 0.0f;
   float final_logit_softcap = 0.0f;
+  // lfm2: one flag per layer, 1 = a gated short-convolution layer of shortconv_l_cache taps
+  // (attention.head_count_kv is then written per layer, 0 for those); n_swa gives the attention
+  // layers a window.
+  std::vector<int32_t> conv_layers;
+  int shortconv_l_cache = 3;
   std::string name = "synth";
 };
 

@@ -586,6 +586,37 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "lfm2-tiny" || preset == "lfm2-swa-tiny") {
+    // lfm2 (Liquid AI's LFM2) in llama.cpp's layout, F32, 6 layers, dim 64, heads 4/2: gated short
+    // convolutions of 3 taps on layers 0, 1, 3 and 5, attention with per-head QK-norm and
+    // split-halves RoPE on layers 2 and 4 (LFM2-350M interleaves them so), SwiGLU everywhere, the
+    // final norm named token_embd_norm; lfm2-swa-tiny gives the attention layers windows of 4.
+    s.arch = "lfm2";
+    s.n_layer = 6;
+    s.conv_layers = {1, 1, 0, 1, 0, 1};
+    s.shortconv_l_cache = 3;
+    if (preset == "lfm2-swa-tiny") s.n_swa = 4;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "lfm2moe-tiny") {
+    // lfm2moe (LFM2-8B-A1B's form) in llama.cpp's layout: lfm2-tiny's layers, the first dense
+    // (width 128), then 8 experts of width 32 top-2 under sigmoid scores with a selection bias,
+    // renormalised (llama.cpp fixes both) and unscaled.
+    s.arch = "lfm2moe";
+    s.n_layer = 6;
+    s.conv_layers = {1, 1, 0, 1, 0, 1};
+    s.shortconv_l_cache = 3;
+    s.n_layer_dense_lead = 1;
+    s.n_ff_dense = 128;
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.expert_gating = 2;
+    s.exp_probs_bias = true;
+    s.name = preset;
+    return s;
+  }
   if (preset == "arcee-tiny" || preset == "nemotron-tiny") {
     // arcee (AFM-4.5B) and nemotron (Nemotron-Mini / Minitron) in llama.cpp's layout, F32, 4 layers,
     // dim 64: an ungated squared-ReLU MLP down(relu(up x)^2); arcee with llama's attention
@@ -836,6 +867,11 @@ std::vector<std::string> synth_presets() {
       "chatglm-tiny: chatglm (ChatGLM3), F32, 4 layers, dim 64, attn_qkv with a bias, fused gate-up, RoPE on 8 of 16",
       "exaone-moe-tiny: exaone-moe (K-EXAONE), F32, 4 layers, dim 64, QK-norm, windows of 4 and a NoPE global layer, "
       "1 dense + 3 MoE layers of 8 experts top-2 + 1 shared, sigmoid with bias, scale 2.5",
+      "lfm2-tiny: lfm2 (LFM2), F32, 6 layers, dim 64, gated short convolutions (3 taps) on 4 layers, attention with "
+      "QK-norm on 2",
+      "lfm2-swa-tiny: lfm2-tiny with windows of 4 on its attention layers",
+      "lfm2moe-tiny: lfm2moe (LFM2-MoE), lfm2-tiny's layers, 1 dense + 5 MoE layers of 8 experts top-2, sigmoid with "
+      "bias",
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
       "squared-ReLU MLP with biases",

@@ -41,6 +41,11 @@ enum Slot : size_t {
   kQAbs,    // [T, H, R + P] absorbed queries
   kLatOut,  // [T, H, R] attention over the latents
   kVOut,    // [T, H, v_head_dim] decompressed values; then [T, v_head_dim] one head's
+  // lfm2's gated short convolution:
+  kConvIn,  // [T, 3 n_embd] [B | C | x]
+  kConvB,   // [T, n_embd] B, then B * x
+  kConvC,   // [T, n_embd] C, then C * conv(B * x)
+  kConvX,   // [T, n_embd] x, then conv(B * x)
   kSlots
 };
 }  // namespace
@@ -273,6 +278,54 @@ void Transformer::mla_attention_block(int l, int64_t T, const int32_t* positions
   be_->add(x, xn, x, T * d);
 }
 
+// lfm2's gated short convolution (Liquid AI's LFM2; llama.cpp src/models/lfm2.cpp): per token
+//   [B | C | x] = shortconv.in_proj xn;  s = B * x  (stored as the layer's cache row)
+//   y = C * sum_k taps[:, k] s_{path[k]}  over the token's last l_cache positions on its path
+//   x += shortconv.out_proj y
+// where llama.cpp keeps the last l_cache - 1 rows of s as a recurrent state, specmoe keeps every
+// row in the cache: truncate and keep then roll the state back or onto a tree's accepted branch
+// exactly as they do keys and values, and a tree node convolves its own ancestors.
+void Transformer::conv_block(int l, int64_t T, const int32_t* prev, KVCache& kv) {
+  const LayerWeights& L = w_.layers[l];
+  const int64_t d = c_.n_embd;
+  const size_t f = sizeof(float), row = static_cast<size_t>(d) * f;
+  const int64_t n_past = kv.size();
+  float* x = buf(kX, T * d);
+  float* xn = buf(kXn, T * d);
+  float* bcx = buf(kConvIn, T * 3 * d);
+  float* bg = buf(kConvB, T * d);
+  float* cg = buf(kConvC, T * d);
+  float* xs = buf(kConvX, T * d);
+  norm(L.attn_norm, L.attn_norm_b, x, xn, T);
+  be_->matmul(xn, T, L.conv_in, bcx);
+  be_->copy_rows(bg, row, bcx, 3 * row, row, T);
+  be_->copy_rows(cg, row, bcx + d, 3 * row, row, T);
+  be_->copy_rows(xs, row, bcx + 2 * d, 3 * row, row, T);
+  be_->mul(bg, xs, bg, T * d);
+  auto* rows = static_cast<float*>(kv.k_data(l));  // F32 rows of n_embd (kv_layout)
+  be_->copy_rows(rows + n_past * d, row, bg, row, row, T);
+  be_->short_conv(rows, prev, T, n_past, d, c_.shortconv_l_cache, L.conv_taps.data, xs);
+  be_->mul(cg, xs, cg, T * d);
+  be_->matmul(cg, T, L.conv_out, xn);
+  be_->add(x, xn, x, T * d);
+}
+
+void Transformer::conv_predecessors(const TransformerBatch& b, int64_t n_past) {
+  const int64_t T = static_cast<int64_t>(b.tokens.size());
+  const int P = c_.shortconv_l_cache - 1;
+  const int64_t M = b.mask ? b.mask_past : 0, W = M + T;
+  conv_prev_.assign(static_cast<size_t>(T * P), -1);
+  for (int64_t i = 0; i < T; ++i) {
+    int32_t* out = conv_prev_.data() + i * P;
+    int k = P - 1;  // filled from the nearest predecessor back
+    for (int64_t j = i - 1; j >= 0 && k >= 0; --j)  // new tokens before i that it sees
+      if (!b.mask || b.mask[i * W + M + j]) out[k--] = static_cast<int32_t>(n_past + j);
+    for (int64_t m = M - 1; m >= 0 && k >= 0; --m)  // the cache rows the mask covers
+      if (b.mask[i * W + m]) out[k--] = static_cast<int32_t>(n_past - M + m);
+    for (int64_t r = n_past - M - 1; r >= 0 && k >= 0; --r) out[k--] = static_cast<int32_t>(r);  // seen by all
+  }
+}
+
 // x += ffn(norm(x)): SwiGLU down(silu(gate xn) * up xn) (phi3: gate and up from one fused
 // matrix), gemma's GeGLU down(gelu(gate xn) * up xn) then its post-norm, gpt2's
 // down(gelu(up xn + b_up)) + b_down, or the MoE block.
@@ -331,29 +384,35 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
 Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<moe::Routing>& routing) {
   const int64_t T = static_cast<int64_t>(b.tokens.size());
   const int64_t d = c_.n_embd;
-  // Inputs in one upload: ids [T] int32, positions [T] int32, the positions of every cache row the
-  // forward attends to [n_past + T] int32 (sliding-window and ALiBi models only), mask [T, mask_past + T]
+  // Inputs in one upload: ids [T] int32, positions [T] int32, each token's convolution
+  // predecessors [T, l_cache - 1] int32 (lfm2 only), the positions of every cache row the forward
+  // attends to [n_past + T] int32 (sliding-window and ALiBi models only), mask [T, mask_past + T]
   // bytes (when given).
   const int64_t n_past = kv.size();
   mask_past_ = b.mask ? b.mask_past : 0;
+  conv_prev_.clear();
+  if (c_.has_conv_layers()) conv_predecessors(b, n_past);
   const size_t ids_bytes = static_cast<size_t>(T) * sizeof(int32_t);
+  const size_t prev_bytes = conv_prev_.size() * sizeof(int32_t);
   const size_t rows_bytes = needs_row_positions_ ? static_cast<size_t>(n_past + T) * sizeof(int32_t) : 0;
   const size_t mask_bytes = b.mask ? static_cast<size_t>(T * (mask_past_ + T)) : 0;
-  auto* io = reinterpret_cast<uint8_t*>(
-      buf(kIo, (2 * ids_bytes + rows_bytes + mask_bytes + sizeof(float) - 1) / sizeof(float)));
+  const size_t prev_at = 2 * ids_bytes, rows_at = prev_at + prev_bytes, mask_at = rows_at + rows_bytes;
+  auto* io = reinterpret_cast<uint8_t*>(buf(kIo, (mask_at + mask_bytes + sizeof(float) - 1) / sizeof(float)));
   be_->upload(io, b.tokens.data(), ids_bytes);
   be_->upload(io + ids_bytes, b.positions.data(), ids_bytes);
+  if (prev_bytes) be_->upload(io + prev_at, conv_prev_.data(), prev_bytes);
   if (needs_row_positions_) {
     row_positions_.resize(static_cast<size_t>(n_past + T));
     for (int64_t r = 0; r < n_past; ++r) row_positions_[r] = kv.position(static_cast<int>(r));
     std::copy(b.positions.begin(), b.positions.end(), row_positions_.begin() + n_past);
-    be_->upload(io + 2 * ids_bytes, row_positions_.data(), rows_bytes);
+    be_->upload(io + rows_at, row_positions_.data(), rows_bytes);
   }
-  if (b.mask) be_->upload(io + 2 * ids_bytes + rows_bytes, b.mask, mask_bytes);
+  if (b.mask) be_->upload(io + mask_at, b.mask, mask_bytes);
   const auto* ids = reinterpret_cast<const int32_t*>(io);
   const auto* positions = reinterpret_cast<const int32_t*>(io + ids_bytes);
-  const auto* row_positions = needs_row_positions_ ? reinterpret_cast<const int32_t*>(io + 2 * ids_bytes) : nullptr;
-  const uint8_t* mask = b.mask ? io + 2 * ids_bytes + rows_bytes : nullptr;
+  const auto* conv_prev = prev_bytes ? reinterpret_cast<const int32_t*>(io + prev_at) : nullptr;
+  const auto* row_positions = needs_row_positions_ ? reinterpret_cast<const int32_t*>(io + rows_at) : nullptr;
+  const uint8_t* mask = b.mask ? io + mask_at : nullptr;
 
   // mistral3's attention temperature per token (all 1 below the floor, so none is applied there).
   temp_factors_.clear();
@@ -385,7 +444,9 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
 
   routing.assign(static_cast<size_t>(c_.n_layer), moe::Routing{});
   for (int l = 0; l < b.n_layers; ++l) {
-    if (c_.is_mla())
+    if (c_.is_conv_layer(l))
+      conv_block(l, T, conv_prev, kv);
+    else if (c_.is_mla())
       mla_attention_block(l, T, positions, mask, kv);
     else
       attention_block(l, T, positions, row_positions, mask, kv);

@@ -52,6 +52,12 @@ class Transformer {
   // deepseek2's multi-head latent attention, absorbed form (the cache holds latent rows).
   void mla_attention_block(int l, int64_t T, const int32_t* positions, const uint8_t* mask, KVCache& kv);
   void ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Routing& routing);
+  // lfm2's gated short convolution (in place of attention in its convolution layers).
+  void conv_block(int l, int64_t T, const int32_t* prev, KVCache& kv);
+  // Each new token's n_taps - 1 predecessors on its path (cache rows, oldest first, -1 before the
+  // sequence's start), from the batch's mask: the rows a token attends to, in cache order, are its
+  // path.
+  void conv_predecessors(const TransformerBatch& b, int64_t n_past);
 
   std::shared_ptr<Backend> be_;
   ModelConfig c_;
@@ -64,6 +70,7 @@ class Transformer {
   int64_t mask_past_ = 0;                 // this forward's TransformerBatch::mask_past
   std::vector<int32_t> row_positions_;     // host scratch: positions of the cache rows + new tokens
   std::vector<float> temp_factors_;        // mistral3: this forward's attention temperature per token
+  std::vector<int32_t> conv_prev_;         // lfm2: host [T, l_cache - 1], conv_predecessors()
 };
 
 }  // namespace specmoe::core

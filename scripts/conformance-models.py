@@ -4,7 +4,7 @@ granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, g
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
-bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm and exaone-moe in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2 and lfm2moe in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -16,11 +16,11 @@ SentencePiece-style byte vocabulary both tokenizers read the same way.
 
 Writes OUT_DIR/<arch>-f16.gguf, or with --f32 OUT_DIR/<arch>-f32.gguf (the same weights, rounded to
 half in both cases first so the two files differ only in storage; for the reference-forward test
-tests/unit/conformance_models_test.cpp). Matrices are F16 (the routers' ffn_gate_inp F32, as llama.cpp's converter and quantizer keep
-them), 1-D tensors F32; every weight is N(0, 1/n_in) so activations stay at unit scale, the norms
-are 1 + noise (a skipped norm shows), and the head is scaled for peaked but not one-hot
-distributions. Row widths are multiples of 256 where the architecture allows, so Q4_K_M keeps
-K-quants.
+tests/unit/conformance_models_test.cpp). Matrices are F16 (the routers' ffn_gate_inp and lfm2's
+short-convolution taps F32, as llama.cpp's converter and quantizer keep them), 1-D tensors F32;
+every weight is N(0, 1/n_in) so activations stay at unit scale, the norms are 1 + noise (a
+skipped norm shows), and the head is scaled for peaked but not one-hot distributions. Row widths
+are multiples of 256 where the architecture allows, so Q4_K_M keeps K-quants.
 """
 import os
 import sys
@@ -71,17 +71,22 @@ class Model:
     def norm(self, name, n, base=1.0, noise=0.3):
         self.w.add_tensor(name, (base + noise * self.rng.standard_normal(n)).astype(np.float32))
 
-    def common(self, n_embd, n_layer, n_head, n_head_kv, n_ctx=4096, eps=1e-6, embd_scale=None):
+    def common(self, n_embd, n_layer, n_head, n_head_kv, n_ctx=4096, eps=1e-6, embd_scale=None,
+               out_norm="output_norm"):
+        # n_head_kv: one count, or a list of one per layer (an array key, as lfm2's converter writes)
         self.u32("context_length", n_ctx)
         self.u32("embedding_length", n_embd)
         self.u32("block_count", n_layer)
         self.u32("attention.head_count", n_head)
-        self.u32("attention.head_count_kv", n_head_kv)
+        if isinstance(n_head_kv, list):
+            self.w.add_array(f"{self.arch}.attention.head_count_kv", n_head_kv)
+        else:
+            self.u32("attention.head_count_kv", n_head_kv)
         self.f32("attention.layer_norm_rms_epsilon", eps)
         byte_vocab(self.w)
         scale = np.sqrt(n_embd) if embd_scale is None else embd_scale  # unit-variance rows by default
         self.matrix("token_embd.weight", [n_embd, N_VOCAB], scale=scale)
-        self.norm("output_norm.weight", n_embd)
+        self.norm(out_norm + ".weight", n_embd)
 
     def moe(self, ff, E, k, expert_ff=None):
         # feed_forward_length, expert_feed_forward_length (when the arch has it), expert_count and
@@ -1213,6 +1218,59 @@ def mistral3(path, dtype):
     m.write()
 
 
+def lfm2(path, dtype, moe=False):
+    # llama_model_lfm2 (LFM2-350M's form, shrunk): 6 layers of 256, gated short convolutions with
+    # attention layers interleaved (conv, conv, attn, conv, attn, conv: the zeros of the per-layer
+    # attention.head_count_kv array mark the conv layers), each layer's mixer under the "operator
+    # norm" attn_norm and a SwiGLU of 512 under ffn_norm. A conv layer: in_proj to [B | C | x] of
+    # 3 * 256, y = out_proj(C * conv(B * x)), conv a causal filter of shortconv.l_cache 3 taps per
+    # channel (shortconv.conv.weight ne {3, 256}, F32 as the converter writes it and llama-quantize
+    # keeps it; the 2 previous tokens' state starts at zero). An attention layer: heads 4/2 of
+    # 64 (n_embd / head_count: llama.cpp binds attn_q and attn_output n_embd square), an RMSNorm of
+    # every q and k head before NEOX RoPE. No rope.dimension_count (the converter writes none: the
+    # head width). The final norm is named token_embd_norm; the head is tied to token_embd, as
+    # LFM2's. moe (llama_model_lfm2moe, LFM2-8B-A1B's form): 2 leading dense layers
+    # (leading_dense_block_count), then 16 experts of expert_feed_forward_length 256, top-4, by
+    # sigmoid scores (expert_gating_func, required) with the exp_probs_b selection bias,
+    # renormalised (fixed by its graph), unscaled (expert_weights_scale is not read); an untied head.
+    d, L, H, Hkv, ff, n_conv = 256, 6, 4, 2, 512, 3
+    E, k, exp_ff, n_dense = 16, 4, 256, 2
+    hd = d // H
+    attn = [False, False, True, False, True, False]
+    arch = "lfm2moe" if moe else "lfm2"
+    m = Model(path, arch, 62 if moe else 60, dtype)
+    m.common(d, L, H, [Hkv if a else 0 for a in attn], eps=1e-5, embd_scale=None if moe else 1.0,
+             out_norm="token_embd_norm")  # lfm2's tied head: unit-norm rows keep logits O(1)
+    if moe:
+        m.moe(ff, E, k, exp_ff)
+        m.u32("leading_dense_block_count", n_dense)
+        m.u32("expert_gating_func", 2)
+    else:
+        m.u32("feed_forward_length", ff)
+    m.u32("shortconv.l_cache", n_conv)
+    m.f32("rope.freq_base", 1000000.0)
+    if moe:
+        m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        if attn[l]:
+            dense_attention(m, p, d, H, Hkv, hd)
+            m.norm(p + "attn_q_norm.weight", hd)
+            m.norm(p + "attn_k_norm.weight", hd)
+        else:
+            m.matrix(p + "shortconv.in_proj.weight", [d, 3 * d])
+            m.matrix(p + "shortconv.conv.weight", [n_conv, d], dtype=np.float32)  # unit output
+            m.matrix(p + "shortconv.out_proj.weight", [d, d], scale=0.7)
+        m.norm(p + "ffn_norm.weight", d)
+        if moe and l >= n_dense:
+            m.experts(p, d, exp_ff, E)
+            m.norm(p + "exp_probs_b.bias", E, base=0.0, noise=0.3)
+        else:
+            swiglu(m, p, d, ff)
+    m.write()
+
+
 WRITERS = {
     "qwen3moe": qwen3moe,
     "olmoe": olmoe,
@@ -1281,6 +1339,8 @@ WRITERS = {
     "olmo": olmo,
     "baichuan": lambda p, t: baichuan(p, t, 32),
     "baichuan13b": lambda p, t: baichuan(p, t, 40),
+    "lfm2": lfm2,
+    "lfm2moe": lambda p, t: lfm2(p, t, moe=True),
 }
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 // The op cases of the differential harness (tests/backend_ops.h) for the forward's dense ops:
 // matmul, get_rows, rms_norm, layer_norm, rope (with frequency factors, YaRN and attn_factor),
 // convert_rows (KV cache stores), attention (F32, F16 and Q8_0 K/V rows, sliding windows), the
-// element-wise ops (swiglu, gelu, add, add_bias, mul, scale, softcap, relu_sqr, clamp) and argmax_rows. Each names its Backend op, makes seeded host inputs, computes
+// element-wise ops (swiglu, gelu, add, add_bias, mul, scale, softcap, relu_sqr, clamp), lfm2's
+// short convolution and argmax_rows. Each names its Backend op, makes seeded host inputs, computes
 // the reference with kernels::cpu::*_ref, and runs the op on a backend through the Backend
 // interface. Sampling and the MoE block: tests/backend_ops_sampling.h.
 #pragma once
@@ -750,6 +751,61 @@ class ElementwiseCase final : public OpCase {
   bool alias_;
   std::vector<float> a_, b_;
   float *a_d_ = nullptr, *b_d_ = nullptr, *out_d_ = nullptr;
+};
+
+// lfm2's short causal convolution: T new tokens of `width` channels over n_past cached rows plus
+// their own (rows padded by pad floats in the view: none, the rows are contiguous), n_taps taps.
+// The new tokens form a random tree over the cache (token i's parent a new token before it or the
+// cache's last row), so prev mixes cached rows, earlier new rows and -1 (the sequence's start,
+// when the path is shorter than the filter).
+class ShortConvCase final : public OpCase {
+ public:
+  ShortConvCase(int64_t T, int64_t n_past, int64_t width, int n_taps, Bound bound)
+      : OpCase("short_conv", std::move(bound)), T_(T), n_past_(n_past), width_(width), taps_(n_taps) {}
+  std::string shape() const override {
+    return fmt::format("T={} n_past={} width={} taps={}", T_, n_past_, width_, taps_);
+  }
+  void run(Backend& b) override { b.short_conv(rows_d_, prev_d_, T_, n_past_, width_, taps_, w_d_, out_d_); }
+  Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
+  double bytes() const override { return 4.0 * (static_cast<double>(T_) * width_ * (taps_ + 1) + width_ * taps_); }
+  double flops() const override { return 2.0 * static_cast<double>(T_) * width_ * taps_; }
+
+ protected:
+  void make_inputs() override {
+    rows_ = normal_floats(static_cast<size_t>((n_past_ + T_) * width_), seed());
+    w_ = normal_floats(static_cast<size_t>(width_ * taps_), seed() + 1, 0.6f);
+    std::mt19937_64 rng(seed() + 2);
+    const int P = taps_ - 1;
+    prev_.assign(static_cast<size_t>(T_ * P), -1);
+    std::vector<int64_t> parent(static_cast<size_t>(T_));
+    for (int64_t i = 0; i < T_; ++i) {
+      parent[i] = i == 0 ? -1 : static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1)) - 1;  // -1: the cache's tail
+      int k = P - 1;
+      for (int64_t j = parent[i]; j >= 0 && k >= 0; j = parent[j]) prev_[i * P + k--] = static_cast<int32_t>(n_past_ + j);
+      for (int64_t r = n_past_ - 1; r >= 0 && k >= 0; --r) prev_[i * P + k--] = static_cast<int32_t>(r);
+    }
+  }
+  Outputs compute_reference() override {
+    Output out{"out"};
+    out.values.resize(static_cast<size_t>(T_ * width_));
+    cpu::short_conv_ref(rows_.data(), prev_.data(), T_, n_past_, width_, taps_, w_.data(), out.values.data());
+    return {out};
+  }
+  void do_prepare(Backend&, Arena& a) override {
+    rows_d_ = a.input(rows_, width_);
+    w_d_ = a.input(w_, taps_);
+    prev_d_ = a.plain(prev_);
+    out_d_ = a.output(static_cast<size_t>(T_ * width_), width_);
+  }
+  void free_inputs() override { rows_ = {}, w_ = {}, prev_ = {}; }
+
+ private:
+  int64_t T_, n_past_, width_;
+  int taps_;
+  std::vector<float> rows_, w_;
+  std::vector<int32_t> prev_;
+  float *rows_d_ = nullptr, *w_d_ = nullptr, *out_d_ = nullptr;
+  int32_t* prev_d_ = nullptr;
 };
 
 // The argmax of each of `rows` rows of n (ids come back to the host), with a tie between two

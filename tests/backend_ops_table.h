@@ -14,6 +14,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend_ops.h"
@@ -35,7 +36,7 @@ inline const std::vector<DType>& all_dtypes() {
 inline const std::vector<std::string>& backend_op_names() {
   static const std::vector<std::string> names = {
       "matmul",   "matmul_multi", "get_rows", "rms_norm", "layer_norm", "rope",        "convert_rows",
-      "attention", "mla_attention", "swiglu", "gelu", "relu_sqr", "clamp", "add",        "add_bias",    "mul",
+      "attention", "mla_attention", "short_conv", "swiglu", "gelu", "relu_sqr", "clamp", "add",        "add_bias",    "mul",
       "scale",    "softcap",  "argmax_rows", "distributions", "sample", "draw",  "moe_ffn"};
   return names;
 }
@@ -295,6 +296,13 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
   const Bound exact{0.0, 0.0, "a comparison and a selection: the same bits on every backend"};
   for (E s : {E{1, 7, false}, E{3, 17, false}, E{17, 100, true}, E{1, 4097, false}, E{3, 4097, true}})
     add(new ElementwiseCase(EW::Clamp, s.T, s.n, s.alias, exact));
+
+  // ---- lfm2's short convolution: the sequence's start (nothing cached), trees over a cache, wide
+  // rows, 2 to 5 taps.
+  const Bound conv{0.0, 0.0, "n_taps products added in the same order from 0 (CUDA without FMA): bit-identical"};
+  for (auto [T, n_past, width, taps] : std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{
+           {1, 0, 64, 3}, {3, 0, 17, 3}, {5, 7, 1024, 3}, {17, 2, 100, 4}, {3, 40, 4097, 2}, {9, 1, 256, 5}})
+    add(new ShortConvCase(T, n_past, width, taps, conv));
 
   // ---- argmax: exact ids.
   const Bound ids{0.0, 0.0, "ids compared exactly"};

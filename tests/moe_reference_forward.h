@@ -42,10 +42,10 @@ class MoEReferenceForward : public ReferenceForward {
     // gpt-oss: softmax of the k selected logits = renormalised; dbrx, phimoe: renormalised softmax.
     const bool fixed = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" ||
                        arch_ == "gpt-oss" || arch_ == "dbrx" || arch_ == "phimoe";
-    if (arch_ == "minimax-m2") norm_w_ = true;  // its graph renormalises whatever the key says
+    if (arch_ == "minimax-m2" || arch_ == "lfm2moe") norm_w_ = true;  // their graphs renormalise whatever the key says
     if (fixed) norm_w_ = arch_ != "deepseek";
     const bool unscaled = arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" || arch_ == "gpt-oss" ||
-                          arch_ == "minimax-m2" || arch_ == "dbrx" || arch_ == "phimoe";
+                          arch_ == "minimax-m2" || arch_ == "dbrx" || arch_ == "phimoe" || arch_ == "lfm2moe";
     scale_ = unscaled ? 0.0 : f_->get_float(a + "expert_weights_scale", 0.0);
     if (scale_ == 0.0) scale_ = 1.0;
     const int64_t gating = fixed ? 1 : f_->get_int(a + "expert_gating_func", arch_ == "glm4moe" ? 2 : 0);
@@ -53,12 +53,12 @@ class MoEReferenceForward : public ReferenceForward {
     groups_ = std::max<int64_t>(1, f_->get_int(a + "expert_group_count", 1));
     groups_used_ = std::max<int64_t>(1, f_->get_int(a + "expert_group_used_count", groups_));
     const bool lead = arch_ == "deepseek2" || arch_ == "deepseek" || arch_ == "dots1" || arch_ == "glm4moe" ||
-                      arch_ == "ernie4_5-moe" || arch_ == "bailingmoe2" || arch_ == "exaone-moe";
+                      arch_ == "ernie4_5-moe" || arch_ == "bailingmoe2" || arch_ == "exaone-moe" || arch_ == "lfm2moe";
     dense_lead_ = lead ? static_cast<int>(f_->get_int(a + "leading_dense_block_count", 0)) : 0;
     step_ = arch_ == "ernie4_5-moe" ? static_cast<int>(f_->get_int(a + "interleave_moe_layer_step", 1)) : 1;
     // exp_probs_b: with any gating for these, with sigmoid gating for the others but these two.
     bias_any_ = arch_ == "deepseek2" || arch_ == "dots1" || arch_ == "glm4moe" || arch_ == "ernie4_5-moe" ||
-                arch_ == "bailingmoe2" || arch_ == "minimax-m2" || arch_ == "exaone-moe";
+                arch_ == "bailingmoe2" || arch_ == "minimax-m2" || arch_ == "exaone-moe" || arch_ == "lfm2moe";
     bias_never_ = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "hunyuan-moe";
     ffn_norm_ = arch_ == "glm4moe" || arch_ == "gpt-oss" ? "post_attention_norm"
                 : arch_ == "dbrx"                        ? "attn_output_norm"

@@ -58,7 +58,7 @@ class ReferenceForward {
     gemma_ = gemma2_ || arch_ == "gemma3";
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4" ||
                arch_ == "hunyuan-dense" || arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "dots1" ||
-               arch_ == "bailingmoe2" || arch_ == "hunyuan-moe" || arch_ == "exaone-moe" ||
+               arch_ == "bailingmoe2" || arch_ == "hunyuan-moe" || arch_ == "exaone-moe" || arch_ == "lfm2" || arch_ == "lfm2moe" ||
                (arch_ == "glm4moe" && f_->find_tensor("blk.0.attn_q_norm.weight"));
     if (arch_ == "qwen3vl" || arch_ == "qwen3vlmoe") {
       // Interleaved M-RoPE on text: pair i's section is s = i mod (sum of sections); it rotates by
@@ -148,8 +148,19 @@ class ReferenceForward {
     window_ = gemma_ || olmo3_ || nope_global_ || gpt_oss_
                   ? static_cast<int>(f_->get_int(a + "attention.sliding_window", default_window))
                   : 0;
+    // lfm2: head_count_kv per layer, 0 marking a gated short-convolution layer of shortconv.l_cache
+    // taps; attention.sliding_window (when > 0) windows every attention layer.
+    conv_.assign(c_.n_layer, false);
+    if (arch_ == "lfm2" || arch_ == "lfm2moe") {
+      const auto heads = f_->get_int_array(a + "attention.head_count_kv");
+      for (int l = 0; l < c_.n_layer; ++l) conv_[l] = heads[l] == 0;
+      taps_ = static_cast<int>(f_->get_int(a + "shortconv.l_cache"));
+      if (arch_ == "lfm2") window_ = static_cast<int>(f_->get_int(a + "attention.sliding_window", 0));
+    }
     local_.assign(c_.n_layer, false);
-    if (window_ > 0) {
+    if (window_ > 0 && arch_ == "lfm2") {  // lfm2moe reads no window
+      for (int l = 0; l < c_.n_layer; ++l) local_[l] = !conv_[l];
+    } else if (window_ > 0) {
       const core::GGUFValue* pat = f_->find(a + "attention.sliding_window_pattern");
       for (int l = 0; l < c_.n_layer; ++l) {
         if (pat && pat->type == core::GGUFType::ARRAY) {
@@ -230,6 +241,35 @@ class ReferenceForward {
     std::vector<std::vector<double>> par(T);  // a parallel residual's attention outputs
     for (int l = 0; l < c_.n_layer; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
+      if (conv_[l]) {
+        // lfm2's gated short convolution: [B | C | x] = in_proj norm(x_t), s_t = B * x, then
+        // y_t = C * sum_k taps[c][k] s_{t - (L - 1) + k} (s before the first token: 0), x_t += out_proj y.
+        const auto taps = tensor(p + "shortconv.conv.weight");  // ne {L, d}: channel c's taps at c L + k
+        std::vector<std::vector<double>> bx(T), cg(T);
+        for (int t = 0; t < T; ++t) {
+          const auto y = linear(norm(x[t], p + "attn_norm"), p + "shortconv.in_proj", 3 * d, false);
+          bx[t].resize(d), cg[t].assign(y.begin() + d, y.begin() + 2 * d);
+          for (int i = 0; i < d; ++i) bx[t][i] = y[i] * y[2 * d + i];
+        }
+        for (int t = 0; t < T; ++t) {
+          std::vector<double> y(d, 0.0);
+          for (int k = 0; k < taps_; ++k) {
+            const int j = t - (taps_ - 1) + k;
+            if (j < 0) continue;
+            for (int i = 0; i < d; ++i) y[i] += taps[static_cast<size_t>(i) * taps_ + k] * bx[j][i];
+          }
+          for (int i = 0; i < d; ++i) y[i] *= cg[t][i];
+          const auto o = linear(y, p + "shortconv.out_proj", d, false);
+          for (int i = 0; i < d; ++i) x[t][i] += o[i];
+        }
+        for (int t = 0; t < T; ++t) {
+          if (ffn)
+            ffn(x[t], l, t);
+          else
+            dense_ffn(x[t], p);
+        }
+        continue;
+      }
       // Per token: queries [n_head, dk], keys [n_kv, dk], values [n_kv, dv].
       std::vector<std::vector<double>> q(T), k(T), v(T);
       int n_kv = c_.n_head_kv, dk = c_.head_dim, dv = c_.head_dim;
@@ -275,7 +315,8 @@ class ReferenceForward {
                               arch_ != "dots1" && arch_ != "bailingmoe2" && arch_ != "deepseek" &&
                               arch_ != "qwen3vlmoe" && arch_ != "hunyuan-moe" && arch_ != "refact" &&
                               arch_ != "baichuan" && arch_ != "olmo" && !falcon_ && arch_ != "qwen" && arch_ != "xverse" &&
-                              arch_ != "orion" && arch_ != "plamo" && arch_ != "chatglm" && arch_ != "exaone-moe";
+                              arch_ != "orion" && arch_ != "plamo" && arch_ != "chatglm" && arch_ != "exaone-moe" &&
+                              arch_ != "lfm2" && arch_ != "lfm2moe";
         auto o = linear(att, p + "attn_output", d, out_bias);
         if (gemma_ || post_only_ || arch_ == "glm4") o = norm(o, p + "post_attention_norm");
         for (double& e : o) e *= residual_mul_;
@@ -298,7 +339,9 @@ class ReferenceForward {
         f_->find_tensor("output.weight") && !gemma2_ && !gemma1_ && !cohere_ ? "output" : "token_embd";
     for (int t = 0; t < T; ++t) {
       // qwen2vl's graph leaves an output.bias unused (llama.cpp binds it, then adds nothing).
-      logits[t] = linear(norm(x[t], "output_norm"), head, c_.n_vocab, arch_ != "qwen2vl");
+      // lfm2's final norm is token_embd_norm (llama.cpp's LLM_TENSOR_OUTPUT_NORM_LFM2).
+      logits[t] = linear(norm(x[t], arch_ == "lfm2" || arch_ == "lfm2moe" ? "token_embd_norm" : "output_norm"), head, c_.n_vocab,
+                         arch_ != "qwen2vl");
       for (double& e : logits[t]) e /= logit_div_;
       for (double& e : logits[t]) e *= logit_mul_;
       if (softcap_ > 0)
@@ -549,6 +592,8 @@ class ReferenceForward {
   bool rope_free_ = false, falcon_ = false, weightless_ = false, rms_bias_ = false, plamo_ = false;
   std::vector<double> slopes_;  // ALiBi's per head (empty: none)
   double clamp_ = 0;            // mpt's clamp_kqv
+  std::vector<bool> conv_;      // lfm2: [n_layer] gated short-convolution layers
+  int taps_ = 0;                // lfm2: shortconv.l_cache
   int window_ = 0;
   int context_ = 0;
   std::vector<bool> local_;

@@ -97,7 +97,10 @@ size_t kv_bytes_per_token(const core::ModelConfig& c, DType type) {
   if (c.is_mla()) return type == DType::F32 ? static_cast<size_t>(c.kv_bytes_per_token()) : 0;
   const int64_t block = dtype_info(type).block_size;
   if (c.head_dim % block != 0) return 0;
-  return 2 * static_cast<size_t>(c.n_layer) * dtype_row_bytes(type, c.kv_dim());
+  size_t total = 0;  // lfm2's convolution layers keep n_embd F32 per token whatever the type
+  for (int l = 0; l < c.n_layer; ++l)
+    total += c.is_conv_layer(l) ? static_cast<size_t>(c.n_embd) * 4 : 2 * dtype_row_bytes(type, c.kv_dim());
+  return total;
 }
 
 constexpr DType kKvTypes[] = {DType::F32, DType::F16, DType::Q8_0};
@@ -106,6 +109,13 @@ constexpr DType kKvTypes[] = {DType::F32, DType::F16, DType::Q8_0};
 // heads would cache uncompressed (keys of head_dim and values of v_head_dim per head).
 std::string kv_line(const core::ModelConfig& c) {
   const double kib = c.kv_bytes_per_token() / 1024.0;
+  if (c.has_conv_layers()) {
+    int conv = 0;
+    for (int l = 0; l < c.n_layer; ++l) conv += c.is_conv_layer(l);
+    return fmt::format("{:.1f} KiB per token (F32; {} attention layers x keys and values of {}, {} convolution "
+                       "layers x a state row of {})",
+                       kib, c.n_layer - conv, c.kv_dim(), conv, c.n_embd);
+  }
   if (!c.is_mla())
     return fmt::format("{:.1f} KiB per token (F32; {} layers x keys and values of {})", kib, c.n_layer, c.kv_dim());
   const int64_t mha = static_cast<int64_t>(c.n_layer) * c.n_head * (c.head_dim + c.mla_v_head_dim) * 4;
@@ -187,6 +197,12 @@ void add_info_command(CLI::App& app) {
       j["clamp_kqv"] = c.clamp_kqv;
       j["ffn_gate_up_fused"] = c.ffn_gate_up_fused;
       j["rope_long_short_factors"] = c.rope_long_short_factors;
+      if (c.has_conv_layers()) {
+        std::vector<int> conv;
+        for (int l = 0; l < c.n_layer; ++l)
+          if (c.is_conv_layer(l)) conv.push_back(l);
+        j["short_conv"] = {{"layers", conv}, {"l_cache", c.shortconv_l_cache}};
+      }
       if (c.is_moe()) {
         const moe::RouterSpec& r = router;
         j["router"] = moe::router_kind_name(r.kind);
@@ -256,7 +272,13 @@ void add_info_command(CLI::App& app) {
                   c.attn_logit_softcap > 0.0f ? fmt::format(", scores soft-capped at {:g}", c.attn_logit_softcap).c_str()
                                               : "");
     if (c.clamp_kqv > 0.0f) std::printf("attention:     q, k and v clamped to +-%g\n", c.clamp_kqv);
-    if (c.is_mla()) std::printf("kv cache:      %s\n", kv_line(c).c_str());
+    if (c.has_conv_layers()) {
+      int conv = 0;
+      for (int l = 0; l < c.n_layer; ++l) conv += c.is_conv_layer(l);
+      std::printf("short conv:    %d of %d layers (%s) are gated short convolutions of %d taps; the others attend\n",
+                  conv, c.n_layer, layer_ranges(c.conv_layers).c_str(), c.shortconv_l_cache);
+    }
+    if (c.is_mla() || c.has_conv_layers()) std::printf("kv cache:      %s\n", kv_line(c).c_str());
     if (c.n_swa > 0) {
       int n_local = 0;
       for (int l = 0; l < c.n_layer; ++l) n_local += c.is_swa(l);
@@ -312,8 +334,12 @@ void add_info_command(CLI::App& app) {
         types += fmt::format("{}{} {}", types.empty() ? "" : ", ", core::kv_cache_type_name(t),
                              kv ? fmt::format("{} B", kv) : std::string("n/a (head dim not a multiple of 32)"));
       }
-      std::printf("kv cache:      %s per token (keys + values, %d layers x %d)\n", types.c_str(), c.n_layer,
-                  c.kv_dim());
+      int attn = c.n_layer;
+      for (int l = 0; l < c.n_layer; ++l) attn -= c.is_conv_layer(l);
+      std::printf("kv cache:      %s per token (keys + values, %d layers x %d%s)\n", types.c_str(), attn, c.kv_dim(),
+                  attn < c.n_layer ? fmt::format("; convolution states in F32, {} layers x {}", c.n_layer - attn,
+                                                 c.n_embd).c_str()
+                                   : "");
     }
     std::printf("tensor types:\n");
     for (const auto& [type, e] : by_type)

@@ -251,6 +251,18 @@ void clamp(ThreadPool& pool, const float* x, float limit, float* y, int64_t n);
 void softcap_ref(const float* x, float cap, float* y, int64_t n);
 void softcap(ThreadPool& pool, const float* x, float cap, float* y, int64_t n);
 
+// lfm2's short causal convolution (Liquid AI's LFM2; ggml_ssm_conv over the layer's state and
+// new rows): rows holds a convolution layer's cache rows of `width` floats (B * x per token), the
+// T new tokens' at row0 .. row0 + T - 1; prev [T, n_taps - 1] names each new token's predecessors
+// on its path, oldest first (-1: before the sequence's start, a zero row). Then
+//   out[t, c] = sum_{k < n_taps - 1} taps[c, k] rows[prev[t, k], c] + taps[c, n_taps - 1] rows[row0 + t, c],
+// the products added in k order from 0 (ggml's order; a skipped zero row adds nothing). The op is
+// the reference's loop over channel ranges on the pool's threads. out must not alias rows.
+void short_conv_ref(const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width, int n_taps,
+                    const float* taps, float* out);
+void short_conv(ThreadPool& pool, const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width,
+                int n_taps, const float* taps, float* out);
+
 // Small helpers the forward uses (one implementation each: the reference is the op).
 // y[t, i] += b[i] for each of T rows of n.
 void add_bias(float* y, const float* b, int64_t T, int64_t n);

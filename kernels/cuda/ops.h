@@ -134,6 +134,10 @@ void gelu(Context& ctx, const float* x, float* y, int64_t n);
 void relu_sqr(Context& ctx, const float* x, float* y, int64_t n);
 // y = min(max(x, -limit), limit); y may alias x.
 void clamp(Context& ctx, const float* x, float limit, float* y, int64_t n);
+// lfm2's short causal convolution over a convolution layer's cache rows (kernels/cpu/ops.h
+// short_conv: the same sums in the same order); out must not alias rows.
+void short_conv(Context& ctx, const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width,
+                int n_taps, const float* taps, float* out);
 // y = a + b (y may alias a or b).
 void add(Context& ctx, const float* a, const float* b, float* y, int64_t n);
 // y = a * b elementwise (y may alias a or b).

@@ -126,7 +126,8 @@ class GgufMutator {
         "rope.scaling.high_freq_factor", "attention.sliding_window", "attention.sliding_window_pattern",
         "rope.freq_base_swa", "final_logit_softcapping", "vocab_size", "expert_count", "expert_used_count",
         "expert_feed_forward_length", "expert_shared_feed_forward_length", "expert_weights_norm",
-        "expert_gating_func", "expert_weights_scale", "expert_group_count", "expert_group_used_count"};
+        "expert_gating_func", "expert_weights_scale", "expert_group_count", "expert_group_used_count",
+        "shortconv.l_cache"};
     static constexpr const char* kGlobalKeys[] = {
         "general.architecture", "general.alignment", "tokenizer.ggml.model", "tokenizer.ggml.pre",
         "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",

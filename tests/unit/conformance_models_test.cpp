@@ -97,7 +97,8 @@ INSTANTIATE_TEST_SUITE_P(Models, ConformanceMoE,
                          ::testing::Combine(::testing::Values("qwen3moe", "olmoe", "deepseek2", "deepseek2-lite", "granitemoe",
                                                               "qwen3vlmoe", "deepseek", "dots1", "glm4moe",
                                                               "ernie4_5-moe", "bailingmoe2", "hunyuan-moe",
-                                                              "gpt-oss", "minimax-m2", "dbrx", "phimoe", "exaone-moe"),
+                                                              "gpt-oss", "minimax-m2", "dbrx", "phimoe", "exaone-moe",
+                                                              "lfm2moe"),
                                             ::testing::Values("f32", "f16")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
@@ -141,7 +142,7 @@ INSTANTIATE_TEST_SUITE_P(Models, ConformanceDenseArch,
                                                               "arcee", "nemotron", "starcoder", "bloom", "mpt", "refact",
                                                               "jais", "falcon", "falcon40b", "olmo", "baichuan",
                                                               "baichuan13b", "qwen", "xverse", "orion", "codeshell",
-                                                              "plamo", "chatglm"),
+                                                              "plamo", "chatglm", "lfm2"),
                                             ::testing::Values("f32", "f16")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);

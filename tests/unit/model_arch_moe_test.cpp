@@ -144,10 +144,11 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
   // hunyuan-moe (QK-norm after RoPE, a shared expert in every layer), minimax-m2 (QK-norm over the
   // projections, partial RoPE, sigmoid with a selection bias) and exaone-moe (QK-norm, windows of 4
   // past which the 11 tokens reach, a global layer without RoPE, a dense first layer, a shared expert,
-  // sigmoid with a selection bias, scale 2.5).
+  // sigmoid with a selection bias, scale 2.5), lfm2moe (short convolutions beside attention, a dense
+  // first layer, sigmoid with a selection bias).
   for (const char* preset :
        {"qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny", "bailingmoe2-tiny",
-        "hunyuan-moe-tiny", "minimax-m2-tiny", "exaone-moe-tiny"})
+        "hunyuan-moe-tiny", "minimax-m2-tiny", "exaone-moe-tiny", "lfm2moe-tiny"})
     for (DType t : {DType::F32, DType::F16})
       check_moe_against_reference(write_preset(preset, t, fmt::format("{}_{}.gguf", preset, dtype_name(t))), kIds, 0,
                                   kTolF32);
