@@ -9,7 +9,10 @@
 //     becomes Q6_K (Q8_0 stays Q8_0; Q8_0 too where the row does not fit TYPE's block), and with
 //     exactly 8 experts attn_k / attn_v / attn_qkv / attn_kv_b become Q8_0; a row length that the
 //     chosen type's block does not divide falls back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
-//     Q2_K / Q3_K / IQ4_XS -> IQ4_NL, then F16);
+//     Q2_K / Q3_K -> Q4_0, IQ4_XS -> IQ4_NL, then F16);
+//   - MXFP4 is llama-quantize's MXFP4_MOE: the experts (tensors of 3 dimensions, n_expert > 1)
+//     in MXFP4, every other quantized tensor in Q8_0, the output head included (unless
+//     --output-tensor-type, --token-embedding-type or --pure say otherwise);
 //   - metadata is copied in order without the split.* keys, then general.quantization_version (2)
 //     and general.file_type are appended; tensor data is 32-byte aligned; tensors are written
 //     non-layer ones first, then layer by layer, by name within each (llama.cpp's weights map
@@ -17,6 +20,7 @@
 #include "core/quantize.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <string_view>
@@ -57,7 +61,7 @@ DType fallback_type(DType t) {
     case DType::Q5_K: return DType::Q5_1;
     case DType::Q6_K: return DType::Q8_0;
     case DType::Q2_K:
-    case DType::Q3_K:
+    case DType::Q3_K: return DType::Q4_0;
     case DType::IQ4_XS: return DType::IQ4_NL;
     default: return t;
   }
@@ -87,7 +91,10 @@ DType choose_type(const Context& c, const QuantizeOptions& o, const std::string&
   if (!is_quantized(t)) return t;  // F32 / F16 / BF16: every quantizable tensor, no rules
   if (!o.pure) {
     const bool is_output = name == "output.weight" || (c.tied_output && is_token_embd(name));
-    if (is_output) {
+    if (t == DType::MXFP4) {  // MXFP4_MOE
+      if (is_output && o.output_tensor_type) t = *o.output_tensor_type;
+      else t = !is_output && ne.size() >= 3 && ne[2] > 1 ? DType::MXFP4 : DType::Q8_0;
+    } else if (is_output) {
       if (o.output_tensor_type) t = *o.output_tensor_type;
       else if (c.arch == "falcon" || ne[0] % block_of(t) != 0) t = DType::Q8_0;
       else if (t != DType::Q8_0) t = DType::Q6_K;
@@ -199,8 +206,16 @@ uint32_t llama_file_type(DType type) {
     case DType::IQ4_NL: return 25;
     case DType::IQ4_XS: return 30;
     case DType::BF16: return 32;
+    case DType::MXFP4: return 38;  // MOSTLY_MXFP4_MOE
   }
   throw_error(ErrorKind::InvalidArgument, "no llama.cpp file type for tensor type {}", static_cast<uint32_t>(type));
+}
+
+std::optional<DType> quantize_type_from_name(std::string_view name) {
+  std::string upper(name);
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (upper == "MXFP4_MOE") return DType::MXFP4;
+  return dtype_from_name(name);
 }
 
 bool tensor_is_quantizable(const std::string& name, const std::vector<int64_t>& ne) {

@@ -5,12 +5,15 @@
 // quantizers are ggml's reference ones (kernels/cpu/quant.h quantize_row_ggml) and the output is
 // llama-quantize's file byte for byte; Q2_K-Q5_K and the IQ4 types use specmoe's own, simpler
 // scale search (quantize_row), so those files load and run but are not llama-quantize's bytes
-// (nor its Q4_K_M-style mixes: a K-quant TYPE is applied with the legacy types' rules).
+// (nor its Q4_K_M-style mixes: a K-quant TYPE is applied with the legacy types' rules). MXFP4 is
+// llama-quantize's MXFP4_MOE (experts in MXFP4, the rest Q8_0), with ggml's rounding: its bytes.
+
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/dtype.h"
@@ -43,8 +46,12 @@ struct QuantizeSummary {
 };
 
 // The llama_ftype number general.file_type holds for a model mostly in `type` (llama.h:
-// MOSTLY_Q4_0 = 2, ...; the K-quants as their _S mixes); Error(InvalidArgument) for none.
+// MOSTLY_Q4_0 = 2, ...; the K-quants as their _S mixes, MXFP4 as MOSTLY_MXFP4_MOE = 38);
+// Error(InvalidArgument) for none.
 uint32_t llama_file_type(DType type);
+// A quantize TYPE as llama-quantize names it: a tensor type ("q4_0", any case) or MXFP4_MOE
+// (= MXFP4); nullopt for anything else.
+std::optional<DType> quantize_type_from_name(std::string_view name);
 
 // Whether llama-quantize quantizes a tensor of this name and shape at all (the rest is copied:
 // 1-D tensors, norms, MoE routers, position embeddings, ...).

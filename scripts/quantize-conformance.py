@@ -5,7 +5,7 @@ Each case quantizes one model both ways (`--allow-requantize` always given, 2 th
 compares the two output files byte for byte: synthetic models (`specmoe synth`, written to a
 scratch folder; F32 weights, and one K-quant synth requantized) covering the per-tensor rules
 (output head in Q6_K or its Q8_0 fallback, tied heads, 8-expert attention in Q8_0, MoE routers and
-1-D tensors copied, the type overrides, --pure), and the real models of scripts/fetch-models.sh
+1-D tensors copied, the type overrides, --pure, MXFP4_MOE's experts in MXFP4 and the rest Q8_0), and the real models of scripts/fetch-models.sh
 that are present, to every type whose quantizer is ggml's (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K,
 F16, BF16). Exits 1 when a pair differs.
 
@@ -46,6 +46,10 @@ SYNTH_CASES = [
     ("qwen3moe-tiny", "Q8_0", []),
     ("phi3-tiny", "Q4_0", []),
     ("llama3-tiny", "Q5_1", []),
+    ("gpt-oss-tiny", "MXFP4_MOE", []),
+    ("moe-tiny", "MXFP4_MOE", []),
+    ("qwen3moe-tiny", "MXFP4_MOE", ["--pure"]),
+    ("tiny", "Q2_K", []),  # rows of 64: every tensor falls back to Q4_0 (ggml's quantizer)
 ]
 REAL_MODELS = ["Qwen2.5-Coder-0.5B-Instruct-Q4_K_M.gguf", "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf",
                "SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf"]

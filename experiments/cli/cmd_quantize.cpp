@@ -13,9 +13,9 @@ namespace specmoe::cli {
 namespace {
 
 DType parse_type(const std::string& name, const char* what) {
-  const std::optional<DType> t = dtype_from_name(name);
+  const std::optional<DType> t = core::quantize_type_from_name(name);
   if (!t)
-    throw_error(ErrorKind::InvalidArgument, "{} '{}' is not a tensor type; one of: {}", what, name,
+    throw_error(ErrorKind::InvalidArgument, "{} '{}' is not a tensor type; one of: {}, MXFP4_MOE", what, name,
                 dtype_supported_names());
   return *t;
 }
@@ -40,12 +40,13 @@ void add_quantize_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "quantize",
       "convert a GGUF model's weights to another type (llama-quantize's rules; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-      "Q6_K, F16, BF16 and F32 byte for byte as llama-quantize writes them)");
+      "Q6_K, MXFP4_MOE, F16, BF16 and F32 byte for byte as llama-quantize writes them)");
   cmd->add_option("input", a->input, "input GGUF model")->required();
   cmd->add_option("output", a->output, "output GGUF file (written atomically)")->required();
   cmd->add_option("type", a->type,
                   "type of the quantized tensors: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K, F16, BF16, F32, or Q2_K, Q3_K, "
-                  "Q4_K, Q5_K, IQ4_NL, IQ4_XS (specmoe's own scale search for these, not llama.cpp's)")
+                  "Q4_K, Q5_K, IQ4_NL, IQ4_XS (specmoe's own scale search for these, not llama.cpp's), or "
+                  "MXFP4_MOE (= MXFP4: experts in MXFP4, the rest Q8_0, as llama-quantize writes it)")
       ->required();
   cmd->add_flag("--allow-requantize", a->allow_requantize, "allow converting tensors that are already quantized");
   cmd->add_flag("--pure", a->pure, "every quantizable tensor in TYPE: no per-tensor rules (output in Q6_K, ...)");

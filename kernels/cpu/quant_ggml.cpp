@@ -220,7 +220,8 @@ bool has_ggml_quantizer(DType type) {
     case DType::Q5_0:
     case DType::Q5_1:
     case DType::Q8_0:
-    case DType::Q6_K: return true;
+    case DType::Q6_K:
+    case DType::MXFP4: return true;  // quantize_row's quant_mxfp4 rounds as ggml's quantize_row_mxfp4_ref
     default: return false;
   }
 }

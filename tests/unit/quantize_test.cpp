@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "cli_runner.h"
 #include "core/gguf.h"
+#include "core/model.h"
 #include "core/quantize.h"
 #include "core/synth.h"
 #include "experiments/config_hash.h"
@@ -57,7 +58,7 @@ TEST(Quantize, FilesEqualLlamaQuantizes) {
   for (const auto& c : g["cases"]) {
     const std::string preset = c["preset"], type = c["type"];
     QuantizeOptions o;
-    o.type = *dtype_from_name(type);
+    o.type = *core::quantize_type_from_name(type);
     o.allow_requantize = true;
     o.threads = 2;
     const std::vector<std::string> args = c["args"];
@@ -188,6 +189,47 @@ TEST(Quantize, NonFiniteWeightsAreAnError) {
   o.type = DType::Q8_0;
   expect_quantize_error(src, "quantize-nan-out.gguf", o, {"blk.0.attn_q.weight", "row 1"});
   EXPECT_FALSE(fs::exists(testing::scratch_dir() / "quantize-nan-out.gguf"));
+}
+
+TEST(Quantize, Mxfp4MoeAndFallbacks) {
+  // MXFP4_MOE: the experts (3-D tensors) in MXFP4, every other quantized tensor in Q8_0, the head
+  // too; routers and 1-D tensors copied; general.file_type 38. The file runs.
+  const fs::path out = testing::scratch_dir() / "quantize-mxfp4.gguf";
+  QuantizeOptions o;
+  o.type = *core::quantize_type_from_name("mxfp4_moe");
+  EXPECT_EQ(o.type, DType::MXFP4);
+  const core::QuantizeSummary s = core::quantize_model(synth_model("gpt-oss-tiny").string(), out.string(), o);
+  EXPECT_EQ(s.file_type, 38u);
+  const auto f = core::GGUFFile::open(out.string());
+  EXPECT_EQ(f->tensor("blk.0.ffn_up_exps.weight").type, DType::MXFP4);
+  EXPECT_EQ(f->tensor("blk.1.ffn_down_exps.weight").type, DType::MXFP4);
+  EXPECT_EQ(f->tensor("blk.0.attn_q.weight").type, DType::Q8_0);
+  EXPECT_EQ(f->tensor("token_embd.weight").type, DType::Q8_0);
+  EXPECT_EQ(f->tensor("output.weight").type, DType::Q8_0);
+  EXPECT_EQ(f->tensor("blk.0.ffn_gate_inp.weight").type, DType::F32);
+  EXPECT_EQ(f->tensor("blk.0.ffn_up_exps.bias").type, DType::F32);
+  auto m = core::Model::load(out.string());
+  core::KVCache kv = m->new_cache(8);
+  const std::vector<int32_t> ids = {1, 72, 105};
+  std::vector<float> logits;
+  m->forward(ids, kv).logits.to_host(logits);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  // --pure: MXFP4 everywhere it fits.
+  o.pure = true;
+  core::quantize_model(synth_model("gpt-oss-tiny").string(), out.string(), o);
+  EXPECT_EQ(core::GGUFFile::open(out.string())->tensor("blk.0.attn_q.weight").type, DType::MXFP4);
+
+  // Rows that a 256-element type does not divide fall back as llama-quantize does: Q2_K and Q3_K
+  // to Q4_0, Q4_K to Q5_0 (tiny's rows are 64 wide).
+  const fs::path fb = testing::scratch_dir() / "quantize-fallback.gguf";
+  for (const auto& [type, want] : {std::pair{DType::Q2_K, DType::Q4_0}, std::pair{DType::Q3_K, DType::Q4_0},
+                                   std::pair{DType::Q4_K, DType::Q5_0}, std::pair{DType::IQ4_XS, DType::IQ4_NL}}) {
+    QuantizeOptions q;
+    q.type = type;
+    const core::QuantizeSummary r = core::quantize_model(synth_model("tiny").string(), fb.string(), q);
+    EXPECT_GT(r.n_fallback, 0);
+    EXPECT_EQ(core::GGUFFile::open(fb.string())->tensor("blk.0.attn_q.weight").type, want) << dtype_name(type);
+  }
 }
 
 TEST(Quantize, CommandLine) {
