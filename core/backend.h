@@ -180,9 +180,10 @@ class Backend : public Memory {
   // (overwritten): router logits, routing (block.router with k experts per token and the given
   // capacity factor, <= 0 dropless), each routed expert's SwiGLU over the tokens grouped to it
   // (every active expert's weights read once per forward), the combine in slot order, plus the
-  // shared expert. `routing` receives this forward's routing on the host.
-  virtual void moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, int64_t T, float* out,
-                       moe::Routing& routing) = 0;
+  // shared expert. `routing` receives this forward's routing on the host. router_x [T, n_embd]:
+  // the router's input when it is not x (smallthinker routes the layer's input), else null.
+  virtual void moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, const float* router_x,
+                       int64_t T, float* out, moe::Routing& routing) = 0;
   // host_ids[r] = argmax of row r of x [rows, n] (lowest index among ties; NaN never wins).
   virtual void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* host_ids) = 0;
 

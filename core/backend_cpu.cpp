@@ -123,14 +123,14 @@ class CpuBackend final : public Backend {
   void scale(const float* x, float s, float* y, int64_t n) override { cpu::scale(x, s, y, n); }
   void softcap(const float* x, float cap, float* y, int64_t n) override { cpu::softcap(pool_, x, cap, y, n); }
 
-  void moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, int64_t T, float* out,
-               moe::Routing& routing) override {
+  void moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, const float* router_x, int64_t T,
+               float* out, moe::Routing& routing) override {
     // One moe::MoELayer per block (it owns the block's scratch and router), made on first use.
     std::unique_ptr<moe::MoELayer>& layer = moe_layers_[block.weights.gate_inp.data];
     if (!layer) layer = std::make_unique<moe::MoELayer>(block.weights, moe::make_router(block.router));
     layer->router().set_k(k);
     layer->router().set_capacity_factor(capacity_factor);
-    layer->forward(pool_, x, static_cast<int>(T), out, nullptr);
+    layer->forward(pool_, x, static_cast<int>(T), out, nullptr, router_x);
     routing = layer->last_routing();
   }
 

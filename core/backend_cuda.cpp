@@ -144,8 +144,8 @@ class CudaBackend final : public Backend {
                      float* out) override {
     cu::mla_attention(*ctx_, q, T, kv, mask, p, out);
   }
-  void moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, int64_t T, float* out,
-               moe::Routing& routing) override;
+  void moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, const float* router_x, int64_t T,
+               float* out, moe::Routing& routing) override;
   void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* host_ids) override {
     int32_t* d = scratch<int32_t>(slot_ids_, static_cast<size_t>(rows));
     cu::argmax_rows(*ctx_, x, rows, n, d);
@@ -223,8 +223,8 @@ class CudaBackend final : public Backend {
 // The host needs the tokens per expert to size each expert's GEMM: the record (kept counts, ids
 // with -1 for dropped slots, weights) is copied back once per MoE layer, which also gives the
 // routing the forward returns.
-void CudaBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, int64_t T,
-                          float* out, moe::Routing& routing) {
+void CudaBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x,
+                          const float* router_x, int64_t T, float* out, moe::Routing& routing) {
   cu::Context& ctx = *ctx_;
   const moe::MoEWeights& W = block.weights;
   const int E = W.n_expert();
@@ -245,7 +245,7 @@ void CudaBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, 
   int32_t* sorted = offsets + E + 1;                       // [n]
   int32_t* slot_pos = sorted + n;                          // [n]
 
-  cu::matmul(ctx, x, T, W.gate_inp, rl);
+  cu::matmul(ctx, router_x != nullptr ? router_x : x, T, W.gate_inp, rl);  // smallthinker: the layer's input
   if (W.gate_inp_b != nullptr) cu::add_bias(ctx, rl, W.gate_inp_b, T, E);  // gpt-oss: routed by the biased logits
   switch (block.router.kind) {
     case moe::RouterKind::SigmoidGroup:
@@ -309,6 +309,8 @@ void CudaBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, 
     if (W.up_exps_b != nullptr) cu::add_bias(ctx, u, W.up_exps_b + e * ff, ne, ff);
     if (W.act == moe::MoEActivation::SwiGLUOai)
       cu::swiglu_oai(ctx, h, u, h, ne * ff);
+    else if (W.act == moe::MoEActivation::ReGLU)
+      cu::reglu(ctx, h, u, h, ne * ff);
     else
       cu::swiglu(ctx, h, u, h, ne * ff);
     cu::matmul(ctx, h, ne, W.down_exps.rows(e * d, d), ey + off * d);

@@ -144,9 +144,9 @@ void ProfilingBackend::scale(const float* x, float s, float* y, int64_t n) {
 void ProfilingBackend::softcap(const float* x, float cap, float* y, int64_t n) {
   timed("softcap", 0, 0, [&] { inner_->softcap(x, cap, y, n); });
 }
-void ProfilingBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, int64_t T,
-                               float* out, moe::Routing& routing) {
-  timed("moe_ffn", 0, 0, [&] { inner_->moe_ffn(block, k, capacity_factor, x, T, out, routing); });
+void ProfilingBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x,
+                               const float* router_x, int64_t T, float* out, moe::Routing& routing) {
+  timed("moe_ffn", 0, 0, [&] { inner_->moe_ffn(block, k, capacity_factor, x, router_x, T, out, routing); });
 }
 void ProfilingBackend::argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* host_ids) {
   timed("argmax_rows", 0, 0, [&] { inner_->argmax_rows(x, rows, n, host_ids); });

@@ -77,8 +77,8 @@ class ProfilingBackend final : public Backend {
   void mul(const float* a, const float* b, float* y, int64_t n) override;
   void scale(const float* x, float s, float* y, int64_t n) override;
   void softcap(const float* x, float cap, float* y, int64_t n) override;
-  void moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, int64_t T, float* out,
-               moe::Routing& routing) override;
+  void moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, const float* router_x, int64_t T,
+               float* out, moe::Routing& routing) override;
   void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* host_ids) override;
   void distributions(const float* logits, int64_t rows, int64_t n, const SamplingParams& params,
                      std::span<const int32_t> history, std::span<const int32_t> extra, float* out) override;

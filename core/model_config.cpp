@@ -191,6 +191,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"plamo", Arch::Plamo, RopeStyle::SplitHalves},        {"chatglm", Arch::ChatGlm, RopeStyle::Adjacent},
       {"exaone-moe", Arch::ExaoneMoe, RopeStyle::SplitHalves}, {"lfm2", Arch::Lfm2, RopeStyle::SplitHalves},
       {"lfm2moe", Arch::Lfm2Moe, RopeStyle::SplitHalves},
+      {"smallthinker", Arch::SmallThinker, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -202,7 +203,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -339,6 +340,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::GptOss) detail::read_gpt_oss(r, c);
   if (c.arch == Arch::ExaoneMoe) detail::read_exaone_moe(r, c);
   if (c.arch == Arch::Lfm2) detail::read_lfm2_windows(r, c);
+  if (c.arch == Arch::SmallThinker) detail::read_smallthinker(r, c);
   if (c.arch == Arch::HunyuanDense) {
     // Hunyuan's NTK-aware alpha (rope.scaling.alpha): base = freq_base * alpha^(d / (d - 2)) over
     // the head width d, as llama.cpp's hunyuan loader sets it.
@@ -457,6 +459,7 @@ void ModelConfig::validate() const {
   check_positive("logit_scale", logit_scale);
   if (!std::isfinite(logit_mult)) throw_error(ErrorKind::Format, "model config: logit multiplier {} is not finite", logit_mult);
   check_range("no_rope_step", no_rope_step, 0, kMaxLayers);
+  check_range("no_rope_step_first", no_rope_step_first, 0, kMaxLayers);
   if (!(final_logit_softcap >= 0.0f) || !std::isfinite(final_logit_softcap))
     throw_error(ErrorKind::Format, "model config: final_logit_softcap {} is not 0 or a positive number",
                 final_logit_softcap);

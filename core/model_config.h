@@ -19,7 +19,7 @@ enum class Arch {
   Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl,
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
   MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan, Dbrx, PhiMoe, Qwen, Xverse, Orion, Codeshell, Plamo,
-  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe
+  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker
 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
@@ -108,6 +108,9 @@ struct ModelConfig {
   float logit_mult = 1.0f;           // command-r, cohere2: <arch>.logit_scale, logits times it
   int no_rope_step = 0;              // smollm3: 4, layer l has no RoPE when (l + 1) % 4 == 0 (NoPE layers);
                                      // granite with rope.scaling.finetuned false: 1 (no layer rotates)
+  int no_rope_step_first = 0;        // smallthinker with windows: 4, layer l has no RoPE when l % 4 == 0
+  bool router_reads_layer_input = false;  // smallthinker: the MoE router reads the layer's input (the
+                                          // residual stream before attn_norm), the experts the FFN's
   bool parallel_residual = false;    // gptneox (<arch>.use_parallel_residual), phi2, command-r, cohere2:
                                      // x + attn(norm(x)) + ffn(norm'(x)), both sublayers reading the
                                      // layer's input (phi2's and cohere's norm' is their one attn_norm)
@@ -249,7 +252,7 @@ struct ModelConfig {
   // NoPE layers and EXAONE 4.0 32B's global ones).
   bool has_rope(int layer) const {
     return rope_style != RopeStyle::None && (no_rope_step <= 0 || (layer + 1) % no_rope_step != 0) &&
-           !(nope_global && !is_swa(layer));
+           (no_rope_step_first <= 0 || layer % no_rope_step_first != 0) && !(nope_global && !is_swa(layer));
   }
   // The RoPE of layer `layer`: local layers use the swa base and scale, global ones the file's
   // scaling; YaRN's correction range and magnitude as llama.cpp computes them.

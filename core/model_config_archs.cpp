@@ -22,8 +22,9 @@ namespace specmoe::core::detail {
 // decides by the layer count).
 // The layer pattern of a model with windows (c.n_swa > 0): attention.sliding_window_pattern as
 // one flag per layer, or a period N (`default_period` when absent) making layer l local unless
-// l % N == N - 1 (llama_hparams::set_swa_pattern; period 0 makes every layer local).
-void read_swa_layers(const Reader& r, ModelConfig& c, int default_period) {
+// l % N == N - 1, or with dense_first unless l % N == 0 (llama_hparams::set_swa_pattern; period 0
+// makes every layer local).
+void read_swa_layers(const Reader& r, ModelConfig& c, int default_period, bool dense_first = false) {
   const GGUFFile& f = r.f;
   c.swa_layers.assign(static_cast<size_t>(c.n_layer), 0);
   const std::string pk = r.key("attention.sliding_window_pattern");
@@ -42,7 +43,8 @@ void read_swa_layers(const Reader& r, ModelConfig& c, int default_period) {
     c.swa_pattern = 0;
   } else {
     c.swa_pattern = r.get("attention.sliding_window_pattern", default_period);
-    for (int l = 0; l < c.n_layer; ++l) c.swa_layers[l] = c.swa_pattern == 0 || l % c.swa_pattern < c.swa_pattern - 1;
+    for (int l = 0; l < c.n_layer; ++l)
+      c.swa_layers[l] = c.swa_pattern == 0 || (dense_first ? l % c.swa_pattern != 0 : l % c.swa_pattern < c.swa_pattern - 1);
   }
 }
 
@@ -161,6 +163,27 @@ void read_lfm2_windows(const Reader& r, ModelConfig& c) {
   for (int l = 0; l < c.n_layer; ++l) c.swa_layers[l] = !c.is_conv_layer(l);
   c.rope_freq_base_swa = c.rope_freq_base;
   c.rope_freq_scale_swa = c.rope_freq_scale;
+}
+
+// smallthinker (PowerInfer's SmallThinker, src/models/smallthinker.cpp): with
+// attention.sliding_window > 0, windows of 4096 positions (llama.cpp's loader sets that whatever
+// the key says) on every layer but each fourth from layer 0 (attention.sliding_window_pattern, a
+// period or one flag per layer, dense first), the local layers rotating with rope.freq_base_swa
+// (default the global base), and no RoPE on layers 0, 4, 8, ... (its n_no_rope_layer_step 4; a
+// model of exactly 4 layers rotates them all, as llama.cpp's test `step == n_layer || il % step`
+// has it); without a window every layer rotates. The router reads the layer's input.
+void read_smallthinker(const Reader& r, ModelConfig& c) {
+  c.router_reads_layer_input = true;
+  c.n_swa = r.get("attention.sliding_window", 0);
+  if (c.n_swa <= 0) {
+    c.n_swa = 0;
+    return;
+  }
+  c.n_swa = 4096;
+  read_swa_layers(r, c, 4, true);
+  c.rope_freq_base_swa = r.get_float("rope.freq_base_swa", c.rope_freq_base);
+  c.rope_freq_scale_swa = c.rope_freq_scale;
+  c.no_rope_step_first = c.n_layer == 4 ? 0 : 4;
 }
 
 // exaone-moe (K-EXAONE, src/models/exaone-moe.cpp): EXAONE 4.0 32B's attention under pre-norms:
@@ -370,6 +393,12 @@ void read_experts(const Reader& r, ModelConfig& c) {
       c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
       c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", c.n_ff_expert);
       break;
+    case Arch::SmallThinker:
+      // SmallThinker: experts of expert_feed_forward_length (required here: llama.cpp would build
+      // empty experts without it) in every layer, no shared expert, no selection bias; the gating
+      // key required (llama.cpp aborts without one); renormalised and unscaled.
+      c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
+      break;
     case Arch::Lfm2Moe:
       // LFM2-MoE: leading dense layers, experts of expert_feed_forward_length (required), no
       // shared expert; the gating key required, the top-k weights always renormalised, never scaled.
@@ -399,11 +428,12 @@ void read_experts(const Reader& r, ModelConfig& c) {
   c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), !raw);
   if (c.arch == Arch::Deepseek) c.expert_weights_norm = false;
   if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss ||
-      c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx || c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe)
+      c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx || c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe ||
+      c.arch == Arch::SmallThinker)
     c.expert_weights_norm = true;
   const bool gating_required =
       c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::MinimaxM2 || c.arch == Arch::ExaoneMoe ||
-      c.arch == Arch::Lfm2Moe;
+      c.arch == Arch::Lfm2Moe || c.arch == Arch::SmallThinker;
   if (gating_required && c.n_expert > 0 && !file.has(r.key("expert_gating_func")))
     throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), r.key("expert_gating_func"));
   int gating = fixed_softmax ? 1 : r.get("expert_gating_func", 0);  // 0 = LLAMA_EXPERT_GATING_FUNC_TYPE_NONE
@@ -418,7 +448,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   }
   const bool never_scaled = c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe ||
                             c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
-                            c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe;
+                            c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe || c.arch == Arch::SmallThinker;
   c.expert_weights_scale = never_scaled ? 0.0f : r.get_float("expert_weights_scale", 0.0f);
   if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp: 0 = no scaling
   c.n_expert_group = std::max(1, r.get("expert_group_count", 1));
@@ -431,7 +461,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool needs_experts = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
                              c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
                              c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
-                             c.arch == Arch::PhiMoe || (deepseek_style && !lead_only);
+                             c.arch == Arch::PhiMoe || c.arch == Arch::SmallThinker || (deepseek_style && !lead_only);
   const bool may_have_experts = needs_experts || c.arch == Arch::Llama || deepseek_style;
   if (needs_experts && c.n_expert == 0)
     throw_error(ErrorKind::Format, "{}: {} model without {}", file.path(), c.arch_name, r.key("expert_count"));

@@ -229,7 +229,8 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
   const bool binds_bias = c.arch == Arch::Deepseek2 || c.arch == Arch::Dots1 || c.arch == Arch::Ernie45Moe ||
                           c.arch == Arch::BailingMoe2 || c.arch == Arch::Glm4Moe || c.arch == Arch::ExaoneMoe;
   const bool no_bias = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
-                       c.arch == Arch::GptOss;
+                       c.arch == Arch::GptOss || c.arch == Arch::SmallThinker;
+  if (c.arch == Arch::SmallThinker) w.act = moe::MoEActivation::ReGLU;  // relu(gate x) * up x
   if (c.arch == Arch::GptOss) {
     // gpt-oss: biases of the router logits and of every expert's gate, up and down rows (2-D
     // tensors {rows, n_expert}: expert e's biases are row e), and the clamped SwiGLU.

@@ -62,25 +62,26 @@ void check_spec(const SynthSpec& s) {
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
-                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe"}))
+                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: {} has neither a head_dim key nor RoPE scaling", s.arch);
   if (s.llama3_orig_ctx > 0 && s.arch != "llama")
     throw_error(ErrorKind::InvalidArgument, "synth: rope_freqs.weight (llama3_orig_ctx) is llama's, not {}'s", s.arch);
-  if ((s.rope_freq_base_swa > 0.0f || s.final_logit_softcap > 0.0f) && !is_arch(s, {"gemma2", "gemma3"}))
-    throw_error(ErrorKind::InvalidArgument, "synth: a local RoPE base and logit soft-capping are gemma's, not {}'s",
-                s.arch);
+  if ((s.rope_freq_base_swa > 0.0f && !is_arch(s, {"gemma2", "gemma3", "smallthinker"})) ||
+      (s.final_logit_softcap > 0.0f && !is_arch(s, {"gemma2", "gemma3"})))
+    throw_error(ErrorKind::InvalidArgument,
+                "synth: a local RoPE base is gemma's and smallthinker's, logit soft-capping gemma's, not {}'s", s.arch);
   if ((s.n_swa > 0 || s.swa_pattern > 0 || !s.swa_layers.empty()) &&
-      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss", "exaone-moe", "lfm2"}) &&
+      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss", "exaone-moe", "lfm2", "smallthinker"}) &&
       !(s.arch == "exaone4" && s.n_layer == 64))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: sliding windows are gemma2's, gemma3's, olmo2's (OLMo 3), cohere2's and 64-layer exaone4's, not "
@@ -117,7 +118,8 @@ void check_spec(const SynthSpec& s) {
   if (s.moe_layer_step != 1 && s.arch != "ernie4_5-moe")
     throw_error(ErrorKind::InvalidArgument, "synth: an MoE layer step is ernie4_5-moe's, not {}'s", s.arch);
   const bool experts_ok = s.arch == "qwen2moe"                    ? s.n_expert > 0 && s.n_ff_shared > 0
-                          : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe", "gpt-oss", "minimax-m2", "dbrx", "phimoe"})
+                          : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe", "gpt-oss", "minimax-m2", "dbrx", "phimoe",
+                                        "smallthinker"})
                               ? s.n_expert > 0 && s.n_ff_shared == 0
                           : is_arch(s, {"ernie4_5-moe", "hunyuan-moe"}) ? s.n_expert > 0 && s.n_expert_shared == 0
                           : ds_moe                               ? s.n_expert > 0 && s.n_ff_shared == 0
@@ -226,7 +228,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   w.set_u32(a + ".embedding_length", s.n_embd);
   w.set_u32(a + ".block_count", n_write);
   const bool moe = s.n_expert > 0, qwen2moe = a == "qwen2moe";
-  const bool expert_width_key = qwen2moe || a == "qwen3moe" || a == "qwen3vlmoe" || ds_moe || a == "gpt-oss";
+  const bool expert_width_key =
+      qwen2moe || a == "qwen3moe" || a == "qwen3vlmoe" || ds_moe || a == "gpt-oss" || a == "smallthinker";
   // llama (Mixtral), olmoe: feed_forward_length is the expert width. qwen2moe, qwen3moe: expert
   // widths have their own keys; feed_forward_length is the dense-equivalent k * expert width
   // (llama.cpp's default expert width is feed_forward_length / expert_used_count). deepseek2: the

@@ -617,6 +617,27 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "smallthinker-tiny" || preset == "smallthinker-swa-tiny") {
+    // smallthinker (SmallThinker) in llama.cpp's layout, F32, 4 layers, dim 64: llama's attention with
+    // split-halves RoPE, 8 experts of width 32 top-2 in every layer, the router reading the layer's
+    // input and the experts a ReLU-gated GLU, softmax renormalised; the -swa form has 5 layers and
+    // the window key (llama.cpp then uses windows of 4096 whatever it says, on layers 1-3), a local
+    // RoPE base of 1000, no RoPE on the global layers 0 and 4 (a 4-layer model would rotate them
+    // all), and sigmoid scores.
+    s.arch = "smallthinker";
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.expert_gating = 1;
+    if (preset == "smallthinker-swa-tiny") {
+      s.n_layer = 5;
+      s.n_swa = 4;
+      s.rope_freq_base_swa = 1000.0f;
+      s.expert_gating = 2;
+    }
+    s.name = preset;
+    return s;
+  }
   if (preset == "arcee-tiny" || preset == "nemotron-tiny") {
     // arcee (AFM-4.5B) and nemotron (Nemotron-Mini / Minitron) in llama.cpp's layout, F32, 4 layers,
     // dim 64: an ungated squared-ReLU MLP down(relu(up x)^2); arcee with llama's attention
@@ -872,6 +893,10 @@ std::vector<std::string> synth_presets() {
       "lfm2-swa-tiny: lfm2-tiny with windows of 4 on its attention layers",
       "lfm2moe-tiny: lfm2moe (LFM2-MoE), lfm2-tiny's layers, 1 dense + 5 MoE layers of 8 experts top-2, sigmoid with "
       "bias",
+      "smallthinker-tiny: smallthinker (SmallThinker), F32, 4 layers, dim 64, 8 experts top-2 of ReLU GLUs routed by "
+      "the layer's input",
+      "smallthinker-swa-tiny: smallthinker-tiny with 5 layers, the window key (windows of 4096), a local RoPE base, "
+      "NoPE layers 0 and 4, sigmoid scores",
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
       "squared-ReLU MLP with biases",

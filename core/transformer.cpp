@@ -46,6 +46,7 @@ enum Slot : size_t {
   kConvB,   // [T, n_embd] B, then B * x
   kConvC,   // [T, n_embd] C, then C * conv(B * x)
   kConvX,   // [T, n_embd] x, then conv(B * x)
+  kLayerIn, // [T, n_embd] smallthinker: the layer's input, which its MoE router reads
   kSlots
 };
 }  // namespace
@@ -337,7 +338,9 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
   norm(L.ffn_norm, L.ffn_norm_b, x, xn, T);
   float* out = buf(kAtt, T * std::max<int64_t>(d, static_cast<int64_t>(c_.n_head) * c_.head_dim));
   if (L.is_moe()) {
-    be_->moe_ffn(L.moe, b.moe_k, b.moe_capacity_factor, xn, T, out, routing);
+    // smallthinker's router reads the layer's input, kept by forward() before the attention.
+    const float* router_x = c_.router_reads_layer_input ? buf(kLayerIn, T * d) : nullptr;
+    be_->moe_ffn(L.moe, b.moe_k, b.moe_capacity_factor, xn, router_x, T, out, routing);
   } else {
     const int64_t n_ff = L.ffn_down.n_in;
     float* g = buf(kG, T * n_ff);
@@ -444,6 +447,10 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
 
   routing.assign(static_cast<size_t>(c_.n_layer), moe::Routing{});
   for (int l = 0; l < b.n_layers; ++l) {
+    if (c_.router_reads_layer_input && w_.layers[l].is_moe()) {
+      const size_t row = static_cast<size_t>(d) * sizeof(float);
+      be_->copy_rows(buf(kLayerIn, T * d), row, buf(kX, T * d), row, row, T);
+    }
     if (c_.is_conv_layer(l))
       conv_block(l, T, conv_prev, kv);
     else if (c_.is_mla())

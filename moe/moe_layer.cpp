@@ -222,6 +222,9 @@ void MoELayer::run_ffns(ThreadPool& pool, const float* x, int T) {
       if (G.act == MoEActivation::SwiGLUOai) {
         for (int64_t i = 0; i < G.n_tok; ++i)
           for (int64_t r = 0; r < nr; ++r) G.h[i * G.ff + r0 + r] = swiglu_oai(g[i * nr + r], u[i * nr + r]);
+      } else if (G.act == MoEActivation::ReGLU) {
+        for (int64_t i = 0; i < G.n_tok; ++i)
+          for (int64_t r = 0; r < nr; ++r) G.h[i * G.ff + r0 + r] = std::max(g[i * nr + r], 0.0f) * u[i * nr + r];
       } else {
         for (int64_t i = 0; i < G.n_tok; ++i)
           for (int64_t r = 0; r < nr; ++r) G.h[i * G.ff + r0 + r] = cpu::silu(g[i * nr + r]) * u[i * nr + r];
@@ -278,12 +281,14 @@ void MoELayer::forward(const float* x, int T, float* out, ExpertStats* stats) {
   forward(*serial_pool_, x, T, out, stats);
 }
 
-void MoELayer::forward(ThreadPool& pool, const float* x, int T, float* out, ExpertStats* stats) {
+void MoELayer::forward(ThreadPool& pool, const float* x, int T, float* out, ExpertStats* stats,
+                       const float* router_x) {
   if (T < 0) throw_error(ErrorKind::InvalidArgument, "moe layer: T = {} < 0", T);
   if (T > 0 && (!x || !out))
     throw_error(ErrorKind::InvalidArgument, "moe layer: null input or output");
-  compute_logits(pool, x, T);
-  router_->route(logits_.data(), x, T, routing_);
+  const float* rx = router_x != nullptr ? router_x : x;
+  compute_logits(pool, rx, T);
+  router_->route(logits_.data(), rx, T, routing_);
   dispatch(x, T);
   gate_sh_.clear();
   if (!gate_sh_w_.empty() && T > 0) {

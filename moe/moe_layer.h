@@ -37,10 +37,11 @@ namespace specmoe::moe {
 
 using kernels::MatrixView;
 
-// The routed experts' activation: SwiGLU silu(g) * u, or gpt-oss's clamped form (llama.cpp's
+// The routed experts' activation: SwiGLU silu(g) * u, gpt-oss's clamped form (llama.cpp's
 // swiglu_oai with alpha 1.702 and limit 7): g' = min(g, 7), u' = clamp(u, -7, 7),
-// g' sigmoid(1.702 g') (u' + 1).
-enum class MoEActivation { SwiGLU, SwiGLUOai };
+// g' sigmoid(1.702 g') (u' + 1), or smallthinker's ReLU-gated GLU max(g, 0) * u (Shazeer 2020's
+// ReGLU; llama.cpp's LLM_FFN_RELU with a gate).
+enum class MoEActivation { SwiGLU, SwiGLUOai, ReGLU };
 inline float swiglu_oai(float g, float u) {
   constexpr float kAlpha = 1.702f, kLimit = 7.0f;
   const float x = g < kLimit ? g : kLimit;
@@ -91,8 +92,11 @@ class MoELayer {
   // x: [T, n_embd] row-major; out: [T, n_embd], overwritten with the MoE output (the caller
   // adds the residual; a token whose every assignment was dropped gets 0 here unless a shared
   // expert is present). stats: when non-null, this forward is recorded into it.
+  // router_x: the router's input [T, n_embd] when it is not x (smallthinker routes the layer's
+  // input, before attention); null = x.
   // Not reentrant: one forward at a time per layer (scratch buffers are members).
-  void forward(ThreadPool& pool, const float* x, int T, float* out, ExpertStats* stats = nullptr);
+  void forward(ThreadPool& pool, const float* x, int T, float* out, ExpertStats* stats = nullptr,
+               const float* router_x = nullptr);
   // The same on the constructor's pool (or the calling thread).
   void forward(const float* x, int T, float* out, ExpertStats* stats = nullptr);
 

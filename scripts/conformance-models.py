@@ -4,7 +4,8 @@ granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, g
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
-bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2 and lfm2moe in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe and smallthinker (with
+its sliding-window form and without) in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -1271,6 +1272,48 @@ def lfm2(path, dtype, moe=False):
     m.write()
 
 
+def smallthinker(path, dtype, swa=False):
+    # llama_model_smallthinker (PowerInfer's SmallThinker, shrunk): 4 layers of 256, every one MoE:
+    # 8 experts of expert_feed_forward_length 256 (feed_forward_length the same, as the converter
+    # writes it), top-2, no shared expert and no selection bias, each a ReLU-gated GLU
+    # (down(relu(gate x) * up x)); the router (ffn_gate_inp) reads the layer's INPUT, the residual
+    # stream before attn_norm, not the ffn_norm'd input the experts get; the top-k weights
+    # renormalised (fixed by its graph), unscaled (expert_weights_scale is not read), the scores
+    # from expert_gating_func (required: llama.cpp aborts on the default none): softmax (1) here,
+    # sigmoid (2) in the swa form. Attention: RMSNorm, q/k/v/o without biases, heads 4/2 of
+    # key_length 64 (written as the converter does from head_dim; n_rot follows it), NEOX RoPE,
+    # 1/sqrt(head_dim) scale; an untied head. Without attention.sliding_window every layer rotates
+    # (llama.cpp sets n_no_rope_layer_step to n_layer). swa (SmallThinker's sliding_window_layout
+    # form: the converter writes attention.sliding_window and no pattern): llama.cpp FORCES the
+    # window to 4096 whatever the key says, makes layer l local unless l % 4 == 0 (load_swa_pattern
+    # 4, dense first), gives the local layers rope.freq_base_swa (default rope.freq_base) and the
+    # global ones (l % 4 == 0) NO RoPE at all (n_no_rope_layer_step 4) -- unless n_layer is 4, when
+    # its test "n_no_rope_layer_step == n_layer" rotates every layer: so 5 layers here (0 and 4
+    # global, unrotated; 1-3 local). At ctx 512 the forced window never bites, so what this model
+    # checks is the unrotated global layers and the local layers' base (10000 here against the
+    # global 1000000, which no layer uses); sigmoid scores, and the head tied to token_embd.
+    d, L, H, Hkv, hd, E, k, exp_ff = 256, 5 if swa else 4, 4, 2, 64, 8, 2, 256
+    m = Model(path, "smallthinker", 65 if swa else 64, dtype)
+    m.common(d, L, H, Hkv, embd_scale=1.0 if swa else None)  # tied: unit-norm rows keep logits O(1)
+    m.moe(exp_ff, E, k, exp_ff)
+    m.u32("expert_gating_func", 2 if swa else 1)
+    m.u32("attention.key_length", hd)
+    m.u32("attention.value_length", hd)
+    m.f32("rope.freq_base", 1000000.0)
+    if swa:
+        m.u32("attention.sliding_window", 64)  # any value > 0: llama.cpp uses 4096
+        m.f32("rope.freq_base_swa", 10000.0)
+    else:
+        m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "ffn_norm.weight", d)
+        m.experts(p, d, exp_ff, E)
+    m.write()
+
+
 WRITERS = {
     "qwen3moe": qwen3moe,
     "olmoe": olmoe,
@@ -1341,6 +1384,8 @@ WRITERS = {
     "baichuan13b": lambda p, t: baichuan(p, t, 40),
     "lfm2": lfm2,
     "lfm2moe": lambda p, t: lfm2(p, t, moe=True),
+    "smallthinker": smallthinker,
+    "smallthinker-swa": lambda p, t: smallthinker(p, t, swa=True),
 }
 
 if __name__ == "__main__":

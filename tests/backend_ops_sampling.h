@@ -240,6 +240,7 @@ class MoECase final : public OpCase {
     moe::RouterKind router = moe::RouterKind::SoftmaxTopK;
     double capacity_factor = 0.0;
     bool oai = false;  // gpt-oss: router and expert biases, the clamped SwiGLU
+    bool small = false;  // smallthinker: the router on an input of its own (the layer's), the ReLU GLU
   };
   MoECase(Shape s, Bound bound) : OpCase("moe_ffn", std::move(bound)), s_(s) {}
   std::string shape() const override {
@@ -247,9 +248,9 @@ class MoECase final : public OpCase {
                        s_.n_ff, s_.n_ff_shared ? fmt::format(" shared={}", s_.n_ff_shared) : "", s_.T,
                        moe::router_kind_name(s_.router),
                        s_.capacity_factor > 0 ? fmt::format(" capacity={}", s_.capacity_factor) : "",
-                       s_.oai ? " biases swiglu_oai" : "");
+                       s_.oai ? " biases swiglu_oai" : s_.small ? " router_x reglu" : "");
   }
-  void run(Backend& b) override { b.moe_ffn(block_d_, s_.k, s_.capacity_factor, x_d_, s_.T, out_d_, routing_); }
+  void run(Backend& b) override { b.moe_ffn(block_d_, s_.k, s_.capacity_factor, x_d_, router_x_d_, s_.T, out_d_, routing_); }
   Outputs result(Backend&, Arena& a) override { return outputs(a.get(out_d_), routing_); }
   double bytes() const override {
     const double experts = static_cast<double>(distinct_ > 0 ? distinct_ : std::min<int64_t>(s_.n_expert, s_.T * s_.k));
@@ -281,6 +282,7 @@ class MoECase final : public OpCase {
       gate_inp_sh_ = make_matrix(DType::F32, s_.n_embd, 1, sd + 7);
     }
     x_ = normal_floats(static_cast<size_t>(s_.T * s_.n_embd), sd + 8);
+    router_x_ = s_.small ? normal_floats(static_cast<size_t>(s_.T * s_.n_embd), sd + 14) : std::vector<float>();
     biases_ = {};
     if (s_.oai) {  // router logit biases of their own scale; expert biases that move the clamp's inputs
       biases_.push_back(normal_floats(static_cast<size_t>(E), sd + 10, 0.5f));
@@ -313,7 +315,8 @@ class MoECase final : public OpCase {
     layer.router().set_capacity_factor(s_.capacity_factor);
     kernels::cpu::ThreadPool pool(1);
     std::vector<float> out(x_.size());
-    layer.forward(pool, x_.data(), static_cast<int>(s_.T), out.data());
+    layer.forward(pool, x_.data(), static_cast<int>(s_.T), out.data(), nullptr,
+                  s_.small ? router_x_.data() : nullptr);
     distinct_ = layer.last_distinct_experts();
     return outputs(std::move(out), layer.last_routing());
   }
@@ -330,16 +333,19 @@ class MoECase final : public OpCase {
         *dst[i] = b.resident(core::VectorView{biases_[i].data(), static_cast<int64_t>(biases_[i].size())}).data;
       block_d_.weights.act = moe::MoEActivation::SwiGLUOai;
     }
+    if (s_.small) block_d_.weights.act = moe::MoEActivation::ReGLU;
     block_d_.router = spec_;
     if (!spec_.group.bias.empty())
       block_d_.bias = b.resident(core::VectorView{spec_.group.bias.data(), static_cast<int64_t>(s_.n_expert)});
     x_d_ = a.input(x_, s_.n_embd);
+    router_x_d_ = s_.small ? a.input(router_x_, s_.n_embd) : nullptr;
     out_d_ = a.output(x_.size(), s_.n_embd);
     routing_ = {};
   }
   void free_inputs() override {
     gate_inp_ = gate_ = up_ = down_ = gate_sh_ = up_sh_ = down_sh_ = gate_inp_sh_ = {};
     x_ = {};
+    router_x_ = {};
     spec_ = {};
     biases_ = {};
   }
@@ -353,6 +359,7 @@ class MoECase final : public OpCase {
       w.down_exps_b = biases_[3].data();
       w.act = moe::MoEActivation::SwiGLUOai;
     }
+    if (s_.small) w.act = moe::MoEActivation::ReGLU;
     return w;
   }
   static Outputs outputs(std::vector<float> out, const moe::Routing& r) {
@@ -362,11 +369,11 @@ class MoECase final : public OpCase {
   }
   Shape s_;
   HostMatrix gate_inp_, gate_, up_, down_, gate_sh_, up_sh_, down_sh_, gate_inp_sh_;
-  std::vector<float> x_;
+  std::vector<float> x_, router_x_;  // router_x_: smallthinker's router input
   std::vector<std::vector<float>> biases_;  // oai: router [E], gate and up [E * n_ff], down [E * n_embd]
   moe::RouterSpec spec_;
   core::MoEBlock block_d_;
-  float *x_d_ = nullptr, *out_d_ = nullptr;
+  float *x_d_ = nullptr, *out_d_ = nullptr, *router_x_d_ = nullptr;
   moe::Routing routing_;
   int distinct_ = 0;  // U(T) of the reference forward (for bytes())
 };

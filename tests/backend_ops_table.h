@@ -378,7 +378,11 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
                // gpt-oss's block: router and expert biases, the clamped SwiGLU
                MS{DType::F32, 8, 2, 64, 96, 0, 1, RK::SoftmaxTopK, 0.0, true},
                MS{DType::F16, 16, 4, 64, 96, 0, 17, RK::SoftmaxTopK, 0.0, true},
-               MS{DType::Q8_0, 8, 2, 64, 96, 0, 17, RK::SoftmaxTopK, 1.0, true}})
+               MS{DType::Q8_0, 8, 2, 64, 96, 0, 17, RK::SoftmaxTopK, 1.0, true},
+               // smallthinker's: the router on the layer's input, the ReLU-gated GLU
+               MS{DType::F32, 8, 2, 64, 96, 0, 1, RK::SoftmaxTopK, 0.0, false, true},
+               MS{DType::F16, 16, 4, 64, 96, 0, 17, RK::SoftmaxTopK, 0.0, false, true},
+               MS{DType::Q8_0, 8, 3, 64, 96, 0, 17, RK::SigmoidGroup, 0.0, false, true}})
     add(new MoECase(s, moe_bound(s.type)));
   return t;
 }

@@ -42,10 +42,11 @@ class MoEReferenceForward : public ReferenceForward {
     // gpt-oss: softmax of the k selected logits = renormalised; dbrx, phimoe: renormalised softmax.
     const bool fixed = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" ||
                        arch_ == "gpt-oss" || arch_ == "dbrx" || arch_ == "phimoe";
-    if (arch_ == "minimax-m2" || arch_ == "lfm2moe") norm_w_ = true;  // their graphs renormalise whatever the key says
+    if (arch_ == "minimax-m2" || arch_ == "lfm2moe" || arch_ == "smallthinker") norm_w_ = true;  // their graphs renormalise whatever the key says
     if (fixed) norm_w_ = arch_ != "deepseek";
     const bool unscaled = arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" || arch_ == "gpt-oss" ||
-                          arch_ == "minimax-m2" || arch_ == "dbrx" || arch_ == "phimoe" || arch_ == "lfm2moe";
+                          arch_ == "minimax-m2" || arch_ == "dbrx" || arch_ == "phimoe" || arch_ == "lfm2moe" ||
+                          arch_ == "smallthinker";
     scale_ = unscaled ? 0.0 : f_->get_float(a + "expert_weights_scale", 0.0);
     if (scale_ == 0.0) scale_ = 1.0;
     const int64_t gating = fixed ? 1 : f_->get_int(a + "expert_gating_func", arch_ == "glm4moe" ? 2 : 0);
@@ -59,7 +60,8 @@ class MoEReferenceForward : public ReferenceForward {
     // exp_probs_b: with any gating for these, with sigmoid gating for the others but these two.
     bias_any_ = arch_ == "deepseek2" || arch_ == "dots1" || arch_ == "glm4moe" || arch_ == "ernie4_5-moe" ||
                 arch_ == "bailingmoe2" || arch_ == "minimax-m2" || arch_ == "exaone-moe" || arch_ == "lfm2moe";
-    bias_never_ = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "hunyuan-moe";
+    bias_never_ = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "hunyuan-moe" || arch_ == "smallthinker";
+    relu_glu_ = arch_ == "smallthinker";  // routed experts relu(gate h) * up h
     ffn_norm_ = arch_ == "glm4moe" || arch_ == "gpt-oss" ? "post_attention_norm"
                 : arch_ == "dbrx"                        ? "attn_output_norm"
                                                          : "ffn_norm";
@@ -69,7 +71,10 @@ class MoEReferenceForward : public ReferenceForward {
   // dense layer).
   std::vector<std::vector<double>> run(const std::vector<int32_t>& ids) {
     routing.assign(c_.n_layer, std::vector<std::vector<int>>(ids.size()));
-    return ReferenceForward::run(ids, [this](std::vector<double>& x, int l, int t) { moe_block(x, l, routing[l][t]); });
+    return ReferenceForward::run(ids, [this](std::vector<double>& x, int l, int t) {
+      token_ = t;
+      moe_block(x, l, routing[l][t]);
+    });
   }
 
   // The feed-forward of layer l on one token, in place: x += MoE(norm(x)) (or the dense FFN).
@@ -79,7 +84,8 @@ class MoEReferenceForward : public ReferenceForward {
     if (l < dense_lead_ || (l + 1) % step_ != 0) return dense_ffn(x, p);
     const int d = c_.n_embd, E = c_.n_expert;
     const auto h = norm(x, p + ffn_norm_);
-    const auto logits = linear(h, p + "ffn_gate_inp", E);  // + ffn_gate_inp.bias where the file has it (gpt-oss)
+    // smallthinker's router reads the layer's input (before attn_norm), the experts h.
+    const auto logits = linear(arch_ == "smallthinker" ? layer_in_[token_] : h, p + "ffn_gate_inp", E);  // + ffn_gate_inp.bias (gpt-oss)
     std::vector<double> score(E), sel(E);
     if (sigmoid_) {
       for (int e = 0; e < E; ++e) score[e] = 1 / (1 + std::exp(-logits[e]));
@@ -157,6 +163,11 @@ class MoEReferenceForward : public ReferenceForward {
   std::vector<std::vector<std::vector<int>>> routing;  // [layer][token] chosen experts
 
  private:
+  bool relu_glu_ = false;
+  int token_ = 0;  // the token run() is on, for smallthinker's router input
+ public:
+
+ private:
   std::vector<double> swiglu(const std::vector<double>& h, const double* wg, const double* wu, const double* wd, int ff) {
     const int d = static_cast<int>(h.size());
     std::vector<double> a(ff), out(d, 0.0);
@@ -166,7 +177,7 @@ class MoEReferenceForward : public ReferenceForward {
         g += wg[static_cast<size_t>(r) * d + i] * h[i];
         u += wu[static_cast<size_t>(r) * d + i] * h[i];
       }
-      a[r] = g / (1 + std::exp(-g)) * u;
+      a[r] = relu_glu_ ? std::max(g, 0.0) * u : g / (1 + std::exp(-g)) * u;  // smallthinker: ReLU GLU
     }
     for (int o = 0; o < d; ++o)
       for (int r = 0; r < ff; ++r) out[o] += wd[static_cast<size_t>(o) * ff + r] * a[r];

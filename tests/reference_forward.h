@@ -157,8 +157,24 @@ class ReferenceForward {
       taps_ = static_cast<int>(f_->get_int(a + "shortconv.l_cache"));
       if (arch_ == "lfm2") window_ = static_cast<int>(f_->get_int(a + "attention.sliding_window", 0));
     }
+    // smallthinker: with the window key > 0, windows of 4096 (llama.cpp's loader fixes it) on every
+    // layer but each fourth from layer 0 (dense first), those layers without RoPE (unless the model
+    // has exactly 4 layers), the local ones
+    // rotating with rope.freq_base_swa (default the global base) and the global scale.
+    smallthinker_ = arch_ == "smallthinker";
+    if (smallthinker_ && f_->get_int(a + "attention.sliding_window", 0) > 0) window_ = 4096;
     local_.assign(c_.n_layer, false);
-    if (window_ > 0 && arch_ == "lfm2") {  // lfm2moe reads no window
+    if (window_ > 0 && smallthinker_) {
+      const core::GGUFValue* pat = f_->find(a + "attention.sliding_window_pattern");
+      for (int l = 0; l < c_.n_layer; ++l) {
+        if (pat && pat->type == core::GGUFType::ARRAY) {
+          local_[l] = pat->items[l].i != 0;
+        } else {
+          const int n = pat ? static_cast<int>(pat->i) : 4;
+          local_[l] = n == 0 || l % n != 0;
+        }
+      }
+    } else if (window_ > 0 && arch_ == "lfm2") {  // lfm2moe reads no window
       for (int l = 0; l < c_.n_layer; ++l) local_[l] = !conv_[l];
     } else if (window_ > 0) {
       const core::GGUFValue* pat = f_->find(a + "attention.sliding_window_pattern");
@@ -178,7 +194,7 @@ class ReferenceForward {
       base_ *= std::pow(f_->get_float(a + "rope.scaling.alpha", 0.0), hd / (hd - 2));
     }
     base_local_ = gemma_     ? f_->get_float(a + "rope.freq_base_swa", gemma2_ ? base_ : 10000.0)
-                  : gpt_oss_ || arch_ == "exaone-moe" ? f_->get_float(a + "rope.freq_base_swa", base_)
+                  : gpt_oss_ || arch_ == "exaone-moe" || smallthinker_ ? f_->get_float(a + "rope.freq_base_swa", base_)
                              : base_;
     const std::string type = f_->get_string(a + "rope.scaling.type", "linear");
     double factor = f_->get_float(a + "rope.scaling.factor", 0.0);
@@ -241,6 +257,7 @@ class ReferenceForward {
     std::vector<std::vector<double>> par(T);  // a parallel residual's attention outputs
     for (int l = 0; l < c_.n_layer; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
+      layer_in_ = x;  // the layer's input (smallthinker's router reads it)
       if (conv_[l]) {
         // lfm2's gated short convolution: [B | C | x] = in_proj norm(x_t), s_t = B * x, then
         // y_t = C * sum_k taps[c][k] s_{t - (L - 1) + k} (s before the first token: 0), x_t += out_proj y.
@@ -406,7 +423,7 @@ class ReferenceForward {
     const double base = local ? base_local_ : base_;
     // OLMo 3's local layers: no scaling, no YaRN, no magnitude; EXAONE 4.0 32B's as the global ones.
     const bool plain = local && olmo3_;
-    const double s = local && !gemma2_ && !nope_global_ && !gpt_oss_ ? 1.0 : factor_;
+    const double s = local && !gemma2_ && !nope_global_ && !gpt_oss_ && !smallthinker_ ? 1.0 : factor_;
     const bool yarn = yarn_ && !plain;
     double mscale = plain ? 1.0 : attn_factor_, low = 0, high = 0;
     std::vector<double> ff = freq_factors_;
@@ -496,6 +513,9 @@ class ReferenceForward {
     }
     if (no_rope_step_ > 0 && (l + 1) % no_rope_step_ == 0) return;  // a NoPE layer
     if (nope_global_ && !local_[l]) return;                          // EXAONE 4.0 32B's, cohere2's global layers
+    // smallthinker's NoPE layers (every layer rotates in a 4-layer model: llama.cpp's use_rope test is
+    // step == n_layer || il % step != 0).
+    if (smallthinker_ && window_ > 0 && c_.n_layer != 4 && l % 4 == 0) return;
     rope(q, c_.n_head, t, l);
     rope(k, c_.n_head_kv, t, l);
     if (qk_norm_ && norm_after_rope) {
@@ -593,6 +613,8 @@ class ReferenceForward {
   std::vector<double> slopes_;  // ALiBi's per head (empty: none)
   double clamp_ = 0;            // mpt's clamp_kqv
   std::vector<bool> conv_;      // lfm2: [n_layer] gated short-convolution layers
+  bool smallthinker_ = false;
+  std::vector<std::vector<double>> layer_in_;  // [T][n_embd] the current layer's input
   int taps_ = 0;                // lfm2: shortconv.l_cache
   int window_ = 0;
   int context_ = 0;

@@ -319,11 +319,13 @@ void add_info_command(CLI::App& app) {
       std::printf("experts:       %d, %d active per token, expert ff %d, shared ff %d%s\n", c.n_expert,
                   c.n_expert_used, c.n_ff_expert, c.n_ff_shared_expert, dense.c_str());
       const moe::RouterSpec& r = router;
-      std::printf("router:        %s, %s%s%s\n", moe::router_kind_name(r.kind),
+      std::printf("router:        %s, %s%s%s%s\n", moe::router_kind_name(r.kind),
                   c.expert_weights_norm ? "renormalised" : "not renormalised",
                   c.expert_weights_scale != 1.0f ? fmt::format(", scale {:g}", c.expert_weights_scale).c_str() : "",
                   c.n_expert_group > 1 ? fmt::format(", {} groups keep {}", c.n_expert_group, c.n_expert_group_used).c_str()
-                                       : "");
+                                       : "",
+                  c.router_reads_layer_input ? "; reads the layer's input (before attention), experts ReLU-gated"
+                                             : "");
     }
     std::printf("parameters:    %lld (%.2f M)\n", static_cast<long long>(params), params / 1e6);
     std::printf("memory:        %.2f MiB of tensor data\n", bytes / (1024.0 * 1024.0));

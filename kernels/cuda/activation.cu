@@ -1,4 +1,4 @@
-// Elementwise ops: SiLU, SwiGLU (and gpt-oss's clamped form), GELU (tanh approximation), squared ReLU, clamp, add, mul, scale, softcap, add_bias. Grid-stride loops; each
+// Elementwise ops: SiLU, SwiGLU (and gpt-oss's clamped form, smallthinker's ReLU-gated GLU), GELU (tanh approximation), squared ReLU, clamp, add, mul, scale, softcap, add_bias. Grid-stride loops; each
 // thread reads element i before writing element i, so outputs may alias inputs.
 #include <initializer_list>
 
@@ -39,6 +39,9 @@ __global__ void swiglu_oai_kernel(const float* g, const float* u, float* y, int6
     const float v = u[i] < -kLimit ? -kLimit : (u[i] > kLimit ? kLimit : u[i]);
     y[i] = x / (1.0f + expf(-kAlpha * x)) * (v + 1.0f);
   }
+}
+__global__ void reglu_kernel(const float* g, const float* u, float* y, int64_t n) {
+  SPECMOE_GRID_STRIDE(i, n) y[i] = (g[i] > 0.0f ? g[i] : 0.0f) * u[i];
 }
 __global__ void clamp_kernel(const float* x, float limit, float* y, int64_t n) {
   SPECMOE_GRID_STRIDE(i, n) { y[i] = x[i] < -limit ? -limit : (x[i] > limit ? limit : x[i]); }
@@ -117,6 +120,15 @@ void swiglu_oai(Context& ctx, const float* gate, const float* up, float* out, in
   DeviceGuard guard(ctx.device());
   detail::swiglu_oai_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0,
                               detail::stream_of(ctx)>>>(gate, up, out, n);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void reglu(Context& ctx, const float* gate, const float* up, float* out, int64_t n) {
+  detail::check_elementwise("reglu", n, {gate, up, out});
+  if (n == 0) return;
+  DeviceGuard guard(ctx.device());
+  detail::reglu_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0, detail::stream_of(ctx)>>>(
+      gate, up, out, n);
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -128,6 +128,9 @@ void swiglu(Context& ctx, const float* gate, const float* up, float* out, int64_
 // gpt-oss's clamped SwiGLU (moe::swiglu_oai): out = g' sigmoid(1.702 g') (u' + 1) with g' = min(g, 7),
 // u' = clamp(u, -7, 7); out may alias gate or up.
 void swiglu_oai(Context& ctx, const float* gate, const float* up, float* out, int64_t n);
+// smallthinker's ReLU-gated GLU (moe::MoEActivation::ReGLU): out = max(gate, 0) * up; out may alias
+// gate or up.
+void reglu(Context& ctx, const float* gate, const float* up, float* out, int64_t n);
 // y = GELU(x), tanh approximation (Hendrycks & Gimpel 2016) as GPT-2 and llama.cpp use.
 void gelu(Context& ctx, const float* x, float* y, int64_t n);
 // y = max(x, 0)^2; y may alias x.

@@ -145,10 +145,12 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
   // projections, partial RoPE, sigmoid with a selection bias) and exaone-moe (QK-norm, windows of 4
   // past which the 11 tokens reach, a global layer without RoPE, a dense first layer, a shared expert,
   // sigmoid with a selection bias, scale 2.5), lfm2moe (short convolutions beside attention, a dense
-  // first layer, sigmoid with a selection bias).
+  // first layer, sigmoid with a selection bias) and smallthinker (the router on the layer's input,
+  // ReLU-gated experts; with the window key a NoPE layer 0 and a local RoPE base).
   for (const char* preset :
        {"qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny", "bailingmoe2-tiny",
-        "hunyuan-moe-tiny", "minimax-m2-tiny", "exaone-moe-tiny", "lfm2moe-tiny"})
+        "hunyuan-moe-tiny", "minimax-m2-tiny", "exaone-moe-tiny", "lfm2moe-tiny", "smallthinker-tiny",
+        "smallthinker-swa-tiny"})
     for (DType t : {DType::F32, DType::F16})
       check_moe_against_reference(write_preset(preset, t, fmt::format("{}_{}.gguf", preset, dtype_name(t))), kIds, 0,
                                   kTolF32);
@@ -177,6 +179,58 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
     auto m = Model::load(ernie_keyed);
     EXPECT_TRUE(m->config().expert_weights_norm);
     EXPECT_FLOAT_EQ(m->config().expert_weights_scale, 1.0f);
+  }
+}
+
+TEST(MoEArchitectures, SmallThinkerReadsItsKeys) {
+  // Without the window key every layer rotates and none is windowed; with it, llama.cpp's fixed
+  // window of 4096 on layers 1-3 (dense first), no RoPE on layers 0 and 4, the local base from the
+  // file; a 4-layer model with windows rotates every layer (llama.cpp's step == n_layer test).
+  auto m = Model::load(write_preset("smallthinker-tiny", DType::F32, "smallthinker_cfg.gguf"));
+  EXPECT_EQ(m->config().arch, Arch::SmallThinker);
+  EXPECT_TRUE(m->config().router_reads_layer_input);
+  EXPECT_EQ(m->config().n_swa, 0);
+  for (int l = 0; l < 4; ++l) EXPECT_TRUE(m->config().has_rope(l)) << l;
+  {
+    auto f = core::GGUFFile::open((scratch_dir() / "smallthinker_cfg.gguf").string());
+    EXPECT_EQ(core::bind_weights(*f, m->config()).layers[0].moe.weights.act, moe::MoEActivation::ReGLU);
+  }
+  EXPECT_TRUE(m->config().expert_weights_norm);
+  auto w = Model::load(write_preset("smallthinker-swa-tiny", DType::F32, "smallthinker_swa_cfg.gguf"));
+  const ModelConfig& c = w->config();
+  EXPECT_EQ(c.n_swa, 4096);  // the file says 4
+  for (int l = 0; l < 5; ++l) {
+    EXPECT_EQ(c.is_swa(l), l % 4 != 0) << l;
+    EXPECT_EQ(c.has_rope(l), l % 4 != 0) << l;
+  }
+  SynthSpec four = synth_spec("smallthinker-swa-tiny");
+  four.n_layer = 4;
+  auto f4 = Model::load(write(four, "smallthinker_swa4.gguf"));
+  for (int l = 0; l < 4; ++l) {
+    EXPECT_EQ(f4->config().is_swa(l), l != 0) << l;
+    EXPECT_TRUE(f4->config().has_rope(l)) << l;
+  }
+  check_moe_against_reference(write(four, "smallthinker_swa4.gguf"), kIds, 0, kTolF32);
+  EXPECT_FLOAT_EQ(c.rope_at(1).freq_base, 1000.0f);
+  EXPECT_EQ(c.expert_gating, ExpertGating::Sigmoid);
+  // (The router's input is checked by DeepseekStyleFamiliesMatchReferenceAndRoute: the reference
+  // routes on the layer's input, and every token must go to its experts.)
+  const std::string path = write(synth_spec("smallthinker-tiny"), "smallthinker_keys.gguf");
+  // llama.cpp aborts without the gating key and builds empty experts without their width.
+  for (const char* key : {"smallthinker.expert_gating_func", "smallthinker.expert_feed_forward_length"}) {
+    auto f = core::GGUFFile::open(path);
+    core::GGUFWriter out;
+    for (const auto& [k, v] : f->metadata())
+      if (k != key) out.set_value(k, v);
+    for (const auto& t : f->tensors()) out.add_tensor(t.name, t.type, t.ne, std::span<const uint8_t>(t.data, t.nbytes));
+    const std::string bad = (scratch_dir() / "smallthinker_missing.gguf").string();
+    out.write(bad);
+    try {
+      Model::load(bad);
+      ADD_FAILURE() << key;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + key + "' is missing"), std::string::npos) << e.what();
+    }
   }
 }
 
