@@ -586,15 +586,20 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  // lfm2's layers as LFM2-350M orders them: short convolutions of 3 taps on layers 0, 1, 3 and 5,
+  // attention on 2 and 4.
+  const auto lfm2_layers = [](SynthSpec& s) {
+    s.n_layer = 6;
+    s.conv_layers = {1, 1, 0, 1, 0, 1};
+    s.shortconv_l_cache = 3;
+  };
   if (preset == "lfm2-tiny" || preset == "lfm2-swa-tiny") {
     // lfm2 (Liquid AI's LFM2) in llama.cpp's layout, F32, 6 layers, dim 64, heads 4/2: gated short
     // convolutions of 3 taps on layers 0, 1, 3 and 5, attention with per-head QK-norm and
     // split-halves RoPE on layers 2 and 4 (LFM2-350M interleaves them so), SwiGLU everywhere, the
     // final norm named token_embd_norm; lfm2-swa-tiny gives the attention layers windows of 4.
     s.arch = "lfm2";
-    s.n_layer = 6;
-    s.conv_layers = {1, 1, 0, 1, 0, 1};
-    s.shortconv_l_cache = 3;
+    lfm2_layers(s);
     if (preset == "lfm2-swa-tiny") s.n_swa = 4;
     s.name = preset;
     return s;
@@ -604,9 +609,7 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     // (width 128), then 8 experts of width 32 top-2 under sigmoid scores with a selection bias,
     // renormalised (llama.cpp fixes both) and unscaled.
     s.arch = "lfm2moe";
-    s.n_layer = 6;
-    s.conv_layers = {1, 1, 0, 1, 0, 1};
-    s.shortconv_l_cache = 3;
+    lfm2_layers(s);
     s.n_layer_dense_lead = 1;
     s.n_ff_dense = 128;
     s.n_ff = 32;

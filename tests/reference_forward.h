@@ -255,6 +255,18 @@ class ReferenceForward {
       if (arch_ == "bloom") x[t] = norm(x[t], "token_embd_norm");
     }
     std::vector<std::vector<double>> par(T);  // a parallel residual's attention outputs
+    // x += FFN(norm(x)) of layer l for every token (the hook's block, or the dense one), then a
+    // parallel residual's attention output.
+    const auto feed_forward = [&](int l, const std::string& p) {
+      for (int t = 0; t < T; ++t) {
+        if (ffn)
+          ffn(x[t], l, t);
+        else
+          dense_ffn(x[t], p);
+        if (parallel_)
+          for (int i = 0; i < d; ++i) x[t][i] += par[t][i];
+      }
+    };
     for (int l = 0; l < c_.n_layer; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
       layer_in_ = x;  // the layer's input (smallthinker's router reads it)
@@ -279,12 +291,7 @@ class ReferenceForward {
           const auto o = linear(y, p + "shortconv.out_proj", d, false);
           for (int i = 0; i < d; ++i) x[t][i] += o[i];
         }
-        for (int t = 0; t < T; ++t) {
-          if (ffn)
-            ffn(x[t], l, t);
-          else
-            dense_ffn(x[t], p);
-        }
+        feed_forward(l, p);
         continue;
       }
       // Per token: queries [n_head, dk], keys [n_kv, dk], values [n_kv, dv].
@@ -342,14 +349,7 @@ class ReferenceForward {
         else
           for (int i = 0; i < d; ++i) x[t][i] += o[i];
       }
-      for (int t = 0; t < T; ++t) {
-        if (ffn)
-          ffn(x[t], l, t);
-        else
-          dense_ffn(x[t], p);
-        if (parallel_)
-          for (int i = 0; i < d; ++i) x[t][i] += par[t][i];
-      }
+      feed_forward(l, p);
     }
     std::vector<std::vector<double>> logits(T);
     const std::string head =
