@@ -47,8 +47,9 @@ void Vocab::validate() const {
 
 std::unique_ptr<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
   if (vocab.model == "llama") return detail::make_spm_tokenizer(std::move(vocab));
-  if (vocab.model == "gpt2") return detail::make_bpe_tokenizer(std::move(vocab));
-  throw_error(ErrorKind::Unsupported, "{}: tokenizer.ggml.model '{}' is not supported (expected 'llama' or 'gpt2')",
+  if (vocab.model == "gpt2" || vocab.model == "gemma4") return detail::make_bpe_tokenizer(std::move(vocab));
+  throw_error(ErrorKind::Unsupported,
+              "{}: tokenizer.ggml.model '{}' is not supported (expected 'llama', 'gpt2' or 'gemma4')",
               vocab.source.empty() ? std::string("vocabulary") : vocab.source, vocab.model);
 }
 

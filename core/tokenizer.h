@@ -1,6 +1,6 @@
 // Tokenizers built from GGUF metadata (tokenizer.ggml.*): SentencePiece-style (`llama`) and
-// byte-level BPE (`gpt2`) with the pre-tokenizer selected by tokenizer.ggml.pre. Token ids match
-// llama.cpp's on its tokenizer test vectors.
+// byte-level BPE (`gpt2`) with the pre-tokenizer selected by tokenizer.ggml.pre, and Gemma 4's
+// SentencePiece-style BPE (`gemma4`). Token ids match llama.cpp's on its tokenizer test vectors.
 //
 // The algorithms work on a plain `Vocab` (what the GGUF metadata says); `read_vocab` is the only
 // place that knows the GGUF key names, so tests and `specmoe synth` can build vocabularies directly.
@@ -34,7 +34,7 @@ enum class TokenType : int32_t {
 // Everything a tokenizer needs, as the GGUF metadata states it. Ids are -1 when absent.
 struct Vocab {
   std::string source;  // file the vocabulary came from, for error messages ("" when built in code)
-  std::string model;   // tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE)
+  std::string model;   // tokenizer.ggml.model: "llama" (SentencePiece), "gpt2" (byte-level BPE) or "gemma4"
   std::string pre;     // tokenizer.ggml.pre ("" when absent: llama.cpp's "default" pre-tokenizer)
   std::string name;    // general.name (llama.cpp keys a few per-model token attributes on it)
   std::vector<std::string> tokens;  // tokenizer.ggml.tokens, index = id

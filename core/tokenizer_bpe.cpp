@@ -2,10 +2,15 @@
 // the text is split into words by the pre-tokenizer regexes, each word's bytes are mapped to
 // printable code points (GPT-2's bytes_to_unicode), and adjacent symbols are merged by merge
 // rank (lowest first, leftmost among equal ranks) until no listed merge applies.
+// SentencePiece-style BPE (tokenizer.ggml.model = "gemma4", and the pre-tokenizers that set
+// PreTokenizerSpec::byte_encode = false) merges the raw UTF-8 instead, spaces written as U+2581,
+// with "<0xXX>" tokens for bytes no symbol covers.
 // References: Sennrich et al. 2016 (BPE); Radford et al. 2019 (GPT-2 byte-level BPE);
 // llama.cpp src/llama-vocab.cpp.
 #include <array>
+#include <cctype>
 #include <queue>
+#include <string>
 
 #include "base/error.h"
 #include "core/tokenizer_internal.h"
@@ -39,7 +44,11 @@ class BpeTokenizer final : public VocabTokenizer {
   BpeTokenizer(Vocab v, const PreTokenizerSpec& spec)
       : VocabTokenizer(std::move(v), spec.add_bos),
         splitter_(spec.regexes, vocab_.source.empty() ? std::string("vocabulary") : vocab_.source),
-        ignore_merges_(spec.ignore_merges) {
+        ignore_merges_(spec.ignore_merges),
+        byte_encode_(spec.byte_encode),
+        escape_whitespaces_(spec.escape_whitespaces),
+        newline_runs_whole_(spec.newline_runs_whole) {
+    if (spec.force_add_bos) add_bos_ = true;
     ranks_.reserve(vocab_.merges.size());
     for (size_t i = 0; i < vocab_.merges.size(); ++i) {
       const std::string& m = vocab_.merges[i];
@@ -95,21 +104,41 @@ class BpeTokenizer final : public VocabTokenizer {
 
   RegexSplitter splitter_;
   bool ignore_merges_ = false;
+  bool byte_encode_ = true;
+  bool escape_whitespaces_ = false;
+  bool newline_runs_whole_ = false;
   StringIdMap ranks_;
 };
 
+constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
+
 void BpeTokenizer::encode_text(std::string_view text, bool, std::vector<int32_t>& out) const {
   const auto& bu = byte_unicode();
+  std::string escaped;
+  if (escape_whitespaces_) {
+    escaped.reserve(text.size());
+    for (char c : text) {
+      if (c == ' ')
+        escaped += kEscapedSpace;
+      else
+        escaped += c;
+    }
+    text = escaped;
+  }
   std::string word;
   for (const auto& [off, len] : splitter_.split(text)) {
-    word.clear();
-    for (size_t i = off; i < off + len; ++i) word += bu.byte_to_utf8[static_cast<unsigned char>(text[i])];
+    if (byte_encode_) {
+      word.clear();
+      for (size_t i = off; i < off + len; ++i) word += bu.byte_to_utf8[static_cast<unsigned char>(text[i])];
+    } else {
+      word.assign(text.substr(off, len));
+    }
     encode_word(word, out);
   }
 }
 
 void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& out) const {
-  if (ignore_merges_) {
+  if (ignore_merges_ || (newline_runs_whole_ && word.find_first_not_of('\n') == std::string::npos)) {
     if (int32_t id = find_token(word); id >= 0) {
       out.push_back(id);
       return;
@@ -158,9 +187,19 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
       continue;
     }
     // Not a token (a vocabulary without all 256 byte symbols): llama.cpp emits whatever single
-    // bytes are tokens and drops the rest.
-    for (char c : piece)
-      if (int32_t id = find_token(std::string_view(&c, 1)); id >= 0) out.push_back(id);
+    // bytes are tokens ("<0xXX>" ones without the byte mapping) and drops the rest.
+    for (char c : piece) {
+      int32_t id = -1;
+      if (byte_encode_) {
+        id = find_token(std::string_view(&c, 1));
+      } else {
+        static constexpr char kHex[] = "0123456789ABCDEF";
+        const auto b = static_cast<unsigned char>(c);
+        const char name[6] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+        id = find_token(std::string_view(name, 6));
+      }
+      if (id >= 0) out.push_back(id);
+    }
   }
 }
 
@@ -169,9 +208,18 @@ std::string BpeTokenizer::render_piece(int32_t id) const {
     case TokenType::UserDefined:
       return vocab_.tokens[id];  // added tokens are stored as plain text, not byte-mapped
     case TokenType::Normal: {
-      const auto& bu = byte_unicode();
       const std::string& t = vocab_.tokens[id];
       std::string out;
+      if (escape_whitespaces_) {  // SentencePiece-style: U+2581 is a space, the rest is UTF-8
+        for (size_t pos = 0;;) {
+          const size_t hit = t.find(kEscapedSpace, pos);
+          out.append(t, pos, hit == std::string::npos ? std::string::npos : hit - pos);
+          if (hit == std::string::npos) return out;
+          out += ' ';
+          pos = hit + kEscapedSpace.size();
+        }
+      }
+      const auto& bu = byte_unicode();
       out.reserve(t.size());
       for (size_t i = 0; i < t.size();) {
         const size_t start = i;
@@ -183,7 +231,14 @@ std::string BpeTokenizer::render_piece(int32_t id) const {
       }
       return out;
     }
-    default:  // Byte, Unused, Undefined: llama.cpp renders nothing for BPE
+    case TokenType::Byte: {  // "<0xXX>" (SentencePiece-style BPE): the byte
+      const std::string& t = vocab_.tokens[id];
+      const auto hex = [&](size_t i) { return std::isxdigit(static_cast<unsigned char>(t[i])) != 0; };
+      if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && hex(3) && hex(4))
+        return std::string(1, static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
+      return std::string();
+    }
+    default:  // Unused, Undefined: llama.cpp renders nothing for BPE
       return std::string();
   }
 }
@@ -191,11 +246,14 @@ std::string BpeTokenizer::render_piece(int32_t id) const {
 }  // namespace
 
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab) {
+  // llama.cpp reads tokenizer.ggml.model "gemma4" as BPE with the gemma4 pre-tokenizer, whatever
+  // tokenizer.ggml.pre says.
+  if (vocab.model == "gemma4") vocab.pre = "gemma4";
   PreTokenizerSpec spec;
   if (!pretokenizer_spec(vocab.pre, spec))
     throw_error(ErrorKind::Unsupported, "{}: tokenizer.ggml.pre '{}' is not a supported pre-tokenizer",
                 vocab.source.empty() ? std::string("vocabulary") : vocab.source, vocab.pre);
-  if (vocab.merges.empty())
+  if (vocab.merges.empty() && !spec.merges_optional)
     throw_error(ErrorKind::Format, "{}: tokenizer.ggml.merges is missing or empty (required for model 'gpt2')",
                 vocab.source.empty() ? std::string("vocabulary") : vocab.source);
   return std::make_unique<BpeTokenizer>(std::move(vocab), spec);

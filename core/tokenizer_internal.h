@@ -94,14 +94,35 @@ class VocabTokenizer : public Tokenizer {
 };
 
 // Pre-tokenizer of a byte-level BPE vocabulary: the regexes llama.cpp applies for a
-// tokenizer.ggml.pre value, run in sequence, each refining the previous split.
+// tokenizer.ggml.pre value, run in sequence, each refining the previous split, and the flags
+// llama.cpp sets for the name that change token ids or special-token defaults.
 struct PreTokenizerSpec {
   std::vector<std::string> regexes;
   bool ignore_merges = false;  // a word that is already a token is emitted whole (llama3)
   bool add_bos = false;        // the pre type's default for add_bos_token
+  bool force_add_bos = false;  // BOS is added even where tokenizer.ggml.add_bos_token says false (Gemma 4)
+  // Words are mapped through GPT-2's bytes_to_unicode before merging. False: merges run on the
+  // raw UTF-8 and a symbol that is no token falls back to "<0xXX>" byte tokens (SentencePiece-
+  // style BPE: Gemma 4, Sarvam).
+  bool byte_encode = true;
+  bool escape_whitespaces = false;  // spaces become U+2581 before splitting, and back when decoding
+  bool newline_runs_whole = false;  // a word of newlines only that is a token is emitted whole (Gemma 4)
+  bool default_bos = true;          // false: no BOS unless tokenizer.ggml.bos_token_id names one (ChatGLM/GLM)
+  bool merges_optional = false;     // tokenizer.ggml.merges may be missing (Kimi K2)
 };
 // Returns false when `pre` is not a known pre-tokenizer name.
 bool pretokenizer_spec(std::string_view pre, PreTokenizerSpec& spec);
+
+// Entries of PreTokenizerSpec::regexes that RegexSplitter runs as built-in code, not PCRE2:
+// - kDigitGroupsRegex, llama.cpp's built-in digit grouping (its "\p{AFMoE_digits}", also what it
+//   runs for Tiny Aya's "\d{1,3}(?=(?:\d{3})*\b)"): every run of \p{N} is cut into groups of
+//   three counted from the right, the shorter group first, and the text since the previous cut
+//   joins the run's first group.
+// - kDigitTripleCutsRegex, SuperBPE's lookahead as llama.cpp's std::regex reads it (\d is ASCII
+//   there): its empty matches cut every run of ASCII digits before each group of three counted
+//   from the run's end. In PCRE2 it would take time quadratic in the run's length.
+inline constexpr std::string_view kDigitGroupsRegex = "\\p{AFMoE_digits}";
+inline constexpr std::string_view kDigitTripleCutsRegex = "(?=(\\d{3})+(?!\\d))";
 
 class RegexSplitter {
  public:

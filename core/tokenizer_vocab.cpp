@@ -81,7 +81,9 @@ Vocab read_vocab(const GGUFFile& file) {
     v.bos = 1;
     v.eos = 2;
   } else if (v.model == "gpt2") {
-    v.bos = 11;
+    // ChatGLM/GLM pre-tokenizers have no default BOS; "gemma4" has no default ids at all.
+    detail::PreTokenizerSpec spec;
+    if (!detail::pretokenizer_spec(v.pre, spec) || spec.default_bos) v.bos = 11;
     v.eos = 11;
   }
   for (const IdKey& k : kIdKeys) {

@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "core/gguf.h"
 #include "core/tokenizer.h"
+#include "core/tokenizer_internal.h"
 #include "test_data.h"
 
 namespace specmoe::core {
@@ -339,7 +340,10 @@ TEST(Tokenizer, EveryPreTokenizerCompilesAndRoundTrips) {
   for (const char* pre : {"", "default", "gpt-2", "llama3", "llama-bpe", "qwen2", "starcoder", "smollm", "refact",
                           "deepseek-coder", "deepseek-llm", "deepseek-v3", "falcon", "mpt", "olmo", "dbrx",
                           "stablelm2", "command-r", "poro-chat", "viking", "tekken", "gpt-4o", "chatglm-bpe", "seed-coder",
-                          "minicpm5", "mellum2", "kanana2", "talkie", "f2llmv2"}) {
+                          "minicpm5", "mellum2", "kanana2", "talkie", "f2llmv2", "afmoe", "bailingmoe", "bailingmoe2",
+                          "chameleon", "cohere2moe", "exaone-moe", "glm5", "granite-embed-multi-97m", "grok-2",
+                          "hunyuan-dense", "hy_v4", "jais-2", "jina-v5-nano", "joyai-llm", "kimi-k2", "laguna",
+                          "llada-moe", "qwen35", "spark2_5", "superbpe", "tiny_aya", "ufakzeka", "youtu"}) {
     Vocab v = base;
     v.pre = pre;
     std::unique_ptr<Tokenizer> tok;
@@ -349,6 +353,182 @@ TEST(Tokenizer, EveryPreTokenizerCompilesAndRoundTrips) {
     EXPECT_EQ(tok->decode(ids), text) << "pre '" << pre << "'";
     EXPECT_EQ(tok->encode("cab", false), (std::vector<int32_t>{'c', 256})) << pre;
   }
+}
+
+// The pieces a pre-tokenizer name's regexes cut a text into (no vocabulary involved).
+std::vector<std::string> split_pieces(const std::string& pre, const std::string& text) {
+  detail::PreTokenizerSpec spec;
+  if (!detail::pretokenizer_spec(pre, spec)) ADD_FAILURE() << "unknown pre-tokenizer '" << pre << "'";
+  const detail::RegexSplitter splitter(spec.regexes, "test");
+  std::vector<std::string> out;
+  for (const auto& [off, len] : splitter.split(text)) out.push_back(text.substr(off, len));
+  return out;
+}
+
+using Pieces = std::vector<std::string>;
+
+// Pre-tokenizers llama.cpp 2026-10 added, cut as llama.cpp cuts them (checked against
+// llama-tokenize's ids on vocabularies with each name). Where llama.cpp departs from the
+// tokenizer.json regex, the pieces follow llama.cpp: every letter class (\p{Lu}, \p{Ll}, ...)
+// matches any letter, and its built-in digit grouping joins the text before a digit run to the
+// run's first group.
+TEST(Tokenizer, NewPreTokenizerSplits) {
+  // Tiny Aya / Cohere2 MoE: digits in threes from the right; "HelloWorld" stays one word.
+  EXPECT_EQ(split_pieces("tiny_aya", "abc 1234567 HelloWorld"),
+            (Pieces{"abc", " ", "1", "234", "567", " HelloWorld"}));
+  EXPECT_EQ(split_pieces("cohere2moe", "12345"), (Pieces{"12", "345"}));
+  // AFMoE: the spaces before a digit run belong to the run's first group before the word regex
+  // runs, so "  " is cut in two.
+  EXPECT_EQ(split_pieces("afmoe", "x  1234 \xe4\xb8\xad\xe6\x96\x87"),
+            (Pieces{"x", " ", " ", "1", "234", " ", "\xe4\xb8\xad\xe6\x96\x87"}));
+  // Kimi K2: Han runs, then non-Han letter words with contractions, digits in threes.
+  EXPECT_EQ(split_pieces("kimi-k2", "\xe4\xb8\xad\xe6\x96\x87" "abc Def's 12345 \xe4\xb8\xad"),
+            (Pieces{"\xe4\xb8\xad\xe6\x96\x87", "abc", " Def's", " ", "123", "45", " ", "\xe4\xb8\xad"}));
+  // EXAONE MoE: letter runs continue over single spaces.
+  EXPECT_EQ(split_pieces("exaone-moe", "New York is big.\n\nOK"),
+            (Pieces{"New York is big", ".\n", "\n", "OK"}));
+  // Bailing MoE 2 (Qwen2-like, contractions as one class).
+  EXPECT_EQ(split_pieces("bailingmoe2", "a\n\n\nit'S 12"), (Pieces{"a", "\n\n\n", "it", "'S", " ", "1", "2"}));
+  // Qwen3.5: combining marks stay in the word ("e" + U+0301).
+  EXPECT_EQ(split_pieces("qwen35", "cafe\xcc\x81 12"), (Pieces{"cafe\xcc\x81", " ", "1", "2"}));
+  EXPECT_EQ(split_pieces("qwen2", "cafe\xcc\x81 12"), (Pieces{"cafe", "\xcc\x81", " ", "1", "2"}));
+  // SuperBPE: digit runs, then cuts before each group of three ASCII digits from the right
+  // (empty matches cut; "½" is a number but not a digit).
+  EXPECT_EQ(split_pieces("superbpe", "x 1234567 \xc2\xbd" "123"),
+            (Pieces{"x ", "1", "234", "567", " ", "\xc2\xbd", "123"}));
+  // Ufakzeka: no contractions, so an apostrophe suffix stays whole ("'s" too).
+  EXPECT_EQ(split_pieces("ufakzeka", "Ankara'da it's"), (Pieces{"Ankara", "'da", " it", "'s"}));
+  EXPECT_EQ(split_pieces("grok-2", "it's"), (Pieces{"it", "'s"}));
+  // Jais 2: whitespace before a word is cut into power-of-two runs.
+  EXPECT_EQ(split_pieces("jais-2", "a" + std::string(7, ' ') + "b"), (Pieces{"a", "    ", "  ", " b"}));
+  // Hunyuan dense (DeepSeek V3's regexes): digits in threes, CJK runs apart.
+  EXPECT_EQ(split_pieces("hunyuan-dense", "12345\xe4\xb8\xad\xe6\x96\x87" "abc"),
+            (Pieces{"123", "45", "\xe4\xb8\xad\xe6\x96\x87", "abc"}));
+  // Youtu: Hangul runs first; cased words as any letters.
+  EXPECT_EQ(split_pieces("youtu", "\xed\x95\x9c\xea\xb5\xad" "AbcDef"), (Pieces{"\xed\x95\x9c\xea\xb5\xad", "AbcDef"}));
+  // Chameleon: sentinel texts are cut out first, but the later digit and punctuation regexes cut
+  // them again (special tokens are matched before pre-tokenization anyway); tabs alone.
+  EXPECT_EQ(split_pieces("chameleon", "<sentinel:12>a1!b\t\tc"),
+            (Pieces{"<", "sentinel", ":", "1", "2", ">", "a", "1", "!", "b", "\t", "\t", "c"}));
+  // Laguna: newline runs first.
+  EXPECT_EQ(split_pieces("laguna", "a \n\n b"), (Pieces{"a", " ", "\n\n", " b"}));
+  // SentencePiece-style BPE splits lines only (spaces are U+2581 by then).
+  EXPECT_EQ(split_pieces("gemma4", "a\xe2\x96\x81" "b\n\nc"), (Pieces{"a\xe2\x96\x81" "b", "\n\n", "c"}));
+}
+
+// An empty match cuts the text where it matches, and a non-empty match starting at the same place
+// is tried next, as with std::regex_iterator (which llama.cpp splits with).
+TEST(Tokenizer, RegexSplitterEmptyMatchesCut) {
+  const auto split = [](const std::string& re, const std::string& text) {
+    const detail::RegexSplitter splitter({re}, "test");
+    Pieces out;
+    for (const auto& [off, len] : splitter.split(text)) out.push_back(text.substr(off, len));
+    return out;
+  };
+  EXPECT_EQ(split("(?=b)", "abab"), (Pieces{"a", "ba", "b"}));
+  EXPECT_EQ(split("x*?", "axxb"), (Pieces{"a", "x", "x", "b"}));
+  EXPECT_EQ(split("(?=a)", "aa"), (Pieces{"a", "a"}));
+}
+
+// The flags llama.cpp sets with the new names.
+TEST(Tokenizer, NewPreTokenizerFlags) {
+  const auto spec = [](const char* pre) {
+    detail::PreTokenizerSpec s;
+    EXPECT_TRUE(detail::pretokenizer_spec(pre, s)) << pre;
+    return s;
+  };
+  EXPECT_TRUE(spec("jina-v5-nano").ignore_merges);
+  EXPECT_TRUE(spec("jina-v5-nano").add_bos);
+  EXPECT_TRUE(spec("chameleon").add_bos);
+  EXPECT_TRUE(spec("youtu").ignore_merges);
+  EXPECT_TRUE(spec("granite-embed-multi-97m").ignore_merges);
+  EXPECT_TRUE(spec("glm5").ignore_merges);
+  EXPECT_TRUE(spec("glm4").ignore_merges);
+  EXPECT_FALSE(spec("glm5").default_bos);
+  EXPECT_FALSE(spec("chatglm-bpe").default_bos);
+  EXPECT_FALSE(spec("chatglm-bpe").ignore_merges);
+  EXPECT_TRUE(spec("kimi-k2").merges_optional);
+  for (const char* pre : {"gemma4", "granite-embed-multi-311m"}) {
+    const auto s = spec(pre);
+    EXPECT_FALSE(s.byte_encode) << pre;
+    EXPECT_TRUE(s.escape_whitespaces) << pre;
+    EXPECT_TRUE(s.newline_runs_whole) << pre;
+    EXPECT_TRUE(s.force_add_bos) << pre;
+  }
+  const auto sarvam = spec("sarvam-moe");
+  EXPECT_FALSE(sarvam.byte_encode);
+  EXPECT_TRUE(sarvam.escape_whitespaces);
+  EXPECT_FALSE(sarvam.newline_runs_whole);
+  EXPECT_FALSE(sarvam.force_add_bos);
+  detail::PreTokenizerSpec none;
+  EXPECT_FALSE(detail::pretokenizer_spec("whitespace", none));  // needs tokenizer model "whitespace"
+  for (const char* pre : {"bailingmoe", "bailingmoe2", "llada-moe", "exaone-moe", "hunyuan-dense", "qwen35", "kimi-k2",
+                          "tiny_aya", "cohere2moe", "grok-2", "afmoe", "hy_v4", "joyai-llm", "jais-2", "laguna",
+                          "spark2_5", "superbpe", "ufakzeka"}) {
+    const auto s = spec(pre);
+    EXPECT_FALSE(s.ignore_merges || s.add_bos || s.force_add_bos || !s.byte_encode || s.escape_whitespaces) << pre;
+  }
+}
+
+// SentencePiece-style BPE (tokenizer.ggml.model "gemma4"): spaces as U+2581, merges on raw
+// UTF-8, newline runs whole, "<0xXX>" byte fallback, BOS always added.
+TEST(Tokenizer, SentencePieceStyleBpe) {
+  Vocab v;
+  v.model = "gemma4";
+  v.tokens = {"<pad>", "<eos>", "<bos>", "\xe2\x96\x81", "a", "b",
+              "\xe2\x96\x81" "a", "\n", "\n\n", "<0x63>", "<0xC3>", "<0xA9>"};
+  v.types.assign(v.tokens.size(), TokenType::Normal);
+  v.types[0] = v.types[1] = v.types[2] = TokenType::Control;
+  v.types[9] = v.types[10] = v.types[11] = TokenType::Byte;
+  v.merges = {"\xe2\x96\x81 a"};
+  v.bos = 2;
+  v.eos = 1;
+  v.add_bos = false;  // llama.cpp adds BOS for Gemma 4 anyway
+  const auto tok = Tokenizer::from_vocab(v);
+  EXPECT_EQ(tok->kind(), TokenizerKind::BytePairEncoding);
+  EXPECT_TRUE(tok->add_bos_by_default());
+  // "\n\n" is one token though no merge makes it; "c" and "é" fall back to their bytes.
+  const auto ids = tok->encode("a a\n\nc\xc3\xa9", false);
+  EXPECT_EQ(ids, (std::vector<int32_t>{4, 6, 8, 9, 10, 11}));
+  EXPECT_EQ(tok->decode(ids), "a a\n\nc\xc3\xa9");
+  EXPECT_EQ(tok->encode("b", true), (std::vector<int32_t>{2, 5}));
+  // The same vocabulary as "gpt2" with tokenizer.ggml.pre "sarvam-moe": no newline-run rule.
+  v.model = "gpt2";
+  v.pre = "sarvam-moe";
+  const auto sarvam = Tokenizer::from_vocab(v);
+  EXPECT_FALSE(sarvam->add_bos_by_default());
+  EXPECT_EQ(sarvam->encode("a\n\n", false), (std::vector<int32_t>{4, 7, 7}));
+}
+
+// ChatGLM/GLM vocabularies have no default BOS (llama.cpp: special_bos_id = NULL); Kimi K2's
+// may lack merges.
+TEST(Tokenizer, NewPreTokenizerVocabularyDefaults) {
+  Vocab v;
+  v.model = "gpt2";
+  for (int i = 0; i < 20; ++i) v.tokens.push_back(std::string(1, static_cast<char>('a' + i)));
+  v.merges = {"a b"};
+  v.tokens.push_back("ab");
+  const auto read_back = [&](const char* pre) {
+    Vocab w = v;
+    w.pre = pre;
+    GGUFWriter gw;
+    write_vocab(gw, w);
+    const auto path = scratch_dir() / (std::string("tokenizer_defaults_") + pre + ".gguf");
+    gw.write(path.string());
+    return read_vocab(*GGUFFile::open(path.string()));
+  };
+  EXPECT_EQ(read_back("glm5").bos, -1);
+  EXPECT_EQ(read_back("glm4").bos, -1);
+  EXPECT_EQ(read_back("chatglm-bpe").bos, -1);
+  EXPECT_EQ(read_back("qwen35").bos, 11);  // gpt2's default
+  EXPECT_EQ(read_back("glm5").eos, 11);
+
+  v.merges.clear();
+  v.pre = "kimi-k2";
+  const auto kimi = Tokenizer::from_vocab(v);
+  EXPECT_EQ(kimi->encode("ab", false), (std::vector<int32_t>{0, 1}));
+  v.pre = "qwen35";
+  EXPECT_THROW(Tokenizer::from_vocab(v), Error);
 }
 
 // Long runs (one huge pre-token, a long whitespace run) neither fail in PCRE2 nor lose bytes.
@@ -423,7 +603,8 @@ TEST(Tokenizer, ChatTemplateThroughGguf) {
 }
 
 // Pre-tokenizers of llama.cpp 2026-10 whose names map onto regexes of their own or of an older
-// type (seed-coder, minicpm5, mellum2; kanana2 and talkie as gpt-4o, f2llmv2 as qwen2): the GPT-2
+// type (seed-coder, minicpm5, mellum2; kanana2 and talkie as gpt-4o, f2llmv2 as qwen2; and the
+// names below that cut this text as one of those): the GPT-2
 // vocabulary with tokenizer.ggml.pre set to each name, against the ids llama-tokenize printed for
 // the same file and text (`llama-tokenize -m VOCAB -f TEXT --ids --no-escape`).
 TEST(Tokenizer, NewerPreTokenizerNamesEncodeLikeLlamaCpp) {
@@ -439,11 +620,81 @@ TEST(Tokenizer, NewerPreTokenizerNamesEncodeLikeLlamaCpp) {
   auto file = GGUFFile::open(data_path("tokenizer/ggml-vocab-gpt-2.gguf").string());
   for (const auto& [pre, want] : {std::pair{"seed-coder", &digits_one_by_one}, std::pair{"mellum2", &digits_one_by_one},
                                   std::pair{"f2llmv2", &digits_one_by_one}, std::pair{"minicpm5", &digits_by_three},
-                                  std::pair{"kanana2", &digits_by_three}, std::pair{"talkie", &digits_by_three}}) {
+                                  std::pair{"kanana2", &digits_by_three}, std::pair{"talkie", &digits_by_three},
+                                  std::pair{"qwen35", &digits_one_by_one}, std::pair{"exaone-moe", &digits_one_by_one},
+                                  std::pair{"bailingmoe", &digits_one_by_one}, std::pair{"bailingmoe2", &digits_one_by_one},
+                                  std::pair{"llada-moe", &digits_one_by_one}, std::pair{"grok-2", &digits_one_by_one},
+                                  std::pair{"ufakzeka", &digits_one_by_one}, std::pair{"laguna", &digits_one_by_one},
+                                  std::pair{"jais-2", &digits_by_three}, std::pair{"glm5", &digits_by_three},
+                                  std::pair{"jina-v5-nano", &digits_by_three},
+                                  std::pair{"granite-embed-multi-97m", &digits_by_three}}) {
     Vocab v = read_vocab(*file);
     v.pre = pre;
     const auto tok = Tokenizer::from_vocab(v);
     EXPECT_EQ(join(tok->encode(text, false)), join(*want)) << pre;
+  }
+}
+
+
+// The other new names, on the GPT-2 vocabulary, against llama-tokenize's ids for two texts (one
+// with a camel-case word, a 7-digit number, a spaced name, Han next to Latin, a combining mark,
+// a Turkish suffix, a space run and newlines). SentencePiece-style names find few of their
+// symbols in a byte-level vocabulary (spaces become U+2581); their ids still follow llama.cpp's.
+TEST(Tokenizer, NewPreTokenizerNamesEncodeLikeLlamaCpp) {
+  SPECMOE_REQUIRE_DATA("tokenizer/ggml-vocab-gpt-2.gguf");
+  const std::string text =
+      "I'M 12345 x'LL don'T\r\n\n  \tcaf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xc2\xbd a.b_c/d!!  end ";
+  const std::string text2 =
+      "HelloWorld 1234567 New York \xe4\xb8\xad\xe6\x96\x87" "abc e\xcc\x81 Ankara'da" + std::string(7, ' ') + "x\n\n\ny";
+  struct Case {
+    std::vector<const char*> names;
+    std::vector<int32_t> ids, ids2;
+  };
+  const std::vector<Case> cases = {
+      {{"tiny_aya", "cohere2moe", "superbpe"},
+       {40, 6, 44, 220, 1065, 27712, 2124, 6, 3069, 836, 6, 51, 201, 628, 220, 220, 197, 66, 1878, 2634, 10545, 245,
+        98, 17312, 105, 45739, 252, 220, 23141, 257, 13, 65, 62, 66, 14, 67, 3228, 220, 886, 220},
+       {15496, 10603, 220, 16, 24409, 20, 3134, 968, 1971, 220, 40792, 23877, 229, 39305, 304, 136, 223, 28760, 1549,
+        64, 220, 220, 220, 220, 220, 220, 2124, 628, 198, 88}},
+      {{"kimi-k2", "hunyuan-dense", "hy_v4", "joyai-llm"},
+       {40, 6, 44, 220, 10163, 2231, 2124, 6, 3069, 836, 6, 51, 201, 628, 220, 220, 197, 66, 1878, 2634, 220, 33768,
+        98, 17312, 105, 45739, 252, 220, 23141, 257, 13, 65, 62, 66, 14, 67, 3228, 220, 886, 220},
+       {15496, 10603, 220, 10163, 29228, 22, 968, 1971, 220, 40792, 23877, 229, 39305, 304, 136, 223, 28760, 1549,
+        64, 220, 220, 220, 220, 220, 220, 2124, 628, 198, 88}},
+      {{"afmoe"},
+       {40, 6, 44, 220, 1065, 27712, 2124, 6, 3069, 836, 6, 51, 201, 628, 220, 220, 197, 66, 1878, 2634, 220, 33768,
+        98, 17312, 105, 45739, 252, 220, 23141, 257, 13, 65, 62, 66, 14, 67, 3228, 220, 886, 220},
+       {15496, 10603, 220, 16, 24409, 20, 3134, 968, 1971, 220, 40792, 23877, 229, 39305, 304, 136, 223, 28760, 1549,
+        64, 220, 220, 220, 220, 220, 220, 2124, 628, 198, 88}},
+      {{"youtu"},
+       {40, 6, 44, 220, 16, 17, 18, 19, 20, 2124, 6, 3069, 836, 6, 51, 201, 628, 220, 220, 197, 66, 1878, 2634, 220,
+        33768, 98, 17312, 105, 45739, 252, 220, 23141, 257, 13, 65, 62, 66, 14, 67, 3228, 220, 886, 220},
+       {15496, 10603, 220, 16, 17, 18, 19, 20, 21, 22, 968, 1971, 220, 40792, 23877, 229, 39305, 304, 136, 223,
+        28760, 1549, 64, 220, 220, 220, 220, 220, 220, 2124, 628, 198, 88}},
+      {{"spark2_5"},
+       {40, 6, 44, 220, 16, 17, 18, 19, 20, 2124, 6, 3069, 836, 6, 51, 201, 198, 198, 220, 220, 197, 66, 1878, 2634,
+        220, 33768, 98, 17312, 105, 45739, 252, 220, 23141, 257, 13, 65, 62, 66, 14, 67, 3228, 220, 886, 220},
+       {15496, 10603, 220, 16, 17, 18, 19, 20, 21, 22, 968, 1971, 220, 40792, 23877, 229, 39305, 304, 136, 223,
+        28760, 1549, 64, 220, 220, 220, 220, 220, 220, 2124, 198, 198, 198, 88}},
+      {{"chameleon"},
+       {40, 6, 44, 220, 16, 17, 18, 19, 20, 2124, 6, 3069, 836, 6, 51, 201, 198, 198, 220, 220, 197, 66, 1878, 2634,
+        10545, 245, 98, 17312, 105, 45739, 252, 220, 23141, 257, 13, 65, 62, 66, 14, 67, 0, 0, 220, 220, 437, 220},
+       {15496, 10603, 220, 16, 17, 18, 19, 20, 21, 22, 968, 1971, 220, 40792, 23877, 229, 39305, 304, 136, 223,
+        28760, 6, 6814, 220, 220, 220, 220, 220, 220, 2124, 198, 198, 198, 88}},
+      {{"gemma4", "granite-embed-multi-311m", "sarvam-moe"},
+       {40, 6, 44, 10163, 2231, 87, 6, 3069, 9099, 6, 51, 66, 1878, 165, 121, 64, 13, 65, 62, 66, 14, 67, 3228, 437},
+       {15496, 10603, 10163, 2231, 3134, 3791, 49278, 39305, 68, 2025, 74, 3301, 1549, 64, 87, 88}},
+  };
+  auto file = GGUFFile::open(data_path("tokenizer/ggml-vocab-gpt-2.gguf").string());
+  const Vocab base = read_vocab(*file);
+  for (const Case& c : cases) {
+    for (const char* pre : c.names) {
+      Vocab v = base;
+      v.pre = pre;
+      const auto tok = Tokenizer::from_vocab(v);
+      EXPECT_EQ(join(tok->encode(text, false)), join(c.ids)) << pre;
+      EXPECT_EQ(join(tok->encode(text2, false)), join(c.ids2)) << pre;
+    }
   }
 }
 
