@@ -200,11 +200,12 @@ struct ModelConfig {
   bool is_conv_layer(int layer) const {
     return layer >= 0 && layer < static_cast<int>(conv_layers.size()) && conv_layers[layer] != 0;
   }
-  bool has_conv_layers() const {
-    for (uint8_t v : conv_layers)
-      if (v) return true;
-    return false;
+  int n_conv_layers() const {
+    int n = 0;
+    for (uint8_t v : conv_layers) n += v != 0;
+    return n;
   }
+  bool has_conv_layers() const { return n_conv_layers() > 0; }
   // Learned absolute positions (position_embd) and no RoPE: gpt2, starcoder (StarCoder / SantaCoder,
   // gpt2's block with multi-query attention), mpt files that carry position_embd.
   bool learned_positions() const { return arch == Arch::Gpt2 || arch == Arch::Starcoder || position_embd; }

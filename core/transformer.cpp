@@ -54,6 +54,7 @@ enum Slot : size_t {
 Transformer::Transformer(std::shared_ptr<Backend> backend, const ModelConfig& config, ModelWeights weights)
     : be_(std::move(backend)), c_(config), w_(std::move(weights)), ws_(kSlots), ws_bytes_(kSlots, 0) {
   needs_row_positions_ = c_.alibi();
+  has_conv_layers_ = c_.has_conv_layers();
   for (int l = 0; l < c_.n_layer; ++l) {
     needs_row_positions_ = needs_row_positions_ || c_.window(l) > 0;
     if (c_.rope_style == RopeStyle::None) continue;
@@ -394,7 +395,7 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   const int64_t n_past = kv.size();
   mask_past_ = b.mask ? b.mask_past : 0;
   conv_prev_.clear();
-  if (c_.has_conv_layers()) conv_predecessors(b, n_past);
+  if (has_conv_layers_) conv_predecessors(b, n_past);
   const size_t ids_bytes = static_cast<size_t>(T) * sizeof(int32_t);
   const size_t prev_bytes = conv_prev_.size() * sizeof(int32_t);
   const size_t rows_bytes = needs_row_positions_ ? static_cast<size_t>(n_past + T) * sizeof(int32_t) : 0;

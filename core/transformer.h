@@ -66,6 +66,7 @@ class Transformer {
   std::vector<size_t> ws_bytes_;
   std::vector<RopeParams> rope_;           // [n_layer] each layer's RoPE (n_head set per call)
   bool needs_row_positions_ = false;       // some layer attends through a sliding window, or ALiBi
+  bool has_conv_layers_ = false;           // lfm2: some layer is a short convolution
   const float* rope_factors_ = nullptr;     // this forward's phi3 LongRoPE factors (null: the layer's own)
   int64_t mask_past_ = 0;                 // this forward's TransformerBatch::mask_past
   std::vector<int32_t> row_positions_;     // host scratch: positions of the cache rows + new tokens

@@ -163,11 +163,6 @@ class MoEReferenceForward : public ReferenceForward {
   std::vector<std::vector<std::vector<int>>> routing;  // [layer][token] chosen experts
 
  private:
-  bool relu_glu_ = false;
-  int token_ = 0;  // the token run() is on, for smallthinker's router input
- public:
-
- private:
   std::vector<double> swiglu(const std::vector<double>& h, const double* wg, const double* wu, const double* wd, int ff) {
     const int d = static_cast<int>(h.size());
     std::vector<double> a(ff), out(d, 0.0);
@@ -209,6 +204,8 @@ class MoEReferenceForward : public ReferenceForward {
   int64_t groups_ = 1, groups_used_ = 1;
   int dense_lead_ = 0, step_ = 1;
   bool bias_any_ = false, bias_never_ = false;
+  bool relu_glu_ = false;  // smallthinker: the routed experts' ReLU-gated GLU
+  int token_ = 0;          // the token run() is on, for smallthinker's router input
   std::string ffn_norm_;
 };
 

@@ -109,9 +109,7 @@ constexpr DType kKvTypes[] = {DType::F32, DType::F16, DType::Q8_0};
 // heads would cache uncompressed (keys of head_dim and values of v_head_dim per head).
 std::string kv_line(const core::ModelConfig& c) {
   const double kib = c.kv_bytes_per_token() / 1024.0;
-  if (c.has_conv_layers()) {
-    int conv = 0;
-    for (int l = 0; l < c.n_layer; ++l) conv += c.is_conv_layer(l);
+  if (const int conv = c.n_conv_layers(); conv > 0) {
     return fmt::format("{:.1f} KiB per token (F32; {} attention layers x keys and values of {}, {} convolution "
                        "layers x a state row of {})",
                        kib, c.n_layer - conv, c.kv_dim(), conv, c.n_embd);
@@ -272,9 +270,7 @@ void add_info_command(CLI::App& app) {
                   c.attn_logit_softcap > 0.0f ? fmt::format(", scores soft-capped at {:g}", c.attn_logit_softcap).c_str()
                                               : "");
     if (c.clamp_kqv > 0.0f) std::printf("attention:     q, k and v clamped to +-%g\n", c.clamp_kqv);
-    if (c.has_conv_layers()) {
-      int conv = 0;
-      for (int l = 0; l < c.n_layer; ++l) conv += c.is_conv_layer(l);
+    if (const int conv = c.n_conv_layers(); conv > 0) {
       std::printf("short conv:    %d of %d layers (%s) are gated short convolutions of %d taps; the others attend\n",
                   conv, c.n_layer, layer_ranges(c.conv_layers).c_str(), c.shortconv_l_cache);
     }
@@ -336,8 +332,7 @@ void add_info_command(CLI::App& app) {
         types += fmt::format("{}{} {}", types.empty() ? "" : ", ", core::kv_cache_type_name(t),
                              kv ? fmt::format("{} B", kv) : std::string("n/a (head dim not a multiple of 32)"));
       }
-      int attn = c.n_layer;
-      for (int l = 0; l < c.n_layer; ++l) attn -= c.is_conv_layer(l);
+      const int attn = c.n_layer - c.n_conv_layers();
       std::printf("kv cache:      %s per token (keys + values, %d layers x %d%s)\n", types.c_str(), attn, c.kv_dim(),
                   attn < c.n_layer ? fmt::format("; convolution states in F32, {} layers x {}", c.n_layer - attn,
                                                  c.n_embd).c_str()

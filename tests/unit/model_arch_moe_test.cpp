@@ -205,12 +205,13 @@ TEST(MoEArchitectures, SmallThinkerReadsItsKeys) {
   }
   SynthSpec four = synth_spec("smallthinker-swa-tiny");
   four.n_layer = 4;
-  auto f4 = Model::load(write(four, "smallthinker_swa4.gguf"));
+  const std::string four_path = write(four, "smallthinker_swa4.gguf");
+  auto f4 = Model::load(four_path);
   for (int l = 0; l < 4; ++l) {
     EXPECT_EQ(f4->config().is_swa(l), l != 0) << l;
     EXPECT_TRUE(f4->config().has_rope(l)) << l;
   }
-  check_moe_against_reference(write(four, "smallthinker_swa4.gguf"), kIds, 0, kTolF32);
+  check_moe_against_reference(four_path, kIds, 0, kTolF32);
   EXPECT_FLOAT_EQ(c.rope_at(1).freq_base, 1000.0f);
   EXPECT_EQ(c.expert_gating, ExpertGating::Sigmoid);
   // (The router's input is checked by DeepseekStyleFamiliesMatchReferenceAndRoute: the reference
