@@ -28,6 +28,7 @@
 namespace specmoe::core {
 
 using kernels::AttentionParams;
+using kernels::DeltaNetParams;
 using kernels::KVView;
 using kernels::MatrixView;
 using kernels::MlaAttentionParams;
@@ -166,6 +167,14 @@ class Backend : public Memory {
   // n_taps]. out [T, width] must not alias rows.
   virtual void short_conv(const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width, int n_taps,
                           const float* taps, float* out) = 0;
+  // A gated DeltaNet layer (Qwen3-Next, Qwen3.5; kernels/cpu/ops.h delta_net): states is the
+  // layer's ring of state slots in this memory (KVCache::state_data), slots [T, 2] int32 in this
+  // memory (each token's parent slot, -1 for a zero state, and its own).
+  virtual void delta_net(const float* qkv, const float* alpha, const float* beta, const float* conv_w,
+                         const float* dt_bias, const float* a, float* states, const int32_t* slots, int64_t T,
+                         const DeltaNetParams& p, float* out) = 0;
+  // y = x * sigmoid(gate) elementwise (Qwen3.5's gated attention output); y may alias x or gate.
+  virtual void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n) = 0;
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
   virtual void gelu(const float* x, float* y, int64_t n) = 0;
   // y = max(x, 0)^2 elementwise (squared ReLU); y may alias x.

@@ -119,6 +119,14 @@ class CpuBackend final : public Backend {
                   const float* taps, float* out) override {
     cpu::short_conv(pool_, rows, prev, T, row0, width, n_taps, taps, out);
   }
+  void delta_net(const float* qkv, const float* alpha, const float* beta, const float* conv_w, const float* dt_bias,
+                 const float* a, float* states, const int32_t* slots, int64_t T, const DeltaNetParams& p,
+                 float* out) override {
+    cpu::delta_net(pool_, qkv, alpha, beta, conv_w, dt_bias, a, states, slots, T, p, out);
+  }
+  void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n) override {
+    cpu::sigmoid_mul(pool_, gate, x, y, n);
+  }
   void mul(const float* a, const float* b, float* y, int64_t n) override { cpu::mul(a, b, y, n); }
   void scale(const float* x, float s, float* y, int64_t n) override { cpu::scale(x, s, y, n); }
   void softcap(const float* x, float cap, float* y, int64_t n) override { cpu::softcap(pool_, x, cap, y, n); }

@@ -137,6 +137,14 @@ class CudaBackend final : public Backend {
                   const float* taps, float* out) override {
     cu::short_conv(*ctx_, rows, prev, T, row0, width, n_taps, taps, out);
   }
+  void delta_net(const float* qkv, const float* alpha, const float* beta, const float* conv_w, const float* dt_bias,
+                 const float* a, float* states, const int32_t* slots, int64_t T, const DeltaNetParams& p,
+                 float* out) override {
+    cu::delta_net(*ctx_, qkv, alpha, beta, conv_w, dt_bias, a, states, slots, T, p, out);
+  }
+  void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n) override {
+    cu::sigmoid_mul(*ctx_, gate, x, y, n);
+  }
   void mul(const float* a, const float* b, float* y, int64_t n) override { cu::mul(*ctx_, a, b, y, n); }
   void scale(const float* x, float s, float* y, int64_t n) override { cu::scale(*ctx_, x, s, y, n); }
   void softcap(const float* x, float cap, float* y, int64_t n) override { cu::softcap(*ctx_, x, cap, y, n); }

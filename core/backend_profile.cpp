@@ -135,6 +135,14 @@ void ProfilingBackend::short_conv(const float* rows, const int32_t* prev, int64_
                                   int n_taps, const float* taps, float* out) {
   timed("short_conv", 0, 0, [&] { inner_->short_conv(rows, prev, T, row0, width, n_taps, taps, out); });
 }
+void ProfilingBackend::delta_net(const float* qkv, const float* alpha, const float* beta, const float* conv_w,
+                                 const float* dt_bias, const float* a, float* states, const int32_t* slots, int64_t T,
+                                 const DeltaNetParams& p, float* out) {
+  timed("delta_net", 0, 0, [&] { inner_->delta_net(qkv, alpha, beta, conv_w, dt_bias, a, states, slots, T, p, out); });
+}
+void ProfilingBackend::sigmoid_mul(const float* gate, const float* x, float* y, int64_t n) {
+  timed("sigmoid_mul", 0, 0, [&] { inner_->sigmoid_mul(gate, x, y, n); });
+}
 void ProfilingBackend::mul(const float* a, const float* b, float* y, int64_t n) {
   timed("mul", 0, 0, [&] { inner_->mul(a, b, y, n); });
 }

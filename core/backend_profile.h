@@ -74,6 +74,10 @@ class ProfilingBackend final : public Backend {
   void clamp(const float* x, float limit, float* y, int64_t n) override;
   void short_conv(const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width, int n_taps,
                   const float* taps, float* out) override;
+  void delta_net(const float* qkv, const float* alpha, const float* beta, const float* conv_w, const float* dt_bias,
+                 const float* a, float* states, const int32_t* slots, int64_t T, const DeltaNetParams& p,
+                 float* out) override;
+  void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n) override;
   void mul(const float* a, const float* b, float* y, int64_t n) override;
   void scale(const float* x, float s, float* y, int64_t n) override;
   void softcap(const float* x, float cap, float* y, int64_t n) override;

@@ -60,15 +60,17 @@ void KVCache::allocate() {
   // A model's training context can be 128k tokens or more; at the default (new_cache(0)) the cache
   // of a mid-size model then needs tens of GiB. Compute the bytes first and refuse, with the
   // numbers, what this machine's physical memory cannot hold, instead of dying in the allocator.
-  size_t k_bytes = 0, v_bytes = 0;
+  size_t k_bytes = 0, v_bytes = 0, state_bytes = 0;
   bool overflow = false;
   k_offset_.resize(layers_.size());
   v_offset_.resize(layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l) {
     const KVLayerLayout& L = layers_[l];
-    if (L.k_width <= 0 || L.v_width < 0 || L.window < 0)
-      throw_error(ErrorKind::InvalidArgument, "KVCache: layer {} has key width {}, value width {}, window {}", l,
-                  L.k_width, L.v_width, L.window);
+    const bool recurrent = L.state_floats > 0;
+    if ((recurrent ? L.k_width != 0 || L.v_width != 0 : L.k_width <= 0) || L.v_width < 0 || L.window < 0 ||
+        L.state_floats < 0)
+      throw_error(ErrorKind::InvalidArgument, "KVCache: layer {} has key width {}, value width {}, window {}, state {}",
+                  l, L.k_width, L.v_width, L.window, L.state_floats);
     for (const auto& [type, width, what] :
          {std::tuple{L.k_type, L.k_width, "key"}, std::tuple{L.v_type, L.v_width, "value"}}) {
       if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0)
@@ -82,13 +84,17 @@ void KVCache::allocate() {
     overflow |= __builtin_mul_overflow(dtype_row_bytes(L.k_type, L.k_width), static_cast<size_t>(capacity_), &kl);
     overflow |= __builtin_mul_overflow(L.v_width ? dtype_row_bytes(L.v_type, L.v_width) : size_t{0},
                                        static_cast<size_t>(capacity_), &vl);
+    overflow |= __builtin_add_overflow(state_bytes, static_cast<size_t>(L.state_floats) * sizeof(float), &state_bytes);
     k_offset_[l] = k_bytes;
     v_offset_[l] = v_bytes;
     overflow |= __builtin_add_overflow(k_bytes, kl, &k_bytes);
     overflow |= __builtin_add_overflow(v_bytes, vl, &v_bytes);
   }
   size_t bytes = SIZE_MAX;
-  if (!overflow && __builtin_add_overflow(k_bytes, v_bytes, &bytes)) bytes = SIZE_MAX;
+  size_t ring = 0;
+  if (!overflow && (__builtin_mul_overflow(state_bytes, static_cast<size_t>(rollback_) + 1, &ring) ||
+                    __builtin_add_overflow(k_bytes, v_bytes, &bytes) || __builtin_add_overflow(bytes, ring, &bytes)))
+    bytes = SIZE_MAX;
   if (memory_->device().is_cpu()) {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     const size_t physical = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : SIZE_MAX;
@@ -104,21 +110,69 @@ void KVCache::allocate() {
   }
   k_mem_ = memory_->allocate(std::max<size_t>(k_bytes, 1));
   v_mem_ = memory_->allocate(std::max<size_t>(v_bytes, 1));
+  state_bytes_ = state_bytes;
+  allocate_states(rollback_);
   pos_.assign(static_cast<size_t>(capacity_), 0);
   size_ = 0;
+  state_low_ = -1;
+}
+
+void KVCache::allocate_states(int rollback) {
+  s_offset_.assign(layers_.size(), 0);
+  size_t at = 0;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    s_offset_[l] = at;
+    at += static_cast<size_t>(layers_[l].state_floats) * sizeof(float) * (static_cast<size_t>(rollback) + 1);
+  }
+  s_mem_ = at ? memory_->allocate(at) : nullptr;
+}
+
+float* KVCache::state_data(int layer) const {
+  if (!s_mem_ || layers_[layer].state_floats == 0) return nullptr;
+  return reinterpret_cast<float*>(static_cast<uint8_t*>(s_mem_.get()) + s_offset_[layer]);
+}
+
+void KVCache::reserve_rollback(int rows) {
+  if (rows <= rollback_) return;
+  if (!has_states()) {
+    rollback_ = rows;
+    return;
+  }
+  // A new ring, the states it held placed at their tokens' new slots.
+  KVCache old_ring;  // holds the old allocation while its states are copied
+  old_ring.s_mem_ = s_mem_;
+  old_ring.s_offset_ = s_offset_;
+  const int old_rollback = rollback_;
+  allocate_states(rows);
+  rollback_ = rows;
+  for (int t = std::max(state_low_, 0); t < size_; ++t)
+    for (int l = 0; l < n_layer(); ++l) {
+      const size_t bytes = static_cast<size_t>(layers_[l].state_floats) * sizeof(float);
+      if (bytes == 0) continue;
+      const auto* src = static_cast<const uint8_t*>(old_ring.s_mem_.get()) + old_ring.s_offset_[l] +
+                        static_cast<size_t>(t % (old_rollback + 1)) * bytes;
+      memory_->copy(reinterpret_cast<uint8_t*>(state_data(l)) + static_cast<size_t>(state_slot(t)) * bytes, src, bytes);
+    }
+  memory_->synchronize();  // the old ring is freed on return
 }
 
 KVCache::KVCache(const KVCache& o)
     : memory_(o.memory_), layers_(o.layers_), k_offset_(o.k_offset_), v_offset_(o.v_offset_),
-      capacity_(o.capacity_), size_(0), pos_(o.pos_) {
+      capacity_(o.capacity_), size_(0), pos_(o.pos_), rollback_(o.rollback_) {
   if (!o.memory_) return;  // a default-constructed cache
   allocate();
   size_ = o.size_;
   pos_ = o.pos_;
   for (int l = 0; l < n_layer(); ++l) {
-    memory_->copy(k_data(l), o.k_data(l), k_row_bytes(l) * static_cast<size_t>(capacity_));
+    if (k_row_bytes(l)) memory_->copy(k_data(l), o.k_data(l), k_row_bytes(l) * static_cast<size_t>(capacity_));
     if (v_row_bytes(l)) memory_->copy(v_data(l), o.v_data(l), v_row_bytes(l) * static_cast<size_t>(capacity_));
   }
+  if (o.has_states()) {
+    allocate_states(o.rollback_);
+    memory_->copy(s_mem_.get(), o.s_mem_.get(), state_bytes_ * (static_cast<size_t>(o.rollback_) + 1));
+  }
+  rollback_ = o.rollback_;
+  state_low_ = o.state_low_;
 }
 
 KVCache& KVCache::operator=(const KVCache& o) {
@@ -154,7 +208,13 @@ size_t KVCache::bytes_per_token() const {
 void KVCache::truncate(int n) {
   if (n < 0 || n > size_)
     throw_error(ErrorKind::InvalidArgument, "KVCache::truncate({}): cache holds {} tokens", n, size_);
+  if (!can_truncate(n))
+    throw_error(ErrorKind::InvalidArgument,
+                "KVCache::truncate({}): the recurrent layers keep the states of the last {} tokens only "
+                "(KVCache::reserve_rollback), not of token {} of {}",
+                n, rollback_ + 1, n - 1, size_);
   size_ = n;
+  if (n == 0) state_low_ = -1;
 }
 
 void KVCache::keep(std::span<const int> indices) {
@@ -164,12 +224,54 @@ void KVCache::keep(std::span<const int> indices) {
                   "KVCache::keep: index {} at {} must be strictly increasing and below size {}",
                   indices[i], i, size_);
   }
+  const int m = static_cast<int>(indices.size());
+  int first_moved = 0;  // indices[i] == i before it
+  while (first_moved < m && indices[first_moved] == first_moved) ++first_moved;
+  if (has_states() && first_moved == m && !can_truncate(m))
+    throw_error(ErrorKind::InvalidArgument,
+                "KVCache::keep: the recurrent layers keep the states of the last {} tokens only "
+                "(KVCache::reserve_rollback), not of token {} of {}",
+                rollback_ + 1, m - 1, size_);
+  if (has_states() && first_moved < m) {
+    // The kept tokens' states follow them: those of the new last rollback() + 1 tokens are needed,
+    // each read (all of them first: a ring slot may be both a source and a destination) from where
+    // its token was.
+    int lo = std::max(first_moved, m - 1 - rollback_);
+    while (lo < m && indices[lo] < state_low_) ++lo;  // states already dropped stay dropped
+    if (lo == m)
+      throw_error(ErrorKind::InvalidArgument,
+                  "KVCache::keep: the recurrent layers keep the states of the last {} tokens only "
+                  "(KVCache::reserve_rollback), not of token {} of {}",
+                  rollback_ + 1, indices[m - 1], size_);
+    {
+      const size_t n_moved = static_cast<size_t>(m - lo);
+      std::shared_ptr<void> tmp = memory_->allocate(state_bytes_ * n_moved);
+      auto* t = static_cast<uint8_t*>(tmp.get());
+      for (int pass = 0; pass < 2; ++pass)
+        for (int j = lo; j < m; ++j) {
+          size_t at = 0;
+          for (int l = 0; l < n_layer(); ++l) {
+            const size_t bytes = static_cast<size_t>(layers_[l].state_floats) * sizeof(float);
+            if (bytes == 0) continue;
+            uint8_t* staged = t + (static_cast<size_t>(j - lo) * state_bytes_) + at;
+            uint8_t* ring = reinterpret_cast<uint8_t*>(state_data(l));
+            if (pass == 0)
+              memory_->copy(staged, ring + static_cast<size_t>(state_slot(indices[j])) * bytes, bytes);
+            else
+              memory_->copy(ring + static_cast<size_t>(state_slot(j)) * bytes, staged, bytes);
+            at += bytes;
+          }
+        }
+      memory_->synchronize();  // tmp is freed on return
+    }
+    state_low_ = lo > first_moved ? lo : std::max(state_low_, m - 1 - rollback_);
+  }
   for (size_t i = 0; i < indices.size(); ++i) {
     const size_t src = static_cast<size_t>(indices[i]);
     if (src == i) continue;
     for (int l = 0; l < n_layer(); ++l) {
       const size_t kb = k_row_bytes(l), vb = v_row_bytes(l);
-      memory_->copy(static_cast<uint8_t*>(k_data(l)) + i * kb, static_cast<uint8_t*>(k_data(l)) + src * kb, kb);
+      if (kb) memory_->copy(static_cast<uint8_t*>(k_data(l)) + i * kb, static_cast<uint8_t*>(k_data(l)) + src * kb, kb);
       if (vb) memory_->copy(static_cast<uint8_t*>(v_data(l)) + i * vb, static_cast<uint8_t*>(v_data(l)) + src * vb, vb);
     }
     pos_[i] = pos_[src];
@@ -191,6 +293,7 @@ void KVCache::append(std::span<const int32_t> positions) {
                 positions.size(), capacity_);
   std::copy(positions.begin(), positions.end(), pos_.begin() + size_);
   size_ += static_cast<int>(positions.size());
+  if (has_states()) state_low_ = std::max(state_low_, size_ - 1 - rollback_);
 }
 
 }  // namespace specmoe::core

@@ -8,6 +8,8 @@
 // and whose value width is 0), the element types of key and value rows (F32, F16 or Q8_0,
 // llama.cpp's --cache-type-k/-v; rows laid out by dtype_row_bytes: IEEE halves, ggml's
 // block_q8_0), and a sliding window (a layer that attends to the last `window` positions only).
+// A recurrent layer keeps a fixed-size state per token instead (KVLayerLayout::state_floats), for
+// the last rollback() + 1 tokens only: truncate and keep may go back that far (reserve_rollback).
 // Rows of layer l are contiguous: row t starts at k_data(l) + t * k_row_bytes(l). Every
 // operation here (truncate, keep, copies, read_layer) moves rows as bytes, whatever their type.
 #pragma once
@@ -30,6 +32,11 @@ struct KVLayerLayout {
   DType k_type = DType::F32;   // element type of key rows: F32, F16 or Q8_0
   DType v_type = DType::F32;   // element type of value rows
   int window = 0;              // sliding window in positions (0: the whole context)
+  // A recurrent layer (Qwen3.5's gated DeltaNet): floats of one token's state (the layer then has
+  // no key or value rows, k_width = v_width = 0). The cache keeps the states of the last
+  // rollback() + 1 tokens of such layers in a ring of slots (state_data): a token's state is what
+  // the layer carries after it on its path, so truncate and keep within that reach restore it.
+  int state_floats = 0;
   bool operator==(const KVLayerLayout&) const = default;
 };
 
@@ -75,13 +82,33 @@ class KVCache {
   // The common key width when every layer has the same F32 layout (0 otherwise).
   int kv_dim() const;
 
-  void clear() { size_ = 0; }
-  // Drops every token after the first n (n <= size()). O(1).
+  void clear() {
+    size_ = 0;
+    state_low_ = -1;
+  }
+  // Drops every token after the first n (n <= size()). O(1). With recurrent layers n must be 0 or
+  // reachable (can_truncate): Error(InvalidArgument) otherwise.
   void truncate(int n);
   // Keeps the tokens at the given cache indices (strictly increasing, all < size()) in that order,
   // e.g. the prefix plus the accepted branch of a token tree: their rows are moved into place in
-  // every layer, keys and values.
+  // every layer, keys and values (and recurrent states, which must be within reach).
   void keep(std::span<const int> indices);
+
+  // Recurrent layers: whether truncate(n) can restore the state after token n - 1 (always true
+  // without recurrent layers, and for n = 0 or n = size()).
+  bool can_truncate(int n) const { return n >= 0 && n <= size_ && (n == 0 || n == size_ || n - 1 >= state_low_); }
+  // How many of the last tokens truncate and keep may drop (the ring holds rollback() + 1 states
+  // per recurrent layer; 1 by default). reserve_rollback grows it, keeping the states it holds.
+  int rollback() const { return rollback_; }
+  // The oldest token whose state the ring still holds (-1: all of them, and the zero state before
+  // the first).
+  int oldest_state() const { return state_low_; }
+  void reserve_rollback(int rows);
+  bool has_states() const { return state_bytes_ > 0; }
+  // Layer l's ring of rollback() + 1 state slots (state_floats each; null for other layers); token
+  // t's state is in slot state_slot(t) while t >= the oldest state kept.
+  float* state_data(int layer) const;
+  int state_slot(int t) const { return t % (rollback_ + 1); }
 
   // Layer l's rows in the cache's memory (dereference on the host only for a host cache).
   void* k_data(int layer) const;
@@ -106,12 +133,21 @@ class KVCache {
 
  private:
   void allocate();
+  void allocate_states(int rollback);
   std::shared_ptr<Memory> memory_;
   std::vector<KVLayerLayout> layers_;
   std::vector<size_t> k_offset_, v_offset_;  // [n_layer] byte offsets into k_mem_ / v_mem_
   int capacity_ = 0, size_ = 0;
   std::shared_ptr<void> k_mem_, v_mem_;
   std::vector<int32_t> pos_;
+  // Recurrent states: one allocation, layer l's ring at s_offset_[l] bytes, state_bytes_ per slot
+  // over all layers. state_low_: the oldest token whose state the ring still holds (-1: every
+  // token's, the zero state before the first one included).
+  std::vector<size_t> s_offset_;
+  std::shared_ptr<void> s_mem_;
+  size_t state_bytes_ = 0;
+  int rollback_ = 1;
+  int state_low_ = -1;
 };
 
 }  // namespace specmoe::core

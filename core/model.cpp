@@ -64,6 +64,10 @@ KVCacheTypes effective_types(const ModelConfig& c, const KVCacheTypes& t) {
 // input, whatever the cache types (llama.cpp keeps recurrent state in F32 too).
 KVLayerLayout kv_layout(const ModelConfig& c, int l, const KVCacheTypes& t) {
   if (c.is_conv_layer(l)) return {c.n_embd, 0, DType::F32, DType::F32, 0};
+  // qwen35's gated DeltaNet layers: no rows, a state per token in the cache's ring (F32, as
+  // llama.cpp keeps recurrent state).
+  if (c.is_recurrent_layer(l))
+    return {0, 0, DType::F32, DType::F32, 0, static_cast<int>(c.recurrent_state_floats())};
   const KVCacheTypes e = effective_types(c, t);
   return {c.kv_key_width(), c.kv_value_width(), e.k, e.v, c.window(l)};
 }
@@ -257,6 +261,9 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
                   options.mask->n, options.mask->n, options.mask->allowed.size(), T);
     mask = options.mask->allowed.data();
   }
+  // A tree's nodes continue their parents' recurrent states (qwen35): the cache's ring must hold
+  // the states of the cached tree rows and of the batch.
+  if (kv.has_states() && mask) kv.reserve_rollback(static_cast<int>(M + T));
   std::span<const int32_t> positions = batch.positions;
   if (positions.empty()) {
     I.positions.resize(static_cast<size_t>(T));

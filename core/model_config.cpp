@@ -192,6 +192,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"exaone-moe", Arch::ExaoneMoe, RopeStyle::SplitHalves}, {"lfm2", Arch::Lfm2, RopeStyle::SplitHalves},
       {"lfm2moe", Arch::Lfm2Moe, RopeStyle::SplitHalves},
       {"smallthinker", Arch::SmallThinker, RopeStyle::SplitHalves},
+      {"qwen35", Arch::Qwen35, RopeStyle::SplitHalves},      {"qwen35moe", Arch::Qwen35Moe, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -203,14 +204,14 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
   c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3 || c.arch == Arch::Exaone4 ||
               c.arch == Arch::HunyuanDense || c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe ||
               c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::HunyuanMoe || c.arch == Arch::ExaoneMoe ||
-              c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe;
+              c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe || c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe;
   // glm4moe: per-head QK-norm where the file has it (GLM-4.5 355B; llama.cpp binds it optionally).
   if (c.arch == Arch::Glm4Moe) c.qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   c.qk_norm_after_rope = c.arch == Arch::HunyuanDense || c.arch == Arch::HunyuanMoe;
@@ -341,6 +342,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::ExaoneMoe) detail::read_exaone_moe(r, c);
   if (c.arch == Arch::Lfm2) detail::read_lfm2_windows(r, c);
   if (c.arch == Arch::SmallThinker) detail::read_smallthinker(r, c);
+  if (c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe) detail::read_qwen35(r, c);
   if (c.arch == Arch::HunyuanDense) {
     // Hunyuan's NTK-aware alpha (rope.scaling.alpha): base = freq_base * alpha^(d / (d - 2)) over
     // the head width d, as llama.cpp's hunyuan loader sets it.
@@ -350,7 +352,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       c.rope_freq_base *= std::pow(alpha, d / (d - 2.0f));
     }
   }
-  if (c.arch == Arch::Qwen2Vl || c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Glm4 ||
+  if (c.arch == Arch::Qwen2Vl || c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Qwen35 ||
+      c.arch == Arch::Qwen35Moe || c.arch == Arch::Glm4 ||
       c.arch == Arch::Glm4Moe || c.arch == Arch::HunyuanDense)
     detail::read_mrope(r, c);
   if (c.arch == Arch::Phi3 || c.arch == Arch::PhiMoe) {
@@ -467,6 +470,23 @@ void ModelConfig::validate() const {
     if (conv_layers.size() != static_cast<size_t>(n_layer))
       throw_error(ErrorKind::Format, "model config: {} short-convolution flags for {} layers", conv_layers.size(), n_layer);
     if (has_conv_layers()) check_range("shortconv_l_cache", shortconv_l_cache, 2, kMaxShortConvTaps);
+  }
+  if (!recurrent_layers.empty()) {
+    if (recurrent_layers.size() != static_cast<size_t>(n_layer))
+      throw_error(ErrorKind::Format, "model config: {} recurrent-layer flags for {} layers", recurrent_layers.size(),
+                  n_layer);
+    if (n_recurrent_layers() > 0) {
+      check_range("ssm_d_conv", ssm_d_conv, 1, kMaxShortConvTaps);
+      check_range("ssm_d_state", ssm_d_state, 1, 1024);
+      check_range("ssm_n_group", ssm_n_group, 1, 1024);
+      check_range("ssm_dt_rank", ssm_dt_rank, 1, 1024);
+      if (ssm_dt_rank % ssm_n_group != 0)
+        throw_error(ErrorKind::Format, "model config: {} value heads (ssm.time_step_rank) are not a multiple of {} key "
+                    "heads (ssm.group_count)", ssm_dt_rank, ssm_n_group);
+      if (static_cast<int64_t>(ssm_d_inner) != static_cast<int64_t>(ssm_dt_rank) * ssm_d_state)
+        throw_error(ErrorKind::Unsupported, "model config: ssm.inner_size {} is not {} value heads x state size {} "
+                    "(value heads as wide as key heads)", ssm_d_inner, ssm_dt_rank, ssm_d_state);
+    }
   }
   check_range("n_swa", n_swa, 0, kMaxCtx);
   if (n_swa > 0) {

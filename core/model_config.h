@@ -19,7 +19,7 @@ enum class Arch {
   Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl,
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
   MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan, Dbrx, PhiMoe, Qwen, Xverse, Orion, Codeshell, Plamo,
-  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker
+  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe
 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
@@ -196,6 +196,35 @@ struct ModelConfig {
   std::vector<uint8_t> conv_layers;  // [n_layer] 1 = short-convolution layer; empty: none
   int shortconv_l_cache = 0;         // <arch>.shortconv.l_cache: the filter's taps, the current token's included
 
+  // qwen35 and qwen35moe (Qwen3.5): a hybrid of gated DeltaNet layers (Yang et al. 2025; linear
+  // attention with a recurrent state, kernels/op_params.h DeltaNetParams) and gated attention
+  // layers (full attention whose query projection carries a per-head output gate: [q_h | g_h] per
+  // head, the attention's output times sigmoid(g)). <arch>.attention.recurrent_layers per layer, else
+  // every full_attention_interval-th layer (default 4) is attention. A DeltaNet layer caches no keys
+  // or values but a state per token (the KV cache's ring of the last few; KVLayerLayout::state_floats).
+  std::vector<uint8_t> recurrent_layers;  // [n_layer] 1 = gated DeltaNet layer; empty: none
+  int ssm_d_conv = 0;    // <arch>.ssm.conv_kernel: the convolution's taps
+  int ssm_d_inner = 0;   // <arch>.ssm.inner_size: value heads x head width
+  int ssm_d_state = 0;   // <arch>.ssm.state_size: key (and value) head width
+  int ssm_dt_rank = 0;   // <arch>.ssm.time_step_rank: value heads
+  int ssm_n_group = 0;   // <arch>.ssm.group_count: query/key heads
+  bool attn_output_gate = false;  // qwen35: attn_q gives [q_h | g_h] per head; output times sigmoid(g)
+
+  bool is_recurrent_layer(int layer) const {
+    return layer >= 0 && layer < static_cast<int>(recurrent_layers.size()) && recurrent_layers[layer] != 0;
+  }
+  int n_recurrent_layers() const {
+    int n = 0;
+    for (uint8_t v : recurrent_layers) n += v != 0;
+    return n;
+  }
+  // Floats of a DeltaNet layer's per-token state: the convolution's last d_conv - 1 input rows and
+  // each value head's head_dim x head_dim matrix (DeltaNetParams::state_floats).
+  int64_t recurrent_state_floats() const {
+    const int64_t conv_dim = 2 * static_cast<int64_t>(ssm_n_group) * ssm_d_state + ssm_d_inner;
+    return (ssm_d_conv - 1) * conv_dim + static_cast<int64_t>(ssm_dt_rank) * ssm_d_state * ssm_d_state;
+  }
+
   bool is_moe() const { return n_expert > 0; }
   bool is_conv_layer(int layer) const {
     return layer >= 0 && layer < static_cast<int>(conv_layers.size()) && conv_layers[layer] != 0;
@@ -239,7 +268,9 @@ struct ModelConfig {
   int64_t kv_bytes_per_token(int element_bytes = 4) const {
     int64_t total = 0;
     for (int l = 0; l < n_layer; ++l)
-      total += is_conv_layer(l) ? int64_t{n_embd} * 4 : int64_t{kv_key_width() + kv_value_width()} * element_bytes;
+      total += is_conv_layer(l)        ? int64_t{n_embd} * 4
+               : is_recurrent_layer(l) ? 0  // a fixed-size state, not a row per token
+                                       : int64_t{kv_key_width() + kv_value_width()} * element_bytes;
     return total;
   }
   float attention_scale() const {

@@ -150,6 +150,36 @@ void read_lfm2_layers(const Reader& r, ModelConfig& c) {
                 c.shortconv_l_cache, kMaxShortConvTaps);
 }
 
+// qwen35, qwen35moe (Qwen3.5; llama.cpp src/models/qwen35.cpp): the gated DeltaNet sizes, all
+// required, and which layers are recurrent: attention.recurrent_layers (bools or ints per layer)
+// when the file has it, else every layer but each full_attention_interval-th (default 4).
+void read_qwen35(const Reader& r, ModelConfig& c) {
+  const GGUFFile& f = r.f;
+  c.attn_output_gate = true;
+  c.ssm_d_conv = r.get("ssm.conv_kernel", std::nullopt);
+  c.ssm_d_inner = r.get("ssm.inner_size", std::nullopt);
+  c.ssm_d_state = r.get("ssm.state_size", std::nullopt);
+  c.ssm_dt_rank = r.get("ssm.time_step_rank", std::nullopt);
+  c.ssm_n_group = r.get("ssm.group_count", std::nullopt);
+  c.recurrent_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  const std::string k = r.key("attention.recurrent_layers");
+  if (const GGUFValue* v = f.find(k)) {
+    // The converter writes BOOLs (gguf-py's add_recurrent_layers); integers are read too.
+    if (v->type != GGUFType::ARRAY || (v->elem_type != GGUFType::BOOL && f.get_int_array(k).empty()))
+      throw_error(ErrorKind::Format, "{}: metadata key '{}' is not an array of BOOL or integers", f.path(), k);
+    if (v->items.size() < static_cast<size_t>(c.n_layer))  // MTP layers may follow the model's own
+      throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries for {} layers", f.path(), k, v->items.size(),
+                  c.n_layer);
+    for (int l = 0; l < c.n_layer; ++l) c.recurrent_layers[l] = v->items[l].i != 0;
+  } else {
+    const int interval = r.get("full_attention_interval", 4);
+    if (interval < 1 || interval > 1024)
+      throw_error(ErrorKind::Format, "{}: {} is {} (must be 1 to 1024)", f.path(), r.key("full_attention_interval"),
+                  interval);
+    for (int l = 0; l < c.n_layer; ++l) c.recurrent_layers[l] = (l + 1) % interval != 0;
+  }
+}
+
 // lfm2 with attention.sliding_window > 0: every attention layer attends through the window (the
 // convolution layers have none), rotated as without one (llama.cpp's lfm2 graph passes the global
 // base and scale to every layer).
@@ -234,7 +264,8 @@ void read_cohere(const Reader& r, ModelConfig& c) {
 void read_mrope(const Reader& r, ModelConfig& c) {
   const GGUFFile& f = r.f;
   const std::string k = r.key("rope.dimension_sections");
-  const bool interleaved = c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe;
+  const bool interleaved =
+      c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe;
   const bool required = c.arch == Arch::Qwen2Vl || interleaved;
   if (!f.has(k)) {
     if (required) throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", f.path(), k);

@@ -307,7 +307,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   const bool mpt = c.arch == Arch::Mpt;  // gpt2's block with its biases optional
   const bool qwen2 = c.arch == Arch::Qwen2 || c.arch == Arch::Qwen2Moe;
   const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
-  const int64_t qkv_dim = q_dim + 2 * c.kv_dim();
+  // qwen35's attention layers: attn_q gives each head's query and its output gate.
+  const int64_t q_out = c.attn_output_gate ? 2 * q_dim : q_dim;
+  const int64_t qkv_dim = q_out + 2 * c.kv_dim();
   ModelWeights w;
   w.host_floats = std::make_shared<std::vector<std::vector<float>>>();
   auto& floats = *w.host_floats;
@@ -400,7 +402,8 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       L.attn_norm = vec(p + "attn_norm.weight", c.n_embd);
       // seed_oss names its FFN's pre-norm post_attention_norm (llama.cpp's attn_post_norm).
       // seed_oss and glm4moe name it so too.
-      const bool post_named = c.arch == Arch::SeedOss || c.arch == Arch::Glm4Moe || c.arch == Arch::GptOss;
+      const bool post_named = c.arch == Arch::SeedOss || c.arch == Arch::Glm4Moe || c.arch == Arch::GptOss ||
+                              c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe;
       // dbrx names it attn_output_norm.
       L.ffn_norm = vec(p + (post_named ? "post_attention_norm.weight" : dbrx ? "attn_output_norm.weight" : "ffn_norm.weight"),
                        c.n_embd);
@@ -424,6 +427,19 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       floats.push_back(b.values(p + "shortconv.conv.weight", {c.shortconv_l_cache, c.n_embd}));
       L.conv_taps = {floats.back().data(), static_cast<int64_t>(c.n_embd) * c.shortconv_l_cache};
       L.conv_out = b.matrix(p + "shortconv.out_proj.weight", c.n_embd, c.n_embd);
+    } else if (c.is_recurrent_layer(l)) {  // qwen35: the gated DeltaNet in place of attention
+      const int64_t key_dim = static_cast<int64_t>(c.ssm_n_group) * c.ssm_d_state, value_dim = c.ssm_d_inner;
+      const int64_t conv_dim = 2 * key_dim + value_dim;
+      L.ssm_qkv = b.matrix(p + "attn_qkv.weight", c.n_embd, conv_dim);
+      L.ssm_gate = b.matrix(p + "attn_gate.weight", c.n_embd, value_dim);
+      L.ssm_alpha = b.matrix(p + "ssm_alpha.weight", c.n_embd, c.ssm_dt_rank);
+      L.ssm_beta = b.matrix(p + "ssm_beta.weight", c.n_embd, c.ssm_dt_rank);
+      L.ssm_out = b.matrix(p + "ssm_out.weight", value_dim, c.n_embd);
+      floats.push_back(b.values(p + "ssm_conv1d.weight", {c.ssm_d_conv, conv_dim}));
+      L.ssm_conv = {floats.back().data(), conv_dim * c.ssm_d_conv};
+      L.ssm_dt = vec(p + "ssm_dt.bias", c.ssm_dt_rank);
+      L.ssm_a = vec(p + "ssm_a", c.ssm_dt_rank);
+      L.ssm_norm = vec(p + "ssm_norm.weight", c.ssm_d_state);
     } else if (gpt2_block) {
       L.wqkv = b.matrix(p + "attn_qkv.weight", c.n_embd, qkv_dim);
       L.bqkv = mpt ? opt_vec(p + "attn_qkv.bias", qkv_dim) : vec(p + "attn_qkv.bias", qkv_dim);
@@ -431,6 +447,8 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     } else if (c.is_mla()) {
       bind_mla(b, c, p, L, vec);
     } else {
+      if (c.attn_output_gate && b.has(p + "attn_qkv.weight"))
+        throw_error(ErrorKind::Unsupported, "{}: layer {} is a gated attention layer with a fused attn_qkv", file.path(), l);
       if (falcon || dbrx || b.has(p + "attn_qkv.weight")) {  // falcon, dbrx: required
         // llama.cpp's create_tensor_qkv: one fused projection when the file has it (phi3).
         L.wqkv = b.matrix(p + "attn_qkv.weight", c.n_embd, qkv_dim);
@@ -439,7 +457,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
           throw_error(ErrorKind::Unsupported, "{}: layer {} has a fused attn_qkv with separate q/k/v biases",
                       file.path(), l);
       } else {
-        L.wq = b.matrix(p + "attn_q.weight", c.n_embd, q_dim);
+        L.wq = b.matrix(p + "attn_q.weight", c.n_embd, q_out);
         L.wk = b.matrix(p + "attn_k.weight", c.n_embd, c.kv_dim());
         L.wv = b.matrix(p + "attn_v.weight", c.n_embd, c.kv_dim());
         if (qwen2) {
@@ -448,7 +466,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
           L.bv = vec(p + "attn_v.bias", c.kv_dim());
         } else {
           // llama.cpp binds these when a file has them (create_tensor_qkv).
-          L.bq = opt_vec(p + "attn_q.bias", q_dim);
+          L.bq = opt_vec(p + "attn_q.bias", q_out);
           L.bk = opt_vec(p + "attn_k.bias", c.kv_dim());
           L.bv = opt_vec(p + "attn_v.bias", c.kv_dim());
         }
@@ -474,7 +492,8 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
         L.ffn_post_norm = vec(p + "post_ffw_norm.weight", c.n_embd);
       }
     }
-    if (!c.is_mla() && !c.is_conv_layer(l)) L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
+    if (!c.is_mla() && !c.is_conv_layer(l) && !c.is_recurrent_layer(l))
+      L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
     if (c.is_moe_layer(l)) {
       L.moe = bind_moe(b, c, l, floats);
     } else if (c.arch == Arch::Jais) {  // SwiGLU with biases
@@ -524,6 +543,7 @@ size_t ModelWeights::bytes_per_token() const {
     total += L.wq.bytes() + L.wk.bytes() + L.wv.bytes() + L.wqkv.bytes() + L.wo.bytes();
     total += L.wq_a.bytes() + L.wq_b.bytes() + L.wkv_a_mqa.bytes() + L.wk_b.bytes() + L.wv_b.bytes();
     total += L.conv_in.bytes() + L.conv_out.bytes();
+    total += L.ssm_qkv.bytes() + L.ssm_gate.bytes() + L.ssm_alpha.bytes() + L.ssm_beta.bytes() + L.ssm_out.bytes();
     if (L.is_moe()) {
       const moe::MoEWeights& m = L.moe.weights;
       total += m.router_bytes() + static_cast<size_t>(L.moe.router.k) * m.expert_bytes() + m.shared_bytes();
@@ -553,7 +573,8 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
   for (LayerWeights& L : w.layers) {
     for (VectorView* v : {&L.attn_norm, &L.attn_norm_b, &L.bq, &L.bk, &L.bv, &L.bqkv, &L.bo, &L.attn_q_norm,
                           &L.attn_k_norm, &L.attn_post_norm, &L.attn_sinks, &L.ffn_norm, &L.ffn_norm_b, &L.ffn_post_norm,
-                          &L.ffn_gate_b, &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias, &L.attn_q_a_norm, &L.attn_kv_a_norm, &L.conv_taps})
+                          &L.ffn_gate_b, &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias, &L.attn_q_a_norm, &L.attn_kv_a_norm, &L.conv_taps,
+                          &L.ssm_conv, &L.ssm_dt, &L.ssm_a, &L.ssm_norm})
       f(*v);
     moe::MoEWeights& e = L.moe.weights;
     // gpt-oss's router and expert biases, host floats of the binder: on the backend's memory too.
@@ -563,7 +584,8 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
       if (*b != nullptr) *b = be.resident(VectorView{*b, n}).data;
     for (MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &e.gate_inp,
                           &e.gate_exps, &e.up_exps, &e.down_exps, &e.gate_shexp, &e.up_shexp, &e.down_shexp,
-                          &e.gate_inp_shexp, &L.wq_a, &L.wq_b, &L.wkv_a_mqa, &L.wk_b, &L.wv_b, &L.conv_in, &L.conv_out})
+                          &e.gate_inp_shexp, &L.wq_a, &L.wq_b, &L.wkv_a_mqa, &L.wk_b, &L.wv_b, &L.conv_in, &L.conv_out,
+                          &L.ssm_qkv, &L.ssm_gate, &L.ssm_alpha, &L.ssm_beta, &L.ssm_out})
       m(*v);
   }
   return w;

@@ -80,6 +80,12 @@ struct LayerWeights {
   // in a row, the last one the current token's), then shortconv.out_proj y (n_embd -> n_embd).
   MatrixView conv_in, conv_out;
   VectorView conv_taps;
+  // qwen35's gated DeltaNet, in place of attention (kernels/op_params.h DeltaNetParams):
+  // [q | k | v] = attn_qkv xn (n_embd -> conv_dim), z = attn_gate xn (-> n_v_heads * head_dim),
+  // alpha = ssm_alpha xn, beta = ssm_beta xn (-> n_v_heads); ssm_conv1d [conv_dim, d_conv],
+  // ssm_dt.bias and ssm_a [n_v_heads]; out = ssm_out (rmsnorm_heads(o; ssm_norm) * silu(z)).
+  MatrixView ssm_qkv, ssm_gate, ssm_alpha, ssm_beta, ssm_out;
+  VectorView ssm_conv, ssm_dt, ssm_a, ssm_norm;
   bool fused_qkv() const { return !wqkv.empty(); }
   bool is_mla() const { return !wkv_a_mqa.empty(); }
   bool is_moe() const { return !moe.weights.empty(); }

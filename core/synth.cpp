@@ -62,14 +62,14 @@ void check_spec(const SynthSpec& s) {
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
-                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker"}))
+                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -92,6 +92,13 @@ void check_spec(const SynthSpec& s) {
     throw_error(ErrorKind::InvalidArgument,
                 "synth: short-convolution layers are lfm2's and lfm2moe's, one flag per layer ({} for {} layers), of 2 taps or more "
                 "({})", s.conv_layers.size(), s.n_layer, s.shortconv_l_cache);
+  if ((!s.recurrent_layers.empty() || s.full_attention_interval > 0) &&
+      (s.arch != "qwen35" || (!s.recurrent_layers.empty() && s.recurrent_layers.size() != static_cast<size_t>(s.n_layer))))
+    throw_error(ErrorKind::InvalidArgument, "synth: gated DeltaNet layers are qwen35's, one flag per layer ({} for {} layers)",
+                s.recurrent_layers.size(), s.n_layer);
+  if (s.arch == "qwen35" && (s.ssm_d_conv < 2 || s.ssm_d_state < 1 || s.ssm_n_group < 1 || s.ssm_dt_rank % s.ssm_n_group != 0))
+    throw_error(ErrorKind::InvalidArgument, "synth: qwen35's conv kernel {}, state {}, {} key heads and {} value heads",
+                s.ssm_d_conv, s.ssm_d_state, s.ssm_n_group, s.ssm_dt_rank);
   if (s.arch == "cohere2" && s.n_swa <= 0)
     throw_error(ErrorKind::InvalidArgument, "synth: cohere2 needs a sliding window (n_swa > 0)");
   if (is_arch(s, {"command-r", "cohere2"}) && !s.tied_output)
@@ -179,7 +186,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool gpt2 = a == "gpt2" || a == "starcoder", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
   const bool qk_norm =
       is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe", "dots1", "bailingmoe2",
-                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe"});
+                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe", "qwen35"});
+  const bool qwen35 = a == "qwen35";
   const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
   const bool ds_moe =
@@ -282,7 +290,27 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       const int pairs = rope_dims / 2, t = pairs / 4, hw = (pairs - t) / 2;
       w.set_i32_array(a + ".rope.dimension_sections", {t, hw, pairs - t - hw, 0});
     }
-    if (a == "qwen3vl" || a == "qwen3vlmoe") {  // interleaved M-RoPE as Qwen3-VL's [24, 20, 20, 0]: some pairs still for text
+    if (qwen35) {  // the DeltaNet sizes; recurrent layers by flags or by interval
+      w.set_u32(a + ".ssm.conv_kernel", s.ssm_d_conv);
+      w.set_u32(a + ".ssm.state_size", s.ssm_d_state);
+      w.set_u32(a + ".ssm.group_count", s.ssm_n_group);
+      w.set_u32(a + ".ssm.time_step_rank", s.ssm_dt_rank);
+      w.set_u32(a + ".ssm.inner_size", s.ssm_dt_rank * s.ssm_d_state);
+      if (s.full_attention_interval > 0) w.set_u32(a + ".full_attention_interval", s.full_attention_interval);
+      if (!s.recurrent_layers.empty()) {
+        GGUFValue flags;
+        flags.type = GGUFType::ARRAY;
+        flags.elem_type = GGUFType::BOOL;
+        for (int32_t f : s.recurrent_layers) {
+          GGUFValue item;
+          item.type = GGUFType::BOOL;
+          item.i = f != 0;
+          flags.items.push_back(item);
+        }
+        w.set_value(a + ".attention.recurrent_layers", flags);
+      }
+    }
+    if (a == "qwen3vl" || a == "qwen3vlmoe" || qwen35) {  // interleaved M-RoPE as Qwen3-VL's [24, 20, 20, 0]: some pairs still for text
       const int pairs = rope_dims / 2, t = pairs * 3 / 8, hw = pairs / 4;
       w.set_i32_array(a + ".rope.dimension_sections", {t, hw, hw, 0});
     }
@@ -458,7 +486,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     if (!post_only && !olmo) {  // olmo2, exaone4 normalise the sublayers' outputs only; phi2, cohere, falcon have one norm
       vec(p + "attn_norm.weight", s.n_embd, 1.0f, cohere || falcon ? 0.3f : 0.0f);
       // seed_oss and glm4moe name the FFN's pre-norm post_attention_norm
-      const bool post_named = a == "seed_oss" || a == "glm4moe" || a == "gpt-oss";
+      const bool post_named = a == "seed_oss" || a == "glm4moe" || a == "gpt-oss" || qwen35;
       if (!phi2 && !cohere && !falcon && !plamo)
         vec(p + (post_named ? "post_attention_norm.weight" : dbrx ? "attn_output_norm.weight" : "ffn_norm.weight"),
             s.n_embd, 1.0f, dbrx ? 0.3f : 0.0f);
@@ -488,6 +516,31 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         matrix(p + "ffn_up.weight", s.n_embd, n_ff_dense, 1.0f);
         matrix(p + "ffn_down.weight", n_ff_dense, s.n_embd, rs);
       }
+      continue;
+    }
+    const int interval = s.full_attention_interval > 0 ? s.full_attention_interval : 4;
+    const bool recurrent = qwen35 && (s.recurrent_layers.empty() ? (l + 1) % interval != 0 : s.recurrent_layers[l] != 0);
+    if (recurrent) {
+      // qwen35's gated DeltaNet: [q | k | v] and z from xn, alpha and beta per value head; the
+      // convolution's taps and the gates F32 as the converter keeps them. ssm_a = -exp(A_log) with
+      // A_log in [-1, 0.5] and dt_bias around 0.5 decay the state by exp(-0.1 .. -3) per token.
+      const int64_t key_dim = static_cast<int64_t>(s.ssm_n_group) * s.ssm_d_state;
+      const int64_t value_dim = static_cast<int64_t>(s.ssm_dt_rank) * s.ssm_d_state, conv_dim = 2 * key_dim + value_dim;
+      matrix(p + "attn_qkv.weight", s.n_embd, conv_dim, 1.0f);
+      matrix(p + "attn_gate.weight", s.n_embd, value_dim, 1.0f);
+      matrix(p + "ssm_alpha.weight", s.n_embd, s.ssm_dt_rank, 1.0f);
+      matrix(p + "ssm_beta.weight", s.n_embd, s.ssm_dt_rank, 1.0f);
+      w.add_tensor_f32(p + "ssm_conv1d.weight", DType::F32, {s.ssm_d_conv, conv_dim},
+                       random_values(seed, p + "ssm_conv1d.weight", static_cast<size_t>(s.ssm_d_conv * conv_dim), 0.6f));
+      vec(p + "ssm_dt.bias", s.ssm_dt_rank, 0.5f, 0.5f);
+      std::vector<float> a_log = random_values(seed, p + "ssm_a", static_cast<size_t>(s.ssm_dt_rank), 0.75f);
+      for (float& x : a_log) x = -std::exp(x - 0.25f);
+      w.add_tensor_f32(p + "ssm_a", DType::F32, {s.ssm_dt_rank}, a_log);
+      vec(p + "ssm_norm.weight", s.ssm_d_state, 1.0f, 0.5f);
+      matrix(p + "ssm_out.weight", value_dim, s.n_embd, rs);
+      matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
+      matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
+      matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
       continue;
     }
     if (gpt2 || neox || bloom || mpt || jais) {
@@ -537,7 +590,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         matrix(p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim, 1.0f);
         if (phi2 || qwen1 || chatglm) vec(p + "attn_qkv.bias", q_dim + 2 * kv_dim, 0.0f, 0.1f);
       } else {
-        matrix(p + "attn_q.weight", s.n_embd, q_dim, 1.0f);
+        matrix(p + "attn_q.weight", s.n_embd, qwen35 ? 2 * q_dim : q_dim, 1.0f);  // qwen35: [q_h | gate_h] per head
         matrix(p + "attn_k.weight", s.n_embd, kv_dim, 1.0f);
         matrix(p + "attn_v.weight", s.n_embd, kv_dim, 1.0f);
       }

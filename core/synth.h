@@ -102,6 +102,16 @@ struct SynthSpec {
   // layers a window.
   std::vector<int32_t> conv_layers;
   int shortconv_l_cache = 3;
+  // qwen35: gated DeltaNet layers (ssm.* keys; heads of ssm_d_state for queries/keys
+  // (ssm_n_group) and values (ssm_dt_rank)) and gated attention layers (attn_q of 2 q_dim), which
+  // every full_attention_interval-th layer is (0 = no key: llama.cpp's 4), or by one flag per layer
+  // (1 = DeltaNet), written as attention.recurrent_layers (BOOLs, as the converter writes them).
+  int ssm_d_conv = 4;
+  int ssm_d_state = 16;
+  int ssm_n_group = 2;
+  int ssm_dt_rank = 4;
+  int full_attention_interval = 0;
+  std::vector<int32_t> recurrent_layers;
   std::string name = "synth";
 };
 

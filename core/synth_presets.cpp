@@ -620,6 +620,25 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "qwen35-tiny" || preset == "qwen35-mix-tiny") {
+    // qwen35 (Qwen3.5) in llama.cpp's layout, F32, dim 64: gated DeltaNet layers (convolution of 4
+    // taps, 2 query/key heads and 4 value heads of 16) and gated attention layers (heads 4/2 of
+    // 32, QK-norm, interleaved M-RoPE on 16 of 32 dims, the output times sigmoid of attn_q's gate
+    // half), SwiGLU everywhere. qwen35-tiny: 4 layers, no interval key (llama.cpp's 4: layer 3 is
+    // attention); qwen35-mix-tiny: 6 layers given by attention.recurrent_layers (BOOLs; attention
+    // on 1 and 4), one value head per key head.
+    s.arch = "qwen35";
+    s.head_dim = 32;
+    s.rope_dims = 16;
+    s.rope_freq_base = 100.0f;
+    if (preset == "qwen35-mix-tiny") {
+      s.n_layer = 6;
+      s.recurrent_layers = {1, 0, 1, 1, 0, 1};
+      s.ssm_dt_rank = 2;
+    }
+    s.name = preset;
+    return s;
+  }
   if (preset == "smallthinker-tiny" || preset == "smallthinker-swa-tiny") {
     // smallthinker (SmallThinker) in llama.cpp's layout, F32, 4 layers, dim 64: llama's attention with
     // split-halves RoPE, 8 experts of width 32 top-2 in every layer, the router reading the layer's
@@ -900,6 +919,9 @@ std::vector<std::string> synth_presets() {
       "the layer's input",
       "smallthinker-swa-tiny: smallthinker-tiny with 5 layers, the window key (windows of 4096), a local RoPE base, "
       "NoPE layers 0 and 4, sigmoid scores",
+      "qwen35-tiny: qwen35 (Qwen3.5), F32, 4 layers, dim 64, 3 gated DeltaNet layers (2 key heads, 4 value heads of "
+      "16, conv of 4), 1 gated attention layer (QK-norm, M-RoPE on 16 of 32)",
+      "qwen35-mix-tiny: qwen35-tiny with 6 layers by attention.recurrent_layers (attention on 1 and 4), 2 value heads",
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
       "squared-ReLU MLP with biases",

@@ -47,6 +47,14 @@ enum Slot : size_t {
   kConvC,   // [T, n_embd] C, then C * conv(B * x)
   kConvX,   // [T, n_embd] x, then conv(B * x)
   kLayerIn, // [T, n_embd] smallthinker: the layer's input, which its MoE router reads
+  // qwen35's gated DeltaNet and gated attention:
+  kDnQkv,   // [T, conv_dim] the convolution's input [q | k | v]
+  kDnZ,     // [T, value_dim] the output gate z
+  kDnAlpha, // [T, n_v_heads]
+  kDnBeta,  // [T, n_v_heads]
+  kDnOut,   // [T, value_dim] the recurrence's output, then normed and gated
+  kQGate,   // [T, 2 q_dim] attn_q's [q_h | g_h] per head
+  kGate,    // [T, q_dim] the attention's output gate
   kSlots
 };
 }  // namespace
@@ -55,6 +63,12 @@ Transformer::Transformer(std::shared_ptr<Backend> backend, const ModelConfig& co
     : be_(std::move(backend)), c_(config), w_(std::move(weights)), ws_(kSlots), ws_bytes_(kSlots, 0) {
   needs_row_positions_ = c_.alibi();
   has_conv_layers_ = c_.has_conv_layers();
+  has_recurrent_layers_ = c_.n_recurrent_layers() > 0;
+  dn_.n_k_heads = c_.ssm_n_group;
+  dn_.n_v_heads = c_.ssm_dt_rank;
+  dn_.head_dim = c_.ssm_d_state;
+  dn_.d_conv = c_.ssm_d_conv;
+  dn_.eps = c_.norm_eps;
   for (int l = 0; l < c_.n_layer; ++l) {
     needs_row_positions_ = needs_row_positions_ || c_.window(l) > 0;
     if (c_.rope_style == RopeStyle::None) continue;
@@ -123,6 +137,18 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     be_->copy_rows(q, q_dim * sizeof(float), qkv, pitch, q_dim * sizeof(float), T);
     be_->copy_rows(k_new, kvd * sizeof(float), qkv + q_dim, pitch, kvd * sizeof(float), T);
     be_->copy_rows(v_new, kvd * sizeof(float), qkv + q_dim + kvd, pitch, kvd * sizeof(float), T);
+  } else if (c_.attn_output_gate) {
+    // qwen35: attn_q gives [q_h | g_h] for each head h; the gates multiply the attention's output.
+    const size_t hd = static_cast<size_t>(c_.head_dim) * sizeof(float);
+    float* qg = buf(kQGate, T * 2 * q_dim);
+    const MatrixView w3[3] = {L.wq, L.wk, L.wv};
+    float* const y3[3] = {qg, k_new, v_new};
+    be_->matmul_multi(xn, T, w3, y3);
+    if (!L.bq.empty()) be_->add_bias(qg, L.bq.data, T, 2 * q_dim);
+    if (!L.bk.empty()) be_->add_bias(k_new, L.bk.data, T, kvd);
+    if (!L.bv.empty()) be_->add_bias(v_new, L.bv.data, T, kvd);
+    be_->copy_rows(q, hd, qg, 2 * hd, hd, T * c_.n_head);
+    be_->copy_rows(buf(kGate, T * q_dim), hd, qg + c_.head_dim, 2 * hd, hd, T * c_.n_head);
   } else {
     const MatrixView w3[3] = {L.wq, L.wk, L.wv};
     float* const y3[3] = {q, k_new, v_new};
@@ -186,6 +212,7 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
   if (ap.window > 0 || ap.alibi_slopes != nullptr) view.positions = row_positions;
   float* att = buf(kAtt, T * q_dim);
   be_->attention(q, T, view, mask, ap, att);
+  if (c_.attn_output_gate) be_->sigmoid_mul(buf(kGate, T * q_dim), att, att, T * q_dim);
 
   // A parallel residual (gptneox, phi2) keeps the output apart: the feed-forward block reads the
   // layer's input and adds both.
@@ -312,13 +339,17 @@ void Transformer::conv_block(int l, int64_t T, const int32_t* prev, KVCache& kv)
   be_->add(x, xn, x, T * d);
 }
 
-void Transformer::conv_predecessors(const TransformerBatch& b, int64_t n_past) {
+namespace {
+
+// Each new token's P nearest predecessors on its path (cache rows, oldest first, -1 before the
+// sequence's start), from the batch's mask: the rows a token attends to, in cache order, are its
+// path.
+void path_predecessors(const TransformerBatch& b, int64_t n_past, int P, std::vector<int32_t>& prev) {
   const int64_t T = static_cast<int64_t>(b.tokens.size());
-  const int P = c_.shortconv_l_cache - 1;
   const int64_t M = b.mask ? b.mask_past : 0, W = M + T;
-  conv_prev_.assign(static_cast<size_t>(T * P), -1);
+  prev.assign(static_cast<size_t>(T * P), -1);
   for (int64_t i = 0; i < T; ++i) {
-    int32_t* out = conv_prev_.data() + i * P;
+    int32_t* out = prev.data() + i * P;
     int k = P - 1;  // filled from the nearest predecessor back
     for (int64_t j = i - 1; j >= 0 && k >= 0; --j)  // new tokens before i that it sees
       if (!b.mask || b.mask[i * W + M + j]) out[k--] = static_cast<int32_t>(n_past + j);
@@ -326,6 +357,59 @@ void Transformer::conv_predecessors(const TransformerBatch& b, int64_t n_past) {
       if (b.mask[i * W + m]) out[k--] = static_cast<int32_t>(n_past - M + m);
     for (int64_t r = n_past - M - 1; r >= 0 && k >= 0; --r) out[k--] = static_cast<int32_t>(r);  // seen by all
   }
+}
+
+}  // namespace
+
+void Transformer::conv_predecessors(const TransformerBatch& b, int64_t n_past) {
+  path_predecessors(b, n_past, c_.shortconv_l_cache - 1, conv_prev_);
+}
+
+// Token t (cache row n_past + t) continues the state of its parent p, its nearest predecessor:
+// it reads p's slot and writes its own. The ring has rollback() + 1 slots, so p's state must
+// still be held (p >= oldest_state()) and not be overwritten by an earlier token of this batch
+// (a row r overwrites the slot of r - rollback() - 1): row - p <= rollback() + 1.
+void Transformer::delta_net_slots(const TransformerBatch& b, const KVCache& kv) {
+  const int64_t T = static_cast<int64_t>(b.tokens.size()), n_past = kv.size();
+  std::vector<int32_t> parent;
+  path_predecessors(b, n_past, 1, parent);
+  dn_slots_.resize(static_cast<size_t>(2 * T));
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t row = n_past + t, p = parent[t];
+    if (p >= 0 && (p < kv.oldest_state() || row - p > kv.rollback() + 1))
+      throw_error(ErrorKind::InvalidArgument,
+                  "forward: token {} continues the recurrent state of cache row {}, which the cache no longer holds "
+                  "(it keeps the states of the last {} rows; KVCache::reserve_rollback)",
+                  row, p, kv.rollback() + 1);
+    dn_slots_[2 * t] = p >= 0 ? kv.state_slot(static_cast<int>(p)) : -1;
+    dn_slots_[2 * t + 1] = kv.state_slot(static_cast<int>(row));
+  }
+}
+
+// qwen35's gated DeltaNet layer (Qwen3.5; llama.cpp src/models/qwen35.cpp):
+//   [q | k | v] = attn_qkv xn;  z = attn_gate xn;  alpha = ssm_alpha xn;  beta = ssm_beta xn
+//   o = delta_net(...)  (the causal convolution, L2 norms, gates and recurrence: the op)
+//   x += ssm_out (rmsnorm(o per head; ssm_norm) * silu(z))
+// The recurrence reads each token's parent's state from the cache's ring and writes its own.
+void Transformer::delta_net_block(int l, int64_t T, const int32_t* slots, KVCache& kv) {
+  const LayerWeights& L = w_.layers[l];
+  const int64_t d = c_.n_embd, C = dn_.conv_dim(), V = dn_.value_dim(), H = dn_.n_v_heads;
+  float* x = buf(kX, T * d);
+  float* xn = buf(kXn, T * d);
+  norm(L.attn_norm, L.attn_norm_b, x, xn, T);
+  float* qkv = buf(kDnQkv, T * C);
+  float* z = buf(kDnZ, T * V);
+  float* alpha = buf(kDnAlpha, T * H);
+  float* beta = buf(kDnBeta, T * H);
+  const MatrixView w4[4] = {L.ssm_qkv, L.ssm_gate, L.ssm_alpha, L.ssm_beta};
+  float* const y4[4] = {qkv, z, alpha, beta};
+  be_->matmul_multi(xn, T, w4, y4);
+  float* o = buf(kDnOut, T * V);
+  be_->delta_net(qkv, alpha, beta, L.ssm_conv.data, L.ssm_dt.data, L.ssm_a.data, kv.state_data(l), slots, T, dn_, o);
+  be_->rms_norm(o, L.ssm_norm.data, o, T * H, dn_.head_dim, c_.norm_eps);
+  be_->swiglu(z, o, o, T * V);  // silu(z) * normed
+  be_->matmul(o, T, L.ssm_out, xn);
+  be_->add(x, xn, x, T * d);
 }
 
 // x += ffn(norm(x)): SwiGLU down(silu(gate xn) * up xn) (phi3: gate and up from one fused
@@ -389,22 +473,28 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   const int64_t T = static_cast<int64_t>(b.tokens.size());
   const int64_t d = c_.n_embd;
   // Inputs in one upload: ids [T] int32, positions [T] int32, each token's convolution
-  // predecessors [T, l_cache - 1] int32 (lfm2 only), the positions of every cache row the forward
+  // predecessors [T, l_cache - 1] int32 (lfm2 only), each token's recurrent state slots [T, 2]
+  // int32 (qwen35 only), the positions of every cache row the forward
   // attends to [n_past + T] int32 (sliding-window and ALiBi models only), mask [T, mask_past + T]
   // bytes (when given).
   const int64_t n_past = kv.size();
   mask_past_ = b.mask ? b.mask_past : 0;
   conv_prev_.clear();
   if (has_conv_layers_) conv_predecessors(b, n_past);
+  dn_slots_.clear();
+  if (has_recurrent_layers_) delta_net_slots(b, kv);
   const size_t ids_bytes = static_cast<size_t>(T) * sizeof(int32_t);
   const size_t prev_bytes = conv_prev_.size() * sizeof(int32_t);
+  const size_t slots_bytes = dn_slots_.size() * sizeof(int32_t);
   const size_t rows_bytes = needs_row_positions_ ? static_cast<size_t>(n_past + T) * sizeof(int32_t) : 0;
   const size_t mask_bytes = b.mask ? static_cast<size_t>(T * (mask_past_ + T)) : 0;
-  const size_t prev_at = 2 * ids_bytes, rows_at = prev_at + prev_bytes, mask_at = rows_at + rows_bytes;
+  const size_t prev_at = 2 * ids_bytes, slots_at = prev_at + prev_bytes, rows_at = slots_at + slots_bytes,
+               mask_at = rows_at + rows_bytes;
   auto* io = reinterpret_cast<uint8_t*>(buf(kIo, (mask_at + mask_bytes + sizeof(float) - 1) / sizeof(float)));
   be_->upload(io, b.tokens.data(), ids_bytes);
   be_->upload(io + ids_bytes, b.positions.data(), ids_bytes);
   if (prev_bytes) be_->upload(io + prev_at, conv_prev_.data(), prev_bytes);
+  if (slots_bytes) be_->upload(io + slots_at, dn_slots_.data(), slots_bytes);
   if (needs_row_positions_) {
     row_positions_.resize(static_cast<size_t>(n_past + T));
     for (int64_t r = 0; r < n_past; ++r) row_positions_[r] = kv.position(static_cast<int>(r));
@@ -415,6 +505,7 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   const auto* ids = reinterpret_cast<const int32_t*>(io);
   const auto* positions = reinterpret_cast<const int32_t*>(io + ids_bytes);
   const auto* conv_prev = prev_bytes ? reinterpret_cast<const int32_t*>(io + prev_at) : nullptr;
+  const auto* dn_slots = slots_bytes ? reinterpret_cast<const int32_t*>(io + slots_at) : nullptr;
   const auto* row_positions = needs_row_positions_ ? reinterpret_cast<const int32_t*>(io + rows_at) : nullptr;
   const uint8_t* mask = b.mask ? io + mask_at : nullptr;
 
@@ -454,6 +545,8 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
     }
     if (c_.is_conv_layer(l))
       conv_block(l, T, conv_prev, kv);
+    else if (c_.is_recurrent_layer(l))
+      delta_net_block(l, T, dn_slots, kv);
     else if (c_.is_mla())
       mla_attention_block(l, T, positions, mask, kv);
     else

@@ -58,6 +58,12 @@ class Transformer {
   // sequence's start), from the batch's mask: the rows a token attends to, in cache order, are its
   // path.
   void conv_predecessors(const TransformerBatch& b, int64_t n_past);
+  // qwen35's gated DeltaNet (in place of attention in its recurrent layers): slots [T, 2] each
+  // token's parent state slot and its own in the layer's ring (kernels/cpu/ops.h delta_net).
+  void delta_net_block(int l, int64_t T, const int32_t* slots, KVCache& kv);
+  // The state slots of this forward's tokens (dn_slots_): each token's parent is its nearest
+  // predecessor on its path (path_predecessors with one row).
+  void delta_net_slots(const TransformerBatch& b, const KVCache& kv);
 
   std::shared_ptr<Backend> be_;
   ModelConfig c_;
@@ -72,6 +78,9 @@ class Transformer {
   std::vector<int32_t> row_positions_;     // host scratch: positions of the cache rows + new tokens
   std::vector<float> temp_factors_;        // mistral3: this forward's attention temperature per token
   std::vector<int32_t> conv_prev_;         // lfm2: host [T, l_cache - 1], conv_predecessors()
+  bool has_recurrent_layers_ = false;      // qwen35: some layer is a gated DeltaNet
+  kernels::DeltaNetParams dn_;             // qwen35: its sizes
+  std::vector<int32_t> dn_slots_;          // qwen35: host [T, 2], delta_net_slots()
 };
 
 }  // namespace specmoe::core

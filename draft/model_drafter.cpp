@@ -75,6 +75,9 @@ void ModelDrafter::sync(std::span<const int32_t> context) {
   const size_t limit = std::min(cached_.size(), c);
   while (common < limit && cached_[common] == context[common]) ++common;
   common = std::min(common, c - 1);  // always re-feed the last token to get its logits
+  // A recurrent draft (qwen35) restores its state only over the last few tokens it fed; further
+  // back it starts over.
+  if (!cache_.can_truncate(static_cast<int>(common))) common = 0;
   cache_.truncate(static_cast<int>(common));
   cached_.resize(common);
   forward(context.subspan(common));
@@ -96,6 +99,14 @@ void ModelDrafter::propose(std::span<const int32_t> context, const DraftParams& 
   tree_proposal_ = false;
   if (params.sampler == nullptr || params.rng == nullptr)
     throw_error(ErrorKind::InvalidArgument, "model drafter: propose needs a sampler and an rng");
+  // A recurrent draft's states must reach back over what a proposal feeds (the last context
+  // token, then a chain or a tree level by level) to what accepted() keeps.
+  int reach = params.draft_max;
+  if (params.wants_tree()) {
+    reach = params.tree->max_nodes();
+    if (params.node_max > 0) reach = std::min(reach, params.node_max);
+  }
+  cache_.reserve_rollback(reach + 2);
   if (params.wants_tree()) {
     propose_tree(context, params, out);
     return;

@@ -143,4 +143,31 @@ struct MlaKVView {
   int64_t mask_past = 0;               // as KVView::mask_past
 };
 
+// A gated DeltaNet layer's recurrence (Yang, Kautz and Hatamizadeh 2025, "Gated Delta Networks:
+// Improving Mamba2 with Delta Rule"; Qwen3-Next's and Qwen3.5's linear-attention layers, llama.cpp
+// src/models/qwen35.cpp and ggml_gated_delta_net). Per token, from its projections
+// qkv = [q | k | v] (the pre-convolution mix, conv_dim() floats), alpha and beta (n_v_heads each):
+//   y = silu(causal depthwise conv of qkv over the token's last d_conv rows on its path)
+//   q, k = y's first two parts, each head L2-normalised (x / sqrt(sum x^2 + eps)); v = y's last part
+//   per value head h (query/key head h % n_k_heads, as ggml repeats them):
+//     M = M_parent * exp(softplus(alpha_h + dt_bias_h) * a_h)          (a = -exp(A_log) < 0)
+//     d_j = (v_j - M_j . k) * sigmoid(beta_h);  M_j += d_j k;  out_j = (M_j . q) / sqrt(head_dim)
+// where M [head_dim (value j), head_dim (key i)] is the head's state after the token's parent.
+// The state of a token (its "slot", state_floats() floats) is [conv tail | M of every value head]:
+// the conv tail holds the last d_conv - 1 rows of qkv on the path, oldest first.
+struct DeltaNetParams {
+  int n_k_heads = 0;  // <arch>.ssm.group_count: query/key heads
+  int n_v_heads = 0;  // <arch>.ssm.time_step_rank: value heads, a multiple of n_k_heads
+  int head_dim = 0;   // <arch>.ssm.state_size: key and value head width
+  int d_conv = 0;     // <arch>.ssm.conv_kernel: the convolution's taps, the token's own included
+  float eps = 0.0f;   // the L2 norm's epsilon (the model's RMS epsilon)
+  int64_t key_dim() const { return static_cast<int64_t>(n_k_heads) * head_dim; }
+  int64_t value_dim() const { return static_cast<int64_t>(n_v_heads) * head_dim; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
+  int64_t conv_state_floats() const { return static_cast<int64_t>(d_conv - 1) * conv_dim(); }
+  int64_t state_floats() const {
+    return conv_state_floats() + static_cast<int64_t>(n_v_heads) * head_dim * head_dim;
+  }
+};
+
 }  // namespace specmoe::kernels

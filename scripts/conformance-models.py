@@ -4,8 +4,8 @@ granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, g
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
-bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe and smallthinker (with
-its sliding-window form and without) in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
+its sliding-window form and without) and qwen35 (by its default interval and by attention.recurrent_layers) in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -1272,6 +1272,70 @@ def lfm2(path, dtype, moe=False):
     m.write()
 
 
+def qwen35(path, dtype, mix=False):
+    # llama_model_qwen35 (Qwen3.5's dense form, shrunk): layers of 256 that are either a gated
+    # DeltaNet (src/models/qwen35.cpp build_layer_attn_linear) or a gated attention layer, each under
+    # attn_norm, then a SwiGLU of 512 under post_attention_norm (the FFN's pre-norm). DeltaNet:
+    # attn_qkv to [q | k | v] (2 query/key heads of ssm.state_size 64, ssm.time_step_rank value
+    # heads of 64: conv_dim 2*128 + value_dim), attn_gate to z, ssm_alpha and ssm_beta to one value
+    # per value head, a causal depthwise convolution of ssm.conv_kernel 4 taps (ssm_conv1d ne
+    # {4, conv_dim}, F32), SiLU, L2-normalised q and k, gates g = softplus(alpha + ssm_dt.bias) *
+    # ssm_a (ssm_a = -exp(A_log), stored negated by the converter, F32), beta = sigmoid, the delta
+    # rule per value head (query/key head h % group_count: the converter tiles the value heads),
+    # then rmsnorm(o; ssm_norm) * silu(z) and ssm_out. Attention: heads 4/2 of 64 (key_length),
+    # attn_q giving [q_h | gate_h] per head (2 * 256), per-head RMSNorm of q and k, interleaved
+    # M-RoPE over rope.dimension_count 32 of the 64 dims (sections [6, 5, 5, 0]), the output times
+    # sigmoid(gate). The plain form: 4 layers, llama.cpp's default full_attention_interval 4 (no key:
+    # layer 3 is attention), 4 value heads, a tied head. mix: 5 layers given by
+    # attention.recurrent_layers (BOOLs: attention on 1 and 4), 2 value heads, an untied head.
+    d, H, Hkv, hd, ff = 256, 4, 2, 64, 512
+    S, n_k, d_conv = 64, 2, 4
+    n_v = 2 if mix else 4
+    recurrent = [True, False, True, True, False] if mix else [True, True, True, False]
+    L = len(recurrent)
+    key_dim, value_dim = n_k * S, n_v * S
+    conv_dim = 2 * key_dim + value_dim
+    m = Model(path, "qwen35", 64 if mix else 63, dtype)
+    m.common(d, L, H, Hkv, eps=1e-6, embd_scale=None if mix else 1.0)  # the tied head: unit-norm rows
+    m.u32("feed_forward_length", ff)
+    m.u32("attention.key_length", hd)
+    m.u32("attention.value_length", hd)
+    m.u32("rope.dimension_count", 32)
+    m.f32("rope.freq_base", 10000000.0)
+    m.w.add_array("qwen35.rope.dimension_sections", [6, 5, 5, 0])
+    m.u32("ssm.conv_kernel", d_conv)
+    m.u32("ssm.state_size", S)
+    m.u32("ssm.group_count", n_k)
+    m.u32("ssm.time_step_rank", n_v)
+    m.u32("ssm.inner_size", value_dim)
+    if mix:
+        m.w.add_array("qwen35.attention.recurrent_layers", recurrent)
+        m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        if recurrent[l]:
+            m.matrix(p + "attn_qkv.weight", [d, conv_dim])
+            m.matrix(p + "attn_gate.weight", [d, value_dim])
+            m.matrix(p + "ssm_alpha.weight", [d, n_v])
+            m.matrix(p + "ssm_beta.weight", [d, n_v], scale=2.0)
+            m.matrix(p + "ssm_conv1d.weight", [d_conv, conv_dim], dtype=np.float32)  # unit output
+            m.norm(p + "ssm_dt.bias", n_v, base=0.5, noise=0.5)
+            m.w.add_tensor(p + "ssm_a", (-np.exp(m.rng.uniform(-1.0, 0.5, n_v))).astype(np.float32))
+            m.norm(p + "ssm_norm.weight", S)
+            m.matrix(p + "ssm_out.weight", [value_dim, d], scale=0.7)
+        else:
+            m.matrix(p + "attn_q.weight", [d, 2 * H * hd])
+            m.matrix(p + "attn_k.weight", [d, Hkv * hd])
+            m.matrix(p + "attn_v.weight", [d, Hkv * hd])
+            m.matrix(p + "attn_output.weight", [H * hd, d], scale=0.7)
+            m.norm(p + "attn_q_norm.weight", hd)
+            m.norm(p + "attn_k_norm.weight", hd)
+        m.norm(p + "post_attention_norm.weight", d)
+        swiglu(m, p, d, ff)
+    m.write()
+
+
 def smallthinker(path, dtype, swa=False):
     # llama_model_smallthinker (PowerInfer's SmallThinker, shrunk): 4 layers of 256, every one MoE:
     # 8 experts of expert_feed_forward_length 256 (feed_forward_length the same, as the converter
@@ -1386,6 +1450,8 @@ WRITERS = {
     "lfm2moe": lambda p, t: lfm2(p, t, moe=True),
     "smallthinker": smallthinker,
     "smallthinker-swa": lambda p, t: smallthinker(p, t, swa=True),
+    "qwen35": qwen35,
+    "qwen35-mix": lambda p, t: qwen35(p, t, mix=True),
 }
 
 if __name__ == "__main__":

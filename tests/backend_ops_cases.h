@@ -23,6 +23,7 @@ namespace specmoe::testing::ops {
 
 namespace cpu = kernels::cpu;
 using kernels::AttentionParams;
+using kernels::DeltaNetParams;
 using kernels::KVView;
 using kernels::MlaAttentionParams;
 using kernels::MlaKVView;
@@ -661,7 +662,7 @@ class MlaAttentionCase final : public OpCase {
 // alias the first input) and add_bias (in place, the bias broadcast over the T rows).
 class ElementwiseCase final : public OpCase {
  public:
-  enum class Kind { Swiglu, Gelu, Add, AddBias, Mul, Scale, Softcap, ReluSqr, Clamp };
+  enum class Kind { Swiglu, Gelu, Add, AddBias, Mul, Scale, Softcap, ReluSqr, Clamp, SigmoidMul };
   static constexpr float kScale = 0.7f, kCap = 5.0f, kClamp = 2.5f;  // clamp: about 1 in 3 of N(0, 9) clipped
   ElementwiseCase(Kind kind, int64_t T, int64_t n, bool alias, Bound bound)
       : OpCase(op_name(kind), std::move(bound)), kind_(kind), T_(T), n_(n), alias_(alias || kind == Kind::AddBias) {}
@@ -680,6 +681,7 @@ class ElementwiseCase final : public OpCase {
       case Kind::Softcap: b.softcap(a_d_, kCap, out_d_, total); break;
       case Kind::ReluSqr: b.relu_sqr(a_d_, out_d_, total); break;
       case Kind::Clamp: b.clamp(a_d_, kClamp, out_d_, total); break;
+      case Kind::SigmoidMul: b.sigmoid_mul(b_d_, a_d_, out_d_, total); break;  // a * sigmoid(b)
     }
   }
   Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
@@ -692,7 +694,7 @@ class ElementwiseCase final : public OpCase {
     }
   }
   double flops() const override {
-    const bool heavy = kind_ == Kind::Swiglu || kind_ == Kind::Gelu || kind_ == Kind::Softcap;
+    const bool heavy = kind_ == Kind::Swiglu || kind_ == Kind::Gelu || kind_ == Kind::Softcap || kind_ == Kind::SigmoidMul;
     return static_cast<double>(T_) * n_ * (heavy ? 8 : 1);
   }
 
@@ -719,6 +721,7 @@ class ElementwiseCase final : public OpCase {
       case Kind::Softcap: cpu::softcap_ref(a_.data(), kCap, out.values.data(), total); break;
       case Kind::ReluSqr: cpu::relu_sqr_ref(a_.data(), out.values.data(), total); break;
       case Kind::Clamp: cpu::clamp_ref(a_.data(), kClamp, out.values.data(), total); break;
+      case Kind::SigmoidMul: cpu::sigmoid_mul_ref(b_.data(), a_.data(), out.values.data(), total); break;
     }
     return {out};
   }
@@ -743,6 +746,7 @@ class ElementwiseCase final : public OpCase {
       case Kind::Softcap: return "softcap";
       case Kind::ReluSqr: return "relu_sqr";
       case Kind::Clamp: return "clamp";
+      case Kind::SigmoidMul: return "sigmoid_mul";
     }
     return "?";
   }
@@ -806,6 +810,80 @@ class ShortConvCase final : public OpCase {
   std::vector<int32_t> prev_;
   float *rows_d_ = nullptr, *w_d_ = nullptr, *out_d_ = nullptr;
   int32_t* prev_d_ = nullptr;
+};
+
+// A gated DeltaNet layer's recurrence (Qwen3.5): T new tokens over a ring of state slots. Slots
+// 0 .. n_cached - 1 hold random earlier states (a conv tail of unit scale, matrices of the scale a
+// decayed state has); the new tokens form a random tree: token i continues the state of an
+// earlier new token, of a cached slot, or of nothing (-1, the sequence's start), and writes slot
+// n_cached + i. The output and the whole ring afterwards are compared.
+class DeltaNetCase final : public OpCase {
+ public:
+  DeltaNetCase(int64_t T, int n_cached, DeltaNetParams p, Bound bound)
+      : OpCase("delta_net", std::move(bound)), T_(T), n_cached_(n_cached), p_(p) {}
+  std::string shape() const override {
+    return fmt::format("T={} cached={} heads={}/{} dim={} conv={}", T_, n_cached_, p_.n_k_heads, p_.n_v_heads,
+                       p_.head_dim, p_.d_conv);
+  }
+  void run(Backend& b) override {
+    b.delta_net(qkv_d_, alpha_d_, beta_d_, conv_d_, dt_d_, a_d_, states_d_, slots_d_, T_, p_, out_d_);
+  }
+  Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}, {"states", a.get(states_d_)}}; }
+  double bytes() const override {
+    return 4.0 * static_cast<double>(T_) * (2.0 * p_.state_floats() + p_.conv_dim() + p_.value_dim());
+  }
+  double flops() const override { return 8.0 * static_cast<double>(T_) * p_.n_v_heads * p_.head_dim * p_.head_dim; }
+
+ protected:
+  void make_inputs() override {
+    const int64_t C = p_.conv_dim(), H = p_.n_v_heads, F = p_.state_floats();
+    qkv_ = normal_floats(static_cast<size_t>(T_ * C), seed());
+    alpha_ = normal_floats(static_cast<size_t>(T_ * H), seed() + 1);
+    beta_ = normal_floats(static_cast<size_t>(T_ * H), seed() + 2, 2.0f);
+    conv_ = normal_floats(static_cast<size_t>(C * p_.d_conv), seed() + 3, 0.6f);
+    dt_ = normal_floats(static_cast<size_t>(H), seed() + 4, 0.5f);
+    a_ = normal_floats(static_cast<size_t>(H), seed() + 5, 0.5f);
+    for (float& x : a_) x = -std::exp(x);
+    states_ = normal_floats(static_cast<size_t>((n_cached_ + T_) * F), seed() + 6, 0.3f);
+    std::mt19937_64 rng(seed() + 7);
+    slots_.resize(static_cast<size_t>(2 * T_));
+    for (int64_t i = 0; i < T_; ++i) {
+      const int64_t choices = i + n_cached_ + 1;  // an earlier new token, a cached slot or none
+      const int64_t r = static_cast<int64_t>(rng() % static_cast<uint64_t>(choices));
+      slots_[2 * i] = static_cast<int32_t>(r == 0 ? -1 : r - 1 < n_cached_ ? r - 1 : n_cached_ + (r - 1 - n_cached_));
+      slots_[2 * i + 1] = static_cast<int32_t>(n_cached_ + i);
+    }
+  }
+  Outputs compute_reference() override {
+    Output out{"out"}, st{"states"};
+    out.values.resize(static_cast<size_t>(T_ * p_.value_dim()));
+    st.values = states_;
+    cpu::delta_net_ref(qkv_.data(), alpha_.data(), beta_.data(), conv_.data(), dt_.data(), a_.data(), st.values.data(),
+                       slots_.data(), T_, p_, out.values.data());
+    return {out, st};
+  }
+  void do_prepare(Backend&, Arena& a) override {
+    qkv_d_ = a.input(qkv_, p_.conv_dim());
+    alpha_d_ = a.input(alpha_, p_.n_v_heads);
+    beta_d_ = a.input(beta_, p_.n_v_heads);
+    conv_d_ = a.input(conv_, p_.d_conv);
+    dt_d_ = a.input(dt_, p_.n_v_heads);
+    a_d_ = a.input(a_, p_.n_v_heads);
+    states_d_ = a.inout(states_, p_.head_dim);
+    slots_d_ = a.plain(slots_);
+    out_d_ = a.output(static_cast<size_t>(T_ * p_.value_dim()), p_.head_dim);
+  }
+  void free_inputs() override { qkv_ = {}, alpha_ = {}, beta_ = {}, conv_ = {}, dt_ = {}, a_ = {}, states_ = {}; }
+
+ private:
+  int64_t T_;
+  int n_cached_;
+  DeltaNetParams p_;
+  std::vector<float> qkv_, alpha_, beta_, conv_, dt_, a_, states_;
+  std::vector<int32_t> slots_;
+  float *qkv_d_ = nullptr, *alpha_d_ = nullptr, *beta_d_ = nullptr, *conv_d_ = nullptr, *dt_d_ = nullptr,
+        *a_d_ = nullptr, *states_d_ = nullptr, *out_d_ = nullptr;
+  int32_t* slots_d_ = nullptr;
 };
 
 // The argmax of each of `rows` rows of n (ids come back to the host), with a tie between two

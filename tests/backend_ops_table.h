@@ -36,7 +36,7 @@ inline const std::vector<DType>& all_dtypes() {
 inline const std::vector<std::string>& backend_op_names() {
   static const std::vector<std::string> names = {
       "matmul",   "matmul_multi", "get_rows", "rms_norm", "layer_norm", "rope",        "convert_rows",
-      "attention", "mla_attention", "short_conv", "swiglu", "gelu", "relu_sqr", "clamp", "add",        "add_bias",    "mul",
+      "attention", "mla_attention", "short_conv", "delta_net", "swiglu", "gelu", "relu_sqr", "clamp", "sigmoid_mul", "add",        "add_bias",    "mul",
       "scale",    "softcap",  "argmax_rows", "distributions", "sample", "draw",  "moe_ffn"};
   return names;
 }
@@ -303,6 +303,24 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
   for (auto [T, n_past, width, taps] : std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{
            {1, 0, 64, 3}, {3, 0, 17, 3}, {5, 7, 1024, 3}, {17, 2, 100, 4}, {3, 40, 4097, 2}, {9, 1, 256, 5}})
     add(new ShortConvCase(T, n_past, width, taps, conv));
+
+  // Qwen3.5's attention output gate: x * sigmoid(gate).
+  const Bound sig{0.0, 1e-12, "cpu: the reference's loop; cuda: expf within a few ulp"};
+  for (E s : {E{1, 7, false}, E{3, 17, false}, E{17, 100, true}, E{1, 4097, false}, E{3, 4097, true}})
+    add(new ElementwiseCase(EW::SigmoidMul, s.T, s.n, s.alias, sig));
+
+  // ---- Qwen3.5's gated DeltaNet: one token, chains and trees over cached states, one and several
+  // value heads per key head, Qwen3.5's head width 128, awkward widths and conv lengths.
+  const Bound dn{0.0, 1e-9,
+                 "cpu: the reference is the op; cuda: the same sums in the same order without FMA, expf/logf "
+                 "within a few ulp"};
+  for (auto [T, cached, hk, hv, dim, conv] : std::vector<std::tuple<int64_t, int, int, int, int, int>>{
+           {1, 0, 1, 1, 16, 4}, {1, 2, 2, 4, 32, 4}, {5, 3, 2, 2, 17, 3}, {9, 1, 4, 8, 128, 4}, {17, 4, 1, 3, 33, 2},
+           {40, 0, 2, 4, 64, 4}}) {
+    DeltaNetParams p;
+    p.n_k_heads = hk, p.n_v_heads = hv, p.head_dim = dim, p.d_conv = conv, p.eps = 1e-6f;
+    add(new DeltaNetCase(T, cached, p, dn));
+  }
 
   // ---- argmax: exact ids.
   const Bound ids{0.0, 0.0, "ids compared exactly"};

@@ -59,8 +59,9 @@ class ReferenceForward {
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4" ||
                arch_ == "hunyuan-dense" || arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "dots1" ||
                arch_ == "bailingmoe2" || arch_ == "hunyuan-moe" || arch_ == "exaone-moe" || arch_ == "lfm2" || arch_ == "lfm2moe" ||
+               arch_ == "qwen35" ||
                (arch_ == "glm4moe" && f_->find_tensor("blk.0.attn_q_norm.weight"));
-    if (arch_ == "qwen3vl" || arch_ == "qwen3vlmoe") {
+    if (arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "qwen35") {
       // Interleaved M-RoPE on text: pair i's section is s = i mod (sum of sections); it rotates by
       // the position when s = 0 mod 3 below 3 s0, 1 mod 3 below 3 s1 or 2 mod 3 below 3 s2, and
       // otherwise sits in the fourth section, whose text position is 0.
@@ -156,6 +157,15 @@ class ReferenceForward {
       for (int l = 0; l < c_.n_layer; ++l) conv_[l] = heads[l] == 0;
       taps_ = static_cast<int>(f_->get_int(a + "shortconv.l_cache"));
       if (arch_ == "lfm2") window_ = static_cast<int>(f_->get_int(a + "attention.sliding_window", 0));
+    }
+    // qwen35: gated DeltaNet layers by attention.recurrent_layers (one flag per layer), else all but
+    // every full_attention_interval-th (default 4); the others gated attention (attn_q [q_h | g_h]).
+    qwen35_ = arch_ == "qwen35";
+    recurrent_.assign(c_.n_layer, false);
+    if (qwen35_) {
+      const core::GGUFValue* flags = f_->find(a + "attention.recurrent_layers");
+      const int64_t interval = f_->get_int(a + "full_attention_interval", 4);
+      for (int l = 0; l < c_.n_layer; ++l) recurrent_[l] = flags ? flags->items[l].i != 0 : (l + 1) % interval != 0;
     }
     // smallthinker: with the window key > 0, windows of 4096 (llama.cpp's loader fixes it) on every
     // layer but each fourth from layer 0 (dense first), those layers without RoPE (unless the model
@@ -270,6 +280,11 @@ class ReferenceForward {
     for (int l = 0; l < c_.n_layer; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
       layer_in_ = x;  // the layer's input (smallthinker's router reads it)
+      if (recurrent_[l]) {
+        delta_net(x, p);
+        feed_forward(l, p);
+        continue;
+      }
       if (conv_[l]) {
         // lfm2's gated short convolution: [B | C | x] = in_proj norm(x_t), s_t = B * x, then
         // y_t = C * sum_k taps[c][k] s_{t - (L - 1) + k} (s before the first token: 0), x_t += out_proj y.
@@ -341,6 +356,8 @@ class ReferenceForward {
                               arch_ != "baichuan" && arch_ != "olmo" && !falcon_ && arch_ != "qwen" && arch_ != "xverse" &&
                               arch_ != "orion" && arch_ != "plamo" && arch_ != "chatglm" && arch_ != "exaone-moe" &&
                               arch_ != "lfm2" && arch_ != "lfm2moe";
+        if (qwen35_)  // the gated attention's output gate
+          for (size_t i = 0; i < att.size(); ++i) att[i] /= 1.0 + std::exp(-gate_[t][i]);
         auto o = linear(att, p + "attn_output", d, out_bias);
         if (gemma_ || post_only_ || arch_ == "glm4") o = norm(o, p + "post_attention_norm");
         for (double& e : o) e *= residual_mul_;
@@ -493,6 +510,19 @@ class ReferenceForward {
       q.assign(y.begin(), y.begin() + qd);
       k.assign(y.begin() + qd, y.begin() + qd + kvd);
       v.assign(y.begin() + qd + kvd, y.end());
+    } else if (qwen35_) {  // [q_h | g_h] per head
+      const auto qg = linear(h, p + "attn_q", 2 * qd);
+      const int hd = c_.head_dim;
+      q.assign(qd, 0.0);
+      if (gate_.size() <= static_cast<size_t>(t)) gate_.resize(t + 1);
+      gate_[t].assign(qd, 0.0);
+      for (int hh = 0; hh < c_.n_head; ++hh)
+        for (int i = 0; i < hd; ++i) {
+          q[hh * hd + i] = qg[2 * hh * hd + i];
+          gate_[t][hh * hd + i] = qg[2 * hh * hd + hd + i];
+        }
+      k = linear(h, p + "attn_k", kvd);
+      v = linear(h, p + "attn_v", kvd);
     } else {
       q = linear(h, p + "attn_q", qd);
       k = linear(h, p + "attn_k", kvd);
@@ -562,11 +592,81 @@ class ReferenceForward {
 
   // x += FFN(norm(x)) for layer prefix p: SwiGLU (phi3: gate and up as the two halves of one
   // ffn_up), GeGLU (tanh GELU) followed by gemma's post-norm, or GELU (tanh form) for gpt2.
+  // qwen35's gated DeltaNet layer over the whole sequence (Yang et al. 2025, "Gated Delta
+  // Networks"), from the keys: ssm.group_count query/key heads and ssm.time_step_rank value heads of
+  // ssm.state_size, a causal depthwise convolution of ssm.conv_kernel taps. Per token t:
+  //   [q | k | v] = silu(conv(attn_qkv h)), q and k L2-normalised per head (eps: the RMS epsilon)
+  //   per value head j (query/key head j mod group_count): S = exp(softplus(alpha_j + dt_j) a_j) S;
+  //   S += k (sigmoid(beta_j) (v_j - S^T k))^T; o_j = S^T q / sqrt(state_size)   (S: [key, value])
+  //   x += ssm_out(concat_j rmsnorm(o_j; ssm_norm) * silu(attn_gate h))
+  void delta_net(std::vector<std::vector<double>>& x, const std::string& p) const {
+    const std::string a = arch_ + ".";
+    const int T = static_cast<int>(x.size()), d = c_.n_embd;
+    const int K = static_cast<int>(f_->get_int(a + "ssm.conv_kernel")), S = static_cast<int>(f_->get_int(a + "ssm.state_size"));
+    const int Hk = static_cast<int>(f_->get_int(a + "ssm.group_count")), Hv = static_cast<int>(f_->get_int(a + "ssm.time_step_rank"));
+    const int C = 2 * Hk * S + Hv * S;
+    const auto conv = tensor(p + "ssm_conv1d.weight");  // ne {K, C}: channel c's taps at c K + k
+    const auto dt = tensor(p + "ssm_dt.bias"), A = tensor(p + "ssm_a"), nw = tensor(p + "ssm_norm.weight");
+    std::vector<std::vector<double>> in(T), z(T), al(T), be(T);
+    for (int t = 0; t < T; ++t) {
+      const auto h = norm(x[t], p + "attn_norm");
+      in[t] = linear(h, p + "attn_qkv", C, false);
+      z[t] = linear(h, p + "attn_gate", Hv * S, false);
+      al[t] = linear(h, p + "ssm_alpha", Hv, false);
+      be[t] = linear(h, p + "ssm_beta", Hv, false);
+    }
+    std::vector<double> state(static_cast<size_t>(Hv) * S * S, 0.0);  // [head][key i][value j]
+    for (int t = 0; t < T; ++t) {
+      std::vector<double> y(C, 0.0);
+      for (int c = 0; c < C; ++c) {
+        for (int k = 0; k < K; ++k) {
+          const int j = t - (K - 1) + k;
+          if (j >= 0) y[c] += conv[static_cast<size_t>(c) * K + k] * in[j][c];
+        }
+        y[c] /= 1.0 + std::exp(-y[c]);
+      }
+      for (int hh = 0; hh < 2 * Hk; ++hh) {  // q heads, then k heads
+        double ss = 0;
+        for (int i = 0; i < S; ++i) ss += y[hh * S + i] * y[hh * S + i];
+        for (int i = 0; i < S; ++i) y[hh * S + i] /= std::sqrt(ss + c_.norm_eps);
+      }
+      std::vector<double> o(static_cast<size_t>(Hv) * S);
+      for (int j = 0; j < Hv; ++j) {
+        const double* qh = &y[(j % Hk) * S];
+        const double* kh = &y[(Hk + j % Hk) * S];
+        const double* vh = &y[(2 * Hk + j) * S];
+        const double u = al[t][j] + dt[j], softplus = u > 20 ? u : std::log1p(std::exp(u));
+        const double decay = std::exp(softplus * A[j]), b = 1.0 / (1.0 + std::exp(-be[t][j]));
+        double* st = &state[static_cast<size_t>(j) * S * S];
+        for (int e = 0; e < S * S; ++e) st[e] *= decay;
+        for (int vj = 0; vj < S; ++vj) {
+          double sk = 0;
+          for (int i = 0; i < S; ++i) sk += st[i * S + vj] * kh[i];
+          const double delta = b * (vh[vj] - sk);
+          for (int i = 0; i < S; ++i) st[i * S + vj] += kh[i] * delta;
+        }
+        double ss = 0;
+        for (int vj = 0; vj < S; ++vj) {
+          double out = 0;
+          for (int i = 0; i < S; ++i) out += st[i * S + vj] * qh[i];
+          o[j * S + vj] = out / std::sqrt(static_cast<double>(S));
+          ss += o[j * S + vj] * o[j * S + vj] / S;
+        }
+        for (int vj = 0; vj < S; ++vj) {
+          const double zz = z[t][j * S + vj];
+          o[j * S + vj] *= nw[vj] / std::sqrt(ss + c_.norm_eps) * (zz / (1.0 + std::exp(-zz)));
+        }
+      }
+      const auto out = linear(o, p + "ssm_out", d, false);
+      for (int i = 0; i < d; ++i) x[t][i] += out[i];
+    }
+  }
+
   void dense_ffn(std::vector<double>& x, const std::string& p) const {
     // The FFN's width from its down projection's rows (qwen's is half of feed_forward_length).
     const int d = c_.n_embd, ff = static_cast<int>(f_->tensor(p + "ffn_down.weight").ne[0]);
     // phi2 and cohere: one norm; seed_oss and glm4moe name the FFN's post_attention_norm.
-    const bool post_named = arch_ == "seed_oss" || arch_ == "glm4moe";
+    const bool post_named = arch_ == "seed_oss" || arch_ == "glm4moe" || arch_ == "qwen35";
     const auto h = post_only_ ? x
                               : norm(x, p + (phi2_ || cohere_ || falcon_ || plamo_ ? "attn_norm"
                                              : post_named     ? "post_attention_norm"
@@ -613,6 +713,9 @@ class ReferenceForward {
   std::vector<double> slopes_;  // ALiBi's per head (empty: none)
   double clamp_ = 0;            // mpt's clamp_kqv
   std::vector<bool> conv_;      // lfm2: [n_layer] gated short-convolution layers
+  bool qwen35_ = false;
+  std::vector<bool> recurrent_;  // qwen35: [n_layer] gated DeltaNet layers
+  mutable std::vector<std::vector<double>> gate_;  // qwen35: each token's attention output gate
   bool smallthinker_ = false;
   std::vector<std::vector<double>> layer_in_;  // [T][n_embd] the current layer's input
   int taps_ = 0;                // lfm2: shortconv.l_cache

@@ -36,6 +36,8 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
   const bool tree = !options_.tree.empty();
   const int depth_max = tree ? options_.tree.max_depth(options_.draft_max) : options_.draft_max;
   const int nodes_max = tree ? options_.tree.max_nodes() : options_.draft_max;
+  // A recurrent target (qwen35) keeps the states a verify step may roll back to.
+  kv_.reserve_rollback(nodes_max + 1);
   while (!out.stopped_at_eog && static_cast<int>(out.tokens.size()) < options_.max_tokens) {
     // Invariant: kv_ holds history_ but its last token, which this step feeds.
     const int c = static_cast<int>(history_.size());

@@ -97,9 +97,12 @@ size_t kv_bytes_per_token(const core::ModelConfig& c, DType type) {
   if (c.is_mla()) return type == DType::F32 ? static_cast<size_t>(c.kv_bytes_per_token()) : 0;
   const int64_t block = dtype_info(type).block_size;
   if (c.head_dim % block != 0) return 0;
-  size_t total = 0;  // lfm2's convolution layers keep n_embd F32 per token whatever the type
+  size_t total = 0;  // lfm2's convolution layers keep n_embd F32 per token whatever the type; qwen35's
+                     // DeltaNet layers a fixed-size state, no rows
   for (int l = 0; l < c.n_layer; ++l)
-    total += c.is_conv_layer(l) ? static_cast<size_t>(c.n_embd) * 4 : 2 * dtype_row_bytes(type, c.kv_dim());
+    total += c.is_conv_layer(l)        ? static_cast<size_t>(c.n_embd) * 4
+             : c.is_recurrent_layer(l) ? 0
+                                       : 2 * dtype_row_bytes(type, c.kv_dim());
   return total;
 }
 
@@ -113,6 +116,12 @@ std::string kv_line(const core::ModelConfig& c) {
     return fmt::format("{:.1f} KiB per token (F32; {} attention layers x keys and values of {}, {} convolution "
                        "layers x a state row of {})",
                        kib, c.n_layer - conv, c.kv_dim(), conv, c.n_embd);
+  }
+  if (const int rec = c.n_recurrent_layers(); rec > 0) {
+    return fmt::format("{:.1f} KiB per token (F32; {} attention layers x keys and values of {}), and {} DeltaNet "
+                       "layers x a state of {:.1f} KiB for each of the last tokens a rollback may return to (2 by "
+                       "default; a speculative step's tokens + 1)",
+                       kib, c.n_layer - rec, c.kv_dim(), rec, c.recurrent_state_floats() * 4 / 1024.0);
   }
   if (!c.is_mla())
     return fmt::format("{:.1f} KiB per token (F32; {} layers x keys and values of {})", kib, c.n_layer, c.kv_dim());
@@ -195,6 +204,17 @@ void add_info_command(CLI::App& app) {
       j["clamp_kqv"] = c.clamp_kqv;
       j["ffn_gate_up_fused"] = c.ffn_gate_up_fused;
       j["rope_long_short_factors"] = c.rope_long_short_factors;
+      if (c.n_recurrent_layers() > 0) {
+        std::vector<int> rec;
+        for (int l = 0; l < c.n_layer; ++l)
+          if (c.is_recurrent_layer(l)) rec.push_back(l);
+        j["gated_deltanet"] = {{"layers", rec},
+                               {"conv_kernel", c.ssm_d_conv},
+                               {"key_heads", c.ssm_n_group},
+                               {"value_heads", c.ssm_dt_rank},
+                               {"head_dim", c.ssm_d_state},
+                               {"state_bytes_per_layer", c.recurrent_state_floats() * 4}};
+      }
       if (c.has_conv_layers()) {
         std::vector<int> conv;
         for (int l = 0; l < c.n_layer; ++l)
@@ -274,7 +294,14 @@ void add_info_command(CLI::App& app) {
       std::printf("short conv:    %d of %d layers (%s) are gated short convolutions of %d taps; the others attend\n",
                   conv, c.n_layer, layer_ranges(c.conv_layers).c_str(), c.shortconv_l_cache);
     }
-    if (c.is_mla() || c.has_conv_layers()) std::printf("kv cache:      %s\n", kv_line(c).c_str());
+    if (const int rec = c.n_recurrent_layers(); rec > 0) {
+      std::printf("deltanet:      %d of %d layers (%s): conv of %d taps, %d query/key heads and %d value heads of "
+                  "%d; the others are gated attention\n",
+                  rec, c.n_layer, layer_ranges(c.recurrent_layers).c_str(), c.ssm_d_conv, c.ssm_n_group,
+                  c.ssm_dt_rank, c.ssm_d_state);
+    }
+    if (c.is_mla() || c.has_conv_layers() || c.n_recurrent_layers() > 0)
+      std::printf("kv cache:      %s\n", kv_line(c).c_str());
     if (c.n_swa > 0) {
       int n_local = 0;
       for (int l = 0; l < c.n_layer; ++l) n_local += c.is_swa(l);
@@ -332,11 +359,15 @@ void add_info_command(CLI::App& app) {
         types += fmt::format("{}{} {}", types.empty() ? "" : ", ", core::kv_cache_type_name(t),
                              kv ? fmt::format("{} B", kv) : std::string("n/a (head dim not a multiple of 32)"));
       }
-      const int attn = c.n_layer - c.n_conv_layers();
+      const int attn = c.n_layer - c.n_conv_layers() - c.n_recurrent_layers();
+      const std::string others =
+          c.n_conv_layers() > 0   ? fmt::format("; convolution states in F32, {} layers x {}", c.n_conv_layers(), c.n_embd)
+          : c.n_recurrent_layers() > 0 ? fmt::format("; DeltaNet states in F32, {} layers x {} B each, for the last "
+                                                     "tokens a rollback may return to",
+                                                     c.n_recurrent_layers(), c.recurrent_state_floats() * 4)
+                                       : std::string();
       std::printf("kv cache:      %s per token (keys + values, %d layers x %d%s)\n", types.c_str(), attn, c.kv_dim(),
-                  attn < c.n_layer ? fmt::format("; convolution states in F32, {} layers x {}", c.n_layer - attn,
-                                                 c.n_embd).c_str()
-                                   : "");
+                  others.c_str());
     }
     std::printf("tensor types:\n");
     for (const auto& [type, e] : by_type)

@@ -28,6 +28,7 @@ namespace specmoe::kernels::cpu {
 
 // RoPE, attention and KV-cache parameters: kernels/op_params.h (shared with the CUDA ops).
 using kernels::AttentionParams;
+using kernels::DeltaNetParams;
 using kernels::KVView;
 using kernels::MlaAttentionParams;
 using kernels::MlaKVView;
@@ -262,6 +263,26 @@ void short_conv_ref(const float* rows, const int32_t* prev, int64_t T, int64_t r
                     const float* taps, float* out);
 void short_conv(ThreadPool& pool, const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width,
                 int n_taps, const float* taps, float* out);
+
+// A gated DeltaNet layer over T new tokens (kernels/op_params.h DeltaNetParams is the
+// definition): qkv [T, conv_dim], alpha and beta [T, n_v_heads] the token's projections; conv_w
+// [conv_dim, d_conv] (ggml's ssm_conv1d, tap 0 the oldest), dt_bias and a [n_v_heads]. states
+// holds state slots of p.state_floats() floats; slots [T, 2] gives each token the slot of its
+// parent's state (-1: the sequence's start, a zero state) and the slot its own state goes to (a
+// token's parent is an earlier token of the batch or a cached one; every slot a token reads is
+// distinct from every slot written before it, which the caller's ring of slots guarantees). out
+// [T, n_v_heads * head_dim]. Tokens run in order; the work of a query/key head and its value heads
+// is one task (they share the convolution's channels), tasks on the pool's threads. The products
+// of a dot are added in index order, as ggml's reference loop.
+void delta_net_ref(const float* qkv, const float* alpha, const float* beta, const float* conv_w, const float* dt_bias,
+                   const float* a, float* states, const int32_t* slots, int64_t T, const DeltaNetParams& p, float* out);
+void delta_net(ThreadPool& pool, const float* qkv, const float* alpha, const float* beta, const float* conv_w,
+               const float* dt_bias, const float* a, float* states, const int32_t* slots, int64_t T,
+               const DeltaNetParams& p, float* out);
+// y[i] = x[i] * sigmoid(gate[i]) = x[i] / (1 + exp(-gate[i])) (Qwen3-Next's and Qwen3.5's gated
+// attention output); y may alias x or gate.
+void sigmoid_mul_ref(const float* gate, const float* x, float* y, int64_t n);
+void sigmoid_mul(ThreadPool& pool, const float* gate, const float* x, float* y, int64_t n);
 
 // Small helpers the forward uses (one implementation each: the reference is the op).
 // y[t, i] += b[i] for each of T rows of n.

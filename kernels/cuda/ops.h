@@ -22,6 +22,7 @@ namespace specmoe::kernels::cuda {
 
 // RoPE, attention and KV-cache parameters: kernels/op_params.h (shared with the CPU ops).
 using kernels::AttentionParams;
+using kernels::DeltaNetParams;
 using kernels::KVView;
 using kernels::MlaAttentionParams;
 using kernels::MlaKVView;
@@ -141,6 +142,12 @@ void clamp(Context& ctx, const float* x, float limit, float* y, int64_t n);
 // short_conv: the same sums in the same order); out must not alias rows.
 void short_conv(Context& ctx, const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width,
                 int n_taps, const float* taps, float* out);
+// A gated DeltaNet layer over T tokens (kernels/cpu/ops.h delta_net; states and slots as there).
+void delta_net(Context& ctx, const float* qkv, const float* alpha, const float* beta, const float* conv_w,
+               const float* dt_bias, const float* a, float* states, const int32_t* slots, int64_t T,
+               const DeltaNetParams& p, float* out);
+// y = x * sigmoid(gate) elementwise (y may alias x or gate).
+void sigmoid_mul(Context& ctx, const float* gate, const float* x, float* y, int64_t n);
 // y = a + b (y may alias a or b).
 void add(Context& ctx, const float* a, const float* b, float* y, int64_t n);
 // y = a * b elementwise (y may alias a or b).

@@ -212,6 +212,7 @@ SynthSpec shrink(SynthSpec s) {
   if (s.rope_orig_ctx > 0) s.rope_orig_ctx = 8;
   if (s.llama3_orig_ctx > 0) s.llama3_orig_ctx = 8;
   if (!s.conv_layers.empty()) s.conv_layers = {1, 0};  // lfm2: a short convolution, then attention
+  if (!s.recurrent_layers.empty()) s.recurrent_layers = {1, 0};  // qwen35: a DeltaNet, then attention
   if (s.n_swa > 0) {
     s.n_swa = 2;
     s.swa_pattern = 2;  // layer 0 local, layer 1 global

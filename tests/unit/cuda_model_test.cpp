@@ -418,7 +418,8 @@ TEST(CudaModel, SynthDenseArchitecturesOfWave2MatchTheCpu) {
   // (stablelm), biases and the ungated MLP (starcoder2), gemma's scaled embedding and GeGLU, the
   // parallel residuals of gptneox and phi2, OLMo 3's windows with unscaled local RoPE, EXAONE 4.0
   // 32B's and cohere2's windows and NoPE global layers, command-r's bias-free LayerNorm, lfm2's
-  // short convolutions beside windowed attention.
+  // short convolutions beside windowed attention, qwen35's gated DeltaNet (its recurrent state in the
+  // cache's ring) beside gated attention.
   for (const char* preset : {"granite-tiny", "granitemoe-tiny", "olmo2-tiny", "smollm3-tiny", "stablelm-tiny",
                              "gemma-tiny", "starcoder2-tiny", "gptneox-tiny", "phi2-tiny", "ernie4_5-tiny",
                              "exaone-tiny", "exaone4-tiny", "olmo3-tiny", "exaone4-32b-tiny", "command-r-tiny",
@@ -427,7 +428,7 @@ TEST(CudaModel, SynthDenseArchitecturesOfWave2MatchTheCpu) {
                              "nemotron-tiny", "starcoder-tiny", "bloom-tiny", "mpt-tiny", "refact-tiny", "jais-tiny",
                              "falcon-tiny", "falcon40b-tiny", "olmo-tiny", "baichuan-tiny", "baichuan13b-tiny",
                              "qwen-tiny", "xverse-tiny", "orion-tiny", "codeshell-tiny", "plamo-tiny", "chatglm-tiny",
-                             "mistral3-tiny", "lfm2-tiny", "lfm2-swa-tiny"})
+                             "mistral3-tiny", "lfm2-tiny", "lfm2-swa-tiny", "qwen35-tiny", "qwen35-mix-tiny"})
     compare_with_cpu(synth_spec(preset), fmt::format("cuda_{}.gguf", preset), kRelF32);
 }
 
