@@ -198,7 +198,8 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
   w.gate_exps = b.stacked(p + "ffn_gate_exps.weight", d, ff, E);
   w.up_exps = b.stacked(p + "ffn_up_exps.weight", d, ff, E);
   w.down_exps = b.stacked(p + "ffn_down_exps.weight", ff, d, E);
-  if (c.arch != Arch::Qwen2Moe && c.n_ff_shared_expert > 0) {
+  const bool gated_shared = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen35Moe;  // sigmoid(w . x) times it
+  if (!gated_shared && c.n_ff_shared_expert > 0) {
     // The ungated shared experts (weight 1): deepseek's, deepseek2's, dots1's, glm4moe's and
     // bailingmoe2's expert_shared_count experts as one SwiGLU, Granite MoE Shared's and
     // ernie4_5-moe's one.
@@ -207,7 +208,7 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
     w.up_shexp = b.matrix(p + "ffn_up_shexp.weight", d, sh);
     w.down_shexp = b.matrix(p + "ffn_down_shexp.weight", sh, d);
   }
-  if (c.arch == Arch::Qwen2Moe) {
+  if (gated_shared) {
     const int64_t sh = c.n_ff_shared_expert;
     w.gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", d, sh);
     w.up_shexp = b.matrix(p + "ffn_up_shexp.weight", d, sh);
@@ -229,7 +230,7 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
   const bool binds_bias = c.arch == Arch::Deepseek2 || c.arch == Arch::Dots1 || c.arch == Arch::Ernie45Moe ||
                           c.arch == Arch::BailingMoe2 || c.arch == Arch::Glm4Moe || c.arch == Arch::ExaoneMoe;
   const bool no_bias = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
-                       c.arch == Arch::GptOss || c.arch == Arch::SmallThinker;
+                       c.arch == Arch::GptOss || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe;
   if (c.arch == Arch::SmallThinker) w.act = moe::MoEActivation::ReGLU;  // relu(gate x) * up x
   if (c.arch == Arch::GptOss) {
     // gpt-oss: biases of the router logits and of every expert's gate, up and down rows (2-D

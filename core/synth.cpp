@@ -62,14 +62,14 @@ void check_spec(const SynthSpec& s) {
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
-                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35"}))
+                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -93,10 +93,10 @@ void check_spec(const SynthSpec& s) {
                 "synth: short-convolution layers are lfm2's and lfm2moe's, one flag per layer ({} for {} layers), of 2 taps or more "
                 "({})", s.conv_layers.size(), s.n_layer, s.shortconv_l_cache);
   if ((!s.recurrent_layers.empty() || s.full_attention_interval > 0) &&
-      (s.arch != "qwen35" || (!s.recurrent_layers.empty() && s.recurrent_layers.size() != static_cast<size_t>(s.n_layer))))
+      (!is_arch(s, {"qwen35", "qwen35moe"}) || (!s.recurrent_layers.empty() && s.recurrent_layers.size() != static_cast<size_t>(s.n_layer))))
     throw_error(ErrorKind::InvalidArgument, "synth: gated DeltaNet layers are qwen35's, one flag per layer ({} for {} layers)",
                 s.recurrent_layers.size(), s.n_layer);
-  if (s.arch == "qwen35" && (s.ssm_d_conv < 2 || s.ssm_d_state < 1 || s.ssm_n_group < 1 || s.ssm_dt_rank % s.ssm_n_group != 0))
+  if (is_arch(s, {"qwen35", "qwen35moe"}) && (s.ssm_d_conv < 2 || s.ssm_d_state < 1 || s.ssm_n_group < 1 || s.ssm_dt_rank % s.ssm_n_group != 0))
     throw_error(ErrorKind::InvalidArgument, "synth: qwen35's conv kernel {}, state {}, {} key heads and {} value heads",
                 s.ssm_d_conv, s.ssm_d_state, s.ssm_n_group, s.ssm_dt_rank);
   if (s.arch == "cohere2" && s.n_swa <= 0)
@@ -124,7 +124,7 @@ void check_spec(const SynthSpec& s) {
                 "dense lead layers and shared expert counts the DeepSeek-style MoE architectures', not {}'s", s.arch);
   if (s.moe_layer_step != 1 && s.arch != "ernie4_5-moe")
     throw_error(ErrorKind::InvalidArgument, "synth: an MoE layer step is ernie4_5-moe's, not {}'s", s.arch);
-  const bool experts_ok = s.arch == "qwen2moe"                    ? s.n_expert > 0 && s.n_ff_shared > 0
+  const bool experts_ok = is_arch(s, {"qwen2moe", "qwen35moe"})  ? s.n_expert > 0 && s.n_ff_shared > 0
                           : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe", "gpt-oss", "minimax-m2", "dbrx", "phimoe",
                                         "smallthinker"})
                               ? s.n_expert > 0 && s.n_ff_shared == 0
@@ -186,8 +186,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool gpt2 = a == "gpt2" || a == "starcoder", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
   const bool qk_norm =
       is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe", "dots1", "bailingmoe2",
-                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe", "qwen35"});
-  const bool qwen35 = a == "qwen35";
+                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe"});
+  const bool qwen35 = a == "qwen35" || a == "qwen35moe";
   const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
   const bool ds_moe =
@@ -235,7 +235,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   w.set_u32(a + ".context_length", s.n_ctx);
   w.set_u32(a + ".embedding_length", s.n_embd);
   w.set_u32(a + ".block_count", n_write);
-  const bool moe = s.n_expert > 0, qwen2moe = a == "qwen2moe";
+  // qwen35moe: qwen2moe's shared expert under its sigmoid gate
+  const bool moe = s.n_expert > 0, qwen2moe = a == "qwen2moe" || a == "qwen35moe";
   const bool expert_width_key =
       qwen2moe || a == "qwen3moe" || a == "qwen3vlmoe" || ds_moe || a == "gpt-oss" || a == "smallthinker";
   // llama (Mixtral), olmoe: feed_forward_length is the expert width. qwen2moe, qwen3moe: expert
@@ -538,9 +539,13 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       w.add_tensor_f32(p + "ssm_a", DType::F32, {s.ssm_dt_rank}, a_log);
       vec(p + "ssm_norm.weight", s.ssm_d_state, 1.0f, 0.5f);
       matrix(p + "ssm_out.weight", value_dim, s.n_embd, rs);
-      matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
-      matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
-      matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
+      if (moe_layer) {  // qwen35moe
+        write_experts(p, rs);
+      } else {
+        matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
+        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
+        matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
+      }
       continue;
     }
     if (gpt2 || neox || bloom || mpt || jais) {

@@ -639,6 +639,20 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "qwen35moe-tiny") {
+    // qwen35moe (Qwen3.5-MoE) in llama.cpp's layout: qwen35-tiny's layers with 8 experts of width
+    // 32 top-2 in every one (softmax, renormalised) and a shared expert of 64 under its sigmoid gate.
+    s.arch = "qwen35moe";
+    s.head_dim = 32;
+    s.rope_dims = 16;
+    s.rope_freq_base = 100.0f;
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.n_ff_shared = 64;
+    s.name = preset;
+    return s;
+  }
   if (preset == "smallthinker-tiny" || preset == "smallthinker-swa-tiny") {
     // smallthinker (SmallThinker) in llama.cpp's layout, F32, 4 layers, dim 64: llama's attention with
     // split-halves RoPE, 8 experts of width 32 top-2 in every layer, the router reading the layer's
@@ -922,6 +936,8 @@ std::vector<std::string> synth_presets() {
       "qwen35-tiny: qwen35 (Qwen3.5), F32, 4 layers, dim 64, 3 gated DeltaNet layers (2 key heads, 4 value heads of "
       "16, conv of 4), 1 gated attention layer (QK-norm, M-RoPE on 16 of 32)",
       "qwen35-mix-tiny: qwen35-tiny with 6 layers by attention.recurrent_layers (attention on 1 and 4), 2 value heads",
+      "qwen35moe-tiny: qwen35moe (Qwen3.5-MoE), qwen35-tiny's layers with 8 experts top-2 of width 32 and a gated "
+      "shared expert of 64",
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
       "squared-ReLU MLP with biases",

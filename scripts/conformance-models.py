@@ -5,7 +5,7 @@ ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistr
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
 bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
-its sliding-window form and without) and qwen35 (by its default interval and by attention.recurrent_layers) in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers) and qwen35moe in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -1272,7 +1272,7 @@ def lfm2(path, dtype, moe=False):
     m.write()
 
 
-def qwen35(path, dtype, mix=False):
+def qwen35(path, dtype, mix=False, moe=False):
     # llama_model_qwen35 (Qwen3.5's dense form, shrunk): layers of 256 that are either a gated
     # DeltaNet (src/models/qwen35.cpp build_layer_attn_linear) or a gated attention layer, each under
     # attn_norm, then a SwiGLU of 512 under post_attention_norm (the FFN's pre-norm). DeltaNet:
@@ -1288,6 +1288,11 @@ def qwen35(path, dtype, mix=False):
     # sigmoid(gate). The plain form: 4 layers, llama.cpp's default full_attention_interval 4 (no key:
     # layer 3 is attention), 4 value heads, a tied head. mix: 5 layers given by
     # attention.recurrent_layers (BOOLs: attention on 1 and 4), 2 value heads, an untied head.
+    # moe (llama_model_qwen35moe, Qwen3.5-35B-A3B's form): the plain form's layers with, in place of
+    # the SwiGLU, 16 experts of expert_feed_forward_length 256 top-4 under a softmax renormalised
+    # (fixed by its graph, unscaled) and a shared expert of expert_shared_feed_forward_length 512
+    # times sigmoid(ffn_gate_inp_shexp . h) (a 1-D tensor of n_embd); an untied head.
+    E, k, exp_ff, sh_ff = 16, 4, 256, 512
     d, H, Hkv, hd, ff = 256, 4, 2, 64, 512
     S, n_k, d_conv = 64, 2, 4
     n_v = 2 if mix else 4
@@ -1295,14 +1300,20 @@ def qwen35(path, dtype, mix=False):
     L = len(recurrent)
     key_dim, value_dim = n_k * S, n_v * S
     conv_dim = 2 * key_dim + value_dim
-    m = Model(path, "qwen35", 64 if mix else 63, dtype)
-    m.common(d, L, H, Hkv, eps=1e-6, embd_scale=None if mix else 1.0)  # the tied head: unit-norm rows
-    m.u32("feed_forward_length", ff)
+    arch = "qwen35moe" if moe else "qwen35"
+    m = Model(path, arch, 65 if moe else 64 if mix else 63, dtype)
+    tied = not mix and not moe
+    m.common(d, L, H, Hkv, eps=1e-6, embd_scale=1.0 if tied else None)  # the tied head: unit-norm rows
+    if moe:
+        m.moe(ff, E, k, exp_ff)
+        m.u32("expert_shared_feed_forward_length", sh_ff)
+    else:
+        m.u32("feed_forward_length", ff)
     m.u32("attention.key_length", hd)
     m.u32("attention.value_length", hd)
     m.u32("rope.dimension_count", 32)
     m.f32("rope.freq_base", 10000000.0)
-    m.w.add_array("qwen35.rope.dimension_sections", [6, 5, 5, 0])
+    m.w.add_array(f"{arch}.rope.dimension_sections", [6, 5, 5, 0])
     m.u32("ssm.conv_kernel", d_conv)
     m.u32("ssm.state_size", S)
     m.u32("ssm.group_count", n_k)
@@ -1310,6 +1321,7 @@ def qwen35(path, dtype, mix=False):
     m.u32("ssm.inner_size", value_dim)
     if mix:
         m.w.add_array("qwen35.attention.recurrent_layers", recurrent)
+    if not tied:
         m.head(d)
     for l in range(L):
         p = f"blk.{l}."
@@ -1332,7 +1344,14 @@ def qwen35(path, dtype, mix=False):
             m.norm(p + "attn_q_norm.weight", hd)
             m.norm(p + "attn_k_norm.weight", hd)
         m.norm(p + "post_attention_norm.weight", d)
-        swiglu(m, p, d, ff)
+        if moe:
+            m.experts(p, d, exp_ff, E)
+            m.matrix(p + "ffn_gate_inp_shexp.weight", [d], scale=2.0, dtype=np.float32)
+            m.matrix(p + "ffn_gate_shexp.weight", [d, sh_ff])
+            m.matrix(p + "ffn_up_shexp.weight", [d, sh_ff])
+            m.matrix(p + "ffn_down_shexp.weight", [sh_ff, d], scale=0.7)
+        else:
+            swiglu(m, p, d, ff)
     m.write()
 
 
@@ -1452,6 +1471,7 @@ WRITERS = {
     "smallthinker-swa": lambda p, t: smallthinker(p, t, swa=True),
     "qwen35": qwen35,
     "qwen35-mix": lambda p, t: qwen35(p, t, mix=True),
+    "qwen35moe": lambda p, t: qwen35(p, t, moe=True),
 }
 
 if __name__ == "__main__":

@@ -59,9 +59,9 @@ class ReferenceForward {
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4" ||
                arch_ == "hunyuan-dense" || arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "dots1" ||
                arch_ == "bailingmoe2" || arch_ == "hunyuan-moe" || arch_ == "exaone-moe" || arch_ == "lfm2" || arch_ == "lfm2moe" ||
-               arch_ == "qwen35" ||
+               arch_ == "qwen35" || arch_ == "qwen35moe" ||
                (arch_ == "glm4moe" && f_->find_tensor("blk.0.attn_q_norm.weight"));
-    if (arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "qwen35") {
+    if (arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "qwen35" || arch_ == "qwen35moe") {
       // Interleaved M-RoPE on text: pair i's section is s = i mod (sum of sections); it rotates by
       // the position when s = 0 mod 3 below 3 s0, 1 mod 3 below 3 s1 or 2 mod 3 below 3 s2, and
       // otherwise sits in the fourth section, whose text position is 0.
@@ -160,7 +160,7 @@ class ReferenceForward {
     }
     // qwen35: gated DeltaNet layers by attention.recurrent_layers (one flag per layer), else all but
     // every full_attention_interval-th (default 4); the others gated attention (attn_q [q_h | g_h]).
-    qwen35_ = arch_ == "qwen35";
+    qwen35_ = arch_ == "qwen35" || arch_ == "qwen35moe";
     recurrent_.assign(c_.n_layer, false);
     if (qwen35_) {
       const core::GGUFValue* flags = f_->find(a + "attention.recurrent_layers");
@@ -666,7 +666,7 @@ class ReferenceForward {
     // The FFN's width from its down projection's rows (qwen's is half of feed_forward_length).
     const int d = c_.n_embd, ff = static_cast<int>(f_->tensor(p + "ffn_down.weight").ne[0]);
     // phi2 and cohere: one norm; seed_oss and glm4moe name the FFN's post_attention_norm.
-    const bool post_named = arch_ == "seed_oss" || arch_ == "glm4moe" || arch_ == "qwen35";
+    const bool post_named = arch_ == "seed_oss" || arch_ == "glm4moe" || qwen35_;
     const auto h = post_only_ ? x
                               : norm(x, p + (phi2_ || cohere_ || falcon_ || plamo_ ? "attn_norm"
                                              : post_named     ? "post_attention_norm"
