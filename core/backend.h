@@ -29,6 +29,7 @@ namespace specmoe::core {
 
 using kernels::AttentionParams;
 using kernels::DeltaNetParams;
+using kernels::Mamba2Params;
 using kernels::KVView;
 using kernels::MatrixView;
 using kernels::MlaAttentionParams;
@@ -173,6 +174,11 @@ class Backend : public Memory {
   virtual void delta_net(const float* qkv, const float* alpha, const float* beta, const float* conv_w,
                          const float* dt_bias, const float* a, float* states, const int32_t* slots, int64_t T,
                          const DeltaNetParams& p, float* out) = 0;
+  // A Mamba-2 mixer (granitehybrid; kernels/cpu/ops.h mamba2): states and slots as delta_net's, xbc
+  // [T, conv_dim] scratch in this memory; out [T, d_inner] the gated, normed y.
+  virtual void mamba2(const float* zxbcdt, const float* conv_w, const float* conv_b, const float* dt_bias,
+                      const float* a, const float* d, const float* norm_w, float* states, const int32_t* slots,
+                      int64_t T, const Mamba2Params& p, float* xbc, float* out) = 0;
   // y = x * sigmoid(gate) elementwise (Qwen3.5's gated attention output); y may alias x or gate.
   virtual void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n) = 0;
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;

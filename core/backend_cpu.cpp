@@ -127,6 +127,11 @@ class CpuBackend final : public Backend {
   void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n) override {
     cpu::sigmoid_mul(pool_, gate, x, y, n);
   }
+  void mamba2(const float* zxbcdt, const float* conv_w, const float* conv_b, const float* dt_bias, const float* a,
+              const float* d, const float* norm_w, float* states, const int32_t* slots, int64_t T,
+              const Mamba2Params& p, float* xbc, float* out) override {
+    cpu::mamba2(pool_, zxbcdt, conv_w, conv_b, dt_bias, a, d, norm_w, states, slots, T, p, xbc, out);
+  }
   void mul(const float* a, const float* b, float* y, int64_t n) override { cpu::mul(a, b, y, n); }
   void scale(const float* x, float s, float* y, int64_t n) override { cpu::scale(x, s, y, n); }
   void softcap(const float* x, float cap, float* y, int64_t n) override { cpu::softcap(pool_, x, cap, y, n); }

@@ -140,6 +140,12 @@ void ProfilingBackend::delta_net(const float* qkv, const float* alpha, const flo
                                  const DeltaNetParams& p, float* out) {
   timed("delta_net", 0, 0, [&] { inner_->delta_net(qkv, alpha, beta, conv_w, dt_bias, a, states, slots, T, p, out); });
 }
+void ProfilingBackend::mamba2(const float* zxbcdt, const float* conv_w, const float* conv_b, const float* dt_bias,
+                              const float* a, const float* d, const float* norm_w, float* states, const int32_t* slots,
+                              int64_t T, const Mamba2Params& p, float* xbc, float* out) {
+  timed("mamba2", 0, 0,
+        [&] { inner_->mamba2(zxbcdt, conv_w, conv_b, dt_bias, a, d, norm_w, states, slots, T, p, xbc, out); });
+}
 void ProfilingBackend::sigmoid_mul(const float* gate, const float* x, float* y, int64_t n) {
   timed("sigmoid_mul", 0, 0, [&] { inner_->sigmoid_mul(gate, x, y, n); });
 }

@@ -78,6 +78,9 @@ class ProfilingBackend final : public Backend {
                  const float* a, float* states, const int32_t* slots, int64_t T, const DeltaNetParams& p,
                  float* out) override;
   void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n) override;
+  void mamba2(const float* zxbcdt, const float* conv_w, const float* conv_b, const float* dt_bias, const float* a,
+              const float* d, const float* norm_w, float* states, const int32_t* slots, int64_t T,
+              const Mamba2Params& p, float* xbc, float* out) override;
   void mul(const float* a, const float* b, float* y, int64_t n) override;
   void scale(const float* x, float s, float* y, int64_t n) override;
   void softcap(const float* x, float cap, float* y, int64_t n) override;

@@ -193,6 +193,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"lfm2moe", Arch::Lfm2Moe, RopeStyle::SplitHalves},
       {"smallthinker", Arch::SmallThinker, RopeStyle::SplitHalves},
       {"qwen35", Arch::Qwen35, RopeStyle::SplitHalves},      {"qwen35moe", Arch::Qwen35Moe, RopeStyle::SplitHalves},
+      {"granitehybrid", Arch::GraniteHybrid, RopeStyle::Adjacent},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -204,7 +205,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -261,6 +262,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   c.n_head = r.get("attention.head_count", std::nullopt);
   if (c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe)
     detail::read_lfm2_layers(r, c);  // head_count_kv per layer, 0 for the convolution layers
+  else if (c.arch == Arch::GraniteHybrid)
+    detail::read_granite_hybrid(r, c);  // head_count_kv per layer, 0 for the Mamba-2 layers
   else
     c.n_head_kv = r.get("attention.head_count_kv", c.n_head);
   if (c.n_head <= 0) throw_error(ErrorKind::Format, "{}: {} is {}", file.path(), r.key("attention.head_count"), c.n_head);
@@ -335,7 +338,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     if (!file.has(k)) throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), k);
     c.parallel_residual = file.get_bool(k, false);
   }
-  if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::MiniCpm) detail::read_granite(r, c);
+  if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::MiniCpm || c.arch == Arch::GraniteHybrid)
+    detail::read_granite(r, c);
   if (c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4) detail::read_olmo3_exaone4_windows(r, c);
   if (cohere) detail::read_cohere(r, c);
   if (c.arch == Arch::GptOss) detail::read_gpt_oss(r, c);
@@ -480,10 +484,16 @@ void ModelConfig::validate() const {
       check_range("ssm_d_state", ssm_d_state, 1, 1024);
       check_range("ssm_n_group", ssm_n_group, 1, 1024);
       check_range("ssm_dt_rank", ssm_dt_rank, 1, 1024);
+      check_range("ssm_d_inner", ssm_d_inner, 1, 1 << 20);
       if (ssm_dt_rank % ssm_n_group != 0)
-        throw_error(ErrorKind::Format, "model config: {} value heads (ssm.time_step_rank) are not a multiple of {} key "
-                    "heads (ssm.group_count)", ssm_dt_rank, ssm_n_group);
-      if (static_cast<int64_t>(ssm_d_inner) != static_cast<int64_t>(ssm_dt_rank) * ssm_d_state)
+        throw_error(ErrorKind::Format, "model config: {} {}heads (ssm.time_step_rank) are not a multiple of {} {} "
+                    "(ssm.group_count)", ssm_dt_rank, recurrent_mixer == RecurrentMixer::Mamba2 ? "" : "value ",
+                    ssm_n_group, recurrent_mixer == RecurrentMixer::Mamba2 ? "groups" : "key heads");
+      if (recurrent_mixer == RecurrentMixer::Mamba2) {
+        if (ssm_d_inner % ssm_dt_rank != 0)
+          throw_error(ErrorKind::Format, "model config: ssm.inner_size {} is not a multiple of {} heads "
+                      "(ssm.time_step_rank)", ssm_d_inner, ssm_dt_rank);
+      } else if (static_cast<int64_t>(ssm_d_inner) != static_cast<int64_t>(ssm_dt_rank) * ssm_d_state)
         throw_error(ErrorKind::Unsupported, "model config: ssm.inner_size {} is not {} value heads x state size {} "
                     "(value heads as wide as key heads)", ssm_d_inner, ssm_dt_rank, ssm_d_state);
     }

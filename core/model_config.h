@@ -19,8 +19,11 @@ enum class Arch {
   Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl,
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
   MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan, Dbrx, PhiMoe, Qwen, Xverse, Orion, Codeshell, Plamo,
-  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe
+  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe, GraniteHybrid
 };
+
+// The mixer of a model's recurrent layers: Qwen3.5's gated DeltaNet or a Mamba-2 SSM (granitehybrid).
+enum class RecurrentMixer { DeltaNet, Mamba2 };
 
 // How RoPE pairs the dimensions of a head (llama.cpp's LLAMA_ROPE_TYPE_NORM vs _NEOX):
 // Adjacent rotates (x[2i], x[2i+1]) (llama); SplitHalves rotates (x[i], x[i + d/2]) (qwen2).
@@ -202,7 +205,12 @@ struct ModelConfig {
   // head, the attention's output times sigmoid(g)). <arch>.attention.recurrent_layers per layer, else
   // every full_attention_interval-th layer (default 4) is attention. A DeltaNet layer caches no keys
   // or values but a state per token (the KV cache's ring of the last few; KVLayerLayout::state_floats).
-  std::vector<uint8_t> recurrent_layers;  // [n_layer] 1 = gated DeltaNet layer; empty: none
+  // granitehybrid (Granite 4.0 H): Mamba-2 layers (Dao and Gu 2024; kernels/op_params.h
+  // Mamba2Params) beside granite's attention, marked by attention.head_count_kv 0 per layer; its
+  // state kept the same way. The ssm.* keys below then mean: conv_kernel, inner_size (n_head *
+  // head_dim), state_size, time_step_rank (the heads), group_count (B and C groups).
+  RecurrentMixer recurrent_mixer = RecurrentMixer::DeltaNet;
+  std::vector<uint8_t> recurrent_layers;  // [n_layer] 1 = recurrent (DeltaNet or Mamba-2) layer; empty: none
   int ssm_d_conv = 0;    // <arch>.ssm.conv_kernel: the convolution's taps
   int ssm_d_inner = 0;   // <arch>.ssm.inner_size: value heads x head width
   int ssm_d_state = 0;   // <arch>.ssm.state_size: key (and value) head width
@@ -220,8 +228,11 @@ struct ModelConfig {
   }
   // Floats of a DeltaNet layer's per-token state: the convolution's last d_conv - 1 input rows and
   // each value head's head_dim x head_dim matrix (DeltaNetParams::state_floats).
+  // Mamba-2: the convolution's last 3 inputs and a head_dim x state_size matrix per head.
   int64_t recurrent_state_floats() const {
     const int64_t conv_dim = 2 * static_cast<int64_t>(ssm_n_group) * ssm_d_state + ssm_d_inner;
+    if (recurrent_mixer == RecurrentMixer::Mamba2)
+      return (ssm_d_conv - 1) * conv_dim + static_cast<int64_t>(ssm_d_inner) * ssm_d_state;
     return (ssm_d_conv - 1) * conv_dim + static_cast<int64_t>(ssm_dt_rank) * ssm_d_state * ssm_d_state;
   }
 

@@ -180,6 +180,47 @@ void read_qwen35(const Reader& r, ModelConfig& c) {
   }
 }
 
+// granitehybrid (Granite 4.0 H; llama.cpp src/models/granite-hybrid.cpp): a layer is a Mamba-2
+// layer when its attention.head_count_kv is 0 (one value per layer, or one for all, which makes
+// every layer attention or every one Mamba-2); the Mamba-2 sizes, all required.
+void read_granite_hybrid(const Reader& r, ModelConfig& c) {
+  const GGUFFile& f = r.f;
+  const std::string k = r.key("attention.head_count_kv");
+  c.recurrent_mixer = RecurrentMixer::Mamba2;
+  c.recurrent_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  c.n_head_kv = c.n_head;
+  const GGUFValue* v = f.find(k);
+  std::vector<int64_t> heads(static_cast<size_t>(c.n_layer), v ? 0 : c.n_head);
+  if (v && v->type == GGUFType::ARRAY) {
+    heads = f.get_int_array(k);
+    if (heads.size() != static_cast<size_t>(c.n_layer))
+      throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries for {} layers", f.path(), k, heads.size(),
+                  c.n_layer);
+  } else if (v) {
+    heads.assign(static_cast<size_t>(c.n_layer), r.get("attention.head_count_kv", c.n_head));
+  }
+  int64_t attn = 0;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const int64_t h = heads[l];
+    if (h < 0 || h > 1024)
+      throw_error(ErrorKind::Format, "{}: metadata key '{}' value {} (layer {}) is out of range", f.path(), k, h, l);
+    if (h == 0)
+      c.recurrent_layers[l] = 1;
+    else if (attn != 0 && h != attn)
+      throw_error(ErrorKind::Unsupported,
+                  "{}: metadata key '{}' varies between attention layers ({} vs {}); specmoe needs it uniform", f.path(),
+                  k, attn, h);
+    else
+      attn = h;
+  }
+  if (attn != 0) c.n_head_kv = static_cast<int>(attn);
+  c.ssm_d_conv = r.get("ssm.conv_kernel", std::nullopt);
+  c.ssm_d_inner = r.get("ssm.inner_size", std::nullopt);
+  c.ssm_d_state = r.get("ssm.state_size", std::nullopt);
+  c.ssm_dt_rank = r.get("ssm.time_step_rank", std::nullopt);
+  c.ssm_n_group = r.get("ssm.group_count", std::nullopt);
+}
+
 // lfm2 with attention.sliding_window > 0: every attention layer attends through the window (the
 // convolution layers have none), rotated as without one (llama.cpp's lfm2 graph passes the global
 // base and scale to every layer).
@@ -318,9 +359,11 @@ void read_mrope(const Reader& r, ModelConfig& c) {
 // MiniCPM's defaults for files without the keys (embedding 12, residual 1.4 / sqrt(n_layer),
 // logit_scale 256 / n_embd, the logits then times 1 / it as granite's), no attention.scale.
 void read_granite(const Reader& r, ModelConfig& c) {
-  const bool minicpm = c.arch == Arch::MiniCpm;
-  c.logit_scale = minicpm ? r.get_float("logit_scale", 256.0f / static_cast<float>(c.n_embd))
-                          : r.get_float("logit_scale", std::nullopt);
+  const bool minicpm = c.arch == Arch::MiniCpm, hybrid = c.arch == Arch::GraniteHybrid;
+  c.logit_scale = minicpm  ? r.get_float("logit_scale", 256.0f / static_cast<float>(c.n_embd))
+                  : hybrid ? r.get_float("logit_scale", 0.0f)  // optional there (0: logits unscaled)
+                           : r.get_float("logit_scale", std::nullopt);
+  if (hybrid && c.logit_scale == 0.0f) c.logit_scale = 1.0f;
   const float residual =
       r.get_float("residual_scale", minicpm ? 1.4f / std::sqrt(static_cast<float>(c.n_layer)) : 0.0f);
   const float embedding = r.get_float("embedding_scale", minicpm ? 12.0f : 0.0f);
@@ -329,7 +372,7 @@ void read_granite(const Reader& r, ModelConfig& c) {
   if (!minicpm) c.attn_scale = r.get_float("attention.scale", 0.0f);
   // granite (dense) reads rope.scaling.finetuned as a switch for RoPE (default on): false = no
   // layer rotates (llama.cpp's rope_pattern all 0; granitemoe and minicpm always rotate).
-  if (c.arch == Arch::Granite && !r.f.get_bool(r.key("rope.scaling.finetuned"), true)) c.no_rope_step = 1;
+  if ((c.arch == Arch::Granite || hybrid) && !r.f.get_bool(r.key("rope.scaling.finetuned"), true)) c.no_rope_step = 1;
 }
 
 // The experts: counts, widths, the router's gating, normalisation, scale and groups, the leading
@@ -393,6 +436,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
       c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
       break;
     case Arch::GraniteMoe:
+    case Arch::GraniteHybrid:
       // Experts of feed_forward_length; Granite MoE Shared's one ungated shared expert.
       c.n_ff_expert = c.n_ff;
       c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", 0);
@@ -458,7 +502,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   // dbrx and phimoe: softmax, renormalised, unscaled (their loaders read none of the router keys).
   const bool fixed_softmax = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe ||
                              c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss || c.arch == Arch::Dbrx ||
-                             c.arch == Arch::PhiMoe || c.arch == Arch::Qwen35Moe;
+                             c.arch == Arch::PhiMoe || c.arch == Arch::Qwen35Moe || c.arch == Arch::GraniteHybrid;
   const bool raw = c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
                    c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 ||
                    c.arch == Arch::ExaoneMoe;
@@ -466,7 +510,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   if (c.arch == Arch::Deepseek) c.expert_weights_norm = false;
   if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss ||
       c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx || c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe ||
-      c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe)
+      c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::GraniteHybrid)
     c.expert_weights_norm = true;
   const bool gating_required =
       c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::MinimaxM2 || c.arch == Arch::ExaoneMoe ||
@@ -486,7 +530,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool never_scaled = c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe ||
                             c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
                             c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe || c.arch == Arch::SmallThinker ||
-                            c.arch == Arch::Qwen35Moe;
+                            c.arch == Arch::Qwen35Moe || c.arch == Arch::GraniteHybrid;
   c.expert_weights_scale = never_scaled ? 0.0f : r.get_float("expert_weights_scale", 0.0f);
   if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp: 0 = no scaling
   c.n_expert_group = std::max(1, r.get("expert_group_count", 1));
@@ -501,7 +545,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
                              c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
                              c.arch == Arch::PhiMoe || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe ||
                              (deepseek_style && !lead_only);
-  const bool may_have_experts = needs_experts || c.arch == Arch::Llama || deepseek_style;
+  const bool may_have_experts = needs_experts || c.arch == Arch::Llama || c.arch == Arch::GraniteHybrid || deepseek_style;
   if (needs_experts && c.n_expert == 0)
     throw_error(ErrorKind::Format, "{}: {} model without {}", file.path(), c.arch_name, r.key("expert_count"));
   if (!may_have_experts && c.n_expert > 0)

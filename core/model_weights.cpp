@@ -141,7 +141,13 @@ MatrixView TensorBinder::stacked(const std::string& name, int64_t n_in, int64_t 
 
 std::vector<float> TensorBinder::values(const std::string& name, const std::vector<int64_t>& ne) const {
   const GGUFTensorInfo& t = find(name);
-  if (t.ne != ne)
+  // Trailing dimensions of 1 are no dimensions to ggml (a {512, 1} tensor is written back as {512}
+  // by llama-quantize): compare without them.
+  auto trimmed = [](std::vector<int64_t> v) {
+    while (v.size() > 1 && v.back() == 1) v.pop_back();
+    return v;
+  };
+  if (trimmed(t.ne) != trimmed(ne))
     throw_error(ErrorKind::Format, "{}: tensor '{}' has shape {}, expected {}", file_.path(), name,
                 shape_str(t.ne), shape_str(ne));
   int64_t n = 1;
@@ -428,6 +434,22 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       floats.push_back(b.values(p + "shortconv.conv.weight", {c.shortconv_l_cache, c.n_embd}));
       L.conv_taps = {floats.back().data(), static_cast<int64_t>(c.n_embd) * c.shortconv_l_cache};
       L.conv_out = b.matrix(p + "shortconv.out_proj.weight", c.n_embd, c.n_embd);
+    } else if (c.is_recurrent_layer(l) && c.recurrent_mixer == RecurrentMixer::Mamba2) {
+      // granitehybrid: the Mamba-2 mixer in place of attention
+      const int64_t di = c.ssm_d_inner, ng = c.ssm_n_group, nh = c.ssm_dt_rank;
+      const int64_t conv_dim = di + 2 * ng * c.ssm_d_state;
+      L.ssm_in = b.matrix(p + "ssm_in.weight", c.n_embd, di + conv_dim + nh);
+      L.ssm_out = b.matrix(p + "ssm_out.weight", di, c.n_embd);
+      auto values = [&](const std::string& name, const std::vector<int64_t>& ne, int64_t n) -> VectorView {
+        floats.push_back(b.values(name, ne));
+        return {floats.back().data(), n};
+      };
+      L.ssm_conv = values(p + "ssm_conv1d.weight", {c.ssm_d_conv, conv_dim}, conv_dim * c.ssm_d_conv);
+      L.ssm_conv_b = opt_vec(p + "ssm_conv1d.bias", conv_dim);
+      L.ssm_dt = vec(p + "ssm_dt.bias", nh);
+      L.ssm_a = values(p + "ssm_a", {1, nh}, nh);
+      L.ssm_d = values(p + "ssm_d", {1, nh}, nh);
+      L.ssm_norm = values(p + "ssm_norm.weight", {di / ng, ng}, di);
     } else if (c.is_recurrent_layer(l)) {  // qwen35: the gated DeltaNet in place of attention
       const int64_t key_dim = static_cast<int64_t>(c.ssm_n_group) * c.ssm_d_state, value_dim = c.ssm_d_inner;
       const int64_t conv_dim = 2 * key_dim + value_dim;
@@ -474,7 +496,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       }
       // llama.cpp binds attn_output.bias for these (required for starcoder2, optional for the others).
       if (c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::Mistral3 ||
-          c.arch == Arch::MiniCpm || c.arch == Arch::Nemotron)
+          c.arch == Arch::MiniCpm || c.arch == Arch::Nemotron || c.arch == Arch::GraniteHybrid)
         L.bo = opt_vec(p + "attn_output.bias", c.n_embd);
       if (c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2 || c.arch == Arch::GptOss || phimoe ||
           c.arch == Arch::Codeshell)
@@ -528,7 +550,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
       if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::Mistral3 ||
-          c.arch == Arch::MiniCpm) {  // optional there
+          c.arch == Arch::MiniCpm || c.arch == Arch::GraniteHybrid) {  // optional there
         L.ffn_gate_b = opt_vec(p + "ffn_gate.bias", c.n_ff);
         L.ffn_up_b = opt_vec(p + "ffn_up.bias", c.n_ff);
         L.ffn_down_b = opt_vec(p + "ffn_down.bias", c.n_embd);
@@ -544,7 +566,8 @@ size_t ModelWeights::bytes_per_token() const {
     total += L.wq.bytes() + L.wk.bytes() + L.wv.bytes() + L.wqkv.bytes() + L.wo.bytes();
     total += L.wq_a.bytes() + L.wq_b.bytes() + L.wkv_a_mqa.bytes() + L.wk_b.bytes() + L.wv_b.bytes();
     total += L.conv_in.bytes() + L.conv_out.bytes();
-    total += L.ssm_qkv.bytes() + L.ssm_gate.bytes() + L.ssm_alpha.bytes() + L.ssm_beta.bytes() + L.ssm_out.bytes();
+    total += L.ssm_qkv.bytes() + L.ssm_gate.bytes() + L.ssm_alpha.bytes() + L.ssm_beta.bytes() + L.ssm_out.bytes() +
+             L.ssm_in.bytes();
     if (L.is_moe()) {
       const moe::MoEWeights& m = L.moe.weights;
       total += m.router_bytes() + static_cast<size_t>(L.moe.router.k) * m.expert_bytes() + m.shared_bytes();
@@ -575,7 +598,7 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
     for (VectorView* v : {&L.attn_norm, &L.attn_norm_b, &L.bq, &L.bk, &L.bv, &L.bqkv, &L.bo, &L.attn_q_norm,
                           &L.attn_k_norm, &L.attn_post_norm, &L.attn_sinks, &L.ffn_norm, &L.ffn_norm_b, &L.ffn_post_norm,
                           &L.ffn_gate_b, &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias, &L.attn_q_a_norm, &L.attn_kv_a_norm, &L.conv_taps,
-                          &L.ssm_conv, &L.ssm_dt, &L.ssm_a, &L.ssm_norm})
+                          &L.ssm_conv, &L.ssm_dt, &L.ssm_a, &L.ssm_norm, &L.ssm_conv_b, &L.ssm_d})
       f(*v);
     moe::MoEWeights& e = L.moe.weights;
     // gpt-oss's router and expert biases, host floats of the binder: on the backend's memory too.
@@ -586,7 +609,7 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
     for (MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &e.gate_inp,
                           &e.gate_exps, &e.up_exps, &e.down_exps, &e.gate_shexp, &e.up_shexp, &e.down_shexp,
                           &e.gate_inp_shexp, &L.wq_a, &L.wq_b, &L.wkv_a_mqa, &L.wk_b, &L.wv_b, &L.conv_in, &L.conv_out,
-                          &L.ssm_qkv, &L.ssm_gate, &L.ssm_alpha, &L.ssm_beta, &L.ssm_out})
+                          &L.ssm_qkv, &L.ssm_gate, &L.ssm_alpha, &L.ssm_beta, &L.ssm_out, &L.ssm_in})
       m(*v);
   }
   return w;

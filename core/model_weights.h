@@ -86,6 +86,12 @@ struct LayerWeights {
   // ssm_dt.bias and ssm_a [n_v_heads]; out = ssm_out (rmsnorm_heads(o; ssm_norm) * silu(z)).
   MatrixView ssm_qkv, ssm_gate, ssm_alpha, ssm_beta, ssm_out;
   VectorView ssm_conv, ssm_dt, ssm_a, ssm_norm;
+  // granitehybrid's Mamba-2 mixer (kernels/op_params.h Mamba2Params): [z | xBC | dt] = ssm_in xn
+  // (n_embd -> in_proj), ssm_conv1d [conv_dim, d_conv] with its optional bias ssm_conv_b, ssm_dt
+  // (the dt bias), ssm_a and ssm_d [n_head], ssm_norm [d_inner] (the grouped norm), ssm_out
+  // (d_inner -> n_embd).
+  MatrixView ssm_in;
+  VectorView ssm_conv_b, ssm_d;
   bool fused_qkv() const { return !wqkv.empty(); }
   bool is_mla() const { return !wkv_a_mqa.empty(); }
   bool is_moe() const { return !moe.weights.empty(); }

@@ -62,14 +62,14 @@ void check_spec(const SynthSpec& s) {
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
-                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe"}))
+                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -93,7 +93,7 @@ void check_spec(const SynthSpec& s) {
                 "synth: short-convolution layers are lfm2's and lfm2moe's, one flag per layer ({} for {} layers), of 2 taps or more "
                 "({})", s.conv_layers.size(), s.n_layer, s.shortconv_l_cache);
   if ((!s.recurrent_layers.empty() || s.full_attention_interval > 0) &&
-      (!is_arch(s, {"qwen35", "qwen35moe"}) || (!s.recurrent_layers.empty() && s.recurrent_layers.size() != static_cast<size_t>(s.n_layer))))
+      (!is_arch(s, {"qwen35", "qwen35moe", "granitehybrid"}) || (!s.recurrent_layers.empty() && s.recurrent_layers.size() != static_cast<size_t>(s.n_layer))))
     throw_error(ErrorKind::InvalidArgument, "synth: gated DeltaNet layers are qwen35's, one flag per layer ({} for {} layers)",
                 s.recurrent_layers.size(), s.n_layer);
   if (is_arch(s, {"qwen35", "qwen35moe"}) && (s.ssm_d_conv < 2 || s.ssm_d_state < 1 || s.ssm_n_group < 1 || s.ssm_dt_rank % s.ssm_n_group != 0))
@@ -129,6 +129,8 @@ void check_spec(const SynthSpec& s) {
                                         "smallthinker"})
                               ? s.n_expert > 0 && s.n_ff_shared == 0
                           : is_arch(s, {"ernie4_5-moe", "hunyuan-moe"}) ? s.n_expert > 0 && s.n_expert_shared == 0
+                          : s.arch == "granitehybrid" ? s.n_expert >= 0 && s.n_expert_shared == 0 &&
+                                                            (s.n_expert > 0 || s.n_ff_shared == 0)
                           : ds_moe                               ? s.n_expert > 0 && s.n_ff_shared == 0
                           : s.arch == "llama"                    ? s.n_expert >= 0 && s.n_ff_shared == 0
                                                                  : s.n_expert == 0 && s.n_ff_shared == 0;
@@ -208,7 +210,9 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   // ungated shared expert of n_ff_shared (expert_shared_feed_forward_length).
   const bool hunyuan_moe = a == "hunyuan-moe";
   const int n_ff_dense = s.n_ff_dense > 0 ? s.n_ff_dense : s.n_ff;  // dense layers of the DeepSeek-style ones
-  const bool granite = a == "granite" || a == "granitemoe", starcoder2 = a == "starcoder2";
+  const bool granite = a == "granite" || a == "granitemoe" || a == "granitehybrid", starcoder2 = a == "starcoder2";
+  const bool hybrid = a == "granitehybrid";  // Mamba-2 layers where recurrent_layers says
+  const int64_t m2_inner = s.ssm_d_inner > 0 ? s.ssm_d_inner : int64_t{s.ssm_dt_rank} * s.ssm_d_state;
   const bool post_only = a == "olmo2" || a == "exaone4";  // post-norms only (exaone4 with per-head QK-norm)
   const bool neox = a == "gptneox", phi2 = a == "phi2";
   const bool cohere = a == "command-r" || a == "cohere2";  // LayerNorm without biases, phi2's one norm
@@ -252,7 +256,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.set_u32(a + ".expert_used_count", s.n_expert_used);
   }
   if (expert_width_key || hunyuan_moe || a == "minimax-m2") w.set_u32(a + ".expert_feed_forward_length", s.n_ff);
-  if (hunyuan_moe && s.n_ff_shared > 0) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
+  if ((hunyuan_moe || a == "granitehybrid") && s.n_ff_shared > 0)
+    w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
   if (qwen2moe) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
   if (ds_moe) w.set_u32(a + ".leading_dense_block_count", s.n_layer_dense_lead);
   if (ds_moe && !ernie_moe && a != "lfm2moe") w.set_u32(a + ".expert_shared_count", s.n_expert_shared);
@@ -272,7 +277,17 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
     if (a == "starcoder") w.set_u32(a + ".attention.head_count_kv", n_head_kv);  // multi-query
   } else {
-    if (!s.conv_layers.empty()) {  // lfm2: per layer, 0 for the short-convolution layers
+    if (hybrid && !s.recurrent_layers.empty()) {  // granitehybrid: per layer, 0 for the Mamba-2 layers
+      std::vector<int32_t> heads(s.recurrent_layers.size());
+      for (size_t l = 0; l < heads.size(); ++l) heads[l] = s.recurrent_layers[l] ? 0 : n_head_kv;
+      w.set_i32_array(a + ".attention.head_count_kv", heads);
+      w.set_u32(a + ".ssm.conv_kernel", s.ssm_d_conv);
+      w.set_u32(a + ".ssm.state_size", s.ssm_d_state);
+      w.set_u32(a + ".ssm.group_count", s.ssm_n_group);
+      w.set_u32(a + ".ssm.time_step_rank", s.ssm_dt_rank);
+      w.set_u32(a + ".ssm.inner_size", static_cast<uint32_t>(m2_inner));
+      if (!s.rope_finetuned) w.set_bool(a + ".rope.scaling.finetuned", false);
+    } else if (!s.conv_layers.empty()) {  // lfm2: per layer, 0 for the short-convolution layers
       std::vector<int32_t> heads(s.conv_layers.size());
       for (size_t l = 0; l < heads.size(); ++l) heads[l] = s.conv_layers[l] ? 0 : n_head_kv;
       w.set_i32_array(a + ".attention.head_count_kv", heads);
@@ -394,8 +409,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       w.add_tensor_f32(p + "ffn_gate_inp_shexp.weight", DType::F32, {d},
                        random_values(seed, p + "ffn_gate_inp_shexp.weight", static_cast<size_t>(d), 1.0f / std::sqrt(float(d))));
     }
-    if ((ds_moe && s.n_expert_shared > 0) || ((ernie_moe || hunyuan_moe) && s.n_ff_shared > 0)) {  // one ungated SwiGLU
-      const int64_t sh = ernie_moe || hunyuan_moe ? s.n_ff_shared : static_cast<int64_t>(s.n_expert_shared) * ff;
+    if ((ds_moe && s.n_expert_shared > 0) || ((ernie_moe || hunyuan_moe || hybrid) && s.n_ff_shared > 0)) {  // one ungated SwiGLU
+      const int64_t sh = ernie_moe || hunyuan_moe || hybrid ? s.n_ff_shared : static_cast<int64_t>(s.n_expert_shared) * ff;
       matrix(p + "ffn_gate_shexp.weight", d, sh, 1.0f);
       matrix(p + "ffn_up_shexp.weight", d, sh, 1.0f);
       matrix(p + "ffn_down_shexp.weight", sh, d, rs);
@@ -516,6 +531,35 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         matrix(p + "ffn_gate.weight", s.n_embd, n_ff_dense, 1.0f);
         matrix(p + "ffn_up.weight", s.n_embd, n_ff_dense, 1.0f);
         matrix(p + "ffn_down.weight", n_ff_dense, s.n_embd, rs);
+      }
+      continue;
+    }
+    if (hybrid && l < static_cast<int>(s.recurrent_layers.size()) && s.recurrent_layers[l] != 0) {
+      // granitehybrid's Mamba-2 mixer: [z | xBC | dt] = ssm_in xn; the convolution's taps and bias,
+      // the dt bias, A = -exp(A_log) (A_log in [-1, 0.5]), D and the grouped norm F32 as the
+      // converter keeps them.
+      const int64_t ng = s.ssm_n_group, nh = s.ssm_dt_rank, conv_dim = m2_inner + 2 * ng * s.ssm_d_state;
+      matrix(p + "ssm_in.weight", s.n_embd, m2_inner + conv_dim + nh, 1.0f);
+      w.add_tensor_f32(p + "ssm_conv1d.weight", DType::F32, {s.ssm_d_conv, conv_dim},
+                       random_values(seed, p + "ssm_conv1d.weight", static_cast<size_t>(s.ssm_d_conv * conv_dim), 0.6f));
+      vec(p + "ssm_conv1d.bias", conv_dim, 0.0f, 0.2f);
+      vec(p + "ssm_dt.bias", nh, 0.5f, 0.5f);
+      std::vector<float> a_log = random_values(seed, p + "ssm_a", static_cast<size_t>(nh), 0.75f);
+      for (float& x : a_log) x = -std::exp(x - 0.25f);
+      w.add_tensor_f32(p + "ssm_a", DType::F32, {1, nh}, a_log);
+      w.add_tensor_f32(p + "ssm_d", DType::F32, {1, nh}, random_values(seed, p + "ssm_d", static_cast<size_t>(nh), 1.0f));
+      w.add_tensor_f32(p + "ssm_norm.weight", DType::F32, {m2_inner / ng, ng}, [&] {
+        auto v = random_values(seed, p + "ssm_norm.weight", static_cast<size_t>(m2_inner), 0.5f);
+        for (float& x : v) x += 1.0f;
+        return v;
+      }());
+      matrix(p + "ssm_out.weight", m2_inner, s.n_embd, rs);
+      if (moe_layer) {
+        write_experts(p, rs);
+      } else {
+        matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
+        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
+        matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
       }
       continue;
     }

@@ -112,6 +112,11 @@ struct SynthSpec {
   int ssm_dt_rank = 4;
   int full_attention_interval = 0;
   std::vector<int32_t> recurrent_layers;
+  // granitehybrid: Mamba-2 layers where recurrent_layers says (attention.head_count_kv 0 there),
+  // ssm_dt_rank heads of ssm_d_inner / ssm_dt_rank, ssm_n_group groups of B and C of ssm_d_state;
+  // granite's multipliers; rope_finetuned false = no RoPE (rope.scaling.finetuned).
+  int ssm_d_inner = 0;  // 0: ssm_dt_rank * ssm_d_state (qwen35's)
+  bool rope_finetuned = true;
   std::string name = "synth";
 };
 

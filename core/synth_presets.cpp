@@ -639,6 +639,30 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "granitehybrid-tiny" || preset == "granitehybrid-moe-tiny") {
+    // granitehybrid (Granite 4.0 H) in llama.cpp's layout, F32, dim 64: Mamba-2 layers (8 heads of
+    // 16, d_inner 128, state 16, convolution of 4 taps with a bias) on layers 0, 1 and 3, granite's
+    // attention (heads 4/2) on layer 2, granite's multipliers. granitehybrid-tiny: dense SwiGLUs,
+    // one group of B and C, RoPE; granitehybrid-moe-tiny (Granite 4.0 H Tiny's form): 8 experts of 32
+    // top-2 and an ungated shared expert of 64 in every layer, 2 groups, no RoPE (rope.scaling.finetuned
+    // false, as Granite 4.0 H's NoPE).
+    s.arch = "granitehybrid";
+    s.recurrent_layers = {1, 1, 0, 1};
+    s.ssm_dt_rank = 8;
+    s.ssm_d_state = 16;
+    s.ssm_d_inner = 128;
+    s.ssm_n_group = 1;
+    if (preset == "granitehybrid-moe-tiny") {
+      s.ssm_n_group = 2;
+      s.n_ff = 32;
+      s.n_expert = 8;
+      s.n_expert_used = 2;
+      s.n_ff_shared = 64;
+      s.rope_finetuned = false;
+    }
+    s.name = preset;
+    return s;
+  }
   if (preset == "qwen35moe-tiny") {
     // qwen35moe (Qwen3.5-MoE) in llama.cpp's layout: qwen35-tiny's layers with 8 experts of width
     // 32 top-2 in every one (softmax, renormalised) and a shared expert of 64 under its sigmoid gate.
@@ -938,6 +962,10 @@ std::vector<std::string> synth_presets() {
       "qwen35-mix-tiny: qwen35-tiny with 6 layers by attention.recurrent_layers (attention on 1 and 4), 2 value heads",
       "qwen35moe-tiny: qwen35moe (Qwen3.5-MoE), qwen35-tiny's layers with 8 experts top-2 of width 32 and a gated "
       "shared expert of 64",
+      "granitehybrid-tiny: granitehybrid (Granite 4.0 H), F32, 4 layers, dim 64, Mamba-2 (8 heads of 16, state 16) on "
+      "3 and granite's attention on 1, granite's multipliers",
+      "granitehybrid-moe-tiny: granitehybrid-tiny with 8 experts top-2 of 32 and a shared expert of 64, 2 groups, "
+      "no RoPE",
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
       "squared-ReLU MLP with biases",

@@ -55,6 +55,10 @@ enum Slot : size_t {
   kDnOut,   // [T, value_dim] the recurrence's output, then normed and gated
   kQGate,   // [T, 2 q_dim] attn_q's [q_h | g_h] per head
   kGate,    // [T, q_dim] the attention's output gate
+  // granitehybrid's Mamba-2 mixer:
+  kM2In,    // [T, in_proj] [z | xBC | dt]
+  kM2Xbc,   // [T, conv_dim] the convolution's output
+  kM2Y,     // [T, d_inner] the gated, normed y
   kSlots
 };
 }  // namespace
@@ -69,6 +73,14 @@ Transformer::Transformer(std::shared_ptr<Backend> backend, const ModelConfig& co
   dn_.head_dim = c_.ssm_d_state;
   dn_.d_conv = c_.ssm_d_conv;
   dn_.eps = c_.norm_eps;
+  if (c_.recurrent_mixer == RecurrentMixer::Mamba2 && has_recurrent_layers_) {
+    m2_.n_head = c_.ssm_dt_rank;
+    m2_.head_dim = c_.ssm_d_inner / c_.ssm_dt_rank;
+    m2_.d_state = c_.ssm_d_state;
+    m2_.n_group = c_.ssm_n_group;
+    m2_.d_conv = c_.ssm_d_conv;
+    m2_.eps = c_.norm_eps;
+  }
   for (int l = 0; l < c_.n_layer; ++l) {
     needs_row_positions_ = needs_row_positions_ || c_.window(l) > 0;
     if (c_.rope_style == RopeStyle::None) continue;
@@ -412,6 +424,25 @@ void Transformer::delta_net_block(int l, int64_t T, const int32_t* slots, KVCach
   be_->add(x, xn, x, T * d);
 }
 
+// granitehybrid's Mamba-2 layer (Granite 4.0 H; llama.cpp src/models/mamba-base.cpp
+// build_mamba2_layer): [z | xBC | dt] = ssm_in xn; y = mamba2(...) (the convolution, the scan from
+// each token's parent's state, the gate and the grouped norm: the op); x += residual_scale * ssm_out y.
+void Transformer::mamba2_block(int l, int64_t T, const int32_t* slots, KVCache& kv) {
+  const LayerWeights& L = w_.layers[l];
+  const int64_t d = c_.n_embd;
+  float* x = buf(kX, T * d);
+  float* xn = buf(kXn, T * d);
+  norm(L.attn_norm, L.attn_norm_b, x, xn, T);
+  float* zx = buf(kM2In, T * m2_.in_proj());
+  be_->matmul(xn, T, L.ssm_in, zx);
+  float* y = buf(kM2Y, T * m2_.d_inner());
+  be_->mamba2(zx, L.ssm_conv.data, L.ssm_conv_b.data, L.ssm_dt.data, L.ssm_a.data, L.ssm_d.data, L.ssm_norm.data,
+              kv.state_data(l), slots, T, m2_, buf(kM2Xbc, T * m2_.conv_dim()), y);
+  be_->matmul(y, T, L.ssm_out, xn);
+  if (c_.residual_scale != 1.0f) be_->scale(xn, c_.residual_scale, xn, T * d);  // granite's
+  be_->add(x, xn, x, T * d);
+}
+
 // x += ffn(norm(x)): SwiGLU down(silu(gate xn) * up xn) (phi3: gate and up from one fused
 // matrix), gemma's GeGLU down(gelu(gate xn) * up xn) then its post-norm, gpt2's
 // down(gelu(up xn + b_up)) + b_down, or the MoE block.
@@ -545,6 +576,8 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
     }
     if (c_.is_conv_layer(l))
       conv_block(l, T, conv_prev, kv);
+    else if (c_.is_recurrent_layer(l) && c_.recurrent_mixer == RecurrentMixer::Mamba2)
+      mamba2_block(l, T, dn_slots, kv);
     else if (c_.is_recurrent_layer(l))
       delta_net_block(l, T, dn_slots, kv);
     else if (c_.is_mla())

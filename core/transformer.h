@@ -61,6 +61,8 @@ class Transformer {
   // qwen35's gated DeltaNet (in place of attention in its recurrent layers): slots [T, 2] each
   // token's parent state slot and its own in the layer's ring (kernels/cpu/ops.h delta_net).
   void delta_net_block(int l, int64_t T, const int32_t* slots, KVCache& kv);
+  // granitehybrid's Mamba-2 mixer (in place of attention in its recurrent layers); slots as above.
+  void mamba2_block(int l, int64_t T, const int32_t* slots, KVCache& kv);
   // The state slots of this forward's tokens (dn_slots_): each token's parent is its nearest
   // predecessor on its path (path_predecessors with one row).
   void delta_net_slots(const TransformerBatch& b, const KVCache& kv);
@@ -80,6 +82,7 @@ class Transformer {
   std::vector<int32_t> conv_prev_;         // lfm2: host [T, l_cache - 1], conv_predecessors()
   bool has_recurrent_layers_ = false;      // qwen35: some layer is a gated DeltaNet
   kernels::DeltaNetParams dn_;             // qwen35: its sizes
+  kernels::Mamba2Params m2_;               // granitehybrid: its Mamba-2 sizes
   std::vector<int32_t> dn_slots_;          // qwen35: host [T, 2], delta_net_slots()
 };
 

@@ -170,4 +170,29 @@ struct DeltaNetParams {
   }
 };
 
+// A Mamba-2 mixer's recurrence (Dao and Gu 2024, "Transformers are SSMs", the SSD layer; llama.cpp
+// src/models/mamba-base.cpp build_mamba2_layer, granitehybrid's recurrent layers). Per token, from
+// its projection [z | xBC | dt] (in_proj() floats: z and x of d_inner, B and C of n_group * d_state,
+// dt of n_head):
+//   xBC = silu(causal depthwise conv of xBC over the token's last d_conv rows on its path + conv bias)
+//   per head h (group g = h / (n_head / n_group), the heads of a group consecutive):
+//     dt_h = softplus(dt_h + dt_bias_h);  S_h = exp(dt_h a_h) S_h + dt_h x_h B_g^T   (S_h [head_dim, d_state])
+//     y_h = S_h C_g + d_h x_h
+//   y = y * silu(z), then RMS-normed over each group's d_inner / n_group channels times norm_w
+// where S_h starts from the token's parent's state. A token's state slot (state_floats() floats) is
+// [conv tail | S of every head], the conv tail the last d_conv - 1 rows of xBC on the path.
+struct Mamba2Params {
+  int n_head = 0;    // <arch>.ssm.time_step_rank
+  int head_dim = 0;  // <arch>.ssm.inner_size / n_head
+  int d_state = 0;   // <arch>.ssm.state_size
+  int n_group = 0;   // <arch>.ssm.group_count
+  int d_conv = 0;    // <arch>.ssm.conv_kernel
+  float eps = 0.0f;  // the grouped norm's epsilon (the model's RMS epsilon)
+  int64_t d_inner() const { return static_cast<int64_t>(n_head) * head_dim; }
+  int64_t conv_dim() const { return d_inner() + 2 * static_cast<int64_t>(n_group) * d_state; }
+  int64_t in_proj() const { return d_inner() + conv_dim() + n_head; }
+  int64_t conv_state_floats() const { return static_cast<int64_t>(d_conv - 1) * conv_dim(); }
+  int64_t state_floats() const { return conv_state_floats() + d_inner() * d_state; }
+};
+
 }  // namespace specmoe::kernels

@@ -5,7 +5,7 @@ ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistr
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
 bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
-its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers) and qwen35moe in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe and granitehybrid (dense and MoE) in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -1355,6 +1355,72 @@ def qwen35(path, dtype, mix=False, moe=False):
     m.write()
 
 
+def granite_hybrid(path, dtype, moe=False):
+    # llama_model_granite_hybrid (Granite 4.0 H, shrunk): 4 layers of 256, Mamba-2 mixers where
+    # attention.head_count_kv (per layer) is 0 (layers 0, 1 and 3) and granite's attention on layer 2
+    # (heads 4/2 of 64, adjacent-pair RoPE), granite's multipliers (embedding_scale, residual_scale on
+    # both sublayers' outputs, attention.scale, logit_scale), ffn_norm before the FFN. A Mamba-2
+    # mixer (src/models/mamba-base.cpp build_mamba2_layer): ssm_in to [z | xBC | dt] (d_inner 512 =
+    # 2 n_embd, as llama.cpp asserts; 8 heads of 64, ssm.state_size 64, ssm.group_count groups of B
+    # and C), a causal depthwise convolution of ssm.conv_kernel 4 taps with its bias (F32), SiLU, the
+    # scan with dt = softplus(dt + ssm_dt.bias), A = ssm_a (negative, {1, heads}), D = ssm_d, then
+    # y * silu(z) RMS-normed over each group's channels (ssm_norm {d_inner / groups, groups}) and
+    # ssm_out. Dense: SwiGLUs of 512, one group, RoPE, a tied head. moe (Granite 4.0 H Tiny's form):
+    # 16 experts of feed_forward_length 256 top-4 (softmax, renormalised: fixed by its graph) plus an
+    # ungated shared expert of expert_shared_feed_forward_length 512 in every layer, 2 groups, no
+    # RoPE (rope.scaling.finetuned false), an untied head.
+    d, H, Hkv, hd, ff = 256, 4, 2, 64, 512
+    d_inner, n_ssm, S, d_conv = 512, 8, 64, 4
+    n_group = 2 if moe else 1
+    E, k, exp_ff, sh_ff = 16, 4, 256, 512
+    mamba = [True, True, False, True]
+    L = len(mamba)
+    conv_dim = d_inner + 2 * n_group * S
+    m = Model(path, "granitehybrid", 67 if moe else 66, dtype)
+    m.common(d, L, H, [0 if r else Hkv for r in mamba], eps=1e-5, embd_scale=None if moe else 1.0)
+    if moe:
+        m.moe(exp_ff, E, k)
+        m.u32("expert_shared_feed_forward_length", sh_ff)
+        m.w.add_bool("granitehybrid.rope.scaling.finetuned", False)
+        m.head(d)
+    else:
+        m.u32("feed_forward_length", ff)
+    m.f32("rope.freq_base", 10000.0)
+    m.f32("embedding_scale", 2.0)
+    m.f32("residual_scale", 0.5)
+    m.f32("attention.scale", 0.75 / np.sqrt(hd))
+    m.f32("logit_scale", 2.0)
+    m.u32("ssm.conv_kernel", d_conv)
+    m.u32("ssm.inner_size", d_inner)
+    m.u32("ssm.state_size", S)
+    m.u32("ssm.time_step_rank", n_ssm)
+    m.u32("ssm.group_count", n_group)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        if mamba[l]:
+            m.matrix(p + "ssm_in.weight", [d, d_inner + conv_dim + n_ssm])
+            m.matrix(p + "ssm_conv1d.weight", [d_conv, conv_dim], dtype=np.float32)
+            m.norm(p + "ssm_conv1d.bias", conv_dim, base=0.0, noise=0.2)
+            m.norm(p + "ssm_dt.bias", n_ssm, base=0.5, noise=0.5)
+            m.w.add_tensor(p + "ssm_a", (-np.exp(m.rng.uniform(-1.0, 0.5, (n_ssm, 1)))).astype(np.float32))
+            m.w.add_tensor(p + "ssm_d", m.rng.standard_normal((n_ssm, 1)).astype(np.float32))
+            m.w.add_tensor(p + "ssm_norm.weight",
+                           (1.0 + 0.3 * m.rng.standard_normal((n_group, d_inner // n_group))).astype(np.float32))
+            m.matrix(p + "ssm_out.weight", [d_inner, d], scale=0.7)
+        else:
+            dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "ffn_norm.weight", d)
+        if moe:
+            m.experts(p, d, exp_ff, E)
+            m.matrix(p + "ffn_gate_shexp.weight", [d, sh_ff])
+            m.matrix(p + "ffn_up_shexp.weight", [d, sh_ff])
+            m.matrix(p + "ffn_down_shexp.weight", [sh_ff, d], scale=0.7)
+        else:
+            swiglu(m, p, d, ff)
+    m.write()
+
+
 def smallthinker(path, dtype, swa=False):
     # llama_model_smallthinker (PowerInfer's SmallThinker, shrunk): 4 layers of 256, every one MoE:
     # 8 experts of expert_feed_forward_length 256 (feed_forward_length the same, as the converter
@@ -1472,6 +1538,8 @@ WRITERS = {
     "qwen35": qwen35,
     "qwen35-mix": lambda p, t: qwen35(p, t, mix=True),
     "qwen35moe": lambda p, t: qwen35(p, t, moe=True),
+    "granitehybrid": granite_hybrid,
+    "granitehybrid-moe": lambda p, t: granite_hybrid(p, t, moe=True),
 }
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ namespace specmoe::testing::ops {
 namespace cpu = kernels::cpu;
 using kernels::AttentionParams;
 using kernels::DeltaNetParams;
+using kernels::Mamba2Params;
 using kernels::KVView;
 using kernels::MlaAttentionParams;
 using kernels::MlaKVView;
@@ -883,6 +884,89 @@ class DeltaNetCase final : public OpCase {
   std::vector<int32_t> slots_;
   float *qkv_d_ = nullptr, *alpha_d_ = nullptr, *beta_d_ = nullptr, *conv_d_ = nullptr, *dt_d_ = nullptr,
         *a_d_ = nullptr, *states_d_ = nullptr, *out_d_ = nullptr;
+  int32_t* slots_d_ = nullptr;
+};
+
+// A Mamba-2 mixer (granitehybrid) over a ring of state slots, as DeltaNetCase: random cached states,
+// a random tree of new tokens; with and without the convolution's bias and the grouped norm. The
+// output, the convolution's scratch and the whole ring afterwards are compared.
+class Mamba2Case final : public OpCase {
+ public:
+  Mamba2Case(int64_t T, int n_cached, Mamba2Params p, bool bias, bool norm, Bound bound)
+      : OpCase("mamba2", std::move(bound)), T_(T), n_cached_(n_cached), p_(p), bias_(bias), norm_(norm) {}
+  std::string shape() const override {
+    return fmt::format("T={} cached={} heads={}x{} state={} groups={} conv={}{}{}", T_, n_cached_, p_.n_head,
+                       p_.head_dim, p_.d_state, p_.n_group, p_.d_conv, bias_ ? " bias" : "", norm_ ? " norm" : "");
+  }
+  void run(Backend& b) override {
+    b.mamba2(in_d_, conv_d_, bias_ ? convb_d_ : nullptr, dt_d_, a_d_, dd_d_, norm_ ? norm_d_ : nullptr, states_d_,
+             slots_d_, T_, p_, xbc_d_, out_d_);
+  }
+  Outputs result(Backend&, Arena& a) override {
+    return {{"out", a.get(out_d_)}, {"xbc", a.get(xbc_d_)}, {"states", a.get(states_d_)}};
+  }
+  double bytes() const override {
+    return 4.0 * static_cast<double>(T_) * (2.0 * p_.state_floats() + p_.in_proj() + p_.d_inner());
+  }
+  double flops() const override { return 6.0 * static_cast<double>(T_) * p_.d_inner() * p_.d_state; }
+
+ protected:
+  void make_inputs() override {
+    const int64_t H = p_.n_head, F = p_.state_floats();
+    in_ = normal_floats(static_cast<size_t>(T_ * p_.in_proj()), seed());
+    conv_ = normal_floats(static_cast<size_t>(p_.conv_dim() * p_.d_conv), seed() + 1, 0.6f);
+    convb_ = normal_floats(static_cast<size_t>(p_.conv_dim()), seed() + 2, 0.2f);
+    dt_ = normal_floats(static_cast<size_t>(H), seed() + 3, 0.5f);
+    a_ = normal_floats(static_cast<size_t>(H), seed() + 4, 0.5f);
+    for (float& x : a_) x = -std::exp(x);
+    dd_ = normal_floats(static_cast<size_t>(H), seed() + 5);
+    norm_w_ = normal_floats(static_cast<size_t>(p_.d_inner()), seed() + 6, 0.3f);
+    for (float& x : norm_w_) x += 1.0f;
+    states_ = normal_floats(static_cast<size_t>((n_cached_ + T_) * F), seed() + 7, 0.3f);
+    std::mt19937_64 rng(seed() + 8);
+    slots_.resize(static_cast<size_t>(2 * T_));
+    for (int64_t i = 0; i < T_; ++i) {
+      const int64_t r = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + n_cached_ + 1));
+      slots_[2 * i] = static_cast<int32_t>(r - 1);  // -1, a cached slot, or an earlier new token's
+      slots_[2 * i + 1] = static_cast<int32_t>(n_cached_ + i);
+    }
+  }
+  Outputs compute_reference() override {
+    Output out{"out"}, xbc{"xbc"}, st{"states"};
+    out.values.resize(static_cast<size_t>(T_ * p_.d_inner()));
+    xbc.values.resize(static_cast<size_t>(T_ * p_.conv_dim()));
+    st.values = states_;
+    cpu::mamba2_ref(in_.data(), conv_.data(), bias_ ? convb_.data() : nullptr, dt_.data(), a_.data(), dd_.data(),
+                    norm_ ? norm_w_.data() : nullptr, st.values.data(), slots_.data(), T_, p_, xbc.values.data(),
+                    out.values.data());
+    return {out, xbc, st};
+  }
+  void do_prepare(Backend&, Arena& a) override {
+    in_d_ = a.input(in_, p_.in_proj());
+    conv_d_ = a.input(conv_, p_.d_conv);
+    convb_d_ = a.input(convb_, p_.conv_dim());
+    dt_d_ = a.input(dt_, p_.n_head);
+    a_d_ = a.input(a_, p_.n_head);
+    dd_d_ = a.input(dd_, p_.n_head);
+    norm_d_ = a.input(norm_w_, p_.d_inner());
+    states_d_ = a.inout(states_, p_.d_state);
+    slots_d_ = a.plain(slots_);
+    xbc_d_ = a.output(static_cast<size_t>(T_ * p_.conv_dim()), p_.conv_dim());
+    out_d_ = a.output(static_cast<size_t>(T_ * p_.d_inner()), p_.head_dim);
+  }
+  void free_inputs() override {
+    in_ = {}, conv_ = {}, convb_ = {}, dt_ = {}, a_ = {}, dd_ = {}, norm_w_ = {}, states_ = {};
+  }
+
+ private:
+  int64_t T_;
+  int n_cached_;
+  Mamba2Params p_;
+  bool bias_, norm_;
+  std::vector<float> in_, conv_, convb_, dt_, a_, dd_, norm_w_, states_;
+  std::vector<int32_t> slots_;
+  float *in_d_ = nullptr, *conv_d_ = nullptr, *convb_d_ = nullptr, *dt_d_ = nullptr, *a_d_ = nullptr, *dd_d_ = nullptr,
+        *norm_d_ = nullptr, *states_d_ = nullptr, *xbc_d_ = nullptr, *out_d_ = nullptr;
   int32_t* slots_d_ = nullptr;
 };
 

@@ -36,7 +36,7 @@ inline const std::vector<DType>& all_dtypes() {
 inline const std::vector<std::string>& backend_op_names() {
   static const std::vector<std::string> names = {
       "matmul",   "matmul_multi", "get_rows", "rms_norm", "layer_norm", "rope",        "convert_rows",
-      "attention", "mla_attention", "short_conv", "delta_net", "swiglu", "gelu", "relu_sqr", "clamp", "sigmoid_mul", "add",        "add_bias",    "mul",
+      "attention", "mla_attention", "short_conv", "delta_net", "mamba2", "swiglu", "gelu", "relu_sqr", "clamp", "sigmoid_mul", "add",        "add_bias",    "mul",
       "scale",    "softcap",  "argmax_rows", "distributions", "sample", "draw",  "moe_ffn"};
   return names;
 }
@@ -320,6 +320,21 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
     DeltaNetParams p;
     p.n_k_heads = hk, p.n_v_heads = hv, p.head_dim = dim, p.d_conv = conv, p.eps = 1e-6f;
     add(new DeltaNetCase(T, cached, p, dn));
+  }
+
+  // ---- granitehybrid's Mamba-2 mixer: one token, chains and trees over cached states, one and
+  // several groups, Granite 4.0 H's head of 64 and state of 128, with and without bias and norm.
+  const Bound m2{0.0, 1e-9,
+                 "cpu: the reference is the op; cuda: the same sums in the same order without FMA, expf/logf "
+                 "within a few ulp"};
+  for (auto [T, cached, heads, hd, state, groups, conv, bias, norm] :
+       std::vector<std::tuple<int64_t, int, int, int, int, int, int, bool, bool>>{
+           {1, 0, 2, 16, 16, 1, 4, true, true}, {1, 2, 8, 64, 128, 1, 4, true, true},
+           {5, 3, 4, 17, 9, 2, 3, false, true}, {9, 1, 6, 32, 16, 3, 4, true, false},
+           {17, 4, 4, 8, 33, 4, 2, true, true}, {40, 0, 8, 16, 16, 2, 4, true, true}}) {
+    Mamba2Params p;
+    p.n_head = heads, p.head_dim = hd, p.d_state = state, p.n_group = groups, p.d_conv = conv, p.eps = 1e-5f;
+    add(new Mamba2Case(T, cached, p, bias, norm, m2));
   }
 
   // ---- argmax: exact ids.

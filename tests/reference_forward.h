@@ -108,11 +108,12 @@ class ReferenceForward {
     relu_sqr_ = arch_ == "arcee" || arch_ == "nemotron";  // down(relu(up x)^2)
     ungated_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "starcoder2" || arch_ == "gptneox" || phi2_ || relu_sqr_ ||
                arch_ == "bloom" || arch_ == "mpt" || falcon_ || arch_ == "codeshell";
-    if (arch_ == "granite" || arch_ == "granitemoe") {
-      // Granite's multipliers (0 or absent: none).
+    if (arch_ == "granite" || arch_ == "granitemoe" || arch_ == "granitehybrid") {
+      // Granite's multipliers (0 or absent: none; granitehybrid's logit scale optional too).
       embd_mul_ = f_->get_float(a + "embedding_scale", 0.0);
       residual_mul_ = f_->get_float(a + "residual_scale", 0.0);
-      logit_div_ = f_->get_float(a + "logit_scale");
+      logit_div_ = arch_ == "granitehybrid" ? f_->get_float(a + "logit_scale", 0.0) : f_->get_float(a + "logit_scale");
+      if (logit_div_ == 0) logit_div_ = 1;
       if (embd_mul_ == 0) embd_mul_ = 1;
       if (residual_mul_ == 0) residual_mul_ = 1;
     }
@@ -123,7 +124,8 @@ class ReferenceForward {
     }
     no_rope_step_ = arch_ == "smollm3" ? 4 : 0;  // NoPE every fourth layer
     // granite's rope.scaling.finetuned = false: no RoPE anywhere (every first layer of 1).
-    if (arch_ == "granite" && !f_->get_bool(a + "rope.scaling.finetuned", true)) no_rope_step_ = 1;
+    if ((arch_ == "granite" || arch_ == "granitehybrid") && !f_->get_bool(a + "rope.scaling.finetuned", true))
+      no_rope_step_ = 1;
     if (arch_ == "mistral3") {
       // YaRN's ramp bounds and mscale_all_dim from the file; Llama 4's attention temperature.
       beta_fast_ = f_->get_float(a + "rope.scaling.yarn_beta_fast", 32.0);
@@ -166,6 +168,13 @@ class ReferenceForward {
       const core::GGUFValue* flags = f_->find(a + "attention.recurrent_layers");
       const int64_t interval = f_->get_int(a + "full_attention_interval", 4);
       for (int l = 0; l < c_.n_layer; ++l) recurrent_[l] = flags ? flags->items[l].i != 0 : (l + 1) % interval != 0;
+    }
+    // granitehybrid: Mamba-2 layers where attention.head_count_kv (per layer) is 0.
+    mamba2_.assign(c_.n_layer, false);
+    if (arch_ == "granitehybrid") {
+      const core::GGUFValue* heads = f_->find(a + "attention.head_count_kv");
+      for (int l = 0; l < c_.n_layer; ++l)
+        mamba2_[l] = heads && heads->type == core::GGUFType::ARRAY ? heads->items[l].i == 0 : heads && heads->i == 0;
     }
     // smallthinker: with the window key > 0, windows of 4096 (llama.cpp's loader fixes it) on every
     // layer but each fourth from layer 0 (dense first), those layers without RoPE (unless the model
@@ -224,7 +233,7 @@ class ReferenceForward {
                    ? 1.0 / std::sqrt(static_cast<double>(c_.n_embd / c_.n_head))
                    : 1.0 / std::sqrt(static_cast<double>(c_.head_dim));
     if (arch_ == "jais") q_scale_ = 1.0 / c_.head_dim;
-    if (arch_ == "granite" || arch_ == "granitemoe") {
+    if (arch_ == "granite" || arch_ == "granitemoe" || arch_ == "granitehybrid") {
       const double s = f_->get_float(a + "attention.scale", 0.0);
       if (s != 0) q_scale_ = s;
     }
@@ -282,6 +291,11 @@ class ReferenceForward {
       layer_in_ = x;  // the layer's input (smallthinker's router reads it)
       if (recurrent_[l]) {
         delta_net(x, p);
+        feed_forward(l, p);
+        continue;
+      }
+      if (mamba2_[l]) {
+        mamba2(x, p);
         feed_forward(l, p);
         continue;
       }
@@ -662,6 +676,69 @@ class ReferenceForward {
     }
   }
 
+  // granitehybrid's Mamba-2 layer over the whole sequence (Dao and Gu 2024, the SSD layer), from
+  // the keys: ssm.time_step_rank heads of ssm.inner_size / heads, ssm.group_count groups of B and C
+  // of ssm.state_size (head h in group h / (heads / groups)), a causal depthwise convolution of
+  // ssm.conv_kernel taps with its bias. Per token t:
+  //   [z | xBC | dt] = ssm_in h;  xBC = silu(conv(xBC) + bias)
+  //   dt_h = softplus(dt_h + dt_bias_h);  S_h = exp(dt_h a_h) S_h + dt_h x_h B^T;  y_h = S_h C + d_h x_h
+  //   y = rmsnorm_per_group(y * silu(z); ssm_norm);  x += residual_scale * ssm_out y
+  void mamba2(std::vector<std::vector<double>>& x, const std::string& p) const {
+    const std::string a = arch_ + ".";
+    const int T = static_cast<int>(x.size()), d = c_.n_embd;
+    const int K = static_cast<int>(f_->get_int(a + "ssm.conv_kernel")), N = static_cast<int>(f_->get_int(a + "ssm.state_size"));
+    const int di = static_cast<int>(f_->get_int(a + "ssm.inner_size")), H = static_cast<int>(f_->get_int(a + "ssm.time_step_rank"));
+    const int G = static_cast<int>(f_->get_int(a + "ssm.group_count")), hd = di / H, C = di + 2 * G * N;
+    const auto conv = tensor(p + "ssm_conv1d.weight");  // ne {K, C}: channel c's taps at c K + k
+    const std::vector<double> conv_b =
+        f_->find_tensor(p + "ssm_conv1d.bias") ? tensor(p + "ssm_conv1d.bias") : std::vector<double>(C, 0.0);
+    const auto dtb = tensor(p + "ssm_dt.bias"), A = tensor(p + "ssm_a"), D = tensor(p + "ssm_d");
+    const auto nw = tensor(p + "ssm_norm.weight");  // ne {di / G, G}: group g's weights at g di / G
+    std::vector<std::vector<double>> in(T);
+    for (int t = 0; t < T; ++t) in[t] = linear(norm(x[t], p + "attn_norm"), p + "ssm_in", di + C + H, false);
+    std::vector<double> state(static_cast<size_t>(di) * N, 0.0);  // [head][dim][state]
+    for (int t = 0; t < T; ++t) {
+      std::vector<double> xbc(C);
+      for (int c = 0; c < C; ++c) {
+        double s = 0;
+        for (int k = 0; k < K; ++k) {
+          const int j = t - (K - 1) + k;
+          if (j >= 0) s += conv[static_cast<size_t>(c) * K + k] * in[j][di + c];
+        }
+        s += conv_b[c];
+        xbc[c] = s / (1.0 + std::exp(-s));
+      }
+      std::vector<double> y(di);
+      for (int h = 0; h < H; ++h) {
+        const int g = h / (H / G);
+        const double u = in[t][di + C + h] + dtb[h], dt = u > 20 ? u : std::log1p(std::exp(u));
+        const double dA = std::exp(dt * A[h]);
+        for (int i = 0; i < hd; ++i) {
+          const double xi = xbc[h * hd + i];
+          double yi = 0;
+          for (int n = 0; n < N; ++n) {
+            double& s = state[(static_cast<size_t>(h) * hd + i) * N + n];
+            s = s * dA + xbc[di + g * N + n] * xi * dt;
+            yi += s * xbc[di + G * N + g * N + n];
+          }
+          y[h * hd + i] = yi + D[h] * xi;
+        }
+      }
+      const int w = di / G;
+      for (int g = 0; g < G; ++g) {
+        double ss = 0;
+        for (int i = g * w; i < (g + 1) * w; ++i) {
+          const double z = in[t][i];
+          y[i] *= z / (1.0 + std::exp(-z));
+          ss += y[i] * y[i] / w;
+        }
+        for (int i = g * w; i < (g + 1) * w; ++i) y[i] *= nw[i] / std::sqrt(ss + c_.norm_eps);
+      }
+      const auto out = linear(y, p + "ssm_out", d, false);
+      for (int i = 0; i < d; ++i) x[t][i] += residual_mul_ * out[i];
+    }
+  }
+
   void dense_ffn(std::vector<double>& x, const std::string& p) const {
     // The FFN's width from its down projection's rows (qwen's is half of feed_forward_length).
     const int d = c_.n_embd, ff = static_cast<int>(f_->tensor(p + "ffn_down.weight").ne[0]);
@@ -715,6 +792,7 @@ class ReferenceForward {
   std::vector<bool> conv_;      // lfm2: [n_layer] gated short-convolution layers
   bool qwen35_ = false;
   std::vector<bool> recurrent_;  // qwen35: [n_layer] gated DeltaNet layers
+  std::vector<bool> mamba2_;     // granitehybrid: [n_layer] Mamba-2 layers
   mutable std::vector<std::vector<double>> gate_;  // qwen35: each token's attention output gate
   bool smallthinker_ = false;
   std::vector<std::vector<double>> layer_in_;  // [T][n_embd] the current layer's input

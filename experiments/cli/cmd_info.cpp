@@ -118,10 +118,12 @@ std::string kv_line(const core::ModelConfig& c) {
                        kib, c.n_layer - conv, c.kv_dim(), conv, c.n_embd);
   }
   if (const int rec = c.n_recurrent_layers(); rec > 0) {
-    return fmt::format("{:.1f} KiB per token (F32; {} attention layers x keys and values of {}), and {} DeltaNet "
+    return fmt::format("{:.1f} KiB per token (F32; {} attention layers x keys and values of {}), and {} {} "
                        "layers x a state of {:.1f} KiB for each of the last tokens a rollback may return to (2 by "
                        "default; a speculative step's tokens + 1)",
-                       kib, c.n_layer - rec, c.kv_dim(), rec, c.recurrent_state_floats() * 4 / 1024.0);
+                       kib, c.n_layer - rec, c.kv_dim(), rec,
+                       c.recurrent_mixer == core::RecurrentMixer::Mamba2 ? "Mamba-2" : "DeltaNet",
+                       c.recurrent_state_floats() * 4 / 1024.0);
   }
   if (!c.is_mla())
     return fmt::format("{:.1f} KiB per token (F32; {} layers x keys and values of {})", kib, c.n_layer, c.kv_dim());
@@ -208,7 +210,7 @@ void add_info_command(CLI::App& app) {
         std::vector<int> rec;
         for (int l = 0; l < c.n_layer; ++l)
           if (c.is_recurrent_layer(l)) rec.push_back(l);
-        j["gated_deltanet"] = {{"layers", rec},
+        j[c.recurrent_mixer == core::RecurrentMixer::Mamba2 ? "mamba2" : "gated_deltanet"] = {{"layers", rec},
                                {"conv_kernel", c.ssm_d_conv},
                                {"key_heads", c.ssm_n_group},
                                {"value_heads", c.ssm_dt_rank},
@@ -294,7 +296,12 @@ void add_info_command(CLI::App& app) {
       std::printf("short conv:    %d of %d layers (%s) are gated short convolutions of %d taps; the others attend\n",
                   conv, c.n_layer, layer_ranges(c.conv_layers).c_str(), c.shortconv_l_cache);
     }
-    if (const int rec = c.n_recurrent_layers(); rec > 0) {
+    if (const int rec = c.n_recurrent_layers(); rec > 0 && c.recurrent_mixer == core::RecurrentMixer::Mamba2) {
+      std::printf("mamba2:        %d of %d layers (%s): conv of %d taps, %d heads of %d, state %d, %d group%s of B "
+                  "and C; the others attend\n",
+                  rec, c.n_layer, layer_ranges(c.recurrent_layers).c_str(), c.ssm_d_conv, c.ssm_dt_rank,
+                  c.ssm_d_inner / c.ssm_dt_rank, c.ssm_d_state, c.ssm_n_group, c.ssm_n_group == 1 ? "" : "s");
+    } else if (rec > 0) {
       std::printf("deltanet:      %d of %d layers (%s): conv of %d taps, %d query/key heads and %d value heads of "
                   "%d; the others are gated attention\n",
                   rec, c.n_layer, layer_ranges(c.recurrent_layers).c_str(), c.ssm_d_conv, c.ssm_n_group,
@@ -362,8 +369,10 @@ void add_info_command(CLI::App& app) {
       const int attn = c.n_layer - c.n_conv_layers() - c.n_recurrent_layers();
       const std::string others =
           c.n_conv_layers() > 0   ? fmt::format("; convolution states in F32, {} layers x {}", c.n_conv_layers(), c.n_embd)
-          : c.n_recurrent_layers() > 0 ? fmt::format("; DeltaNet states in F32, {} layers x {} B each, for the last "
+          : c.n_recurrent_layers() > 0 ? fmt::format("; {} states in F32, {} layers x {} B each, for the last "
                                                      "tokens a rollback may return to",
+                                                     c.recurrent_mixer == core::RecurrentMixer::Mamba2 ? "Mamba-2"
+                                                                                                       : "DeltaNet",
                                                      c.n_recurrent_layers(), c.recurrent_state_floats() * 4)
                                        : std::string();
       std::printf("kv cache:      %s per token (keys + values, %d layers x %d%s)\n", types.c_str(), attn, c.kv_dim(),

@@ -29,6 +29,7 @@ namespace specmoe::kernels::cpu {
 // RoPE, attention and KV-cache parameters: kernels/op_params.h (shared with the CUDA ops).
 using kernels::AttentionParams;
 using kernels::DeltaNetParams;
+using kernels::Mamba2Params;
 using kernels::KVView;
 using kernels::MlaAttentionParams;
 using kernels::MlaKVView;
@@ -279,6 +280,19 @@ void delta_net_ref(const float* qkv, const float* alpha, const float* beta, cons
 void delta_net(ThreadPool& pool, const float* qkv, const float* alpha, const float* beta, const float* conv_w,
                const float* dt_bias, const float* a, float* states, const int32_t* slots, int64_t T,
                const DeltaNetParams& p, float* out);
+// A Mamba-2 mixer over T new tokens (kernels/op_params.h Mamba2Params is the definition): zxbcdt
+// [T, in_proj] the tokens' projections; conv_w [conv_dim, d_conv] (tap 0 the oldest), conv_b
+// [conv_dim] or null, dt_bias, a and d [n_head], norm_w [d_inner] or null (no norm); states and
+// slots as delta_net's; xbc [T, conv_dim] scratch (the convolution's output). out [T, d_inner]:
+// the gated, normed y (ssm_out's input). Three passes, each split over the pool's threads: the
+// convolution by channel, the scan by head, the gate and norm by (token, group); every token's
+// scan reads its parent's state, so tokens run in order within a head.
+void mamba2_ref(const float* zxbcdt, const float* conv_w, const float* conv_b, const float* dt_bias, const float* a,
+                const float* d, const float* norm_w, float* states, const int32_t* slots, int64_t T,
+                const Mamba2Params& p, float* xbc, float* out);
+void mamba2(ThreadPool& pool, const float* zxbcdt, const float* conv_w, const float* conv_b, const float* dt_bias,
+            const float* a, const float* d, const float* norm_w, float* states, const int32_t* slots, int64_t T,
+            const Mamba2Params& p, float* xbc, float* out);
 // y[i] = x[i] * sigmoid(gate[i]) = x[i] / (1 + exp(-gate[i])) (Qwen3-Next's and Qwen3.5's gated
 // attention output); y may alias x or gate.
 void sigmoid_mul_ref(const float* gate, const float* x, float* y, int64_t n);

@@ -23,6 +23,7 @@ namespace specmoe::kernels::cuda {
 // RoPE, attention and KV-cache parameters: kernels/op_params.h (shared with the CPU ops).
 using kernels::AttentionParams;
 using kernels::DeltaNetParams;
+using kernels::Mamba2Params;
 using kernels::KVView;
 using kernels::MlaAttentionParams;
 using kernels::MlaKVView;
@@ -146,6 +147,10 @@ void short_conv(Context& ctx, const float* rows, const int32_t* prev, int64_t T,
 void delta_net(Context& ctx, const float* qkv, const float* alpha, const float* beta, const float* conv_w,
                const float* dt_bias, const float* a, float* states, const int32_t* slots, int64_t T,
                const DeltaNetParams& p, float* out);
+// A Mamba-2 mixer over T tokens (kernels/cpu/ops.h mamba2; states, slots and scratch as there).
+void mamba2(Context& ctx, const float* zxbcdt, const float* conv_w, const float* conv_b, const float* dt_bias,
+            const float* a, const float* d, const float* norm_w, float* states, const int32_t* slots, int64_t T,
+            const Mamba2Params& p, float* xbc, float* out);
 // y = x * sigmoid(gate) elementwise (y may alias x or gate).
 void sigmoid_mul(Context& ctx, const float* gate, const float* x, float* y, int64_t n);
 // y = a + b (y may alias a or b).

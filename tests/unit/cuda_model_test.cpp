@@ -419,7 +419,7 @@ TEST(CudaModel, SynthDenseArchitecturesOfWave2MatchTheCpu) {
   // parallel residuals of gptneox and phi2, OLMo 3's windows with unscaled local RoPE, EXAONE 4.0
   // 32B's and cohere2's windows and NoPE global layers, command-r's bias-free LayerNorm, lfm2's
   // short convolutions beside windowed attention, qwen35's gated DeltaNet (its recurrent state in the
-  // cache's ring) beside gated attention.
+  // cache's ring) beside gated attention, granitehybrid's Mamba-2 layers beside granite's attention.
   for (const char* preset : {"granite-tiny", "granitemoe-tiny", "olmo2-tiny", "smollm3-tiny", "stablelm-tiny",
                              "gemma-tiny", "starcoder2-tiny", "gptneox-tiny", "phi2-tiny", "ernie4_5-tiny",
                              "exaone-tiny", "exaone4-tiny", "olmo3-tiny", "exaone4-32b-tiny", "command-r-tiny",
@@ -428,7 +428,8 @@ TEST(CudaModel, SynthDenseArchitecturesOfWave2MatchTheCpu) {
                              "nemotron-tiny", "starcoder-tiny", "bloom-tiny", "mpt-tiny", "refact-tiny", "jais-tiny",
                              "falcon-tiny", "falcon40b-tiny", "olmo-tiny", "baichuan-tiny", "baichuan13b-tiny",
                              "qwen-tiny", "xverse-tiny", "orion-tiny", "codeshell-tiny", "plamo-tiny", "chatglm-tiny",
-                             "mistral3-tiny", "lfm2-tiny", "lfm2-swa-tiny", "qwen35-tiny", "qwen35-mix-tiny"})
+                             "mistral3-tiny", "lfm2-tiny", "lfm2-swa-tiny", "qwen35-tiny", "qwen35-mix-tiny",
+                             "granitehybrid-tiny"})
     compare_with_cpu(synth_spec(preset), fmt::format("cuda_{}.gguf", preset), kRelF32);
 }
 

@@ -1,0 +1,228 @@
+// granitehybrid (Granite 4.0 H): Mamba-2 layers (a recurrent state per token, kept in the KV
+// cache's ring of slots as qwen35's: tests/unit/model_qwen35_test.cpp) beside granite's attention.
+// The logits against the double-precision reference forward and its MoE form (which read the
+// layer pattern and sizes from the file itself); batches equal one token at a time, rollback and
+// trees equal chains run afresh, bit for bit; speculative decoding identical to autoregressive
+// decoding at temperature 0 and lossless at temperature 1; clear errors for bad keys.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "core/gguf.h"
+#include "core/model.h"
+#include "core/synth.h"
+#include "draft/layerskip_drafter.h"
+#include "draft/model_drafter.h"
+#include "lossless.h"
+#include "moe_reference_forward.h"
+#include "reference_forward.h"
+#include "test_data.h"
+#include "verify/autoregressive.h"
+#include "verify/greedy_verifier.h"
+#include "verify/speculative_decoder.h"
+#include "verify/speculative_verifier.h"
+
+using namespace specmoe;
+using namespace specmoe::core;
+using specmoe::testing::ReferenceForward;
+using specmoe::testing::scratch_dir;
+
+namespace {
+
+std::string scratch(const std::string& name) { return (scratch_dir() / name).string(); }
+
+LoadOptions f32_caches() {
+  LoadOptions o;
+  o.cache_types = {DType::F32, DType::F32};
+  o.n_threads = 2;
+  return o;
+}
+
+bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+const std::vector<int32_t> kIds = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
+
+std::string write_preset(const std::string& preset, DType type = DType::F32) {
+  SynthSpec s = synth_spec(preset);
+  s.type = type;
+  const std::string path = scratch(fmt::format("granitehybrid_{}_{}.gguf", preset, dtype_name(type)));
+  synth_write(s, path, 42);
+  return path;
+}
+
+std::vector<float> logits_of(Model& m, std::span<const int32_t> ids, KVCache& kv) {
+  std::vector<float> out;
+  m.forward(ids, kv).logits.to_host(out);
+  return out;
+}
+
+// max |logit - reference| / max |reference logit| over kIds.
+double reference_rel_error(const std::string& path) {
+  auto m = Model::load(path, f32_caches());
+  KVCache kv = m->new_cache(32);
+  const std::vector<float> got = logits_of(*m, kIds, kv);
+  const auto ref = ReferenceForward(path).run(kIds);
+  const int V = m->config().n_vocab;
+  double max_ref = 0, max_diff = 0;
+  for (size_t t = 0; t < kIds.size(); ++t)
+    for (int j = 0; j < V; ++j) {
+      max_ref = std::max(max_ref, std::fabs(ref[t][j]));
+      max_diff = std::max(max_diff, std::fabs(ref[t][j] - got[t * V + j]));
+    }
+  EXPECT_GT(max_ref, 1.0) << path;
+  return max_diff / max_ref;
+}
+
+// A copy of a GGUF file with one metadata key set to a u32, or dropped.
+void copy_with(const std::string& src, const std::string& dst, const std::string& key, std::optional<uint32_t> u32) {
+  auto f = GGUFFile::open(src);
+  GGUFWriter w;
+  for (const auto& [k, v] : f->metadata())
+    if (k != key) w.set_value(k, v);
+  if (u32) w.set_u32(key, *u32);
+  for (const auto& t : f->tensors()) w.add_tensor(t.name, t.type, t.ne, std::span<const uint8_t>(t.data, t.nbytes));
+  w.write(dst);
+}
+
+}  // namespace
+
+TEST(GraniteHybrid, ReadsItsLayerPatternAndSizes) {
+  auto m = Model::load(write_preset("granitehybrid-tiny"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::GraniteHybrid);
+  EXPECT_EQ(c.recurrent_mixer, RecurrentMixer::Mamba2);
+  EXPECT_EQ(c.recurrent_layers, (std::vector<uint8_t>{1, 1, 0, 1}));  // head_count_kv 0 there
+  EXPECT_EQ(c.n_head_kv, 2);
+  EXPECT_EQ(c.ssm_dt_rank, 8);
+  EXPECT_EQ(c.ssm_d_inner, 128);
+  EXPECT_EQ(c.ssm_n_group, 1);
+  EXPECT_FLOAT_EQ(c.residual_scale, 0.5f);  // granite's multipliers
+  EXPECT_FLOAT_EQ(c.embd_scale, 2.0f);
+  EXPECT_TRUE(c.has_rope(2));
+  // A Mamba-2 layer keeps 3 conv rows of 128 + 2 * 16 channels and 8 heads of 16 x 16 per state.
+  KVCache kv = m->new_cache(16);
+  EXPECT_EQ(kv.layout(0), (KVLayerLayout{0, 0, DType::F32, DType::F32, 0, 3 * 160 + 128 * 16}));
+  EXPECT_EQ(kv.layout(2).state_floats, 0);
+  auto moe = Model::load(write_preset("granitehybrid-moe-tiny"), f32_caches());
+  EXPECT_EQ(moe->config().n_expert, 8);
+  EXPECT_EQ(moe->config().n_ff_shared_expert, 64);
+  EXPECT_EQ(moe->config().ssm_n_group, 2);
+  EXPECT_FALSE(moe->config().has_rope(2));  // rope.scaling.finetuned false
+  EXPECT_TRUE(moe->config().expert_weights_norm);
+}
+
+TEST(GraniteHybrid, MatchesReference) {
+  // float32 activations against double: relative error well below 1e-4 of the logit range; a head
+  // in the wrong group, a skipped D, gate or grouped norm gives O(1).
+  for (DType t : {DType::F32, DType::F16}) EXPECT_LE(reference_rel_error(write_preset("granitehybrid-tiny", t)), 1e-4);
+  for (DType t : {DType::F32, DType::F16})
+    specmoe::testing::check_moe_against_reference(write_preset("granitehybrid-moe-tiny", t), kIds, 0, 1e-4);
+}
+
+TEST(GraniteHybrid, StateFollowsTheCacheBitForBit) {
+  auto m = Model::load(write_preset("granitehybrid-moe-tiny"), f32_caches());
+  const int V = m->config().n_vocab;
+  KVCache a = m->new_cache(32), b = m->new_cache(32);
+  const std::vector<float> batched = logits_of(*m, kIds, a);
+  std::vector<float> single;
+  for (size_t i = 0; i < kIds.size(); ++i) {
+    const auto l = logits_of(*m, std::span<const int32_t>(kIds).subspan(i, 1), b);
+    single.insert(single.end(), l.begin(), l.end());
+  }
+  EXPECT_TRUE(same_bits(batched.data(), single.data(), batched.size()));
+  // Roll back 4 tokens and feed others = a fresh run.
+  KVCache r = m->new_cache(32);
+  r.reserve_rollback(4);
+  logits_of(*m, kIds, r);
+  r.truncate(7);
+  const std::vector<int32_t> other = {61, 62, 63};
+  const std::vector<float> rolled = logits_of(*m, other, r);
+  KVCache c = m->new_cache(32);
+  logits_of(*m, std::vector<int32_t>(kIds.begin(), kIds.begin() + 7), c);
+  EXPECT_EQ(rolled, logits_of(*m, other, c));
+  // A tree: each node equals its path as a chain; after keep the cache continues as a chain's.
+  const std::vector<int32_t> prefix(kIds.begin(), kIds.begin() + 6);
+  KVCache t = m->new_cache(32), s = m->new_cache(32);
+  logits_of(*m, prefix, t);
+  logits_of(*m, prefix, s);
+  Batch tb;
+  const std::vector<int32_t> tree = {90, 3, 17, 44, 120}, parents = {-1, 0, 0, 2, 3};
+  tb.tokens = tree;
+  tb.parents = parents;
+  std::vector<float> tree_logits;
+  m->forward(tb, t).logits.to_host(tree_logits);
+  const std::vector<float> path_logits = logits_of(*m, std::vector<int32_t>{90, 17, 44, 120}, s);
+  for (int node : {0, 2, 3, 4}) {
+    const int depth = node == 0 ? 0 : node - 1;
+    EXPECT_TRUE(same_bits(tree_logits.data() + node * V, path_logits.data() + depth * V, V)) << node;
+  }
+  t.keep(std::vector<int>{0, 1, 2, 3, 4, 5, 6, 8, 9});
+  KVCache want = m->new_cache(32);
+  logits_of(*m, prefix, want);
+  logits_of(*m, std::vector<int32_t>{90, 17, 44}, want);
+  const std::vector<int32_t> next = {64, 65};
+  EXPECT_EQ(logits_of(*m, next, t), logits_of(*m, next, want));
+}
+
+TEST(GraniteHybrid, SpeculativeDecodingIsIdenticalAndLossless) {
+  auto target = Model::load(write_preset("granitehybrid-moe-tiny"), f32_caches());
+  auto draft = Model::load(write_preset("granitehybrid-tiny"), f32_caches());
+  core::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  const verify::SpeculativeVerifier sv;
+  draft::ModelDrafter model(draft.get(), 320, -1, 256);
+  draft::LayerSkipDrafter skip(*target, 2, 256);
+  std::vector<draft::TreeSpec> shapes(2);
+  shapes[1].widths = {3, 2, 1};
+  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 35, 119, 111, 114};
+  for (const draft::TreeSpec& tree : shapes)
+    for (draft::ModelDrafter* d : {&model, static_cast<draft::ModelDrafter*>(&skip)}) {
+      verify::DecodeOptions o;
+      o.max_tokens = 40;
+      o.draft_max = 5;
+      o.tree = tree;
+      o.stop_at_eog = false;
+      const verify::GenerationResult ar = verify::generate_autoregressive(*target, prompt, greedy, o, 0);
+      verify::SpeculativeDecoder dec(*target, *d, sv, greedy, o);
+      EXPECT_EQ(dec.generate(prompt, 0).tokens, ar.tokens) << (tree.empty() ? "chain" : tree.describe()) << ", " << d->name();
+    }
+  // At temperature 0.5: granite's logit scale of 2 flattens these random heads, and the chi-square
+  // needs most of the joint's mass in cells it can test.
+  core::SamplingParams sp;
+  sp.temperature = 0.5f;
+  sp.top_k = 0;
+  sp.top_p = 1.0f;
+  sp.min_p = 0.0f;
+  sp.seed = 44;
+  specmoe::testing::check_lossless(*target, *draft, sp, true);
+}
+
+TEST(GraniteHybrid, BadKeysGetClearErrors) {
+  const std::string path = write_preset("granitehybrid-tiny");
+  auto expect_error = [&](const std::string& file, const std::string& needle) {
+    try {
+      Model::load(file, f32_caches());
+      ADD_FAILURE() << "no error for " << file;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const std::string no_groups = scratch("granitehybrid_no_groups.gguf");
+  copy_with(path, no_groups, "granitehybrid.ssm.group_count", std::nullopt);
+  expect_error(no_groups, "'granitehybrid.ssm.group_count' is missing");
+  const std::string heads = scratch("granitehybrid_heads.gguf");
+  copy_with(path, heads, "granitehybrid.ssm.time_step_rank", 7u);
+  expect_error(heads, "ssm.inner_size 128 is not a multiple of 7 heads");
+  const std::string groups = scratch("granitehybrid_groups.gguf");
+  copy_with(path, groups, "granitehybrid.ssm.group_count", 3u);
+  expect_error(groups, "8 heads (ssm.time_step_rank) are not a multiple of 3 groups");
+  // The tensors must follow the keys: a state of 32 against the file's 16.
+  const std::string state = scratch("granitehybrid_state.gguf");
+  copy_with(path, state, "granitehybrid.ssm.state_size", 32u);
+  expect_error(state, "blk.0.ssm_in.weight");
+}
