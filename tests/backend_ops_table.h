@@ -311,9 +311,9 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
 
   // ---- Qwen3.5's gated DeltaNet: one token, chains and trees over cached states, one and several
   // value heads per key head, Qwen3.5's head width 128, awkward widths and conv lengths.
-  const Bound dn{0.0, 1e-9,
-                 "cpu: the reference is the op; cuda: the same sums in the same order without FMA, expf/logf "
-                 "within a few ulp"};
+  const Bound dn{1e-10, 1e-9,
+                 "cpu: the AVX2 rows sum each dot in 8 lanes with FMA, the reference in index order (~1e-14 "
+                 "measured); cuda: the reference's order without FMA, expf/logf within a few ulp"};
   for (auto [T, cached, hk, hv, dim, conv] : std::vector<std::tuple<int64_t, int, int, int, int, int>>{
            {1, 0, 1, 1, 16, 4}, {1, 2, 2, 4, 32, 4}, {5, 3, 2, 2, 17, 3}, {9, 1, 4, 8, 128, 4}, {17, 4, 1, 3, 33, 2},
            {40, 0, 2, 4, 64, 4}}) {
@@ -324,9 +324,9 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
 
   // ---- granitehybrid's Mamba-2 mixer: one token, chains and trees over cached states, one and
   // several groups, Granite 4.0 H's head of 64 and state of 128, with and without bias and norm.
-  const Bound m2{0.0, 1e-9,
-                 "cpu: the reference is the op; cuda: the same sums in the same order without FMA, expf/logf "
-                 "within a few ulp"};
+  const Bound m2{1e-10, 1e-9,
+                 "cpu: the AVX2 rows sum over the state in 8 lanes with FMA, the reference in index order (~1e-13 "
+                 "measured); cuda: the reference's order without FMA, expf/logf within a few ulp"};
   for (auto [T, cached, heads, hd, state, groups, conv, bias, norm] :
        std::vector<std::tuple<int64_t, int, int, int, int, int, int, bool, bool>>{
            {1, 0, 2, 16, 16, 1, 4, true, true}, {1, 2, 8, 64, 128, 1, 4, true, true},

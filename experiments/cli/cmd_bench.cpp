@@ -99,6 +99,8 @@ double time_forward(core::Model& m, std::span<const int32_t> ids, core::KVCache&
 // A cache of `capacity` rows holding `context` tokens.
 core::KVCache cache_with_context(core::Model& m, int context, int capacity) {
   core::KVCache kv = m.new_cache(capacity);
+  // Recurrent layers (qwen35, granitehybrid): the forwards after the context are rolled back to it.
+  kv.reserve_rollback(capacity - context);
   const std::vector<int32_t> ids = bench_ids(m, context, 1);
   if (context > 0) time_forward(m, ids, kv, false);
   return kv;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/recurrent_rows.h"
 
 namespace specmoe::kernels::cpu {
 
@@ -53,7 +54,7 @@ void l2_normalize(float* x, int n, float eps) {
 // Query/key head kh and its value heads kh, kh + n_k_heads, ... over all T tokens.
 void delta_net_group(const float* qkv, const float* alpha, const float* beta, const float* conv_w,
                      const float* dt_bias, const float* a, float* states, const int32_t* slots, int64_t T,
-                     const DeltaNetParams& p, float* out, int kh) {
+                     const DeltaNetParams& p, float* out, int kh, bool simd) {
   const int S = p.head_dim;
   const int64_t C = p.conv_dim(), K = p.key_dim(), V = p.value_dim();
   const int64_t slot_floats = p.state_floats(), conv_floats = p.conv_state_floats();
@@ -78,6 +79,10 @@ void delta_net_group(const float* qkv, const float* alpha, const float* beta, co
       const float* m_in = s_in ? s_in + conv_floats + head : nullptr;
       float* m_out = s_out + conv_floats + head;
       float* o = out + t * V + static_cast<int64_t>(h) * S;
+      if (simd) {
+        avx2::delta_net_head_step(m_in, m_out, q.data(), k.data(), v.data(), S, decay, b, scale, o);
+        continue;
+      }
       for (int j = 0; j < S; ++j) {
         float* row = m_out + static_cast<size_t>(j) * S;
         if (m_in) {
@@ -99,15 +104,16 @@ void delta_net_group(const float* qkv, const float* alpha, const float* beta, co
 void delta_net_ref(const float* qkv, const float* alpha, const float* beta, const float* conv_w, const float* dt_bias,
                    const float* a, float* states, const int32_t* slots, int64_t T, const DeltaNetParams& p, float* out) {
   for (int kh = 0; kh < p.n_k_heads; ++kh)
-    delta_net_group(qkv, alpha, beta, conv_w, dt_bias, a, states, slots, T, p, out, kh);
+    delta_net_group(qkv, alpha, beta, conv_w, dt_bias, a, states, slots, T, p, out, kh, false);
 }
 
 void delta_net(ThreadPool& pool, const float* qkv, const float* alpha, const float* beta, const float* conv_w,
                const float* dt_bias, const float* a, float* states, const int32_t* slots, int64_t T,
                const DeltaNetParams& p, float* out) {
+  const bool simd = best_isa() != Isa::Scalar;
   pool.parallel_for(p.n_k_heads, 1, [&](int64_t h0, int64_t h1) {
     for (int64_t kh = h0; kh < h1; ++kh)
-      delta_net_group(qkv, alpha, beta, conv_w, dt_bias, a, states, slots, T, p, out, static_cast<int>(kh));
+      delta_net_group(qkv, alpha, beta, conv_w, dt_bias, a, states, slots, T, p, out, static_cast<int>(kh), simd);
   });
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/recurrent_rows.h"
 
 namespace specmoe::kernels::cpu {
 
@@ -37,7 +38,7 @@ void conv_channels(const float* zxbcdt, const float* conv_w, const float* conv_b
 
 void scan_heads(const float* zxbcdt, const float* dt_bias, const float* a, const float* d, float* states,
                 const int32_t* slots, int64_t T, const Mamba2Params& p, const float* xbc, float* out, int64_t h0,
-                int64_t h1) {
+                int64_t h1, bool simd) {
   const int64_t C = p.conv_dim(), F = p.state_floats(), in = p.in_proj(), di = p.d_inner();
   const int64_t conv_floats = p.conv_state_floats(), N = p.d_state, hd = p.head_dim;
   const int64_t heads_per_group = p.n_head / p.n_group;
@@ -57,6 +58,10 @@ void scan_heads(const float* zxbcdt, const float* dt_bias, const float* a, const
         const float x_dt = x[ii] * dt;
         const float* src = s_in ? s_in + ii * N : nullptr;
         float* dst = s_out + ii * N;
+        if (simd) {
+          out[t * di + ii] = avx2::mamba2_row_step(src, dst, B, Cg, N, dA, x_dt) + x[ii] * d[h];
+          continue;
+        }
         float y = 0.0f;
         for (int64_t n = 0; n < N; ++n) {
           const float s = (src ? src[n] * dA : 0.0f) + B[n] * x_dt;
@@ -88,7 +93,7 @@ void mamba2_ref(const float* zxbcdt, const float* conv_w, const float* conv_b, c
                 const float* d, const float* norm_w, float* states, const int32_t* slots, int64_t T,
                 const Mamba2Params& p, float* xbc, float* out) {
   conv_channels(zxbcdt, conv_w, conv_b, states, slots, T, p, xbc, 0, p.conv_dim());
-  scan_heads(zxbcdt, dt_bias, a, d, states, slots, T, p, xbc, out, 0, p.n_head);
+  scan_heads(zxbcdt, dt_bias, a, d, states, slots, T, p, xbc, out, 0, p.n_head, false);
   for (int64_t r = 0; r < T * p.n_group; ++r) gate_norm_row(zxbcdt, norm_w, r / p.n_group, r % p.n_group, p, out);
 }
 
@@ -98,8 +103,9 @@ void mamba2(ThreadPool& pool, const float* zxbcdt, const float* conv_w, const fl
   pool.parallel_for(p.conv_dim(), 256, [&](int64_t c0, int64_t c1) {
     conv_channels(zxbcdt, conv_w, conv_b, states, slots, T, p, xbc, c0, c1);
   });
+  const bool simd = best_isa() != Isa::Scalar;
   pool.parallel_for(p.n_head, 1, [&](int64_t h0, int64_t h1) {
-    scan_heads(zxbcdt, dt_bias, a, d, states, slots, T, p, xbc, out, h0, h1);
+    scan_heads(zxbcdt, dt_bias, a, d, states, slots, T, p, xbc, out, h0, h1, simd);
   });
   pool.parallel_for(T * p.n_group, 4, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) gate_norm_row(zxbcdt, norm_w, r / p.n_group, r % p.n_group, p, out);
