@@ -193,7 +193,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"lfm2moe", Arch::Lfm2Moe, RopeStyle::SplitHalves},
       {"smallthinker", Arch::SmallThinker, RopeStyle::SplitHalves},
       {"qwen35", Arch::Qwen35, RopeStyle::SplitHalves},      {"qwen35moe", Arch::Qwen35Moe, RopeStyle::SplitHalves},
-      {"granitehybrid", Arch::GraniteHybrid, RopeStyle::Adjacent},
+      {"granitehybrid", Arch::GraniteHybrid, RopeStyle::Adjacent}, {"mamba2", Arch::Mamba2, RopeStyle::None},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -205,7 +205,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -259,8 +259,12 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                   r.key("feed_forward_length"), c.n_ff);
     c.n_ff /= 2;
   }
-  c.n_head = r.get("attention.head_count", std::nullopt);
-  if (c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe)
+  c.n_head = r.get("attention.head_count", c.arch == Arch::Mamba2 ? std::optional<int>(0) : std::nullopt);
+  if (c.arch == Arch::Mamba2) {
+    // Mamba-2 only: no attention (its converter writes head_count 0); one placeholder head, never
+    // used, keeps the attention sizes well formed.
+    detail::read_mamba2(r, c);
+  } else if (c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe)
     detail::read_lfm2_layers(r, c);  // head_count_kv per layer, 0 for the convolution layers
   else if (c.arch == Arch::GraniteHybrid)
     detail::read_granite_hybrid(r, c);  // head_count_kv per layer, 0 for the Mamba-2 layers
@@ -430,7 +434,7 @@ void ModelConfig::validate() const {
   } else {
     if (n_expert_used != 0)
       throw_error(ErrorKind::Format, "model config: n_expert_used is {} but the model has no experts", n_expert_used);
-    check_range("n_ff", n_ff, 1, kMaxFF);
+    check_range("n_ff", n_ff, no_ffn ? 0 : 1, kMaxFF);
   }
   if (rope_style != RopeStyle::None) {
     check_range("rope_dims", rope_dims, 2, head_dim);

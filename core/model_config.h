@@ -19,7 +19,7 @@ enum class Arch {
   Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl,
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
   MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan, Dbrx, PhiMoe, Qwen, Xverse, Orion, Codeshell, Plamo,
-  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe, GraniteHybrid
+  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe, GraniteHybrid, Mamba2
 };
 
 // The mixer of a model's recurrent layers: Qwen3.5's gated DeltaNet or a Mamba-2 SSM (granitehybrid).
@@ -217,6 +217,7 @@ struct ModelConfig {
   int ssm_dt_rank = 0;   // <arch>.ssm.time_step_rank: value heads
   int ssm_n_group = 0;   // <arch>.ssm.group_count: query/key heads
   bool attn_output_gate = false;  // qwen35: attn_q gives [q_h | g_h] per head; output times sigmoid(g)
+  bool no_ffn = false;            // mamba2: a layer is its mixer only, x += mixer(norm(x)), no feed-forward
 
   bool is_recurrent_layer(int layer) const {
     return layer >= 0 && layer < static_cast<int>(recurrent_layers.size()) && recurrent_layers[layer] != 0;
@@ -254,7 +255,7 @@ struct ModelConfig {
   // ALiBi, any other layer count neither.
   bool rope_free() const {
     return learned_positions() || arch == Arch::Bloom || arch == Arch::Mpt || arch == Arch::Refact || arch == Arch::Jais ||
-           (arch == Arch::Baichuan && n_layer != 32);
+           (arch == Arch::Baichuan && n_layer != 32) || arch == Arch::Mamba2;
   }
   bool alibi() const { return alibi_max_bias > 0.0f; }
   // Layer `layer` has experts (MoE models, past the leading dense layers, every n_moe_layer_step-th).

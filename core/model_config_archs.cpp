@@ -221,6 +221,21 @@ void read_granite_hybrid(const Reader& r, ModelConfig& c) {
   c.ssm_n_group = r.get("ssm.group_count", std::nullopt);
 }
 
+// mamba2 (Mamba-2, Mamba-Codestral; llama.cpp src/models/mamba.cpp with build_mamba2_layer): every
+// layer a Mamba-2 mixer under attn_norm, no feed-forward, no attention (head_count 0 in the file:
+// one placeholder head, never used); the Mamba-2 sizes, all required.
+void read_mamba2(const Reader& r, ModelConfig& c) {
+  c.n_head = c.n_head_kv = 1;
+  c.recurrent_mixer = RecurrentMixer::Mamba2;
+  c.recurrent_layers.assign(static_cast<size_t>(c.n_layer), 1);
+  c.no_ffn = true;
+  c.ssm_d_conv = r.get("ssm.conv_kernel", std::nullopt);
+  c.ssm_d_inner = r.get("ssm.inner_size", std::nullopt);
+  c.ssm_d_state = r.get("ssm.state_size", std::nullopt);
+  c.ssm_dt_rank = r.get("ssm.time_step_rank", std::nullopt);
+  c.ssm_n_group = r.get("ssm.group_count", std::nullopt);
+}
+
 // lfm2 with attention.sliding_window > 0: every attention layer attends through the window (the
 // convolution layers have none), rotated as without one (llama.cpp's lfm2 graph passes the global
 // base and scale to every layer).

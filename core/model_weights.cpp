@@ -412,8 +412,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       const bool post_named = c.arch == Arch::SeedOss || c.arch == Arch::Glm4Moe || c.arch == Arch::GptOss ||
                               c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe;
       // dbrx names it attn_output_norm.
-      L.ffn_norm = vec(p + (post_named ? "post_attention_norm.weight" : dbrx ? "attn_output_norm.weight" : "ffn_norm.weight"),
-                       c.n_embd);
+      if (!c.no_ffn)  // mamba2's layers have no feed-forward
+        L.ffn_norm = vec(p + (post_named ? "post_attention_norm.weight" : dbrx ? "attn_output_norm.weight" : "ffn_norm.weight"),
+                         c.n_embd);
     }
     if ((c.layer_norm && c.arch != Arch::Phi2 && !cohere && !falcon && !olmo && !dbrx) || phimoe) {
       L.attn_norm_b = mpt ? opt_vec(p + "attn_norm.bias", c.n_embd) : vec(p + "attn_norm.bias", c.n_embd);
@@ -437,6 +438,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     } else if (c.is_recurrent_layer(l) && c.recurrent_mixer == RecurrentMixer::Mamba2) {
       // granitehybrid: the Mamba-2 mixer in place of attention
       const int64_t di = c.ssm_d_inner, ng = c.ssm_n_group, nh = c.ssm_dt_rank;
+      const bool conv_bias_required = c.arch == Arch::Mamba2;  // optional for granitehybrid
       const int64_t conv_dim = di + 2 * ng * c.ssm_d_state;
       L.ssm_in = b.matrix(p + "ssm_in.weight", c.n_embd, di + conv_dim + nh);
       L.ssm_out = b.matrix(p + "ssm_out.weight", di, c.n_embd);
@@ -445,7 +447,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
         return {floats.back().data(), n};
       };
       L.ssm_conv = values(p + "ssm_conv1d.weight", {c.ssm_d_conv, conv_dim}, conv_dim * c.ssm_d_conv);
-      L.ssm_conv_b = opt_vec(p + "ssm_conv1d.bias", conv_dim);
+      L.ssm_conv_b = conv_bias_required ? vec(p + "ssm_conv1d.bias", conv_dim) : opt_vec(p + "ssm_conv1d.bias", conv_dim);
       L.ssm_dt = vec(p + "ssm_dt.bias", nh);
       L.ssm_a = values(p + "ssm_a", {1, nh}, nh);
       L.ssm_d = values(p + "ssm_d", {1, nh}, nh);
@@ -517,7 +519,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     }
     if (!c.is_mla() && !c.is_conv_layer(l) && !c.is_recurrent_layer(l))
       L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
-    if (c.is_moe_layer(l)) {
+    if (c.no_ffn) {
+      // mamba2: the mixer is the layer
+    } else if (c.is_moe_layer(l)) {
       L.moe = bind_moe(b, c, l, floats);
     } else if (c.arch == Arch::Jais) {  // SwiGLU with biases
       L.ffn_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);

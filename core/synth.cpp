@@ -62,14 +62,14 @@ void check_spec(const SynthSpec& s) {
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
-                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid"}))
+                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid", "mamba2"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -155,7 +155,7 @@ void check_spec(const SynthSpec& s) {
   const int n_head_kv = s.arch == "gpt2" ? s.n_head : s.n_head_kv;
   if (s.n_vocab < 259 || s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || n_head_kv <= 0 ||
       (s.head_dim <= 0 && s.n_embd % s.n_head != 0) || s.head_dim < 0 || s.n_head % n_head_kv != 0 ||
-      head_dim_of(s) % 2 != 0 || s.n_ff <= 0 || s.n_ctx <= 0 || s.keep_layers > s.n_layer || s.keep_layers == 0 ||
+      head_dim_of(s) % 2 != 0 || (s.n_ff <= 0 && s.arch != "mamba2") || s.n_ctx <= 0 || s.keep_layers > s.n_layer || s.keep_layers == 0 ||
       s.rope_dims < 0 || s.rope_dims % 2 != 0 || s.rope_dims > head_dim_of(s))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: inconsistent sizes (vocab {} >= 259, embd {} divisible by heads {} into even head dims, "
@@ -212,6 +212,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const int n_ff_dense = s.n_ff_dense > 0 ? s.n_ff_dense : s.n_ff;  // dense layers of the DeepSeek-style ones
   const bool granite = a == "granite" || a == "granitemoe" || a == "granitehybrid", starcoder2 = a == "starcoder2";
   const bool hybrid = a == "granitehybrid";  // Mamba-2 layers where recurrent_layers says
+  const bool mamba2 = a == "mamba2";          // Mamba-2 layers only, no FFN, no attention
   const int64_t m2_inner = s.ssm_d_inner > 0 ? s.ssm_d_inner : int64_t{s.ssm_dt_rank} * s.ssm_d_state;
   const bool post_only = a == "olmo2" || a == "exaone4";  // post-norms only (exaone4 with per-head QK-norm)
   const bool neox = a == "gptneox", phi2 = a == "phi2";
@@ -250,7 +251,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const int ff_key = ds_moe && s.n_ff_dense > 0 ? s.n_ff_dense
                      : expert_width_key         ? s.n_ff * s.n_expert_used
                                                 : s.n_ff;
-  w.set_u32(a + ".feed_forward_length", qwen1 ? 2 * ff_key : ff_key);
+  w.set_u32(a + ".feed_forward_length", mamba2 ? 0 : qwen1 ? 2 * ff_key : ff_key);
   if (moe) {
     w.set_u32(a + ".expert_count", s.n_expert);
     w.set_u32(a + ".expert_used_count", s.n_expert_used);
@@ -272,12 +273,18 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.set_u32(a + ".expert_group_count", s.n_expert_group);
     w.set_u32(a + ".expert_group_used_count", s.n_expert_group_used);
   }
-  w.set_u32(a + ".attention.head_count", s.n_head);
+  w.set_u32(a + ".attention.head_count", mamba2 ? 0 : s.n_head);  // as mamba2's converter writes it
   if (gpt2) {
     w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
     if (a == "starcoder") w.set_u32(a + ".attention.head_count_kv", n_head_kv);  // multi-query
   } else {
-    if (hybrid && !s.recurrent_layers.empty()) {  // granitehybrid: per layer, 0 for the Mamba-2 layers
+    if (mamba2) {
+      w.set_u32(a + ".ssm.conv_kernel", s.ssm_d_conv);
+      w.set_u32(a + ".ssm.state_size", s.ssm_d_state);
+      w.set_u32(a + ".ssm.group_count", s.ssm_n_group);
+      w.set_u32(a + ".ssm.time_step_rank", s.ssm_dt_rank);
+      w.set_u32(a + ".ssm.inner_size", static_cast<uint32_t>(m2_inner));
+    } else if (hybrid && !s.recurrent_layers.empty()) {  // granitehybrid: per layer, 0 for the Mamba-2 layers
       std::vector<int32_t> heads(s.recurrent_layers.size());
       for (size_t l = 0; l < heads.size(); ++l) heads[l] = s.recurrent_layers[l] ? 0 : n_head_kv;
       w.set_i32_array(a + ".attention.head_count_kv", heads);
@@ -345,7 +352,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       w.set_f32(a + ".attention.scale", 0.75f / std::sqrt(static_cast<float>(head_dim)));
       w.set_f32(a + ".logit_scale", 2.0f);
     }
-    if (!alibi) {
+    if (!alibi && !mamba2) {
       w.set_u32(a + ".rope.dimension_count", rope_dims);
       w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
     }
@@ -503,7 +510,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       vec(p + "attn_norm.weight", s.n_embd, 1.0f, cohere || falcon ? 0.3f : 0.0f);
       // seed_oss and glm4moe name the FFN's pre-norm post_attention_norm
       const bool post_named = a == "seed_oss" || a == "glm4moe" || a == "gpt-oss" || qwen35;
-      if (!phi2 && !cohere && !falcon && !plamo)
+      if (!phi2 && !cohere && !falcon && !plamo && !mamba2)
         vec(p + (post_named ? "post_attention_norm.weight" : dbrx ? "attn_output_norm.weight" : "ffn_norm.weight"),
             s.n_embd, 1.0f, dbrx ? 0.3f : 0.0f);
     }
@@ -534,7 +541,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       }
       continue;
     }
-    if (hybrid && l < static_cast<int>(s.recurrent_layers.size()) && s.recurrent_layers[l] != 0) {
+    if (mamba2 || (hybrid && l < static_cast<int>(s.recurrent_layers.size()) && s.recurrent_layers[l] != 0)) {
       // granitehybrid's Mamba-2 mixer: [z | xBC | dt] = ssm_in xn; the convolution's taps and bias,
       // the dt bias, A = -exp(A_log) (A_log in [-1, 0.5]), D and the grouped norm F32 as the
       // converter keeps them.
@@ -554,6 +561,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         return v;
       }());
       matrix(p + "ssm_out.weight", m2_inner, s.n_embd, rs);
+      if (mamba2) continue;  // the mixer is the layer
       if (moe_layer) {
         write_experts(p, rs);
       } else {

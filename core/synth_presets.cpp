@@ -663,6 +663,19 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "mamba2-tiny") {
+    // mamba2 (Mamba-2) in llama.cpp's layout, F32, 4 layers of 64: a Mamba-2 mixer per layer (8
+    // heads of 16, d_inner 128, state 16, 2 groups, a convolution of 4 taps with its bias) under
+    // attn_norm, no feed-forward and no attention (head_count 0).
+    s.arch = "mamba2";
+    s.ssm_dt_rank = 8;
+    s.ssm_d_state = 16;
+    s.ssm_d_inner = 128;
+    s.ssm_n_group = 2;
+    s.n_ff = 0;
+    s.name = preset;
+    return s;
+  }
   if (preset == "qwen35moe-tiny") {
     // qwen35moe (Qwen3.5-MoE) in llama.cpp's layout: qwen35-tiny's layers with 8 experts of width
     // 32 top-2 in every one (softmax, renormalised) and a shared expert of 64 under its sigmoid gate.
@@ -966,6 +979,8 @@ std::vector<std::string> synth_presets() {
       "3 and granite's attention on 1, granite's multipliers",
       "granitehybrid-moe-tiny: granitehybrid-tiny with 8 experts top-2 of 32 and a shared expert of 64, 2 groups, "
       "no RoPE",
+      "mamba2-tiny: mamba2 (Mamba-2), F32, 4 layers of 64, a Mamba-2 mixer each (8 heads of 16, state 16, 2 groups), "
+      "no FFN",
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
       "squared-ReLU MLP with biases",

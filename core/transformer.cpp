@@ -584,7 +584,7 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
       mla_attention_block(l, T, positions, mask, kv);
     else
       attention_block(l, T, positions, row_positions, mask, kv);
-    ffn_block(l, T, b, routing[l]);
+    if (!c_.no_ffn) ffn_block(l, T, b, routing[l]);  // mamba2's layers are their mixer only
   }
 
   // Final norm and head, for all tokens or only the last one.

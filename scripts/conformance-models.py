@@ -5,7 +5,7 @@ ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistr
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
 bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
-its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe and granitehybrid (dense and MoE) in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, granitehybrid (dense and MoE) and mamba2 in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -1421,6 +1421,43 @@ def granite_hybrid(path, dtype, moe=False):
     m.write()
 
 
+def mamba2(path, dtype):
+    # llama_model_mamba2 (Mamba-2, shrunk; src/models/mamba.cpp with build_mamba2_layer): 4 layers of
+    # 256, each x += mixer(attn_norm(x)) with granite_hybrid's Mamba-2 mixer (d_inner 512, 8 heads of
+    # 64, state 64, 2 groups, a convolution of 4 taps with its bias, required here), no feed-forward,
+    # no attention (head_count and feed_forward_length 0, as the converter writes them), a tied head.
+    d, L, d_inner, n_ssm, S, d_conv, n_group = 256, 4, 512, 8, 64, 4, 2
+    conv_dim = d_inner + 2 * n_group * S
+    m = Model(path, "mamba2", 68, dtype)
+    m.u32("context_length", 4096)
+    m.u32("embedding_length", d)
+    m.u32("block_count", L)
+    m.u32("feed_forward_length", 0)
+    m.u32("attention.head_count", 0)
+    m.f32("attention.layer_norm_rms_epsilon", 1e-5)
+    byte_vocab(m.w)
+    m.matrix("token_embd.weight", [d, N_VOCAB], scale=1.0)
+    m.norm("output_norm.weight", d)
+    m.u32("ssm.conv_kernel", d_conv)
+    m.u32("ssm.inner_size", d_inner)
+    m.u32("ssm.state_size", S)
+    m.u32("ssm.time_step_rank", n_ssm)
+    m.u32("ssm.group_count", n_group)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        m.matrix(p + "ssm_in.weight", [d, d_inner + conv_dim + n_ssm])
+        m.matrix(p + "ssm_conv1d.weight", [d_conv, conv_dim], dtype=np.float32)
+        m.norm(p + "ssm_conv1d.bias", conv_dim, base=0.0, noise=0.2)
+        m.norm(p + "ssm_dt.bias", n_ssm, base=0.5, noise=0.5)
+        m.w.add_tensor(p + "ssm_a", (-np.exp(m.rng.uniform(-1.0, 0.5, (n_ssm, 1)))).astype(np.float32))
+        m.w.add_tensor(p + "ssm_d", m.rng.standard_normal((n_ssm, 1)).astype(np.float32))
+        m.w.add_tensor(p + "ssm_norm.weight",
+                       (1.0 + 0.3 * m.rng.standard_normal((n_group, d_inner // n_group))).astype(np.float32))
+        m.matrix(p + "ssm_out.weight", [d_inner, d], scale=0.7)
+    m.write()
+
+
 def smallthinker(path, dtype, swa=False):
     # llama_model_smallthinker (PowerInfer's SmallThinker, shrunk): 4 layers of 256, every one MoE:
     # 8 experts of expert_feed_forward_length 256 (feed_forward_length the same, as the converter
@@ -1540,6 +1577,7 @@ WRITERS = {
     "qwen35moe": lambda p, t: qwen35(p, t, moe=True),
     "granitehybrid": granite_hybrid,
     "granitehybrid-moe": lambda p, t: granite_hybrid(p, t, moe=True),
+    "mamba2": mamba2,
 }
 
 if __name__ == "__main__":

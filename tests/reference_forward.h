@@ -171,6 +171,7 @@ class ReferenceForward {
     }
     // granitehybrid: Mamba-2 layers where attention.head_count_kv (per layer) is 0.
     mamba2_.assign(c_.n_layer, false);
+    if (arch_ == "mamba2") mamba2_.assign(c_.n_layer, true);  // every layer, no feed-forward
     if (arch_ == "granitehybrid") {
       const core::GGUFValue* heads = f_->find(a + "attention.head_count_kv");
       for (int l = 0; l < c_.n_layer; ++l)
@@ -296,7 +297,7 @@ class ReferenceForward {
       }
       if (mamba2_[l]) {
         mamba2(x, p);
-        feed_forward(l, p);
+        if (arch_ != "mamba2") feed_forward(l, p);
         continue;
       }
       if (conv_[l]) {

@@ -298,9 +298,10 @@ void add_info_command(CLI::App& app) {
     }
     if (const int rec = c.n_recurrent_layers(); rec > 0 && c.recurrent_mixer == core::RecurrentMixer::Mamba2) {
       std::printf("mamba2:        %d of %d layers (%s): conv of %d taps, %d heads of %d, state %d, %d group%s of B "
-                  "and C; the others attend\n",
+                  "and C%s\n",
                   rec, c.n_layer, layer_ranges(c.recurrent_layers).c_str(), c.ssm_d_conv, c.ssm_dt_rank,
-                  c.ssm_d_inner / c.ssm_dt_rank, c.ssm_d_state, c.ssm_n_group, c.ssm_n_group == 1 ? "" : "s");
+                  c.ssm_d_inner / c.ssm_dt_rank, c.ssm_d_state, c.ssm_n_group, c.ssm_n_group == 1 ? "" : "s",
+                  rec < c.n_layer ? "; the others attend" : c.no_ffn ? "; no attention, no feed-forward" : "");
     } else if (rec > 0) {
       std::printf("deltanet:      %d of %d layers (%s): conv of %d taps, %d query/key heads and %d value heads of "
                   "%d; the others are gated attention\n",

@@ -1,4 +1,4 @@
-// granitehybrid (Granite 4.0 H): Mamba-2 layers (a recurrent state per token, kept in the KV
+// granitehybrid (Granite 4.0 H) and mamba2 (Mamba-2 alone): Mamba-2 layers (a recurrent state per token, kept in the KV
 // cache's ring of slots as qwen35's: tests/unit/model_qwen35_test.cpp) beside granite's attention.
 // The logits against the double-precision reference forward and its MoE form (which read the
 // layer pattern and sizes from the file itself); batches equal one token at a time, rollback and
@@ -225,4 +225,44 @@ TEST(GraniteHybrid, BadKeysGetClearErrors) {
   const std::string state = scratch("granitehybrid_state.gguf");
   copy_with(path, state, "granitehybrid.ssm.state_size", 32u);
   expect_error(state, "blk.0.ssm_in.weight");
+}
+
+TEST(Mamba2, ReadsMatchesReferenceAndDecodesIdentically) {
+  // Every layer a Mamba-2 mixer, no feed-forward, no attention (head_count 0 in the file).
+  const std::string path = write_preset("mamba2-tiny");
+  auto m = Model::load(path, f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Mamba2);
+  EXPECT_TRUE(c.no_ffn);
+  EXPECT_EQ(c.n_recurrent_layers(), 4);
+  EXPECT_EQ(c.rope_style, RopeStyle::None);
+  EXPECT_EQ(c.n_ff, 0);
+  for (DType t : {DType::F32, DType::F16}) EXPECT_LE(reference_rel_error(write_preset("mamba2-tiny", t)), 1e-4);
+  // A batch equals one token at a time; rollback and a tree as for granitehybrid.
+  KVCache a = m->new_cache(32), b = m->new_cache(32);
+  const std::vector<float> batched = logits_of(*m, kIds, a);
+  std::vector<float> single;
+  for (size_t i = 0; i < kIds.size(); ++i) {
+    const auto l = logits_of(*m, std::span<const int32_t>(kIds).subspan(i, 1), b);
+    single.insert(single.end(), l.begin(), l.end());
+  }
+  EXPECT_TRUE(same_bits(batched.data(), single.data(), batched.size()));
+  core::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  const verify::GreedyVerifier gv;
+  draft::LayerSkipDrafter skip(*m, 2, 256);
+  std::vector<draft::TreeSpec> shapes(2);
+  shapes[1].nodes = 6;
+  shapes[1].depth = 3;
+  shapes[1].top_k = 2;
+  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111};
+  for (const draft::TreeSpec& tree : shapes) {
+    verify::DecodeOptions o;
+    o.max_tokens = 32;
+    o.draft_max = 4;
+    o.tree = tree;
+    o.stop_at_eog = false;
+    verify::SpeculativeDecoder dec(*m, skip, gv, greedy, o);
+    EXPECT_EQ(dec.generate(prompt, 0).tokens, verify::generate_autoregressive(*m, prompt, greedy, o, 0).tokens);
+  }
 }
