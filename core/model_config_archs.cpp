@@ -114,36 +114,58 @@ void read_gpt_oss(const Reader& r, ModelConfig& c) {
 // otherwise (a scalar: every layer attends); shortconv.l_cache (required, at least 2) taps per
 // filter, the current token's included. A file of convolution layers only keeps n_head_kv =
 // n_head for the (unused) attention sizes.
-void read_lfm2_layers(const Reader& r, ModelConfig& c) {
+namespace {
+
+// attention.head_count_kv per layer (one value, or an array of one per layer) as lfm2's and
+// granitehybrid's converters write it: layers of 0 are not attention (their flags set to 1), the
+// others must agree, and that count is n_head_kv (n_head when every layer is 0).
+std::vector<uint8_t> zero_kv_head_layers(const Reader& r, ModelConfig& c) {
   const GGUFFile& f = r.f;
   const std::string k = r.key("attention.head_count_kv");
   const GGUFValue* v = f.find(k);
-  c.n_head_kv = c.n_head;
-  c.conv_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  std::vector<int64_t> heads(static_cast<size_t>(c.n_layer), c.n_head);
   if (v && v->type == GGUFType::ARRAY) {
-    const std::vector<int64_t> heads = f.get_int_array(k);
+    heads = f.get_int_array(k);
     if (heads.size() != static_cast<size_t>(c.n_layer))
       throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries for {} layers", f.path(), k, heads.size(),
                   c.n_layer);
-    int64_t attn = 0;
-    for (int l = 0; l < c.n_layer; ++l) {
-      const int64_t h = heads[l];
-      if (h < 0 || h > 1024)  // model_config.cpp's head limit
-        throw_error(ErrorKind::Format, "{}: metadata key '{}' value {} (layer {}) is out of range", f.path(), k, h, l);
-      if (h == 0) {
-        c.conv_layers[l] = 1;
-      } else if (attn != 0 && h != attn) {
-        throw_error(ErrorKind::Unsupported,
-                    "{}: metadata key '{}' varies between attention layers ({} vs {}); specmoe needs it uniform",
-                    f.path(), k, attn, h);
-      } else {
-        attn = h;
-      }
-    }
-    if (attn != 0) c.n_head_kv = static_cast<int>(attn);
-  } else {
-    c.n_head_kv = r.get("attention.head_count_kv", c.n_head);
+  } else if (v) {
+    heads.assign(static_cast<size_t>(c.n_layer), r.get("attention.head_count_kv", c.n_head));
   }
+  std::vector<uint8_t> flags(static_cast<size_t>(c.n_layer), 0);
+  int64_t attn = 0;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const int64_t h = heads[l];
+    if (h < 0 || h > 1024)  // model_config.cpp's head limit
+      throw_error(ErrorKind::Format, "{}: metadata key '{}' value {} (layer {}) is out of range", f.path(), k, h, l);
+    if (h == 0) {
+      flags[l] = 1;
+    } else if (attn != 0 && h != attn) {
+      throw_error(ErrorKind::Unsupported,
+                  "{}: metadata key '{}' varies between attention layers ({} vs {}); specmoe needs it uniform",
+                  f.path(), k, attn, h);
+    } else {
+      attn = h;
+    }
+  }
+  c.n_head_kv = attn != 0 ? static_cast<int>(attn) : c.n_head;
+  return flags;
+}
+
+// The Mamba-2 / gated DeltaNet sizes (ssm.*), all required.
+void read_ssm_sizes(const Reader& r, ModelConfig& c) {
+  c.ssm_d_conv = r.get("ssm.conv_kernel", std::nullopt);
+  c.ssm_d_inner = r.get("ssm.inner_size", std::nullopt);
+  c.ssm_d_state = r.get("ssm.state_size", std::nullopt);
+  c.ssm_dt_rank = r.get("ssm.time_step_rank", std::nullopt);
+  c.ssm_n_group = r.get("ssm.group_count", std::nullopt);
+}
+
+}  // namespace
+
+void read_lfm2_layers(const Reader& r, ModelConfig& c) {
+  const GGUFFile& f = r.f;
+  c.conv_layers = zero_kv_head_layers(r, c);
   c.shortconv_l_cache = r.get("shortconv.l_cache", std::nullopt);
   if (c.shortconv_l_cache < 2 || c.shortconv_l_cache > kMaxShortConvTaps)
     throw_error(ErrorKind::Format, "{}: {} is {} (must be 2 to {})", f.path(), r.key("shortconv.l_cache"),
@@ -156,11 +178,7 @@ void read_lfm2_layers(const Reader& r, ModelConfig& c) {
 void read_qwen35(const Reader& r, ModelConfig& c) {
   const GGUFFile& f = r.f;
   c.attn_output_gate = true;
-  c.ssm_d_conv = r.get("ssm.conv_kernel", std::nullopt);
-  c.ssm_d_inner = r.get("ssm.inner_size", std::nullopt);
-  c.ssm_d_state = r.get("ssm.state_size", std::nullopt);
-  c.ssm_dt_rank = r.get("ssm.time_step_rank", std::nullopt);
-  c.ssm_n_group = r.get("ssm.group_count", std::nullopt);
+  read_ssm_sizes(r, c);
   c.recurrent_layers.assign(static_cast<size_t>(c.n_layer), 0);
   const std::string k = r.key("attention.recurrent_layers");
   if (const GGUFValue* v = f.find(k)) {
@@ -184,41 +202,9 @@ void read_qwen35(const Reader& r, ModelConfig& c) {
 // layer when its attention.head_count_kv is 0 (one value per layer, or one for all, which makes
 // every layer attention or every one Mamba-2); the Mamba-2 sizes, all required.
 void read_granite_hybrid(const Reader& r, ModelConfig& c) {
-  const GGUFFile& f = r.f;
-  const std::string k = r.key("attention.head_count_kv");
   c.recurrent_mixer = RecurrentMixer::Mamba2;
-  c.recurrent_layers.assign(static_cast<size_t>(c.n_layer), 0);
-  c.n_head_kv = c.n_head;
-  const GGUFValue* v = f.find(k);
-  std::vector<int64_t> heads(static_cast<size_t>(c.n_layer), v ? 0 : c.n_head);
-  if (v && v->type == GGUFType::ARRAY) {
-    heads = f.get_int_array(k);
-    if (heads.size() != static_cast<size_t>(c.n_layer))
-      throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries for {} layers", f.path(), k, heads.size(),
-                  c.n_layer);
-  } else if (v) {
-    heads.assign(static_cast<size_t>(c.n_layer), r.get("attention.head_count_kv", c.n_head));
-  }
-  int64_t attn = 0;
-  for (int l = 0; l < c.n_layer; ++l) {
-    const int64_t h = heads[l];
-    if (h < 0 || h > 1024)
-      throw_error(ErrorKind::Format, "{}: metadata key '{}' value {} (layer {}) is out of range", f.path(), k, h, l);
-    if (h == 0)
-      c.recurrent_layers[l] = 1;
-    else if (attn != 0 && h != attn)
-      throw_error(ErrorKind::Unsupported,
-                  "{}: metadata key '{}' varies between attention layers ({} vs {}); specmoe needs it uniform", f.path(),
-                  k, attn, h);
-    else
-      attn = h;
-  }
-  if (attn != 0) c.n_head_kv = static_cast<int>(attn);
-  c.ssm_d_conv = r.get("ssm.conv_kernel", std::nullopt);
-  c.ssm_d_inner = r.get("ssm.inner_size", std::nullopt);
-  c.ssm_d_state = r.get("ssm.state_size", std::nullopt);
-  c.ssm_dt_rank = r.get("ssm.time_step_rank", std::nullopt);
-  c.ssm_n_group = r.get("ssm.group_count", std::nullopt);
+  c.recurrent_layers = zero_kv_head_layers(r, c);
+  read_ssm_sizes(r, c);
 }
 
 // mamba2 (Mamba-2, Mamba-Codestral; llama.cpp src/models/mamba.cpp with build_mamba2_layer): every
@@ -229,11 +215,7 @@ void read_mamba2(const Reader& r, ModelConfig& c) {
   c.recurrent_mixer = RecurrentMixer::Mamba2;
   c.recurrent_layers.assign(static_cast<size_t>(c.n_layer), 1);
   c.no_ffn = true;
-  c.ssm_d_conv = r.get("ssm.conv_kernel", std::nullopt);
-  c.ssm_d_inner = r.get("ssm.inner_size", std::nullopt);
-  c.ssm_d_state = r.get("ssm.state_size", std::nullopt);
-  c.ssm_dt_rank = r.get("ssm.time_step_rank", std::nullopt);
-  c.ssm_n_group = r.get("ssm.group_count", std::nullopt);
+  read_ssm_sizes(r, c);
 }
 
 // lfm2 with attention.sliding_window > 0: every attention layer attends through the window (the

@@ -620,6 +620,12 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  // qwen35's gated attention layers: heads of 32, interleaved M-RoPE on 16 of them, a low base.
+  const auto qwen35_attention = [](SynthSpec& s) {
+    s.head_dim = 32;
+    s.rope_dims = 16;
+    s.rope_freq_base = 100.0f;
+  };
   if (preset == "qwen35-tiny" || preset == "qwen35-mix-tiny") {
     // qwen35 (Qwen3.5) in llama.cpp's layout, F32, dim 64: gated DeltaNet layers (convolution of 4
     // taps, 2 query/key heads and 4 value heads of 16) and gated attention layers (heads 4/2 of
@@ -628,9 +634,7 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     // attention); qwen35-mix-tiny: 6 layers given by attention.recurrent_layers (BOOLs; attention
     // on 1 and 4), one value head per key head.
     s.arch = "qwen35";
-    s.head_dim = 32;
-    s.rope_dims = 16;
-    s.rope_freq_base = 100.0f;
+    qwen35_attention(s);
     if (preset == "qwen35-mix-tiny") {
       s.n_layer = 6;
       s.recurrent_layers = {1, 0, 1, 1, 0, 1};
@@ -680,9 +684,7 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     // qwen35moe (Qwen3.5-MoE) in llama.cpp's layout: qwen35-tiny's layers with 8 experts of width
     // 32 top-2 in every one (softmax, renormalised) and a shared expert of 64 under its sigmoid gate.
     s.arch = "qwen35moe";
-    s.head_dim = 32;
-    s.rope_dims = 16;
-    s.rope_freq_base = 100.0f;
+    qwen35_attention(s);
     s.n_ff = 32;
     s.n_expert = 8;
     s.n_expert_used = 2;

@@ -1355,6 +1355,22 @@ def qwen35(path, dtype, mix=False, moe=False):
     m.write()
 
 
+def mamba2_mixer(m, p, d, d_inner, n_ssm, S, d_conv, n_group):
+    # One Mamba-2 mixer's tensors (src/models/granite-hybrid.cpp and mamba2.cpp's create_tensor
+    # calls): ssm_in to [z | xBC | dt], the convolution's taps and bias (F32), the dt bias, A =
+    # -exp(A_log) and D as {1, heads}, the grouped norm as {d_inner / groups, groups}, ssm_out.
+    conv_dim = d_inner + 2 * n_group * S
+    m.matrix(p + "ssm_in.weight", [d, d_inner + conv_dim + n_ssm])
+    m.matrix(p + "ssm_conv1d.weight", [d_conv, conv_dim], dtype=np.float32)
+    m.norm(p + "ssm_conv1d.bias", conv_dim, base=0.0, noise=0.2)
+    m.norm(p + "ssm_dt.bias", n_ssm, base=0.5, noise=0.5)
+    m.w.add_tensor(p + "ssm_a", (-np.exp(m.rng.uniform(-1.0, 0.5, (n_ssm, 1)))).astype(np.float32))
+    m.w.add_tensor(p + "ssm_d", m.rng.standard_normal((n_ssm, 1)).astype(np.float32))
+    m.w.add_tensor(p + "ssm_norm.weight",
+                   (1.0 + 0.3 * m.rng.standard_normal((n_group, d_inner // n_group))).astype(np.float32))
+    m.matrix(p + "ssm_out.weight", [d_inner, d], scale=0.7)
+
+
 def granite_hybrid(path, dtype, moe=False):
     # llama_model_granite_hybrid (Granite 4.0 H, shrunk): 4 layers of 256, Mamba-2 mixers where
     # attention.head_count_kv (per layer) is 0 (layers 0, 1 and 3) and granite's attention on layer 2
@@ -1399,15 +1415,7 @@ def granite_hybrid(path, dtype, moe=False):
         p = f"blk.{l}."
         m.norm(p + "attn_norm.weight", d)
         if mamba[l]:
-            m.matrix(p + "ssm_in.weight", [d, d_inner + conv_dim + n_ssm])
-            m.matrix(p + "ssm_conv1d.weight", [d_conv, conv_dim], dtype=np.float32)
-            m.norm(p + "ssm_conv1d.bias", conv_dim, base=0.0, noise=0.2)
-            m.norm(p + "ssm_dt.bias", n_ssm, base=0.5, noise=0.5)
-            m.w.add_tensor(p + "ssm_a", (-np.exp(m.rng.uniform(-1.0, 0.5, (n_ssm, 1)))).astype(np.float32))
-            m.w.add_tensor(p + "ssm_d", m.rng.standard_normal((n_ssm, 1)).astype(np.float32))
-            m.w.add_tensor(p + "ssm_norm.weight",
-                           (1.0 + 0.3 * m.rng.standard_normal((n_group, d_inner // n_group))).astype(np.float32))
-            m.matrix(p + "ssm_out.weight", [d_inner, d], scale=0.7)
+            mamba2_mixer(m, p, d, d_inner, n_ssm, S, d_conv, n_group)
         else:
             dense_attention(m, p, d, H, Hkv, hd)
         m.norm(p + "ffn_norm.weight", d)
@@ -1446,15 +1454,7 @@ def mamba2(path, dtype):
     for l in range(L):
         p = f"blk.{l}."
         m.norm(p + "attn_norm.weight", d)
-        m.matrix(p + "ssm_in.weight", [d, d_inner + conv_dim + n_ssm])
-        m.matrix(p + "ssm_conv1d.weight", [d_conv, conv_dim], dtype=np.float32)
-        m.norm(p + "ssm_conv1d.bias", conv_dim, base=0.0, noise=0.2)
-        m.norm(p + "ssm_dt.bias", n_ssm, base=0.5, noise=0.5)
-        m.w.add_tensor(p + "ssm_a", (-np.exp(m.rng.uniform(-1.0, 0.5, (n_ssm, 1)))).astype(np.float32))
-        m.w.add_tensor(p + "ssm_d", m.rng.standard_normal((n_ssm, 1)).astype(np.float32))
-        m.w.add_tensor(p + "ssm_norm.weight",
-                       (1.0 + 0.3 * m.rng.standard_normal((n_group, d_inner // n_group))).astype(np.float32))
-        m.matrix(p + "ssm_out.weight", [d_inner, d], scale=0.7)
+        mamba2_mixer(m, p, d, d_inner, n_ssm, S, d_conv, n_group)
     m.write()
 
 

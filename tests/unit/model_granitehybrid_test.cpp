@@ -20,6 +20,7 @@
 #include "draft/model_drafter.h"
 #include "lossless.h"
 #include "moe_reference_forward.h"
+#include "recurrent_model_helpers.h"
 #include "reference_forward.h"
 #include "test_data.h"
 #include "verify/autoregressive.h"
@@ -29,64 +30,17 @@
 
 using namespace specmoe;
 using namespace specmoe::core;
-using specmoe::testing::ReferenceForward;
-using specmoe::testing::scratch_dir;
+using specmoe::testing::expect_batch_equals_single;
+using specmoe::testing::f32_caches;
+using specmoe::testing::logits_of;
+using specmoe::testing::reference_rel_error;
+using specmoe::testing::same_bits;
 
 namespace {
 
-std::string scratch(const std::string& name) { return (scratch_dir() / name).string(); }
-
-LoadOptions f32_caches() {
-  LoadOptions o;
-  o.cache_types = {DType::F32, DType::F32};
-  o.n_threads = 2;
-  return o;
-}
-
-bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
-
-const std::vector<int32_t> kIds = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
-
+const std::vector<int32_t>& kIds = specmoe::testing::kRecurrentIds;
 std::string write_preset(const std::string& preset, DType type = DType::F32) {
-  SynthSpec s = synth_spec(preset);
-  s.type = type;
-  const std::string path = scratch(fmt::format("granitehybrid_{}_{}.gguf", preset, dtype_name(type)));
-  synth_write(s, path, 42);
-  return path;
-}
-
-std::vector<float> logits_of(Model& m, std::span<const int32_t> ids, KVCache& kv) {
-  std::vector<float> out;
-  m.forward(ids, kv).logits.to_host(out);
-  return out;
-}
-
-// max |logit - reference| / max |reference logit| over kIds.
-double reference_rel_error(const std::string& path) {
-  auto m = Model::load(path, f32_caches());
-  KVCache kv = m->new_cache(32);
-  const std::vector<float> got = logits_of(*m, kIds, kv);
-  const auto ref = ReferenceForward(path).run(kIds);
-  const int V = m->config().n_vocab;
-  double max_ref = 0, max_diff = 0;
-  for (size_t t = 0; t < kIds.size(); ++t)
-    for (int j = 0; j < V; ++j) {
-      max_ref = std::max(max_ref, std::fabs(ref[t][j]));
-      max_diff = std::max(max_diff, std::fabs(ref[t][j] - got[t * V + j]));
-    }
-  EXPECT_GT(max_ref, 1.0) << path;
-  return max_diff / max_ref;
-}
-
-// A copy of a GGUF file with one metadata key set to a u32, or dropped.
-void copy_with(const std::string& src, const std::string& dst, const std::string& key, std::optional<uint32_t> u32) {
-  auto f = GGUFFile::open(src);
-  GGUFWriter w;
-  for (const auto& [k, v] : f->metadata())
-    if (k != key) w.set_value(k, v);
-  if (u32) w.set_u32(key, *u32);
-  for (const auto& t : f->tensors()) w.add_tensor(t.name, t.type, t.ne, std::span<const uint8_t>(t.data, t.nbytes));
-  w.write(dst);
+  return specmoe::testing::write_preset_file(preset, type);
 }
 
 }  // namespace
@@ -127,14 +81,7 @@ TEST(GraniteHybrid, MatchesReference) {
 TEST(GraniteHybrid, StateFollowsTheCacheBitForBit) {
   auto m = Model::load(write_preset("granitehybrid-moe-tiny"), f32_caches());
   const int V = m->config().n_vocab;
-  KVCache a = m->new_cache(32), b = m->new_cache(32);
-  const std::vector<float> batched = logits_of(*m, kIds, a);
-  std::vector<float> single;
-  for (size_t i = 0; i < kIds.size(); ++i) {
-    const auto l = logits_of(*m, std::span<const int32_t>(kIds).subspan(i, 1), b);
-    single.insert(single.end(), l.begin(), l.end());
-  }
-  EXPECT_TRUE(same_bits(batched.data(), single.data(), batched.size()));
+  expect_batch_equals_single(*m);
   // Roll back 4 tokens and feed others = a fresh run.
   KVCache r = m->new_cache(32);
   r.reserve_rollback(4);
@@ -193,38 +140,17 @@ TEST(GraniteHybrid, SpeculativeDecodingIsIdenticalAndLossless) {
     }
   // At temperature 0.5: granite's logit scale of 2 flattens these random heads, and the chi-square
   // needs most of the joint's mass in cells it can test.
-  core::SamplingParams sp;
-  sp.temperature = 0.5f;
-  sp.top_k = 0;
-  sp.top_p = 1.0f;
-  sp.min_p = 0.0f;
-  sp.seed = 44;
-  specmoe::testing::check_lossless(*target, *draft, sp, true);
+  specmoe::testing::check_lossless(*target, *draft, specmoe::testing::plain_sampling(0.5f, 44), true);
 }
 
 TEST(GraniteHybrid, BadKeysGetClearErrors) {
+  using specmoe::testing::expect_key_error;
   const std::string path = write_preset("granitehybrid-tiny");
-  auto expect_error = [&](const std::string& file, const std::string& needle) {
-    try {
-      Model::load(file, f32_caches());
-      ADD_FAILURE() << "no error for " << file;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
-  const std::string no_groups = scratch("granitehybrid_no_groups.gguf");
-  copy_with(path, no_groups, "granitehybrid.ssm.group_count", std::nullopt);
-  expect_error(no_groups, "'granitehybrid.ssm.group_count' is missing");
-  const std::string heads = scratch("granitehybrid_heads.gguf");
-  copy_with(path, heads, "granitehybrid.ssm.time_step_rank", 7u);
-  expect_error(heads, "ssm.inner_size 128 is not a multiple of 7 heads");
-  const std::string groups = scratch("granitehybrid_groups.gguf");
-  copy_with(path, groups, "granitehybrid.ssm.group_count", 3u);
-  expect_error(groups, "8 heads (ssm.time_step_rank) are not a multiple of 3 groups");
+  expect_key_error(path, "granitehybrid.ssm.group_count", std::nullopt, "'granitehybrid.ssm.group_count' is missing");
+  expect_key_error(path, "granitehybrid.ssm.time_step_rank", 7u, "ssm.inner_size 128 is not a multiple of 7 heads");
+  expect_key_error(path, "granitehybrid.ssm.group_count", 3u, "8 heads (ssm.time_step_rank) are not a multiple of 3 groups");
   // The tensors must follow the keys: a state of 32 against the file's 16.
-  const std::string state = scratch("granitehybrid_state.gguf");
-  copy_with(path, state, "granitehybrid.ssm.state_size", 32u);
-  expect_error(state, "blk.0.ssm_in.weight");
+  expect_key_error(path, "granitehybrid.ssm.state_size", 32u, "blk.0.ssm_in.weight");
 }
 
 TEST(Mamba2, ReadsMatchesReferenceAndDecodesIdentically) {
@@ -239,14 +165,7 @@ TEST(Mamba2, ReadsMatchesReferenceAndDecodesIdentically) {
   EXPECT_EQ(c.n_ff, 0);
   for (DType t : {DType::F32, DType::F16}) EXPECT_LE(reference_rel_error(write_preset("mamba2-tiny", t)), 1e-4);
   // A batch equals one token at a time; rollback and a tree as for granitehybrid.
-  KVCache a = m->new_cache(32), b = m->new_cache(32);
-  const std::vector<float> batched = logits_of(*m, kIds, a);
-  std::vector<float> single;
-  for (size_t i = 0; i < kIds.size(); ++i) {
-    const auto l = logits_of(*m, std::span<const int32_t>(kIds).subspan(i, 1), b);
-    single.insert(single.end(), l.begin(), l.end());
-  }
-  EXPECT_TRUE(same_bits(batched.data(), single.data(), batched.size()));
+  expect_batch_equals_single(*m);
   core::SamplingParams greedy;
   greedy.temperature = 0.0f;
   const verify::GreedyVerifier gv;

@@ -21,6 +21,7 @@
 #include "draft/layerskip_drafter.h"
 #include "draft/model_drafter.h"
 #include "lossless.h"
+#include "recurrent_model_helpers.h"
 #include "reference_forward.h"
 #include "test_data.h"
 #include "verify/autoregressive.h"
@@ -30,64 +31,17 @@
 
 using namespace specmoe;
 using namespace specmoe::core;
-using specmoe::testing::ReferenceForward;
-using specmoe::testing::scratch_dir;
+using specmoe::testing::expect_batch_equals_single;
+using specmoe::testing::f32_caches;
+using specmoe::testing::logits_of;
+using specmoe::testing::reference_rel_error;
+using specmoe::testing::same_bits;
 
 namespace {
 
-std::string scratch(const std::string& name) { return (scratch_dir() / name).string(); }
-
-LoadOptions f32_caches() {
-  LoadOptions o;
-  o.cache_types = {DType::F32, DType::F32};
-  o.n_threads = 2;
-  return o;
-}
-
-bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
-
-const std::vector<int32_t> kIds = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
-
+const std::vector<int32_t>& kIds = specmoe::testing::kRecurrentIds;
 std::string write_preset(const std::string& preset, DType type = DType::F32) {
-  SynthSpec s = synth_spec(preset);
-  s.type = type;
-  const std::string path = scratch(fmt::format("qwen35_{}_{}.gguf", preset, dtype_name(type)));
-  synth_write(s, path, 42);
-  return path;
-}
-
-std::vector<float> logits_of(Model& m, std::span<const int32_t> ids, KVCache& kv) {
-  std::vector<float> out;
-  m.forward(ids, kv).logits.to_host(out);
-  return out;
-}
-
-// max |logit - reference| / max |reference logit| over kIds.
-double reference_rel_error(const std::string& path) {
-  auto m = Model::load(path, f32_caches());
-  KVCache kv = m->new_cache(32);
-  const std::vector<float> got = logits_of(*m, kIds, kv);
-  const auto ref = ReferenceForward(path).run(kIds);
-  const int V = m->config().n_vocab;
-  double max_ref = 0, max_diff = 0;
-  for (size_t t = 0; t < kIds.size(); ++t)
-    for (int j = 0; j < V; ++j) {
-      max_ref = std::max(max_ref, std::fabs(ref[t][j]));
-      max_diff = std::max(max_diff, std::fabs(ref[t][j] - got[t * V + j]));
-    }
-  EXPECT_GT(max_ref, 1.0) << path;
-  return max_diff / max_ref;
-}
-
-// A copy of a GGUF file with one metadata key set to a u32, or dropped.
-void copy_with(const std::string& src, const std::string& dst, const std::string& key, std::optional<uint32_t> u32) {
-  auto f = GGUFFile::open(src);
-  GGUFWriter w;
-  for (const auto& [k, v] : f->metadata())
-    if (k != key) w.set_value(k, v);
-  if (u32) w.set_u32(key, *u32);
-  for (const auto& t : f->tensors()) w.add_tensor(t.name, t.type, t.ne, std::span<const uint8_t>(t.data, t.nbytes));
-  w.write(dst);
+  return specmoe::testing::write_preset_file(preset, type);
 }
 
 }  // namespace
@@ -135,17 +89,12 @@ TEST(Qwen35, StateFollowsTheCacheBitForBit) {
   auto m = Model::load(write_preset("qwen35-mix-tiny"), f32_caches());
   const int V = m->config().n_vocab;
   // A batch equals one token at a time.
-  KVCache a = m->new_cache(32), b = m->new_cache(32);
-  const std::vector<float> batched = logits_of(*m, kIds, a);
-  std::vector<float> single;
-  for (size_t i = 0; i < kIds.size(); ++i) {
-    const auto l = logits_of(*m, std::span<const int32_t>(kIds).subspan(i, 1), b);
-    single.insert(single.end(), l.begin(), l.end());
-  }
-  EXPECT_TRUE(same_bits(batched.data(), single.data(), batched.size()));
+  expect_batch_equals_single(*m);
 
   // Rolling back within the ring's reach: truncate 11 -> 7 and feed other tokens = a fresh run
   // over the 7 and those. A ring widened later keeps the states it held, and no more.
+  KVCache a = m->new_cache(32);
+  logits_of(*m, kIds, a);
   EXPECT_FALSE(a.can_truncate(7));
   a.reserve_rollback(4);
   EXPECT_FALSE(a.can_truncate(7));
@@ -273,40 +222,17 @@ TEST(Qwen35, SpeculativeSamplingIsLossless) {
   // an always-accept verifier that must fail), a qwen35 draft for a qwen35 target.
   auto target = Model::load(write_preset("qwen35-mix-tiny"), f32_caches());
   auto draft = Model::load(write_preset("qwen35-tiny"), f32_caches());
-  core::SamplingParams sp;
-  sp.temperature = 1.0f;
-  sp.top_k = 0;
-  sp.top_p = 1.0f;
-  sp.min_p = 0.0f;
-  sp.seed = 35;
-  specmoe::testing::check_lossless(*target, *draft, sp, true);
+  specmoe::testing::check_lossless(*target, *draft, specmoe::testing::plain_sampling(1.0f, 35), true);
 }
 
 TEST(Qwen35, BadKeysGetClearErrors) {
+  using specmoe::testing::expect_key_error;
   const std::string path = write_preset("qwen35-tiny");
-  auto expect_error = [&](const std::string& file, const std::string& needle) {
-    try {
-      Model::load(file, f32_caches());
-      ADD_FAILURE() << "no error for " << file;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
-  const std::string no_state = scratch("qwen35_no_state.gguf");
-  copy_with(path, no_state, "qwen35.ssm.state_size", std::nullopt);
-  expect_error(no_state, "'qwen35.ssm.state_size' is missing");
-  const std::string inner = scratch("qwen35_inner.gguf");
-  copy_with(path, inner, "qwen35.ssm.inner_size", 48u);
-  expect_error(inner, "ssm.inner_size 48 is not 4 value heads x state size 16");
-  const std::string heads = scratch("qwen35_heads.gguf");
-  copy_with(path, heads, "qwen35.ssm.time_step_rank", 3u);
-  expect_error(heads, "not a multiple of 2 key heads");
+  expect_key_error(path, "qwen35.ssm.state_size", std::nullopt, "'qwen35.ssm.state_size' is missing");
+  expect_key_error(path, "qwen35.ssm.inner_size", 48u, "ssm.inner_size 48 is not 4 value heads x state size 16");
+  expect_key_error(path, "qwen35.ssm.time_step_rank", 3u, "not a multiple of 2 key heads");
   // The tensors must follow the keys: a convolution of 3 taps against the file's 4.
-  const std::string taps = scratch("qwen35_taps.gguf");
-  copy_with(path, taps, "qwen35.ssm.conv_kernel", 3u);
-  expect_error(taps, "blk.0.ssm_conv1d.weight");
+  expect_key_error(path, "qwen35.ssm.conv_kernel", 3u, "blk.0.ssm_conv1d.weight");
   // Every second layer attention (interval 2): layer 1's DeltaNet tensors are not attention's.
-  const std::string interval = scratch("qwen35_interval.gguf");
-  copy_with(path, interval, "qwen35.full_attention_interval", 2u);
-  expect_error(interval, "layer 1 is a gated attention layer with a fused attn_qkv");
+  expect_key_error(path, "qwen35.full_attention_interval", 2u, "layer 1 is a gated attention layer with a fused attn_qkv");
 }
