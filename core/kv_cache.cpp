@@ -66,8 +66,9 @@ void KVCache::allocate() {
   v_offset_.resize(layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l) {
     const KVLayerLayout& L = layers_[l];
-    const bool recurrent = L.state_floats > 0;
-    if ((recurrent ? L.k_width != 0 || L.v_width != 0 : L.k_width <= 0) || L.v_width < 0 || L.window < 0 ||
+    // A recurrent layer has a state and no rows; a layer without a mixer (nemotron_h's MLPs) neither.
+    const bool recurrent = L.state_floats > 0, empty = L.k_width == 0 && L.v_width == 0 && L.state_floats == 0;
+    if ((recurrent ? L.k_width != 0 || L.v_width != 0 : L.k_width <= 0 && !empty) || L.v_width < 0 || L.window < 0 ||
         L.state_floats < 0)
       throw_error(ErrorKind::InvalidArgument, "KVCache: layer {} has key width {}, value width {}, window {}, state {}",
                   l, L.k_width, L.v_width, L.window, L.state_floats);

@@ -37,6 +37,7 @@ struct KVLayerLayout {
   // rollback() + 1 tokens of such layers in a ring of slots (state_data): a token's state is what
   // the layer carries after it on its path, so truncate and keep within that reach restore it.
   int state_floats = 0;
+  // A layer without a mixer (nemotron_h's MLP layers) caches nothing: widths and state 0.
   bool operator==(const KVLayerLayout&) const = default;
 };
 

@@ -64,6 +64,7 @@ KVCacheTypes effective_types(const ModelConfig& c, const KVCacheTypes& t) {
 // input, whatever the cache types (llama.cpp keeps recurrent state in F32 too).
 KVLayerLayout kv_layout(const ModelConfig& c, int l, const KVCacheTypes& t) {
   if (c.is_conv_layer(l)) return {c.n_embd, 0, DType::F32, DType::F32, 0};
+  if (!c.has_mixer(l)) return {0, 0, DType::F32, DType::F32, 0, 0};  // nemotron_h's MLP layers: nothing
   // qwen35's gated DeltaNet layers: no rows, a state per token in the cache's ring (F32, as
   // llama.cpp keeps recurrent state).
   if (c.is_recurrent_layer(l))

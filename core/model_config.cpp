@@ -194,6 +194,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"smallthinker", Arch::SmallThinker, RopeStyle::SplitHalves},
       {"qwen35", Arch::Qwen35, RopeStyle::SplitHalves},      {"qwen35moe", Arch::Qwen35Moe, RopeStyle::SplitHalves},
       {"granitehybrid", Arch::GraniteHybrid, RopeStyle::Adjacent}, {"mamba2", Arch::Mamba2, RopeStyle::None},
+      {"nemotron_h", Arch::NemotronH, RopeStyle::None},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -205,7 +206,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -229,7 +230,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   c.parallel_residual = c.arch == Arch::Phi2 || c.arch == Arch::Falcon || c.arch == Arch::Plamo ||
                         cohere;  // gptneox: its key, read below
   if (c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) c.ffn_act = FfnActivation::GeluTanh;
-  if (c.arch == Arch::Arcee || c.arch == Arch::Nemotron) c.ffn_act = FfnActivation::ReluSqr;  // ungated
+  if (c.arch == Arch::Arcee || c.arch == Arch::Nemotron || c.arch == Arch::NemotronH)
+    c.ffn_act = FfnActivation::ReluSqr;  // ungated
   if (c.arch == Arch::Smollm3) c.no_rope_step = 4;  // llama.cpp's n_no_rope_layer_step for it
   c.ffn_gate_up_fused = c.arch == Arch::Phi3 || c.arch == Arch::Glm4 || c.arch == Arch::ChatGlm;
   c.name = file.get_string("general.name", "");
@@ -251,7 +253,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.n_layer < 1 || c.n_layer > kMaxLayers)
     throw_error(ErrorKind::Format, "{}: n_layer is {} (must be 1 to {}): metadata key '{}'", file.path(), c.n_layer,
                 kMaxLayers, r.key("block_count"));
-  c.n_ff = r.get("feed_forward_length", 0);
+  c.n_ff = c.arch == Arch::NemotronH ? 0 : r.get("feed_forward_length", 0);  // nemotron_h: per layer, below
   if (c.arch == Arch::Qwen) {
     // Qwen (1): feed_forward_length is the MLP's two projections together; each is half of it.
     if (c.n_ff % 2 != 0)
@@ -268,6 +270,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     detail::read_lfm2_layers(r, c);  // head_count_kv per layer, 0 for the convolution layers
   else if (c.arch == Arch::GraniteHybrid)
     detail::read_granite_hybrid(r, c);  // head_count_kv per layer, 0 for the Mamba-2 layers
+  else if (c.arch == Arch::NemotronH)
+    detail::read_nemotron_h(r, c);  // head_count_kv and feed_forward_length per layer
   else
     c.n_head_kv = r.get("attention.head_count_kv", c.n_head);
   if (c.n_head <= 0) throw_error(ErrorKind::Format, "{}: {} is {}", file.path(), r.key("attention.head_count"), c.n_head);
@@ -296,6 +300,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     c.rope_style = RopeStyle::None;  // baichuan past 32 layers
     c.norm_eps = c.layer_norm ? r.get_float("attention.layer_norm_epsilon", 1e-5f)
                               : r.get_float("attention.layer_norm_rms_epsilon", 1e-5f);
+    if (c.arch == Arch::NemotronH)  // llama.cpp requires layer_norm_epsilon, the RMS one defaults to it
+      c.norm_eps = r.get_float("attention.layer_norm_rms_epsilon", r.get_float("attention.layer_norm_epsilon", std::nullopt));
     c.rope_dims = 0;
     // ALiBi as llama.cpp's loaders set it (src/models/{bloom,refact,baichuan,mpt,jais}.cpp).
     if (c.arch == Arch::Bloom || c.arch == Arch::Refact || (c.arch == Arch::Baichuan && c.n_layer == 40))
@@ -434,7 +440,7 @@ void ModelConfig::validate() const {
   } else {
     if (n_expert_used != 0)
       throw_error(ErrorKind::Format, "model config: n_expert_used is {} but the model has no experts", n_expert_used);
-    check_range("n_ff", n_ff, no_ffn ? 0 : 1, kMaxFF);
+    check_range("n_ff", n_ff, any_ffn() ? 1 : 0, kMaxFF);
   }
   if (rope_style != RopeStyle::None) {
     check_range("rope_dims", rope_dims, 2, head_dim);

@@ -19,7 +19,7 @@ enum class Arch {
   Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl,
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
   MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan, Dbrx, PhiMoe, Qwen, Xverse, Orion, Codeshell, Plamo,
-  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe, GraniteHybrid, Mamba2
+  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe, GraniteHybrid, Mamba2, NemotronH
 };
 
 // The mixer of a model's recurrent layers: Qwen3.5's gated DeltaNet or a Mamba-2 SSM (granitehybrid).
@@ -217,7 +217,26 @@ struct ModelConfig {
   int ssm_dt_rank = 0;   // <arch>.ssm.time_step_rank: value heads
   int ssm_n_group = 0;   // <arch>.ssm.group_count: query/key heads
   bool attn_output_gate = false;  // qwen35: attn_q gives [q_h | g_h] per head; output times sigmoid(g)
-  bool no_ffn = false;            // mamba2: a layer is its mixer only, x += mixer(norm(x)), no feed-forward
+  // Layers with one sublayer only: mamba2's are their mixer (x += mixer(norm(x)), no feed-forward);
+  // nemotron_h's are a Mamba-2 mixer, an attention or an MLP (x += mlp(attn_norm(x)), no mixer).
+  std::vector<uint8_t> ffn_free_layers;    // [n_layer] 1 = no feed-forward; empty: every layer has one
+  std::vector<uint8_t> mixer_free_layers;  // [n_layer] 1 = no attention or recurrent mixer; empty: none
+  bool has_ffn(int layer) const {
+    return layer < 0 || layer >= static_cast<int>(ffn_free_layers.size()) || ffn_free_layers[layer] == 0;
+  }
+  bool has_mixer(int layer) const {
+    return layer < 0 || layer >= static_cast<int>(mixer_free_layers.size()) || mixer_free_layers[layer] == 0;
+  }
+  int n_attention_layers() const {
+    int n = 0;
+    for (int l = 0; l < n_layer; ++l) n += has_mixer(l) && !is_recurrent_layer(l) && !is_conv_layer(l);
+    return n;
+  }
+  bool any_ffn() const {
+    for (int l = 0; l < n_layer; ++l)
+      if (has_ffn(l)) return true;
+    return false;
+  }
 
   bool is_recurrent_layer(int layer) const {
     return layer >= 0 && layer < static_cast<int>(recurrent_layers.size()) && recurrent_layers[layer] != 0;
@@ -255,7 +274,7 @@ struct ModelConfig {
   // ALiBi, any other layer count neither.
   bool rope_free() const {
     return learned_positions() || arch == Arch::Bloom || arch == Arch::Mpt || arch == Arch::Refact || arch == Arch::Jais ||
-           (arch == Arch::Baichuan && n_layer != 32) || arch == Arch::Mamba2;
+           (arch == Arch::Baichuan && n_layer != 32) || arch == Arch::Mamba2 || arch == Arch::NemotronH;
   }
   bool alibi() const { return alibi_max_bias > 0.0f; }
   // Layer `layer` has experts (MoE models, past the leading dense layers, every n_moe_layer_step-th).
@@ -280,9 +299,9 @@ struct ModelConfig {
   int64_t kv_bytes_per_token(int element_bytes = 4) const {
     int64_t total = 0;
     for (int l = 0; l < n_layer; ++l)
-      total += is_conv_layer(l)        ? int64_t{n_embd} * 4
-               : is_recurrent_layer(l) ? 0  // a fixed-size state, not a row per token
-                                       : int64_t{kv_key_width() + kv_value_width()} * element_bytes;
+      total += is_conv_layer(l)                          ? int64_t{n_embd} * 4
+               : is_recurrent_layer(l) || !has_mixer(l) ? 0  // a fixed-size state, or nothing
+                                                         : int64_t{kv_key_width() + kv_value_width()} * element_bytes;
     return total;
   }
   float attention_scale() const {

@@ -214,7 +214,46 @@ void read_mamba2(const Reader& r, ModelConfig& c) {
   c.n_head = c.n_head_kv = 1;
   c.recurrent_mixer = RecurrentMixer::Mamba2;
   c.recurrent_layers.assign(static_cast<size_t>(c.n_layer), 1);
-  c.no_ffn = true;
+  c.ffn_free_layers.assign(static_cast<size_t>(c.n_layer), 1);
+  read_ssm_sizes(r, c);
+}
+
+// nemotron_h (Nemotron-H, Nemotron Nano 2; llama.cpp src/models/nemotron-h.cpp): every layer one
+// sublayer under its attn_norm, by attention.head_count_kv and feed_forward_length per layer: an
+// MLP where feed_forward_length > 0 (squared ReLU, ungated), attention where head_count_kv > 0
+// (no RoPE), else a Mamba-2 mixer. The RMS epsilon falls back to layer_norm_epsilon.
+void read_nemotron_h(const Reader& r, ModelConfig& c) {
+  const GGUFFile& f = r.f;
+  const std::vector<uint8_t> no_attention = zero_kv_head_layers(r, c);
+  const std::string k = r.key("feed_forward_length");
+  std::vector<int64_t> ff(static_cast<size_t>(c.n_layer), 0);
+  if (const GGUFValue* v = f.find(k); v && v->type == GGUFType::ARRAY) {
+    ff = f.get_int_array(k);
+    if (ff.size() < static_cast<size_t>(c.n_layer))
+      throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries for {} layers", f.path(), k, ff.size(),
+                  c.n_layer);
+  } else if (v) {
+    ff.assign(static_cast<size_t>(c.n_layer), r.get("feed_forward_length", 0));
+  }
+  c.n_ff = 0;
+  c.recurrent_mixer = RecurrentMixer::Mamba2;
+  c.recurrent_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  c.ffn_free_layers.assign(static_cast<size_t>(c.n_layer), 1);
+  c.mixer_free_layers.assign(static_cast<size_t>(c.n_layer), 0);
+  for (int l = 0; l < c.n_layer; ++l) {
+    if (ff[l] < 0 || ff[l] > (1 << 20))
+      throw_error(ErrorKind::Format, "{}: metadata key '{}' value {} (layer {}) is out of range", f.path(), k, ff[l], l);
+    if (ff[l] > 0) {
+      if (c.n_ff != 0 && ff[l] != c.n_ff)
+        throw_error(ErrorKind::Unsupported, "{}: metadata key '{}' varies between MLP layers ({} vs {}); specmoe needs "
+                    "it uniform", f.path(), k, c.n_ff, ff[l]);
+      c.n_ff = static_cast<int>(ff[l]);
+      c.ffn_free_layers[l] = 0;
+      c.mixer_free_layers[l] = 1;
+    } else if (no_attention[l]) {
+      c.recurrent_layers[l] = 1;
+    }
+  }
   read_ssm_sizes(r, c);
 }
 

@@ -73,6 +73,7 @@ void read_smallthinker(const Reader& r, ModelConfig& c);
 void read_qwen35(const Reader& r, ModelConfig& c);
 void read_granite_hybrid(const Reader& r, ModelConfig& c);
 void read_mamba2(const Reader& r, ModelConfig& c);
+void read_nemotron_h(const Reader& r, ModelConfig& c);
 void read_mrope(const Reader& r, ModelConfig& c);
 void read_granite(const Reader& r, ModelConfig& c);
 void read_experts(const Reader& r, ModelConfig& c);

@@ -412,7 +412,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       const bool post_named = c.arch == Arch::SeedOss || c.arch == Arch::Glm4Moe || c.arch == Arch::GptOss ||
                               c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe;
       // dbrx names it attn_output_norm.
-      if (!c.no_ffn)  // mamba2's layers have no feed-forward
+      if (!c.has_mixer(l))  // nemotron_h's MLP layers: their one norm is attn_norm
+        L.ffn_norm = L.attn_norm;
+      else if (c.has_ffn(l))  // mamba2's and nemotron_h's mixer layers have no feed-forward
         L.ffn_norm = vec(p + (post_named ? "post_attention_norm.weight" : dbrx ? "attn_output_norm.weight" : "ffn_norm.weight"),
                          c.n_embd);
     }
@@ -430,7 +432,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
                   "{}: tensor '{}attn_q_norm.weight': stablelm's per-head q/k LayerNorm (StableLM 2 12B) is not "
                   "supported",
                   file.path(), p);
-    if (c.is_conv_layer(l)) {  // lfm2: the gated short convolution in place of attention
+    if (!c.has_mixer(l)) {
+      // nemotron_h's MLP layers: no attention or recurrent mixer
+    } else if (c.is_conv_layer(l)) {  // lfm2: the gated short convolution in place of attention
       L.conv_in = b.matrix(p + "shortconv.in_proj.weight", c.n_embd, 3 * static_cast<int64_t>(c.n_embd));
       floats.push_back(b.values(p + "shortconv.conv.weight", {c.shortconv_l_cache, c.n_embd}));
       L.conv_taps = {floats.back().data(), static_cast<int64_t>(c.n_embd) * c.shortconv_l_cache};
@@ -498,7 +502,8 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       }
       // llama.cpp binds attn_output.bias for these (required for starcoder2, optional for the others).
       if (c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::Mistral3 ||
-          c.arch == Arch::MiniCpm || c.arch == Arch::Nemotron || c.arch == Arch::GraniteHybrid)
+          c.arch == Arch::MiniCpm || c.arch == Arch::Nemotron || c.arch == Arch::GraniteHybrid ||
+          c.arch == Arch::NemotronH)
         L.bo = opt_vec(p + "attn_output.bias", c.n_embd);
       if (c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2 || c.arch == Arch::GptOss || phimoe ||
           c.arch == Arch::Codeshell)
@@ -517,10 +522,10 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
         L.ffn_post_norm = vec(p + "post_ffw_norm.weight", c.n_embd);
       }
     }
-    if (!c.is_mla() && !c.is_conv_layer(l) && !c.is_recurrent_layer(l))
+    if (!c.is_mla() && !c.is_conv_layer(l) && !c.is_recurrent_layer(l) && c.has_mixer(l))
       L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
-    if (c.no_ffn) {
-      // mamba2: the mixer is the layer
+    if (!c.has_ffn(l)) {
+      // mamba2, nemotron_h's mixer layers: the mixer is the layer
     } else if (c.is_moe_layer(l)) {
       L.moe = bind_moe(b, c, l, floats);
     } else if (c.arch == Arch::Jais) {  // SwiGLU with biases
@@ -539,10 +544,10 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
       L.ffn_down_b = mpt ? opt_vec(p + "ffn_down.bias", c.n_embd) : vec(p + "ffn_down.bias", c.n_embd);
     } else if (c.ffn_act == FfnActivation::ReluSqr) {
-      // arcee, nemotron: down(relu(up x + b)^2) + b, the biases nemotron's optional ones.
+      // arcee, nemotron, nemotron_h: down(relu(up x + b)^2) + b, the biases nemotron's optional ones.
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
-      if (c.arch == Arch::Nemotron) {
+      if (c.arch == Arch::Nemotron || c.arch == Arch::NemotronH) {
         L.ffn_up_b = opt_vec(p + "ffn_up.bias", c.n_ff);
         L.ffn_down_b = opt_vec(p + "ffn_down.bias", c.n_embd);
       }

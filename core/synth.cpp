@@ -62,14 +62,14 @@ void check_spec(const SynthSpec& s) {
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
-                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid", "mamba2"}))
+                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid", "mamba2", "nemotron_h"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -92,6 +92,11 @@ void check_spec(const SynthSpec& s) {
     throw_error(ErrorKind::InvalidArgument,
                 "synth: short-convolution layers are lfm2's and lfm2moe's, one flag per layer ({} for {} layers), of 2 taps or more "
                 "({})", s.conv_layers.size(), s.n_layer, s.shortconv_l_cache);
+  if (s.arch == "nemotron_h" &&
+      (s.layer_pattern.size() != static_cast<size_t>(s.n_layer) ||
+       s.layer_pattern.find_first_not_of("M*-") != std::string::npos))
+    throw_error(ErrorKind::InvalidArgument, "synth: nemotron_h's layer pattern '{}' needs one of M, * or - per layer ({})",
+                s.layer_pattern, s.n_layer);
   if ((!s.recurrent_layers.empty() || s.full_attention_interval > 0) &&
       (!is_arch(s, {"qwen35", "qwen35moe", "granitehybrid"}) || (!s.recurrent_layers.empty() && s.recurrent_layers.size() != static_cast<size_t>(s.n_layer))))
     throw_error(ErrorKind::InvalidArgument, "synth: gated DeltaNet layers are qwen35's, one flag per layer ({} for {} layers)",
@@ -213,6 +218,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool granite = a == "granite" || a == "granitemoe" || a == "granitehybrid", starcoder2 = a == "starcoder2";
   const bool hybrid = a == "granitehybrid";  // Mamba-2 layers where recurrent_layers says
   const bool mamba2 = a == "mamba2";          // Mamba-2 layers only, no FFN, no attention
+  const bool nemotron_h = a == "nemotron_h";  // one sublayer per layer, by layer_pattern
   const int64_t m2_inner = s.ssm_d_inner > 0 ? s.ssm_d_inner : int64_t{s.ssm_dt_rank} * s.ssm_d_state;
   const bool post_only = a == "olmo2" || a == "exaone4";  // post-norms only (exaone4 with per-head QK-norm)
   const bool neox = a == "gptneox", phi2 = a == "phi2";
@@ -251,7 +257,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const int ff_key = ds_moe && s.n_ff_dense > 0 ? s.n_ff_dense
                      : expert_width_key         ? s.n_ff * s.n_expert_used
                                                 : s.n_ff;
-  w.set_u32(a + ".feed_forward_length", mamba2 ? 0 : qwen1 ? 2 * ff_key : ff_key);
+  if (!nemotron_h) w.set_u32(a + ".feed_forward_length", mamba2 ? 0 : qwen1 ? 2 * ff_key : ff_key);
   if (moe) {
     w.set_u32(a + ".expert_count", s.n_expert);
     w.set_u32(a + ".expert_used_count", s.n_expert_used);
@@ -278,7 +284,17 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
     if (a == "starcoder") w.set_u32(a + ".attention.head_count_kv", n_head_kv);  // multi-query
   } else {
-    if (mamba2) {
+    if (nemotron_h) {  // the layer kinds as per-layer arrays, the norm epsilon llama.cpp requires
+      std::vector<int32_t> heads, ffs;
+      for (char k : s.layer_pattern) {
+        heads.push_back(k == '*' ? n_head_kv : 0);
+        ffs.push_back(k == '-' ? s.n_ff : 0);
+      }
+      w.set_i32_array(a + ".attention.head_count_kv", heads);
+      w.set_i32_array(a + ".feed_forward_length", ffs);
+      w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
+    }
+    if (mamba2 || nemotron_h) {
       w.set_u32(a + ".ssm.conv_kernel", s.ssm_d_conv);
       w.set_u32(a + ".ssm.state_size", s.ssm_d_state);
       w.set_u32(a + ".ssm.group_count", s.ssm_n_group);
@@ -352,7 +368,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       w.set_f32(a + ".attention.scale", 0.75f / std::sqrt(static_cast<float>(head_dim)));
       w.set_f32(a + ".logit_scale", 2.0f);
     }
-    if (!alibi && !mamba2) {
+    if (!alibi && !mamba2 && !nemotron_h) {
       w.set_u32(a + ".rope.dimension_count", rope_dims);
       w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
     }
@@ -505,12 +521,25 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     const std::string p = fmt::format("blk.{}.", l);
     // Residual branches of the layers the draft does not have are scaled down.
     const float rs = (s.n_full_layers >= 0 && l >= s.n_full_layers) ? s.deep_residual_scale : 1.0f;
+    if (nemotron_h && s.layer_pattern[l] != 'M') {  // attention or an MLP, under attn_norm
+      vec(p + "attn_norm.weight", s.n_embd, 1.0f, 0.3f);
+      if (s.layer_pattern[l] == '*') {
+        matrix(p + "attn_q.weight", s.n_embd, q_dim, 1.0f);
+        matrix(p + "attn_k.weight", s.n_embd, kv_dim, 1.0f);
+        matrix(p + "attn_v.weight", s.n_embd, kv_dim, 1.0f);
+        matrix(p + "attn_output.weight", q_dim, s.n_embd, rs);
+      } else {
+        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
+        matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
+      }
+      continue;
+    }
     const bool moe_layer = moe && l >= s.n_layer_dense_lead && (l + 1) % s.moe_layer_step == 0;
     if (!post_only && !olmo) {  // olmo2, exaone4 normalise the sublayers' outputs only; phi2, cohere, falcon have one norm
       vec(p + "attn_norm.weight", s.n_embd, 1.0f, cohere || falcon ? 0.3f : 0.0f);
       // seed_oss and glm4moe name the FFN's pre-norm post_attention_norm
       const bool post_named = a == "seed_oss" || a == "glm4moe" || a == "gpt-oss" || qwen35;
-      if (!phi2 && !cohere && !falcon && !plamo && !mamba2)
+      if (!phi2 && !cohere && !falcon && !plamo && !mamba2 && !nemotron_h)
         vec(p + (post_named ? "post_attention_norm.weight" : dbrx ? "attn_output_norm.weight" : "ffn_norm.weight"),
             s.n_embd, 1.0f, dbrx ? 0.3f : 0.0f);
     }
@@ -541,7 +570,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       }
       continue;
     }
-    if (mamba2 || (hybrid && l < static_cast<int>(s.recurrent_layers.size()) && s.recurrent_layers[l] != 0)) {
+    if (mamba2 || nemotron_h || (hybrid && l < static_cast<int>(s.recurrent_layers.size()) && s.recurrent_layers[l] != 0)) {
       // granitehybrid's Mamba-2 mixer: [z | xBC | dt] = ssm_in xn; the convolution's taps and bias,
       // the dt bias, A = -exp(A_log) (A_log in [-1, 0.5]), D and the grouped norm F32 as the
       // converter keeps them.
@@ -561,7 +590,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         return v;
       }());
       matrix(p + "ssm_out.weight", m2_inner, s.n_embd, rs);
-      if (mamba2) continue;  // the mixer is the layer
+      if (mamba2 || nemotron_h) continue;  // the mixer is the layer
       if (moe_layer) {
         write_experts(p, rs);
       } else {

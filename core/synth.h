@@ -116,6 +116,9 @@ struct SynthSpec {
   // ssm_dt_rank heads of ssm_d_inner / ssm_dt_rank, ssm_n_group groups of B and C of ssm_d_state;
   // granite's multipliers; rope_finetuned false = no RoPE (rope.scaling.finetuned).
   int ssm_d_inner = 0;  // 0: ssm_dt_rank * ssm_d_state (qwen35's)
+  // nemotron_h: each layer's one sublayer, M (Mamba-2), * (attention, no RoPE) or - (a squared-ReLU
+  // MLP of n_ff), written as head_count_kv and feed_forward_length per layer.
+  std::string layer_pattern;
   bool rope_finetuned = true;
   std::string name = "synth";
 };

@@ -680,6 +680,21 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "nemotron_h-tiny") {
+    // nemotron_h (Nemotron-H, Nemotron Nano 2) in llama.cpp's layout, F32, 6 layers of 64 in the
+    // pattern M M * - M -: Mamba-2 mixers (8 heads of 16, state 16, 2 groups), attention without
+    // RoPE (heads 4/2 of 32), squared-ReLU MLPs of 192, each layer one of them under attn_norm.
+    s.arch = "nemotron_h";
+    s.n_layer = 6;
+    s.layer_pattern = "MM*-M-";
+    s.head_dim = 32;
+    s.ssm_dt_rank = 8;
+    s.ssm_d_state = 16;
+    s.ssm_d_inner = 128;
+    s.ssm_n_group = 2;
+    s.name = preset;
+    return s;
+  }
   if (preset == "qwen35moe-tiny") {
     // qwen35moe (Qwen3.5-MoE) in llama.cpp's layout: qwen35-tiny's layers with 8 experts of width
     // 32 top-2 in every one (softmax, renormalised) and a shared expert of 64 under its sigmoid gate.
@@ -983,6 +998,8 @@ std::vector<std::string> synth_presets() {
       "no RoPE",
       "mamba2-tiny: mamba2 (Mamba-2), F32, 4 layers of 64, a Mamba-2 mixer each (8 heads of 16, state 16, 2 groups), "
       "no FFN",
+      "nemotron_h-tiny: nemotron_h (Nemotron-H), F32, 6 layers of 64: Mamba-2, Mamba-2, attention (no RoPE), "
+      "squared-ReLU MLP, Mamba-2, MLP",
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
       "squared-ReLU MLP with biases",

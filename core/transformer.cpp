@@ -574,7 +574,9 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
       const size_t row = static_cast<size_t>(d) * sizeof(float);
       be_->copy_rows(buf(kLayerIn, T * d), row, buf(kX, T * d), row, row, T);
     }
-    if (c_.is_conv_layer(l))
+    if (!c_.has_mixer(l))
+      ;  // nemotron_h's MLP layers
+    else if (c_.is_conv_layer(l))
       conv_block(l, T, conv_prev, kv);
     else if (c_.is_recurrent_layer(l) && c_.recurrent_mixer == RecurrentMixer::Mamba2)
       mamba2_block(l, T, dn_slots, kv);
@@ -584,7 +586,7 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
       mla_attention_block(l, T, positions, mask, kv);
     else
       attention_block(l, T, positions, row_positions, mask, kv);
-    if (!c_.no_ffn) ffn_block(l, T, b, routing[l]);  // mamba2's layers are their mixer only
+    if (c_.has_ffn(l)) ffn_block(l, T, b, routing[l]);  // mamba2's, nemotron_h's layers: one sublayer
   }
 
   // Final norm and head, for all tokens or only the last one.

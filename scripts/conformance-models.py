@@ -5,7 +5,7 @@ ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistr
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
 bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
-its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, granitehybrid (dense and MoE) and mamba2 in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, granitehybrid (dense and MoE), mamba2 and nemotron_h in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -1458,6 +1458,42 @@ def mamba2(path, dtype):
     m.write()
 
 
+def nemotron_h(path, dtype):
+    # llama_model_nemotron_h (Nemotron-H / Nemotron Nano 2, shrunk): 6 layers of 256 in the pattern
+    # M M * - M - (M: a Mamba-2 mixer as mamba2_mixer's, 8 heads of 64, state 64, 2 groups, its
+    # convolution bias; *: attention, heads 4/2 of key_length 64, no RoPE; -: an ungated MLP of
+    # 512 with a squared ReLU), each the layer's one sublayer under its attn_norm: the kinds come
+    # from attention.head_count_kv and feed_forward_length per layer (0 where a layer has no
+    # attention, no MLP). layer_norm_epsilon (required by llama.cpp) and the RMS epsilon; a
+    # separate head.
+    d, H, Hkv, hd, ff = 256, 4, 2, 64, 512
+    d_inner, n_ssm, S, d_conv, n_group = 512, 8, 64, 4, 2
+    kinds = "MM*-M-"
+    m = Model(path, "nemotron_h", 69, dtype)
+    m.common(d, len(kinds), H, [Hkv if k == "*" else 0 for k in kinds], eps=1e-5)
+    m.f32("attention.layer_norm_epsilon", 1e-5)
+    m.w.add_array("nemotron_h.feed_forward_length", [ff if k == "-" else 0 for k in kinds])
+    m.u32("attention.key_length", hd)
+    m.u32("attention.value_length", hd)
+    m.u32("ssm.conv_kernel", d_conv)
+    m.u32("ssm.inner_size", d_inner)
+    m.u32("ssm.state_size", S)
+    m.u32("ssm.time_step_rank", n_ssm)
+    m.u32("ssm.group_count", n_group)
+    m.head(d)
+    for l, kind in enumerate(kinds):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        if kind == "M":
+            mamba2_mixer(m, p, d, d_inner, n_ssm, S, d_conv, n_group)
+        elif kind == "*":
+            dense_attention(m, p, d, H, Hkv, hd)
+        else:
+            m.matrix(p + "ffn_up.weight", [d, ff])
+            m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+    m.write()
+
+
 def smallthinker(path, dtype, swa=False):
     # llama_model_smallthinker (PowerInfer's SmallThinker, shrunk): 4 layers of 256, every one MoE:
     # 8 experts of expert_feed_forward_length 256 (feed_forward_length the same, as the converter
@@ -1578,6 +1614,7 @@ WRITERS = {
     "granitehybrid": granite_hybrid,
     "granitehybrid-moe": lambda p, t: granite_hybrid(p, t, moe=True),
     "mamba2": mamba2,
+    "nemotron_h": nemotron_h,
 }
 
 if __name__ == "__main__":

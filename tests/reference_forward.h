@@ -87,6 +87,7 @@ class ReferenceForward {
     // No RoPE: learned positions (gpt2, starcoder), ALiBi (bloom, refact: max bias 8; mpt, jais: the key).
     const int64_t blocks = f_->get_int(a + "block_count", 0);
     rope_free_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "bloom" || arch_ == "mpt" || arch_ == "refact" ||
+                 arch_ == "nemotron_h" ||
                  arch_ == "jais" || (arch_ == "baichuan" && blocks != 32);
     const double max_bias = arch_ == "bloom" || arch_ == "refact" || (arch_ == "baichuan" && blocks == 40) ? 8.0
                             : arch_ == "mpt" || arch_ == "jais" ? f_->get_float(a + "attention.max_alibi_bias", 0.0)
@@ -172,6 +173,18 @@ class ReferenceForward {
     // granitehybrid: Mamba-2 layers where attention.head_count_kv (per layer) is 0.
     mamba2_.assign(c_.n_layer, false);
     if (arch_ == "mamba2") mamba2_.assign(c_.n_layer, true);  // every layer, no feed-forward
+    // nemotron_h: one sublayer per layer: an MLP where feed_forward_length > 0, attention where
+    // head_count_kv > 0, else Mamba-2.
+    nemotron_h_ = arch_ == "nemotron_h";
+    mlp_only_.assign(c_.n_layer, false);
+    if (nemotron_h_) {
+      const auto heads = f_->get_int_array(a + "attention.head_count_kv");
+      const auto ffs = f_->get_int_array(a + "feed_forward_length");
+      for (int l = 0; l < c_.n_layer; ++l) {
+        mlp_only_[l] = ffs[l] > 0;
+        mamba2_[l] = ffs[l] == 0 && heads[l] == 0;
+      }
+    }
     if (arch_ == "granitehybrid") {
       const core::GGUFValue* heads = f_->find(a + "attention.head_count_kv");
       for (int l = 0; l < c_.n_layer; ++l)
@@ -297,7 +310,16 @@ class ReferenceForward {
       }
       if (mamba2_[l]) {
         mamba2(x, p);
-        if (arch_ != "mamba2") feed_forward(l, p);
+        if (arch_ != "mamba2" && !nemotron_h_) feed_forward(l, p);
+        continue;
+      }
+      if (mlp_only_[l]) {  // nemotron_h: x += down(relu(up attn_norm(x))^2)
+        for (int t = 0; t < T; ++t) {
+          auto u = linear(norm(x[t], p + "attn_norm"), p + "ffn_up", c_.n_ff);
+          for (double& e : u) e = std::max(e, 0.0) * std::max(e, 0.0);
+          const auto f = linear(u, p + "ffn_down", d);
+          for (int i = 0; i < d; ++i) x[t][i] += f[i];
+        }
         continue;
       }
       if (conv_[l]) {
@@ -381,7 +403,7 @@ class ReferenceForward {
         else
           for (int i = 0; i < d; ++i) x[t][i] += o[i];
       }
-      feed_forward(l, p);
+      if (!nemotron_h_) feed_forward(l, p);  // nemotron_h's attention layers are attention only
     }
     std::vector<std::vector<double>> logits(T);
     const std::string head =
@@ -793,7 +815,9 @@ class ReferenceForward {
   std::vector<bool> conv_;      // lfm2: [n_layer] gated short-convolution layers
   bool qwen35_ = false;
   std::vector<bool> recurrent_;  // qwen35: [n_layer] gated DeltaNet layers
-  std::vector<bool> mamba2_;     // granitehybrid: [n_layer] Mamba-2 layers
+  std::vector<bool> mamba2_;     // granitehybrid, mamba2, nemotron_h: [n_layer] Mamba-2 layers
+  bool nemotron_h_ = false;
+  std::vector<bool> mlp_only_;   // nemotron_h: [n_layer] MLP-only layers
   mutable std::vector<std::vector<double>> gate_;  // qwen35: each token's attention output gate
   bool smallthinker_ = false;
   std::vector<std::vector<double>> layer_in_;  // [T][n_embd] the current layer's input

@@ -100,9 +100,9 @@ size_t kv_bytes_per_token(const core::ModelConfig& c, DType type) {
   size_t total = 0;  // lfm2's convolution layers keep n_embd F32 per token whatever the type; qwen35's
                      // DeltaNet layers a fixed-size state, no rows
   for (int l = 0; l < c.n_layer; ++l)
-    total += c.is_conv_layer(l)        ? static_cast<size_t>(c.n_embd) * 4
-             : c.is_recurrent_layer(l) ? 0
-                                       : 2 * dtype_row_bytes(type, c.kv_dim());
+    total += c.is_conv_layer(l)                            ? static_cast<size_t>(c.n_embd) * 4
+             : c.is_recurrent_layer(l) || !c.has_mixer(l) ? 0
+                                                           : 2 * dtype_row_bytes(type, c.kv_dim());
   return total;
 }
 
@@ -121,7 +121,7 @@ std::string kv_line(const core::ModelConfig& c) {
     return fmt::format("{:.1f} KiB per token (F32; {} attention layers x keys and values of {}), and {} {} "
                        "layers x a state of {:.1f} KiB for each of the last tokens a rollback may return to (2 by "
                        "default; a speculative step's tokens + 1)",
-                       kib, c.n_layer - rec, c.kv_dim(), rec,
+                       kib, c.n_attention_layers(), c.kv_dim(), rec,
                        c.recurrent_mixer == core::RecurrentMixer::Mamba2 ? "Mamba-2" : "DeltaNet",
                        c.recurrent_state_floats() * 4 / 1024.0);
   }
@@ -301,7 +301,7 @@ void add_info_command(CLI::App& app) {
                   "and C%s\n",
                   rec, c.n_layer, layer_ranges(c.recurrent_layers).c_str(), c.ssm_d_conv, c.ssm_dt_rank,
                   c.ssm_d_inner / c.ssm_dt_rank, c.ssm_d_state, c.ssm_n_group, c.ssm_n_group == 1 ? "" : "s",
-                  rec < c.n_layer ? "; the others attend" : c.no_ffn ? "; no attention, no feed-forward" : "");
+                  rec < c.n_layer ? "; the others attend or are MLPs" : !c.any_ffn() ? "; no attention, no feed-forward" : "");
     } else if (rec > 0) {
       std::printf("deltanet:      %d of %d layers (%s): conv of %d taps, %d query/key heads and %d value heads of "
                   "%d; the others are gated attention\n",
@@ -367,7 +367,7 @@ void add_info_command(CLI::App& app) {
         types += fmt::format("{}{} {}", types.empty() ? "" : ", ", core::kv_cache_type_name(t),
                              kv ? fmt::format("{} B", kv) : std::string("n/a (head dim not a multiple of 32)"));
       }
-      const int attn = c.n_layer - c.n_conv_layers() - c.n_recurrent_layers();
+      const int attn = c.n_attention_layers();
       const std::string others =
           c.n_conv_layers() > 0   ? fmt::format("; convolution states in F32, {} layers x {}", c.n_conv_layers(), c.n_embd)
           : c.n_recurrent_layers() > 0 ? fmt::format("; {} states in F32, {} layers x {} B each, for the last "

@@ -213,6 +213,7 @@ SynthSpec shrink(SynthSpec s) {
   if (s.llama3_orig_ctx > 0) s.llama3_orig_ctx = 8;
   if (!s.conv_layers.empty()) s.conv_layers = {1, 0};  // lfm2: a short convolution, then attention
   if (!s.recurrent_layers.empty()) s.recurrent_layers = {1, 0};  // qwen35: a DeltaNet, then attention
+  if (!s.layer_pattern.empty()) s.layer_pattern = "M-";            // nemotron_h: Mamba-2, then an MLP
   if (s.n_swa > 0) {
     s.n_swa = 2;
     s.swa_pattern = 2;  // layer 0 local, layer 1 global

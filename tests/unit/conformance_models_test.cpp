@@ -142,7 +142,7 @@ INSTANTIATE_TEST_SUITE_P(Models, ConformanceDenseArch,
                                                               "arcee", "nemotron", "starcoder", "bloom", "mpt", "refact",
                                                               "jais", "falcon", "falcon40b", "olmo", "baichuan",
                                                               "baichuan13b", "qwen", "xverse", "orion", "codeshell",
-                                                              "plamo", "chatglm", "lfm2", "qwen35", "qwen35-mix", "granitehybrid", "mamba2"),
+                                                              "plamo", "chatglm", "lfm2", "qwen35", "qwen35-mix", "granitehybrid", "mamba2", "nemotron_h"),
                                             ::testing::Values("f32", "f16")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);

@@ -429,7 +429,7 @@ TEST(CudaModel, SynthDenseArchitecturesOfWave2MatchTheCpu) {
                              "falcon-tiny", "falcon40b-tiny", "olmo-tiny", "baichuan-tiny", "baichuan13b-tiny",
                              "qwen-tiny", "xverse-tiny", "orion-tiny", "codeshell-tiny", "plamo-tiny", "chatglm-tiny",
                              "mistral3-tiny", "lfm2-tiny", "lfm2-swa-tiny", "qwen35-tiny", "qwen35-mix-tiny",
-                             "granitehybrid-tiny", "mamba2-tiny"})
+                             "granitehybrid-tiny", "mamba2-tiny", "nemotron_h-tiny"})
     compare_with_cpu(synth_spec(preset), fmt::format("cuda_{}.gguf", preset), kRelF32);
 }
 

@@ -1,4 +1,4 @@
-// granitehybrid (Granite 4.0 H) and mamba2 (Mamba-2 alone): Mamba-2 layers (a recurrent state per token, kept in the KV
+// granitehybrid (Granite 4.0 H), mamba2 (Mamba-2 alone) and nemotron_h (Nemotron-H): Mamba-2 layers (a recurrent state per token, kept in the KV
 // cache's ring of slots as qwen35's: tests/unit/model_qwen35_test.cpp) beside granite's attention.
 // The logits against the double-precision reference forward and its MoE form (which read the
 // layer pattern and sizes from the file itself); batches equal one token at a time, rollback and
@@ -159,7 +159,7 @@ TEST(Mamba2, ReadsMatchesReferenceAndDecodesIdentically) {
   auto m = Model::load(path, f32_caches());
   const ModelConfig& c = m->config();
   EXPECT_EQ(c.arch, Arch::Mamba2);
-  EXPECT_TRUE(c.no_ffn);
+  EXPECT_FALSE(c.any_ffn());
   EXPECT_EQ(c.n_recurrent_layers(), 4);
   EXPECT_EQ(c.rope_style, RopeStyle::None);
   EXPECT_EQ(c.n_ff, 0);
@@ -182,6 +182,44 @@ TEST(Mamba2, ReadsMatchesReferenceAndDecodesIdentically) {
     o.tree = tree;
     o.stop_at_eog = false;
     verify::SpeculativeDecoder dec(*m, skip, gv, greedy, o);
+    EXPECT_EQ(dec.generate(prompt, 0).tokens, verify::generate_autoregressive(*m, prompt, greedy, o, 0).tokens);
+  }
+}
+
+TEST(NemotronH, ReadsMatchesReferenceAndDecodesIdentically) {
+  // One sublayer per layer, M M * - M -: the kinds from head_count_kv and feed_forward_length per
+  // layer; the MLP layers cache nothing.
+  const std::string path = write_preset("nemotron_h-tiny");
+  auto m = Model::load(path, f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::NemotronH);
+  EXPECT_EQ(c.recurrent_layers, (std::vector<uint8_t>{1, 1, 0, 0, 1, 0}));
+  EXPECT_EQ(c.mixer_free_layers, (std::vector<uint8_t>{0, 0, 0, 1, 0, 1}));
+  EXPECT_EQ(c.ffn_free_layers, (std::vector<uint8_t>{1, 1, 1, 0, 1, 0}));
+  EXPECT_EQ(c.n_ff, 192);
+  EXPECT_EQ(c.n_head_kv, 2);
+  EXPECT_EQ(c.ffn_act, FfnActivation::ReluSqr);
+  EXPECT_EQ(c.rope_style, RopeStyle::None);
+  KVCache kv = m->new_cache(8);
+  EXPECT_EQ(kv.layout(3), (KVLayerLayout{0, 0, DType::F32, DType::F32, 0, 0}));
+  EXPECT_EQ(kv.layout(2).k_width, 64);
+  EXPECT_EQ(c.kv_bytes_per_token(), 2 * 64 * 4);
+  for (DType t : {DType::F32, DType::F16}) EXPECT_LE(reference_rel_error(write_preset("nemotron_h-tiny", t)), 1e-4);
+  expect_batch_equals_single(*m);
+  core::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  const verify::SpeculativeVerifier sv;
+  draft::LayerSkipDrafter skip(*m, 3, 256);
+  std::vector<draft::TreeSpec> shapes(2);
+  shapes[1].widths = {2, 2, 1};
+  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111};
+  for (const draft::TreeSpec& tree : shapes) {
+    verify::DecodeOptions o;
+    o.max_tokens = 32;
+    o.draft_max = 4;
+    o.tree = tree;
+    o.stop_at_eog = false;
+    verify::SpeculativeDecoder dec(*m, skip, sv, greedy, o);
     EXPECT_EQ(dec.generate(prompt, 0).tokens, verify::generate_autoregressive(*m, prompt, greedy, o, 0).tokens);
   }
 }
