@@ -130,7 +130,7 @@ void KVCache::allocate_states(int rollback) {
 
 float* KVCache::state_data(int layer) const {
   if (!s_mem_ || layers_[layer].state_floats == 0) return nullptr;
-  return reinterpret_cast<float*>(static_cast<uint8_t*>(s_mem_.get()) + s_offset_[layer]);
+  return reinterpret_cast<float*>(slot_data(layer, 0));
 }
 
 void KVCache::reserve_rollback(int rows) {
@@ -140,20 +140,17 @@ void KVCache::reserve_rollback(int rows) {
     return;
   }
   // A new ring, the states it held placed at their tokens' new slots.
-  KVCache old_ring;  // holds the old allocation while its states are copied
-  old_ring.s_mem_ = s_mem_;
-  old_ring.s_offset_ = s_offset_;
-  const int old_rollback = rollback_;
+  const std::shared_ptr<void> old_mem = s_mem_;  // freed when the copies are done
+  const std::vector<size_t> old_offset = s_offset_;
+  const int old_slots = rollback_ + 1;
   allocate_states(rows);
   rollback_ = rows;
   for (int t = std::max(state_low_, 0); t < size_; ++t)
-    for (int l = 0; l < n_layer(); ++l) {
-      const size_t bytes = static_cast<size_t>(layers_[l].state_floats) * sizeof(float);
-      if (bytes == 0) continue;
-      const auto* src = static_cast<const uint8_t*>(old_ring.s_mem_.get()) + old_ring.s_offset_[l] +
-                        static_cast<size_t>(t % (old_rollback + 1)) * bytes;
-      memory_->copy(reinterpret_cast<uint8_t*>(state_data(l)) + static_cast<size_t>(state_slot(t)) * bytes, src, bytes);
-    }
+    for (int l = 0; l < n_layer(); ++l)
+      if (const size_t bytes = state_bytes(l))
+        memory_->copy(slot_data(l, state_slot(t)),
+                      static_cast<const uint8_t*>(old_mem.get()) + old_offset[l] + static_cast<size_t>(t % old_slots) * bytes,
+                      bytes);
   memory_->synchronize();  // the old ring is freed on return
 }
 
@@ -244,27 +241,22 @@ void KVCache::keep(std::span<const int> indices) {
                   "KVCache::keep: the recurrent layers keep the states of the last {} tokens only "
                   "(KVCache::reserve_rollback), not of token {} of {}",
                   rollback_ + 1, indices[m - 1], size_);
-    {
-      const size_t n_moved = static_cast<size_t>(m - lo);
-      std::shared_ptr<void> tmp = memory_->allocate(state_bytes_ * n_moved);
-      auto* t = static_cast<uint8_t*>(tmp.get());
-      for (int pass = 0; pass < 2; ++pass)
-        for (int j = lo; j < m; ++j) {
-          size_t at = 0;
-          for (int l = 0; l < n_layer(); ++l) {
-            const size_t bytes = static_cast<size_t>(layers_[l].state_floats) * sizeof(float);
-            if (bytes == 0) continue;
-            uint8_t* staged = t + (static_cast<size_t>(j - lo) * state_bytes_) + at;
-            uint8_t* ring = reinterpret_cast<uint8_t*>(state_data(l));
-            if (pass == 0)
-              memory_->copy(staged, ring + static_cast<size_t>(state_slot(indices[j])) * bytes, bytes);
-            else
-              memory_->copy(ring + static_cast<size_t>(state_slot(j)) * bytes, staged, bytes);
-            at += bytes;
-          }
+    // Staged through a scratch block (state_bytes_ per kept token), all sources read first.
+    std::shared_ptr<void> tmp = memory_->allocate(state_bytes_ * static_cast<size_t>(m - lo));
+    for (int to_ring = 0; to_ring < 2; ++to_ring)
+      for (int j = lo; j < m; ++j) {
+        uint8_t* staged = static_cast<uint8_t*>(tmp.get()) + static_cast<size_t>(j - lo) * state_bytes_;
+        for (int l = 0; l < n_layer(); ++l) {
+          const size_t bytes = state_bytes(l);
+          if (bytes == 0) continue;
+          if (to_ring)
+            memory_->copy(slot_data(l, state_slot(j)), staged, bytes);
+          else
+            memory_->copy(staged, slot_data(l, state_slot(indices[j])), bytes);
+          staged += bytes;
         }
-      memory_->synchronize();  // tmp is freed on return
-    }
+      }
+    memory_->synchronize();  // tmp is freed on return
     state_low_ = lo > first_moved ? lo : std::max(state_low_, m - 1 - rollback_);
   }
   for (size_t i = 0; i < indices.size(); ++i) {

@@ -135,6 +135,11 @@ class KVCache {
  private:
   void allocate();
   void allocate_states(int rollback);
+  // Bytes of layer l's state, and where ring slot `slot` of it starts.
+  size_t state_bytes(int layer) const { return static_cast<size_t>(layers_[layer].state_floats) * sizeof(float); }
+  uint8_t* slot_data(int layer, int slot) const {
+    return static_cast<uint8_t*>(s_mem_.get()) + s_offset_[layer] + static_cast<size_t>(slot) * state_bytes(layer);
+  }
   std::shared_ptr<Memory> memory_;
   std::vector<KVLayerLayout> layers_;
   std::vector<size_t> k_offset_, v_offset_;  // [n_layer] byte offsets into k_mem_ / v_mem_

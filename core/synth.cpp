@@ -517,6 +517,17 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     if (phi2 || phimoe || a == "qwen2vl") vec("output.bias", s.n_vocab, 0.0f, 0.5f);  // qwen2vl's is left unused
   }
 
+  // The feed-forward after a recurrent mixer (qwen35, granitehybrid): experts, or a SwiGLU of n_ff.
+  auto recurrent_ffn = [&](const std::string& p, float rs, bool moe_layer) {
+    if (moe_layer) {
+      write_experts(p, rs);
+      return;
+    }
+    matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
+    matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
+    matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
+  };
+
   for (int l = 0; l < n_write; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     // Residual branches of the layers the draft does not have are scaled down.
@@ -591,13 +602,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       }());
       matrix(p + "ssm_out.weight", m2_inner, s.n_embd, rs);
       if (mamba2 || nemotron_h) continue;  // the mixer is the layer
-      if (moe_layer) {
-        write_experts(p, rs);
-      } else {
-        matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
-        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
-        matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
-      }
+      recurrent_ffn(p, rs, moe_layer);
       continue;
     }
     const int interval = s.full_attention_interval > 0 ? s.full_attention_interval : 4;
@@ -620,13 +625,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       w.add_tensor_f32(p + "ssm_a", DType::F32, {s.ssm_dt_rank}, a_log);
       vec(p + "ssm_norm.weight", s.ssm_d_state, 1.0f, 0.5f);
       matrix(p + "ssm_out.weight", value_dim, s.n_embd, rs);
-      if (moe_layer) {  // qwen35moe
-        write_experts(p, rs);
-      } else {
-        matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, 1.0f);
-        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
-        matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
-      }
+      recurrent_ffn(p, rs, moe_layer);  // qwen35moe's experts
       continue;
     }
     if (gpt2 || neox || bloom || mpt || jais) {

@@ -643,6 +643,14 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  // The Mamba-2 mixers of granitehybrid's, mamba2's and nemotron_h's presets: 8 heads of 16 (d_inner
+  // 128), state 16, `groups` groups of B and C.
+  const auto mamba2_sizes = [](SynthSpec& s, int groups) {
+    s.ssm_dt_rank = 8;
+    s.ssm_d_state = 16;
+    s.ssm_d_inner = 128;
+    s.ssm_n_group = groups;
+  };
   if (preset == "granitehybrid-tiny" || preset == "granitehybrid-moe-tiny") {
     // granitehybrid (Granite 4.0 H) in llama.cpp's layout, F32, dim 64: Mamba-2 layers (8 heads of
     // 16, d_inner 128, state 16, convolution of 4 taps with a bias) on layers 0, 1 and 3, granite's
@@ -652,12 +660,8 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     // false, as Granite 4.0 H's NoPE).
     s.arch = "granitehybrid";
     s.recurrent_layers = {1, 1, 0, 1};
-    s.ssm_dt_rank = 8;
-    s.ssm_d_state = 16;
-    s.ssm_d_inner = 128;
-    s.ssm_n_group = 1;
+    mamba2_sizes(s, preset == "granitehybrid-moe-tiny" ? 2 : 1);
     if (preset == "granitehybrid-moe-tiny") {
-      s.ssm_n_group = 2;
       s.n_ff = 32;
       s.n_expert = 8;
       s.n_expert_used = 2;
@@ -672,10 +676,7 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     // heads of 16, d_inner 128, state 16, 2 groups, a convolution of 4 taps with its bias) under
     // attn_norm, no feed-forward and no attention (head_count 0).
     s.arch = "mamba2";
-    s.ssm_dt_rank = 8;
-    s.ssm_d_state = 16;
-    s.ssm_d_inner = 128;
-    s.ssm_n_group = 2;
+    mamba2_sizes(s, 2);
     s.n_ff = 0;
     s.name = preset;
     return s;
@@ -688,10 +689,7 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.n_layer = 6;
     s.layer_pattern = "MM*-M-";
     s.head_dim = 32;
-    s.ssm_dt_rank = 8;
-    s.ssm_d_state = 16;
-    s.ssm_d_inner = 128;
-    s.ssm_n_group = 2;
+    mamba2_sizes(s, 2);
     s.name = preset;
     return s;
   }

@@ -383,7 +383,7 @@ void Transformer::conv_predecessors(const TransformerBatch& b, int64_t n_past) {
 // (a row r overwrites the slot of r - rollback() - 1): row - p <= rollback() + 1.
 void Transformer::delta_net_slots(const TransformerBatch& b, const KVCache& kv) {
   const int64_t T = static_cast<int64_t>(b.tokens.size()), n_past = kv.size();
-  std::vector<int32_t> parent;
+  std::vector<int32_t>& parent = dn_parent_;
   path_predecessors(b, n_past, 1, parent);
   dn_slots_.resize(static_cast<size_t>(2 * T));
   for (int64_t t = 0; t < T; ++t) {

@@ -84,6 +84,7 @@ class Transformer {
   kernels::DeltaNetParams dn_;             // qwen35: its sizes
   kernels::Mamba2Params m2_;               // granitehybrid: its Mamba-2 sizes
   std::vector<int32_t> dn_slots_;          // qwen35: host [T, 2], delta_net_slots()
+  std::vector<int32_t> dn_parent_;         // its scratch: each token's parent row
 };
 
 }  // namespace specmoe::core

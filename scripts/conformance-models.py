@@ -1355,6 +1355,15 @@ def qwen35(path, dtype, mix=False, moe=False):
     m.write()
 
 
+def mamba2_keys(m, d_inner, n_ssm, S, d_conv, n_group):
+    # The Mamba-2 sizes (ssm.*), in the order granite_hybrid, mamba2 and nemotron_h write them.
+    m.u32("ssm.conv_kernel", d_conv)
+    m.u32("ssm.inner_size", d_inner)
+    m.u32("ssm.state_size", S)
+    m.u32("ssm.time_step_rank", n_ssm)
+    m.u32("ssm.group_count", n_group)
+
+
 def mamba2_mixer(m, p, d, d_inner, n_ssm, S, d_conv, n_group):
     # One Mamba-2 mixer's tensors (src/models/granite-hybrid.cpp and mamba2.cpp's create_tensor
     # calls): ssm_in to [z | xBC | dt], the convolution's taps and bias (F32), the dt bias, A =
@@ -1391,7 +1400,6 @@ def granite_hybrid(path, dtype, moe=False):
     E, k, exp_ff, sh_ff = 16, 4, 256, 512
     mamba = [True, True, False, True]
     L = len(mamba)
-    conv_dim = d_inner + 2 * n_group * S
     m = Model(path, "granitehybrid", 67 if moe else 66, dtype)
     m.common(d, L, H, [0 if r else Hkv for r in mamba], eps=1e-5, embd_scale=None if moe else 1.0)
     if moe:
@@ -1406,11 +1414,7 @@ def granite_hybrid(path, dtype, moe=False):
     m.f32("residual_scale", 0.5)
     m.f32("attention.scale", 0.75 / np.sqrt(hd))
     m.f32("logit_scale", 2.0)
-    m.u32("ssm.conv_kernel", d_conv)
-    m.u32("ssm.inner_size", d_inner)
-    m.u32("ssm.state_size", S)
-    m.u32("ssm.time_step_rank", n_ssm)
-    m.u32("ssm.group_count", n_group)
+    mamba2_keys(m, d_inner, n_ssm, S, d_conv, n_group)
     for l in range(L):
         p = f"blk.{l}."
         m.norm(p + "attn_norm.weight", d)
@@ -1435,7 +1439,6 @@ def mamba2(path, dtype):
     # 64, state 64, 2 groups, a convolution of 4 taps with its bias, required here), no feed-forward,
     # no attention (head_count and feed_forward_length 0, as the converter writes them), a tied head.
     d, L, d_inner, n_ssm, S, d_conv, n_group = 256, 4, 512, 8, 64, 4, 2
-    conv_dim = d_inner + 2 * n_group * S
     m = Model(path, "mamba2", 68, dtype)
     m.u32("context_length", 4096)
     m.u32("embedding_length", d)
@@ -1446,11 +1449,7 @@ def mamba2(path, dtype):
     byte_vocab(m.w)
     m.matrix("token_embd.weight", [d, N_VOCAB], scale=1.0)
     m.norm("output_norm.weight", d)
-    m.u32("ssm.conv_kernel", d_conv)
-    m.u32("ssm.inner_size", d_inner)
-    m.u32("ssm.state_size", S)
-    m.u32("ssm.time_step_rank", n_ssm)
-    m.u32("ssm.group_count", n_group)
+    mamba2_keys(m, d_inner, n_ssm, S, d_conv, n_group)
     for l in range(L):
         p = f"blk.{l}."
         m.norm(p + "attn_norm.weight", d)
@@ -1475,11 +1474,7 @@ def nemotron_h(path, dtype):
     m.w.add_array("nemotron_h.feed_forward_length", [ff if k == "-" else 0 for k in kinds])
     m.u32("attention.key_length", hd)
     m.u32("attention.value_length", hd)
-    m.u32("ssm.conv_kernel", d_conv)
-    m.u32("ssm.inner_size", d_inner)
-    m.u32("ssm.state_size", S)
-    m.u32("ssm.time_step_rank", n_ssm)
-    m.u32("ssm.group_count", n_group)
+    mamba2_keys(m, d_inner, n_ssm, S, d_conv, n_group)
     m.head(d)
     for l, kind in enumerate(kinds):
         p = f"blk.{l}."

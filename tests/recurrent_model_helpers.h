@@ -18,8 +18,11 @@
 #include "core/gguf.h"
 #include "core/model.h"
 #include "core/synth.h"
+#include "draft/drafter.h"
 #include "reference_forward.h"
 #include "test_data.h"
+#include "verify/autoregressive.h"
+#include "verify/speculative_decoder.h"
 
 namespace specmoe::testing {
 
@@ -105,6 +108,29 @@ inline void expect_key_error(const std::string& path, const std::string& key, st
     ADD_FAILURE() << "no error for " << key;
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+// Greedy speculative decoding of `prompt` with `drafter` and `verifier`, one run per tree shape
+// (an empty shape: chains of draft_max), gives the autoregressive tokens.
+inline void expect_decoding_identical(core::Model& target, draft::Drafter& drafter, const verify::Verifier& verifier,
+                                      const std::vector<draft::TreeSpec>& shapes, const std::vector<int32_t>& prompt,
+                                      int max_tokens, int draft_max) {
+  core::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  for (const draft::TreeSpec& tree : shapes) {
+    verify::DecodeOptions o;
+    o.max_tokens = max_tokens;
+    o.draft_max = draft_max;
+    o.tree = tree;
+    o.stop_at_eog = false;
+    const verify::GenerationResult ar = verify::generate_autoregressive(target, prompt, greedy, o, 0);
+    verify::SpeculativeDecoder dec(target, drafter, verifier, greedy, o);
+    const verify::GenerationResult sd = dec.generate(prompt, 0);
+    const std::string what = (tree.empty() ? std::string("chain") : tree.describe()) + ", " + drafter.name() + ", " +
+                             verifier.name();
+    EXPECT_EQ(sd.tokens, ar.tokens) << what;
+    EXPECT_GT(sd.metrics.n_accepted, 0) << what;
   }
 }
 

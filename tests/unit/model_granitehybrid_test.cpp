@@ -119,25 +119,14 @@ TEST(GraniteHybrid, StateFollowsTheCacheBitForBit) {
 TEST(GraniteHybrid, SpeculativeDecodingIsIdenticalAndLossless) {
   auto target = Model::load(write_preset("granitehybrid-moe-tiny"), f32_caches());
   auto draft = Model::load(write_preset("granitehybrid-tiny"), f32_caches());
-  core::SamplingParams greedy;
-  greedy.temperature = 0.0f;
   const verify::SpeculativeVerifier sv;
   draft::ModelDrafter model(draft.get(), 320, -1, 256);
   draft::LayerSkipDrafter skip(*target, 2, 256);
   std::vector<draft::TreeSpec> shapes(2);
   shapes[1].widths = {3, 2, 1};
   const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 35, 119, 111, 114};
-  for (const draft::TreeSpec& tree : shapes)
-    for (draft::ModelDrafter* d : {&model, static_cast<draft::ModelDrafter*>(&skip)}) {
-      verify::DecodeOptions o;
-      o.max_tokens = 40;
-      o.draft_max = 5;
-      o.tree = tree;
-      o.stop_at_eog = false;
-      const verify::GenerationResult ar = verify::generate_autoregressive(*target, prompt, greedy, o, 0);
-      verify::SpeculativeDecoder dec(*target, *d, sv, greedy, o);
-      EXPECT_EQ(dec.generate(prompt, 0).tokens, ar.tokens) << (tree.empty() ? "chain" : tree.describe()) << ", " << d->name();
-    }
+  for (draft::ModelDrafter* d : {&model, static_cast<draft::ModelDrafter*>(&skip)})
+    specmoe::testing::expect_decoding_identical(*target, *d, sv, shapes, prompt, 40, 5);
   // At temperature 0.5: granite's logit scale of 2 flattens these random heads, and the chi-square
   // needs most of the joint's mass in cells it can test.
   specmoe::testing::check_lossless(*target, *draft, specmoe::testing::plain_sampling(0.5f, 44), true);
@@ -166,24 +155,13 @@ TEST(Mamba2, ReadsMatchesReferenceAndDecodesIdentically) {
   for (DType t : {DType::F32, DType::F16}) EXPECT_LE(reference_rel_error(write_preset("mamba2-tiny", t)), 1e-4);
   // A batch equals one token at a time; rollback and a tree as for granitehybrid.
   expect_batch_equals_single(*m);
-  core::SamplingParams greedy;
-  greedy.temperature = 0.0f;
   const verify::GreedyVerifier gv;
   draft::LayerSkipDrafter skip(*m, 2, 256);
   std::vector<draft::TreeSpec> shapes(2);
   shapes[1].nodes = 6;
   shapes[1].depth = 3;
   shapes[1].top_k = 2;
-  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111};
-  for (const draft::TreeSpec& tree : shapes) {
-    verify::DecodeOptions o;
-    o.max_tokens = 32;
-    o.draft_max = 4;
-    o.tree = tree;
-    o.stop_at_eog = false;
-    verify::SpeculativeDecoder dec(*m, skip, gv, greedy, o);
-    EXPECT_EQ(dec.generate(prompt, 0).tokens, verify::generate_autoregressive(*m, prompt, greedy, o, 0).tokens);
-  }
+  specmoe::testing::expect_decoding_identical(*m, skip, gv, shapes, {1, 72, 101, 108, 108, 111}, 32, 4);
 }
 
 TEST(NemotronH, ReadsMatchesReferenceAndDecodesIdentically) {
@@ -206,20 +184,9 @@ TEST(NemotronH, ReadsMatchesReferenceAndDecodesIdentically) {
   EXPECT_EQ(c.kv_bytes_per_token(), 2 * 64 * 4);
   for (DType t : {DType::F32, DType::F16}) EXPECT_LE(reference_rel_error(write_preset("nemotron_h-tiny", t)), 1e-4);
   expect_batch_equals_single(*m);
-  core::SamplingParams greedy;
-  greedy.temperature = 0.0f;
   const verify::SpeculativeVerifier sv;
   draft::LayerSkipDrafter skip(*m, 3, 256);
   std::vector<draft::TreeSpec> shapes(2);
   shapes[1].widths = {2, 2, 1};
-  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111};
-  for (const draft::TreeSpec& tree : shapes) {
-    verify::DecodeOptions o;
-    o.max_tokens = 32;
-    o.draft_max = 4;
-    o.tree = tree;
-    o.stop_at_eog = false;
-    verify::SpeculativeDecoder dec(*m, skip, sv, greedy, o);
-    EXPECT_EQ(dec.generate(prompt, 0).tokens, verify::generate_autoregressive(*m, prompt, greedy, o, 0).tokens);
-  }
+  specmoe::testing::expect_decoding_identical(*m, skip, sv, shapes, {1, 72, 101, 108, 108, 111}, 32, 4);
 }

@@ -188,8 +188,6 @@ TEST(Qwen35, RollbackPastTheRingIsAClearError) {
 TEST(Qwen35, SpeculativeDecodingIsIdenticalAtTemperatureZero) {
   auto target = Model::load(write_preset("qwen35-mix-tiny"), f32_caches());
   auto draft = Model::load(write_preset("qwen35-tiny"), f32_caches());
-  core::SamplingParams greedy;
-  greedy.temperature = 0.0f;
   const verify::GreedyVerifier gv;
   const verify::SpeculativeVerifier sv;
   draft::ModelDrafter model(draft.get(), 320, -1, 256);
@@ -200,21 +198,9 @@ TEST(Qwen35, SpeculativeDecodingIsIdenticalAtTemperatureZero) {
   shapes[2].depth = 4;
   shapes[2].top_k = 2;
   const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 35, 119, 111, 114};
-  for (const draft::TreeSpec& tree : shapes)
-    for (draft::ModelDrafter* d : {&model, static_cast<draft::ModelDrafter*>(&skip)})
-      for (const verify::Verifier* v : {static_cast<const verify::Verifier*>(&gv), static_cast<const verify::Verifier*>(&sv)}) {
-        verify::DecodeOptions o;
-        o.max_tokens = 40;
-        o.draft_max = 5;
-        o.tree = tree;
-        o.stop_at_eog = false;
-        const verify::GenerationResult ar = verify::generate_autoregressive(*target, prompt, greedy, o, 0);
-        verify::SpeculativeDecoder dec(*target, *d, *v, greedy, o);
-        const verify::GenerationResult sd = dec.generate(prompt, 0);
-        const std::string what = tree.empty() ? std::string("chain") : tree.describe();
-        EXPECT_EQ(sd.tokens, ar.tokens) << what << ", " << d->name() << ", " << v->name();
-        EXPECT_GT(sd.metrics.n_accepted, 0) << what << ", " << d->name();
-      }
+  for (draft::ModelDrafter* d : {&model, static_cast<draft::ModelDrafter*>(&skip)})
+    for (const verify::Verifier* v : {static_cast<const verify::Verifier*>(&gv), static_cast<const verify::Verifier*>(&sv)})
+      specmoe::testing::expect_decoding_identical(*target, *d, *v, shapes, prompt, 40, 5);
 }
 
 TEST(Qwen35, SpeculativeSamplingIsLossless) {
