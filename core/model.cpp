@@ -313,8 +313,66 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
   b.head_rows = options.head_rows;
   b.moe_k = moe_k;
   b.moe_capacity_factor = I.moe_capacity;
+  b.hidden_all = options.hidden;
   ForwardResult r;
   r.logits = I.transformer->forward(b, kv, r.stats.moe);
+  if (options.hidden) r.hidden = I.transformer->hidden();
+  return r;
+}
+
+bool Model::has_mtp() const { return impl_->config.has_mtp(); }
+
+KVCache Model::new_mtp_cache(int n_ctx) const {
+  const ModelConfig& c = impl_->config;
+  if (!c.has_mtp())
+    throw_error(ErrorKind::Unsupported, "{}: the model has no multi-token-prediction block specmoe runs{}",
+                impl_->file->path(),
+                c.n_nextn > 0 ? fmt::format(" ({} has {}, which specmoe does not run)", c.arch_name, c.n_nextn) : "");
+  if (n_ctx <= 0) n_ctx = c.n_ctx_train;
+  // The trunk's layers cache nothing here; layer n_layer is the block's.
+  std::vector<KVLayerLayout> layouts(static_cast<size_t>(c.n_layer), KVLayerLayout{0, 0, DType::F32, DType::F32, 0, 0});
+  layouts.push_back(kv_layout(c, c.n_layer, impl_->cache_types));
+  return KVCache(impl_->backend, std::move(layouts), n_ctx);
+}
+
+ForwardResult Model::forward_mtp(std::span<const int32_t> tokens, const float* hidden, KVCache& kv,
+                                 const ForwardOptions& options) {
+  Impl& I = *impl_;
+  const ModelConfig& c = I.config;
+  const std::string& path = I.file->path();
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  if (!c.has_mtp())
+    throw_error(ErrorKind::Unsupported, "{}: the model has no multi-token-prediction block specmoe runs", path);
+  if (T == 0) throw_error(ErrorKind::InvalidArgument, "{}: MTP forward called with no tokens", path);
+  if (hidden == nullptr) throw_error(ErrorKind::InvalidArgument, "{}: MTP forward called without hidden rows", path);
+  if (kv.memory() != I.backend.get() || kv.n_layer() != c.n_layer + 1 || kv.layout(0).k_width != 0 ||
+      kv.layout(c.n_layer).k_width != c.kv_key_width())
+    throw_error(ErrorKind::InvalidArgument, "{}: the MTP forward needs a cache made by this model's new_mtp_cache", path);
+  if (options.mask || options.exit_layer >= 0 || options.head_rows != 0)
+    throw_error(ErrorKind::InvalidArgument, "{}: the MTP forward takes a chain of tokens (no mask, early exit or "
+                "reduced head)", path);
+  if (kv.size() + T > kv.capacity())
+    throw_error(ErrorKind::Limit, "{}: MTP cache full: {} tokens stored + {} new > capacity {}", path, kv.size(), T,
+                kv.capacity());
+  I.positions.resize(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= c.n_vocab)
+      throw_error(ErrorKind::InvalidArgument, "{}: token id {} outside the vocabulary [0, {})", path, tokens[t],
+                  c.n_vocab);
+    I.positions[t] = static_cast<int32_t>(kv.size() + t);
+  }
+  TransformerBatch b;
+  b.tokens = tokens;
+  b.positions = I.positions;
+  b.n_layers = c.n_layer;
+  b.logits_all = options.logits_all;
+  b.hidden_all = options.hidden;
+  b.moe_k = options.moe_k != 0 ? options.moe_k : I.moe_k;
+  b.moe_capacity_factor = I.moe_capacity;
+  ForwardResult r;
+  r.stats.moe.assign(static_cast<size_t>(c.n_layer) + 1, moe::Routing{});
+  r.logits = I.transformer->forward_mtp(b, hidden, kv, r.stats.moe.back());
+  if (options.hidden) r.hidden = I.transformer->hidden();
   return r;
 }
 

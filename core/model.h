@@ -69,6 +69,7 @@ struct ForwardOptions {
                                         // the tree's when Batch::parents is given)
   bool logits_all = true;               // false: only the last token's logits are computed
   int moe_k = 0;                        // MoE models: experts per token (0 = the model's moe_k())
+  bool hidden = false;                  // also every token's final hidden row (ForwardResult::hidden)
   int64_t head_rows = 0;                // > 0: logits for the vocabulary's first head_rows ids only
                                         // (rows of width head_rows: a draft's reduced vocabulary,
                                         // draft/model_drafter.h); 0 = all n_vocab
@@ -85,6 +86,10 @@ struct ForwardStats {
 
 struct ForwardResult {
   Rows logits;  // [n_tokens or 1, n_vocab or head_rows] in the model's memory, valid until its next forward
+  // With ForwardOptions::hidden: [n_tokens, n_embd], each token's final hidden row after the output
+  // norm (the row the head reads; the input of a multi-token-prediction block), in the model's
+  // memory, valid until its next forward. Empty otherwise.
+  Rows hidden;
   ForwardStats stats;
 };
 
@@ -137,6 +142,24 @@ class Model {
   // batch. Throws Error(InvalidArgument) for ids outside the vocabulary, a cache this model did
   // not make or a bad tree, Error(Limit) when the cache is full.
   ForwardResult forward(const Batch& batch, KVCache& kv, const ForwardOptions& options = {});
+
+  // Multi-token prediction (DeepSeek-V3's MTP module, GLM-4.5's and Qwen3.5's NextN block; Gloeckle
+  // et al. 2024, DeepSeek-AI 2024 sec. 2.2): a decoder layer after the model's own that predicts
+  // the token after next from a token and the model's final hidden row of the token before it.
+  // has_mtp(): the file carries one specmoe runs (ModelConfig::has_mtp).
+  bool has_mtp() const;
+  // A cache for the block's own keys and values (one row per position it has read), up to n_ctx
+  // tokens (<= 0: the training context). Throws Error(Unsupported) without a block.
+  KVCache new_mtp_cache(int n_ctx = 0) const;
+  // The block over a chain of tokens at positions kv.size() + i: token i with hidden row i of
+  // `hidden` ([T, n_embd] in the model's memory; for the token at position p, the model's
+  // ForwardResult::hidden row of position p - 1, or the block's own row of its previous step).
+  // Appends the block's keys/values to kv (made by new_mtp_cache) and returns the logits (all
+  // rows, or the last with !options.logits_all) and in `hidden` the block's own output rows when
+  // options.hidden. Throws Error(InvalidArgument) for ids outside the vocabulary, a cache
+  // new_mtp_cache did not make, a tree or a mask; Error(Limit) when the cache is full.
+  ForwardResult forward_mtp(std::span<const int32_t> tokens, const float* hidden, KVCache& kv,
+                            const ForwardOptions& options = {});
 
   // Bytes of weights one single-token forward reads (for bandwidth figures).
   size_t weight_bytes_per_token() const;

@@ -247,6 +247,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     throw_error(ErrorKind::Format, "{}: {} is {} for {} blocks", file.path(), r.key("nextn_predict_layers"), n_nextn,
                 c.n_layer);
   c.n_layer -= n_nextn;
+  c.n_nextn = n_nextn;
   // Checked now, not only in validate(): the architecture readers below size per-layer arrays
   // by it (a block_count of 2^31 - 1 made gemma's sliding-window flags a 2 GiB allocation; found
   // by fuzz_model).

@@ -61,6 +61,10 @@ struct ModelConfig {
   int n_ctx_train = 0;        // <arch>.context_length
   int n_embd = 0;             // <arch>.embedding_length
   int n_layer = 0;            // <arch>.block_count
+  // Multi-token-prediction blocks after the model's own (<arch>.nextn_predict_layers: DeepSeek-V3's
+  // MTP, GLM-4.5's and Qwen3.5's NextN): block_count counts them, n_layer does not. The first is
+  // layer n_layer of the weights (ModelWeights::nextn) when its architecture is one has_mtp() lists.
+  int n_nextn = 0;
   int n_head = 0;             // <arch>.attention.head_count
   int n_head_kv = 0;          // <arch>.attention.head_count_kv (defaults to n_head)
   int head_dim = 0;           // n_embd / n_head unless <arch>.attention.key_length says otherwise
@@ -323,6 +327,14 @@ struct ModelConfig {
   // Llama 3.1's frequency factors [rope_dims / 2] for RopeScaling::Llama3 (the formula
   // llama.cpp's converter writes into rope_freqs.weight).
   std::vector<float> llama3_rope_factors() const;
+
+  // The file carries a multi-token-prediction block that specmoe runs (Model::forward_mtp): an
+  // architecture whose NextN block is its own decoder layer (llama.cpp's graph_mtp of deepseek2,
+  // glm4moe, qwen35, qwen35moe).
+  bool has_mtp() const {
+    return n_nextn > 0 &&
+           (arch == Arch::Deepseek2 || arch == Arch::Glm4Moe || arch == Arch::Qwen35 || arch == Arch::Qwen35Moe);
+  }
 
   static ModelConfig from_gguf(const GGUFFile& file);  // throws Error naming the file and key
   void validate() const;  // throws Error(Format) when sizes are inconsistent or out of range

@@ -388,9 +388,8 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
     check_factors(file, "rope_factors_short.weight", w.rope_short);
   }
 
-  w.layers.resize(c.n_layer);
-  for (int l = 0; l < c.n_layer; ++l) {
-    LayerWeights& L = w.layers[l];
+  // Layer l's tensors (l = n_layer: the multi-token-prediction block, the architecture's own layer).
+  auto bind_layer = [&](int l, LayerWeights& L) {
     const std::string p = fmt::format("blk.{}.", l);
     if (c.arch == Arch::Phi2 || cohere || falcon || plamo) {  // one norm feeds both sublayers: the FFN's is the attention's
       L.attn_norm = L.ffn_norm = vec(p + "attn_norm.weight", c.n_embd);
@@ -565,6 +564,22 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
         L.ffn_down_b = opt_vec(p + "ffn_down.bias", c.n_embd);
       }
     }
+  };
+  w.layers.resize(c.n_layer);
+  for (int l = 0; l < c.n_layer; ++l) bind_layer(l, w.layers[l]);
+
+  if (c.has_mtp()) {
+    // The first NextN block (llama.cpp runs one): layer n_layer, its own embedding and head when
+    // the file has them (DeepSeek-V3's converter shares the model's).
+    NextnWeights& n = w.nextn;
+    const std::string p = fmt::format("blk.{}.nextn.", c.n_layer);
+    n.eh_proj = b.matrix(p + "eh_proj.weight", 2 * static_cast<int64_t>(c.n_embd), c.n_embd);
+    n.enorm = vec(p + "enorm.weight", c.n_embd);
+    n.hnorm = vec(p + "hnorm.weight", c.n_embd);
+    n.embed = b.has(p + "embed_tokens.weight") ? b.matrix(p + "embed_tokens.weight", c.n_embd, c.n_vocab) : w.token_embd;
+    n.head_norm = b.has(p + "shared_head_norm.weight") ? vec(p + "shared_head_norm.weight", c.n_embd) : w.output_norm;
+    n.head = b.has(p + "shared_head_head.weight") ? b.matrix(p + "shared_head_head.weight", c.n_embd, c.n_vocab) : w.output;
+    bind_layer(c.n_layer, n.block);
   }
   return w;
 }
@@ -603,7 +618,7 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
   f(w.rope_freqs);
   f(w.rope_long);
   f(w.rope_short);
-  for (LayerWeights& L : w.layers) {
+  auto layer = [&](LayerWeights& L) {
     for (VectorView* v : {&L.attn_norm, &L.attn_norm_b, &L.bq, &L.bk, &L.bv, &L.bqkv, &L.bo, &L.attn_q_norm,
                           &L.attn_k_norm, &L.attn_post_norm, &L.attn_sinks, &L.ffn_norm, &L.ffn_norm_b, &L.ffn_post_norm,
                           &L.ffn_gate_b, &L.ffn_up_b, &L.ffn_down_b, &L.moe.bias, &L.attn_q_a_norm, &L.attn_kv_a_norm, &L.conv_taps,
@@ -620,6 +635,18 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
                           &e.gate_inp_shexp, &L.wq_a, &L.wq_b, &L.wkv_a_mqa, &L.wk_b, &L.wv_b, &L.conv_in, &L.conv_out,
                           &L.ssm_qkv, &L.ssm_gate, &L.ssm_alpha, &L.ssm_beta, &L.ssm_out, &L.ssm_in})
       m(*v);
+  };
+  for (LayerWeights& L : w.layers) layer(L);
+  if (!w.nextn.empty()) {
+    NextnWeights& n = w.nextn;
+    layer(n.block);
+    // Shared with the model when the file has none of its own: the same resident copy.
+    n.embed = h.nextn.embed.data == h.token_embd.data ? w.token_embd : be.resident(n.embed);
+    n.head = h.nextn.head.data == h.output.data ? w.output : be.resident(n.head);
+    n.head_norm = h.nextn.head_norm.data == h.output_norm.data ? w.output_norm : be.resident(n.head_norm);
+    m(n.eh_proj);
+    f(n.enorm);
+    f(n.hnorm);
   }
   return w;
 }

@@ -97,6 +97,20 @@ struct LayerWeights {
   bool is_moe() const { return !moe.weights.empty(); }
 };
 
+// A multi-token-prediction block (ModelConfig::has_mtp; DeepSeek-V3's MTP module, GLM-4.5's and
+// Qwen3.5's NextN): for a token t and the target's final hidden row h of the token before it,
+// x = eh_proj [enorm(embed(t)) | hnorm(h)], then the architecture's own decoder layer (`block`, the
+// file's layer n_layer), then head_norm and head: the logits of the token after next.
+struct NextnWeights {
+  MatrixView eh_proj;        // (2 n_embd -> n_embd)
+  VectorView enorm, hnorm;   // [n_embd]
+  MatrixView embed;          // nextn.embed_tokens, else the model's token_embd
+  VectorView head_norm;      // nextn.shared_head_norm, else output_norm
+  MatrixView head;           // nextn.shared_head_head, else the model's output
+  LayerWeights block;
+  bool empty() const { return eh_proj.empty(); }
+};
+
 struct ModelWeights {
   MatrixView token_embd;                       // (n_embd, n_vocab): row = one token's embedding
   MatrixView position_embd;                    // gpt2, starcoder, some mpt: (n_embd, n_ctx_train)
@@ -108,6 +122,7 @@ struct ModelWeights {
   VectorView rope_freqs;                       // llama3: [rope_dims / 2] frequency divisors (empty: none)
   VectorView rope_long, rope_short;            // phi3 LongRoPE: [rope_dims / 2] divisors (empty: none)
   std::vector<LayerWeights> layers;
+  NextnWeights nextn;                          // empty unless ModelConfig::has_mtp()
   // Owner of the 1-D tensors' floats of a host copy (the views above point into it).
   std::shared_ptr<std::vector<std::vector<float>>> host_floats;
 

@@ -104,6 +104,10 @@ void check_spec(const SynthSpec& s) {
   if (is_arch(s, {"qwen35", "qwen35moe"}) && (s.ssm_d_conv < 2 || s.ssm_d_state < 1 || s.ssm_n_group < 1 || s.ssm_dt_rank % s.ssm_n_group != 0))
     throw_error(ErrorKind::InvalidArgument, "synth: qwen35's conv kernel {}, state {}, {} key heads and {} value heads",
                 s.ssm_d_conv, s.ssm_d_state, s.ssm_n_group, s.ssm_dt_rank);
+  if (s.n_nextn < 0 || (s.n_nextn > 0 && (!is_arch(s, {"deepseek2", "glm4moe", "qwen35", "qwen35moe"}) || s.keep_layers >= 0)) ||
+      (s.mtp_own_head && s.n_nextn == 0))
+    throw_error(ErrorKind::InvalidArgument, "synth: {} multi-token-prediction blocks{}: deepseek2's, glm4moe's, qwen35's and "
+                "qwen35moe's, of a whole model (no keep_layers)", s.n_nextn, s.mtp_own_head ? " with their own head" : "");
   if (s.arch == "cohere2" && s.n_swa <= 0)
     throw_error(ErrorKind::InvalidArgument, "synth: cohere2 needs a sliding window (n_swa > 0)");
   if (is_arch(s, {"command-r", "cohere2"}) && !s.tied_output)
@@ -245,7 +249,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   w.set_string("general.name", s.name);
   w.set_u32(a + ".context_length", s.n_ctx);
   w.set_u32(a + ".embedding_length", s.n_embd);
-  w.set_u32(a + ".block_count", n_write);
+  w.set_u32(a + ".block_count", n_write + s.n_nextn);
+  if (s.n_nextn > 0) w.set_u32(a + ".nextn_predict_layers", s.n_nextn);
   // qwen35moe: qwen2moe's shared expert under its sigmoid gate
   const bool moe = s.n_expert > 0, qwen2moe = a == "qwen2moe" || a == "qwen35moe";
   const bool expert_width_key =
@@ -340,7 +345,9 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         GGUFValue flags;
         flags.type = GGUFType::ARRAY;
         flags.elem_type = GGUFType::BOOL;
-        for (int32_t f : s.recurrent_layers) {
+        std::vector<int32_t> all = s.recurrent_layers;
+        all.resize(all.size() + static_cast<size_t>(s.n_nextn), 0);  // the MTP blocks are attention layers
+        for (int32_t f : all) {
           GGUFValue item;
           item.type = GGUFType::BOOL;
           item.i = f != 0;
@@ -528,10 +535,13 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
   };
 
-  for (int l = 0; l < n_write; ++l) {
+  for (int l = 0; l < n_write + s.n_nextn; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
-    // Residual branches of the layers the draft does not have are scaled down.
-    const float rs = (s.n_full_layers >= 0 && l >= s.n_full_layers) ? s.deep_residual_scale : 1.0f;
+    // Residual branches of the layers the draft does not have are scaled down, and the
+    // multi-token-prediction block's.
+    const float rs = l >= n_write                                      ? 0.3f
+                     : (s.n_full_layers >= 0 && l >= s.n_full_layers) ? s.deep_residual_scale
+                                                                      : 1.0f;
     if (nemotron_h && s.layer_pattern[l] != 'M') {  // attention or an MLP, under attn_norm
       vec(p + "attn_norm.weight", s.n_embd, 1.0f, 0.3f);
       if (s.layer_pattern[l] == '*') {
@@ -606,7 +616,8 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       continue;
     }
     const int interval = s.full_attention_interval > 0 ? s.full_attention_interval : 4;
-    const bool recurrent = qwen35 && (s.recurrent_layers.empty() ? (l + 1) % interval != 0 : s.recurrent_layers[l] != 0);
+    const bool recurrent = qwen35 && l < n_write &&
+                           (s.recurrent_layers.empty() ? (l + 1) % interval != 0 : s.recurrent_layers[l] != 0);
     if (recurrent) {
       // qwen35's gated DeltaNet: [q | k | v] and z from xn, alpha and beta per value head; the
       // convolution's taps and the gates F32 as the converter keeps them. ssm_a = -exp(A_log) with
@@ -720,6 +731,27 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     }
     matrix(p + "attn_output.weight", q_dim, s.n_embd, rs);
     if (!moe_layer && !ds_moe) matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
+  }
+  for (int l = n_write; l < n_write + s.n_nextn; ++l) {
+    // The multi-token-prediction block's own tensors (its layer was written above): norms with a
+    // spread, so a skipped one shows.
+    const std::string p = fmt::format("blk.{}.nextn.", l);
+    // eh_proj passes the token's normed embedding on (identity on that half, small noise on both):
+    // with the layer's branches scaled down (below), the block's guess is near the head over the
+    // token's own embedding, which a random model's next token often is, so drafts get accepted.
+    {
+      const int64_t d = s.n_embd;
+      auto v = random_values(seed, p + "eh_proj.weight", static_cast<size_t>(2 * d * d), 0.2f / std::sqrt(float(2 * d)));
+      for (int64_t j = 0; j < d; ++j) v[static_cast<size_t>(j * 2 * d + j)] += 1.0f;  // row j = output j
+      w.add_tensor_f32(p + "eh_proj.weight", s.type, {2 * d, d}, v);
+    }
+    vec(p + "enorm.weight", s.n_embd, 1.0f, 0.5f);
+    vec(p + "hnorm.weight", s.n_embd, 1.0f, 0.5f);
+    vec(p + "shared_head_norm.weight", s.n_embd, 1.0f, 0.3f);
+    if (s.mtp_own_head) {
+      matrix(p + "embed_tokens.weight", s.n_embd, s.n_vocab, std::sqrt(float(s.n_embd)));
+      matrix(p + "shared_head_head.weight", s.n_embd, s.n_vocab, 2.0f);
+    }
   }
   w.write(path);
 }

@@ -40,6 +40,11 @@ struct SynthSpec {
   float deep_residual_scale = 1.0f;
   float repeat_penalty = 2.0f;     // output row of token j -= repeat_penalty * embedding of j / sqrt(n_embd)
   int keep_layers = -1;            // write only the first keep_layers layers (a draft); -1 = all
+  // Multi-token-prediction blocks after the model's layers (nextn_predict_layers; deepseek2, glm4moe,
+  // qwen35, qwen35moe): the architecture's own attention layer plus nextn.eh_proj, enorm, hnorm and
+  // shared_head_norm, and with mtp_own_head its own embed_tokens and shared_head_head.
+  int n_nextn = 0;
+  bool mtp_own_head = false;
   // Mixture of experts, in llama.cpp's layout: llama = Mixtral (ffn_gate_inp + stacked
   // ffn_{gate,up,down}_exps, feed_forward_length = expert width); qwen2moe adds the shared expert
   // (ffn_{gate,up,down}_shexp) and its sigmoid gate ffn_gate_inp_shexp. The router matrix and

@@ -858,6 +858,16 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  // ARCH-mtp-tiny: ARCH-tiny with one multi-token-prediction block after its layers (glm4moe's with
+  // its own embedding and head, the others sharing the model's, as Qwen3.5's and DeepSeek-V3's).
+  for (const std::string arch : {"qwen35", "qwen35moe", "glm4moe", "deepseek2"}) {
+    if (preset != arch + "-mtp-tiny") continue;
+    SynthSpec s = *base_preset(arch + "-tiny");
+    s.n_nextn = 1;
+    s.mtp_own_head = arch == "glm4moe";
+    s.name = preset;
+    return s;
+  }
   return std::nullopt;
 }
 
@@ -990,6 +1000,12 @@ std::vector<std::string> synth_presets() {
       "qwen35-mix-tiny: qwen35-tiny with 6 layers by attention.recurrent_layers (attention on 1 and 4), 2 value heads",
       "qwen35moe-tiny: qwen35moe (Qwen3.5-MoE), qwen35-tiny's layers with 8 experts top-2 of width 32 and a gated "
       "shared expert of 64",
+      "qwen35-mtp-tiny: qwen35-tiny with a multi-token-prediction block (NextN: a gated attention layer and a "
+      "SwiGLU after eh_proj over the token's embedding and the hidden row; the model's embedding and head)",
+      "qwen35moe-mtp-tiny: qwen35moe-tiny with a multi-token-prediction block (an attention layer with experts)",
+      "glm4moe-mtp-tiny: glm4moe-tiny with a multi-token-prediction block with its own embedding and head",
+      "deepseek2-mtp-tiny: deepseek2-tiny with a multi-token-prediction block (MLA and experts, DeepSeek-V3's MTP "
+      "module)",
       "granitehybrid-tiny: granitehybrid (Granite 4.0 H), F32, 4 layers, dim 64, Mamba-2 (8 heads of 16, state 16) on "
       "3 and granite's attention on 1, granite's multipliers",
       "granitehybrid-moe-tiny: granitehybrid-tiny with 8 experts top-2 of 32 and a shared expert of 64, 2 groups, "

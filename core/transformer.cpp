@@ -59,6 +59,8 @@ enum Slot : size_t {
   kM2In,    // [T, in_proj] [z | xBC | dt]
   kM2Xbc,   // [T, conv_dim] the convolution's output
   kM2Y,     // [T, d_inner] the gated, normed y
+  // The multi-token-prediction block:
+  kMtpCat,  // [T, 2 n_embd] [enorm(embed(t)) | hnorm(h)]
   kSlots
 };
 }  // namespace
@@ -81,7 +83,9 @@ Transformer::Transformer(std::shared_ptr<Backend> backend, const ModelConfig& co
     m2_.d_conv = c_.ssm_d_conv;
     m2_.eps = c_.norm_eps;
   }
-  for (int l = 0; l < c_.n_layer; ++l) {
+  // The multi-token-prediction block is layer n_layer (its RoPE the architecture's).
+  const int n_blocks = c_.n_layer + (w_.nextn.empty() ? 0 : 1);
+  for (int l = 0; l < n_blocks; ++l) {
     needs_row_positions_ = needs_row_positions_ || c_.window(l) > 0;
     if (c_.rope_style == RopeStyle::None) continue;
     const LayerRope lr = c_.rope_at(l);
@@ -127,7 +131,7 @@ void Transformer::norm(const VectorView& w, const VectorView& b, const float* in
 // into cache rows kv.size() .. kv.size()+T-1 (marked stored by the caller after the last layer).
 void Transformer::attention_block(int l, int64_t T, const int32_t* positions, const int32_t* row_positions,
                                   const uint8_t* mask, KVCache& kv) {
-  const LayerWeights& L = w_.layers[l];
+  const LayerWeights& L = layer(l);
   const int64_t d = c_.n_embd;
   const int64_t q_dim = static_cast<int64_t>(c_.n_head) * c_.head_dim;
   const int64_t kvd = c_.kv_dim();
@@ -246,7 +250,7 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
 // which equals attention with keys [attn_k_b^T c | k_pe] and values attn_v_b c per head, while the
 // cache holds the R + P floats of [c | k_pe] per token and layer.
 void Transformer::mla_attention_block(int l, int64_t T, const int32_t* positions, const uint8_t* mask, KVCache& kv) {
-  const LayerWeights& L = w_.layers[l];
+  const LayerWeights& L = layer(l);
   const int64_t d = c_.n_embd, H = c_.n_head, hd = c_.head_dim, P = c_.rope_dims, nope = hd - P;
   const int64_t R = c_.kv_lora_rank, W = R + P, vd = c_.mla_v_head_dim;
   const int64_t n_past = kv.size();
@@ -327,7 +331,7 @@ void Transformer::mla_attention_block(int l, int64_t T, const int32_t* positions
 // row in the cache: truncate and keep then roll the state back or onto a tree's accepted branch
 // exactly as they do keys and values, and a tree node convolves its own ancestors.
 void Transformer::conv_block(int l, int64_t T, const int32_t* prev, KVCache& kv) {
-  const LayerWeights& L = w_.layers[l];
+  const LayerWeights& L = layer(l);
   const int64_t d = c_.n_embd;
   const size_t f = sizeof(float), row = static_cast<size_t>(d) * f;
   const int64_t n_past = kv.size();
@@ -404,7 +408,7 @@ void Transformer::delta_net_slots(const TransformerBatch& b, const KVCache& kv) 
 //   x += ssm_out (rmsnorm(o per head; ssm_norm) * silu(z))
 // The recurrence reads each token's parent's state from the cache's ring and writes its own.
 void Transformer::delta_net_block(int l, int64_t T, const int32_t* slots, KVCache& kv) {
-  const LayerWeights& L = w_.layers[l];
+  const LayerWeights& L = layer(l);
   const int64_t d = c_.n_embd, C = dn_.conv_dim(), V = dn_.value_dim(), H = dn_.n_v_heads;
   float* x = buf(kX, T * d);
   float* xn = buf(kXn, T * d);
@@ -428,7 +432,7 @@ void Transformer::delta_net_block(int l, int64_t T, const int32_t* slots, KVCach
 // build_mamba2_layer): [z | xBC | dt] = ssm_in xn; y = mamba2(...) (the convolution, the scan from
 // each token's parent's state, the gate and the grouped norm: the op); x += residual_scale * ssm_out y.
 void Transformer::mamba2_block(int l, int64_t T, const int32_t* slots, KVCache& kv) {
-  const LayerWeights& L = w_.layers[l];
+  const LayerWeights& L = layer(l);
   const int64_t d = c_.n_embd;
   float* x = buf(kX, T * d);
   float* xn = buf(kXn, T * d);
@@ -447,7 +451,7 @@ void Transformer::mamba2_block(int l, int64_t T, const int32_t* slots, KVCache& 
 // matrix), gemma's GeGLU down(gelu(gate xn) * up xn) then its post-norm, gpt2's
 // down(gelu(up xn + b_up)) + b_down, or the MoE block.
 void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Routing& routing) {
-  const LayerWeights& L = w_.layers[l];
+  const LayerWeights& L = layer(l);
   const int64_t d = c_.n_embd;
   float* x = buf(kX, T * d);
   float* xn = buf(kXn, T * d);
@@ -500,20 +504,20 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
   if (c_.parallel_residual) be_->add(x, buf(kPar, T * d), x, T * d);  // the attention's output
 }
 
-Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<moe::Routing>& routing) {
+Transformer::Inputs Transformer::upload_inputs(const TransformerBatch& b, KVCache& kv, bool trunk) {
   const int64_t T = static_cast<int64_t>(b.tokens.size());
-  const int64_t d = c_.n_embd;
   // Inputs in one upload: ids [T] int32, positions [T] int32, each token's convolution
   // predecessors [T, l_cache - 1] int32 (lfm2 only), each token's recurrent state slots [T, 2]
   // int32 (qwen35 only), the positions of every cache row the forward
   // attends to [n_past + T] int32 (sliding-window and ALiBi models only), mask [T, mask_past + T]
-  // bytes (when given).
+  // bytes (when given). The multi-token-prediction block (!trunk) is an attention layer: no
+  // convolution or recurrent state.
   const int64_t n_past = kv.size();
   mask_past_ = b.mask ? b.mask_past : 0;
   conv_prev_.clear();
-  if (has_conv_layers_) conv_predecessors(b, n_past);
+  if (trunk && has_conv_layers_) conv_predecessors(b, n_past);
   dn_slots_.clear();
-  if (has_recurrent_layers_) delta_net_slots(b, kv);
+  if (trunk && has_recurrent_layers_) delta_net_slots(b, kv);
   const size_t ids_bytes = static_cast<size_t>(T) * sizeof(int32_t);
   const size_t prev_bytes = conv_prev_.size() * sizeof(int32_t);
   const size_t slots_bytes = dn_slots_.size() * sizeof(int32_t);
@@ -533,12 +537,26 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
     be_->upload(io + rows_at, row_positions_.data(), rows_bytes);
   }
   if (b.mask) be_->upload(io + mask_at, b.mask, mask_bytes);
-  const auto* ids = reinterpret_cast<const int32_t*>(io);
-  const auto* positions = reinterpret_cast<const int32_t*>(io + ids_bytes);
-  const auto* conv_prev = prev_bytes ? reinterpret_cast<const int32_t*>(io + prev_at) : nullptr;
-  const auto* dn_slots = slots_bytes ? reinterpret_cast<const int32_t*>(io + slots_at) : nullptr;
-  const auto* row_positions = needs_row_positions_ ? reinterpret_cast<const int32_t*>(io + rows_at) : nullptr;
-  const uint8_t* mask = b.mask ? io + mask_at : nullptr;
+  Inputs in;
+  in.ids = reinterpret_cast<const int32_t*>(io);
+  in.positions = reinterpret_cast<const int32_t*>(io + ids_bytes);
+  in.conv_prev = prev_bytes ? reinterpret_cast<const int32_t*>(io + prev_at) : nullptr;
+  in.dn_slots = slots_bytes ? reinterpret_cast<const int32_t*>(io + slots_at) : nullptr;
+  in.row_positions = needs_row_positions_ ? reinterpret_cast<const int32_t*>(io + rows_at) : nullptr;
+  in.mask = b.mask ? io + mask_at : nullptr;
+  return in;
+}
+
+Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<moe::Routing>& routing) {
+  const int64_t T = static_cast<int64_t>(b.tokens.size());
+  const int64_t d = c_.n_embd;
+  const Inputs in = upload_inputs(b, kv, true);
+  const int32_t* ids = in.ids;
+  const int32_t* positions = in.positions;
+  const int32_t* conv_prev = in.conv_prev;
+  const int32_t* dn_slots = in.dn_slots;
+  const int32_t* row_positions = in.row_positions;
+  const uint8_t* mask = in.mask;
 
   // mistral3's attention temperature per token (all 1 below the floor, so none is applied there).
   temp_factors_.clear();
@@ -589,17 +607,26 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
     if (c_.has_ffn(l)) ffn_block(l, T, b, routing[l]);  // mamba2's, nemotron_h's layers: one sublayer
   }
 
-  // Final norm and head, for all tokens or only the last one.
+  return finish(b, T, w_.output_norm, w_.output_norm_b, w_.output, kv);
+}
+
+// The final norm and head, for all tokens or only the last one (the norm over every token when
+// the batch asks for the hidden rows), then the cache counts the new tokens.
+Rows Transformer::finish(const TransformerBatch& b, int64_t T, const VectorView& norm_w, const VectorView& norm_b,
+                         const MatrixView& head, KVCache& kv) {
+  const int64_t d = c_.n_embd;
   const int64_t first = b.logits_all ? 0 : T - 1;
+  const int64_t first_h = b.hidden_all ? 0 : first;
   const int64_t n_out = T - first;
-  x = buf(kX, T * d);
-  xn = buf(kXn, T * d);
-  norm(w_.output_norm, w_.output_norm_b, x + first * d, xn, n_out);
+  float* x = buf(kX, T * d);
+  float* xn = buf(kXn, T * d);
+  norm(norm_w, norm_b, x + first_h * d, xn, T - first_h);
+  hidden_ = b.hidden_all ? Rows{xn, T, d, be_.get()} : Rows{};
   // A reduced vocabulary computes the head's first rows only (its rows are independent outputs:
   // the same values as the full head's first columns).
   const int64_t n_vocab = b.head_rows > 0 ? b.head_rows : c_.n_vocab;
   float* logits = buf(kLogits, static_cast<size_t>(n_out) * n_vocab);
-  be_->matmul(xn, n_out, w_.output.rows(0, n_vocab), logits);
+  be_->matmul(xn + (first - first_h) * d, n_out, head.rows(0, n_vocab), logits);
   if (!w_.output_b.empty()) be_->add_bias(logits, w_.output_b.data, n_out, n_vocab);  // phi2
   if (c_.logit_scale != 1.0f)  // granite: llama.cpp scales by the float reciprocal
     be_->scale(logits, 1.0f / c_.logit_scale, logits, static_cast<int64_t>(n_out) * n_vocab);
@@ -609,6 +636,36 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
     be_->softcap(logits, c_.final_logit_softcap, logits, static_cast<int64_t>(n_out) * n_vocab);
   kv.append(b.positions);
   return Rows{logits, n_out, n_vocab, be_.get()};
+}
+
+// The multi-token-prediction block (llama.cpp's graph_mtp of deepseek2, glm4moe, qwen35):
+//   x = eh_proj [rmsnorm(embed(t); enorm) | rmsnorm(h; hnorm)]
+//   x = the architecture's decoder layer n_layer (attention, then the feed-forward or experts)
+//   hidden = rmsnorm(x; head_norm);  logits = head hidden
+// Its cache holds that layer's rows only (the trunk's layers are empty in it).
+Rows Transformer::forward_mtp(const TransformerBatch& b, const float* h, KVCache& kv, moe::Routing& routing) {
+  const int64_t T = static_cast<int64_t>(b.tokens.size());
+  const int64_t d = c_.n_embd;
+  const int l = c_.n_layer;
+  const NextnWeights& N = w_.nextn;
+  const Inputs in = upload_inputs(b, kv, false);
+  temp_factors_.clear();
+  rope_factors_ = nullptr;
+  const size_t row = static_cast<size_t>(d) * sizeof(float);
+  float* e = buf(kXn, T * d);
+  float* cat = buf(kMtpCat, T * 2 * d);
+  be_->get_rows(N.embed, in.ids, T, e);
+  be_->rms_norm(e, N.enorm.data, e, T, d, c_.norm_eps);
+  be_->copy_rows(cat, 2 * row, e, row, row, T);
+  be_->rms_norm(h, N.hnorm.data, e, T, d, c_.norm_eps);
+  be_->copy_rows(cat + d, 2 * row, e, row, row, T);
+  be_->matmul(cat, T, N.eh_proj, buf(kX, T * d));
+  if (c_.is_mla())
+    mla_attention_block(l, T, in.positions, in.mask, kv);
+  else
+    attention_block(l, T, in.positions, in.row_positions, in.mask, kv);
+  ffn_block(l, T, b, routing);
+  return finish(b, T, N.head_norm, VectorView{}, N.head, kv);
 }
 
 }  // namespace specmoe::core

@@ -26,6 +26,7 @@ struct TransformerBatch {
   int64_t mask_past = 0;
   int n_layers = 0;                    // blocks to run (early exit when < n_layer)
   bool logits_all = true;              // false: only the last token's logits
+  bool hidden_all = false;             // also every token's final hidden row (Transformer::hidden)
   int64_t head_rows = 0;               // > 0: logits of ids [0, head_rows) only
   int moe_k = 0;                       // MoE: experts per token
   double moe_capacity_factor = 0.0;    // MoE: Switch capacity factor (<= 0: dropless)
@@ -41,10 +42,38 @@ class Transformer {
   // of this forward (dense layers and layers past an early exit are left empty).
   Rows forward(const TransformerBatch& batch, KVCache& kv, std::vector<moe::Routing>& routing);
 
+  // The multi-token-prediction block (weights().nextn, present when ModelConfig::has_mtp()) over
+  // the batch: token t_i with h_i, the target's final hidden row of the token before t_i ([T,
+  // n_embd] in the backend's memory, not this transformer's workspace). kv: a cache whose layer
+  // n_layer is the block's. Returns the logits as forward() does; hidden() then holds the block's
+  // own normalised output rows, which the next prediction step takes as its h.
+  Rows forward_mtp(const TransformerBatch& batch, const float* h, KVCache& kv, moe::Routing& routing);
+
+  // The last forward's final hidden rows [T, n_embd] after the output norm (the input of a
+  // multi-token-prediction block), when its batch asked (hidden_all); valid until the next forward.
+  const Rows& hidden() const { return hidden_; }
+
   const ModelWeights& weights() const { return w_; }
   Backend& backend() const { return *be_; }
 
  private:
+  // One forward's inputs in the backend's memory (upload_inputs).
+  struct Inputs {
+    const int32_t* ids = nullptr;
+    const int32_t* positions = nullptr;
+    const int32_t* conv_prev = nullptr;      // lfm2
+    const int32_t* dn_slots = nullptr;       // recurrent layers
+    const int32_t* row_positions = nullptr;  // sliding windows, ALiBi
+    const uint8_t* mask = nullptr;
+  };
+  Inputs upload_inputs(const TransformerBatch& b, KVCache& kv, bool trunk);
+  // The final norm and the head over the residual stream; appends the batch to kv.
+  Rows finish(const TransformerBatch& b, int64_t T, const VectorView& norm_w, const VectorView& norm_b,
+              const MatrixView& head, KVCache& kv);
+  // Layer l's weights (l = n_layer: the multi-token-prediction block's layer).
+  const LayerWeights& layer(int l) const {
+    return l < static_cast<int>(w_.layers.size()) ? w_.layers[static_cast<size_t>(l)] : w_.nextn.block;
+  }
   float* buf(size_t slot, size_t floats);  // workspace slot, grown on demand
   void norm(const VectorView& w, const VectorView& b, const float* in, float* out, int64_t rows);
   void attention_block(int l, int64_t T, const int32_t* positions, const int32_t* row_positions, const uint8_t* mask,
@@ -85,6 +114,7 @@ class Transformer {
   kernels::Mamba2Params m2_;               // granitehybrid: its Mamba-2 sizes
   std::vector<int32_t> dn_slots_;          // qwen35: host [T, 2], delta_net_slots()
   std::vector<int32_t> dn_parent_;         // its scratch: each token's parent row
+  Rows hidden_;                            // the last forward's hidden rows (hidden_all)
 };
 
 }  // namespace specmoe::core

@@ -95,6 +95,18 @@ class Drafter {
   virtual void accepted_path(std::span<const int32_t> path, int32_t next_token) {
     accepted(static_cast<int>(path.size()), next_token);
   }
+
+  // Drafters that read the target's own hidden states (multi-token prediction: draft/mtp_drafter.h)
+  // say so: the loop then asks each of its target forwards (the prompt's prefill, every verify
+  // batch) for the final hidden rows (core::ForwardOptions::hidden) and hands them over with the
+  // batch's tokens, after the forward and before the step's verification; the rows are the
+  // target's, valid until its next forward (copy what is needed; run no forward of the target's
+  // model here, whose logits the verifier has yet to read).
+  virtual bool reads_target_hidden() const { return false; }
+  virtual void target_hidden(std::span<const int32_t> tokens, const core::Rows& hidden) {
+    (void)tokens;
+    (void)hidden;
+  }
 };
 
 }  // namespace specmoe::draft

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "draft/layerskip_drafter.h"
+#include "draft/mtp_drafter.h"
 #include "draft/model_drafter.h"
 #include "draft/ngram_drafter.h"
 #include "draft/vocab_check.h"
@@ -44,6 +45,13 @@ std::unique_ptr<Drafter> make_layerskip_drafter(const DrafterOptions& o) {
   return d;
 }
 
+std::unique_ptr<Drafter> make_mtp_drafter(const DrafterOptions& o) {
+  if (o.target == nullptr) throw_error(ErrorKind::InvalidArgument, "drafter 'mtp': the target model is required");
+  if (o.draft_vocab != 0)
+    throw_error(ErrorKind::InvalidArgument, "drafter 'mtp': a reduced draft vocabulary is for the model and layerskip drafters");
+  return std::make_unique<MtpDrafter>(*o.target, o.n_ctx);
+}
+
 struct Registry {
   std::mutex mutex;
   std::map<std::string, DrafterFactory> factories;
@@ -57,6 +65,7 @@ Registry& registry() {
       return std::make_unique<NgramDrafter>(o.ngram_min, o.ngram_max);
     };
     reg->factories["layerskip"] = make_layerskip_drafter;
+    reg->factories["mtp"] = make_mtp_drafter;
     return reg;
   }();
   return *r;

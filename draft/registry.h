@@ -14,8 +14,8 @@ namespace specmoe::draft {
 
 // Everything any built-in drafter may need; each uses only its own fields.
 struct DrafterOptions {
-  core::Model* target = nullptr;             // "model" (vocabulary check, vocab size), "layerskip"
-                                             // (drafts with it); not owned
+  core::Model* target = nullptr;             // "model" (vocabulary check, vocab size), "layerskip" and
+                                             // "mtp" (draft with it); not owned
   std::shared_ptr<core::Model> draft_model;  // "model": an already loaded draft model, or
   std::string draft_model_path;              // "model": a GGUF file to load
   int n_threads = 0;                         // "model": threads when loading (0 = all)
@@ -36,7 +36,7 @@ using DrafterFactory = std::function<std::unique_ptr<Drafter>(const DrafterOptio
 void register_drafter(const std::string& name, DrafterFactory factory);
 // Removes a drafter registered by name (built-ins included); false when there was none.
 bool unregister_drafter(const std::string& name);
-// Throws Error(InvalidArgument) "unknown drafter 'x' (known: layerskip, model, ngram)" for an
+// Throws Error(InvalidArgument) "unknown drafter 'x' (known: layerskip, model, mtp, ngram)" for an
 // unknown name; the factory throws Error for missing or bad options.
 std::unique_ptr<Drafter> make_drafter(const std::string& name, const DrafterOptions& options);
 std::vector<std::string> drafter_names();  // sorted

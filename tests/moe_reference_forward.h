@@ -79,6 +79,15 @@ class MoEReferenceForward : public ReferenceForward {
     });
   }
 
+  // The multi-token-prediction block (ReferenceForward::run_mtp) with its experts; routing[n_layer].
+  std::vector<std::vector<double>> run_mtp(const std::vector<int32_t>& ids, const std::vector<std::vector<double>>& h) {
+    routing.assign(c_.n_layer + 1, std::vector<std::vector<int>>(ids.size()));
+    return ReferenceForward::run_mtp(ids, h, [this](std::vector<double>& x, int l, int t) {
+      token_ = t;
+      moe_block(x, l, routing[l][t]);
+    });
+  }
+
   // The feed-forward of layer l on one token, in place: x += MoE(norm(x)) (or the dense FFN).
   void moe_block(std::vector<double>& x, int l, std::vector<int>& chosen) {
     const std::string p = "blk." + std::to_string(l) + ".";

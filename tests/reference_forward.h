@@ -259,6 +259,8 @@ class ReferenceForward {
       const double m = attn_factor_ * (yarn_ ? 1.0 + 0.1 * mscale_all_ * std::log(factor_) : 1.0);
       q_scale_ = m * m / std::sqrt(static_cast<double>(c_.head_dim));
     }
+    // A multi-token-prediction block is layer n_layer: an attention layer (run_mtp).
+    for (std::vector<bool>* v : {&conv_, &recurrent_, &mamba2_, &mlp_only_, &local_}) v->resize(c_.n_layer + 1, false);
   }
   // The context the model runs at (the KV cache's capacity): phi3 picks its long RoPE factors
   // when it exceeds the original context.
@@ -269,9 +271,25 @@ class ReferenceForward {
   // architecture's dense FFN (SwiGLU, GeGLU for gemma3, GELU for gpt2).
   using FfnBlock = std::function<void(std::vector<double>& x, int layer, int token)>;
 
+  // The multi-token-prediction block (DeepSeek-V3's MTP, GLM-4.5's and Qwen3.5's NextN; llama.cpp's
+  // graph_mtp) over tokens ids, h[t] the hidden row read with token t:
+  //   x = eh_proj [rmsnorm(embed(t); enorm) | rmsnorm(h; hnorm)]  (embed: nextn.embed_tokens, else token_embd)
+  //   x = layer n_layer (x), then logits = head(rmsnorm(x; shared_head_norm, else output_norm))
+  // with the head nextn.shared_head_head, else the model's. hidden() then holds the normed rows.
+  std::vector<std::vector<double>> run_mtp(const std::vector<int32_t>& ids, const std::vector<std::vector<double>>& h,
+                                           const FfnBlock& ffn = {}) {
+    mtp_h_ = &h;
+    auto logits = run(ids, ffn);
+    mtp_h_ = nullptr;
+    return logits;
+  }
+  // The last run's final hidden rows [T][n_embd]: the input of the head, after the final norm.
+  const std::vector<std::vector<double>>& hidden() const { return hidden_; }
+
   // logits [T][n_vocab]
   std::vector<std::vector<double>> run(const std::vector<int32_t>& ids, const FfnBlock& ffn = {}) {
     const int T = static_cast<int>(ids.size()), d = c_.n_embd;
+    const std::string mtp = "blk." + std::to_string(c_.n_layer) + ".nextn.";
     const bool gpt2 = f_->find_tensor("position_embd.weight") != nullptr;  // gpt2, starcoder, some mpt
     std::vector<std::vector<double>> x(T);
     // codeshell without token_embd: the embedding rows are output.weight's.
@@ -287,6 +305,17 @@ class ReferenceForward {
       for (double& e : x[t]) e *= embd_mul_;
       if (arch_ == "bloom") x[t] = norm(x[t], "token_embd_norm");
     }
+    if (mtp_h_) {
+      const bool own = f_->find_tensor(mtp + "embed_tokens.weight") != nullptr;
+      const auto e = own ? tensor(mtp + "embed_tokens.weight") : emb;
+      for (int t = 0; t < T; ++t) {
+        std::vector<double> cat(e.begin() + static_cast<size_t>(ids[t]) * d, e.begin() + static_cast<size_t>(ids[t] + 1) * d);
+        cat = norm(cat, mtp + "enorm");
+        const auto hn = norm((*mtp_h_)[t], mtp + "hnorm");
+        cat.insert(cat.end(), hn.begin(), hn.end());
+        x[t] = linear(cat, mtp + "eh_proj", d, false);
+      }
+    }
     std::vector<std::vector<double>> par(T);  // a parallel residual's attention outputs
     // x += FFN(norm(x)) of layer l for every token (the hook's block, or the dense one), then a
     // parallel residual's attention output.
@@ -300,7 +329,7 @@ class ReferenceForward {
           for (int i = 0; i < d; ++i) x[t][i] += par[t][i];
       }
     };
-    for (int l = 0; l < c_.n_layer; ++l) {
+    for (int l = mtp_h_ ? c_.n_layer : 0; l < c_.n_layer + (mtp_h_ ? 1 : 0); ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
       layer_in_ = x;  // the layer's input (smallthinker's router reads it)
       if (recurrent_[l]) {
@@ -406,13 +435,17 @@ class ReferenceForward {
       if (!nemotron_h_) feed_forward(l, p);  // nemotron_h's attention layers are attention only
     }
     std::vector<std::vector<double>> logits(T);
-    const std::string head =
+    std::string head =
         f_->find_tensor("output.weight") && !gemma2_ && !gemma1_ && !cohere_ ? "output" : "token_embd";
+    // lfm2's final norm is token_embd_norm (llama.cpp's LLM_TENSOR_OUTPUT_NORM_LFM2).
+    std::string final_norm = arch_ == "lfm2" || arch_ == "lfm2moe" ? "token_embd_norm" : "output_norm";
+    if (mtp_h_ && f_->find_tensor(mtp + "shared_head_head.weight")) head = mtp + "shared_head_head";
+    if (mtp_h_ && f_->find_tensor(mtp + "shared_head_norm.weight")) final_norm = mtp + "shared_head_norm";
+    hidden_.assign(T, {});
     for (int t = 0; t < T; ++t) {
       // qwen2vl's graph leaves an output.bias unused (llama.cpp binds it, then adds nothing).
-      // lfm2's final norm is token_embd_norm (llama.cpp's LLM_TENSOR_OUTPUT_NORM_LFM2).
-      logits[t] = linear(norm(x[t], arch_ == "lfm2" || arch_ == "lfm2moe" ? "token_embd_norm" : "output_norm"), head, c_.n_vocab,
-                         arch_ != "qwen2vl");
+      hidden_[t] = norm(x[t], final_norm);
+      logits[t] = linear(hidden_[t], head, c_.n_vocab, arch_ != "qwen2vl");
       for (double& e : logits[t]) e /= logit_div_;
       for (double& e : logits[t]) e *= logit_mul_;
       if (softcap_ > 0)
@@ -826,6 +859,8 @@ class ReferenceForward {
   int context_ = 0;
   std::vector<bool> local_;
   std::vector<bool> still_;  // qwen3vl's unrotated pairs
+  const std::vector<std::vector<double>>* mtp_h_ = nullptr;  // run_mtp's hidden rows
+  std::vector<std::vector<double>> hidden_;                   // the last run's final hidden rows
   std::vector<double> freq_factors_;
 };
 

@@ -21,13 +21,23 @@ struct DecodeOptions {
   // Token trees (speculative only): the shape tree drafters grow each step (empty: chains of
   // draft_max). A tree is at most tree.max_depth(draft_max) deep and tree.max_nodes() large.
   draft::TreeSpec tree;
+  bool record_steps = false;  // speculative only: GenerationResult::steps (what each step drafted and kept)
   void validate() const;     // throws Error(InvalidArgument) naming the field
+};
+
+// One speculative step as the verifier saw it (DecodeOptions::record_steps).
+struct StepRecord {
+  std::vector<int32_t> drafted;   // the proposal's tokens (a tree's nodes in order)
+  std::vector<int32_t> parents;   // a tree's parent of each node (-1: the root); empty for a chain
+  std::vector<int32_t> accepted;  // the accepted nodes from the root down (a chain's 0..n-1)
+  int32_t next_token = -1;        // the token the target emitted after them
 };
 
 struct GenerationResult {
   std::vector<int32_t> tokens;  // generated tokens (prompt excluded; a final EOG token included)
   bool stopped_at_eog = false;
   Metrics metrics;
+  std::vector<StepRecord> steps;  // with DecodeOptions::record_steps
 };
 
 // The stream the drafter samples from, independent of the target's stream `stream` for the same

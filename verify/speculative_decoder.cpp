@@ -64,10 +64,15 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
     batch.parents = batch_parents_;
     core::ForwardOptions fwd;
     fwd.logits_all = g > 0;
+    fwd.hidden = drafter_.reads_target_hidden();
     core::ForwardResult f;
     {
       StepTimer t(&m.time.verify_forward_s, &target_.backend(), g > 0 ? &m.verify_draft_s : nullptr);
       f = target_.forward(batch, kv_, fwd);
+    }
+    if (fwd.hidden) {
+      StepTimer t(&m.time.draft_s, nullptr, &propose_s);
+      drafter_.target_hidden(batch_, f.hidden);
     }
     VerifyResult r;
     {
@@ -97,6 +102,13 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
       StepTimer t(&m.time.draft_s, nullptr, &propose_s);
       if (draft_.is_chain()) drafter_.accepted(r.n_accepted, r.next_token);
       else drafter_.accepted_path(r.path, r.next_token);
+    }
+    if (options_.record_steps) {
+      StepRecord& rec = out.steps.emplace_back();
+      rec.drafted = draft_.tokens;
+      if (!draft_.is_chain()) rec.parents = draft_.parents;
+      for (int i = 0; i < r.n_accepted; ++i) rec.accepted.push_back(r.accepted_node(i));
+      rec.next_token = r.next_token;
     }
     emit(r, out);
     if (m.ttft_s == 0.0) m.ttft_s = clock.seconds();
@@ -131,10 +143,19 @@ void SpeculativeDecoder::prefill(std::span<const int32_t> prompt, Metrics& m) {
   if (prompt.size() < 2) return;
   // All but the last prompt token: the first step feeds it with the first draft, so the first
   // generated token is speculated like every other.
-  StepTimer t(&m.time.verify_forward_s, &target_.backend());
   core::ForwardOptions last_only;
   last_only.logits_all = false;
-  m.moe.record_load(target_.forward(prompt.first(prompt.size() - 1), kv_, last_only).stats, target_);
+  last_only.hidden = drafter_.reads_target_hidden();
+  core::ForwardResult f;
+  {
+    StepTimer t(&m.time.verify_forward_s, &target_.backend());
+    f = target_.forward(prompt.first(prompt.size() - 1), kv_, last_only);
+  }
+  m.moe.record_load(f.stats, target_);
+  if (last_only.hidden) {
+    StepTimer t(&m.time.draft_s);
+    drafter_.target_hidden(prompt.first(prompt.size() - 1), f.hidden);
+  }
 }
 
 void SpeculativeDecoder::emit(const VerifyResult& r, GenerationResult& out) {

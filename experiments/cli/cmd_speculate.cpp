@@ -41,6 +41,7 @@ struct SpeculateArgs {
   std::string tree_widths, tree_sampling = "topk";  // token trees (draft::TreeSpec)
   int tree_nodes = 0, tree_depth = 0, tree_top_k = 0;
   bool compare = false;
+  bool steps = false;
   int repeat = 1;
 };
 
@@ -136,6 +137,7 @@ void run_speculate(const SpeculateArgs& a) {
   opt.draft_min = a.draft_min;
   opt.draft_p_min = a.draft_p_min;
   opt.tree = tree;
+  opt.record_steps = a.steps;
   opt.n_ctx = n_ctx + draft_rows + 1;
   opt.validate();
 
@@ -193,6 +195,15 @@ void run_speculate(const SpeculateArgs& a) {
                             {"depth", tree.depth}, {"top_k", tree.top_k},
                             {"sampling", draft::tree_sampling_name(tree.sampling)}, {"shape", tree.describe()}};
     j["metrics"] = exp::metrics_to_json(spec.metrics);
+    if (a.steps) {
+      nlohmann::json steps = nlohmann::json::array();
+      for (const verify::StepRecord& r : spec.steps) {
+        nlohmann::json st = {{"drafted", r.drafted}, {"accepted", r.accepted}, {"next", r.next_token}};
+        if (!r.parents.empty()) st["parents"] = r.parents;
+        steps.push_back(std::move(st));
+      }
+      j["steps"] = std::move(steps);
+    }
     if (a.compare) {
       j["baseline"] = {{"tokens", base.tokens}, {"metrics", exp::metrics_to_json(base.metrics)}};
       j["speedup"] = speedup;
@@ -210,6 +221,14 @@ void run_speculate(const SpeculateArgs& a) {
   std::fprintf(stderr, "speculative (%s drafter, %s verifier, %s): %lld tokens\n", drafter_name.c_str(),
                a.verifier.c_str(), shape.c_str(), static_cast<long long>(spec.metrics.n_generated));
   print_metrics(spec.metrics);
+  for (size_t i = 0; a.steps && i < spec.steps.size(); ++i) {
+    const verify::StepRecord& r = spec.steps[i];
+    std::string line = fmt::format("step {}: drafted", i + 1);
+    for (size_t k = 0; k < r.drafted.size(); ++k)
+      line += r.parents.empty() ? fmt::format(" {}", r.drafted[k]) : fmt::format(" {}<{}", r.drafted[k], r.parents[k]);
+    line += fmt::format(" | accepted {} | next {}\n", r.accepted.size(), r.next_token);
+    std::fputs(line.c_str(), stderr);
+  }
   if (a.compare) {
     std::fprintf(stderr, "baseline (autoregressive): %lld tokens, %.2f tokens/s (decode phase %.2f)\n",
                  static_cast<long long>(base.metrics.n_generated), base.metrics.tokens_per_second(),
@@ -237,7 +256,7 @@ void add_speculate_command(CLI::App& app) {
   add_input_options(cmd, a->input);
   add_sampling_options(cmd, a->sampling);
   cmd->add_option("--model-draft", a->draft_path, "draft model GGUF (alias -md)");
-  cmd->add_option("--drafter", a->drafter, "model | ngram | layerskip (default: model with -md, else ngram)");
+  cmd->add_option("--drafter", a->drafter, "model | ngram | layerskip | mtp (the target's own multi-token-prediction block; default: model with -md, else ngram)");
   cmd->add_option("--verifier", a->verifier, "greedy | speculative")->capture_default_str();
   cmd->add_option("--exit-layer", a->exit_layer, "layer-skip drafter: layers the draft runs before the head (0 = half)")
       ->check(CLI::NonNegativeNumber);
@@ -266,6 +285,8 @@ void add_speculate_command(CLI::App& app) {
   cmd->add_option("--tree-sampling", a->tree_sampling, "children as topk (one-hot candidates), stochastic (drawn "
                   "from q with replacement) or stochastic-noreplace")
       ->capture_default_str();
+  cmd->add_flag("--steps", a->steps, "print each step's drafted tokens (a tree's as token<parent), how many were "
+                "accepted and the token emitted after them (--json: a \"steps\" array)");
   cmd->add_flag("--compare", a->compare, "also run the autoregressive baseline and report the speedup");
   cmd->add_option("--repeat", a->repeat, "--compare: alternated baseline/speculative pairs (median speedup)")
       ->check(CLI::Range(1, 1000))

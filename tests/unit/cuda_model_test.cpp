@@ -24,6 +24,10 @@
 #include "base/device.h"
 #include "core/synth.h"
 #include "require_cuda.h"
+#include "draft/mtp_drafter.h"
+#include "verify/autoregressive.h"
+#include "verify/registry.h"
+#include "verify/speculative_decoder.h"
 #include "test_data.h"
 
 using namespace specmoe;
@@ -569,4 +573,48 @@ TEST(CudaModel, CopiedCacheIsIndependentAndCachesDoNotMix) {
   // As is a device cache of another CUDA model.
   auto other = load(data_path(kStories).string(), "cuda");
   EXPECT_THROW(other->forward(x, kv).logits.to_host(a), Error);
+}
+
+TEST(CudaModel, MtpBlockAndDraftingMatchTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  // The final hidden rows (ForwardOptions::hidden) and the multi-token-prediction block
+  // (Model::forward_mtp) of deepseek2, glm4moe, qwen35 and qwen35moe on the GPU against the CPU,
+  // then the mtp drafter through the loop on the GPU: identical to its autoregressive decoding.
+  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
+  for (const char* preset : {"qwen35-mtp-tiny", "qwen35moe-mtp-tiny", "glm4moe-mtp-tiny", "deepseek2-mtp-tiny"}) {
+    const std::string path = scratch(fmt::format("cuda_{}.gguf", preset));
+    synth_write(synth_spec(preset), path, 42);
+    auto cpu = load(path, "cpu");
+    auto gpu = load(path, "cuda:0");
+    ForwardOptions o;
+    o.hidden = true;
+    KVCache kc = cpu->new_cache(32), kg = gpu->new_cache(32);
+    std::vector<float> hc, hg, lc, lg;
+    cpu->forward(ids, kc, o).hidden.to_host(hc);
+    gpu->forward(ids, kg, o).hidden.to_host(hg);
+    expect_close(hg, hc, kRelF32, std::string(preset) + " hidden rows");
+    // The block over the CPU's rows (each token with the row of the token before it) on both.
+    const int64_t d = cpu->config().n_embd, T = static_cast<int64_t>(ids.size());
+    std::vector<float> h(static_cast<size_t>(d), 0.0f);
+    h.insert(h.end(), hc.begin(), hc.end() - d);
+    RowBuffer bc(cpu->backend()), bg(gpu->backend());
+    cpu->backend().upload(bc.reserve(T, d), h.data(), h.size() * sizeof(float));
+    gpu->backend().upload(bg.reserve(T, d), h.data(), h.size() * sizeof(float));
+    KVCache mc = cpu->new_mtp_cache(32), mg = gpu->new_mtp_cache(32);
+    cpu->forward_mtp(ids, bc.view(T, d).data, mc).logits.to_host(lc);
+    gpu->forward_mtp(ids, bg.view(T, d).data, mg).logits.to_host(lg);
+    expect_close(lg, lc, kRelF32, std::string(preset) + " MTP block");
+    // Drafting with it on the GPU, greedy: the GPU's own autoregressive output.
+    SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    verify::DecodeOptions d_o;
+    d_o.max_tokens = 24;
+    d_o.draft_max = 3;
+    d_o.stop_at_eog = false;
+    d_o.cost_probe_forwards = 0;
+    draft::MtpDrafter drafter(*gpu, 64);
+    const auto verifier = verify::make_verifier("greedy", {gpu->device()});
+    verify::SpeculativeDecoder dec(*gpu, drafter, *verifier, greedy, d_o);
+    EXPECT_EQ(dec.generate(ids, 0).tokens, verify::generate_autoregressive(*gpu, ids, greedy, d_o, 0).tokens) << preset;
+  }
 }

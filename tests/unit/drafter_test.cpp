@@ -82,7 +82,7 @@ TEST(NgramDrafter, ProposeIsOneHotAndBoundedByParams) {
 TEST(DrafterRegistry, NamesAndErrors) {
   // The registry is process-wide: this test removes what it registers, so it holds under
   // --gtest_repeat.
-  EXPECT_EQ(drafter_names(), (std::vector<std::string>{"layerskip", "model", "ngram"}));
+  EXPECT_EQ(drafter_names(), (std::vector<std::string>{"layerskip", "model", "mtp", "ngram"}));
   DrafterOptions o;
   o.ngram_min = 2;
   o.ngram_max = 4;
@@ -93,7 +93,7 @@ TEST(DrafterRegistry, NamesAndErrors) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find("'medusa'"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("layerskip, model, ngram"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("layerskip, model, mtp, ngram"), std::string::npos) << e.what();
   }
   // Missing or bad options are errors, not crashes.
   EXPECT_THROW(make_drafter("model", o), Error);      // no target
@@ -102,10 +102,10 @@ TEST(DrafterRegistry, NamesAndErrors) {
   EXPECT_THROW(make_drafter("ngram", o), Error);
   register_drafter("ngram-short", [](const DrafterOptions&) { return std::make_unique<NgramDrafter>(1, 1); });
   EXPECT_EQ(make_drafter("ngram-short", o)->name(), "ngram");
-  EXPECT_EQ(drafter_names(), (std::vector<std::string>{"layerskip", "model", "ngram", "ngram-short"}));
+  EXPECT_EQ(drafter_names(), (std::vector<std::string>{"layerskip", "model", "mtp", "ngram", "ngram-short"}));
   EXPECT_TRUE(unregister_drafter("ngram-short"));
   EXPECT_FALSE(unregister_drafter("ngram-short"));
-  EXPECT_EQ(drafter_names(), (std::vector<std::string>{"layerskip", "model", "ngram"}));
+  EXPECT_EQ(drafter_names(), (std::vector<std::string>{"layerskip", "model", "mtp", "ngram"}));
 }
 
 // ---- Synthetic models -------------------------------------------------------------------------
