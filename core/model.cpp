@@ -348,9 +348,10 @@ ForwardResult Model::forward_mtp(std::span<const int32_t> tokens, const float* h
   if (kv.memory() != I.backend.get() || kv.n_layer() != c.n_layer + 1 || kv.layout(0).k_width != 0 ||
       kv.layout(c.n_layer).k_width != c.kv_key_width())
     throw_error(ErrorKind::InvalidArgument, "{}: the MTP forward needs a cache made by this model's new_mtp_cache", path);
-  if (options.mask || options.exit_layer >= 0 || options.head_rows != 0)
-    throw_error(ErrorKind::InvalidArgument, "{}: the MTP forward takes a chain of tokens (no mask, early exit or "
-                "reduced head)", path);
+  if (options.mask || options.exit_layer >= 0)
+    throw_error(ErrorKind::InvalidArgument, "{}: the MTP forward takes a chain of tokens (no mask or early exit)", path);
+  if (options.head_rows < 0 || options.head_rows > c.n_vocab)
+    throw_error(ErrorKind::InvalidArgument, "{}: head rows {} outside [0, {}]", path, options.head_rows, c.n_vocab);
   if (kv.size() + T > kv.capacity())
     throw_error(ErrorKind::Limit, "{}: MTP cache full: {} tokens stored + {} new > capacity {}", path, kv.size(), T,
                 kv.capacity());
@@ -367,6 +368,7 @@ ForwardResult Model::forward_mtp(std::span<const int32_t> tokens, const float* h
   b.n_layers = c.n_layer;
   b.logits_all = options.logits_all;
   b.hidden_all = options.hidden;
+  b.head_rows = options.head_rows;
   b.moe_k = options.moe_k != 0 ? options.moe_k : I.moe_k;
   b.moe_capacity_factor = I.moe_capacity;
   ForwardResult r;

@@ -155,9 +155,10 @@ class Model {
   // `hidden` ([T, n_embd] in the model's memory; for the token at position p, the model's
   // ForwardResult::hidden row of position p - 1, or the block's own row of its previous step).
   // Appends the block's keys/values to kv (made by new_mtp_cache) and returns the logits (all
-  // rows, or the last with !options.logits_all) and in `hidden` the block's own output rows when
-  // options.hidden. Throws Error(InvalidArgument) for ids outside the vocabulary, a cache
-  // new_mtp_cache did not make, a tree or a mask; Error(Limit) when the cache is full.
+  // rows, or the last with !options.logits_all; options.head_rows: the first ids only) and in
+  // `hidden` the block's own output rows when options.hidden. Throws Error(InvalidArgument) for ids
+  // outside the vocabulary, a cache new_mtp_cache did not make, a mask or an early exit;
+  // Error(Limit) when the cache is full.
   ForwardResult forward_mtp(std::span<const int32_t> tokens, const float* hidden, KVCache& kv,
                             const ForwardOptions& options = {});
 

@@ -17,7 +17,14 @@ MtpDrafter::MtpDrafter(core::Model& target, int n_ctx) : target_(target) {
   d_ = target.config().n_embd;
   cache_ = target.new_mtp_cache(n_ctx);
   core::Backend& be = target.backend();
-  h_ = pending_ = queue_h_ = chain_h_ = q_ = core::RowBuffer(be);
+  h_ = pending_ = queue_h_ = chain_h_ = q_ = dist_ = core::RowBuffer(be);
+}
+
+void MtpDrafter::set_vocabulary_limit(int64_t n) {
+  const int64_t V = target_.config().n_vocab;
+  if (n < 0 || n > V)
+    throw_error(ErrorKind::InvalidArgument, "mtp drafter: draft vocabulary of {} ids outside [0, {}] (the model's n_vocab)", n, V);
+  head_rows_ = n == V ? 0 : n;
 }
 
 void MtpDrafter::begin(std::span<const int32_t> prompt) {
@@ -112,7 +119,10 @@ void MtpDrafter::propose(std::span<const int32_t> context, const DraftParams& pa
   core::Backend& be = target_.backend();
   const size_t row = static_cast<size_t>(d_) * sizeof(float);
   const int64_t n_vocab = target_.config().n_vocab;
-  history_.assign(context.begin(), context.end());
+  // The penalties' history: the ids a reduced head has logits for.
+  history_.clear();
+  for (int32_t id : context)
+    if (head_rows_ == 0 || id < head_rows_) history_.push_back(id);
   float* q_rows = q_.reserve(g, n_vocab);
   float* chain = chain_h_.reserve(1, d_);
   const float* h = pending_.view(1, d_).data;
@@ -120,10 +130,14 @@ void MtpDrafter::propose(std::span<const int32_t> context, const DraftParams& pa
   core::ForwardOptions o;
   o.logits_all = false;
   o.hidden = true;
+  o.head_rows = head_rows_;
   for (int i = 0; i < g; ++i) {
     const core::ForwardResult r = target_.forward_mtp(std::span<const int32_t>(&token, 1), h, cache_, o);
     float* q = q_rows + static_cast<int64_t>(i) * n_vocab;
-    const core::Rows dist = params.sampler->distributions(r.logits, history_, {}, q);
+    // The processed distribution straight into q over the whole vocabulary, else into a row of the
+    // draft vocabulary that draw() moves into q.
+    const core::Rows dist = params.sampler->distributions(r.logits, history_, {},
+                                                          head_rows_ == 0 ? q : dist_.reserve(1, head_rows_));
     const core::Draw d = params.sampler->draw(dist, 0, q, n_vocab, *params.rng, params.p_min, r.logits.data);
     if (d.token < 0) break;  // no mass, or not confident enough
     out.tokens.push_back(d.token);

@@ -36,6 +36,12 @@ class MtpDrafter : public Drafter {
   bool reads_target_hidden() const override { return true; }
   void target_hidden(std::span<const int32_t> tokens, const core::Rows& hidden) override;
 
+  // Drafts from the vocabulary's first n ids only (0 = all; ModelDrafter's reduced draft vocabulary:
+  // the block's head computes those rows, q is 0 above them). Throws Error(InvalidArgument) unless
+  // 0 <= n <= n_vocab.
+  void set_vocabulary_limit(int64_t n);
+  int64_t vocabulary_limit() const { return head_rows_; }
+
   const core::KVCache& cache() const { return cache_; }
 
  private:
@@ -47,12 +53,13 @@ class MtpDrafter : public Drafter {
   core::Model& target_;
   int64_t d_ = 0;
   core::KVCache cache_;
-  core::RowBuffer h_, pending_, queue_h_, chain_h_, q_;
+  core::RowBuffer h_, pending_, queue_h_, chain_h_, q_, dist_;
+  int64_t head_rows_ = 0;              // reduced draft vocabulary (0: all)
   std::vector<int32_t> h_tokens_;      // the last target forward's tokens (h_ holds their rows)
   std::vector<int32_t> queue_tokens_;  // committed tokens the block has not read yet
   int n_committed_ = 0;                // positions whose target hidden rows were handed over
   bool awaiting_prefill_ = false;      // begin() saw a prompt the target prefills
-  std::vector<int32_t> history_;       // context + drafted tokens (the penalties' history)
+  std::vector<int32_t> history_;       // context + drafted tokens inside the draft vocabulary (penalties)
 };
 
 }  // namespace specmoe::draft

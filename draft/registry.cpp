@@ -47,9 +47,9 @@ std::unique_ptr<Drafter> make_layerskip_drafter(const DrafterOptions& o) {
 
 std::unique_ptr<Drafter> make_mtp_drafter(const DrafterOptions& o) {
   if (o.target == nullptr) throw_error(ErrorKind::InvalidArgument, "drafter 'mtp': the target model is required");
-  if (o.draft_vocab != 0)
-    throw_error(ErrorKind::InvalidArgument, "drafter 'mtp': a reduced draft vocabulary is for the model and layerskip drafters");
-  return std::make_unique<MtpDrafter>(*o.target, o.n_ctx);
+  auto d = std::make_unique<MtpDrafter>(*o.target, o.n_ctx);
+  d->set_vocabulary_limit(o.draft_vocab);
+  return d;
 }
 
 struct Registry {

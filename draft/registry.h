@@ -26,7 +26,7 @@ struct DrafterOptions {
   int ngram_min = 1;                         // "ngram": shortest n-gram matched
   int ngram_max = 3;                         // "ngram": longest n-gram matched
   int exit_layer = 0;                        // "layerskip": blocks run (0 = half the target's)
-  int64_t draft_vocab = 0;                   // "model", "layerskip": draft from the first
+  int64_t draft_vocab = 0;                   // "model", "layerskip", "mtp": draft from the first
                                              // draft_vocab ids only (0 = all; model_drafter.h)
 };
 

@@ -240,6 +240,8 @@ void add_info_command(CLI::App& app) {
       j["norm"] = c.layer_norm ? "layer_norm" : "rms_norm";
       j["residual_scale"] = c.residual_scale;
       j["parallel_residual"] = c.parallel_residual;
+      j["nextn_predict_layers"] = c.n_nextn;
+      j["mtp_drafter"] = c.has_mtp();
       j["attention_temperature"] = {{"scale", c.attn_temp_scale}, {"floor", c.attn_temp_floor}};
       j["logit_scale"] = c.logit_scale;
       std::vector<int> no_rope;
@@ -343,6 +345,10 @@ void add_info_command(CLI::App& app) {
     if (c.ffn_gate_up_fused) std::printf("feed-forward:  SwiGLU, gate and up fused in ffn_up\n");
     if (c.final_logit_softcap > 0.0f) std::printf("logits:        soft-capped at %g\n", c.final_logit_softcap);
     std::printf("output head:   %s\n", c.tied_output ? "tied to the token embedding" : "separate");
+    if (c.n_nextn > 0)
+      std::printf("mtp:           %d multi-token-prediction block%s after the layers (nextn_predict_layers)%s\n", c.n_nextn,
+                  c.n_nextn > 1 ? "s" : "",
+                  c.has_mtp() ? ": --drafter mtp drafts with the first" : ", which specmoe does not run for this architecture");
     if (c.is_moe()) {
       std::string dense;
       if (c.n_layer_dense_lead > 0) dense = fmt::format(", layers 0-{} dense (ff {})", c.n_layer_dense_lead - 1, c.n_ff);

@@ -115,8 +115,8 @@ void run_speculate(const SpeculateArgs& a) {
   dopt.ngram_max = a.ngram_max;
   dopt.exit_layer = a.exit_layer;
   dopt.draft_vocab = a.draft_vocab;
-  if (a.draft_vocab > 0 && drafter_name != "model" && drafter_name != "layerskip")
-    throw_error(ErrorKind::InvalidArgument, "--draft-vocab applies to the model and layerskip drafters, not '{}'",
+  if (a.draft_vocab > 0 && drafter_name != "model" && drafter_name != "layerskip" && drafter_name != "mtp")
+    throw_error(ErrorKind::InvalidArgument, "--draft-vocab applies to the model, layerskip and mtp drafters, not '{}'",
                 drafter_name);
   dopt.n_ctx = n_ctx + draft_rows + 1;
   if (drafter_name == "model") {
@@ -264,7 +264,7 @@ void add_speculate_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->each([](const std::string&) { exp::note_deprecated("--layerskip-layers", "--exit-layer"); });
   cmd->add_option("--draft-vocab", a->draft_vocab,
-                  "model / layer-skip drafters: draft from the vocabulary's first N ids only, a cheaper draft head "
+                  "model / layer-skip / mtp drafters: draft from the vocabulary's first N ids only, a cheaper draft head "
                   "(0 = all; e.g. 32768)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--ngram-min", a->ngram_min, "shortest n-gram matched")->capture_default_str();

@@ -290,6 +290,38 @@ TEST(Mtp, SpeculativeSamplingIsLossless) {
   EXPECT_TRUE(bcs.stat > chi2_critical_0001(bcs.df) || bcs.impossible > 0);
 }
 
+TEST(Mtp, AReducedDraftVocabularyStaysLossless) {
+  // Drafting from the first 160 of 320 ids (the block's head computes those rows only): greedy
+  // output identical, sampled output the target's (the chi-square of the first two tokens).
+  using namespace specmoe::testing;
+  auto target = Model::load(write_agreeing("qwen35-mtp-tiny"), f32_caches());
+  draft::MtpDrafter drafter(*target, 64);
+  drafter.set_vocabulary_limit(160);
+  EXPECT_EQ(drafter.vocabulary_limit(), 160);
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  verify::DecodeOptions o;
+  o.max_tokens = 40;
+  o.draft_max = 3;
+  o.stop_at_eog = false;
+  o.cost_probe_forwards = 0;
+  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111};
+  const verify::GreedyVerifier gv;
+  verify::SpeculativeDecoder dec(*target, drafter, gv, greedy, o);
+  const verify::GenerationResult r = dec.generate(prompt, 0);
+  EXPECT_EQ(r.tokens, verify::generate_autoregressive(*target, prompt, greedy, o, 0).tokens);
+  const SamplingParams sp = plain_sampling(1.0f, 35);
+  std::vector<double> expect;
+  const Tokens p = most_uncertain_prompt(*target, sp, expect);
+  const verify::SpeculativeVerifier sv;
+  const auto counts = two_token_counts(*target, drafter, sv, p, sp, kModelTrials, 2);
+  const ChiSquare cs = pooled_chi_square(counts, expect, kModelTrials);
+  std::printf("mtp draft vocab 160: chi2 %.1f df %d critical %.1f\n", cs.stat, cs.df, chi2_critical_0001(cs.df));
+  EXPECT_EQ(cs.impossible, 0);
+  EXPECT_LT(cs.stat, chi2_critical_0001(cs.df));
+  EXPECT_THROW(drafter.set_vocabulary_limit(321), Error);
+}
+
 TEST(Mtp, ClearErrors) {
   const std::string plain_path = write_preset("qwen35-tiny");
   auto plain = Model::load(plain_path, f32_caches());
@@ -339,6 +371,8 @@ TEST(Mtp, ClearErrors) {
   o.target = m.get();
   EXPECT_EQ(draft::make_drafter("mtp", o)->name(), "mtp");
   o.draft_vocab = 100;
+  EXPECT_EQ(dynamic_cast<draft::MtpDrafter&>(*draft::make_drafter("mtp", o)).vocabulary_limit(), 100);
+  o.draft_vocab = 1000;
   EXPECT_THROW(draft::make_drafter("mtp", o), Error);
   // synth writes the block for the architectures that run it only.
   SynthSpec s = synth_spec("tiny");
