@@ -32,6 +32,7 @@ void ModelDrafter::init(int n_ctx) {
   cache_ = model_->new_cache(n_ctx);
   q_ = core::RowBuffer(model_->backend());
   dist_ = core::RowBuffer(model_->backend());
+  grower_ = TreeGrower(model_->backend());
 }
 
 void ModelDrafter::set_vocabulary_limit(int64_t n) {

@@ -31,6 +31,7 @@
 
 #include "core/model.h"
 #include "draft/drafter.h"
+#include "draft/tree_grower.h"
 
 namespace specmoe::draft {
 
@@ -67,9 +68,6 @@ class ModelDrafter : public Drafter {
   void forward(std::span<const int32_t> tokens);
   // Tree proposals (model_drafter_tree.cpp).
   void propose_tree(std::span<const int32_t> context, const DraftParams& params, Draft& out);
-  // Adds up to k children of `parent` (-1: the root) drawn from its draft logits row `row`
-  // (draft vocabulary) to out; returns how many.
-  int add_children(int parent, const core::Rows& row, int k, const DraftParams& params, Draft& out);
   // The repetition penalties' history: the context's ids inside a reduced vocabulary (the others
   // have no logit to penalise), filtered once per proposal, then the drafted tokens of a node's path.
   void reset_history(std::span<const int32_t> context);
@@ -88,17 +86,11 @@ class ModelDrafter : public Drafter {
   core::Rows logits_;               // [1, n_vocab draft or head_rows_] of the last fed token (the model's memory)
   core::RowBuffer q_, dist_;        // q rows [g, n_vocab target]; one draft-vocabulary row
   // The last tree proposal: the node each cache row after the context holds (-1: dropped), its
-  // token and its parent among those rows (-1: the root), each node's row there (-1: none), each
-  // node's cumulative log draft probability, the q rows used, and host scratch.
+  // token and its parent among those rows (-1: the root), each node's row there (-1: none).
   bool tree_proposal_ = false;
+  TreeGrower grower_;
   std::vector<int32_t> tree_rows_, tree_tokens_, tree_parents_, row_of_;
-  std::vector<double> score_;
-  int n_q_rows_ = 0;
-  float* q_rows_ = nullptr;
-  std::vector<float> host_row_;
-  std::vector<int32_t> top_ids_;     // add_children scratch: a node's top-k candidates
-  std::vector<double> top_probs_;    // and their draft probabilities (temperature 0)
-  std::vector<int32_t> path_, batch_tokens_, batch_parents_;
+  std::vector<int32_t> batch_tokens_, batch_parents_;
 };
 
 }  // namespace specmoe::draft

@@ -248,8 +248,8 @@ TEST_F(ExperimentEngine, EngineChecksRunBeforeAnyGeneration) {
   std::string t2d = replace(kToml, "draft_max = 2", "draft_max = 2\ndraft_vocab = 100");
   toml = write_toml("bad2d.toml", t2d);
   EXPECT_EQ(run_error(toml, options("bad2d")),
-            fmt::format("{}:{}: key 'strategy[2].draft_vocab': run 'ngram-t0': draft_vocab applies to the model and "
-                        "layerskip drafters, not 'ngram'",
+            fmt::format("{}:{}: key 'strategy[2].draft_vocab': run 'ngram-t0': draft_vocab applies to the model, "
+                        "layerskip and mtp drafters, not 'ngram'",
                         toml, line_of(t2d, "draft_vocab = 100")));
 
   std::string t3 = replace(kToml, "max_tokens = 12", "max_tokens = 600");
