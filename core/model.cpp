@@ -112,7 +112,68 @@ struct Model::Impl {
   std::vector<int32_t> positions;
   AttentionMask tree_mask;
   std::vector<int32_t> tree_parents;  // cached rows' parents, then the batch's
+
+  // A batch's mask (a tree's over the cached tree rows and the new tokens, or the explicit one;
+  // null: causal), the cached tree rows it covers, and the positions (resolved when not given),
+  // checked against the cache. Throws Error(InvalidArgument) naming the file.
+  struct Resolved {
+    const uint8_t* mask = nullptr;
+    int64_t M = 0;
+    std::span<const int32_t> positions;
+  };
+  Resolved resolve(const Batch& batch, const KVCache& kv, const AttentionMask* explicit_mask);
 };
+
+Model::Impl::Resolved Model::Impl::resolve(const Batch& batch, const KVCache& kv, const AttentionMask* explicit_mask) {
+  const std::string& path = file->path();
+  const int64_t T = static_cast<int64_t>(batch.tokens.size());
+  if (!batch.parents.empty() && static_cast<int64_t>(batch.parents.size()) != T)
+    throw_error(ErrorKind::InvalidArgument, "{}: {} parents for {} tokens", path, batch.parents.size(), T);
+  if (!batch.parents.empty() && explicit_mask)
+    throw_error(ErrorKind::InvalidArgument, "{}: a tree batch and an explicit attention mask given together", path);
+  if (!batch.positions.empty() && static_cast<int64_t>(batch.positions.size()) != T)
+    throw_error(ErrorKind::InvalidArgument, "{}: {} positions for {} tokens", path, batch.positions.size(), T);
+
+  const int64_t M = static_cast<int64_t>(batch.cached_parents.size());  // cached tree rows the mask covers
+  if (M > 0 && batch.parents.empty())
+    throw_error(ErrorKind::InvalidArgument, "{}: parents of {} cached tree rows given without a tree batch", path, M);
+  if (M > kv.size())
+    throw_error(ErrorKind::InvalidArgument, "{}: parents of {} cached tree rows given, the cache holds {}", path, M,
+                kv.size());
+  const uint8_t* mask = nullptr;
+  if (!batch.parents.empty()) {
+    // The whole tree's mask (the cached rows' parents first, when given), of which the new
+    // tokens' rows: [T, M + T].
+    std::span<const int32_t> tree = batch.parents;
+    if (M > 0) {
+      tree_parents.assign(batch.cached_parents.begin(), batch.cached_parents.end());
+      tree_parents.insert(tree_parents.end(), batch.parents.begin(), batch.parents.end());
+      tree = tree_parents;
+    }
+    tree_mask = AttentionMask::from_parents(tree);
+    tree_mask.allowed.erase(tree_mask.allowed.begin(), tree_mask.allowed.begin() + M * (M + T));
+    mask = tree_mask.allowed.data();
+  } else if (explicit_mask) {
+    if (explicit_mask->n != T || explicit_mask->allowed.size() != static_cast<size_t>(T * T))
+      throw_error(ErrorKind::InvalidArgument, "{}: attention mask is {}x{} ({} entries) for {} tokens", path,
+                  explicit_mask->n, explicit_mask->n, explicit_mask->allowed.size(), T);
+    mask = explicit_mask->allowed.data();
+  }
+  if (!batch.positions.empty()) return {mask, M, batch.positions};
+  positions.resize(static_cast<size_t>(T));
+  const int base = kv.size() - static_cast<int>(M);  // the first cached tree row
+  for (int64_t t = 0; t < T; ++t) {
+    // a chain's token t sits at depth t; a tree node one below its parent (a cached one's
+    // position is the cache's)
+    if (batch.parents.empty()) {
+      positions[t] = static_cast<int32_t>(kv.size() + t);
+      continue;
+    }
+    const int32_t p = batch.parents[t];
+    positions[t] = p < 0 ? base : p < M ? kv.position(base + p) + 1 : positions[p - M] + 1;
+  }
+  return {mask, M, positions};
+}
 
 Model::Model() : impl_(std::make_unique<Impl>()) {}
 Model::~Model() = default;
@@ -230,57 +291,13 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
   if (kv.size() + T > kv.capacity())
     throw_error(ErrorKind::Limit, "{}: KV cache full: {} tokens stored + {} new > capacity {}", path, kv.size(), T,
                 kv.capacity());
-  if (!batch.parents.empty() && static_cast<int64_t>(batch.parents.size()) != T)
-    throw_error(ErrorKind::InvalidArgument, "{}: {} parents for {} tokens", path, batch.parents.size(), T);
-  if (!batch.parents.empty() && options.mask)
-    throw_error(ErrorKind::InvalidArgument, "{}: a tree batch and an explicit attention mask given together", path);
-  if (!batch.positions.empty() && static_cast<int64_t>(batch.positions.size()) != T)
-    throw_error(ErrorKind::InvalidArgument, "{}: {} positions for {} tokens", path, batch.positions.size(), T);
-
-  const int64_t M = static_cast<int64_t>(batch.cached_parents.size());  // cached tree rows the mask covers
-  if (M > 0 && batch.parents.empty())
-    throw_error(ErrorKind::InvalidArgument, "{}: parents of {} cached tree rows given without a tree batch", path, M);
-  if (M > kv.size())
-    throw_error(ErrorKind::InvalidArgument, "{}: parents of {} cached tree rows given, the cache holds {}", path, M,
-                kv.size());
-  const uint8_t* mask = nullptr;
-  if (!batch.parents.empty()) {
-    // The whole tree's mask (the cached rows' parents first, when given), of which the new
-    // tokens' rows: [T, M + T].
-    std::span<const int32_t> tree = batch.parents;
-    if (M > 0) {
-      I.tree_parents.assign(batch.cached_parents.begin(), batch.cached_parents.end());
-      I.tree_parents.insert(I.tree_parents.end(), batch.parents.begin(), batch.parents.end());
-      tree = I.tree_parents;
-    }
-    I.tree_mask = AttentionMask::from_parents(tree);
-    I.tree_mask.allowed.erase(I.tree_mask.allowed.begin(), I.tree_mask.allowed.begin() + M * (M + T));
-    mask = I.tree_mask.allowed.data();
-  } else if (options.mask) {
-    if (options.mask->n != T || options.mask->allowed.size() != static_cast<size_t>(T * T))
-      throw_error(ErrorKind::InvalidArgument, "{}: attention mask is {}x{} ({} entries) for {} tokens", path,
-                  options.mask->n, options.mask->n, options.mask->allowed.size(), T);
-    mask = options.mask->allowed.data();
-  }
+  const Impl::Resolved in = I.resolve(batch, kv, options.mask);
+  const uint8_t* mask = in.mask;
+  const int64_t M = in.M;
+  const std::span<const int32_t> positions = in.positions;
   // A tree's nodes continue their parents' recurrent states (qwen35): the cache's ring must hold
   // the states of the cached tree rows and of the batch.
   if (kv.has_states() && mask) kv.reserve_rollback(static_cast<int>(M + T));
-  std::span<const int32_t> positions = batch.positions;
-  if (positions.empty()) {
-    I.positions.resize(static_cast<size_t>(T));
-    const int base = kv.size() - static_cast<int>(M);  // the first cached tree row
-    for (int64_t t = 0; t < T; ++t) {
-      // a chain's token t sits at depth t; a tree node one below its parent (a cached one's
-      // position is the cache's)
-      if (batch.parents.empty()) {
-        I.positions[t] = static_cast<int32_t>(kv.size() + t);
-        continue;
-      }
-      const int32_t p = batch.parents[t];
-      I.positions[t] = p < 0 ? base : p < M ? kv.position(base + p) + 1 : I.positions[p - M] + 1;
-    }
-    positions = I.positions;
-  }
   for (int64_t t = 0; t < T; ++t) {
     if (tokens[t] < 0 || tokens[t] >= c.n_vocab)
       throw_error(ErrorKind::InvalidArgument, "{}: token id {} outside the vocabulary [0, {})", path, tokens[t],
@@ -335,11 +352,11 @@ KVCache Model::new_mtp_cache(int n_ctx) const {
   return KVCache(impl_->backend, std::move(layouts), n_ctx);
 }
 
-ForwardResult Model::forward_mtp(std::span<const int32_t> tokens, const float* hidden, KVCache& kv,
-                                 const ForwardOptions& options) {
+ForwardResult Model::forward_mtp(const Batch& batch, const float* hidden, KVCache& kv, const ForwardOptions& options) {
   Impl& I = *impl_;
   const ModelConfig& c = I.config;
   const std::string& path = I.file->path();
+  const std::span<const int32_t> tokens = batch.tokens;
   const int64_t T = static_cast<int64_t>(tokens.size());
   if (!c.has_mtp())
     throw_error(ErrorKind::Unsupported, "{}: the model has no multi-token-prediction block specmoe runs", path);
@@ -348,23 +365,23 @@ ForwardResult Model::forward_mtp(std::span<const int32_t> tokens, const float* h
   if (kv.memory() != I.backend.get() || kv.n_layer() != c.n_layer + 1 || kv.layout(0).k_width != 0 ||
       kv.layout(c.n_layer).k_width != c.kv_key_width())
     throw_error(ErrorKind::InvalidArgument, "{}: the MTP forward needs a cache made by this model's new_mtp_cache", path);
-  if (options.mask || options.exit_layer >= 0)
-    throw_error(ErrorKind::InvalidArgument, "{}: the MTP forward takes a chain of tokens (no mask or early exit)", path);
+  if (options.exit_layer >= 0)
+    throw_error(ErrorKind::InvalidArgument, "{}: the MTP forward runs the block's one layer (no early exit)", path);
   if (options.head_rows < 0 || options.head_rows > c.n_vocab)
     throw_error(ErrorKind::InvalidArgument, "{}: head rows {} outside [0, {}]", path, options.head_rows, c.n_vocab);
   if (kv.size() + T > kv.capacity())
     throw_error(ErrorKind::Limit, "{}: MTP cache full: {} tokens stored + {} new > capacity {}", path, kv.size(), T,
                 kv.capacity());
-  I.positions.resize(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) {
+  const Impl::Resolved in = I.resolve(batch, kv, options.mask);
+  for (int64_t t = 0; t < T; ++t)
     if (tokens[t] < 0 || tokens[t] >= c.n_vocab)
       throw_error(ErrorKind::InvalidArgument, "{}: token id {} outside the vocabulary [0, {})", path, tokens[t],
                   c.n_vocab);
-    I.positions[t] = static_cast<int32_t>(kv.size() + t);
-  }
   TransformerBatch b;
   b.tokens = tokens;
-  b.positions = I.positions;
+  b.positions = in.positions;
+  b.mask = in.mask;
+  b.mask_past = in.M;
   b.n_layers = c.n_layer;
   b.logits_all = options.logits_all;
   b.hidden_all = options.hidden;

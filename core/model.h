@@ -151,16 +151,15 @@ class Model {
   // A cache for the block's own keys and values (one row per position it has read), up to n_ctx
   // tokens (<= 0: the training context). Throws Error(Unsupported) without a block.
   KVCache new_mtp_cache(int n_ctx = 0) const;
-  // The block over a chain of tokens at positions kv.size() + i: token i with hidden row i of
-  // `hidden` ([T, n_embd] in the model's memory; for the token at position p, the model's
-  // ForwardResult::hidden row of position p - 1, or the block's own row of its previous step).
-  // Appends the block's keys/values to kv (made by new_mtp_cache) and returns the logits (all
-  // rows, or the last with !options.logits_all; options.head_rows: the first ids only) and in
-  // `hidden` the block's own output rows when options.hidden. Throws Error(InvalidArgument) for ids
-  // outside the vocabulary, a cache new_mtp_cache did not make, a mask or an early exit;
-  // Error(Limit) when the cache is full.
-  ForwardResult forward_mtp(std::span<const int32_t> tokens, const float* hidden, KVCache& kv,
-                            const ForwardOptions& options = {});
+  // The block over a batch (a chain, or a tree as Model::forward takes it: parents, cached tree
+  // rows), token i with hidden row i of `hidden` ([T, n_embd] in the model's memory; for the token
+  // at position p, the model's ForwardResult::hidden row of position p - 1, or the block's own row
+  // of its parent). Appends the block's keys/values to kv (made by new_mtp_cache) and returns the
+  // logits (all rows, or the last with !options.logits_all; options.head_rows: the first ids only)
+  // and in `hidden` the block's own output rows when options.hidden. Throws Error(InvalidArgument)
+  // for ids outside the vocabulary, a cache new_mtp_cache did not make, a bad tree or an early
+  // exit; Error(Limit) when the cache is full.
+  ForwardResult forward_mtp(const Batch& batch, const float* hidden, KVCache& kv, const ForwardOptions& options = {});
 
   // Bytes of weights one single-token forward reads (for bandwidth figures).
   size_t weight_bytes_per_token() const;

@@ -17,7 +17,8 @@ MtpDrafter::MtpDrafter(core::Model& target, int n_ctx) : target_(target) {
   d_ = target.config().n_embd;
   cache_ = target.new_mtp_cache(n_ctx);
   core::Backend& be = target.backend();
-  h_ = pending_ = queue_h_ = chain_h_ = q_ = dist_ = core::RowBuffer(be);
+  h_ = pending_ = queue_h_ = chain_h_ = q_ = dist_ = node_h_ = level_h_ = core::RowBuffer(be);
+  grower_ = TreeGrower(be);
 }
 
 void MtpDrafter::set_vocabulary_limit(int64_t n) {
@@ -71,6 +72,22 @@ void MtpDrafter::flush() {
 }
 
 void MtpDrafter::accepted(int n_accepted, int32_t) {
+  commit_rows_.clear();
+  for (int i = 0; i <= std::clamp(n_accepted, 0, static_cast<int>(h_tokens_.size()) - 1); ++i) commit_rows_.push_back(i);
+  commit(commit_rows_);
+}
+
+void MtpDrafter::accepted_path(std::span<const int32_t> path, int32_t) {
+  // The verify batch holds the root, then node v at row 1 + v.
+  commit_rows_.assign(1, 0);
+  for (int32_t v : path) {
+    if (v + 1 >= static_cast<int32_t>(h_tokens_.size())) break;
+    commit_rows_.push_back(v + 1);
+  }
+  commit(commit_rows_);
+}
+
+void MtpDrafter::commit(std::span<const int32_t> rows) {
   flush();  // a prefill no proposal followed
   const int T = static_cast<int>(h_tokens_.size());
   if (T == 0) return;
@@ -78,7 +95,7 @@ void MtpDrafter::accepted(int n_accepted, int32_t) {
   if (cache_.size() < root)
     throw_error(ErrorKind::InvalidArgument, "mtp drafter: its cache holds {} positions, the target {}", cache_.size(),
                 root);
-  const int n = std::clamp(n_accepted, 0, T - 1);
+  const int n = static_cast<int>(rows.size()) - 1;  // accepted tokens
   // Rows past the root were read from the block's own hidden rows: dropped. The root's (from
   // x_root and h_{root-1}, when a proposal fed it) stays.
   const int keep = std::min(cache_.size(), root + 1);
@@ -91,11 +108,12 @@ void MtpDrafter::accepted(int n_accepted, int32_t) {
   float* q = queue_h_.reserve(count, d_);
   const core::Rows h = h_.view(T, d_);
   for (int p = keep, i = 0; p <= root + n; ++p, ++i) {
-    const float* src = p == root ? pending_.view(1, d_).data : h.row(p - root - 1);
+    const int k = p - root;  // the committed token's index along the accepted path
+    const float* src = k == 0 ? pending_.view(1, d_).data : h.row(rows[static_cast<size_t>(k) - 1]);
     be.copy_rows(q + static_cast<int64_t>(i) * d_, row, src, row, row, 1);
-    queue_tokens_.push_back(h_tokens_[static_cast<size_t>(p - root)]);
+    queue_tokens_.push_back(h_tokens_[static_cast<size_t>(rows[static_cast<size_t>(k)])]);
   }
-  be.copy_rows(pending_.reserve(1, d_), row, h.row(n), row, row, 1);
+  be.copy_rows(pending_.reserve(1, d_), row, h.row(rows[static_cast<size_t>(n)]), row, row, 1);
   n_committed_ = root + n + 1;
   h_tokens_.clear();
   flush();
@@ -114,6 +132,10 @@ void MtpDrafter::propose(std::span<const int32_t> context, const DraftParams& pa
     throw_error(ErrorKind::InvalidArgument,
                 "mtp drafter: it has read {} positions of the target's hidden rows for a context of {} tokens: the "
                 "decoding loop must hand them over (Drafter::target_hidden)", n_committed_, c);
+  if (params.wants_tree()) {
+    propose_tree(context, params, out);
+    return;
+  }
   const int g = std::min(params.draft_max, cache_.capacity() - cache_.size());
   if (g <= 0) return;
   core::Backend& be = target_.backend();
@@ -148,6 +170,60 @@ void MtpDrafter::propose(std::span<const int32_t> context, const DraftParams& pa
     token = d.token;
   }
   out.q = core::Rows{q_rows, out.size(), n_vocab, &be};
+}
+
+void MtpDrafter::propose_tree(std::span<const int32_t> context, const DraftParams& params, Draft& out) {
+  const TreeSpec& spec = *params.tree;
+  const int room = cache_.capacity() - cache_.size() - 1;  // rows the levels may add after the root's
+  if (room < 0) return;
+  core::Backend& be = target_.backend();
+  const size_t row = static_cast<size_t>(d_) * sizeof(float);
+  // The root: the last token with the target's row of the token before it (position c - 1).
+  const int32_t token = context.back();
+  core::ForwardOptions o;
+  o.logits_all = false;
+  o.hidden = true;
+  o.head_rows = head_rows_;
+  const core::ForwardResult root = target_.forward_mtp(std::span<const int32_t>(&token, 1), pending_.view(1, d_).data, cache_, o);
+  // Output rows: the root's first, then each fed node's (the inputs of their children).
+  const int fed_max = std::min(room, std::max(spec.max_nodes(), 512));
+  float* node_h = node_h_.reserve(fed_max + 1, d_);
+  be.copy_rows(node_h, row, root.hidden.data, row, row, 1);
+  tree_parents_.clear();
+  row_of_.clear();
+  int fed = 0;
+  const TreeGrower::LevelForward level = [&](std::span<const int32_t> expand, const Draft& tree) -> core::Rows {
+    const int E = static_cast<int>(expand.size());
+    if (fed + E > fed_max) return {};  // no room in the cache
+    batch_tokens_.clear();
+    batch_parents_.clear();
+    float* in = level_h_.reserve(E, d_);
+    for (int e = 0; e < E; ++e) {
+      const int32_t v = expand[static_cast<size_t>(e)];
+      batch_tokens_.push_back(tree.tokens[static_cast<size_t>(v)]);
+      const int p = tree.parent(v);
+      const int32_t parent_row = p < 0 ? -1 : row_of_[static_cast<size_t>(p)];
+      batch_parents_.push_back(parent_row);
+      // The node reads its parent's output row (the root's for the root's children).
+      be.copy_rows(in + static_cast<int64_t>(e) * d_, row, node_h + static_cast<int64_t>(parent_row + 1) * d_, row, row, 1);
+    }
+    core::Batch batch(batch_tokens_);
+    batch.parents = batch_parents_;
+    batch.cached_parents = tree_parents_;
+    core::ForwardOptions lo;
+    lo.hidden = true;
+    lo.head_rows = head_rows_;
+    const core::ForwardResult r = target_.forward_mtp(batch, in, cache_, lo);
+    be.copy_rows(node_h + static_cast<int64_t>(fed + 1) * d_, row, r.hidden.data, row, row, E);
+    row_of_.resize(static_cast<size_t>(tree.size()), -1);
+    for (int e = 0; e < E; ++e) {
+      row_of_[static_cast<size_t>(expand[static_cast<size_t>(e)])] = fed + e;
+      tree_parents_.push_back(batch_parents_[static_cast<size_t>(e)]);
+    }
+    fed += E;
+    return r.logits;  // row e: expand[e]'s children
+  };
+  grower_.grow(root.logits, context, head_rows_, target_.config().n_vocab, params, level, out);
 }
 
 }  // namespace specmoe::draft

@@ -14,11 +14,15 @@
 // the accepted tokens are fed again with the target's rows of the verify batch, so the cache
 // always holds what the target's hidden states say. Draws and q as ModelDrafter's: the target's
 // logits processors, the draft's own Rng, q in the target's vocabulary (the same model's).
+// Trees grow as the model drafter's do (draft/tree_grower.h): the root's forward, then a batched
+// forward per level over the nodes that get children, each node read with its parent's output row
+// under the tree's attention (as EAGLE's trees feed the draft head's own features).
 #pragma once
 #include <vector>
 
 #include "core/model.h"
 #include "draft/drafter.h"
+#include "draft/tree_grower.h"
 
 namespace specmoe::draft {
 
@@ -33,6 +37,7 @@ class MtpDrafter : public Drafter {
   void begin(std::span<const int32_t> prompt) override;
   void propose(std::span<const int32_t> context, const DraftParams& params, Draft& out) override;
   void accepted(int n_accepted, int32_t next_token) override;
+  void accepted_path(std::span<const int32_t> path, int32_t next_token) override;
   bool reads_target_hidden() const override { return true; }
   void target_hidden(std::span<const int32_t> tokens, const core::Rows& hidden) override;
 
@@ -47,6 +52,12 @@ class MtpDrafter : public Drafter {
  private:
   // Feeds the queued committed positions (queue_tokens_ with their rows in queue_h_) to the block.
   void flush();
+  // After verification: the last verify batch's rows `rows` (0: its first token, then the accepted
+  // nodes' rows from the root down) are committed.
+  void commit(std::span<const int32_t> rows);
+  // Trees (draft/tree_grower.h): the root's forward, then one batched forward per level of the
+  // nodes that get children, each with its parent's output row.
+  void propose_tree(std::span<const int32_t> context, const DraftParams& params, Draft& out);
   // Queues position `pos`'s token with a hidden row of `src` (the model's memory).
   void queue(int32_t token, const float* src);
 
@@ -60,6 +71,9 @@ class MtpDrafter : public Drafter {
   int n_committed_ = 0;                // positions whose target hidden rows were handed over
   bool awaiting_prefill_ = false;      // begin() saw a prompt the target prefills
   std::vector<int32_t> history_;       // context + drafted tokens inside the draft vocabulary (penalties)
+  TreeGrower grower_;
+  core::RowBuffer node_h_, level_h_;   // trees: each fed node's output row; a level's input rows
+  std::vector<int32_t> tree_parents_, row_of_, batch_tokens_, batch_parents_, commit_rows_;
 };
 
 }  // namespace specmoe::draft
