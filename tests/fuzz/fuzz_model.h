@@ -11,7 +11,9 @@
 //    determinism contract of kernels/cpu/ops.h: NaN only where the other side is NaN too);
 //  - a tree batch, an early exit, the MoE k override and a cache rollback run;
 //  - a tree node fed over its cached ancestors (Batch::cached_parents) gets the logits it gets in
-//    its whole tree's batch.
+//    its whole tree's batch;
+//  - a multi-token-prediction block runs over the model's hidden rows, a batch equal to one token
+//    at a time.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -86,6 +88,31 @@ inline void exercise_model(core::Model& m) {
                                        "over its cached ancestors ({})", v, all4[3 * V + v], one[v]));
     }
     stepped.truncate(static_cast<int>(n));
+  }
+  // A multi-token-prediction block: the model's hidden rows of the chain, then the block over
+  // the chain with them, in one batch and one token at a time (the same determinism contract).
+  if (m.has_mtp()) {
+    core::KVCache hkv = m.new_cache(n_ctx);
+    core::ForwardOptions h;
+    h.hidden = true;
+    std::vector<float> rows;
+    m.forward(core::Batch(chain), hkv, h).hidden.to_host(rows);
+    const size_t d = static_cast<size_t>(c.n_embd);
+    SPECMOE_FUZZ_CHECK(rows.size() == n * d, "a forward wrote the wrong hidden rows size");
+    core::RowBuffer buf(m.backend());
+    m.backend().upload(buf.reserve(static_cast<int64_t>(n), c.n_embd), rows.data(), rows.size() * sizeof(float));
+    const core::Rows hr = buf.view(static_cast<int64_t>(n), c.n_embd);
+    core::KVCache a = m.new_mtp_cache(n_ctx), b = m.new_mtp_cache(n_ctx);
+    std::vector<float> mall, mone;
+    m.forward_mtp(core::Batch(chain), hr.data, a).logits.to_host(mall);
+    SPECMOE_FUZZ_CHECK(mall.size() == n * V, "an MTP forward wrote the wrong logits size");
+    for (size_t t = 0; t < n; ++t) {
+      m.forward_mtp(core::Batch(chain.subspan(t, 1)), hr.row(static_cast<int64_t>(t)), b).logits.to_host(mone);
+      for (size_t v = 0; v < V; ++v)
+        SPECMOE_FUZZ_CHECK(same_logit(mone[v], mall[t * V + v]),
+                           fmt::format("token {}'s MTP logit {} differs between a batch ({}) and one token at a time ({})",
+                                       t, v, mall[t * V + v], mone[v]));
+    }
   }
   // Early exit halfway, last-token logits only, and (MoE) one expert per token.
   if (stepped.size() < stepped.capacity()) {
