@@ -50,7 +50,7 @@ void MtpDrafter::target_hidden(std::span<const int32_t> tokens, const core::Rows
     // The prompt's prefill: every token it fed is committed; position p reads h_{p-1}.
     awaiting_prefill_ = false;
     flush();
-    float* q = queue_h_.reserve(T, d_);
+    float* q = queue_h_.reserve(T + 1, d_);  // + the next proposal's root (root_forward)
     be.copy_rows(q, row, pending_.view(1, d_).data, row, row, 1);
     if (T > 1) be.copy_rows(q + d_, row, hidden.data, row, row, T - 1);
     queue_tokens_.assign(tokens.begin(), tokens.end());
@@ -67,8 +67,27 @@ void MtpDrafter::flush() {
   if (queue_tokens_.empty()) return;
   core::ForwardOptions o;
   o.logits_all = false;
+  o.head_rows = 1;  // nobody reads these logits: the head's first row only
   target_.forward_mtp(queue_tokens_, queue_h_.view(static_cast<int64_t>(queue_tokens_.size()), d_).data, cache_, o);
   queue_tokens_.clear();
+}
+
+core::ForwardResult MtpDrafter::root_forward(int32_t token) {
+  // The queued committed positions and the root in one forward: the root's row after them.
+  core::Backend& be = target_.backend();
+  const size_t row = static_cast<size_t>(d_) * sizeof(float);
+  const int64_t n = static_cast<int64_t>(queue_tokens_.size());
+  float* q = queue_h_.reserve(n + 1, d_);  // commit() reserved the root's row: no reallocation
+  be.copy_rows(q + n * d_, row, pending_.view(1, d_).data, row, row, 1);
+  queue_tokens_.push_back(token);
+  core::ForwardOptions o;
+  o.logits_all = false;
+  o.hidden = true;
+  o.head_rows = head_rows_;
+  core::ForwardResult r = target_.forward_mtp(queue_tokens_, q, cache_, o);
+  r.hidden = r.hidden.slice(n, 1);
+  queue_tokens_.clear();
+  return r;
 }
 
 void MtpDrafter::accepted(int n_accepted, int32_t) {
@@ -105,7 +124,7 @@ void MtpDrafter::commit(std::span<const int32_t> rows) {
   core::Backend& be = target_.backend();
   const size_t row = static_cast<size_t>(d_) * sizeof(float);
   const int count = root + n + 1 - keep;
-  float* q = queue_h_.reserve(count, d_);
+  float* q = queue_h_.reserve(count + 1, d_);  // + the next proposal's root (root_forward)
   const core::Rows h = h_.view(T, d_);
   for (int p = keep, i = 0; p <= root + n; ++p, ++i) {
     const int k = p - root;  // the committed token's index along the accepted path
@@ -116,7 +135,7 @@ void MtpDrafter::commit(std::span<const int32_t> rows) {
   be.copy_rows(pending_.reserve(1, d_), row, h.row(rows[static_cast<size_t>(n)]), row, row, 1);
   n_committed_ = root + n + 1;
   h_tokens_.clear();
-  flush();
+  // The next proposal feeds these with its root in one forward (root_forward).
 }
 
 void MtpDrafter::propose(std::span<const int32_t> context, const DraftParams& params, Draft& out) {
@@ -126,9 +145,8 @@ void MtpDrafter::propose(std::span<const int32_t> context, const DraftParams& pa
   if (params.sampler == nullptr || params.rng == nullptr)
     throw_error(ErrorKind::InvalidArgument, "mtp drafter: propose needs a sampler and an rng");
   if (context.empty()) throw_error(ErrorKind::InvalidArgument, "mtp drafter: empty context");
-  flush();
   const int c = static_cast<int>(context.size());
-  if (n_committed_ != c - 1 || cache_.size() != c - 1)
+  if (n_committed_ != c - 1 || cache_.size() + static_cast<int>(queue_tokens_.size()) != c - 1)
     throw_error(ErrorKind::InvalidArgument,
                 "mtp drafter: it has read {} positions of the target's hidden rows for a context of {} tokens: the "
                 "decoding loop must hand them over (Drafter::target_hidden)", n_committed_, c);
@@ -136,7 +154,7 @@ void MtpDrafter::propose(std::span<const int32_t> context, const DraftParams& pa
     propose_tree(context, params, out);
     return;
   }
-  const int g = std::min(params.draft_max, cache_.capacity() - cache_.size());
+  const int g = std::min(params.draft_max, cache_.capacity() - (c - 1));
   if (g <= 0) return;
   core::Backend& be = target_.backend();
   const size_t row = static_cast<size_t>(d_) * sizeof(float);
@@ -154,7 +172,10 @@ void MtpDrafter::propose(std::span<const int32_t> context, const DraftParams& pa
   o.hidden = true;
   o.head_rows = head_rows_;
   for (int i = 0; i < g; ++i) {
-    const core::ForwardResult r = target_.forward_mtp(std::span<const int32_t>(&token, 1), h, cache_, o);
+    // The first: the last context token with the target's row of the token before it, after the
+    // committed positions the block has not read yet, in one forward.
+    const core::ForwardResult r =
+        i == 0 ? root_forward(token) : target_.forward_mtp(std::span<const int32_t>(&token, 1), h, cache_, o);
     float* q = q_rows + static_cast<int64_t>(i) * n_vocab;
     // The processed distribution straight into q over the whole vocabulary, else into a row of the
     // draft vocabulary that draw() moves into q.
@@ -174,17 +195,12 @@ void MtpDrafter::propose(std::span<const int32_t> context, const DraftParams& pa
 
 void MtpDrafter::propose_tree(std::span<const int32_t> context, const DraftParams& params, Draft& out) {
   const TreeSpec& spec = *params.tree;
-  const int room = cache_.capacity() - cache_.size() - 1;  // rows the levels may add after the root's
+  const int room = cache_.capacity() - static_cast<int>(context.size());  // rows the levels may add after the root's
   if (room < 0) return;
   core::Backend& be = target_.backend();
   const size_t row = static_cast<size_t>(d_) * sizeof(float);
   // The root: the last token with the target's row of the token before it (position c - 1).
-  const int32_t token = context.back();
-  core::ForwardOptions o;
-  o.logits_all = false;
-  o.hidden = true;
-  o.head_rows = head_rows_;
-  const core::ForwardResult root = target_.forward_mtp(std::span<const int32_t>(&token, 1), pending_.view(1, d_).data, cache_, o);
+  const core::ForwardResult root = root_forward(context.back());
   // Output rows: the root's first, then each fed node's (the inputs of their children).
   const int fed_max = std::min(room, std::max(spec.max_nodes(), 512));
   float* node_h = node_h_.reserve(fed_max + 1, d_);

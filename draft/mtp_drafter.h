@@ -11,8 +11,9 @@
 // feeds (x_{c-1}, h_{c-2}) at position c - 1, draws d_1 from its logits, then feeds (d_1, the
 // block's own output row) at position c, and so on, a chain of g one-token forwards. After
 // verification the rows past position c - 1 (computed from the block's own rows) are dropped and
-// the accepted tokens are fed again with the target's rows of the verify batch, so the cache
-// always holds what the target's hidden states say. Draws and q as ModelDrafter's: the target's
+// the accepted tokens are fed again with the target's rows of the verify batch (in the next
+// proposal's first forward, with its root), so the cache always holds what the target's hidden
+// states say. Draws and q as ModelDrafter's: the target's
 // logits processors, the draft's own Rng, q in the target's vocabulary (the same model's).
 // Trees grow as the model drafter's do (draft/tree_grower.h): the root's forward, then a batched
 // forward per level over the nodes that get children, each node read with its parent's output row
@@ -47,11 +48,15 @@ class MtpDrafter : public Drafter {
   void set_vocabulary_limit(int64_t n);
   int64_t vocabulary_limit() const { return head_rows_; }
 
+  // The block's cache. After verification the accepted positions wait for the next proposal, which
+  // feeds them with its root in one forward; flush() feeds them now.
   const core::KVCache& cache() const { return cache_; }
+  void flush();
 
  private:
-  // Feeds the queued committed positions (queue_tokens_ with their rows in queue_h_) to the block.
-  void flush();
+  // The queued positions and then `token` with the pending row (the root of a proposal) in one
+  // forward: the root's logits, and its output row in `hidden`.
+  core::ForwardResult root_forward(int32_t token);
   // After verification: the last verify batch's rows `rows` (0: its first token, then the accepted
   // nodes' rows from the root down) are committed.
   void commit(std::span<const int32_t> rows);

@@ -306,6 +306,7 @@ TEST(Mtp, ItsCacheHoldsTheBlockOverTheTargetsHiddenRows) {
     EXPECT_GT(r.metrics.n_drafted, r.metrics.n_accepted) << "and some rejected";
     std::vector<int32_t> seq = prompt;
     seq.insert(seq.end(), r.tokens.begin(), r.tokens.end() - 1);  // what the target has read
+    drafter.flush();  // the accepted positions the next proposal would feed
     ASSERT_EQ(drafter.cache().size(), static_cast<int>(seq.size()));
     // The target's hidden rows of the whole sequence, the block afresh over them.
     KVCache kv = target->new_cache(128);
