@@ -49,7 +49,6 @@ void MtpDrafter::target_hidden(std::span<const int32_t> tokens, const core::Rows
   if (awaiting_prefill_) {
     // The prompt's prefill: every token it fed is committed; position p reads h_{p-1}.
     awaiting_prefill_ = false;
-    flush();
     float* q = queue_h_.reserve(T + 1, d_);  // + the next proposal's root (root_forward)
     be.copy_rows(q, row, pending_.view(1, d_).data, row, row, 1);
     if (T > 1) be.copy_rows(q + d_, row, hidden.data, row, row, T - 1);
