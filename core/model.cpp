@@ -212,12 +212,14 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   I.moe_capacity = options.moe_capacity_factor;
   if (c.is_moe() && options.moe_k_override != 0) {
     const int k = options.moe_k_override;
-    const auto router = moe::make_router(host.layers[c.first_moe_layer()].moe.router);  // the first MoE layer
+    // the first MoE layer (a file of the block alone: the block's)
+    const auto router = moe::make_router((c.mtp_only ? host.nextn.block : host.layers[c.first_moe_layer()]).moe.router);
     if (k < 1 || k > router->max_k())
       throw_error(ErrorKind::InvalidArgument, "{}: MoE k {} is outside [1, {}] ({} experts, {} router)", path, k,
                   router->max_k(), c.n_expert, router->name());
     I.moe_k = k;
     for (LayerWeights& L : host.layers) L.moe.router.k = k;  // weight_bytes_per_token reads k experts
+    host.nextn.block.moe.router.k = k;
   }
 
   try {
@@ -248,6 +250,7 @@ size_t Model::moe_expert_bytes(int layer) const {
 moe::RouterSpec Model::moe_router(int layer) const {
   const ModelConfig& c = impl_->config;
   if (!c.is_moe()) return {};
+  if (c.mtp_only) return impl_->transformer->weights().nextn.block.moe.router;
   if (!c.is_moe_layer(layer)) layer = c.first_moe_layer();
   return impl_->transformer->weights().layers[layer].moe.router;
 }
@@ -272,6 +275,9 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
   const std::string& path = I.file->path();
   const std::span<const int32_t> tokens = batch.tokens;
   const int64_t T = static_cast<int64_t>(tokens.size());
+  if (c.mtp_only)
+    throw_error(ErrorKind::Unsupported, "{}: the file holds only a multi-token-prediction block (llama.cpp's --mtp "
+                "export): use it as the mtp drafter's draft model (-md) beside its target", path);
   if (T == 0) throw_error(ErrorKind::InvalidArgument, "{}: forward called with no tokens", path);
   if (kv.memory() != I.backend.get())
     throw_error(ErrorKind::InvalidArgument, "{}: the KV cache ({}) was not made by this model ({}): make it with this "

@@ -248,6 +248,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 c.n_layer);
   c.n_layer -= n_nextn;
   c.n_nextn = n_nextn;
+  c.mtp_only = n_nextn > 0 && file.find_tensor("blk.0.attn_norm.weight") == nullptr;
   // Checked now, not only in validate(): the architecture readers below size per-layer arrays
   // by it (a block_count of 2^31 - 1 made gemma's sliding-window flags a 2 GiB allocation; found
   // by fuzz_model).

@@ -65,6 +65,10 @@ struct ModelConfig {
   // MTP, GLM-4.5's and Qwen3.5's NextN): block_count counts them, n_layer does not. The first is
   // layer n_layer of the weights (ModelWeights::nextn) when its architecture is one has_mtp() lists.
   int n_nextn = 0;
+  // The file holds the block and the embedding and head only, no layer of the model's own
+  // (llama.cpp's `convert_hf_to_gguf.py --mtp` export, "mtp-<name>.gguf"): a draft for the mtp
+  // drafter beside its target; its own forward is refused.
+  bool mtp_only = false;
   int n_head = 0;             // <arch>.attention.head_count
   int n_head_kv = 0;          // <arch>.attention.head_count_kv (defaults to n_head)
   int head_dim = 0;           // n_embd / n_head unless <arch>.attention.key_length says otherwise

@@ -565,8 +565,13 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       }
     }
   };
-  w.layers.resize(c.n_layer);
-  for (int l = 0; l < c.n_layer; ++l) bind_layer(l, w.layers[l]);
+  if (c.mtp_only && !c.has_mtp())
+    throw_error(ErrorKind::Unsupported, "{}: the file holds only a multi-token-prediction block of {}, which specmoe does not "
+                "run", file.path(), c.arch_name);
+  if (!c.mtp_only) {  // a file of the block alone has no layer of the model's own
+    w.layers.resize(c.n_layer);
+    for (int l = 0; l < c.n_layer; ++l) bind_layer(l, w.layers[l]);
+  }
 
   if (c.has_mtp()) {
     // The first NextN block (llama.cpp runs one): layer n_layer, its own embedding and head when

@@ -105,9 +105,10 @@ void check_spec(const SynthSpec& s) {
     throw_error(ErrorKind::InvalidArgument, "synth: qwen35's conv kernel {}, state {}, {} key heads and {} value heads",
                 s.ssm_d_conv, s.ssm_d_state, s.ssm_n_group, s.ssm_dt_rank);
   if (s.n_nextn < 0 || (s.n_nextn > 0 && (!is_arch(s, {"deepseek2", "glm4moe", "qwen35", "qwen35moe"}) || s.keep_layers >= 0)) ||
-      (s.mtp_own_head && s.n_nextn == 0))
+      ((s.mtp_own_head || s.mtp_only) && s.n_nextn == 0))
     throw_error(ErrorKind::InvalidArgument, "synth: {} multi-token-prediction blocks{}: deepseek2's, glm4moe's, qwen35's and "
-                "qwen35moe's, of a whole model (no keep_layers)", s.n_nextn, s.mtp_own_head ? " with their own head" : "");
+                "qwen35moe's, of a whole model (no keep_layers)", s.n_nextn,
+                s.mtp_own_head ? " with their own head" : s.mtp_only ? " alone" : "");
   if (s.arch == "cohere2" && s.n_swa <= 0)
     throw_error(ErrorKind::InvalidArgument, "synth: cohere2 needs a sliding window (n_swa > 0)");
   if (is_arch(s, {"command-r", "cohere2"}) && !s.tied_output)
@@ -535,7 +536,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);
   };
 
-  for (int l = 0; l < n_write + s.n_nextn; ++l) {
+  for (int l = s.mtp_only ? n_write : 0; l < n_write + s.n_nextn; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     // Residual branches of the layers the draft does not have are scaled down, and the
     // multi-token-prediction block's.

@@ -45,6 +45,7 @@ struct SynthSpec {
   // shared_head_norm, and with mtp_own_head its own embed_tokens and shared_head_head.
   int n_nextn = 0;
   bool mtp_own_head = false;
+  bool mtp_only = false;  // the block (and embedding, final norm, head) alone: llama.cpp's --mtp export
   // Mixture of experts, in llama.cpp's layout: llama = Mixtral (ffn_gate_inp + stacked
   // ffn_{gate,up,down}_exps, feed_forward_length = expert width); qwen2moe adds the shared expert
   // (ffn_{gate,up,down}_shexp) and its sigmoid gate ffn_gate_inp_shexp. The router matrix and

@@ -860,6 +860,14 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
   }
   // ARCH-mtp-tiny: ARCH-tiny with one multi-token-prediction block after its layers (glm4moe's with
   // its own embedding and head, the others sharing the model's, as Qwen3.5's and DeepSeek-V3's).
+  if (preset == "qwen35-mtp-only-tiny") {
+    // qwen35-mtp-tiny's block, embedding, final norm and head alone (llama.cpp's --mtp export):
+    // the draft of a qwen35-tiny target of the same seed.
+    SynthSpec s = *base_preset("qwen35-mtp-tiny");
+    s.mtp_only = true;
+    s.name = preset;
+    return s;
+  }
   for (const std::string arch : {"qwen35", "qwen35moe", "glm4moe", "deepseek2"}) {
     if (preset != arch + "-mtp-tiny") continue;
     SynthSpec s = *base_preset(arch + "-tiny");
@@ -1003,6 +1011,8 @@ std::vector<std::string> synth_presets() {
       "qwen35-mtp-tiny: qwen35-tiny with a multi-token-prediction block (NextN: a gated attention layer and a "
       "SwiGLU after eh_proj over the token's embedding and the hidden row; the model's embedding and head)",
       "qwen35moe-mtp-tiny: qwen35moe-tiny with a multi-token-prediction block (an attention layer with experts)",
+      "qwen35-mtp-only-tiny: qwen35-mtp-tiny's block with the embedding and head alone (llama.cpp's --mtp export), a "
+      "draft for qwen35-tiny of the same seed",
       "glm4moe-mtp-tiny: glm4moe-tiny with a multi-token-prediction block with its own embedding and head",
       "deepseek2-mtp-tiny: deepseek2-tiny with a multi-token-prediction block (MLA and experts, DeepSeek-V3's MTP "
       "module)",

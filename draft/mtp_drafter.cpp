@@ -8,15 +8,31 @@
 
 namespace specmoe::draft {
 
-MtpDrafter::MtpDrafter(core::Model& target, int n_ctx) : target_(target) {
-  if (!target.has_mtp())
+MtpDrafter::MtpDrafter(core::Model& target, int n_ctx) : target_(target), block_(&target) { init(n_ctx); }
+
+MtpDrafter::MtpDrafter(core::Model& target, std::shared_ptr<core::Model> block, int n_ctx)
+    : target_(target), owned_block_(std::move(block)), block_(owned_block_.get()) {
+  if (block_ == nullptr) throw_error(ErrorKind::InvalidArgument, "mtp drafter: no block model given");
+  const core::ModelConfig &t = target.config(), &b = block_->config();
+  if (t.n_embd != b.n_embd || t.n_vocab != b.n_vocab)
+    throw_error(ErrorKind::InvalidArgument,
+                "mtp drafter: the block of {} (width {}, {} ids) does not fit the target {} (width {}, {} ids)",
+                block_->file().path(), b.n_embd, b.n_vocab, target.file().path(), t.n_embd, t.n_vocab);
+  if (!(block_->device() == target.device()))
+    throw_error(ErrorKind::InvalidArgument, "mtp drafter: the block of {} runs on {}, the target {} on {}: load both on one device",
+                block_->file().path(), block_->device().name(), target.file().path(), target.device().name());
+  init(n_ctx);
+}
+
+void MtpDrafter::init(int n_ctx) {
+  if (!block_->has_mtp())
     throw_error(ErrorKind::Unsupported,
                 "mtp drafter: {} has no multi-token-prediction block specmoe runs (nextn_predict_layers of a deepseek2, "
                 "glm4moe, qwen35 or qwen35moe file converted with its NextN/MTP tensors)",
-                target.file().path());
-  d_ = target.config().n_embd;
-  cache_ = target.new_mtp_cache(n_ctx);
-  core::Backend& be = target.backend();
+                block_->file().path());
+  d_ = block_->config().n_embd;
+  cache_ = block_->new_mtp_cache(n_ctx);
+  core::Backend& be = block_->backend();
   h_ = pending_ = queue_h_ = chain_h_ = q_ = dist_ = node_h_ = level_h_ = core::RowBuffer(be);
   grower_ = TreeGrower(be);
 }
@@ -36,7 +52,7 @@ void MtpDrafter::begin(std::span<const int32_t> prompt) {
   awaiting_prefill_ = prompt.size() > 1;
   // The first position has no token before it: its hidden row is zeros (llama.cpp's too).
   const std::vector<float> zeros(static_cast<size_t>(d_), 0.0f);
-  target_.backend().upload(pending_.reserve(1, d_), zeros.data(), zeros.size() * sizeof(float));
+  block_->backend().upload(pending_.reserve(1, d_), zeros.data(), zeros.size() * sizeof(float));
 }
 
 void MtpDrafter::target_hidden(std::span<const int32_t> tokens, const core::Rows& hidden) {
@@ -44,8 +60,9 @@ void MtpDrafter::target_hidden(std::span<const int32_t> tokens, const core::Rows
   if (T == 0 || hidden.rows != T || hidden.cols != d_)
     throw_error(ErrorKind::InvalidArgument, "mtp drafter: {} hidden rows of {} for {} tokens (expected rows of {})",
                 hidden.rows, hidden.cols, T, d_);
-  core::Backend& be = target_.backend();
+  core::Backend& be = block_->backend();
   const size_t row = static_cast<size_t>(d_) * sizeof(float);
+  if (block_ != &target_) target_.backend().synchronize();  // the rows, read by the block's backend
   if (awaiting_prefill_) {
     // The prompt's prefill: every token it fed is committed; position p reads h_{p-1}.
     awaiting_prefill_ = false;
@@ -67,13 +84,13 @@ void MtpDrafter::flush() {
   core::ForwardOptions o;
   o.logits_all = false;
   o.head_rows = 1;  // nobody reads these logits: the head's first row only
-  target_.forward_mtp(queue_tokens_, queue_h_.view(static_cast<int64_t>(queue_tokens_.size()), d_).data, cache_, o);
+  block_->forward_mtp(queue_tokens_, queue_h_.view(static_cast<int64_t>(queue_tokens_.size()), d_).data, cache_, o);
   queue_tokens_.clear();
 }
 
 core::ForwardResult MtpDrafter::root_forward(int32_t token) {
   // The queued committed positions and the root in one forward: the root's row after them.
-  core::Backend& be = target_.backend();
+  core::Backend& be = block_->backend();
   const size_t row = static_cast<size_t>(d_) * sizeof(float);
   const int64_t n = static_cast<int64_t>(queue_tokens_.size());
   float* q = queue_h_.reserve(n + 1, d_);  // commit() reserved the root's row: no reallocation
@@ -83,7 +100,7 @@ core::ForwardResult MtpDrafter::root_forward(int32_t token) {
   o.logits_all = false;
   o.hidden = true;
   o.head_rows = head_rows_;
-  core::ForwardResult r = target_.forward_mtp(queue_tokens_, q, cache_, o);
+  core::ForwardResult r = block_->forward_mtp(queue_tokens_, q, cache_, o);
   r.hidden = r.hidden.slice(n, 1);
   queue_tokens_.clear();
   return r;
@@ -120,7 +137,7 @@ void MtpDrafter::commit(std::span<const int32_t> rows) {
   cache_.truncate(keep);
   // Positions keep .. root + n, each its token with h of the position before: the pending row for
   // the root, else the verify batch's row of the token before.
-  core::Backend& be = target_.backend();
+  core::Backend& be = block_->backend();
   const size_t row = static_cast<size_t>(d_) * sizeof(float);
   const int count = root + n + 1 - keep;
   float* q = queue_h_.reserve(count + 1, d_);  // + the next proposal's root (root_forward)
@@ -155,7 +172,7 @@ void MtpDrafter::propose(std::span<const int32_t> context, const DraftParams& pa
   }
   const int g = std::min(params.draft_max, cache_.capacity() - (c - 1));
   if (g <= 0) return;
-  core::Backend& be = target_.backend();
+  core::Backend& be = block_->backend();
   const size_t row = static_cast<size_t>(d_) * sizeof(float);
   const int64_t n_vocab = target_.config().n_vocab;
   // The penalties' history: the ids a reduced head has logits for.
@@ -174,7 +191,7 @@ void MtpDrafter::propose(std::span<const int32_t> context, const DraftParams& pa
     // The first: the last context token with the target's row of the token before it, after the
     // committed positions the block has not read yet, in one forward.
     const core::ForwardResult r =
-        i == 0 ? root_forward(token) : target_.forward_mtp(std::span<const int32_t>(&token, 1), h, cache_, o);
+        i == 0 ? root_forward(token) : block_->forward_mtp(std::span<const int32_t>(&token, 1), h, cache_, o);
     float* q = q_rows + static_cast<int64_t>(i) * n_vocab;
     // The processed distribution straight into q over the whole vocabulary, else into a row of the
     // draft vocabulary that draw() moves into q.
@@ -196,7 +213,7 @@ void MtpDrafter::propose_tree(std::span<const int32_t> context, const DraftParam
   const TreeSpec& spec = *params.tree;
   const int room = cache_.capacity() - static_cast<int>(context.size());  // rows the levels may add after the root's
   if (room < 0) return;
-  core::Backend& be = target_.backend();
+  core::Backend& be = block_->backend();
   const size_t row = static_cast<size_t>(d_) * sizeof(float);
   // The root: the last token with the target's row of the token before it (position c - 1).
   const core::ForwardResult root = root_forward(context.back());
@@ -228,7 +245,7 @@ void MtpDrafter::propose_tree(std::span<const int32_t> context, const DraftParam
     core::ForwardOptions lo;
     lo.hidden = true;
     lo.head_rows = head_rows_;
-    const core::ForwardResult r = target_.forward_mtp(batch, in, cache_, lo);
+    const core::ForwardResult r = block_->forward_mtp(batch, in, cache_, lo);
     be.copy_rows(node_h + static_cast<int64_t>(fed + 1) * d_, row, r.hidden.data, row, row, E);
     row_of_.resize(static_cast<size_t>(tree.size()), -1);
     for (int e = 0; e < E; ++e) {

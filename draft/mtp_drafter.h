@@ -19,6 +19,7 @@
 // forward per level over the nodes that get children, each node read with its parent's output row
 // under the tree's attention (as EAGLE's trees feed the draft head's own features).
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "core/model.h"
@@ -33,6 +34,11 @@ class MtpDrafter : public Drafter {
   // a multi-token-prediction block (core::Model::has_mtp). n_ctx: the block's cache capacity (<= 0:
   // the model's training context).
   explicit MtpDrafter(core::Model& target, int n_ctx = 0);
+  // The block from another file (`block`, owned): a file of the block alone (ModelConfig::mtp_only,
+  // llama.cpp's --mtp export) or any file of the same model that carries it, beside a target
+  // converted without it. Error(InvalidArgument) naming both files unless the widths and
+  // vocabularies agree and both run on the same device.
+  MtpDrafter(core::Model& target, std::shared_ptr<core::Model> block, int n_ctx = 0);
 
   std::string name() const override { return "mtp"; }
   void begin(std::span<const int32_t> prompt) override;
@@ -66,7 +72,11 @@ class MtpDrafter : public Drafter {
   // Queues position `pos`'s token with a hidden row of `src` (the model's memory).
   void queue(int32_t token, const float* src);
 
+  void init(int n_ctx);
+
   core::Model& target_;
+  std::shared_ptr<core::Model> owned_block_;
+  core::Model* block_ = nullptr;       // runs the block: the target, or owned_block_
   int64_t d_ = 0;
   core::KVCache cache_;
   core::RowBuffer h_, pending_, queue_h_, chain_h_, q_, dist_;

@@ -47,7 +47,18 @@ std::unique_ptr<Drafter> make_layerskip_drafter(const DrafterOptions& o) {
 
 std::unique_ptr<Drafter> make_mtp_drafter(const DrafterOptions& o) {
   if (o.target == nullptr) throw_error(ErrorKind::InvalidArgument, "drafter 'mtp': the target model is required");
-  auto d = std::make_unique<MtpDrafter>(*o.target, o.n_ctx);
+  // The target's own block, or one from a draft file (a file of the block alone, llama.cpp's --mtp
+  // export, beside a target converted without it).
+  std::shared_ptr<core::Model> block = o.draft_model;
+  if (!block && !o.draft_model_path.empty()) {
+    core::LoadOptions load;
+    load.n_threads = o.n_threads;
+    load.device = o.device;
+    load.cache_types = o.cache_types;
+    block = core::Model::load(o.draft_model_path, load);
+  }
+  auto d = block ? std::make_unique<MtpDrafter>(*o.target, std::move(block), o.n_ctx)
+                 : std::make_unique<MtpDrafter>(*o.target, o.n_ctx);
   d->set_vocabulary_limit(o.draft_vocab);
   return d;
 }

@@ -16,7 +16,8 @@ namespace specmoe::draft {
 struct DrafterOptions {
   core::Model* target = nullptr;             // "model" (vocabulary check, vocab size), "layerskip" and
                                              // "mtp" (draft with it); not owned
-  std::shared_ptr<core::Model> draft_model;  // "model": an already loaded draft model, or
+  std::shared_ptr<core::Model> draft_model;  // "model": an already loaded draft model ("mtp": a file
+                                             // with the block, e.g. llama.cpp's --mtp export), or
   std::string draft_model_path;              // "model": a GGUF file to load
   int n_threads = 0;                         // "model": threads when loading (0 = all)
   std::string device = "cpu";                // "model": device when loading (cpu, cuda, cuda:N)

@@ -119,14 +119,15 @@ void run_speculate(const SpeculateArgs& a) {
     throw_error(ErrorKind::InvalidArgument, "--draft-vocab applies to the model, layerskip and mtp drafters, not '{}'",
                 drafter_name);
   dopt.n_ctx = n_ctx + draft_rows + 1;
-  if (drafter_name == "model") {
+  if (drafter_name == "model" || (drafter_name == "mtp" && !a.draft_path.empty())) {
+    // mtp: -md names a file with the block (llama.cpp's --mtp export) beside a target without it
     if (a.draft_path.empty()) throw_error(ErrorKind::InvalidArgument, "--drafter model needs a draft model: -md FILE");
     ModelOptions draft_opt = a.model;  // --moe-k / --moe-capacity are the target's
     draft_opt.moe_k = 0;
     draft_opt.moe_capacity = 0;
     dopt.draft_model = load_model(draft_opt, a.draft_path);
   } else if (!a.draft_path.empty()) {
-    throw_error(ErrorKind::InvalidArgument, "-md is only used by --drafter model (got --drafter {})", drafter_name);
+    throw_error(ErrorKind::InvalidArgument, "-md is only used by --drafter model and mtp (got --drafter {})", drafter_name);
   }
   auto drafter = draft::make_drafter(drafter_name, dopt);
   auto verifier = verify::make_verifier(a.verifier, {target->device()});
@@ -255,7 +256,8 @@ void add_speculate_command(CLI::App& app) {
   add_model_options(cmd, a->model);
   add_input_options(cmd, a->input);
   add_sampling_options(cmd, a->sampling);
-  cmd->add_option("--model-draft", a->draft_path, "draft model GGUF (alias -md)");
+  cmd->add_option("--model-draft", a->draft_path, "draft model GGUF (alias -md); --drafter mtp: a file with the "
+                  "multi-token-prediction block (llama.cpp's --mtp export) for a target without it");
   cmd->add_option("--drafter", a->drafter, "model | ngram | layerskip | mtp (the target's own multi-token-prediction block; default: model with -md, else ngram)");
   cmd->add_option("--verifier", a->verifier, "greedy | speculative")->capture_default_str();
   cmd->add_option("--exit-layer", a->exit_layer, "layer-skip drafter: layers the draft runs before the head (0 = half)")

@@ -13,7 +13,7 @@
 //  - a tree node fed over its cached ancestors (Batch::cached_parents) gets the logits it gets in
 //    its whole tree's batch;
 //  - a multi-token-prediction block runs over the model's hidden rows, a batch equal to one token
-//    at a time.
+//    at a time (a file of the block alone runs the block only, over hidden rows of ones).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -35,8 +35,37 @@ inline std::vector<float> forward_logits(core::Model& m, core::KVCache& kv, cons
   return out;
 }
 
+// The block over `chain` with hidden rows `rows` ([n, n_embd]), in one batch and one token at a
+// time (the same determinism contract).
+inline void exercise_mtp(core::Model& m, std::span<const int32_t> chain, const std::vector<float>& rows, int n_ctx) {
+  const core::ModelConfig& c = m.config();
+  const size_t V = static_cast<size_t>(c.n_vocab), n = chain.size();
+  core::RowBuffer buf(m.backend());
+  m.backend().upload(buf.reserve(static_cast<int64_t>(n), c.n_embd), rows.data(), rows.size() * sizeof(float));
+  const core::Rows hr = buf.view(static_cast<int64_t>(n), c.n_embd);
+  core::KVCache a = m.new_mtp_cache(n_ctx), b = m.new_mtp_cache(n_ctx);
+  std::vector<float> all, one;
+  m.forward_mtp(core::Batch(chain), hr.data, a).logits.to_host(all);
+  SPECMOE_FUZZ_CHECK(all.size() == n * V, "an MTP forward wrote the wrong logits size");
+  for (size_t t = 0; t < n; ++t) {
+    m.forward_mtp(core::Batch(chain.subspan(t, 1)), hr.row(static_cast<int64_t>(t)), b).logits.to_host(one);
+    for (size_t v = 0; v < V; ++v)
+      SPECMOE_FUZZ_CHECK(same_logit(one[v], all[t * V + v]),
+                         fmt::format("token {}'s MTP logit {} differs between a batch ({}) and one token at a time ({})",
+                                     t, v, all[t * V + v], one[v]));
+  }
+}
+
 inline void exercise_model(core::Model& m) {
   const core::ModelConfig& c = m.config();
+  if (c.mtp_only) {  // a file of the block alone: the block, over hidden rows of ones
+    const std::vector<int32_t> tokens = {0, std::min(1, c.n_vocab - 1), c.n_vocab - 1};
+    const int n_ctx = std::min(8, c.n_ctx_train);
+    const size_t n = std::min<size_t>(tokens.size(), static_cast<size_t>(n_ctx));
+    exercise_mtp(m, std::span<const int32_t>(tokens.data(), n), std::vector<float>(n * static_cast<size_t>(c.n_embd), 1.0f),
+                 n_ctx);
+    return;
+  }
   const size_t V = static_cast<size_t>(c.n_vocab);
   (void)m.weight_bytes_per_token();
   for (int l = 0; l < c.n_layer; ++l) (void)m.moe_expert_bytes(l);
@@ -89,30 +118,15 @@ inline void exercise_model(core::Model& m) {
     }
     stepped.truncate(static_cast<int>(n));
   }
-  // A multi-token-prediction block: the model's hidden rows of the chain, then the block over
-  // the chain with them, in one batch and one token at a time (the same determinism contract).
+  // A multi-token-prediction block over the model's hidden rows of the chain.
   if (m.has_mtp()) {
     core::KVCache hkv = m.new_cache(n_ctx);
     core::ForwardOptions h;
     h.hidden = true;
     std::vector<float> rows;
     m.forward(core::Batch(chain), hkv, h).hidden.to_host(rows);
-    const size_t d = static_cast<size_t>(c.n_embd);
-    SPECMOE_FUZZ_CHECK(rows.size() == n * d, "a forward wrote the wrong hidden rows size");
-    core::RowBuffer buf(m.backend());
-    m.backend().upload(buf.reserve(static_cast<int64_t>(n), c.n_embd), rows.data(), rows.size() * sizeof(float));
-    const core::Rows hr = buf.view(static_cast<int64_t>(n), c.n_embd);
-    core::KVCache a = m.new_mtp_cache(n_ctx), b = m.new_mtp_cache(n_ctx);
-    std::vector<float> mall, mone;
-    m.forward_mtp(core::Batch(chain), hr.data, a).logits.to_host(mall);
-    SPECMOE_FUZZ_CHECK(mall.size() == n * V, "an MTP forward wrote the wrong logits size");
-    for (size_t t = 0; t < n; ++t) {
-      m.forward_mtp(core::Batch(chain.subspan(t, 1)), hr.row(static_cast<int64_t>(t)), b).logits.to_host(mone);
-      for (size_t v = 0; v < V; ++v)
-        SPECMOE_FUZZ_CHECK(same_logit(mone[v], mall[t * V + v]),
-                           fmt::format("token {}'s MTP logit {} differs between a batch ({}) and one token at a time ({})",
-                                       t, v, mall[t * V + v], mone[v]));
-    }
+    SPECMOE_FUZZ_CHECK(rows.size() == n * static_cast<size_t>(c.n_embd), "a forward wrote the wrong hidden rows size");
+    exercise_mtp(m, chain, rows, n_ctx);
   }
   // Early exit halfway, last-token logits only, and (MoE) one expert per token.
   if (stepped.size() < stepped.capacity()) {

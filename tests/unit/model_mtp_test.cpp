@@ -47,13 +47,17 @@ std::string write_preset(const std::string& preset) { return specmoe::testing::w
 // mostly the head over the current token's embedding, which the block guesses from that same
 // embedding (its eh_proj passes it on), so drafts are accepted often and the tests below exercise
 // acceptance, rejection and the catch-up over accepted tokens alike.
-std::string write_agreeing(const std::string& preset) {
+SynthSpec agreeing_spec(const std::string& preset) {
   SynthSpec s = synth_spec(preset);
   s.n_full_layers = 0;
   s.deep_residual_scale = 0.05f;
   s.mtp_own_head = false;  // the model's embedding and head (glm4moe-mtp-tiny's own ones are random)
-  const std::string path = specmoe::testing::scratch_file(preset + "_agreeing.gguf");
-  synth_write(s, path, 42);
+  return s;
+}
+
+std::string write_agreeing(const std::string& preset, const std::string& suffix = "") {
+  const std::string path = specmoe::testing::scratch_file(preset + "_agreeing" + suffix + ".gguf");
+  synth_write(agreeing_spec(preset), path, 42);
   return path;
 }
 
@@ -399,6 +403,71 @@ TEST(Mtp, AReducedDraftVocabularyStaysLossless) {
   EXPECT_EQ(cs.impossible, 0);
   EXPECT_LT(cs.stat, chi2_critical_0001(cs.df));
   EXPECT_THROW(drafter.set_vocabulary_limit(321), Error);
+}
+
+TEST(Mtp, ABlockInItsOwnFileDraftsAsTheInlineOne) {
+  // llama.cpp's --mtp export: the block (with the embedding, final norm and head) alone in its own
+  // file, beside a target converted without it (--no-mtp). Same weights, same seed: the same
+  // drafts, steps and tokens as the target's inline block, greedy and sampled, chains and trees.
+  SynthSpec s = agreeing_spec("qwen35-mtp-tiny");
+  const std::string inline_path = write_agreeing("qwen35-mtp-tiny", "_inline");
+  SynthSpec alone = s, trunk = s;
+  alone.mtp_only = true;
+  trunk.n_nextn = 0;
+  const std::string alone_path = specmoe::testing::scratch_file("mtp_alone.gguf"),
+                    trunk_path = specmoe::testing::scratch_file("mtp_trunk.gguf");
+  synth_write(alone, alone_path, 42);
+  synth_write(trunk, trunk_path, 42);
+  auto with_block = Model::load(inline_path, f32_caches());
+  auto target = Model::load(trunk_path, f32_caches());
+  std::shared_ptr<Model> block = Model::load(alone_path, f32_caches());
+  EXPECT_TRUE(block->config().mtp_only);
+  EXPECT_TRUE(block->has_mtp());
+  EXPECT_FALSE(target->has_mtp());
+  KVCache kv = block->new_cache(8);
+  const int32_t one[1] = {5};
+  try {
+    block->forward(one, kv);
+    ADD_FAILURE() << "a file of the block alone ran a forward";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("-md"), std::string::npos) << e.what();
+  }
+  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111};
+  draft::TreeSpec tree;
+  tree.widths = {2, 1};
+  int64_t accepted = 0;
+  for (const float temperature : {0.0f, 1.0f})
+    for (const draft::TreeSpec& shape : {draft::TreeSpec{}, tree}) {
+      const SamplingParams sp = specmoe::testing::plain_sampling(temperature, 5);
+      verify::DecodeOptions o;
+      o.max_tokens = 32;
+      o.draft_max = 3;
+      o.tree = shape;
+      o.stop_at_eog = false;
+      o.cost_probe_forwards = 0;
+      o.record_steps = true;
+      const verify::SpeculativeVerifier sv;
+      draft::MtpDrafter own(*with_block, 64), split(*target, block, 64);
+      verify::SpeculativeDecoder a(*with_block, own, sv, sp, o), b(*target, split, sv, sp, o);
+      const verify::GenerationResult ra = a.generate(prompt, 2), rb = b.generate(prompt, 2);
+      EXPECT_EQ(ra.tokens, rb.tokens) << temperature;
+      ASSERT_EQ(ra.steps.size(), rb.steps.size()) << temperature;
+      for (size_t i = 0; i < ra.steps.size(); ++i) {
+        EXPECT_EQ(ra.steps[i].drafted, rb.steps[i].drafted) << "step " << i;
+        EXPECT_EQ(ra.steps[i].accepted, rb.steps[i].accepted) << "step " << i;
+      }
+      accepted += ra.metrics.n_accepted;
+    }
+  EXPECT_GT(accepted, 0);
+  // By name: the block's file as the draft model.
+  draft::DrafterOptions dopt;
+  dopt.target = target.get();
+  dopt.draft_model = block;
+  EXPECT_EQ(draft::make_drafter("mtp", dopt)->name(), "mtp");
+  // A block of another width does not fit.
+  auto other = Model::load(write_preset("tiny-256"), f32_caches());
+  EXPECT_THROW(draft::MtpDrafter(*other, block, 16), Error);
 }
 
 TEST(Mtp, ClearErrors) {
