@@ -242,6 +242,7 @@ void add_info_command(CLI::App& app) {
       j["parallel_residual"] = c.parallel_residual;
       j["nextn_predict_layers"] = c.n_nextn;
       j["mtp_drafter"] = c.has_mtp();
+      j["mtp_only"] = c.mtp_only;
       j["attention_temperature"] = {{"scale", c.attn_temp_scale}, {"floor", c.attn_temp_floor}};
       j["logit_scale"] = c.logit_scale;
       std::vector<int> no_rope;
@@ -348,7 +349,9 @@ void add_info_command(CLI::App& app) {
     if (c.n_nextn > 0)
       std::printf("mtp:           %d multi-token-prediction block%s after the layers (nextn_predict_layers)%s\n", c.n_nextn,
                   c.n_nextn > 1 ? "s" : "",
-                  c.has_mtp() ? ": --drafter mtp drafts with the first" : ", which specmoe does not run for this architecture");
+                  !c.has_mtp() ? ", which specmoe does not run for this architecture"
+                  : c.mtp_only ? "; this file holds the block alone (llama.cpp's --mtp export): a draft for --drafter mtp -md"
+                               : ": --drafter mtp drafts with the first");
     if (c.is_moe()) {
       std::string dense;
       if (c.n_layer_dense_lead > 0) dense = fmt::format(", layers 0-{} dense (ff {})", c.n_layer_dense_lead - 1, c.n_ff);
