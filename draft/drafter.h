@@ -55,6 +55,14 @@ struct Draft : TokenTree {
   }
 };
 
+// The repetition penalties' history of a draft whose head computes the first head_rows ids only
+// (0: all; ModelDrafter::set_vocabulary_limit): the ids of `ids` it has logits for.
+inline void draft_history(std::span<const int32_t> ids, int64_t head_rows, std::vector<int32_t>& out) {
+  out.clear();
+  for (int32_t id : ids)
+    if (head_rows == 0 || id < head_rows) out.push_back(id);
+}
+
 // What the loop asks of one proposal.
 struct DraftParams {
   int draft_max = 4;             // g: propose at most this many tokens (0 = propose nothing); for a

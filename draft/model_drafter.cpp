@@ -42,13 +42,6 @@ void ModelDrafter::set_vocabulary_limit(int64_t n) {
   head_rows_ = n == model_->config().n_vocab ? 0 : n;
 }
 
-void ModelDrafter::reset_history(std::span<const int32_t> context) {
-  history_.clear();
-  for (int32_t id : context)
-    if (head_rows_ == 0 || id < head_rows_) history_.push_back(id);
-  history_context_ = history_.size();
-}
-
 void ModelDrafter::push_history(int32_t id) {
   if (head_rows_ == 0 || id < head_rows_) history_.push_back(id);
 }
@@ -118,7 +111,7 @@ void ModelDrafter::propose(std::span<const int32_t> context, const DraftParams& 
   if (g <= 0) return;
   sync(context);
   proposed_from_ = context.size();
-  reset_history(context);
+  draft_history(context, head_rows_, history_);
   const int64_t n_draft = logits_.cols, n_target = target_n_vocab_;  // n_draft: head_rows_ when reduced
   float* q_rows = q_.reserve(g, n_target);
   for (int i = 0; i < g; ++i) {

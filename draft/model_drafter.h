@@ -68,9 +68,7 @@ class ModelDrafter : public Drafter {
   void forward(std::span<const int32_t> tokens);
   // Tree proposals (model_drafter_tree.cpp).
   void propose_tree(std::span<const int32_t> context, const DraftParams& params, Draft& out);
-  // The repetition penalties' history: the context's ids inside a reduced vocabulary (the others
-  // have no logit to penalise), filtered once per proposal, then the drafted tokens of a node's path.
-  void reset_history(std::span<const int32_t> context);
+  // The penalties' history gets a drafted token (draft_history holds the context's).
   void push_history(int32_t id);
 
   std::shared_ptr<core::Model> owned_;
@@ -82,15 +80,13 @@ class ModelDrafter : public Drafter {
   std::vector<int32_t> cached_;     // mirror of the cache's tokens
   size_t proposed_from_ = 0;        // context length of the last proposal
   std::vector<int32_t> history_;    // context + drafted tokens (ids < head_rows_), for the penalties
-  size_t history_context_ = 0;      // how many of them come from the context
   core::Rows logits_;               // [1, n_vocab draft or head_rows_] of the last fed token (the model's memory)
   core::RowBuffer q_, dist_;        // q rows [g, n_vocab target]; one draft-vocabulary row
-  // The last tree proposal: the node each cache row after the context holds (-1: dropped), its
-  // token and its parent among those rows (-1: the root), each node's row there (-1: none).
+  // The last tree proposal: the node each cache row after the context holds (-1: dropped) and its
+  // token.
   bool tree_proposal_ = false;
   TreeGrower grower_;
-  std::vector<int32_t> tree_rows_, tree_tokens_, tree_parents_, row_of_;
-  std::vector<int32_t> batch_tokens_, batch_parents_;
+  std::vector<int32_t> tree_rows_, tree_tokens_;
 };
 
 }  // namespace specmoe::draft

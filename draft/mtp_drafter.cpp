@@ -175,10 +175,7 @@ void MtpDrafter::propose(std::span<const int32_t> context, const DraftParams& pa
   core::Backend& be = block_->backend();
   const size_t row = static_cast<size_t>(d_) * sizeof(float);
   const int64_t n_vocab = target_.config().n_vocab;
-  // The penalties' history: the ids a reduced head has logits for.
-  history_.clear();
-  for (int32_t id : context)
-    if (head_rows_ == 0 || id < head_rows_) history_.push_back(id);
+  draft_history(context, head_rows_, history_);
   float* q_rows = q_.reserve(g, n_vocab);
   float* chain = chain_h_.reserve(1, d_);
   const float* h = pending_.view(1, d_).data;
@@ -221,39 +218,22 @@ void MtpDrafter::propose_tree(std::span<const int32_t> context, const DraftParam
   const int fed_max = std::min(room, std::max(spec.max_nodes(), 512));
   float* node_h = node_h_.reserve(fed_max + 1, d_);
   be.copy_rows(node_h, row, root.hidden.data, row, row, 1);
-  tree_parents_.clear();
-  row_of_.clear();
   int fed = 0;
-  const TreeGrower::LevelForward level = [&](std::span<const int32_t> expand, const Draft& tree) -> core::Rows {
-    const int E = static_cast<int>(expand.size());
+  const TreeGrower::LevelForward level = [&](const core::Batch& batch) -> core::Rows {
+    const int E = static_cast<int>(batch.tokens.size());
     if (fed + E > fed_max) return {};  // no room in the cache
-    batch_tokens_.clear();
-    batch_parents_.clear();
+    // Each node reads its parent's output row (the root's for the root's children).
     float* in = level_h_.reserve(E, d_);
-    for (int e = 0; e < E; ++e) {
-      const int32_t v = expand[static_cast<size_t>(e)];
-      batch_tokens_.push_back(tree.tokens[static_cast<size_t>(v)]);
-      const int p = tree.parent(v);
-      const int32_t parent_row = p < 0 ? -1 : row_of_[static_cast<size_t>(p)];
-      batch_parents_.push_back(parent_row);
-      // The node reads its parent's output row (the root's for the root's children).
-      be.copy_rows(in + static_cast<int64_t>(e) * d_, row, node_h + static_cast<int64_t>(parent_row + 1) * d_, row, row, 1);
-    }
-    core::Batch batch(batch_tokens_);
-    batch.parents = batch_parents_;
-    batch.cached_parents = tree_parents_;
+    for (int e = 0; e < E; ++e)
+      be.copy_rows(in + static_cast<int64_t>(e) * d_, row, node_h + static_cast<int64_t>(batch.parents[e] + 1) * d_, row,
+                   row, 1);
     core::ForwardOptions lo;
     lo.hidden = true;
     lo.head_rows = head_rows_;
     const core::ForwardResult r = block_->forward_mtp(batch, in, cache_, lo);
     be.copy_rows(node_h + static_cast<int64_t>(fed + 1) * d_, row, r.hidden.data, row, row, E);
-    row_of_.resize(static_cast<size_t>(tree.size()), -1);
-    for (int e = 0; e < E; ++e) {
-      row_of_[static_cast<size_t>(expand[static_cast<size_t>(e)])] = fed + e;
-      tree_parents_.push_back(batch_parents_[static_cast<size_t>(e)]);
-    }
     fed += E;
-    return r.logits;  // row e: expand[e]'s children
+    return r.logits;  // row e: the batch's node e's children
   };
   grower_.grow(root.logits, context, head_rows_, target_.config().n_vocab, params, level, out);
 }

@@ -88,7 +88,7 @@ class MtpDrafter : public Drafter {
   std::vector<int32_t> history_;       // context + drafted tokens inside the draft vocabulary (penalties)
   TreeGrower grower_;
   core::RowBuffer node_h_, level_h_;   // trees: each fed node's output row; a level's input rows
-  std::vector<int32_t> tree_parents_, row_of_, batch_tokens_, batch_parents_, commit_rows_;
+  std::vector<int32_t> commit_rows_;
 };
 
 }  // namespace specmoe::draft

@@ -126,12 +126,13 @@ void TreeGrower::grow(const core::Rows& root, std::span<const int32_t> context, 
   const int depth = std::min(spec.max_depth(params.draft_max), params.draft_max);
   int budget = spec.max_nodes();
   if (params.node_max > 0) budget = std::min(budget, params.node_max);
-  new_index_.clear();
   score_.clear();
+  fed_.clear();
+  fed_parents_.clear();
+  row_of_.clear();
   head_rows_ = head_rows;
   n_target_ = n_target;
-  history_.clear();
-  for (int32_t id : context) push_history(id);
+  draft_history(context, head_rows, history_);
   history_context_ = history_.size();
   out.one_hot = mode == TreeSampling::TopK;
   out.without_replacement = mode == TreeSampling::StochasticNoReplace;
@@ -180,8 +181,26 @@ void TreeGrower::grow(const core::Rows& root, std::span<const int32_t> context, 
       if (expand.size() > static_cast<size_t>(k)) expand.resize(static_cast<size_t>(k));
       std::sort(expand.begin(), expand.end());
     }
-    logits = level(expand, out);  // row e: expand[e]'s logits
+    // Those nodes as a tree after the rows earlier levels fed: a node of this level is the child of
+    // one the last level fed, so every ancestor is among them.
+    batch_tokens_.clear();
+    batch_parents_.clear();
+    for (int32_t v : expand) {
+      batch_tokens_.push_back(out.tokens[static_cast<size_t>(v)]);
+      const int p = out.parent(v);
+      batch_parents_.push_back(p < 0 ? -1 : row_of_[static_cast<size_t>(p)]);
+    }
+    core::Batch batch(batch_tokens_);
+    batch.parents = batch_parents_;
+    batch.cached_parents = fed_parents_;
+    logits = level(batch);  // row e: expand[e]'s logits
     if (logits.rows == 0) break;
+    row_of_.resize(static_cast<size_t>(out.size()), -1);
+    for (size_t e = 0; e < expand.size(); ++e) {
+      row_of_[static_cast<size_t>(expand[e])] = static_cast<int32_t>(fed_.size());
+      fed_.push_back(expand[e]);
+      fed_parents_.push_back(batch_parents_[e]);
+    }
   }
 
   if (rerank && out.size() > budget) {
@@ -192,19 +211,19 @@ void TreeGrower::grow(const core::Rows& root, std::span<const int32_t> context, 
     });
     order.resize(static_cast<size_t>(budget));
     std::sort(order.begin(), order.end());
-    new_index_.assign(static_cast<size_t>(out.size()), -1);
-    std::vector<int32_t> tokens, parents;
+    std::vector<int32_t> new_index(static_cast<size_t>(out.size()), -1), tokens, parents;
     std::vector<double> scores;
     for (int32_t v : order) {
-      new_index_[static_cast<size_t>(v)] = static_cast<int32_t>(tokens.size());
+      new_index[static_cast<size_t>(v)] = static_cast<int32_t>(tokens.size());
       tokens.push_back(out.tokens[static_cast<size_t>(v)]);
       const int p = out.parent(v);
-      parents.push_back(p < 0 ? -1 : new_index_[static_cast<size_t>(p)]);
+      parents.push_back(p < 0 ? -1 : new_index[static_cast<size_t>(p)]);
       scores.push_back(score_[static_cast<size_t>(v)]);
     }
     out.tokens = std::move(tokens);
     out.parents = std::move(parents);
     score_ = std::move(scores);
+    for (int32_t& v : fed_) v = new_index[static_cast<size_t>(v)];
   }
   if (mode != TreeSampling::TopK) out.q = core::Rows{q_rows_, n_q_rows_, n_target, backend_};
 }

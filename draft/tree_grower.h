@@ -15,16 +15,19 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/model.h"
 #include "draft/drafter.h"
 
 namespace specmoe::draft {
 
 class TreeGrower {
  public:
-  // The logits rows of the nodes `expand` (node indices of `out`, each a child of a node fed
-  // before), row e for expand[e], from one batched forward over them. Empty rows (rows == 0)
-  // stop the growth (no room left).
-  using LevelForward = std::function<core::Rows(std::span<const int32_t> expand, const Draft& out)>;
+  // One level's forward: `batch` holds the nodes that get children (their tokens), each one's
+  // parent among the rows the earlier levels fed (Batch::parents; -1: the root) and those rows'
+  // own parents (Batch::cached_parents), so that each node sees the context, its ancestors and
+  // itself; returns their logits, row e for node e of the batch. Empty rows (rows == 0) stop the
+  // growth (no room left).
+  using LevelForward = std::function<core::Rows(const core::Batch& batch)>;
 
   TreeGrower() = default;
   // backend: where the drafter's logits live and q rows are kept.
@@ -36,9 +39,9 @@ class TreeGrower {
   // one_hot and without_replacement.
   void grow(const core::Rows& root, std::span<const int32_t> context, int64_t head_rows, int64_t n_target,
             const DraftParams& params, const LevelForward& level, Draft& out);
-  // After grow(): node index before the dynamic tree's final rerank -> index after (-1: dropped);
-  // empty when the tree kept its nodes as grown.
-  const std::vector<int32_t>& renumbered() const { return new_index_; }
+  // After grow(): the node of `out` each level forward fed, row by row in feeding order (-1: a
+  // node the dynamic tree's final rerank dropped).
+  const std::vector<int32_t>& fed_nodes() const { return fed_; }
 
  private:
   // Adds up to k children of `parent` (-1: the root) from its draft logits row.
@@ -56,7 +59,10 @@ class TreeGrower {
   int n_q_rows_ = 0;
   float* q_rows_ = nullptr;
   std::vector<float> host_row_;
-  std::vector<int32_t> top_ids_, path_, new_index_;
+  std::vector<int32_t> top_ids_, path_;
+  // The level forwards' rows: the node each holds, each one's parent row, each node's row (-1:
+  // not fed), and one level's batch.
+  std::vector<int32_t> fed_, fed_parents_, row_of_, batch_tokens_, batch_parents_;
   std::vector<double> top_probs_;
 };
 

@@ -78,6 +78,17 @@ double rel_error(const std::vector<float>& got, const std::vector<std::vector<do
   return diff / max_abs(want);
 }
 
+// A run of max_tokens (no stop at EOG, no cost probes) drafting g tokens, or trees of `tree`.
+verify::DecodeOptions decode_options(int max_tokens, int g, const draft::TreeSpec& tree = {}) {
+  verify::DecodeOptions o;
+  o.max_tokens = max_tokens;
+  o.draft_max = g;
+  o.tree = tree;
+  o.stop_at_eog = false;
+  o.cost_probe_forwards = 0;
+  return o;
+}
+
 // max |got - want| / max |want| of two equal-sized float vectors (1 when the sizes differ).
 double rel_diff(const std::vector<float>& got, const std::vector<float>& want) {
   EXPECT_EQ(got.size(), want.size());
@@ -198,11 +209,7 @@ TEST(Mtp, DraftingIsIdenticalToAutoregressiveDecodingAtTemperatureZero) {
     const verify::SpeculativeVerifier sv;
     for (const verify::Verifier* v : {static_cast<const verify::Verifier*>(&gv), static_cast<const verify::Verifier*>(&sv)})
       for (int g = 1; g <= 4; ++g) {
-        verify::DecodeOptions o;
-        o.max_tokens = 40;
-        o.draft_max = g;
-        o.stop_at_eog = false;
-        o.cost_probe_forwards = 0;
+        verify::DecodeOptions o = decode_options(40, g);
         const verify::GenerationResult ar = verify::generate_autoregressive(*target, prompt, greedy, o, 0);
         verify::SpeculativeDecoder dec(*target, drafter, *v, greedy, o);
         const verify::GenerationResult sd = dec.generate(prompt, 0);
@@ -238,12 +245,7 @@ TEST(Mtp, TreesAreIdenticalToAutoregressiveDecodingAtTemperatureZero) {
     const verify::SpeculativeVerifier sv;
     for (const verify::Verifier* v : {static_cast<const verify::Verifier*>(&gv), static_cast<const verify::Verifier*>(&sv)})
       for (const draft::TreeSpec& shape : shapes) {
-        verify::DecodeOptions o;
-        o.max_tokens = 40;
-        o.draft_max = 4;
-        o.tree = shape;
-        o.stop_at_eog = false;
-        o.cost_probe_forwards = 0;
+        verify::DecodeOptions o = decode_options(40, 4, shape);
         const verify::GenerationResult ar = verify::generate_autoregressive(*target, prompt, greedy, o, 0);
         verify::SpeculativeDecoder dec(*target, drafter, *v, greedy, o);
         const verify::GenerationResult sd = dec.generate(prompt, 0);
@@ -299,11 +301,7 @@ TEST(Mtp, ItsCacheHoldsTheBlockOverTheTargetsHiddenRows) {
     auto target = Model::load(write_agreeing(preset), f32_caches());
     draft::MtpDrafter drafter(*target, 128);
     const verify::SpeculativeVerifier sv;
-    verify::DecodeOptions o;
-    o.max_tokens = 30;
-    o.draft_max = 3;
-    o.stop_at_eog = false;
-    o.cost_probe_forwards = 0;
+    verify::DecodeOptions o = decode_options(30, 3);
     verify::SpeculativeDecoder dec(*target, drafter, sv, specmoe::testing::plain_sampling(1.0f, 7), o);
     const verify::GenerationResult r = dec.generate(prompt, 3);
     EXPECT_GT(r.metrics.n_accepted, 0) << "some drafts accepted, so the catch-up reads verify rows";
@@ -348,11 +346,7 @@ TEST(Mtp, SpeculativeSamplingIsLossless) {
   draft::MtpDrafter drafter(*target, 64);
   const verify::SpeculativeVerifier sv;
   for (int g : {1, 3}) {
-    verify::DecodeOptions o;  // a longer run: the acceptance these draws see
-    o.max_tokens = 60;
-    o.draft_max = g;
-    o.cost_probe_forwards = 0;
-    o.stop_at_eog = false;
+    const verify::DecodeOptions o = decode_options(60, g);  // a longer run: the acceptance these draws see
     verify::SpeculativeDecoder dec(*target, drafter, sv, sp, o);
     const double acceptance = dec.generate(prompt, 1).metrics.acceptance_rate();
     const auto counts = two_token_counts(*target, drafter, sv, prompt, sp, kModelTrials, g);
@@ -383,11 +377,7 @@ TEST(Mtp, AReducedDraftVocabularyStaysLossless) {
   EXPECT_EQ(drafter.vocabulary_limit(), 160);
   SamplingParams greedy;
   greedy.temperature = 0.0f;
-  verify::DecodeOptions o;
-  o.max_tokens = 40;
-  o.draft_max = 3;
-  o.stop_at_eog = false;
-  o.cost_probe_forwards = 0;
+  verify::DecodeOptions o = decode_options(40, 3);
   const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111};
   const verify::GreedyVerifier gv;
   verify::SpeculativeDecoder dec(*target, drafter, gv, greedy, o);
@@ -440,12 +430,7 @@ TEST(Mtp, ABlockInItsOwnFileDraftsAsTheInlineOne) {
   for (const float temperature : {0.0f, 1.0f})
     for (const draft::TreeSpec& shape : {draft::TreeSpec{}, tree}) {
       const SamplingParams sp = specmoe::testing::plain_sampling(temperature, 5);
-      verify::DecodeOptions o;
-      o.max_tokens = 32;
-      o.draft_max = 3;
-      o.tree = shape;
-      o.stop_at_eog = false;
-      o.cost_probe_forwards = 0;
+      verify::DecodeOptions o = decode_options(32, 3, shape);
       o.record_steps = true;
       const verify::SpeculativeVerifier sv;
       draft::MtpDrafter own(*with_block, 64), split(*target, block, 64);
