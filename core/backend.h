@@ -191,6 +191,12 @@ class Backend : public Memory {
   virtual void mul(const float* a, const float* b, float* y, int64_t n) = 0;
   virtual void scale(const float* x, float s, float* y, int64_t n) = 0;
   virtual void softcap(const float* x, float cap, float* y, int64_t n) = 0;
+  // dst [rows, n_dst] = fill everywhere, then dst[r, cols[j]] = src[r, j] for j < n_src (src [rows, n_src],
+  // cols [n_src] int32 in this memory, distinct ids in [0, n_dst)). dst must not alias src.
+  // (An EAGLE-3 head's logits over its draft vocabulary placed in the target's: llama.cpp's
+  // ggml_fill(-INF) + ggml_set_rows with the head's d2t map.)
+  virtual void scatter_cols(const float* src, int64_t rows, int64_t n_src, const int32_t* cols, float* dst,
+                            int64_t n_dst, float fill) = 0;
   // The MoE feed-forward of one block over T tokens x: [T, n_embd] -> out [T, n_embd]
   // (overwritten): router logits, routing (block.router with k experts per token and the given
   // capacity factor, <= 0 dropless), each routed expert's SwiGLU over the tokens grouped to it

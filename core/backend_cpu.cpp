@@ -135,6 +135,10 @@ class CpuBackend final : public Backend {
   void mul(const float* a, const float* b, float* y, int64_t n) override { cpu::mul(a, b, y, n); }
   void scale(const float* x, float s, float* y, int64_t n) override { cpu::scale(x, s, y, n); }
   void softcap(const float* x, float cap, float* y, int64_t n) override { cpu::softcap(pool_, x, cap, y, n); }
+  void scatter_cols(const float* src, int64_t rows, int64_t n_src, const int32_t* cols, float* dst, int64_t n_dst,
+                    float fill) override {
+    cpu::scatter_cols(pool_, src, rows, n_src, cols, dst, n_dst, fill);
+  }
 
   void moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, const float* router_x, int64_t T,
                float* out, moe::Routing& routing) override {

@@ -153,6 +153,10 @@ class CudaBackend final : public Backend {
   void mul(const float* a, const float* b, float* y, int64_t n) override { cu::mul(*ctx_, a, b, y, n); }
   void scale(const float* x, float s, float* y, int64_t n) override { cu::scale(*ctx_, x, s, y, n); }
   void softcap(const float* x, float cap, float* y, int64_t n) override { cu::softcap(*ctx_, x, cap, y, n); }
+  void scatter_cols(const float* src, int64_t rows, int64_t n_src, const int32_t* cols, float* dst, int64_t n_dst,
+                    float fill) override {
+    cu::scatter_cols(*ctx_, src, rows, n_src, cols, dst, n_dst, fill);
+  }
   void mla_attention(const float* q, int64_t T, const MlaKVView& kv, const uint8_t* mask, const MlaAttentionParams& p,
                      float* out) override {
     cu::mla_attention(*ctx_, q, T, kv, mask, p, out);

@@ -158,6 +158,10 @@ void ProfilingBackend::scale(const float* x, float s, float* y, int64_t n) {
 void ProfilingBackend::softcap(const float* x, float cap, float* y, int64_t n) {
   timed("softcap", 0, 0, [&] { inner_->softcap(x, cap, y, n); });
 }
+void ProfilingBackend::scatter_cols(const float* src, int64_t rows, int64_t n_src, const int32_t* cols, float* dst,
+                                    int64_t n_dst, float fill) {
+  timed("scatter_cols", 0, 0, [&] { inner_->scatter_cols(src, rows, n_src, cols, dst, n_dst, fill); });
+}
 void ProfilingBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x,
                                const float* router_x, int64_t T, float* out, moe::Routing& routing) {
   timed("moe_ffn", 0, 0, [&] { inner_->moe_ffn(block, k, capacity_factor, x, router_x, T, out, routing); });

@@ -84,6 +84,8 @@ class ProfilingBackend final : public Backend {
   void mul(const float* a, const float* b, float* y, int64_t n) override;
   void scale(const float* x, float s, float* y, int64_t n) override;
   void softcap(const float* x, float cap, float* y, int64_t n) override;
+  void scatter_cols(const float* src, int64_t rows, int64_t n_src, const int32_t* cols, float* dst, int64_t n_dst,
+                    float fill) override;
   void moe_ffn(const MoEBlock& block, int k, double capacity_factor, const float* x, const float* router_x, int64_t T,
                float* out, moe::Routing& routing) override;
   void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* host_ids) override;

@@ -2,7 +2,7 @@
 // matmul, get_rows, rms_norm, layer_norm, rope (with frequency factors, YaRN and attn_factor),
 // convert_rows (KV cache stores), attention (F32, F16 and Q8_0 K/V rows, sliding windows), the
 // element-wise ops (swiglu, gelu, add, add_bias, mul, scale, softcap, relu_sqr, clamp), lfm2's
-// short convolution and argmax_rows. Each names its Backend op, makes seeded host inputs, computes
+// short convolution, argmax_rows and scatter_cols. Each names its Backend op, makes seeded host inputs, computes
 // the reference with kernels::cpu::*_ref, and runs the op on a backend through the Backend
 // interface. Sampling and the MoE block: tests/backend_ops_sampling.h.
 #pragma once
@@ -1013,6 +1013,63 @@ class ArgmaxCase final : public OpCase {
   std::vector<float> x_;
   std::vector<int32_t> ids_;
   float* x_d_ = nullptr;
+};
+
+// scatter_cols: rows of n_src floats placed at the columns cols (a random subset of [0, n_dst) in
+// random order, an EAGLE-3 head's d2t map) of rows of n_dst prefilled with `fill` (-inf for logits,
+// or 0). Plain copies: the result's bits are compared exactly (-inf equals -inf; a NaN sentinel
+// left by an unwritten element, or +inf, does not), and its values by the usual check (finite
+// where the reference is, not all zeros).
+class ScatterColsCase final : public OpCase {
+ public:
+  ScatterColsCase(int64_t rows, int64_t n_src, int64_t n_dst, float fill, Bound bound)
+      : OpCase("scatter_cols", std::move(bound)), rows_(rows), n_src_(n_src), n_dst_(n_dst), fill_(fill) {}
+  std::string shape() const override {
+    return fmt::format("rows={} n_src={} n_dst={} fill={}", rows_, n_src_, n_dst_, fill_);
+  }
+  void run(Backend& b) override { b.scatter_cols(src_d_, rows_, n_src_, cols_d_, out_d_, n_dst_, fill_); }
+  Outputs result(Backend&, Arena& a) override { return outputs(a.get(out_d_)); }
+  double bytes() const override { return 4.0 * (static_cast<double>(rows_) * (n_src_ + n_dst_) + n_src_); }
+
+ protected:
+  void make_inputs() override {
+    src_ = normal_floats(static_cast<size_t>(rows_ * n_src_), seed());
+    // The first n_src of a seeded Fisher-Yates shuffle of [0, n_dst): distinct, in random order.
+    std::vector<int32_t> perm(static_cast<size_t>(n_dst_));
+    for (int64_t i = 0; i < n_dst_; ++i) perm[i] = static_cast<int32_t>(i);
+    std::mt19937_64 rng(seed() + 1);
+    for (int64_t i = 0; i < n_src_; ++i) {
+      const int64_t k = i + static_cast<int64_t>(rng() % static_cast<uint64_t>(n_dst_ - i));
+      std::swap(perm[i], perm[k]);
+    }
+    cols_.assign(perm.begin(), perm.begin() + n_src_);
+  }
+  Outputs compute_reference() override {
+    std::vector<float> out(static_cast<size_t>(rows_ * n_dst_));
+    cpu::scatter_cols_ref(src_.data(), rows_, n_src_, cols_.data(), out.data(), n_dst_, fill_);
+    return outputs(out);
+  }
+  void do_prepare(Backend&, Arena& a) override {
+    src_d_ = a.input(src_, n_src_);
+    cols_d_ = a.plain(cols_);
+    out_d_ = a.output(static_cast<size_t>(rows_ * n_dst_), n_dst_);
+  }
+  void free_inputs() override { src_ = {}, cols_ = {}; }
+
+ private:
+  // The bits (as 32-bit words, exact) and the values (finite and non-zero checks).
+  static Outputs outputs(std::vector<float> values) {
+    Output bits{"bits"};
+    bits.ids.resize(values.size());
+    std::memcpy(bits.ids.data(), values.data(), values.size() * sizeof(float));
+    return {bits, Output{"out", std::move(values)}};
+  }
+  int64_t rows_, n_src_, n_dst_;
+  float fill_;
+  std::vector<float> src_;
+  std::vector<int32_t> cols_;
+  float *src_d_ = nullptr, *out_d_ = nullptr;
+  int32_t* cols_d_ = nullptr;
 };
 
 }  // namespace specmoe::testing::ops

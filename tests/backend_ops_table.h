@@ -36,7 +36,7 @@ inline const std::vector<DType>& all_dtypes() {
 inline const std::vector<std::string>& backend_op_names() {
   static const std::vector<std::string> names = {
       "matmul",   "matmul_multi", "get_rows", "rms_norm", "layer_norm", "rope",        "convert_rows",
-      "attention", "mla_attention", "short_conv", "delta_net", "mamba2", "swiglu", "gelu", "relu_sqr", "clamp", "sigmoid_mul", "add",        "add_bias",    "mul",
+      "attention", "mla_attention", "short_conv", "delta_net", "mamba2", "swiglu", "gelu", "relu_sqr", "clamp", "sigmoid_mul", "scatter_cols", "add",        "add_bias",    "mul",
       "scale",    "softcap",  "argmax_rows", "distributions", "sample", "draw",  "moe_ffn"};
   return names;
 }
@@ -308,6 +308,17 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
   const Bound sig{0.0, 1e-12, "cpu: the reference's loop; cuda: expf within a few ulp"};
   for (E s : {E{1, 7, false}, E{3, 17, false}, E{17, 100, true}, E{1, 4097, false}, E{3, 4097, true}})
     add(new ElementwiseCase(EW::SigmoidMul, s.T, s.n, s.alias, sig));
+
+  // ---- scatter_cols (an EAGLE-3 head's draft-vocabulary logits into the target's vocabulary):
+  // single rows and columns, pure permutations (n_src == n_dst), mostly-fill rows, the threaded
+  // path (rows * n_dst >= 64K) and a real head's 32000 of 151936 ids, filled with -inf and 0.
+  const Bound copies{0.0, 0.0, "plain copies and a fill: the same bits on every backend"};
+  struct Sc { int64_t rows, n_src, n_dst; float fill; };
+  for (Sc s : {Sc{1, 1, 1, -INFINITY}, Sc{1, 1, 17, 0.0f}, Sc{3, 5, 5, -INFINITY}, Sc{3, 5, 4097, -INFINITY},
+               Sc{7, 5, 33, 0.0f}, Sc{1, 1000, 1000, 0.0f}, Sc{7, 1000, 1003, -INFINITY},
+               Sc{3, 1000, 32000, -INFINITY}, Sc{1, 1000, 151936, -INFINITY}, Sc{7, 1000, 151936, 0.0f},
+               Sc{7, 5, 150001, -INFINITY}, Sc{3, 1, 128256, 0.0f}, Sc{3, 32000, 151936, -INFINITY}})
+    add(new ScatterColsCase(s.rows, s.n_src, s.n_dst, s.fill, copies));
 
   // ---- Qwen3.5's gated DeltaNet: one token, chains and trees over cached states, one and several
   // value heads per key head, Qwen3.5's head width 128, awkward widths and conv lengths.

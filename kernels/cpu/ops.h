@@ -156,8 +156,8 @@ void matmul_multi(ThreadPool& pool, const float* x, int64_t T, std::span<const M
 float dot_f32(const float* a, const float* b, int64_t n, Isa isa = best_isa());
 
 // ---------------------------------------------------------------------------------------------
-// Row lookups and row reductions (the backends' get_rows and argmax_rows; references only: the
-// CPU backend's loops are these).
+// Row lookups, row scatters and row reductions (the backends' get_rows, scatter_cols and
+// argmax_rows; get_rows and argmax_rows are references only: the CPU backend's loops are these).
 
 // out[i, :] = row ids[i] of `table` dequantized (n_in floats each), for i < n. Ids must be in
 // [0, table.n_out) (throws Error(InvalidArgument) naming the id otherwise).
@@ -166,6 +166,17 @@ void get_rows_ref(const MatrixView& table, const int32_t* ids, int64_t n, float*
 // maxima; NaN never wins; 0 when the whole row is NaN (the CUDA kernel's rule; the CPU backend's
 // core::argmax throws there instead).
 void argmax_rows_ref(const float* x, int64_t rows, int64_t n, int32_t* ids);
+// dst [rows, n_dst] = fill everywhere, then dst[r, cols[j]] = src[r, j] for j < n_src (src [rows,
+// n_src], cols [n_src]): an EAGLE-3 head's logits over its draft vocabulary moved into the
+// target's (fill -inf), llama.cpp's ggml_fill + ggml_set_rows with the head's d2t map. Ids must be
+// in [0, n_dst) (throws Error(InvalidArgument) naming the id otherwise; sizes negative, n_src >
+// n_dst or a null pointer with work to do throw too) and distinct (not checked: with a repeat the
+// reference keeps the last, the CUDA kernel either). dst must not alias src. The op splits rows
+// over the pool's threads when rows * n_dst is large (a plain copy per element: bit-identical).
+void scatter_cols_ref(const float* src, int64_t rows, int64_t n_src, const int32_t* cols, float* dst, int64_t n_dst,
+                      float fill);
+void scatter_cols(ThreadPool& pool, const float* src, int64_t rows, int64_t n_src, const int32_t* cols, float* dst,
+                  int64_t n_dst, float fill);
 
 // ---------------------------------------------------------------------------------------------
 // Norms (one row of n per token; x and out may alias).

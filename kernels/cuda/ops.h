@@ -122,6 +122,11 @@ void mla_attention(Context& ctx, const float* q, int64_t T, const MlaKVView& kv,
 void softmax_rows(Context& ctx, const float* x, float* y, int64_t rows, int64_t n);
 // out[r] = index of the largest x[r, :] (lowest index among ties; NaN never wins; 0 if all NaN).
 void argmax_rows(Context& ctx, const float* x, int64_t rows, int64_t n, int32_t* out);
+// dst [rows, n_dst] = fill, then dst[r, cols[j]] = src[r, j] for j < n_src (kernels/cpu/ops.h
+// scatter_cols_ref; cols [n_src] int32 on the device, distinct ids in [0, n_dst): one outside is
+// skipped, as the device cannot report it). dst must not alias src.
+void scatter_cols(Context& ctx, const float* src, int64_t rows, int64_t n_src, const int32_t* cols, float* dst,
+                  int64_t n_dst, float fill);
 
 // y = x / (1 + exp(-x))  (SiLU, Elfwing et al. 2017). x and y may alias.
 void silu(Context& ctx, const float* x, float* y, int64_t n);

@@ -266,6 +266,8 @@ TEST_F(CudaOps, BadArgumentsThrowInvalidArgument) {
                          AttentionParams{3, 2, 8, 1.0f}, buf.ptr() + 32), Error);
   EXPECT_THROW(sampling_distribution(ctx(), buf.ptr(), buf.ptr() + 32, 1, 8, SamplingConfig{1.0f, 0, 0.0f, 0.0f}),
                Error);
+  EXPECT_THROW(scatter_cols(ctx(), buf.ptr(), 1, 4, nullptr, buf.ptr() + 32, 8, 0.0f), Error);  // cols null
+  EXPECT_THROW(scatter_cols(ctx(), buf.ptr(), 1, 9, nullptr, buf.ptr() + 32, 8, 0.0f), Error);  // n_src > n_dst
 }
 
 }  // namespace

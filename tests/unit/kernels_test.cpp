@@ -1,7 +1,7 @@
 // CPU kernels: the thread pool; the matmul and attention fast paths against the scalar reference
 // with per-element bounds (the portable Scalar path included), determinism across thread counts
-// and batch sizes; the references of norms, RoPE and activations against their definitions, and a
-// few hand-computed values. The op harness (tests/unit/backend_ops_test.cpp) judges every fast
+// and batch sizes; the references of norms, RoPE and activations against their definitions, the
+// column scatter and its argument checks, and a few hand-computed values. The op harness (tests/unit/backend_ops_test.cpp) judges every fast
 // path through the CPU backend against these references as well.
 #include <gtest/gtest.h>
 
@@ -880,6 +880,49 @@ TEST(Activations, MulScaleAndSoftcap) {
       ASSERT_LE(std::fabs(ref[i]), 30.0f);
     }
   }
+}
+
+// ------------------------------------------------------------------------------------------
+// Row scatter (an EAGLE-3 head's logits into the target's vocabulary)
+
+TEST(Rows, ScatterColsPlacesEachColumnAndFillsTheRest) {
+  const float src[] = {1.5f, -2.0f, 3.25f, 4.0f, 5.0f, -6.5f};  // [2, 3]
+  const int32_t cols[] = {4, 0, 2};
+  std::vector<float> dst(10, 7.0f);
+  cpu::scatter_cols_ref(src, 2, 3, cols, dst.data(), 5, -INFINITY);
+  const float want[] = {-2.0f, -INFINITY, 3.25f, -INFINITY, 1.5f, 5.0f, -INFINITY, -6.5f, -INFINITY, 4.0f};
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(dst[i], want[i]) << i;
+
+  // The threaded op (rows * n_dst past its serial size) gives the reference's bits.
+  cpu::ThreadPool pool(3);
+  const int64_t rows = 9, n_src = 1000, n_dst = 40009;
+  const auto x = random_vec(rows * n_src, 91, 3.0f);
+  std::vector<int32_t> ids(n_dst);
+  for (int64_t i = 0; i < n_dst; ++i) ids[i] = static_cast<int32_t>(i);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937_64(92));
+  std::vector<float> ref(rows * n_dst), fast(rows * n_dst, NAN);
+  cpu::scatter_cols_ref(x.data(), rows, n_src, ids.data(), ref.data(), n_dst, 0.0f);
+  cpu::scatter_cols(pool, x.data(), rows, n_src, ids.data(), fast.data(), n_dst, 0.0f);
+  EXPECT_EQ(std::memcmp(ref.data(), fast.data(), ref.size() * 4), 0);
+  EXPECT_EQ(ref[4 * n_dst + ids[17]], x[4 * n_src + 17]);
+}
+
+TEST(Rows, ScatterColsRejectsBadArguments) {
+  const float src[] = {1.0f, 2.0f};
+  std::vector<float> dst(8);
+  cpu::ThreadPool pool(2);
+  auto throws = [&](const int32_t* cols, int64_t rows, int64_t n_src, int64_t n_dst, float* out) {
+    EXPECT_THROW(cpu::scatter_cols_ref(src, rows, n_src, cols, out, n_dst, 0.0f), specmoe::Error);
+    EXPECT_THROW(cpu::scatter_cols(pool, src, rows, n_src, cols, out, n_dst, 0.0f), specmoe::Error);
+  };
+  const int32_t ok[] = {3, 1}, past_end[] = {1, 4}, negative[] = {-1, 2};
+  throws(past_end, 1, 2, 4, dst.data());
+  throws(negative, 1, 2, 4, dst.data());
+  throws(ok, -1, 2, 4, dst.data());
+  throws(ok, 1, 2, 1, dst.data());  // more source columns than destination columns
+  throws(ok, 1, 2, 4, nullptr);
+  throws(nullptr, 1, 2, 4, dst.data());
+  EXPECT_NO_THROW(cpu::scatter_cols_ref(nullptr, 0, 2, nullptr, nullptr, 4, 0.0f));  // no rows: nothing to do
 }
 
 // The policies of the packed weights' pages: names, the environment override and its error, and
