@@ -112,6 +112,7 @@ struct Model::Impl {
   std::vector<int32_t> positions;
   AttentionMask tree_mask;
   std::vector<int32_t> tree_parents;  // cached rows' parents, then the batch's
+  const Model* eagle3_target = nullptr;  // an EAGLE-3 head's target (bind_target)
 
   // A batch's mask (a tree's over the cached tree rows and the new tokens, or the explicit one;
   // null: causal), the cached tree rows it covers, and the positions (resolved when not given),
@@ -122,6 +123,10 @@ struct Model::Impl {
     std::span<const int32_t> positions;
   };
   Resolved resolve(const Batch& batch, const KVCache& kv, const AttentionMask* explicit_mask);
+  // A draft head's batch (the multi-token-prediction block's, an EAGLE-3 head's) of `what` ("MTP",
+  // "EAGLE-3"): the cache's room, the batch resolved and its ids checked, then the options.
+  TransformerBatch head_batch(const char* what, const Batch& batch, const KVCache& kv, const ForwardOptions& options,
+                              int n_layers);
 };
 
 Model::Impl::Resolved Model::Impl::resolve(const Batch& batch, const KVCache& kv, const AttentionMask* explicit_mask) {
@@ -173,6 +178,32 @@ Model::Impl::Resolved Model::Impl::resolve(const Batch& batch, const KVCache& kv
     positions[t] = p < 0 ? base : p < M ? kv.position(base + p) + 1 : positions[p - M] + 1;
   }
   return {mask, M, positions};
+}
+
+TransformerBatch Model::Impl::head_batch(const char* what, const Batch& batch, const KVCache& kv,
+                                         const ForwardOptions& options, int n_layers) {
+  const std::string& path = file->path();
+  const int64_t T = static_cast<int64_t>(batch.tokens.size());
+  if (kv.size() + T > kv.capacity())
+    throw_error(ErrorKind::Limit, "{}: {} cache full: {} tokens stored + {} new > capacity {}", path, what, kv.size(), T,
+                kv.capacity());
+  const Resolved in = resolve(batch, kv, options.mask);
+  for (int64_t t = 0; t < T; ++t)
+    if (batch.tokens[t] < 0 || batch.tokens[t] >= config.n_vocab)
+      throw_error(ErrorKind::InvalidArgument, "{}: token id {} outside the vocabulary [0, {})", path, batch.tokens[t],
+                  config.n_vocab);
+  TransformerBatch b;
+  b.tokens = batch.tokens;
+  b.positions = in.positions;
+  b.mask = in.mask;
+  b.mask_past = in.M;
+  b.n_layers = n_layers;
+  b.logits_all = options.logits_all;
+  b.hidden_all = options.hidden;
+  b.head_rows = options.head_rows;
+  b.moe_k = options.moe_k != 0 ? options.moe_k : moe_k;
+  b.moe_capacity_factor = moe_capacity;
+  return b;
 }
 
 Model::Model() : impl_(std::make_unique<Impl>()) {}
@@ -278,6 +309,9 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
   if (c.mtp_only)
     throw_error(ErrorKind::Unsupported, "{}: the file holds only a multi-token-prediction block (llama.cpp's --mtp "
                 "export): use it as the mtp drafter's draft model (-md) beside its target", path);
+  if (c.is_eagle3())
+    throw_error(ErrorKind::Unsupported, "{}: the file is an EAGLE-3 draft head, which drafts from a target's features: "
+                "use it as the eagle3 drafter's draft model (-md) beside its target", path);
   if (T == 0) throw_error(ErrorKind::InvalidArgument, "{}: forward called with no tokens", path);
   if (kv.memory() != I.backend.get())
     throw_error(ErrorKind::InvalidArgument, "{}: the KV cache ({}) was not made by this model ({}): make it with this "
@@ -337,9 +371,18 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
   b.moe_k = moe_k;
   b.moe_capacity_factor = I.moe_capacity;
   b.hidden_all = options.hidden;
+  if (!options.hidden_layers.empty()) {
+    if (options.hidden)
+      throw_error(ErrorKind::InvalidArgument, "{}: hidden rows and layer rows asked together", path);
+    for (int l : options.hidden_layers)
+      if (l < 0 || l > c.n_layer || (l >= n_layers && n_layers < c.n_layer))
+        throw_error(ErrorKind::InvalidArgument, "{}: the rows of layer {} asked of a forward of {} of its {} layers", path,
+                    l, n_layers, c.n_layer);
+    b.capture_layers = options.hidden_layers;
+  }
   ForwardResult r;
   r.logits = I.transformer->forward(b, kv, r.stats.moe);
-  if (options.hidden) r.hidden = I.transformer->hidden();
+  if (options.hidden || !options.hidden_layers.empty()) r.hidden = I.transformer->hidden();
   return r;
 }
 
@@ -375,28 +418,87 @@ ForwardResult Model::forward_mtp(const Batch& batch, const float* hidden, KVCach
     throw_error(ErrorKind::InvalidArgument, "{}: the MTP forward runs the block's one layer (no early exit)", path);
   if (options.head_rows < 0 || options.head_rows > c.n_vocab)
     throw_error(ErrorKind::InvalidArgument, "{}: head rows {} outside [0, {}]", path, options.head_rows, c.n_vocab);
-  if (kv.size() + T > kv.capacity())
-    throw_error(ErrorKind::Limit, "{}: MTP cache full: {} tokens stored + {} new > capacity {}", path, kv.size(), T,
-                kv.capacity());
-  const Impl::Resolved in = I.resolve(batch, kv, options.mask);
-  for (int64_t t = 0; t < T; ++t)
-    if (tokens[t] < 0 || tokens[t] >= c.n_vocab)
-      throw_error(ErrorKind::InvalidArgument, "{}: token id {} outside the vocabulary [0, {})", path, tokens[t],
-                  c.n_vocab);
-  TransformerBatch b;
-  b.tokens = tokens;
-  b.positions = in.positions;
-  b.mask = in.mask;
-  b.mask_past = in.M;
-  b.n_layers = c.n_layer;
-  b.logits_all = options.logits_all;
-  b.hidden_all = options.hidden;
-  b.head_rows = options.head_rows;
-  b.moe_k = options.moe_k != 0 ? options.moe_k : I.moe_k;
-  b.moe_capacity_factor = I.moe_capacity;
+  const TransformerBatch b = I.head_batch("MTP", batch, kv, options, c.n_layer);
   ForwardResult r;
   r.stats.moe.assign(static_cast<size_t>(c.n_layer) + 1, moe::Routing{});
   r.logits = I.transformer->forward_mtp(b, hidden, kv, r.stats.moe.back());
+  if (options.hidden) r.hidden = I.transformer->hidden();
+  return r;
+}
+
+
+bool Model::is_eagle3() const { return impl_->config.is_eagle3(); }
+
+void Model::bind_target(const Model& target) {
+  Impl& I = *impl_;
+  const ModelConfig &c = I.config, &t = target.config();
+  const std::string& path = I.file->path();
+  if (!c.is_eagle3())
+    throw_error(ErrorKind::Unsupported, "{}: not an EAGLE-3 draft head (general.architecture is {})", path, c.arch_name);
+  const std::string& tpath = target.file().path();
+  if (target.is_eagle3() || target.config().mtp_only)
+    throw_error(ErrorKind::InvalidArgument, "{}: its target {} is itself a draft head", path, tpath);
+  if (t.n_embd != c.eagle3_target_width)
+    throw_error(ErrorKind::InvalidArgument, "{}: the EAGLE-3 head reads target rows of {} (target_hidden_size), the "
+                "target {} has width {}", path, c.eagle3_target_width, tpath, t.n_embd);
+  for (int l : c.eagle3_target_layers)
+    if (l > t.n_layer)
+      throw_error(ErrorKind::InvalidArgument, "{}: the EAGLE-3 head reads layer {} of the target {}, which has {}", path,
+                  l, tpath, t.n_layer);
+  if (t.n_vocab != c.n_vocab)
+    throw_error(ErrorKind::InvalidArgument, "{}: the EAGLE-3 head's vocabulary has {} ids, the target {}'s {}", path,
+                c.n_vocab, tpath, t.n_vocab);
+  if (!(target.device() == device()))
+    throw_error(ErrorKind::InvalidArgument, "{}: the EAGLE-3 head runs on {}, its target {} on {}: load both on one "
+                "device", path, device().name(), tpath, target.device().name());
+  const ModelWeights& tw = target.impl_->transformer->weights();
+  const ModelWeights& w = I.transformer->weights();
+  if (w.token_embd.empty() && t.n_embd != c.n_embd)
+    throw_error(ErrorKind::InvalidArgument, "{}: the EAGLE-3 head has no token_embd and its width {} differs from the "
+                "target {}'s {}", path, c.n_embd, tpath, t.n_embd);
+  if (w.output.empty() && (t.n_embd != c.n_embd || tw.output.n_out != c.n_vocab || !tw.output_b.empty() ||
+                           t.logit_scale != 1.0f || t.logit_mult != 1.0f || t.final_logit_softcap > 0.0f))
+    throw_error(ErrorKind::InvalidArgument, "{}: the EAGLE-3 head has no output.weight and the target {}'s head does not "
+                "fit it (width {} vs {})", path, tpath, c.n_embd, t.n_embd);
+  I.transformer->share_target(tw.token_embd, tw.output);
+  I.eagle3_target = &target;
+}
+
+Rows Model::eagle3_fuse(const float* features, int64_t T) {
+  Impl& I = *impl_;
+  if (!I.config.is_eagle3())
+    throw_error(ErrorKind::Unsupported, "{}: not an EAGLE-3 draft head", I.file->path());
+  if (features == nullptr || T <= 0)
+    throw_error(ErrorKind::InvalidArgument, "{}: EAGLE-3 fusion of {} rows without features", I.file->path(), T);
+  return I.transformer->eagle3_fuse(features, T);
+}
+
+ForwardResult Model::forward_eagle3(const Batch& batch, const float* g, KVCache& kv, const ForwardOptions& options) {
+  Impl& I = *impl_;
+  const ModelConfig& c = I.config;
+  const std::string& path = I.file->path();
+  const std::span<const int32_t> tokens = batch.tokens;
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  if (!c.is_eagle3()) throw_error(ErrorKind::Unsupported, "{}: not an EAGLE-3 draft head", path);
+  const ModelWeights& w = I.transformer->weights();
+  if (I.eagle3_target == nullptr && (w.token_embd.empty() || w.output.empty()))
+    throw_error(ErrorKind::Unsupported, "{}: the EAGLE-3 head reads its target's {}: bind it to the target first "
+                "(Model::bind_target)", path, w.token_embd.empty() ? "token embedding" : "head");
+  if (T == 0) throw_error(ErrorKind::InvalidArgument, "{}: EAGLE-3 forward called with no tokens", path);
+  if (g == nullptr) throw_error(ErrorKind::InvalidArgument, "{}: EAGLE-3 forward called without g rows", path);
+  if (kv.memory() != I.backend.get() || kv.n_layer() != 1 || !(kv.layout(0) == kv_layout(c, 0, {kv.layout(0).k_type, kv.layout(0).v_type})))
+    throw_error(ErrorKind::InvalidArgument, "{}: the EAGLE-3 forward needs a cache made by this model's new_cache", path);
+  if (options.exit_layer >= 0 || options.moe_k != 0 || !options.hidden_layers.empty())
+    throw_error(ErrorKind::InvalidArgument, "{}: the EAGLE-3 forward runs its one dense layer (no early exit, experts "
+                "or layer rows)", path);
+  const bool d2t = I.transformer->weights().eagle3.d2t_host != nullptr;
+  if (options.head_rows < 0 || options.head_rows > c.n_vocab || (d2t && options.head_rows != 0))
+    throw_error(ErrorKind::InvalidArgument, "{}: head rows {} {}", path, options.head_rows,
+                d2t ? "for a head with its own draft vocabulary (d2t)" : fmt::format("outside [0, {}]", c.n_vocab));
+  const TransformerBatch b = I.head_batch("EAGLE-3", batch, kv, options, 1);
+  ForwardResult r;
+  r.stats.moe.assign(1, moe::Routing{});
+  r.logits = I.transformer->forward_eagle3(b, g, kv, r.stats.moe.back());
   if (options.hidden) r.hidden = I.transformer->hidden();
   return r;
 }

@@ -70,6 +70,10 @@ struct ForwardOptions {
   bool logits_all = true;               // false: only the last token's logits are computed
   int moe_k = 0;                        // MoE models: experts per token (0 = the model's moe_k())
   bool hidden = false;                  // also every token's final hidden row (ForwardResult::hidden)
+  // Also every token's input rows of these layers, side by side (ForwardResult::hidden [T, k
+  // n_embd]; n_layer: the final hidden row after the output norm, as `hidden` gives it): the
+  // features an EAGLE-3 head reads. Not with `hidden`; layers past an early exit are errors.
+  std::span<const int> hidden_layers;
   int64_t head_rows = 0;                // > 0: logits for the vocabulary's first head_rows ids only
                                         // (rows of width head_rows: a draft's reduced vocabulary,
                                         // draft/model_drafter.h); 0 = all n_vocab
@@ -87,8 +91,9 @@ struct ForwardStats {
 struct ForwardResult {
   Rows logits;  // [n_tokens or 1, n_vocab or head_rows] in the model's memory, valid until its next forward
   // With ForwardOptions::hidden: [n_tokens, n_embd], each token's final hidden row after the output
-  // norm (the row the head reads; the input of a multi-token-prediction block), in the model's
-  // memory, valid until its next forward. Empty otherwise.
+  // norm (the row the head reads; the input of a multi-token-prediction block); with hidden_layers
+  // [n_tokens, k n_embd], the rows of those layers; an EAGLE-3 head's forward_eagle3: its output
+  // rows before the output norm. In the model's memory, valid until its next forward. Empty otherwise.
   Rows hidden;
   ForwardStats stats;
 };
@@ -160,6 +165,31 @@ class Model {
   // for ids outside the vocabulary, a cache new_mtp_cache did not make, a bad tree or an early
   // exit; Error(Limit) when the cache is full.
   ForwardResult forward_mtp(const Batch& batch, const float* hidden, KVCache& kv, const ForwardOptions& options = {});
+
+  // EAGLE-3 (Li et al. 2025, "EAGLE-3: Scaling up Inference Acceleration of Large Language Models
+  // via Training-Time Test"): a draft head of one decoder layer (ModelConfig::is_eagle3, a file of
+  // llama.cpp's converter) that drafts from its target's features, the input rows of three of the
+  // target's layers (ModelConfig::eagle3_target_layers; ForwardOptions::hidden_layers). Its own
+  // forward is refused.
+  bool is_eagle3() const;
+  // Ties the head to its target: checks that the target's width, depth and vocabulary fit (Error(
+  // InvalidArgument) naming both files) and that both run on one device, and reads the target's
+  // token embedding and head where the head's file has none. The target must outlive this model.
+  void bind_target(const Model& target);
+  // g rows [T, n_embd] from T rows of the target's features ([T, eagle3_feature_width] in this
+  // model's memory): the head's fc (after its norm with norm_before_fc). Valid until the next call.
+  Rows eagle3_fuse(const float* features, int64_t T);
+  // The head over a batch (a chain or a tree, as Model::forward takes it), token i with g row i
+  // ([T, n_embd] in the model's memory: eagle3_fuse of the target's features of the token before
+  // it, or the head's own output row of its parent, ForwardResult::hidden). kv: made by this
+  // model's new_cache (its one layer). Returns the logits over the target's vocabulary (a head
+  // with its own draft vocabulary maps its rows through d2t; the other ids are -inf), all rows or
+  // the last with !options.logits_all; head_rows only for a head without d2t; with
+  // options.hidden, the layer's output rows before the output norm. Throws Error(Unsupported) for
+  // a model that is not an EAGLE-3 head, or one without its own embedding or head not bound to its
+  // target, Error(InvalidArgument) as
+  // forward_mtp does, Error(Limit) when the cache is full.
+  ForwardResult forward_eagle3(const Batch& batch, const float* g, KVCache& kv, const ForwardOptions& options = {});
 
   // Bytes of weights one single-token forward reads (for bandwidth figures).
   size_t weight_bytes_per_token() const;

@@ -50,7 +50,7 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
   } else if (type == "linear" || type == "yarn") {
     c.rope_scaling = type == "yarn" ? RopeScaling::Yarn : (factor != 0.0f ? RopeScaling::Linear : RopeScaling::None);
     if (factor != 0.0f) c.rope_freq_scale = 1.0f / factor;  // llama.cpp treats factor 0 as none
-  } else if (type == "llama3" && c.arch == Arch::Llama) {
+  } else if (type == "llama3" && (c.arch == Arch::Llama || c.arch == Arch::Eagle3)) {
     c.rope_scaling = RopeScaling::Llama3;
     c.rope_freq_factors = true;
     if (c.rope_scaling_factor == 0.0f) c.rope_scaling_factor = 8.0f;  // Meta's defaults (Llama 3.1)
@@ -66,7 +66,7 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
   const bool reads_freqs = c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe ||
                            c.arch == Arch::MiniCpm || c.arch == Arch::HunyuanDense ||
                            c.arch == Arch::Exaone || c.arch == Arch::Exaone4 || c.arch == Arch::Mistral3 ||
-                           c.arch == Arch::Arcee || c.arch == Arch::ExaoneMoe;
+                           c.arch == Arch::Arcee || c.arch == Arch::ExaoneMoe || c.arch == Arch::Eagle3;
   if (reads_freqs && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
 
   // YaRN (llama_context's defaults for every architecture that does not read its own keys, which
@@ -194,7 +194,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"smallthinker", Arch::SmallThinker, RopeStyle::SplitHalves},
       {"qwen35", Arch::Qwen35, RopeStyle::SplitHalves},      {"qwen35moe", Arch::Qwen35Moe, RopeStyle::SplitHalves},
       {"granitehybrid", Arch::GraniteHybrid, RopeStyle::Adjacent}, {"mamba2", Arch::Mamba2, RopeStyle::None},
-      {"nemotron_h", Arch::NemotronH, RopeStyle::None},
+      {"nemotron_h", Arch::NemotronH, RopeStyle::None},      {"eagle3", Arch::Eagle3, RopeStyle::Adjacent},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -206,7 +206,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -359,6 +359,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::Lfm2) detail::read_lfm2_windows(r, c);
   if (c.arch == Arch::SmallThinker) detail::read_smallthinker(r, c);
   if (c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe) detail::read_qwen35(r, c);
+  if (c.arch == Arch::Eagle3) detail::read_eagle3(r, c);
   if (c.arch == Arch::HunyuanDense) {
     // Hunyuan's NTK-aware alpha (rope.scaling.alpha): base = freq_base * alpha^(d / (d - 2)) over
     // the head width d, as llama.cpp's hunyuan loader sets it.
@@ -392,6 +393,11 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   // gemma, gemma2, command-r and cohere2 always read their head from token_embd (llama.cpp binds no
   // output.weight for them).
   c.tied_output = c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || cohere || file.find_tensor("output.weight") == nullptr;
+  // An EAGLE-3 head without output.weight reads its target's head (Model::bind_target), not its embedding.
+  if (c.arch == Arch::Eagle3) {
+    c.tied_output = false;
+    if (c.n_draft_vocab == 0) c.n_draft_vocab = c.n_vocab;
+  }
 
   detail::read_experts(r, c);
 

@@ -198,6 +198,41 @@ void read_qwen35(const Reader& r, ModelConfig& c) {
   }
 }
 
+// eagle3 (llama.cpp src/models/eagle3.cpp load_arch_hparams): one decoder layer, the target's
+// layers it reads (target_layers, exactly 3, as llama.cpp requires; each at most the target's layer
+// count, checked against the target at Model::bind_target) and their width (target_hidden_size),
+// the optional norm_before_residual and norm_before_fc, and the head's own draft vocabulary from
+// d2t's length (an I64 tensor of target ids, one per draft id).
+void read_eagle3(const Reader& r, ModelConfig& c) {
+  const GGUFFile& f = r.f;
+  constexpr int kMaxLayers = 1024, kMaxEmbd = 65536, kMaxVocab = 1 << 22;  // ModelConfig's limits
+  if (c.n_layer != 1)
+    throw_error(ErrorKind::Format, "{}: an EAGLE-3 head has one decoder layer, {} says {}", f.path(), r.key("block_count"),
+                c.n_layer);
+  const std::string k = r.key("target_layers");
+  if (!f.has(k)) throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing (the target layers an EAGLE-3 head reads)", f.path(), k);
+  const std::vector<int64_t> ids = f.get_int_array(k);
+  if (ids.size() != 3)
+    throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries; an EAGLE-3 head reads 3 target layers",
+                f.path(), k, ids.size());
+  for (int64_t id : ids) {
+    if (id < 0 || id > kMaxLayers)
+      throw_error(ErrorKind::Format, "{}: metadata key '{}' holds layer {} (must be 0 to {})", f.path(), k, id, kMaxLayers);
+    c.eagle3_target_layers.push_back(static_cast<int>(id));
+  }
+  c.eagle3_target_width = r.get("target_hidden_size", std::nullopt);
+  if (c.eagle3_target_width < 1 || c.eagle3_target_width > kMaxEmbd)
+    throw_error(ErrorKind::Format, "{}: {} is {} (must be 1 to {})", f.path(), r.key("target_hidden_size"),
+                c.eagle3_target_width, kMaxEmbd);
+  c.eagle3_norm_before_residual = f.get_bool(r.key("norm_before_residual"), false);
+  c.eagle3_norm_before_fc = f.get_bool(r.key("norm_before_fc"), false);
+  if (const GGUFTensorInfo* d2t = f.find_tensor("d2t")) {
+    if (d2t->ne.size() != 1 || d2t->ne[0] < 1 || d2t->ne[0] > kMaxVocab)
+      throw_error(ErrorKind::Format, "{}: tensor 'd2t' is not a vector of 1 to {} draft ids", f.path(), kMaxVocab);
+    c.n_draft_vocab = static_cast<int>(d2t->ne[0]);
+  }
+}
+
 // granitehybrid (Granite 4.0 H; llama.cpp src/models/granite-hybrid.cpp): a layer is a Mamba-2
 // layer when its attention.head_count_kv is 0 (one value per layer, or one for all, which makes
 // every layer attention or every one Mamba-2); the Mamba-2 sizes, all required.

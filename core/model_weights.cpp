@@ -83,6 +83,8 @@
 //                      deepseek2 binds it for either gating, as llama.cpp does)
 #include "core/model_weights.h"
 
+#include <cstring>
+
 #include <cmath>
 #include <functional>
 
@@ -111,6 +113,7 @@ const GGUFTensorInfo& TensorBinder::find(const std::string& name) const {
 
 MatrixView TensorBinder::matrix(const std::string& name, int64_t n_in, int64_t n_out) const {
   const GGUFTensorInfo& t = find(name);
+  reject_integers(t);
   if (t.ne.size() != 2 || t.ne[0] != n_in || t.ne[1] != n_out)
     throw_error(ErrorKind::Format, "{}: tensor '{}' has shape {}, expected [{}, {}]", file_.path(), name,
                 shape_str(t.ne), n_in, n_out);
@@ -126,6 +129,7 @@ MatrixView TensorBinder::matrix(const std::string& name, int64_t n_in, int64_t n
 
 MatrixView TensorBinder::stacked(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert) const {
   const GGUFTensorInfo& t = find(name);
+  reject_integers(t);
   if (t.ne.size() != 3 || t.ne[0] != n_in || t.ne[1] != n_out || t.ne[2] != n_expert)
     throw_error(ErrorKind::Format, "{}: tensor '{}' has shape {}, expected [{}, {}, {}]", file_.path(), name,
                 shape_str(t.ne), n_in, n_out, n_expert);
@@ -139,8 +143,37 @@ MatrixView TensorBinder::stacked(const std::string& name, int64_t n_in, int64_t 
   return v;
 }
 
+void TensorBinder::reject_integers(const GGUFTensorInfo& t) const {
+  if (dtype_is_integer(t.type))
+    throw_error(ErrorKind::Format, "{}: tensor '{}' holds integers ({}), not weights", file_.path(), t.name,
+                dtype_name(t.type));
+}
+
+std::vector<int64_t> TensorBinder::ids(const std::string& name, int64_t n) const {
+  const GGUFTensorInfo& t = find(name);
+  if (t.ne.size() != 1 || t.ne[0] != n)
+    throw_error(ErrorKind::Format, "{}: tensor '{}' has shape {}, expected [{}]", file_.path(), name, shape_str(t.ne), n);
+  if (!dtype_is_integer(t.type))
+    throw_error(ErrorKind::Format, "{}: tensor '{}' is {}, expected integers (I32 or I64)", file_.path(), name,
+                dtype_name(t.type));
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    if (t.type == DType::I64) {
+      int64_t v;
+      std::memcpy(&v, t.data + i * 8, 8);
+      out[i] = v;
+    } else {
+      int32_t v;
+      std::memcpy(&v, t.data + i * 4, 4);
+      out[i] = v;
+    }
+  }
+  return out;
+}
+
 std::vector<float> TensorBinder::values(const std::string& name, const std::vector<int64_t>& ne) const {
   const GGUFTensorInfo& t = find(name);
+  reject_integers(t);
   // Trailing dimensions of 1 are no dimensions to ggml (a {512, 1} tensor is written back as {512}
   // by llama-quantize): compare without them.
   auto trimmed = [](std::vector<int64_t> v) {
@@ -304,8 +337,74 @@ void bind_mla(const TensorBinder& b, const ModelConfig& c, const std::string& p,
 
 }  // namespace
 
+// An EAGLE-3 head (llama.cpp src/models/eagle3.cpp load_arch_tensors): fc, the optional
+// enc.output_norm (norm_before_fc), output_norm, its own output (over its draft vocabulary) and
+// token_embd when the file has them, d2t when it has its own draft vocabulary, and one layer whose
+// q/k/v read 2 n_embd inputs, with attn_norm_2 (EAGLE-3's hidden_norm) beside attn_norm.
+namespace {
+
+ModelWeights bind_eagle3(const GGUFFile& file, const ModelConfig& c) {
+  const TensorBinder b(file);
+  ModelWeights w;
+  w.host_floats = std::make_shared<std::vector<std::vector<float>>>();
+  auto& floats = *w.host_floats;
+  auto vec = [&](const std::string& name, int64_t n) -> VectorView {
+    floats.push_back(b.vector(name, n));
+    return {floats.back().data(), n};
+  };
+  const int64_t d = c.n_embd, d2 = 2 * d, q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
+  Eagle3Weights& e = w.eagle3;
+  e.fc = b.matrix("fc.weight", c.eagle3_feature_width(), d);
+  if (c.eagle3_norm_before_fc) e.enc_norm = vec("enc.output_norm.weight", c.eagle3_feature_width());
+  if (b.has("d2t")) {
+    const std::vector<int64_t> ids = b.ids("d2t", c.n_draft_vocab);
+    auto host = std::make_shared<std::vector<int32_t>>(ids.size());
+    std::vector<uint8_t> seen(static_cast<size_t>(c.n_vocab), 0);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= c.n_vocab)
+        throw_error(ErrorKind::Format, "{}: tensor 'd2t' maps draft id {} to {}, outside the vocabulary [0, {})",
+                    file.path(), i, ids[i], c.n_vocab);
+      if (seen[static_cast<size_t>(ids[i])]++)
+        throw_error(ErrorKind::Format, "{}: tensor 'd2t' maps two draft ids to target id {}", file.path(), ids[i]);
+      (*host)[i] = static_cast<int32_t>(ids[i]);
+    }
+    e.d2t_host = host;
+    e.d2t = {reinterpret_cast<const float*>(host->data()), static_cast<int64_t>(host->size())};
+  } else if (c.n_draft_vocab != c.n_vocab) {
+    throw_error(ErrorKind::Format, "{}: an EAGLE-3 head of {} draft ids without d2t", file.path(), c.n_draft_vocab);
+  }
+  w.output_norm = vec("output_norm.weight", d);
+  if (b.has("output.weight")) w.output = b.matrix("output.weight", d, c.n_draft_vocab);
+  else if (c.n_draft_vocab != c.n_vocab)
+    throw_error(ErrorKind::Format, "{}: an EAGLE-3 head with its own draft vocabulary (d2t) needs output.weight", file.path());
+  if (b.has("token_embd.weight")) w.token_embd = b.matrix("token_embd.weight", d, c.n_vocab);
+  if (b.has("rope_freqs.weight")) {
+    w.rope_freqs = vec("rope_freqs.weight", c.rope_dims / 2);
+    check_factors(file, "rope_freqs.weight", w.rope_freqs);
+  } else if (c.rope_freq_factors) {
+    floats.push_back(c.llama3_rope_factors());
+    w.rope_freqs = {floats.back().data(), c.rope_dims / 2};
+  }
+  w.layers.resize(1);
+  LayerWeights& L = w.layers[0];
+  L.attn_norm = vec("blk.0.attn_norm.weight", d);
+  e.hidden_norm = vec("blk.0.attn_norm_2.weight", d);
+  L.wq = b.matrix("blk.0.attn_q.weight", d2, q_dim);
+  L.wk = b.matrix("blk.0.attn_k.weight", d2, c.kv_dim());
+  L.wv = b.matrix("blk.0.attn_v.weight", d2, c.kv_dim());
+  L.wo = b.matrix("blk.0.attn_output.weight", q_dim, d);
+  L.ffn_norm = vec("blk.0.ffn_norm.weight", d);
+  L.ffn_gate = b.matrix("blk.0.ffn_gate.weight", d, c.n_ff);
+  L.ffn_up = b.matrix("blk.0.ffn_up.weight", d, c.n_ff);
+  L.ffn_down = b.matrix("blk.0.ffn_down.weight", c.n_ff, d);
+  return w;
+}
+
+}  // namespace
+
 ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   const TensorBinder b(file);
+  if (c.is_eagle3()) return bind_eagle3(file, c);
   const bool gpt2 = c.learned_positions();  // gpt2, starcoder
   // gpt2's block layout (fused attn_qkv, biases everywhere, an ungated MLP), also gptneox's and
   // starcoder's (with its KV heads: attn_qkv {n_embd, n_embd + 2 kv_dim}).
@@ -590,7 +689,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
 }
 
 size_t ModelWeights::bytes_per_token() const {
-  size_t total = output.bytes();
+  size_t total = output.bytes() + eagle3.fc.bytes();
   for (const LayerWeights& L : layers) {
     total += L.wq.bytes() + L.wk.bytes() + L.wv.bytes() + L.wqkv.bytes() + L.wo.bytes();
     total += L.wq_a.bytes() + L.wq_b.bytes() + L.wkv_a_mqa.bytes() + L.wk_b.bytes() + L.wv_b.bytes();
@@ -652,6 +751,13 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
     m(n.eh_proj);
     f(n.enorm);
     f(n.hnorm);
+  }
+  if (!w.eagle3.empty()) {
+    Eagle3Weights& e = w.eagle3;
+    m(e.fc);
+    f(e.enc_norm);
+    f(e.hidden_norm);
+    f(e.d2t);  // int32 ids, moved as 4-byte words
   }
   return w;
 }

@@ -28,11 +28,15 @@ class TensorBinder {
   std::vector<float> vector(const std::string& name, int64_t n) const { return values(name, {n}); }
   // A tensor of shape ne (GGUF order) as floats, in storage order.
   std::vector<float> values(const std::string& name, const std::vector<int64_t>& ne) const;
+  // A vector of n integers (I32 or I64), e.g. an EAGLE-3 head's d2t.
+  std::vector<int64_t> ids(const std::string& name, int64_t n) const;
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
   const GGUFFile& file() const { return file_; }
 
  private:
   const GGUFTensorInfo& find(const std::string& name) const;
+  // Error(Format) for an integer tensor where weights are expected.
+  void reject_integers(const GGUFTensorInfo& t) const;
   const GGUFFile& file_;
 };
 
@@ -111,6 +115,20 @@ struct NextnWeights {
   bool empty() const { return eh_proj.empty(); }
 };
 
+// An EAGLE-3 draft head's own tensors besides its decoder layer (ModelConfig::is_eagle3; llama.cpp
+// src/models/eagle3.cpp): g = fc (enc_norm(f)) fuses the target's feature rows f (enc_norm only
+// with norm_before_fc); the layer reads [attn_norm(embed(t)) | hidden_norm(g)].
+struct Eagle3Weights {
+  MatrixView fc;             // (eagle3_feature_width -> n_embd)
+  VectorView enc_norm;       // enc.output_norm [eagle3_feature_width], or empty
+  VectorView hidden_norm;    // blk.0.attn_norm_2 [n_embd]
+  // d2t: the target id of each draft id (the converter adds the index to EAGLE-3's offsets), on the
+  // host and as the backend holds it (int32, the scatter_cols op's columns); empty without d2t.
+  std::shared_ptr<const std::vector<int32_t>> d2t_host;
+  VectorView d2t;            // n_draft_vocab int32 values in the backend's memory (reinterpreted)
+  bool empty() const { return fc.empty(); }
+};
+
 struct ModelWeights {
   MatrixView token_embd;                       // (n_embd, n_vocab): row = one token's embedding
   MatrixView position_embd;                    // gpt2, starcoder, some mpt: (n_embd, n_ctx_train)
@@ -123,6 +141,8 @@ struct ModelWeights {
   VectorView rope_long, rope_short;            // phi3 LongRoPE: [rope_dims / 2] divisors (empty: none)
   std::vector<LayerWeights> layers;
   NextnWeights nextn;                          // empty unless ModelConfig::has_mtp()
+  Eagle3Weights eagle3;                        // empty unless ModelConfig::is_eagle3(); its token_embd
+                                               // and output may be empty (the target's: Model::bind_target)
   // Owner of the 1-D tensors' floats of a host copy (the views above point into it).
   std::shared_ptr<std::vector<std::vector<float>>> host_floats;
 

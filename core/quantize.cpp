@@ -207,6 +207,8 @@ uint32_t llama_file_type(DType type) {
     case DType::IQ4_XS: return 30;
     case DType::BF16: return 32;
     case DType::MXFP4: return 38;  // MOSTLY_MXFP4_MOE
+    case DType::I32:
+    case DType::I64: break;  // no file type
   }
   throw_error(ErrorKind::InvalidArgument, "no llama.cpp file type for tensor type {}", static_cast<uint32_t>(type));
 }

@@ -16,6 +16,9 @@
 #include "core/model.h"
 #include "core/tokenizer.h"
 
+#include <cstring>
+#include <numeric>
+
 namespace specmoe::core {
 
 namespace {
@@ -191,7 +194,116 @@ void synth_write(const std::string& preset, const std::string& path, uint64_t se
   synth_write(synth_spec(preset), path, seed);
 }
 
+namespace {
+
+// The head's rows (n_embd, n_vocab) of a model whose embedding is embd.
+std::vector<float> head_values(const SynthSpec& s, uint64_t seed, const std::vector<float>& embd) {
+  const float inv_sqrt_n = 1.0f / std::sqrt(float(s.n_embd));
+  auto v = random_values(seed, "output.weight", static_cast<size_t>(s.n_embd) * s.n_vocab, inv_sqrt_n);
+  for (int tok = 0; tok < s.n_vocab; ++tok) {
+    const bool printable = tok >= 3 + 0x20 && tok <= 3 + 0x7E;
+    const bool newline = tok == 3 + 0x0A;
+    const float scale = printable ? 4.0f : newline ? 3.0f : 0.5f;
+    for (int i = 0; i < s.n_embd; ++i) {
+      const size_t k = static_cast<size_t>(tok) * s.n_embd + i;
+      v[k] = v[k] * scale - s.repeat_penalty * inv_sqrt_n * embd[k];
+    }
+  }
+  return v;
+}
+
+// An EAGLE-3 head (SynthSpec::eagle3_layers): the keys and tensors of llama.cpp's converter.
+void write_eagle3(const SynthSpec& s, const std::string& path, uint64_t seed) {
+  const int64_t d = s.n_embd, V = s.n_vocab, F = static_cast<int64_t>(s.eagle3_layers.size()) * s.eagle3_target_width;
+  const int64_t head_dim = d / s.n_head;
+  if (s.eagle3_layers.size() != 3 || s.eagle3_target_width < 1 || d % s.n_head != 0 || s.n_head_kv != s.n_head ||
+      s.eagle3_draft_vocab < 0 || s.eagle3_draft_vocab > V || (s.eagle3_target_head && s.eagle3_draft_vocab > 0) ||
+      (s.eagle3_target_head && s.type != DType::F32 && false))
+    throw_error(ErrorKind::InvalidArgument, "synth: an EAGLE-3 head reads 3 target layers ({}), of width {} > 0, with "
+                "n_head {} = n_head_kv {} dividing n_embd {}, and a draft vocabulary of at most {} ids (none with the "
+                "target's head)", s.eagle3_layers.size(), s.eagle3_target_width, s.n_head, s.n_head_kv, d, V);
+  const std::string a = "eagle3";
+  GGUFWriter w;
+  w.set_string("general.architecture", a);
+  w.set_string("general.name", s.name);
+  w.set_u32(a + ".context_length", s.n_ctx);
+  w.set_u32(a + ".embedding_length", s.n_embd);
+  w.set_u32(a + ".block_count", 1);
+  w.set_u32(a + ".feed_forward_length", s.n_ff);
+  w.set_u32(a + ".attention.head_count", s.n_head);
+  w.set_u32(a + ".attention.head_count_kv", s.n_head_kv);
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
+  w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
+  w.set_u32(a + ".vocab_size", s.n_vocab);
+  w.set_i32_array(a + ".target_layers", s.eagle3_layers);
+  w.set_u32(a + ".target_hidden_size", s.eagle3_target_width);
+  w.set_bool(a + ".norm_before_residual", s.eagle3_norm_before_residual);
+  if (s.eagle3_norm_before_fc) w.set_bool(a + ".norm_before_fc", true);
+  w.set_u64("specmoe.synth.seed", seed);
+  write_byte_vocab(w, s.n_vocab);
+  auto vec = [&](const std::string& name, int64_t n, float base, float noise) {
+    auto v = random_values(seed, "eagle3." + name, static_cast<size_t>(n), noise);
+    for (auto& x : v) x += base;
+    w.add_tensor_f32(name, DType::F32, {n}, v);
+  };
+  // (n_in -> n_out) with `diag` on the first n_out inputs' diagonal (a pass-through) plus noise.
+  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, float noise, float diag) {
+    auto v = random_values(seed, "eagle3." + name, static_cast<size_t>(n_in * n_out), noise / std::sqrt(float(n_in)));
+    for (int64_t j = 0; j < n_out && j < n_in; ++j) v[static_cast<size_t>(j * n_in + j)] += diag;
+    w.add_tensor_f32(name, s.type, {n_in, n_out}, v);
+  };
+  matrix("fc.weight", F, d, 0.3f, 0.0f);
+  if (s.eagle3_norm_before_fc) vec("enc.output_norm.weight", F, 1.0f, 0.3f);
+  vec("output_norm.weight", d, 1.0f, 0.2f);
+  const auto embd = random_values(seed, "token_embd.weight", static_cast<size_t>(d) * V, 1.0f);
+  if (!s.eagle3_target_head) {
+    const std::vector<float> head = head_values(s, seed, embd);  // the target's rows (same seed and vocabulary)
+    const int64_t Vd = s.eagle3_draft_vocab > 0 ? s.eagle3_draft_vocab : V;
+    std::vector<int64_t> ids;  // d2t: printable bytes and newline first, then the rest, in id order
+    for (int64_t t = 0; t < V; ++t)
+      if ((t >= 3 + 0x20 && t <= 3 + 0x7E) || t == 3 + 0x0A) ids.push_back(t);
+    for (int64_t t = 0; t < V; ++t)
+      if (!((t >= 3 + 0x20 && t <= 3 + 0x7E) || t == 3 + 0x0A)) ids.push_back(t);
+    ids.resize(static_cast<size_t>(Vd));
+    if (s.eagle3_draft_vocab == 0) std::iota(ids.begin(), ids.end(), int64_t{0});
+    std::vector<float> rows(static_cast<size_t>(d * Vd));
+    for (int64_t i = 0; i < Vd; ++i)
+      std::copy_n(head.begin() + ids[i] * d, d, rows.begin() + i * d);
+    w.add_tensor_f32("output.weight", s.type, {d, Vd}, rows);
+    if (s.eagle3_draft_vocab > 0) {
+      std::vector<uint8_t> bytes(ids.size() * sizeof(int64_t));
+      std::memcpy(bytes.data(), ids.data(), bytes.size());
+      w.add_tensor("d2t", DType::I64, {Vd}, bytes);
+    }
+  }
+  if (s.eagle3_own_embd) w.add_tensor_f32("token_embd.weight", s.type, {d, V}, embd);
+  const std::string p = "blk.0.";
+  vec(p + "attn_norm.weight", d, 1.0f, 0.2f);
+  vec(p + "attn_norm_2.weight", d, 1.0f, 0.2f);
+  // q = k = 3 x the embedding half: each token attends mostly to itself; v and o pass it on.
+  matrix(p + "attn_q.weight", 2 * d, d, 0.3f, 3.0f);
+  {
+    auto v = random_values(seed, "eagle3." + p + "attn_q.weight", static_cast<size_t>(2 * d * d), 0.3f / std::sqrt(float(2 * d)));
+    for (int64_t j = 0; j < d; ++j) v[static_cast<size_t>(j * 2 * d + j)] += 3.0f;
+    w.add_tensor_f32(p + "attn_k.weight", s.type, {2 * d, d}, v);
+  }
+  matrix(p + "attn_v.weight", 2 * d, d, 0.2f, 1.0f);
+  matrix(p + "attn_output.weight", d, d, 0.2f, 1.0f);
+  vec(p + "ffn_norm.weight", d, 1.0f, 0.2f);
+  matrix(p + "ffn_gate.weight", d, s.n_ff, 1.0f, 0.0f);
+  matrix(p + "ffn_up.weight", d, s.n_ff, 1.0f, 0.0f);
+  matrix(p + "ffn_down.weight", s.n_ff, d, 0.3f, 0.0f);
+  w.write(path);
+}
+
+}  // namespace
+
 void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
+  if (s.arch == "eagle3") {
+    write_eagle3(s, path, seed);
+    return;
+  }
   check_spec(s);
   const std::string& a = s.arch;
   // gpt2 and starcoder (gpt2's block with KV heads of their own): learned positions, no RoPE.
@@ -510,18 +622,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     // gets minus its token's embedding (scaled like the row), which lowers the logit of the
     // token just read: random models otherwise fall into repeating one token ("NNNN...").
     // (n_embd, n_vocab)
-    const float inv_sqrt_n = 1.0f / std::sqrt(float(s.n_embd));
-    auto v = random_values(seed, "output.weight", static_cast<size_t>(s.n_embd) * s.n_vocab, inv_sqrt_n);
-    for (int tok = 0; tok < s.n_vocab; ++tok) {
-      const bool printable = tok >= 3 + 0x20 && tok <= 3 + 0x7E;
-      const bool newline = tok == 3 + 0x0A;
-      const float scale = printable ? 4.0f : newline ? 3.0f : 0.5f;
-      for (int i = 0; i < s.n_embd; ++i) {
-        const size_t k = static_cast<size_t>(tok) * s.n_embd + i;
-        v[k] = v[k] * scale - s.repeat_penalty * inv_sqrt_n * embd[k];
-      }
-    }
-    w.add_tensor_f32("output.weight", s.type, {s.n_embd, s.n_vocab}, v);
+    w.add_tensor_f32("output.weight", s.type, {s.n_embd, s.n_vocab}, head_values(s, seed, embd));
     if (phi2 || phimoe || a == "qwen2vl") vec("output.bias", s.n_vocab, 0.0f, 0.5f);  // qwen2vl's is left unused
   }
 

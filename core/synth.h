@@ -46,6 +46,21 @@ struct SynthSpec {
   int n_nextn = 0;
   bool mtp_own_head = false;
   bool mtp_only = false;  // the block (and embedding, final norm, head) alone: llama.cpp's --mtp export
+  // arch "eagle3": an EAGLE-3 draft head (llama.cpp's converter layout) for a target of n_vocab ids
+  // and width eagle3_target_width, reading the input rows of its layers eagle3_layers (3; the
+  // target's n_layer: its final hidden row). Its own head over eagle3_draft_vocab ids mapped through
+  // d2t (0: the whole vocabulary); the target's head instead with eagle3_target_head (no d2t then);
+  // its own token_embd with eagle3_own_embd. The head's rows equal the target's (a synth target of the
+  // same seed and vocabulary: the same values), and its layer passes the token's normed embedding on
+  // (attention that looks mostly at the token itself, small fc and FFN), so against a target whose
+  // next token follows its current one a draft is often right.
+  std::vector<int32_t> eagle3_layers;
+  int eagle3_target_width = 0;
+  int eagle3_draft_vocab = 0;
+  bool eagle3_target_head = false;
+  bool eagle3_own_embd = false;
+  bool eagle3_norm_before_fc = false;
+  bool eagle3_norm_before_residual = false;
   // Mixture of experts, in llama.cpp's layout: llama = Mixtral (ffn_gate_inp + stacked
   // ffn_{gate,up,down}_exps, feed_forward_length = expert width); qwen2moe adds the shared expert
   // (ffn_{gate,up,down}_shexp) and its sigmoid gate ffn_gate_inp_shexp. The router matrix and

@@ -868,6 +868,31 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "eagle3-tiny" || preset == "eagle3-d2t-tiny") {
+    // An EAGLE-3 head for a "tiny" target (width 64, 4 layers, 320 ids) of the same seed. eagle3-tiny:
+    // llama.cpp's default layers for a 4-layer target ([2, N/2, N-3] = 2, 2, 1 would repeat one; 1,
+    // 2, 3 here), the target's embedding and head. eagle3-d2t-tiny: layers 0, 1 and 3, its own
+    // embedding, its own head over 160 of the 320 ids (d2t), norm_before_fc and norm_before_residual.
+    s = SynthSpec{};
+    s.arch = "eagle3";
+    s.n_vocab = 320;
+    s.n_embd = 64;
+    s.n_layer = 1;
+    s.n_head = 4;
+    s.n_head_kv = 4;
+    s.n_ff = 128;
+    s.n_ctx = 512;
+    s.eagle3_target_width = 64;
+    const bool d2t = preset == "eagle3-d2t-tiny";
+    s.eagle3_layers = d2t ? std::vector<int32_t>{0, 1, 3} : std::vector<int32_t>{1, 2, 3};
+    s.eagle3_target_head = !d2t;
+    s.eagle3_own_embd = d2t;
+    s.eagle3_draft_vocab = d2t ? 160 : 0;
+    s.eagle3_norm_before_fc = d2t;
+    s.eagle3_norm_before_residual = d2t;
+    s.name = preset;
+    return s;
+  }
   for (const std::string arch : {"qwen35", "qwen35moe", "glm4moe", "deepseek2"}) {
     if (preset != arch + "-mtp-tiny") continue;
     SynthSpec s = *base_preset(arch + "-tiny");
@@ -1014,6 +1039,10 @@ std::vector<std::string> synth_presets() {
       "qwen35-mtp-only-tiny: qwen35-mtp-tiny's block with the embedding and head alone (llama.cpp's --mtp export), a "
       "draft for qwen35-tiny of the same seed",
       "glm4moe-mtp-tiny: glm4moe-tiny with a multi-token-prediction block with its own embedding and head",
+      "eagle3-tiny: an EAGLE-3 draft head (one llama layer over [embedding | fused features]) for tiny of the same "
+      "seed, reading its layers 1, 2 and 3, with the target's embedding and head",
+      "eagle3-d2t-tiny: an EAGLE-3 head for tiny reading layers 0, 1 and 3, with its own embedding and a head over "
+      "160 of the 320 ids (d2t), norm_before_fc and norm_before_residual",
       "deepseek2-mtp-tiny: deepseek2-tiny with a multi-token-prediction block (MLA and experts, DeepSeek-V3's MTP "
       "module)",
       "granitehybrid-tiny: granitehybrid (Granite 4.0 H), F32, 4 layers, dim 64, Mamba-2 (8 heads of 16, state 16) on "

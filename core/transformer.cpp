@@ -60,7 +60,11 @@ enum Slot : size_t {
   kM2Xbc,   // [T, conv_dim] the convolution's output
   kM2Y,     // [T, d_inner] the gated, normed y
   // The multi-token-prediction block:
-  kMtpCat,  // [T, 2 n_embd] [enorm(embed(t)) | hnorm(h)]
+  kMtpCat,  // [T, 2 n_embd] [enorm(embed(t)) | hnorm(h)]; an EAGLE-3 head's [attn_norm(embed(t)) | hidden_norm(g)]
+  // Features and EAGLE-3:
+  kFeat,    // [T, k n_embd] the captured layers' input rows
+  kFused,   // [T, n_embd] an EAGLE-3 head's fc output; [T, feature width] its normed features first
+  kDraftLogits,  // [T, n_vocab] an EAGLE-3 head's logits scattered through d2t
   kSlots
 };
 }  // namespace
@@ -130,7 +134,7 @@ void Transformer::norm(const VectorView& w, const VectorView& b, const float* in
 // x += attn_output(attention(rope(q), rope(k), v)) for layer l; the new tokens' keys/values go
 // into cache rows kv.size() .. kv.size()+T-1 (marked stored by the caller after the last layer).
 void Transformer::attention_block(int l, int64_t T, const int32_t* positions, const int32_t* row_positions,
-                                  const uint8_t* mask, KVCache& kv) {
+                                  const uint8_t* mask, KVCache& kv, const float* in) {
   const LayerWeights& L = layer(l);
   const int64_t d = c_.n_embd;
   const int64_t q_dim = static_cast<int64_t>(c_.n_head) * c_.head_dim;
@@ -141,12 +145,15 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
   float* q = buf(kQ, T * q_dim);
   float* k_new = buf(kK, T * kvd);
   float* v_new = buf(kV, T * kvd);
-  norm(L.attn_norm, L.attn_norm_b, x, xn, T);
+  if (in == nullptr) {
+    norm(L.attn_norm, L.attn_norm_b, x, xn, T);
+    in = xn;
+  }
 
   if (L.fused_qkv()) {
     const int64_t w3 = q_dim + 2 * kvd;
     float* qkv = buf(kQkv, T * w3);  // rows [q | k | v]
-    be_->matmul(xn, T, L.wqkv, qkv);
+    be_->matmul(in, T, L.wqkv, qkv);
     if (!L.bqkv.empty()) be_->add_bias(qkv, L.bqkv.data, T, w3);
     if (c_.clamp_kqv > 0.0f) be_->clamp(qkv, c_.clamp_kqv, qkv, T * w3);  // mpt
     const size_t pitch = static_cast<size_t>(w3) * sizeof(float);
@@ -159,7 +166,7 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     float* qg = buf(kQGate, T * 2 * q_dim);
     const MatrixView w3[3] = {L.wq, L.wk, L.wv};
     float* const y3[3] = {qg, k_new, v_new};
-    be_->matmul_multi(xn, T, w3, y3);
+    be_->matmul_multi(in, T, w3, y3);
     if (!L.bq.empty()) be_->add_bias(qg, L.bq.data, T, 2 * q_dim);
     if (!L.bk.empty()) be_->add_bias(k_new, L.bk.data, T, kvd);
     if (!L.bv.empty()) be_->add_bias(v_new, L.bv.data, T, kvd);
@@ -168,7 +175,7 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
   } else {
     const MatrixView w3[3] = {L.wq, L.wk, L.wv};
     float* const y3[3] = {q, k_new, v_new};
-    be_->matmul_multi(xn, T, w3, y3);
+    be_->matmul_multi(in, T, w3, y3);
     if (!L.bq.empty()) be_->add_bias(q, L.bq.data, T, q_dim);
     if (!L.bk.empty()) be_->add_bias(k_new, L.bk.data, T, kvd);
     if (!L.bv.empty()) be_->add_bias(v_new, L.bv.data, T, kvd);
@@ -587,7 +594,16 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
     rope_factors_ = kv.capacity() > c_.rope_n_ctx_orig ? w_.rope_long.data : w_.rope_short.data;
 
   routing.assign(static_cast<size_t>(c_.n_layer), moe::Routing{});
+  // Captured layer inputs: token t's row [x_{l_0} | x_{l_1} | ...] (an EAGLE-3 head's features).
+  const int64_t K = static_cast<int64_t>(b.capture_layers.size());
+  const size_t row = static_cast<size_t>(d) * sizeof(float), feat_row = static_cast<size_t>(K) * row;
+  float* feat = K > 0 ? buf(kFeat, T * K * d) : nullptr;
+  auto capture = [&](int l, const float* rows) {
+    for (int64_t k = 0; k < K; ++k)
+      if (b.capture_layers[k] == l) be_->copy_rows(feat + k * d, feat_row, rows, row, row, T);
+  };
   for (int l = 0; l < b.n_layers; ++l) {
+    if (K > 0) capture(l, buf(kX, T * d));
     if (c_.router_reads_layer_input && w_.layers[l].is_moe()) {
       const size_t row = static_cast<size_t>(d) * sizeof(float);
       be_->copy_rows(buf(kLayerIn, T * d), row, buf(kX, T * d), row, row, T);
@@ -607,7 +623,16 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
     if (c_.has_ffn(l)) ffn_block(l, T, b, routing[l]);  // mamba2's, nemotron_h's layers: one sublayer
   }
 
-  return finish(b, T, w_.output_norm, w_.output_norm_b, w_.output, kv);
+  if (K == 0) return finish(b, T, w_.output_norm, w_.output_norm_b, w_.output, kv);
+  // Layer n_layer: the final hidden rows after the output norm, which finish computes for every
+  // token when asked.
+  const bool last = std::find(b.capture_layers.begin(), b.capture_layers.end(), c_.n_layer) != b.capture_layers.end();
+  TransformerBatch bb = b;
+  bb.hidden_all = bb.hidden_all || last;
+  const Rows logits = finish(bb, T, w_.output_norm, w_.output_norm_b, w_.output, kv);
+  if (last) capture(c_.n_layer, hidden_.data);
+  hidden_ = Rows{feat, T, K * d, be_.get()};
+  return logits;
 }
 
 // The final norm and head, for all tokens or only the last one (the norm over every token when
@@ -666,6 +691,67 @@ Rows Transformer::forward_mtp(const TransformerBatch& b, const float* h, KVCache
     attention_block(l, T, in.positions, in.row_positions, in.mask, kv);
   ffn_block(l, T, b, routing);
   return finish(b, T, N.head_norm, VectorView{}, N.head, kv);
+}
+
+
+void Transformer::share_target(const MatrixView& token_embd, const MatrixView& output) {
+  if (w_.token_embd.empty()) w_.token_embd = token_embd;
+  if (w_.output.empty()) w_.output = output;
+}
+
+// An EAGLE-3 head's fusion of the target's features (llama.cpp's eagle3 encoder graph):
+// g = fc(rmsnorm(f; enc.output_norm)) with norm_before_fc, else fc(f).
+Rows Transformer::eagle3_fuse(const float* features, int64_t T) {
+  const Eagle3Weights& E = w_.eagle3;
+  const int64_t F = c_.eagle3_feature_width();
+  const float* in = features;
+  if (!E.enc_norm.empty()) {
+    float* normed = buf(kFeat, T * F);
+    be_->rms_norm(features, E.enc_norm.data, normed, T, F, c_.norm_eps);
+    in = normed;
+  }
+  float* g = buf(kFused, T * c_.n_embd);
+  be_->matmul(in, T, E.fc, g);
+  return Rows{g, T, c_.n_embd, be_.get()};
+}
+
+// An EAGLE-3 head's decoder (llama.cpp's eagle3 decoder graph; Li et al. 2025, EAGLE-3):
+//   cat = [rmsnorm(embed(t); attn_norm) | rmsnorm(g; hidden_norm)]      [T, 2 n_embd]
+//   x = g (norm_before_residual: rmsnorm(g; hidden_norm)) + attn_output(attention(q, k, v of cat))
+//   x += ffn(rmsnorm(x; ffn_norm))                                      (SwiGLU)
+//   hidden = x (the next step's g);  logits = output(rmsnorm(x; output_norm)), through d2t
+Rows Transformer::forward_eagle3(const TransformerBatch& b, const float* g, KVCache& kv, moe::Routing& routing) {
+  const int64_t T = static_cast<int64_t>(b.tokens.size());
+  const int64_t d = c_.n_embd;
+  const LayerWeights& L = w_.layers[0];
+  const Eagle3Weights& E = w_.eagle3;
+  const Inputs in = upload_inputs(b, kv, true);
+  temp_factors_.clear();
+  rope_factors_ = nullptr;
+  const size_t row = static_cast<size_t>(d) * sizeof(float);
+  float* e = buf(kXn, T * d);
+  float* cat = buf(kMtpCat, T * 2 * d);
+  float* x = buf(kX, T * d);
+  be_->get_rows(w_.token_embd, in.ids, T, e);
+  be_->rms_norm(e, L.attn_norm.data, e, T, d, c_.norm_eps);
+  be_->copy_rows(cat, 2 * row, e, row, row, T);
+  be_->rms_norm(g, E.hidden_norm.data, e, T, d, c_.norm_eps);
+  be_->copy_rows(cat + d, 2 * row, e, row, row, T);
+  be_->copy_rows(x, row, c_.eagle3_norm_before_residual ? e : g, row, row, T);
+  attention_block(0, T, in.positions, in.row_positions, in.mask, kv, cat);
+  ffn_block(0, T, b, routing);
+  // The logits: the draft vocabulary's rows of the head, then scattered into the target's.
+  const bool scatter = E.d2t_host != nullptr;
+  TransformerBatch hb = b;
+  hb.hidden_all = false;
+  if (scatter) hb.head_rows = c_.n_draft_vocab;
+  const Rows draft = finish(hb, T, w_.output_norm, VectorView{}, w_.output, kv);
+  hidden_ = b.hidden_all ? Rows{x, T, d, be_.get()} : Rows{};
+  if (!scatter) return draft;
+  float* logits = buf(kDraftLogits, static_cast<size_t>(draft.rows) * c_.n_vocab);
+  be_->scatter_cols(draft.data, draft.rows, draft.cols, reinterpret_cast<const int32_t*>(E.d2t.data), logits, c_.n_vocab,
+                    -INFINITY);
+  return Rows{logits, draft.rows, c_.n_vocab, be_.get()};
 }
 
 }  // namespace specmoe::core

@@ -27,6 +27,10 @@ struct TransformerBatch {
   int n_layers = 0;                    // blocks to run (early exit when < n_layer)
   bool logits_all = true;              // false: only the last token's logits
   bool hidden_all = false;             // also every token's final hidden row (Transformer::hidden)
+  // Also every token's input rows of these layers side by side ([T, k n_embd] in
+  // Transformer::hidden; n_layer: the final hidden row after the output norm): the features an
+  // EAGLE-3 head reads. Layers < n_layers, or n_layer with every layer run.
+  std::span<const int> capture_layers;
   int64_t head_rows = 0;               // > 0: logits of ids [0, head_rows) only
   int moe_k = 0;                       // MoE: experts per token
   double moe_capacity_factor = 0.0;    // MoE: Switch capacity factor (<= 0: dropless)
@@ -49,8 +53,22 @@ class Transformer {
   // own normalised output rows, which the next prediction step takes as its h.
   Rows forward_mtp(const TransformerBatch& batch, const float* h, KVCache& kv, moe::Routing& routing);
 
+  // An EAGLE-3 head (weights().eagle3, ModelConfig::is_eagle3) over the batch: token t_i with g_i
+  // ([T, n_embd] in the backend's memory), the fused features of the target's rows of the token
+  // before it, or the head's own output row of its parent. kv: a cache of its one layer. Returns the
+  // logits over the target's vocabulary (a head with its own draft vocabulary scatters its rows
+  // through d2t, -inf elsewhere; head_rows: the first ids only, without d2t); hidden() then holds
+  // the layer's output rows before the output norm, the next step's g.
+  Rows forward_eagle3(const TransformerBatch& batch, const float* g, KVCache& kv, moe::Routing& routing);
+  // An EAGLE-3 head's fc over T rows of target features ([T, eagle3_feature_width] in the
+  // backend's memory): g rows [T, n_embd] in the workspace, valid until the next call.
+  Rows eagle3_fuse(const float* features, int64_t T);
+  // An EAGLE-3 head reads its target's embedding and head where its file has none.
+  void share_target(const MatrixView& token_embd, const MatrixView& output);
+
   // The last forward's final hidden rows [T, n_embd] after the output norm (the input of a
-  // multi-token-prediction block), when its batch asked (hidden_all); valid until the next forward.
+  // multi-token-prediction block), when its batch asked (hidden_all), or its captured layer rows
+  // (capture_layers); valid until the next forward.
   const Rows& hidden() const { return hidden_; }
 
   const ModelWeights& weights() const { return w_; }
@@ -76,8 +94,10 @@ class Transformer {
   }
   float* buf(size_t slot, size_t floats);  // workspace slot, grown on demand
   void norm(const VectorView& w, const VectorView& b, const float* in, float* out, int64_t rows);
+  // in: the attention's input when it is not the normed residual stream (an EAGLE-3 head's [T, 2
+  // n_embd] rows; the projections' widths say how wide).
   void attention_block(int l, int64_t T, const int32_t* positions, const int32_t* row_positions, const uint8_t* mask,
-                       KVCache& kv);
+                       KVCache& kv, const float* in = nullptr);
   // deepseek2's multi-head latent attention, absorbed form (the cache holds latent rows).
   void mla_attention_block(int l, int64_t T, const int32_t* positions, const uint8_t* mask, KVCache& kv);
   void ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Routing& routing);
@@ -114,7 +134,7 @@ class Transformer {
   kernels::Mamba2Params m2_;               // granitehybrid: its Mamba-2 sizes
   std::vector<int32_t> dn_slots_;          // qwen35: host [T, 2], delta_net_slots()
   std::vector<int32_t> dn_parent_;         // its scratch: each token's parent row
-  Rows hidden_;                            // the last forward's hidden rows (hidden_all)
+  Rows hidden_;                            // the last forward's hidden rows (hidden_all, capture_layers)
 };
 
 }  // namespace specmoe::core

@@ -111,6 +111,10 @@ class Drafter {
   // target's, valid until its next forward (copy what is needed; run no forward of the target's
   // model here, whose logits the verifier has yet to read).
   virtual bool reads_target_hidden() const { return false; }
+  // Which rows: the input rows of these target layers, side by side (core::ForwardOptions::
+  // hidden_layers; an EAGLE-3 head's features), or when empty the final hidden rows after the
+  // output norm (ForwardOptions::hidden).
+  virtual std::vector<int> target_hidden_layers() const { return {}; }
   virtual void target_hidden(std::span<const int32_t> tokens, const core::Rows& hidden) {
     (void)tokens;
     (void)hidden;

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "draft/eagle3_drafter.h"
 #include "draft/layerskip_drafter.h"
 #include "draft/mtp_drafter.h"
 #include "draft/model_drafter.h"
@@ -45,20 +46,33 @@ std::unique_ptr<Drafter> make_layerskip_drafter(const DrafterOptions& o) {
   return d;
 }
 
+// The draft file of DrafterOptions, loaded unless given loaded (null when neither is given).
+std::shared_ptr<core::Model> draft_file(const DrafterOptions& o) {
+  if (o.draft_model || o.draft_model_path.empty()) return o.draft_model;
+  core::LoadOptions load;
+  load.n_threads = o.n_threads;
+  load.device = o.device;
+  load.cache_types = o.cache_types;
+  return core::Model::load(o.draft_model_path, load);
+}
+
 std::unique_ptr<Drafter> make_mtp_drafter(const DrafterOptions& o) {
   if (o.target == nullptr) throw_error(ErrorKind::InvalidArgument, "drafter 'mtp': the target model is required");
   // The target's own block, or one from a draft file (a file of the block alone, llama.cpp's --mtp
   // export, beside a target converted without it).
-  std::shared_ptr<core::Model> block = o.draft_model;
-  if (!block && !o.draft_model_path.empty()) {
-    core::LoadOptions load;
-    load.n_threads = o.n_threads;
-    load.device = o.device;
-    load.cache_types = o.cache_types;
-    block = core::Model::load(o.draft_model_path, load);
-  }
+  std::shared_ptr<core::Model> block = draft_file(o);
   auto d = block ? std::make_unique<MtpDrafter>(*o.target, std::move(block), o.n_ctx)
                  : std::make_unique<MtpDrafter>(*o.target, o.n_ctx);
+  d->set_vocabulary_limit(o.draft_vocab);
+  return d;
+}
+
+std::unique_ptr<Drafter> make_eagle3_drafter(const DrafterOptions& o) {
+  if (o.target == nullptr) throw_error(ErrorKind::InvalidArgument, "drafter 'eagle3': the target model is required");
+  std::shared_ptr<core::Model> head = draft_file(o);
+  if (!head)
+    throw_error(ErrorKind::InvalidArgument, "drafter 'eagle3': no EAGLE-3 head given (draft_model path, -md)");
+  auto d = std::make_unique<Eagle3Drafter>(*o.target, std::move(head), o.n_ctx);
   d->set_vocabulary_limit(o.draft_vocab);
   return d;
 }
@@ -77,6 +91,7 @@ Registry& registry() {
     };
     reg->factories["layerskip"] = make_layerskip_drafter;
     reg->factories["mtp"] = make_mtp_drafter;
+    reg->factories["eagle3"] = make_eagle3_drafter;
     return reg;
   }();
   return *r;

@@ -180,13 +180,13 @@ void EngineExecutor::prepare(const ExperimentSpec& spec, const std::vector<RunSp
     o.target = target.get();
     if (!s.draft.empty()) o.draft_model = model(spec.find_model(s.draft)->path, spec.threads);
     if (s.draft_vocab > 0) {
-      const core::Model* head = s.drafter == "model"                               ? o.draft_model.get()
+      const core::Model* head = s.drafter == "model" || s.drafter == "eagle3"      ? o.draft_model.get()
                                 : s.drafter == "layerskip" || s.drafter == "mtp" ? target.get()
                                                                                   : nullptr;
-      if (head == nullptr && s.drafter != "model")
+      if (head == nullptr && s.drafter != "model" && s.drafter != "eagle3")
         spec.src.fail(key_of(spec, run, "draft_vocab"),
-                      fmt::format("run '{}': draft_vocab applies to the model, layerskip and mtp drafters, not '{}'", run.name,
-                                  s.drafter));
+                      fmt::format("run '{}': draft_vocab applies to the model, layerskip, mtp and eagle3 drafters, not "
+                                  "'{}'", run.name, s.drafter));
       if (head != nullptr && s.draft_vocab > head->config().n_vocab)
         spec.src.fail(key_of(spec, run, "draft_vocab"),
                       fmt::format("run '{}': draft_vocab {} exceeds the {} model's {} ids", run.name, s.draft_vocab,

@@ -235,8 +235,9 @@ void ExperimentSpec::validate() const {
       continue;
     }
     if (s.drafter.empty()) src.fail(key(""), "missing required key 'drafter' for a speculative strategy");
-    if (s.drafter == "model" && s.draft.empty())
-      src.fail(key(""), "missing required key 'draft' (the draft model) for drafter 'model'");
+    if ((s.drafter == "model" || s.drafter == "eagle3") && s.draft.empty())
+      src.fail(key(""), fmt::format("missing required key 'draft' ({}) for drafter '{}'",
+                                    s.drafter == "model" ? "the draft model" : "the EAGLE-3 head", s.drafter));
     if (!s.draft.empty() && !find_model(s.draft))
       src.fail(key("draft"), fmt::format("undefined model '{}' (defined: {})", s.draft, model_names));
     if (!s.tree_widths.empty() && s.tree_nodes > 0)

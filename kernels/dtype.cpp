@@ -38,17 +38,26 @@ constexpr std::array<DTypeInfo, 16> kTypes = {{
     {DType::MXFP4, "MXFP4", 32, 17},
     {DType::BF16, "BF16", 1, 2},
 }};
+// Integer element types, outside kTypes so that no name lookup offers them as a weight type.
+constexpr std::array<DTypeInfo, 2> kIntTypes = {{
+    {DType::I32, "I32", 1, 4},
+    {DType::I64, "I64", 1, 8},
+}};
 
 }  // namespace
 
 std::optional<DTypeInfo> dtype_info(uint32_t type_id) {
   for (const auto& t : kTypes)
     if (static_cast<uint32_t>(t.type) == type_id) return t;
+  for (const auto& t : kIntTypes)
+    if (static_cast<uint32_t>(t.type) == type_id) return t;
   return std::nullopt;
 }
 
 const DTypeInfo& dtype_info(DType type) {
   for (const auto& t : kTypes)
+    if (t.type == type) return t;
+  for (const auto& t : kIntTypes)
     if (t.type == type) return t;
   throw_error(ErrorKind::InvalidArgument, "unknown dtype id {}", static_cast<uint32_t>(type));
 }

@@ -26,6 +26,10 @@ enum class DType : uint32_t {
   IQ4_XS = 23,
   MXFP4 = 39,
   BF16 = 30,
+  // Integer tensors (an EAGLE-3 head's d2t): read as data, never as weights of a matmul, never a
+  // quantization target (dtype_from_name and dtype_supported_names leave them out).
+  I32 = 26,
+  I64 = 27,
 };
 
 struct DTypeInfo {
@@ -37,6 +41,7 @@ struct DTypeInfo {
 
 // Info for a known type id, or nullopt for an id specmoe does not support.
 std::optional<DTypeInfo> dtype_info(uint32_t type_id);
+inline bool dtype_is_integer(DType t) { return t == DType::I32 || t == DType::I64; }
 const DTypeInfo& dtype_info(DType type);
 const char* dtype_name(DType type);
 std::optional<DType> dtype_from_name(std::string_view name);  // "f16", "Q8_0" (case-insensitive)

@@ -285,6 +285,8 @@ class ReferenceForward {
   }
   // The last run's final hidden rows [T][n_embd]: the input of the head, after the final norm.
   const std::vector<std::vector<double>>& hidden() const { return hidden_; }
+  // The last run's input rows of every layer it ran [layer][T][n_embd] (an EAGLE-3 head's features).
+  const std::vector<std::vector<std::vector<double>>>& layer_inputs() const { return layer_inputs_; }
 
   // logits [T][n_vocab]
   std::vector<std::vector<double>> run(const std::vector<int32_t>& ids, const FfnBlock& ffn = {}) {
@@ -317,6 +319,7 @@ class ReferenceForward {
       }
     }
     std::vector<std::vector<double>> par(T);  // a parallel residual's attention outputs
+    layer_inputs_.clear();
     // x += FFN(norm(x)) of layer l for every token (the hook's block, or the dense one), then a
     // parallel residual's attention output.
     const auto feed_forward = [&](int l, const std::string& p) {
@@ -332,6 +335,7 @@ class ReferenceForward {
     for (int l = mtp_h_ ? c_.n_layer : 0; l < c_.n_layer + (mtp_h_ ? 1 : 0); ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
       layer_in_ = x;  // the layer's input (smallthinker's router reads it)
+      layer_inputs_.push_back(x);
       if (recurrent_[l]) {
         delta_net(x, p);
         feed_forward(l, p);
@@ -860,6 +864,7 @@ class ReferenceForward {
   std::vector<bool> local_;
   std::vector<bool> still_;  // qwen3vl's unrotated pairs
   const std::vector<std::vector<double>>* mtp_h_ = nullptr;  // run_mtp's hidden rows
+  std::vector<std::vector<std::vector<double>>> layer_inputs_;
   std::vector<std::vector<double>> hidden_;                   // the last run's final hidden rows
   std::vector<double> freq_factors_;
 };

@@ -64,13 +64,13 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
     batch.parents = batch_parents_;
     core::ForwardOptions fwd;
     fwd.logits_all = g > 0;
-    fwd.hidden = drafter_.reads_target_hidden();
+    set_hidden_request(fwd);
     core::ForwardResult f;
     {
       StepTimer t(&m.time.verify_forward_s, &target_.backend(), g > 0 ? &m.verify_draft_s : nullptr);
       f = target_.forward(batch, kv_, fwd);
     }
-    if (fwd.hidden) {
+    if (fwd.hidden || !fwd.hidden_layers.empty()) {
       StepTimer t(&m.time.draft_s, nullptr, &propose_s);
       drafter_.target_hidden(batch_, f.hidden);
     }
@@ -135,6 +135,13 @@ GenerationResult SpeculativeDecoder::start(std::span<const int32_t> prompt) {
   return out;
 }
 
+void SpeculativeDecoder::set_hidden_request(core::ForwardOptions& o) {
+  if (!drafter_.reads_target_hidden()) return;
+  hidden_layers_ = drafter_.target_hidden_layers();
+  o.hidden = hidden_layers_.empty();
+  o.hidden_layers = hidden_layers_;
+}
+
 void SpeculativeDecoder::prefill(std::span<const int32_t> prompt, Metrics& m) {
   {
     StepTimer t(&m.time.draft_s);
@@ -145,14 +152,14 @@ void SpeculativeDecoder::prefill(std::span<const int32_t> prompt, Metrics& m) {
   // generated token is speculated like every other.
   core::ForwardOptions last_only;
   last_only.logits_all = false;
-  last_only.hidden = drafter_.reads_target_hidden();
+  set_hidden_request(last_only);
   core::ForwardResult f;
   {
     StepTimer t(&m.time.verify_forward_s, &target_.backend());
     f = target_.forward(prompt.first(prompt.size() - 1), kv_, last_only);
   }
   m.moe.record_load(f.stats, target_);
-  if (last_only.hidden) {
+  if (last_only.hidden || !last_only.hidden_layers.empty()) {
     StepTimer t(&m.time.draft_s);
     drafter_.target_hidden(prompt.first(prompt.size() - 1), f.hidden);
   }

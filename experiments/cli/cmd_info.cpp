@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
@@ -243,6 +244,10 @@ void add_info_command(CLI::App& app) {
       j["nextn_predict_layers"] = c.n_nextn;
       j["mtp_drafter"] = c.has_mtp();
       j["mtp_only"] = c.mtp_only;
+      if (c.is_eagle3())
+        j["eagle3"] = {{"target_layers", c.eagle3_target_layers}, {"target_hidden_size", c.eagle3_target_width},
+                       {"draft_vocab", c.n_draft_vocab}, {"norm_before_fc", c.eagle3_norm_before_fc},
+                       {"norm_before_residual", c.eagle3_norm_before_residual}};
       j["attention_temperature"] = {{"scale", c.attn_temp_scale}, {"floor", c.attn_temp_floor}};
       j["logit_scale"] = c.logit_scale;
       std::vector<int> no_rope;
@@ -352,6 +357,12 @@ void add_info_command(CLI::App& app) {
                   !c.has_mtp() ? ", which specmoe does not run for this architecture"
                   : c.mtp_only ? "; this file holds the block alone (llama.cpp's --mtp export): a draft for --drafter mtp -md"
                                : ": --drafter mtp drafts with the first");
+    if (c.is_eagle3())
+      std::printf("eagle3:        an EAGLE-3 draft head reading the input rows of target layers %s (width %d)%s%s; "
+                  "a draft for --drafter eagle3 -md beside its target\n",
+                  fmt::format("{}", fmt::join(c.eagle3_target_layers, ", ")).c_str(), c.eagle3_target_width,
+                  c.n_draft_vocab != c.n_vocab ? fmt::format(", its own vocabulary of {} ids (d2t)", c.n_draft_vocab).c_str() : "",
+                  c.eagle3_norm_before_fc ? ", features normed before fc" : "");
     if (c.is_moe()) {
       std::string dense;
       if (c.n_layer_dense_lead > 0) dense = fmt::format(", layers 0-{} dense (ff {})", c.n_layer_dense_lead - 1, c.n_ff);

@@ -331,6 +331,8 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::IQ4_XS: dequant_iq4_xs(s, dst, n / QK_K); return;
     case DType::Q2_K: dequant_q2_K(s, dst, n / QK_K); return;
     case DType::Q3_K: dequant_q3_K(s, dst, n / QK_K); return;
+    case DType::I32:
+    case DType::I64: break;  // integers are no float data
   }
   throw_error(ErrorKind::InvalidArgument, "dequantize_row: unknown dtype id {}", static_cast<uint32_t>(type));
 }
@@ -359,6 +361,8 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
     case DType::IQ4_XS: quant_iq4_xs(src, d, n / QK_K); return;
     case DType::Q2_K: quant_q2_K(src, d, n / QK_K); return;
     case DType::Q3_K: quant_q3_K(src, d, n / QK_K); return;
+    case DType::I32:
+    case DType::I64: break;
   }
   throw_error(ErrorKind::InvalidArgument, "quantize_row: unknown dtype id {}", static_cast<uint32_t>(type));
 }

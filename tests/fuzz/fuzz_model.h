@@ -56,8 +56,46 @@ inline void exercise_mtp(core::Model& m, std::span<const int32_t> chain, const s
   }
 }
 
+// An EAGLE-3 head: its fusion over feature rows of ones, and, when the file has its own embedding
+// and head (no target needed), its decoder over `chain` in one batch and one token at a time.
+inline void exercise_eagle3(core::Model& m) {
+  const core::ModelConfig& c = m.config();
+  const std::vector<int32_t> chain = {0, std::min(1, c.n_vocab - 1), c.n_vocab - 1};
+  const int n_ctx = std::min(8, c.n_ctx_train);
+  const size_t n = std::min<size_t>(chain.size(), static_cast<size_t>(n_ctx)), V = static_cast<size_t>(c.n_vocab);
+  const std::vector<float> ones(n * static_cast<size_t>(c.eagle3_feature_width()), 1.0f);
+  core::RowBuffer fbuf(m.backend());
+  m.backend().upload(fbuf.reserve(static_cast<int64_t>(n), c.eagle3_feature_width()), ones.data(), ones.size() * sizeof(float));
+  const core::Rows g = m.eagle3_fuse(fbuf.view(static_cast<int64_t>(n), c.eagle3_feature_width()).data, static_cast<int64_t>(n));
+  SPECMOE_FUZZ_CHECK(g.rows == static_cast<int64_t>(n) && g.cols == c.n_embd, "EAGLE-3 fusion wrote the wrong size");
+  core::RowBuffer gbuf(m.backend());
+  m.backend().copy(gbuf.reserve(g.rows, g.cols), g.data, static_cast<size_t>(g.rows * g.cols) * sizeof(float));
+  const core::Rows gr = gbuf.view(g.rows, g.cols);
+  core::KVCache a = m.new_cache(n_ctx), b = m.new_cache(n_ctx);
+  std::vector<float> all, one;
+  try {
+    m.forward_eagle3(core::Batch(std::span<const int32_t>(chain.data(), n)), gr.data, a).logits.to_host(all);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::Unsupported) return;  // the target's embedding or head: no target here
+    throw;
+  }
+  SPECMOE_FUZZ_CHECK(all.size() == n * V, "an EAGLE-3 forward wrote the wrong logits size");
+  for (size_t t = 0; t < n; ++t) {
+    m.forward_eagle3(core::Batch(std::span<const int32_t>(chain.data() + t, 1)), gr.row(static_cast<int64_t>(t)), b)
+        .logits.to_host(one);
+    for (size_t v = 0; v < V; ++v)
+      SPECMOE_FUZZ_CHECK(same_logit(one[v], all[t * V + v]),
+                         fmt::format("token {}'s EAGLE-3 logit {} differs between a batch ({}) and one token at a time ({})",
+                                     t, v, all[t * V + v], one[v]));
+  }
+}
+
 inline void exercise_model(core::Model& m) {
   const core::ModelConfig& c = m.config();
+  if (c.is_eagle3()) {
+    exercise_eagle3(m);
+    return;
+  }
   if (c.mtp_only) {  // a file of the block alone: the block, over hidden rows of ones
     const std::vector<int32_t> tokens = {0, std::min(1, c.n_vocab - 1), c.n_vocab - 1};
     const int n_ctx = std::min(8, c.n_ctx_train);

@@ -195,7 +195,12 @@ SynthSpec shrink(SynthSpec s) {
   s.n_vocab = 259;
   s.n_embd = 32;
   s.n_head = 2;
-  s.n_head_kv = 1;
+  s.n_head_kv = s.arch == "eagle3" ? 2 : 1;  // an EAGLE-3 head's synth layer has as many KV heads as heads
+  if (s.arch == "eagle3") {  // a head for a target of this width, its draft vocabulary within the ids
+    s.n_layer = 1;
+    s.eagle3_target_width = 32;
+    if (s.eagle3_draft_vocab > 0) s.eagle3_draft_vocab = 100;
+  }
   // Wider than n_embd / n_head, as the preset's; deepseek2 keeps its split of the query/key head
   // into RoPE and non-RoPE parts (48 = 32 + 16), whose rows must fit the block types.
   if (s.head_dim > 0 && s.arch != "deepseek2") s.head_dim = 32;

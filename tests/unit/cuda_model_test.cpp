@@ -24,6 +24,7 @@
 #include "base/device.h"
 #include "core/synth.h"
 #include "require_cuda.h"
+#include "draft/eagle3_drafter.h"
 #include "draft/mtp_drafter.h"
 #include "verify/autoregressive.h"
 #include "verify/registry.h"
@@ -616,5 +617,63 @@ TEST(CudaModel, MtpBlockAndDraftingMatchTheCpu) {
     const auto verifier = verify::make_verifier("greedy", {gpu->device()});
     verify::SpeculativeDecoder dec(*gpu, drafter, *verifier, greedy, d_o);
     EXPECT_EQ(dec.generate(ids, 0).tokens, verify::generate_autoregressive(*gpu, ids, greedy, d_o, 0).tokens) << preset;
+  }
+}
+
+TEST(CudaModel, Eagle3HeadAndDraftingMatchTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  // A target's layer rows (ForwardOptions::hidden_layers), an EAGLE-3 head's fusion and decoder
+  // (Model::eagle3_fuse, forward_eagle3; eagle3-d2t-tiny: its own embedding, a head over 160 ids
+  // scattered through d2t) on the GPU against the CPU, then the eagle3 drafter through the loop on
+  // the GPU: identical to its autoregressive decoding.
+  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
+  const std::string tpath = scratch("cuda_tiny_eagle3.gguf");
+  synth_write(synth_spec("tiny"), tpath, 42);
+  auto tc = load(tpath, "cpu");
+  auto tg = load(tpath, "cuda:0");
+  for (const char* preset : {"eagle3-tiny", "eagle3-d2t-tiny"}) {
+    const std::string hpath = scratch(fmt::format("cuda_{}.gguf", preset));
+    synth_write(synth_spec(preset), hpath, 42);
+    std::shared_ptr<Model> hc(load(hpath, "cpu")), hg(load(hpath, "cuda:0"));
+    hc->bind_target(*tc);
+    hg->bind_target(*tg);
+    const ModelConfig& c = hc->config();
+    ForwardOptions o;
+    o.hidden_layers = c.eagle3_target_layers;
+    KVCache kc = tc->new_cache(32), kg = tg->new_cache(32);
+    std::vector<float> fc, fg, gc, gg, lc, lg;
+    tc->forward(ids, kc, o).hidden.to_host(fc);
+    tg->forward(ids, kg, o).hidden.to_host(fg);
+    expect_close(fg, fc, kRelF32, std::string(preset) + " layer rows");
+    const int64_t T = static_cast<int64_t>(ids.size()), F = c.eagle3_feature_width(), d = c.n_embd;
+    RowBuffer bc(hc->backend()), bg(hg->backend());
+    hc->backend().upload(bc.reserve(T, F), fc.data(), fc.size() * sizeof(float));
+    hg->backend().upload(bg.reserve(T, F), fc.data(), fc.size() * sizeof(float));
+    hc->eagle3_fuse(bc.view(T, F).data, T).to_host(gc);
+    hg->eagle3_fuse(bg.view(T, F).data, T).to_host(gg);
+    expect_close(gg, gc, kRelF32, std::string(preset) + " fusion");
+    RowBuffer gbc(hc->backend()), gbg(hg->backend());
+    hc->backend().upload(gbc.reserve(T, d), gc.data(), gc.size() * sizeof(float));
+    hg->backend().upload(gbg.reserve(T, d), gc.data(), gc.size() * sizeof(float));
+    KVCache ec = hc->new_cache(32), eg = hg->new_cache(32);
+    hc->forward_eagle3(ids, gbc.view(T, d).data, ec).logits.to_host(lc);
+    hg->forward_eagle3(ids, gbg.view(T, d).data, eg).logits.to_host(lg);
+    for (size_t i = 0; i < lc.size(); ++i)  // the ids outside a draft vocabulary: -inf on both
+      if (std::isinf(lc[i])) {
+        EXPECT_TRUE(std::isinf(lg[i]) && lg[i] < 0) << preset << " logit " << i;
+        lc[i] = lg[i] = 0.0f;
+      }
+    expect_close(lg, lc, kRelF32, std::string(preset) + " head logits");
+    SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    verify::DecodeOptions d_o;
+    d_o.max_tokens = 24;
+    d_o.draft_max = 3;
+    d_o.stop_at_eog = false;
+    d_o.cost_probe_forwards = 0;
+    draft::Eagle3Drafter drafter(*tg, hg, 64);
+    const auto verifier = verify::make_verifier("greedy", {tg->device()});
+    verify::SpeculativeDecoder dec(*tg, drafter, *verifier, greedy, d_o);
+    EXPECT_EQ(dec.generate(ids, 0).tokens, verify::generate_autoregressive(*tg, ids, greedy, d_o, 0).tokens) << preset;
   }
 }

@@ -249,7 +249,7 @@ TEST_F(ExperimentEngine, EngineChecksRunBeforeAnyGeneration) {
   toml = write_toml("bad2d.toml", t2d);
   EXPECT_EQ(run_error(toml, options("bad2d")),
             fmt::format("{}:{}: key 'strategy[2].draft_vocab': run 'ngram-t0': draft_vocab applies to the model, "
-                        "layerskip and mtp drafters, not 'ngram'",
+                        "layerskip, mtp and eagle3 drafters, not 'ngram'",
                         toml, line_of(t2d, "draft_vocab = 100")));
 
   std::string t3 = replace(kToml, "max_tokens = 12", "max_tokens = 600");
