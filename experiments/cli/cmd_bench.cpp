@@ -84,9 +84,21 @@ struct ForwardTime {
 ForwardTime time_forward_both(core::Model& m, std::span<const int32_t> ids, core::KVCache& kv, bool logits_all) {
   core::ForwardOptions o;
   o.logits_all = logits_all;
+  // An EAGLE-3 head's step reads a feature row per token (zeros: its speed does not depend on them).
+  core::RowBuffer g;
+  if (m.is_eagle3()) {
+    const int64_t T = static_cast<int64_t>(ids.size()), d = m.config().n_embd;
+    g = core::RowBuffer(m.backend());
+    const std::vector<float> zeros(static_cast<size_t>(T * d), 0.0f);
+    m.backend().upload(g.reserve(T, d), zeros.data(), zeros.size() * sizeof(float));
+    m.backend().synchronize();
+  }
   const double c0 = process_cpu_seconds();
   const auto t0 = Clock::now();
-  m.forward(ids, kv, o);
+  if (m.is_eagle3())
+    m.forward_eagle3(ids, g.view(static_cast<int64_t>(ids.size()), m.config().n_embd).data, kv, o);
+  else
+    m.forward(ids, kv, o);
   m.backend().synchronize();
   return {std::chrono::duration<double>(Clock::now() - t0).count(), process_cpu_seconds() - c0};
 }
@@ -416,6 +428,7 @@ void run_bench(const BenchArgs& args) {
     d.moe_k = 0;
     d.moe_capacity = 0;
     draft = load_model(d, a.draft_path);
+    if (draft->is_eagle3()) draft->bind_target(*model);  // its step: one token of the head's layer
   }
   BenchResult b;
   b.weight_bytes = model->weight_bytes_per_token();
@@ -451,7 +464,8 @@ void add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "measure decode, prefill, the verify cost curve r(T) and c on this machine");
   a->model.huge_pages = "on";  // what a long run gets: its decode speed, not the first touch's cost
   add_model_options(cmd, a->model);
-  cmd->add_option("--model-draft", a->draft_path, "draft model GGUF (alias -md): also measure the cost ratio c");
+  cmd->add_option("--model-draft", a->draft_path, "draft model GGUF (alias -md): also measure the cost ratio c (an "
+                  "EAGLE-3 head: one token of its layer and head)");
   cmd->add_option("-n,--n-gen", a->n_gen, "decode: tokens generated one per forward")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
