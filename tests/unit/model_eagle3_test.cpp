@@ -14,7 +14,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/error.h"
+#include "cli_runner.h"
 #include "core/gguf.h"
 #include "core/model.h"
 #include "core/synth.h"
@@ -478,4 +481,28 @@ TEST(Eagle3, ClearErrors) {
   KVCache kv = head->new_cache(16);
   RowBuffer g(head->backend());
   EXPECT_THROW(head->forward_eagle3(kIds, g.reserve(static_cast<int64_t>(kIds.size()), 64), kv), Error);
+}
+
+TEST(Eagle3, TheCliDraftsAndBenchesWithAHead) {
+  // speculate --drafter eagle3 -md HEAD: the target's own greedy output (generate's), with drafts
+  // accepted; bench -md HEAD: the head's cost ratio c.
+  SPECMOE_REQUIRE_CLI();
+  using nlohmann::json;
+  const std::string target = write_agreeing_target(), head = write_preset("eagle3-d2t-tiny");
+  const specmoe::testing::CliRun sp = specmoe::testing::run_cli(
+      {"speculate", "-m", target, "-md", head, "--drafter", "eagle3", "--temp", "0", "-p", "Hello world", "-n", "24",
+       "--draft-max", "3", "-t", "1", "--json"});
+  ASSERT_EQ(sp.exit_code, 0) << sp.describe();
+  const specmoe::testing::CliRun ar = specmoe::testing::run_cli(
+      {"generate", "-m", target, "--temp", "0", "-p", "Hello world", "-n", "24", "-t", "1", "--json"});
+  ASSERT_EQ(ar.exit_code, 0) << ar.describe();
+  const json js = json::parse(sp.out), ja = json::parse(ar.out);
+  EXPECT_EQ(js.at("tokens"), ja.at("tokens"));
+  EXPECT_GT(js.at("metrics").at("n_accepted").get<int>(), 0);
+  const specmoe::testing::CliRun b = specmoe::testing::run_cli(
+      {"bench", "-m", target, "-md", head, "-t", "1", "-n", "2", "-p", "0", "-r", "2", "--max-batch", "2", "--json"});
+  ASSERT_EQ(b.exit_code, 0) << b.describe();
+  const double c = json::parse(b.out).at("draft").at("cost_ratio").at("median").get<double>();
+  EXPECT_GT(c, 0.0);
+  EXPECT_LT(c, 10.0);
 }
