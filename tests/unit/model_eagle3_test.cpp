@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -505,4 +507,76 @@ TEST(Eagle3, TheCliDraftsAndBenchesWithAHead) {
   const double c = json::parse(b.out).at("draft").at("cost_ratio").at("median").get<double>();
   EXPECT_GT(c, 0.0);
   EXPECT_LT(c, 10.0);
+}
+
+namespace {
+
+// A copy of the head at `src` with metadata `key` replaced by `value` (nullopt: dropped) and
+// tensor `tensor` (when named) replaced by `bytes` of `type` and shape `ne`; loading it must fail
+// with an error naming the file and containing `needle`.
+void expect_bad_head(const std::string& src, const std::string& tag, const std::string& key,
+                     std::optional<GGUFValue> value, const std::string& tensor, DType type, std::vector<int64_t> ne,
+                     const std::vector<uint8_t>& bytes, const std::string& needle) {
+  const std::string copy = specmoe::testing::scratch_file("bad_eagle3_" + tag + ".gguf");
+  {
+    auto f = GGUFFile::open(src);
+    GGUFWriter w;
+    for (const auto& [k, v] : f->metadata())
+      if (k != key) w.set_value(k, v);
+    if (value) w.set_value(key, *value);
+    for (const auto& t : f->tensors()) {
+      if (t.name == tensor)
+        w.add_tensor(t.name, type, ne, bytes);
+      else
+        w.add_tensor(t.name, t.type, t.ne, std::span<const uint8_t>(t.data, t.nbytes));
+    }
+    w.write(copy);
+  }
+  try {
+    Model::load(copy, f32_caches());
+    ADD_FAILURE() << "no error for " << tag;
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(copy), std::string::npos) << tag << ": " << what;
+    EXPECT_NE(what.find(needle), std::string::npos) << tag << ": " << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << tag << ": " << what;
+  }
+}
+
+std::vector<uint8_t> i64_bytes(const std::vector<int64_t>& v) {
+  std::vector<uint8_t> b(v.size() * 8);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+}  // namespace
+
+TEST(Eagle3, BadHeadFilesGetOneLineErrors) {
+  const std::string head = write_preset("eagle3-d2t-tiny");
+  std::vector<int64_t> ids(160);
+  for (int i = 0; i < 160; ++i) ids[i] = i;
+  GGUFValue two_layers;
+  two_layers.type = GGUFType::ARRAY;
+  two_layers.elem_type = GGUFType::INT32;
+  for (int l : {0, 1}) {
+    GGUFValue item;
+    item.type = GGUFType::INT32;
+    item.i = l;
+    two_layers.items.push_back(item);
+  }
+  expect_bad_head(head, "no_layers", "eagle3.target_layers", std::nullopt, "", DType::F32, {}, {},
+                  "eagle3.target_layers");
+  expect_bad_head(head, "two_layers", "eagle3.target_layers", two_layers, "", DType::F32, {}, {}, "3 target layers");
+  expect_bad_head(head, "no_width", "eagle3.target_hidden_size", std::nullopt, "", DType::F32, {}, {},
+                  "target_hidden_size");
+  std::vector<int64_t> dup = ids;
+  dup[7] = dup[3];
+  expect_bad_head(head, "d2t_dup", "", std::nullopt, "d2t", DType::I64, {160}, i64_bytes(dup), "two draft ids");
+  std::vector<int64_t> far = ids;
+  far[9] = 320;
+  expect_bad_head(head, "d2t_range", "", std::nullopt, "d2t", DType::I64, {160}, i64_bytes(far), "outside the vocabulary");
+  expect_bad_head(head, "d2t_float", "", std::nullopt, "d2t", DType::F32, {160}, std::vector<uint8_t>(640, 0),
+                  "integers");
+  expect_bad_head(head, "d2t_short", "", std::nullopt, "d2t", DType::I64, {100},
+                  i64_bytes(std::vector<int64_t>(ids.begin(), ids.begin() + 100)), "output.weight");
 }
