@@ -507,6 +507,12 @@ TEST(Eagle3, TheCliDraftsAndBenchesWithAHead) {
   const double c = json::parse(b.out).at("draft").at("cost_ratio").at("median").get<double>();
   EXPECT_GT(c, 0.0);
   EXPECT_LT(c, 10.0);
+  // info names the head's target layers and its draft vocabulary.
+  const specmoe::testing::CliRun info = specmoe::testing::run_cli({"info", "-m", head, "--json"});
+  ASSERT_EQ(info.exit_code, 0) << info.describe();
+  const json e = json::parse(info.out).at("eagle3");
+  EXPECT_EQ(e.at("target_layers"), json::array({0, 1, 3}));
+  EXPECT_EQ(e.at("draft_vocab").get<int>(), 160);
 }
 
 namespace {
