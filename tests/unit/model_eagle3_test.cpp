@@ -29,6 +29,7 @@
 #include "lossless.h"
 #include "recurrent_model_helpers.h"
 #include "reference_forward.h"
+#include "tree_lossless.h"
 #include "verify/autoregressive.h"
 #include "verify/greedy_verifier.h"
 #include "verify/speculative_decoder.h"
@@ -585,4 +586,47 @@ TEST(Eagle3, BadHeadFilesGetOneLineErrors) {
                   "integers");
   expect_bad_head(head, "d2t_short", "", std::nullopt, "d2t", DType::I64, {100},
                   i64_bytes(std::vector<int64_t>(ids.begin(), ids.begin() + 100)), "output.weight");
+}
+
+TEST(Eagle3, TreesAreLossless) {
+  // The first three tokens through the loop at temperature 1 against the target's exact joint
+  // (tests/tree_lossless.h), the head with its own 160-id vocabulary (q is 0 outside it) growing
+  // trees drawn from q with and without replacement and top-k trees; the verifier that keeps p
+  // after a rejection (no residual) must fail where it changes tokens.
+  using namespace specmoe::testing;
+  auto target = Model::load(write_agreeing_target(), f32_caches());
+  const SamplingParams sp = plain_sampling(1.0f, 11);
+  std::vector<double> unused;
+  const Tokens prompt = most_uncertain_prompt(*target, sp, unused);
+  constexpr int kRuns = 6000, kBroken = 2000;
+  const ExactThree exact = exact_three(*target, prompt, sp, kRuns);
+  const verify::SpeculativeVerifier good, keep_residual(verify::RuleFault::KeepResidual);
+  auto shape = [](std::vector<int> widths, int nodes, int depth, int k, draft::TreeSampling ts) {
+    draft::TreeSpec t;
+    t.widths = std::move(widths);
+    t.nodes = nodes;
+    t.depth = depth;
+    t.top_k = k;
+    t.sampling = ts;
+    return t;
+  };
+  const std::vector<std::pair<std::string, draft::TreeSpec>> cases = {
+      {"widths 3,2 with replacement", shape({3, 2}, 0, 0, 0, draft::TreeSampling::Stochastic)},
+      {"widths 2,2 without replacement", shape({2, 2}, 0, 0, 0, draft::TreeSampling::StochasticNoReplace)},
+      {"dynamic 6/3/2 top-k", shape({}, 6, 3, 2, draft::TreeSampling::TopK)}};
+  for (const auto& [name, tree] : cases) {
+    draft::Eagle3Drafter d(*target, load_head("eagle3-d2t-tiny"), 64), bad_d(*target, load_head("eagle3-d2t-tiny"), 64);
+    const auto runs = loop_three(*target, d, good, prompt, sp, tree, 4, kRuns);
+    const LoopVerdict v = judge_three(exact, runs);
+    const auto bad_runs = loop_three(*target, bad_d, keep_residual, prompt, sp, tree, 4, kBroken);
+    const LoopVerdict bad = judge_three(exact, bad_runs);
+    const bool triggered = !std::equal(bad_runs.begin(), bad_runs.end(), runs.begin());
+    std::printf("eagle3 tree %s: joint chi2 %.1f df %d critical %.1f, worst ratio %.3f | no residual: worst ratio %.2f\n",
+                name.c_str(), v.joint_stat, v.joint_df, v.joint_critical, v.worst_ratio, bad.worst_ratio);
+    EXPECT_TRUE(v.pass()) << name << ": worst ratio " << v.worst_ratio << ", impossible " << v.impossible;
+    EXPECT_GE(v.joint_df, 20) << name;
+    if (triggered) {
+      EXPECT_FALSE(bad.pass()) << name << ": the broken rule (no residual) passed";
+    }
+  }
 }
