@@ -4,7 +4,8 @@
 // graph (src/models/eagle3.cpp), the head in a batch equal to one token at a time, and the drafter
 // through the decoding loop: identical to autoregressive decoding at temperature 0 for chains and
 // trees with drafts accepted, lossless at temperature 1 (chi-square of the first two tokens, an
-// always-accept verifier failing it), a head with its own draft vocabulary (d2t) included; clear
+// always-accept verifier failing it; trees drawn with and without replacement and top-k, against the
+// exact joint of three tokens), a head with its own draft vocabulary (d2t) included; clear
 // errors. Token for token against llama.cpp's draft-eagle3: scripts/conformance-eagle3.py.
 #include <gtest/gtest.h>
 
