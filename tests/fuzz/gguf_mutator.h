@@ -327,8 +327,31 @@ class GgufMutator {
                                        DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,   DType::Q3_K,
                                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS,
                                        DType::MXFP4};
-    const DType to = pick_of(kTypes);
     if (t->ne.empty()) return;
+    if (dtype_is_integer(t->type)) {
+      // Integer tensors (an EAGLE-3 head's d2t) are no float data: I64 <-> I32, the values kept
+      // (truncated to 32 bits).
+      const bool wide = t->type == DType::I64;
+      const size_t n = t->bytes.size() / (wide ? 8 : 4);
+      std::vector<uint8_t> out(n * (wide ? 4 : 8));
+      for (size_t i = 0; i < n; ++i) {
+        int64_t v = 0;
+        if (wide) {
+          std::memcpy(&v, t->bytes.data() + 8 * i, 8);
+          const auto v32 = static_cast<int32_t>(v);
+          std::memcpy(out.data() + 4 * i, &v32, 4);
+        } else {
+          int32_t v32 = 0;
+          std::memcpy(&v32, t->bytes.data() + 4 * i, 4);
+          v = v32;
+          std::memcpy(out.data() + 8 * i, &v, 8);
+        }
+      }
+      t->type = wide ? DType::I32 : DType::I64;
+      t->bytes = std::move(out);
+      return;
+    }
+    const DType to = pick_of(kTypes);
     // A row longer than the file could hold has no data (a shape with a zero dimension): nothing
     // to convert, and a row buffer of its length could be gigabytes.
     const int64_t n0 = t->ne[0];
