@@ -663,6 +663,22 @@ Rows Transformer::finish(const TransformerBatch& b, int64_t T, const VectorView&
   return Rows{logits, n_out, n_vocab, be_.get()};
 }
 
+// [rmsnorm(embed(ids); embed_norm) | rmsnorm(h; h_norm)] in kMtpCat ([T, 2 n_embd]), the input of a
+// draft head (an MTP block's eh_proj, an EAGLE-3 head's attention); kXn keeps rmsnorm(h; h_norm).
+const float* Transformer::token_and_row(const MatrixView& embed, const VectorView& embed_norm, const float* h,
+                                        const VectorView& h_norm, const int32_t* ids, int64_t T) {
+  const int64_t d = c_.n_embd;
+  const size_t row = static_cast<size_t>(d) * sizeof(float);
+  float* e = buf(kXn, T * d);
+  float* cat = buf(kMtpCat, T * 2 * d);
+  be_->get_rows(embed, ids, T, e);
+  be_->rms_norm(e, embed_norm.data, e, T, d, c_.norm_eps);
+  be_->copy_rows(cat, 2 * row, e, row, row, T);
+  be_->rms_norm(h, h_norm.data, e, T, d, c_.norm_eps);
+  be_->copy_rows(cat + d, 2 * row, e, row, row, T);
+  return cat;
+}
+
 // The multi-token-prediction block (llama.cpp's graph_mtp of deepseek2, glm4moe, qwen35):
 //   x = eh_proj [rmsnorm(embed(t); enorm) | rmsnorm(h; hnorm)]
 //   x = the architecture's decoder layer n_layer (attention, then the feed-forward or experts)
@@ -676,14 +692,7 @@ Rows Transformer::forward_mtp(const TransformerBatch& b, const float* h, KVCache
   const Inputs in = upload_inputs(b, kv, false);
   temp_factors_.clear();
   rope_factors_ = nullptr;
-  const size_t row = static_cast<size_t>(d) * sizeof(float);
-  float* e = buf(kXn, T * d);
-  float* cat = buf(kMtpCat, T * 2 * d);
-  be_->get_rows(N.embed, in.ids, T, e);
-  be_->rms_norm(e, N.enorm.data, e, T, d, c_.norm_eps);
-  be_->copy_rows(cat, 2 * row, e, row, row, T);
-  be_->rms_norm(h, N.hnorm.data, e, T, d, c_.norm_eps);
-  be_->copy_rows(cat + d, 2 * row, e, row, row, T);
+  const float* cat = token_and_row(N.embed, N.enorm, h, N.hnorm, in.ids, T);
   be_->matmul(cat, T, N.eh_proj, buf(kX, T * d));
   if (c_.is_mla())
     mla_attention_block(l, T, in.positions, in.mask, kv);
@@ -729,15 +738,9 @@ Rows Transformer::forward_eagle3(const TransformerBatch& b, const float* g, KVCa
   temp_factors_.clear();
   rope_factors_ = nullptr;
   const size_t row = static_cast<size_t>(d) * sizeof(float);
-  float* e = buf(kXn, T * d);
-  float* cat = buf(kMtpCat, T * 2 * d);
-  float* x = buf(kX, T * d);
-  be_->get_rows(w_.token_embd, in.ids, T, e);
-  be_->rms_norm(e, L.attn_norm.data, e, T, d, c_.norm_eps);
-  be_->copy_rows(cat, 2 * row, e, row, row, T);
-  be_->rms_norm(g, E.hidden_norm.data, e, T, d, c_.norm_eps);
-  be_->copy_rows(cat + d, 2 * row, e, row, row, T);
-  be_->copy_rows(x, row, c_.eagle3_norm_before_residual ? e : g, row, row, T);
+  const float* cat = token_and_row(w_.token_embd, L.attn_norm, g, E.hidden_norm, in.ids, T);
+  // The residual: g, or its normed row (token_and_row leaves it in kXn).
+  be_->copy_rows(buf(kX, T * d), row, c_.eagle3_norm_before_residual ? buf(kXn, T * d) : g, row, row, T);
   attention_block(0, T, in.positions, in.row_positions, in.mask, kv, cat);
   ffn_block(0, T, b, routing);
   // The logits: the draft vocabulary's rows of the head, then scattered into the target's.
@@ -746,7 +749,7 @@ Rows Transformer::forward_eagle3(const TransformerBatch& b, const float* g, KVCa
   hb.hidden_all = false;
   if (scatter) hb.head_rows = c_.n_draft_vocab;
   const Rows draft = finish(hb, T, w_.output_norm, VectorView{}, w_.output, kv);
-  hidden_ = b.hidden_all ? Rows{x, T, d, be_.get()} : Rows{};
+  hidden_ = b.hidden_all ? Rows{buf(kX, T * d), T, d, be_.get()} : Rows{};
   if (!scatter) return draft;
   float* logits = buf(kDraftLogits, static_cast<size_t>(draft.rows) * c_.n_vocab);
   be_->scatter_cols(draft.data, draft.rows, draft.cols, reinterpret_cast<const int32_t*>(E.d2t.data), logits, c_.n_vocab,

@@ -85,6 +85,10 @@ class Transformer {
     const uint8_t* mask = nullptr;
   };
   Inputs upload_inputs(const TransformerBatch& b, KVCache& kv, bool trunk);
+  // A draft head's input [rmsnorm(embed(ids); embed_norm) | rmsnorm(h; h_norm)] ([T, 2 n_embd] in
+  // the workspace); the workspace's normed-input slot keeps rmsnorm(h; h_norm).
+  const float* token_and_row(const MatrixView& embed, const VectorView& embed_norm, const float* h,
+                             const VectorView& h_norm, const int32_t* ids, int64_t T);
   // The final norm and the head over the residual stream; appends the batch to kv.
   Rows finish(const TransformerBatch& b, int64_t T, const VectorView& norm_w, const VectorView& norm_b,
               const MatrixView& head, KVCache& kv);

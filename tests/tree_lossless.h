@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
+#include <string>
 #include <map>
 #include <memory>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "draft/drafter.h"
 #include "tree_stats.h"
 #include "verify/speculative_decoder.h"
+#include "verify/speculative_verifier.h"
 #include "verify/verifier.h"
 
 namespace specmoe::testing {
@@ -170,6 +173,49 @@ inline std::vector<std::vector<int32_t>> loop_three(core::Model& target, draft::
   out.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) out.push_back(dec.generate(prompt, static_cast<uint64_t>(i)).tokens);
   return out;
+}
+
+// A tree's shape: children per node at each depth (widths), or a dynamic tree of `nodes` nodes,
+// `depth` deep, expanding the top `k` (draft/token_tree.h TreeSpec), with children drawn as `s` says.
+inline draft::TreeSpec tree_spec(std::vector<int> widths, int nodes, int depth, int k, draft::TreeSampling s) {
+  draft::TreeSpec t;
+  t.widths = std::move(widths);
+  t.nodes = nodes;
+  t.depth = depth;
+  t.top_k = k;
+  t.sampling = s;
+  return t;
+}
+
+// A drafter's trees (make_drafter: a fresh one per use) drawn from q with replacement (3,2), without
+// (2,2) and top-k (dynamic 6/3/2) through the loop at `sp`: the first three tokens after `prompt`
+// against the target's exact joint (6000 runs each); the verifier that keeps p after a rejection
+// (no residual) fails the same test where it changes tokens (2000 runs).
+inline void expect_trees_lossless(core::Model& target, const std::vector<int32_t>& prompt, const core::SamplingParams& sp,
+                                  const std::function<std::unique_ptr<draft::Drafter>()>& make_drafter,
+                                  const std::string& label) {
+  constexpr int kRuns = 6000, kBroken = 2000;
+  const ExactThree exact = exact_three(target, prompt, sp, kRuns);
+  const verify::SpeculativeVerifier good, keep_residual(verify::RuleFault::KeepResidual);
+  const std::vector<std::pair<std::string, draft::TreeSpec>> cases = {
+      {"widths 3,2 with replacement", tree_spec({3, 2}, 0, 0, 0, draft::TreeSampling::Stochastic)},
+      {"widths 2,2 without replacement", tree_spec({2, 2}, 0, 0, 0, draft::TreeSampling::StochasticNoReplace)},
+      {"dynamic 6/3/2 top-k", tree_spec({}, 6, 3, 2, draft::TreeSampling::TopK)}};
+  for (const auto& [name, shape] : cases) {
+    const auto d = make_drafter(), bad_d = make_drafter();
+    const auto runs = loop_three(target, *d, good, prompt, sp, shape, 4, kRuns);
+    const LoopVerdict v = judge_three(exact, runs);
+    const auto bad_runs = loop_three(target, *bad_d, keep_residual, prompt, sp, shape, 4, kBroken);
+    const LoopVerdict bad = judge_three(exact, bad_runs);
+    const bool triggered = !std::equal(bad_runs.begin(), bad_runs.end(), runs.begin());
+    std::printf("%s tree %s: joint chi2 %.1f df %d critical %.1f, worst ratio %.3f | no residual: worst ratio %.2f\n",
+                label.c_str(), name.c_str(), v.joint_stat, v.joint_df, v.joint_critical, v.worst_ratio, bad.worst_ratio);
+    EXPECT_TRUE(v.pass()) << label << " " << name << ": worst ratio " << v.worst_ratio << ", impossible " << v.impossible;
+    EXPECT_GE(v.joint_df, 20) << label << " " << name;
+    if (triggered) {
+      EXPECT_FALSE(bad.pass()) << label << " " << name << ": the broken rule (no residual) passed";
+    }
+  }
 }
 
 }  // namespace specmoe::testing

@@ -13,6 +13,7 @@ SpeculativeDecoder::SpeculativeDecoder(core::Model& target, draft::Drafter& draf
     : target_(target), drafter_(drafter), verifier_(verifier), sampler_(sampling), options_(options),
       p_(target.backend()) {
   options_.validate();
+  if (drafter_.reads_target_hidden()) hidden_layers_ = drafter_.target_hidden_layers();
 }
 
 void SpeculativeDecoder::ensure_capacity(int needed) {
@@ -137,7 +138,6 @@ GenerationResult SpeculativeDecoder::start(std::span<const int32_t> prompt) {
 
 void SpeculativeDecoder::set_hidden_request(core::ForwardOptions& o) {
   if (!drafter_.reads_target_hidden()) return;
-  hidden_layers_ = drafter_.target_hidden_layers();
   o.hidden = hidden_layers_.empty();
   o.hidden_layers = hidden_layers_;
 }

@@ -64,7 +64,7 @@ class SpeculativeDecoder {
   draft::Draft draft_;
   core::RowBuffer p_;  // (g+1, n_vocab) processed target distributions, in the target's memory
   std::vector<int32_t> batch_, batch_parents_, history_, node_history_, path_;
-  std::vector<int> hidden_layers_;  // the drafter's target_hidden_layers (the forward's span points here)
+  std::vector<int> hidden_layers_;  // the drafter's target_hidden_layers, read once (the forwards' span points here)
   // Asks a target forward for the rows the drafter reads (Drafter::reads_target_hidden).
   void set_hidden_request(core::ForwardOptions& o);
   std::vector<int> keep_;

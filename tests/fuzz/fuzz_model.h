@@ -35,6 +35,25 @@ inline std::vector<float> forward_logits(core::Model& m, core::KVCache& kv, cons
   return out;
 }
 
+// A draft head's forward (`forward(batch, rows, kv)`, an MTP block's or an EAGLE-3 head's) over
+// `chain` with one input row of `rows` per token: in one batch into cache a, then one token at a
+// time into cache b, the same logits (of V ids) bit for bit.
+template <class Forward>
+void head_batch_is_one_at_a_time(const char* what, std::span<const int32_t> chain, const core::Rows& rows, size_t V,
+                                 core::KVCache& a, core::KVCache& b, const Forward& forward) {
+  const size_t n = chain.size();
+  std::vector<float> all, one;
+  forward(core::Batch(chain), rows.data, a).to_host(all);
+  SPECMOE_FUZZ_CHECK(all.size() == n * V, fmt::format("an {} forward wrote the wrong logits size", what));
+  for (size_t t = 0; t < n; ++t) {
+    forward(core::Batch(chain.subspan(t, 1)), rows.row(static_cast<int64_t>(t)), b).to_host(one);
+    for (size_t v = 0; v < V; ++v)
+      SPECMOE_FUZZ_CHECK(same_logit(one[v], all[t * V + v]),
+                         fmt::format("token {}'s {} logit {} differs between a batch ({}) and one token at a time ({})",
+                                     t, what, v, all[t * V + v], one[v]));
+  }
+}
+
 // The block over `chain` with hidden rows `rows` ([n, n_embd]), in one batch and one token at a
 // time (the same determinism contract).
 inline void exercise_mtp(core::Model& m, std::span<const int32_t> chain, const std::vector<float>& rows, int n_ctx) {
@@ -44,16 +63,9 @@ inline void exercise_mtp(core::Model& m, std::span<const int32_t> chain, const s
   m.backend().upload(buf.reserve(static_cast<int64_t>(n), c.n_embd), rows.data(), rows.size() * sizeof(float));
   const core::Rows hr = buf.view(static_cast<int64_t>(n), c.n_embd);
   core::KVCache a = m.new_mtp_cache(n_ctx), b = m.new_mtp_cache(n_ctx);
-  std::vector<float> all, one;
-  m.forward_mtp(core::Batch(chain), hr.data, a).logits.to_host(all);
-  SPECMOE_FUZZ_CHECK(all.size() == n * V, "an MTP forward wrote the wrong logits size");
-  for (size_t t = 0; t < n; ++t) {
-    m.forward_mtp(core::Batch(chain.subspan(t, 1)), hr.row(static_cast<int64_t>(t)), b).logits.to_host(one);
-    for (size_t v = 0; v < V; ++v)
-      SPECMOE_FUZZ_CHECK(same_logit(one[v], all[t * V + v]),
-                         fmt::format("token {}'s MTP logit {} differs between a batch ({}) and one token at a time ({})",
-                                     t, v, all[t * V + v], one[v]));
-  }
+  head_batch_is_one_at_a_time("MTP", chain, hr, V, a, b, [&](const core::Batch& batch, const float* h, core::KVCache& kv) {
+    return m.forward_mtp(batch, h, kv).logits;
+  });
 }
 
 // An EAGLE-3 head: its fusion over feature rows of ones, and, when the file has its own embedding
@@ -72,21 +84,14 @@ inline void exercise_eagle3(core::Model& m) {
   m.backend().copy(gbuf.reserve(g.rows, g.cols), g.data, static_cast<size_t>(g.rows * g.cols) * sizeof(float));
   const core::Rows gr = gbuf.view(g.rows, g.cols);
   core::KVCache a = m.new_cache(n_ctx), b = m.new_cache(n_ctx);
-  std::vector<float> all, one;
   try {
-    m.forward_eagle3(core::Batch(std::span<const int32_t>(chain.data(), n)), gr.data, a).logits.to_host(all);
+    head_batch_is_one_at_a_time("EAGLE-3", std::span<const int32_t>(chain.data(), n), gr, V, a, b,
+                                [&](const core::Batch& batch, const float* h, core::KVCache& kv) {
+                                  return m.forward_eagle3(batch, h, kv).logits;
+                                });
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Unsupported) return;  // the target's embedding or head: no target here
     throw;
-  }
-  SPECMOE_FUZZ_CHECK(all.size() == n * V, "an EAGLE-3 forward wrote the wrong logits size");
-  for (size_t t = 0; t < n; ++t) {
-    m.forward_eagle3(core::Batch(std::span<const int32_t>(chain.data() + t, 1)), gr.row(static_cast<int64_t>(t)), b)
-        .logits.to_host(one);
-    for (size_t v = 0; v < V; ++v)
-      SPECMOE_FUZZ_CHECK(same_logit(one[v], all[t * V + v]),
-                         fmt::format("token {}'s EAGLE-3 logit {} differs between a batch ({}) and one token at a time ({})",
-                                     t, v, all[t * V + v], one[v]));
   }
 }
 

@@ -133,7 +133,9 @@ TEST(FuzzReplayCorpus, TheMutatorHandlesIntegerTensors) {
       ASSERT_NO_THROW(n = specmoe::fuzz::gguf_custom_mutate(buf.data(), seed.size(), buf.size(), 4 * s + 1,
                                                    [](uint8_t*, size_t size, size_t) { return size; }))
           << c.file << " seed " << s;
-      if (s % 16 == 0) EXPECT_NO_THROW(specmoe::fuzz::run_model({buf.data(), n})) << c.file << " seed " << s;
+      if (s % 16 == 0) {
+        EXPECT_NO_THROW(specmoe::fuzz::run_model({buf.data(), n})) << c.file << " seed " << s;
+      }
     }
   }
   EXPECT_GE(seeds, 2) << "no EAGLE-3 seeds in the model corpus";

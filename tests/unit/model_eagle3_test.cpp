@@ -338,12 +338,8 @@ TEST(Eagle3, DraftingIsIdenticalToAutoregressiveDecodingAtTemperatureZero) {
   greedy.temperature = 0.0f;
   const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 35, 119, 111, 114};
   auto target = Model::load(write_agreeing_target(), f32_caches());
-  draft::TreeSpec dyn;
-  dyn.nodes = 6;
-  dyn.depth = 3;
-  dyn.top_k = 2;
-  draft::TreeSpec stat;
-  stat.widths = {2, 1, 1};
+  const draft::TreeSpec stat = specmoe::testing::tree_spec({2, 1, 1}, 0, 0, 0, draft::TreeSampling::TopK);
+  const draft::TreeSpec dyn = specmoe::testing::tree_spec({}, 6, 3, 2, draft::TreeSampling::TopK);
   for (const std::string& preset : kHeads) {
     draft::Eagle3Drafter drafter(*target, load_head(preset), 128);
     const verify::GreedyVerifier gv;
@@ -599,35 +595,7 @@ TEST(Eagle3, TreesAreLossless) {
   const SamplingParams sp = plain_sampling(1.0f, 11);
   std::vector<double> unused;
   const Tokens prompt = most_uncertain_prompt(*target, sp, unused);
-  constexpr int kRuns = 6000, kBroken = 2000;
-  const ExactThree exact = exact_three(*target, prompt, sp, kRuns);
-  const verify::SpeculativeVerifier good, keep_residual(verify::RuleFault::KeepResidual);
-  auto shape = [](std::vector<int> widths, int nodes, int depth, int k, draft::TreeSampling ts) {
-    draft::TreeSpec t;
-    t.widths = std::move(widths);
-    t.nodes = nodes;
-    t.depth = depth;
-    t.top_k = k;
-    t.sampling = ts;
-    return t;
-  };
-  const std::vector<std::pair<std::string, draft::TreeSpec>> cases = {
-      {"widths 3,2 with replacement", shape({3, 2}, 0, 0, 0, draft::TreeSampling::Stochastic)},
-      {"widths 2,2 without replacement", shape({2, 2}, 0, 0, 0, draft::TreeSampling::StochasticNoReplace)},
-      {"dynamic 6/3/2 top-k", shape({}, 6, 3, 2, draft::TreeSampling::TopK)}};
-  for (const auto& [name, tree] : cases) {
-    draft::Eagle3Drafter d(*target, load_head("eagle3-d2t-tiny"), 64), bad_d(*target, load_head("eagle3-d2t-tiny"), 64);
-    const auto runs = loop_three(*target, d, good, prompt, sp, tree, 4, kRuns);
-    const LoopVerdict v = judge_three(exact, runs);
-    const auto bad_runs = loop_three(*target, bad_d, keep_residual, prompt, sp, tree, 4, kBroken);
-    const LoopVerdict bad = judge_three(exact, bad_runs);
-    const bool triggered = !std::equal(bad_runs.begin(), bad_runs.end(), runs.begin());
-    std::printf("eagle3 tree %s: joint chi2 %.1f df %d critical %.1f, worst ratio %.3f | no residual: worst ratio %.2f\n",
-                name.c_str(), v.joint_stat, v.joint_df, v.joint_critical, v.worst_ratio, bad.worst_ratio);
-    EXPECT_TRUE(v.pass()) << name << ": worst ratio " << v.worst_ratio << ", impossible " << v.impossible;
-    EXPECT_GE(v.joint_df, 20) << name;
-    if (triggered) {
-      EXPECT_FALSE(bad.pass()) << name << ": the broken rule (no residual) passed";
-    }
-  }
+  expect_trees_lossless(
+      *target, prompt, sp,
+      [&] { return std::make_unique<draft::Eagle3Drafter>(*target, load_head("eagle3-d2t-tiny"), 64); }, "eagle3");
 }

@@ -219,25 +219,15 @@ TEST(Mtp, DraftingIsIdenticalToAutoregressiveDecodingAtTemperatureZero) {
   }
 }
 
-draft::TreeSpec tree_shape(std::vector<int> widths, int nodes, int depth, int k, draft::TreeSampling s) {
-  draft::TreeSpec t;
-  t.widths = std::move(widths);
-  t.nodes = nodes;
-  t.depth = depth;
-  t.top_k = k;
-  t.sampling = s;
-  return t;
-}
-
 TEST(Mtp, TreesAreIdenticalToAutoregressiveDecodingAtTemperatureZero) {
   // The block grows trees (draft/tree_grower.h): static and dynamic (EAGLE-2) shapes, each level
   // one batched forward of the nodes with their parents' output rows under the tree's attention.
   SamplingParams greedy;
   greedy.temperature = 0.0f;
   const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 35, 119, 111, 114};
-  const std::vector<draft::TreeSpec> shapes = {tree_shape({2, 1, 1}, 0, 0, 0, draft::TreeSampling::TopK),
-                                               tree_shape({}, 6, 3, 2, draft::TreeSampling::TopK),
-                                               tree_shape({3, 2}, 0, 0, 0, draft::TreeSampling::StochasticNoReplace)};
+  const std::vector<draft::TreeSpec> shapes = {specmoe::testing::tree_spec({2, 1, 1}, 0, 0, 0, draft::TreeSampling::TopK),
+                                               specmoe::testing::tree_spec({}, 6, 3, 2, draft::TreeSampling::TopK),
+                                               specmoe::testing::tree_spec({3, 2}, 0, 0, 0, draft::TreeSampling::StochasticNoReplace)};
   for (const std::string& preset : kPresets) {
     auto target = Model::load(write_agreeing(preset), f32_caches());
     draft::MtpDrafter drafter(*target, 128);
@@ -267,28 +257,7 @@ TEST(Mtp, TreesAreLossless) {
   const SamplingParams sp = plain_sampling(1.0f, 11);
   std::vector<double> unused;
   const Tokens prompt = most_uncertain_prompt(*target, sp, unused);
-  constexpr int kRuns = 6000, kBroken = 2000;
-  const ExactThree exact = exact_three(*target, prompt, sp, kRuns);
-  const verify::SpeculativeVerifier good, keep_residual(verify::RuleFault::KeepResidual);
-  const std::vector<std::pair<std::string, draft::TreeSpec>> cases = {
-      {"widths 3,2 with replacement", tree_shape({3, 2}, 0, 0, 0, draft::TreeSampling::Stochastic)},
-      {"widths 2,2 without replacement", tree_shape({2, 2}, 0, 0, 0, draft::TreeSampling::StochasticNoReplace)},
-      {"dynamic 6/3/2 top-k", tree_shape({}, 6, 3, 2, draft::TreeSampling::TopK)}};
-  for (const auto& [name, shape] : cases) {
-    draft::MtpDrafter d(*target, 64), bad_d(*target, 64);
-    const auto runs = loop_three(*target, d, good, prompt, sp, shape, 4, kRuns);
-    const LoopVerdict v = judge_three(exact, runs);
-    const auto bad_runs = loop_three(*target, bad_d, keep_residual, prompt, sp, shape, 4, kBroken);
-    const LoopVerdict bad = judge_three(exact, bad_runs);
-    const bool triggered = !std::equal(bad_runs.begin(), bad_runs.end(), runs.begin());
-    std::printf("mtp tree %s: joint chi2 %.1f df %d critical %.1f, worst ratio %.3f | no residual: worst ratio %.2f\n",
-                name.c_str(), v.joint_stat, v.joint_df, v.joint_critical, v.worst_ratio, bad.worst_ratio);
-    EXPECT_TRUE(v.pass()) << name << ": worst ratio " << v.worst_ratio << ", impossible " << v.impossible;
-    EXPECT_GE(v.joint_df, 20) << name;
-    if (triggered) {
-      EXPECT_FALSE(bad.pass()) << name << ": the broken rule (no residual) passed";
-    }
-  }
+  expect_trees_lossless(*target, prompt, sp, [&] { return std::make_unique<draft::MtpDrafter>(*target, 64); }, "mtp");
 }
 
 TEST(Mtp, ItsCacheHoldsTheBlockOverTheTargetsHiddenRows) {
