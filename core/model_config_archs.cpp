@@ -641,7 +641,12 @@ void read_mla(const Reader& r, ModelConfig& c) {
   c.head_dim = r.get("attention.key_length_mla", std::nullopt);
   c.mla_v_head_dim = r.get("attention.value_length_mla", std::nullopt);
   const int rope = r.get("rope.dimension_count", std::nullopt);
-  const int k_len = r.get("attention.key_length", c.kv_lora_rank + rope);
+  // Summed in 64 bits: each is range-checked to an int alone, not together.
+  const int64_t latent_k = int64_t{c.kv_lora_rank} + rope;
+  if (latent_k > INT_MAX)
+    throw_error(ErrorKind::Format, "{}: {} {} + {} {} is out of range", f.path(), r.key("attention.kv_lora_rank"),
+                c.kv_lora_rank, r.key("rope.dimension_count"), rope);
+  const int k_len = r.get("attention.key_length", static_cast<int>(latent_k));
   const int v_len = r.get("attention.value_length", c.kv_lora_rank);
   if (k_len != c.kv_lora_rank + rope || v_len != c.kv_lora_rank)
     throw_error(ErrorKind::Format, "{}: {} {} and {} {} are not kv_lora_rank {} + rope dims {} and kv_lora_rank",

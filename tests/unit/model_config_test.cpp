@@ -440,6 +440,17 @@ TEST(ModelConfig, HugeLayerCountIsRefusedBeforeAnyPerLayerArray) {
   }
 }
 
+// Found by fuzz_model in CI: deepseek2's latent width kv_lora_rank + rope dims was summed as int,
+// each in range alone, so a rank near 2^31 overflowed (UBSan) before the width check.
+TEST(ModelConfig, Deepseek2LatentWidthThatOverflowsIntIsRefused) {
+  GGUFWriter w = base("deepseek2");
+  w.set_u32("deepseek2.attention.kv_lora_rank", 0x7fffffffu);
+  w.set_u32("deepseek2.attention.key_length_mla", 48);
+  w.set_u32("deepseek2.attention.value_length_mla", 32);
+  w.set_u32("deepseek2.rope.dimension_count", 16);
+  expect_error(w, ErrorKind::Format, "deepseek2.attention.kv_lora_rank 2147483647 + deepseek2.rope.dimension_count 16 is out of range");
+}
+
 TEST(ModelConfig, MissingRequiredKey) {
   // base() sets block_count; build the same header without it.
   GGUFWriter w;
