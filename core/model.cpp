@@ -112,7 +112,9 @@ struct Model::Impl {
   std::vector<int32_t> positions;
   AttentionMask tree_mask;
   std::vector<int32_t> tree_parents;  // cached rows' parents, then the batch's
-  const Model* eagle3_target = nullptr;  // an EAGLE-3 head's target (bind_target)
+  const Model* eagle3_target = nullptr;  // an EAGLE-3 or DFlash head's target (bind_target)
+  bool dflash_block = false;             // forward() runs a DFlash draft's block (forward_dflash)
+  AttentionMask block_mask;              // its bidirectional mask
 
   // A batch's mask (a tree's over the cached tree rows and the new tokens, or the explicit one;
   // null: causal), the cached tree rows it covers, and the positions (resolved when not given),
@@ -312,6 +314,9 @@ ForwardResult Model::forward(const Batch& batch, KVCache& kv, const ForwardOptio
   if (c.is_eagle3())
     throw_error(ErrorKind::Unsupported, "{}: the file is an EAGLE-3 draft head, which drafts from a target's features: "
                 "use it as the eagle3 drafter's draft model (-md) beside its target", path);
+  if (c.is_dflash() && !I.dflash_block)
+    throw_error(ErrorKind::Unsupported, "{}: the file is a DFlash draft, which drafts from a target's features: use "
+                "it as the dflash drafter's draft model (-md) beside its target", path);
   if (T == 0) throw_error(ErrorKind::InvalidArgument, "{}: forward called with no tokens", path);
   if (kv.memory() != I.backend.get())
     throw_error(ErrorKind::InvalidArgument, "{}: the KV cache ({}) was not made by this model ({}): make it with this "
@@ -428,38 +433,42 @@ ForwardResult Model::forward_mtp(const Batch& batch, const float* hidden, KVCach
 
 
 bool Model::is_eagle3() const { return impl_->config.is_eagle3(); }
+bool Model::is_dflash() const { return impl_->config.is_dflash(); }
 
 void Model::bind_target(const Model& target) {
   Impl& I = *impl_;
   const ModelConfig &c = I.config, &t = target.config();
   const std::string& path = I.file->path();
-  if (!c.is_eagle3())
-    throw_error(ErrorKind::Unsupported, "{}: not an EAGLE-3 draft head (general.architecture is {})", path, c.arch_name);
+  if (!c.reads_target_features())
+    throw_error(ErrorKind::Unsupported, "{}: not an EAGLE-3 or DFlash draft head (general.architecture is {})", path,
+                c.arch_name);
   const std::string& tpath = target.file().path();
-  if (target.is_eagle3() || target.config().mtp_only)
+  const char* kind = c.is_dflash() ? "DFlash" : "EAGLE-3";
+  if (target.config().reads_target_features() || target.config().mtp_only)
     throw_error(ErrorKind::InvalidArgument, "{}: its target {} is itself a draft head", path, tpath);
-  if (t.n_embd != c.eagle3_target_width)
-    throw_error(ErrorKind::InvalidArgument, "{}: the EAGLE-3 head reads target rows of {} (target_hidden_size), the "
-                "target {} has width {}", path, c.eagle3_target_width, tpath, t.n_embd);
-  for (int l : c.eagle3_target_layers)
+  if (t.n_embd != c.head_target_width)
+    throw_error(ErrorKind::InvalidArgument, "{}: the {} head reads target rows of {} floats{}, the target {} "
+                "has width {}", path, kind, c.head_target_width, c.is_eagle3() ? " (target_hidden_size)" : "", tpath,
+                t.n_embd);
+  for (int l : c.head_target_layers)
     if (l > t.n_layer)
-      throw_error(ErrorKind::InvalidArgument, "{}: the EAGLE-3 head reads layer {} of the target {}, which has {}", path,
+      throw_error(ErrorKind::InvalidArgument, "{}: the {} head reads layer {} of the target {}, which has {}", path, kind,
                   l, tpath, t.n_layer);
   if (t.n_vocab != c.n_vocab)
-    throw_error(ErrorKind::InvalidArgument, "{}: the EAGLE-3 head's vocabulary has {} ids, the target {}'s {}", path,
+    throw_error(ErrorKind::InvalidArgument, "{}: the {} head's vocabulary has {} ids, the target {}'s {}", path, kind,
                 c.n_vocab, tpath, t.n_vocab);
   if (!(target.device() == device()))
-    throw_error(ErrorKind::InvalidArgument, "{}: the EAGLE-3 head runs on {}, its target {} on {}: load both on one "
-                "device", path, device().name(), tpath, target.device().name());
+    throw_error(ErrorKind::InvalidArgument, "{}: the {} head runs on {}, its target {} on {}: load both on one "
+                "device", path, kind, device().name(), tpath, target.device().name());
   const ModelWeights& tw = target.impl_->transformer->weights();
   const ModelWeights& w = I.transformer->weights();
   if (w.token_embd.empty() && t.n_embd != c.n_embd)
-    throw_error(ErrorKind::InvalidArgument, "{}: the EAGLE-3 head has no token_embd and its width {} differs from the "
-                "target {}'s {}", path, c.n_embd, tpath, t.n_embd);
+    throw_error(ErrorKind::InvalidArgument, "{}: the {} head has no token_embd and its width {} differs from the "
+                "target {}'s {}", path, kind, c.n_embd, tpath, t.n_embd);
   if (w.output.empty() && (t.n_embd != c.n_embd || tw.output.n_out != c.n_vocab || !tw.output_b.empty() ||
                            t.logit_scale != 1.0f || t.logit_mult != 1.0f || t.final_logit_softcap > 0.0f))
-    throw_error(ErrorKind::InvalidArgument, "{}: the EAGLE-3 head has no output.weight and the target {}'s head does not "
-                "fit it (width {} vs {})", path, tpath, c.n_embd, t.n_embd);
+    throw_error(ErrorKind::InvalidArgument, "{}: the {} head has no output.weight and the target {}'s head does not "
+                "fit it (width {} vs {})", path, kind, tpath, c.n_embd, t.n_embd);
   I.transformer->share_target(tw.token_embd, tw.output);
   I.eagle3_target = &target;
 }
@@ -501,6 +510,52 @@ ForwardResult Model::forward_eagle3(const Batch& batch, const float* g, KVCache&
   r.logits = I.transformer->forward_eagle3(b, g, kv, r.stats.moe.back());
   if (options.hidden) r.hidden = I.transformer->hidden();
   return r;
+}
+
+void Model::dflash_inject(const float* features, int64_t T, KVCache& kv) {
+  Impl& I = *impl_;
+  const ModelConfig& c = I.config;
+  const std::string& path = I.file->path();
+  if (!c.is_dflash()) throw_error(ErrorKind::Unsupported, "{}: not a DFlash draft", path);
+  if (features == nullptr || T <= 0)
+    throw_error(ErrorKind::InvalidArgument, "{}: DFlash injection of {} rows without features", path, T);
+  if (kv.memory() != I.backend.get() || kv.n_layer() != c.n_layer)
+    throw_error(ErrorKind::InvalidArgument, "{}: the DFlash injection needs a cache made by this model's new_cache", path);
+  if (kv.size() + T > kv.capacity())
+    throw_error(ErrorKind::Limit, "{}: KV cache full: {} tokens stored + {} new > capacity {}", path, kv.size(), T,
+                kv.capacity());
+  I.positions.resize(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) I.positions[static_cast<size_t>(t)] = kv.size() + static_cast<int>(t);
+  I.transformer->dflash_inject(features, I.positions, kv);
+}
+
+ForwardResult Model::forward_dflash(std::span<const int32_t> block, KVCache& kv, const ForwardOptions& options) {
+  Impl& I = *impl_;
+  const ModelConfig& c = I.config;
+  const std::string& path = I.file->path();
+  if (!c.is_dflash()) throw_error(ErrorKind::Unsupported, "{}: not a DFlash draft", path);
+  const ModelWeights& w = I.transformer->weights();
+  if (I.eagle3_target == nullptr && (w.token_embd.empty() || w.output.empty()))
+    throw_error(ErrorKind::Unsupported, "{}: the DFlash draft reads its target's {}: bind it to the target first "
+                "(Model::bind_target)", path, w.token_embd.empty() ? "token embedding" : "head");
+  if (options.mask != nullptr || options.exit_layer >= 0 || options.moe_k != 0 || !options.hidden_layers.empty() ||
+      (w.eagle3.d2t_host != nullptr && options.head_rows != 0))
+    throw_error(ErrorKind::InvalidArgument, "{}: a DFlash block runs every layer over its own mask (no mask, early "
+                "exit, experts, layer rows, or head rows with d2t)", path);
+  const int64_t T = static_cast<int64_t>(block.size());
+  ForwardOptions o = options;
+  if (!c.dflash_causal && T > 0) {
+    // Every block token sees every other (and the cache): llama.cpp runs the draft non-causal.
+    I.block_mask.n = static_cast<int>(T);
+    I.block_mask.allowed.assign(static_cast<size_t>(T * T), 1);
+    o.mask = &I.block_mask;
+  }
+  I.dflash_block = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{I.dflash_block};
+  return forward(Batch(block), kv, o);
 }
 
 }  // namespace specmoe::core

@@ -169,14 +169,14 @@ class Model {
   // EAGLE-3 (Li et al. 2025, "EAGLE-3: Scaling up Inference Acceleration of Large Language Models
   // via Training-Time Test"): a draft head of one decoder layer (ModelConfig::is_eagle3, a file of
   // llama.cpp's converter) that drafts from its target's features, the input rows of three of the
-  // target's layers (ModelConfig::eagle3_target_layers; ForwardOptions::hidden_layers). Its own
+  // target's layers (ModelConfig::head_target_layers; ForwardOptions::hidden_layers). Its own
   // forward is refused.
   bool is_eagle3() const;
   // Ties the head to its target: checks that the target's width, depth and vocabulary fit (Error(
   // InvalidArgument) naming both files) and that both run on one device, and reads the target's
   // token embedding and head where the head's file has none. The target must outlive this model.
   void bind_target(const Model& target);
-  // g rows [T, n_embd] from T rows of the target's features ([T, eagle3_feature_width] in this
+  // g rows [T, n_embd] from T rows of the target's features ([T, head_feature_width] in this
   // model's memory): the head's fc (after its norm with norm_before_fc). Valid until the next call.
   Rows eagle3_fuse(const float* features, int64_t T);
   // The head over a batch (a chain or a tree, as Model::forward takes it), token i with g row i
@@ -190,6 +190,24 @@ class Model {
   // target, Error(InvalidArgument) as
   // forward_mtp does, Error(Limit) when the cache is full.
   ForwardResult forward_eagle3(const Batch& batch, const float* g, KVCache& kv, const ForwardOptions& options = {});
+
+  // DFlash (Chen et al. 2026, "DFlash: Block Diffusion for Flash Speculative Decoding"; llama.cpp's
+  // draft-dflash): a small decoder (ModelConfig::is_dflash) whose cache rows come from its target's
+  // features and which drafts a block of tokens in one forward. Its own forward is refused;
+  // bind_target ties it to its target as an EAGLE-3 head's.
+  bool is_dflash() const;
+  // Appends T cache rows (positions kv.size() ..) from the target's features of T committed
+  // positions ([T, head_feature_width] in this model's memory): each layer's keys and values of
+  // the fused rows. kv: made by this model's new_cache. Error(Limit) when the cache is full.
+  void dflash_inject(const float* features, int64_t T, KVCache& kv);
+  // The block [last token, mask_token_id x g] at the cache's next positions, every token seeing the
+  // cache and the whole block (causal with ModelConfig::dflash_causal): the logits of every block
+  // token over the target's vocabulary (through d2t when the draft has one; row i > 0 drafts the
+  // token i positions after the last one). Appends the block to kv; the caller truncates it away.
+  // Throws Error(Unsupported) for a model that is not a DFlash draft or one not bound to a target
+  // whose embedding or head it needs, Error(InvalidArgument) for options other than logits_all,
+  // hidden and head_rows (without d2t), Error(Limit) when the cache is full.
+  ForwardResult forward_dflash(std::span<const int32_t> block, KVCache& kv, const ForwardOptions& options = {});
 
   // Bytes of weights one single-token forward reads (for bandwidth figures).
   size_t weight_bytes_per_token() const;

@@ -195,6 +195,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"qwen35", Arch::Qwen35, RopeStyle::SplitHalves},      {"qwen35moe", Arch::Qwen35Moe, RopeStyle::SplitHalves},
       {"granitehybrid", Arch::GraniteHybrid, RopeStyle::Adjacent}, {"mamba2", Arch::Mamba2, RopeStyle::None},
       {"nemotron_h", Arch::NemotronH, RopeStyle::None},      {"eagle3", Arch::Eagle3, RopeStyle::Adjacent},
+      {"dflash", Arch::DFlash, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -206,14 +207,15 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
   c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3 || c.arch == Arch::Exaone4 ||
               c.arch == Arch::HunyuanDense || c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe ||
               c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::HunyuanMoe || c.arch == Arch::ExaoneMoe ||
-              c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe || c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe;
+              c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe || c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe ||
+              c.arch == Arch::DFlash;
   // glm4moe: per-head QK-norm where the file has it (GLM-4.5 355B; llama.cpp binds it optionally).
   if (c.arch == Arch::Glm4Moe) c.qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   c.qk_norm_after_rope = c.arch == Arch::HunyuanDense || c.arch == Arch::HunyuanMoe;
@@ -360,6 +362,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::SmallThinker) detail::read_smallthinker(r, c);
   if (c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe) detail::read_qwen35(r, c);
   if (c.arch == Arch::Eagle3) detail::read_eagle3(r, c);
+  if (c.arch == Arch::DFlash) detail::read_dflash(r, c);
   if (c.arch == Arch::HunyuanDense) {
     // Hunyuan's NTK-aware alpha (rope.scaling.alpha): base = freq_base * alpha^(d / (d - 2)) over
     // the head width d, as llama.cpp's hunyuan loader sets it.
@@ -394,9 +397,17 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   // output.weight for them).
   c.tied_output = c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || cohere || file.find_tensor("output.weight") == nullptr;
   // An EAGLE-3 head without output.weight reads its target's head (Model::bind_target), not its embedding.
-  if (c.arch == Arch::Eagle3) {
+  if (c.reads_target_features()) {
     c.tied_output = false;
     if (c.n_draft_vocab == 0) c.n_draft_vocab = c.n_vocab;
+  }
+  if (c.is_dflash()) {
+    const int64_t mask = file.has("tokenizer.ggml.mask_token_id") ? file.get_int("tokenizer.ggml.mask_token_id") : -1;
+    if (mask < 0 || mask >= c.n_vocab)
+      throw_error(ErrorKind::Format, "{}: a DFlash draft needs tokenizer.ggml.mask_token_id in [0, {}) (the token its "
+                  "block is filled with){}", file.path(), c.n_vocab,
+                  mask < 0 ? ", and the file has none" : fmt::format(", and the file says {}", mask));
+    c.mask_token_id = static_cast<int>(mask);
   }
 
   detail::read_experts(r, c);

@@ -19,7 +19,7 @@ enum class Arch {
   Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl,
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
   MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan, Dbrx, PhiMoe, Qwen, Xverse, Orion, Codeshell, Plamo,
-  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe, GraniteHybrid, Mamba2, NemotronH, Eagle3
+  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe, GraniteHybrid, Mamba2, NemotronH, Eagle3, DFlash
 };
 
 // The mixer of a model's recurrent layers: Qwen3.5's gated DeltaNet or a Mamba-2 SSM (granitehybrid).
@@ -71,15 +71,25 @@ struct ModelConfig {
   bool mtp_only = false;
   // An EAGLE-3 draft head (general.architecture "eagle3", llama.cpp's converter of EAGLE-3
   // checkpoints; Li et al. 2025): one decoder layer that drafts from the target's own features,
-  // the input rows of the target's layers eagle3_target_layers (<arch>.target_layers; n_layer of
-  // the target: its final hidden row after the output norm), eagle3_target_width
+  // the input rows of the target's layers head_target_layers (<arch>.target_layers; n_layer of
+  // the target: its final hidden row after the output norm), head_target_width
   // (<arch>.target_hidden_size) floats each, fused by its fc. Its own forward is refused: it runs
   // beside its target (Model::bind_target, forward_eagle3).
-  std::vector<int> eagle3_target_layers;
-  int eagle3_target_width = 0;
+  std::vector<int> head_target_layers;
+  int head_target_width = 0;
   bool eagle3_norm_before_residual = false;  // <arch>.norm_before_residual: the residual is hidden_norm(g), not g
   bool eagle3_norm_before_fc = false;        // <arch>.norm_before_fc: RMSNorm (enc.output_norm) of the features before fc
   int n_draft_vocab = 0;                     // the head's rows: d2t's length (its own draft vocabulary), else n_vocab
+  // A DFlash draft (general.architecture "dflash"; Chen et al. 2026, "DFlash: Block Diffusion for
+  // Flash Speculative Decoding"; llama.cpp's converter of DFlashDraftModel checkpoints): a small
+  // Qwen3-style decoder whose cache rows are keys and values projected from the fused features of
+  // the target's layers head_target_layers (head_target_width = n_embd each), and which drafts a
+  // whole block in one forward: [last token, mask token x (block - 1)], attending to the cache and,
+  // bidirectionally, to the block. Its own forward is refused: it runs beside its target
+  // (Model::bind_target, dflash_inject, forward_dflash).
+  int dflash_block_size = 0;    // <arch>.block_size (16 when absent, as llama.cpp): at most block - 1 drafts
+  int mask_token_id = -1;       // tokenizer.ggml.mask_token_id (required for a DFlash draft)
+  bool dflash_causal = false;   // <arch>.attention.causal: causal attention within the block
   int n_head = 0;             // <arch>.attention.head_count
   int n_head_kv = 0;          // <arch>.attention.head_count_kv (defaults to n_head)
   int head_dim = 0;           // n_embd / n_head unless <arch>.attention.key_length says otherwise
@@ -352,9 +362,12 @@ struct ModelConfig {
   }
 
   bool is_eagle3() const { return arch == Arch::Eagle3; }
-  // The width of an EAGLE-3 head's fused input: its target layers' rows side by side.
-  int64_t eagle3_feature_width() const {
-    return static_cast<int64_t>(eagle3_target_layers.size()) * eagle3_target_width;
+  bool is_dflash() const { return arch == Arch::DFlash; }
+  // A draft head that reads its target's layer rows (EAGLE-3, DFlash): refused as a model of its own.
+  bool reads_target_features() const { return is_eagle3() || is_dflash(); }
+  // The width of an EAGLE-3 or DFlash head's fused input: its target layers' rows side by side.
+  int64_t head_feature_width() const {
+    return static_cast<int64_t>(head_target_layers.size()) * head_target_width;
   }
 
   static ModelConfig from_gguf(const GGUFFile& file);  // throws Error naming the file and key

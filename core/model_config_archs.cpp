@@ -218,17 +218,70 @@ void read_eagle3(const Reader& r, ModelConfig& c) {
   for (int64_t id : ids) {
     if (id < 0 || id > kMaxLayers)
       throw_error(ErrorKind::Format, "{}: metadata key '{}' holds layer {} (must be 0 to {})", f.path(), k, id, kMaxLayers);
-    c.eagle3_target_layers.push_back(static_cast<int>(id));
+    c.head_target_layers.push_back(static_cast<int>(id));
   }
-  c.eagle3_target_width = r.get("target_hidden_size", std::nullopt);
-  if (c.eagle3_target_width < 1 || c.eagle3_target_width > kMaxEmbd)
+  c.head_target_width = r.get("target_hidden_size", std::nullopt);
+  if (c.head_target_width < 1 || c.head_target_width > kMaxEmbd)
     throw_error(ErrorKind::Format, "{}: {} is {} (must be 1 to {})", f.path(), r.key("target_hidden_size"),
-                c.eagle3_target_width, kMaxEmbd);
+                c.head_target_width, kMaxEmbd);
   c.eagle3_norm_before_residual = f.get_bool(r.key("norm_before_residual"), false);
   c.eagle3_norm_before_fc = f.get_bool(r.key("norm_before_fc"), false);
   if (const GGUFTensorInfo* d2t = f.find_tensor("d2t")) {
     if (d2t->ne.size() != 1 || d2t->ne[0] < 1 || d2t->ne[0] > kMaxVocab)
       throw_error(ErrorKind::Format, "{}: tensor 'd2t' is not a vector of 1 to {} draft ids", f.path(), kMaxVocab);
+    c.n_draft_vocab = static_cast<int>(d2t->ne[0]);
+  }
+}
+
+// dflash (llama.cpp src/models/dflash.cpp load_arch_hparams, conversion/qwen.py DFlashModel): a
+// Qwen3-style decoder; the target layers it reads (target_layers, the converter's extract ids: each
+// HF target_layer_id + 1, so the input row of that layer), each n_embd wide (llama.cpp fuses
+// target_layers x n_embd with fc), block_size (16 when absent) and attention.causal. The variants
+// of the same architecture name that specmoe does not run are refused by name: DFlash2's selector
+// and convolutions, DSpark's Markov head, the DeepSeek-V4 backbone, sliding windows and the
+// optional scales and norms of other backbones.
+void read_dflash(const Reader& r, ModelConfig& c) {
+  const GGUFFile& f = r.f;
+  constexpr int kMaxLayers = 1024;
+  const std::string k = r.key("target_layers");
+  if (!f.has(k)) throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing (the target layers a DFlash draft reads)", f.path(), k);
+  const std::vector<int64_t> ids = f.get_int_array(k);
+  if (ids.empty() || ids.size() > 64)
+    throw_error(ErrorKind::Format, "{}: metadata key '{}' has {} entries (must be 1 to 64)", f.path(), k, ids.size());
+  for (int64_t id : ids) {
+    if (id < 0 || id > kMaxLayers)
+      throw_error(ErrorKind::Format, "{}: metadata key '{}' holds layer {} (must be 0 to {})", f.path(), k, id, kMaxLayers);
+    c.head_target_layers.push_back(static_cast<int>(id));
+  }
+  c.head_target_width = c.n_embd;
+  c.dflash_block_size = r.get("block_size", 16);
+  if (c.dflash_block_size < 2 || c.dflash_block_size > 1024)
+    throw_error(ErrorKind::Format, "{}: {} is {} (must be 2 to 1024: the last token and at least one to draft)", f.path(),
+                r.key("block_size"), c.dflash_block_size);
+  c.dflash_causal = f.get_bool(r.key("attention.causal"), false);
+  if (f.has(r.key("hidden_activation"))) {
+    const std::string act = f.get_string(r.key("hidden_activation"));
+    if (act != "silu")
+      throw_error(ErrorKind::Unsupported, "{}: {} '{}' is unsupported (a DFlash draft of specmoe uses silu)", f.path(),
+                  r.key("hidden_activation"), act);
+  }
+  for (const char* key : {"hyper_connection.count", "attention.sliding_window", "embedding_scale", "attention.scale",
+                          "attention.value_scale", "logit_scale", "final_logit_softcapping", "rope.dimension_sections",
+                          "conv_kernel_size", "selector_rank"})
+    if (f.has(r.key(key)))
+      throw_error(ErrorKind::Unsupported, "{}: metadata key '{}': this DFlash variant is unsupported (specmoe runs "
+                  "DFlash's Qwen3-style drafts without scales, windows, sections or selectors)", f.path(), r.key(key));
+  for (const char* name : {"markov_w1.weight", "selector_hidden.weight", "blk.0.attn_sinks.weight",
+                           "blk.0.attn_post_norm.weight", "blk.0.ffn_post_norm.weight", "blk.0.layer_output_scale.weight",
+                           "rope_freqs.weight"})
+    if (f.find_tensor(name))
+      throw_error(ErrorKind::Unsupported, "{}: tensor '{}': this DFlash variant is unsupported (specmoe runs DFlash's "
+                  "Qwen3-style drafts: no DSpark Markov head, DFlash2 selector, sinks, post-norms or scales)", f.path(), name);
+  if (!f.find_tensor("blk.0.attn_v.weight"))
+    throw_error(ErrorKind::Unsupported, "{}: a DFlash draft without attn_v (keys shared as values) is unsupported", f.path());
+  if (const GGUFTensorInfo* d2t = f.find_tensor("d2t")) {
+    if (d2t->ne.size() != 1 || d2t->ne[0] < 1 || d2t->ne[0] > (1 << 22))
+      throw_error(ErrorKind::Format, "{}: tensor 'd2t' is not a vector of 1 to {} draft ids", f.path(), 1 << 22);
     c.n_draft_vocab = static_cast<int>(d2t->ne[0]);
   }
 }

@@ -72,6 +72,7 @@ void read_lfm2_windows(const Reader& r, ModelConfig& c);
 void read_smallthinker(const Reader& r, ModelConfig& c);
 void read_qwen35(const Reader& r, ModelConfig& c);
 void read_eagle3(const Reader& r, ModelConfig& c);
+void read_dflash(const Reader& r, ModelConfig& c);
 void read_granite_hybrid(const Reader& r, ModelConfig& c);
 void read_mamba2(const Reader& r, ModelConfig& c);
 void read_nemotron_h(const Reader& r, ModelConfig& c);

@@ -337,25 +337,11 @@ void bind_mla(const TensorBinder& b, const ModelConfig& c, const std::string& p,
 
 }  // namespace
 
-// An EAGLE-3 head (llama.cpp src/models/eagle3.cpp load_arch_tensors): fc, the optional
-// enc.output_norm (norm_before_fc), output_norm, its own output (over its draft vocabulary) and
-// token_embd when the file has them, d2t when it has its own draft vocabulary, and one layer whose
-// q/k/v read 2 n_embd inputs, with attn_norm_2 (EAGLE-3's hidden_norm) beside attn_norm.
 namespace {
 
-ModelWeights bind_eagle3(const GGUFFile& file, const ModelConfig& c) {
-  const TensorBinder b(file);
-  ModelWeights w;
-  w.host_floats = std::make_shared<std::vector<std::vector<float>>>();
-  auto& floats = *w.host_floats;
-  auto vec = [&](const std::string& name, int64_t n) -> VectorView {
-    floats.push_back(b.vector(name, n));
-    return {floats.back().data(), n};
-  };
-  const int64_t d = c.n_embd, d2 = 2 * d, q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
-  Eagle3Weights& e = w.eagle3;
-  e.fc = b.matrix("fc.weight", c.eagle3_feature_width(), d);
-  if (c.eagle3_norm_before_fc) e.enc_norm = vec("enc.output_norm.weight", c.eagle3_feature_width());
+// d2t, the target id of each draft id, for a head with a draft vocabulary of its own (checked: in
+// the vocabulary and distinct).
+void bind_d2t(const GGUFFile& file, const TensorBinder& b, const ModelConfig& c, Eagle3Weights& e) {
   if (b.has("d2t")) {
     const std::vector<int64_t> ids = b.ids("d2t", c.n_draft_vocab);
     auto host = std::make_shared<std::vector<int32_t>>(ids.size());
@@ -371,13 +357,41 @@ ModelWeights bind_eagle3(const GGUFFile& file, const ModelConfig& c) {
     e.d2t_host = host;
     e.d2t = {reinterpret_cast<const float*>(host->data()), static_cast<int64_t>(host->size())};
   } else if (c.n_draft_vocab != c.n_vocab) {
-    throw_error(ErrorKind::Format, "{}: an EAGLE-3 head of {} draft ids without d2t", file.path(), c.n_draft_vocab);
+    throw_error(ErrorKind::Format, "{}: a {} head of {} draft ids without d2t", file.path(), c.arch_name, c.n_draft_vocab);
   }
-  w.output_norm = vec("output_norm.weight", d);
+}
+
+// A draft head's own head (over its draft vocabulary) and embedding, where its file has them (else
+// its target's: Model::bind_target).
+void bind_head_and_embedding(const GGUFFile& file, const TensorBinder& b, const ModelConfig& c, ModelWeights& w) {
+  const int64_t d = c.n_embd;
   if (b.has("output.weight")) w.output = b.matrix("output.weight", d, c.n_draft_vocab);
   else if (c.n_draft_vocab != c.n_vocab)
-    throw_error(ErrorKind::Format, "{}: an EAGLE-3 head with its own draft vocabulary (d2t) needs output.weight", file.path());
+    throw_error(ErrorKind::Format, "{}: a {} head with its own draft vocabulary (d2t) needs output.weight", file.path(),
+                c.arch_name);
   if (b.has("token_embd.weight")) w.token_embd = b.matrix("token_embd.weight", d, c.n_vocab);
+}
+
+// An EAGLE-3 head (llama.cpp src/models/eagle3.cpp load_arch_tensors): fc, the optional
+// enc.output_norm (norm_before_fc), output_norm, its own output (over its draft vocabulary) and
+// token_embd when the file has them, d2t when it has its own draft vocabulary, and one layer whose
+// q/k/v read 2 n_embd inputs, with attn_norm_2 (EAGLE-3's hidden_norm) beside attn_norm.
+ModelWeights bind_eagle3(const GGUFFile& file, const ModelConfig& c) {
+  const TensorBinder b(file);
+  ModelWeights w;
+  w.host_floats = std::make_shared<std::vector<std::vector<float>>>();
+  auto& floats = *w.host_floats;
+  auto vec = [&](const std::string& name, int64_t n) -> VectorView {
+    floats.push_back(b.vector(name, n));
+    return {floats.back().data(), n};
+  };
+  const int64_t d = c.n_embd, d2 = 2 * d, q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
+  Eagle3Weights& e = w.eagle3;
+  e.fc = b.matrix("fc.weight", c.head_feature_width(), d);
+  if (c.eagle3_norm_before_fc) e.enc_norm = vec("enc.output_norm.weight", c.head_feature_width());
+  bind_d2t(file, b, c, e);
+  w.output_norm = vec("output_norm.weight", d);
+  bind_head_and_embedding(file, b, c, w);
   if (b.has("rope_freqs.weight")) {
     w.rope_freqs = vec("rope_freqs.weight", c.rope_dims / 2);
     check_factors(file, "rope_freqs.weight", w.rope_freqs);
@@ -400,11 +414,51 @@ ModelWeights bind_eagle3(const GGUFFile& file, const ModelConfig& c) {
   return w;
 }
 
+// A DFlash draft (llama.cpp src/models/dflash.cpp load_arch_tensors): fc (target_layers x n_embd ->
+// n_embd) and enc.output_norm (its hidden_norm, after fc: kept as Eagle3Weights::hidden_norm),
+// output_norm, its own output and token_embd when the file has them, d2t when it drafts its own
+// vocabulary, and n_layer Qwen3 layers (per-head q and k norms, no biases).
+ModelWeights bind_dflash(const GGUFFile& file, const ModelConfig& c) {
+  const TensorBinder b(file);
+  ModelWeights w;
+  w.host_floats = std::make_shared<std::vector<std::vector<float>>>();
+  auto& floats = *w.host_floats;
+  auto vec = [&](const std::string& name, int64_t n) -> VectorView {
+    floats.push_back(b.vector(name, n));
+    return {floats.back().data(), n};
+  };
+  const int64_t d = c.n_embd, q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
+  Eagle3Weights& e = w.eagle3;
+  e.fc = b.matrix("fc.weight", c.head_feature_width(), d);
+  e.hidden_norm = vec("enc.output_norm.weight", d);
+  bind_d2t(file, b, c, e);
+  w.output_norm = vec("output_norm.weight", d);
+  bind_head_and_embedding(file, b, c, w);
+  w.layers.resize(static_cast<size_t>(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    const std::string p = fmt::format("blk.{}.", l);
+    L.attn_norm = vec(p + "attn_norm.weight", d);
+    L.wq = b.matrix(p + "attn_q.weight", d, q_dim);
+    L.wk = b.matrix(p + "attn_k.weight", d, c.kv_dim());
+    L.wv = b.matrix(p + "attn_v.weight", d, c.kv_dim());
+    L.wo = b.matrix(p + "attn_output.weight", q_dim, d);
+    L.attn_q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
+    L.attn_k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
+    L.ffn_norm = vec(p + "ffn_norm.weight", d);
+    L.ffn_gate = b.matrix(p + "ffn_gate.weight", d, c.n_ff);
+    L.ffn_up = b.matrix(p + "ffn_up.weight", d, c.n_ff);
+    L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, d);
+  }
+  return w;
+}
+
 }  // namespace
 
 ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   const TensorBinder b(file);
   if (c.is_eagle3()) return bind_eagle3(file, c);
+  if (c.is_dflash()) return bind_dflash(file, c);
   const bool gpt2 = c.learned_positions();  // gpt2, starcoder
   // gpt2's block layout (fused attn_qkv, biases everywhere, an ungated MLP), also gptneox's and
   // starcoder's (with its KV heads: attn_qkv {n_embd, n_embd + 2 kv_dim}).

@@ -119,8 +119,8 @@ struct NextnWeights {
 // src/models/eagle3.cpp): g = fc (enc_norm(f)) fuses the target's feature rows f (enc_norm only
 // with norm_before_fc); the layer reads [attn_norm(embed(t)) | hidden_norm(g)].
 struct Eagle3Weights {
-  MatrixView fc;             // (eagle3_feature_width -> n_embd)
-  VectorView enc_norm;       // enc.output_norm [eagle3_feature_width], or empty
+  MatrixView fc;             // (head_feature_width -> n_embd)
+  VectorView enc_norm;       // enc.output_norm [head_feature_width], or empty
   VectorView hidden_norm;    // blk.0.attn_norm_2 [n_embd]
   // d2t: the target id of each draft id (the converter adds the index to EAGLE-3's offsets), on the
   // host and as the backend holds it (int32, the scatter_cols op's columns); empty without d2t.

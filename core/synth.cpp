@@ -212,50 +212,10 @@ std::vector<float> head_values(const SynthSpec& s, uint64_t seed, const std::vec
   return v;
 }
 
-// An EAGLE-3 head (SynthSpec::eagle3_layers): the keys and tensors of llama.cpp's converter.
-void write_eagle3(const SynthSpec& s, const std::string& path, uint64_t seed) {
-  const int64_t d = s.n_embd, V = s.n_vocab, F = static_cast<int64_t>(s.eagle3_layers.size()) * s.eagle3_target_width;
-  const int64_t head_dim = d / s.n_head;
-  if (s.eagle3_layers.size() != 3 || s.eagle3_target_width < 1 || d % s.n_head != 0 || s.n_head_kv != s.n_head ||
-      s.eagle3_draft_vocab < 0 || s.eagle3_draft_vocab > V || (s.eagle3_target_head && s.eagle3_draft_vocab > 0) ||
-      (s.eagle3_target_head && s.type != DType::F32 && false))
-    throw_error(ErrorKind::InvalidArgument, "synth: an EAGLE-3 head reads 3 target layers ({}), of width {} > 0, with "
-                "n_head {} = n_head_kv {} dividing n_embd {}, and a draft vocabulary of at most {} ids (none with the "
-                "target's head)", s.eagle3_layers.size(), s.eagle3_target_width, s.n_head, s.n_head_kv, d, V);
-  const std::string a = "eagle3";
-  GGUFWriter w;
-  w.set_string("general.architecture", a);
-  w.set_string("general.name", s.name);
-  w.set_u32(a + ".context_length", s.n_ctx);
-  w.set_u32(a + ".embedding_length", s.n_embd);
-  w.set_u32(a + ".block_count", 1);
-  w.set_u32(a + ".feed_forward_length", s.n_ff);
-  w.set_u32(a + ".attention.head_count", s.n_head);
-  w.set_u32(a + ".attention.head_count_kv", s.n_head_kv);
-  w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
-  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
-  w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
-  w.set_u32(a + ".vocab_size", s.n_vocab);
-  w.set_i32_array(a + ".target_layers", s.eagle3_layers);
-  w.set_u32(a + ".target_hidden_size", s.eagle3_target_width);
-  w.set_bool(a + ".norm_before_residual", s.eagle3_norm_before_residual);
-  if (s.eagle3_norm_before_fc) w.set_bool(a + ".norm_before_fc", true);
-  w.set_u64("specmoe.synth.seed", seed);
-  write_byte_vocab(w, s.n_vocab);
-  auto vec = [&](const std::string& name, int64_t n, float base, float noise) {
-    auto v = random_values(seed, "eagle3." + name, static_cast<size_t>(n), noise);
-    for (auto& x : v) x += base;
-    w.add_tensor_f32(name, DType::F32, {n}, v);
-  };
-  // (n_in -> n_out) with `diag` on the first n_out inputs' diagonal (a pass-through) plus noise.
-  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, float noise, float diag) {
-    auto v = random_values(seed, "eagle3." + name, static_cast<size_t>(n_in * n_out), noise / std::sqrt(float(n_in)));
-    for (int64_t j = 0; j < n_out && j < n_in; ++j) v[static_cast<size_t>(j * n_in + j)] += diag;
-    w.add_tensor_f32(name, s.type, {n_in, n_out}, v);
-  };
-  matrix("fc.weight", F, d, 0.3f, 0.0f);
-  if (s.eagle3_norm_before_fc) vec("enc.output_norm.weight", F, 1.0f, 0.3f);
-  vec("output_norm.weight", d, 1.0f, 0.2f);
+// An EAGLE-3 or DFlash draft's head and embedding: the target's (none written) or its own, over its
+// own draft vocabulary with d2t (SynthSpec::eagle3_draft_vocab > 0).
+void write_draft_head(GGUFWriter& w, const SynthSpec& s, uint64_t seed) {
+  const int64_t d = s.n_embd, V = s.n_vocab;
   const auto embd = random_values(seed, "token_embd.weight", static_cast<size_t>(d) * V, 1.0f);
   if (!s.eagle3_target_head) {
     const std::vector<float> head = head_values(s, seed, embd);  // the target's rows (same seed and vocabulary)
@@ -278,6 +238,159 @@ void write_eagle3(const SynthSpec& s, const std::string& path, uint64_t seed) {
     }
   }
   if (s.eagle3_own_embd) w.add_tensor_f32("token_embd.weight", s.type, {d, V}, embd);
+}
+
+// A DFlash draft (SynthSpec::dflash_layers): the keys and tensors of llama.cpp's converter
+// (conversion/qwen.py DFlashModel: Qwen3 layers, fc, enc.output_norm, the target's tokenizer with
+// its mask token). Its layers' values and outputs pass their input on (diagonal plus noise), q and
+// k are random: each block token reads a mix of the cache's fused features and the block.
+void write_dflash(const SynthSpec& s, const std::string& path, uint64_t seed) {
+  const int64_t d = s.n_embd, V = s.n_vocab, F = static_cast<int64_t>(s.dflash_layers.size()) * d;
+  if (s.dflash_layers.empty() || s.n_layer < 1 || d % s.n_head != 0 || s.n_head % s.n_head_kv != 0 ||
+      s.dflash_block_size < 2 || s.eagle3_draft_vocab < 0 || s.eagle3_draft_vocab > V ||
+      (s.eagle3_target_head && s.eagle3_draft_vocab > 0) || s.dflash_mask_token < 0 || s.dflash_mask_token >= V)
+    throw_error(ErrorKind::InvalidArgument, "synth: a DFlash draft reads target layers ({}), has layers ({}), n_head {} "
+                "dividing n_embd {} and a multiple of n_head_kv {}, a block of at least 2 ({}), a mask token in the "
+                "vocabulary of {} ({}) and a draft vocabulary of at most {} ids (none with the target's head)",
+                s.dflash_layers.size(), s.n_layer, s.n_head, d, s.n_head_kv, s.dflash_block_size, V,
+                s.dflash_mask_token, V);
+  const int64_t hd = d / s.n_head, q_dim = s.n_head * hd, kv_dim = s.n_head_kv * hd;
+  const std::string a = "dflash";
+  GGUFWriter w;
+  w.set_string("general.architecture", a);
+  w.set_string("general.name", s.name);
+  w.set_u32(a + ".context_length", s.n_ctx);
+  w.set_u32(a + ".embedding_length", s.n_embd);
+  w.set_u32(a + ".block_count", s.n_layer);
+  w.set_u32(a + ".feed_forward_length", s.n_ff);
+  w.set_u32(a + ".attention.head_count", s.n_head);
+  w.set_u32(a + ".attention.head_count_kv", s.n_head_kv);
+  w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hd));
+  w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
+  w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
+  w.set_i32_array(a + ".target_layers", s.dflash_layers);
+  w.set_u32(a + ".block_size", static_cast<uint32_t>(s.dflash_block_size));
+  if (s.dflash_causal) w.set_bool(a + ".attention.causal", true);
+  w.set_u64("specmoe.synth.seed", seed);
+  write_byte_vocab(w, s.n_vocab);
+  w.set_u32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(s.dflash_mask_token));
+  auto vec = [&](const std::string& name, int64_t n, float base, float noise) {
+    auto v = random_values(seed, "dflash." + name, static_cast<size_t>(n), noise);
+    for (auto& x : v) x += base;
+    w.add_tensor_f32(name, DType::F32, {n}, v);
+  };
+  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, float noise, float diag) {
+    auto v = random_values(seed, "dflash." + name, static_cast<size_t>(n_in * n_out), noise / std::sqrt(float(n_in)));
+    for (int64_t j = 0; j < n_out && j < n_in; ++j) v[static_cast<size_t>(j * n_in + j)] += diag;
+    w.add_tensor_f32(name, s.type, {n_in, n_out}, v);
+  };
+  matrix("fc.weight", F, d, 1.0f, 0.0f);
+  const bool previous = s.dflash_attend_previous;
+  {
+    // (attending to the previous token: element 0 of the fused rows is 0, so the cache's keys are)
+    auto v = random_values(seed, "dflash.enc.output_norm.weight", static_cast<size_t>(d), 0.3f);
+    for (auto& x : v) x += 1.0f;
+    if (previous) v[0] = 0.0f;
+    w.add_tensor_f32("enc.output_norm.weight", DType::F32, {d}, v);
+  }
+  vec("output_norm.weight", d, 1.0f, 0.2f);
+  if (previous && (!s.eagle3_own_embd || kv_dim != d))
+    throw_error(ErrorKind::InvalidArgument, "synth: dflash_attend_previous needs the draft's own embedding and n_head_kv = n_head");
+  SynthSpec head_spec = s;
+  if (previous) head_spec.eagle3_own_embd = false;  // written below, with the shared component
+  write_draft_head(w, head_spec, seed);
+  if (previous) {
+    auto embd = random_values(seed, "token_embd.weight", static_cast<size_t>(d) * V, 1.0f);
+    for (int64_t t = 0; t < V; ++t) {
+      float* row = embd.data() + t * d;
+      if (t == s.dflash_mask_token) std::fill(row, row + d, 0.0f);
+      row[0] += 3.0f;
+    }
+    w.add_tensor_f32("token_embd.weight", s.type, {d, V}, embd);
+  }
+  // q, k: element 0 of the normed input alone, k a radian ahead of q in each head's first RoPE pair.
+  auto pick_first = [&](const std::string& name, int64_t n_out, bool key) {
+    std::vector<float> v(static_cast<size_t>(d * n_out), 0.0f);
+    for (int64_t h = 0; h < n_out / hd; ++h) {
+      v[static_cast<size_t>((h * hd) * d)] = key ? std::cos(1.0f) : 1.0f;
+      if (key) v[static_cast<size_t>((h * hd + hd / 2) * d)] = std::sin(1.0f);
+    }
+    w.add_tensor_f32(name, s.type, {d, n_out}, v);
+  };
+  for (int l = 0; l < s.n_layer; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    vec(p + "attn_norm.weight", d, 1.0f, 0.2f);
+    if (previous) {
+      pick_first(p + "attn_q.weight", q_dim, false);
+      pick_first(p + "attn_k.weight", kv_dim, true);
+    } else {
+      matrix(p + "attn_q.weight", d, q_dim, 1.0f, 0.0f);
+      matrix(p + "attn_k.weight", d, kv_dim, 1.0f, 0.0f);
+    }
+    {
+      // v passes its input on (the shared element 0 left out when attending to the previous token)
+      auto v = random_values(seed, "dflash." + p + "attn_v.weight", static_cast<size_t>(d * kv_dim), 0.3f / std::sqrt(float(d)));
+      for (int64_t j = 0; j < kv_dim && j < d; ++j) v[static_cast<size_t>(j * d + j)] += 1.0f;
+      if (previous) std::fill(v.begin(), v.begin() + d, 0.0f);
+      w.add_tensor_f32(p + "attn_v.weight", s.type, {d, kv_dim}, v);
+    }
+    matrix(p + "attn_output.weight", q_dim, d, 0.3f, previous ? 3.0f : 1.0f);
+    vec(p + "attn_q_norm.weight", hd, previous ? 3.0f : 1.0f, previous ? 0.0f : 0.2f);
+    vec(p + "attn_k_norm.weight", hd, previous ? 3.0f : 1.0f, previous ? 0.0f : 0.2f);
+    vec(p + "ffn_norm.weight", d, 1.0f, 0.2f);
+    matrix(p + "ffn_gate.weight", d, s.n_ff, 1.0f, 0.0f);
+    matrix(p + "ffn_up.weight", d, s.n_ff, 1.0f, 0.0f);
+    matrix(p + "ffn_down.weight", s.n_ff, d, 0.3f, 0.0f);
+  }
+  w.write(path);
+}
+
+// An EAGLE-3 head (SynthSpec::eagle3_layers): the keys and tensors of llama.cpp's converter.
+void write_eagle3(const SynthSpec& s, const std::string& path, uint64_t seed) {
+  const int64_t d = s.n_embd, V = s.n_vocab, F = static_cast<int64_t>(s.eagle3_layers.size()) * s.head_target_width;
+  const int64_t head_dim = d / s.n_head;
+  if (s.eagle3_layers.size() != 3 || s.head_target_width < 1 || d % s.n_head != 0 || s.n_head_kv != s.n_head ||
+      s.eagle3_draft_vocab < 0 || s.eagle3_draft_vocab > V || (s.eagle3_target_head && s.eagle3_draft_vocab > 0) ||
+      (s.eagle3_target_head && s.type != DType::F32 && false))
+    throw_error(ErrorKind::InvalidArgument, "synth: an EAGLE-3 head reads 3 target layers ({}), of width {} > 0, with "
+                "n_head {} = n_head_kv {} dividing n_embd {}, and a draft vocabulary of at most {} ids (none with the "
+                "target's head)", s.eagle3_layers.size(), s.head_target_width, s.n_head, s.n_head_kv, d, V);
+  const std::string a = "eagle3";
+  GGUFWriter w;
+  w.set_string("general.architecture", a);
+  w.set_string("general.name", s.name);
+  w.set_u32(a + ".context_length", s.n_ctx);
+  w.set_u32(a + ".embedding_length", s.n_embd);
+  w.set_u32(a + ".block_count", 1);
+  w.set_u32(a + ".feed_forward_length", s.n_ff);
+  w.set_u32(a + ".attention.head_count", s.n_head);
+  w.set_u32(a + ".attention.head_count_kv", s.n_head_kv);
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
+  w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
+  w.set_u32(a + ".vocab_size", s.n_vocab);
+  w.set_i32_array(a + ".target_layers", s.eagle3_layers);
+  w.set_u32(a + ".target_hidden_size", s.head_target_width);
+  w.set_bool(a + ".norm_before_residual", s.eagle3_norm_before_residual);
+  if (s.eagle3_norm_before_fc) w.set_bool(a + ".norm_before_fc", true);
+  w.set_u64("specmoe.synth.seed", seed);
+  write_byte_vocab(w, s.n_vocab);
+  auto vec = [&](const std::string& name, int64_t n, float base, float noise) {
+    auto v = random_values(seed, "eagle3." + name, static_cast<size_t>(n), noise);
+    for (auto& x : v) x += base;
+    w.add_tensor_f32(name, DType::F32, {n}, v);
+  };
+  // (n_in -> n_out) with `diag` on the first n_out inputs' diagonal (a pass-through) plus noise.
+  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, float noise, float diag) {
+    auto v = random_values(seed, "eagle3." + name, static_cast<size_t>(n_in * n_out), noise / std::sqrt(float(n_in)));
+    for (int64_t j = 0; j < n_out && j < n_in; ++j) v[static_cast<size_t>(j * n_in + j)] += diag;
+    w.add_tensor_f32(name, s.type, {n_in, n_out}, v);
+  };
+  matrix("fc.weight", F, d, 0.3f, 0.0f);
+  if (s.eagle3_norm_before_fc) vec("enc.output_norm.weight", F, 1.0f, 0.3f);
+  vec("output_norm.weight", d, 1.0f, 0.2f);
+  write_draft_head(w, s, seed);
   const std::string p = "blk.0.";
   vec(p + "attn_norm.weight", d, 1.0f, 0.2f);
   vec(p + "attn_norm_2.weight", d, 1.0f, 0.2f);
@@ -302,6 +415,10 @@ void write_eagle3(const SynthSpec& s, const std::string& path, uint64_t seed) {
 void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   if (s.arch == "eagle3") {
     write_eagle3(s, path, seed);
+    return;
+  }
+  if (s.arch == "dflash") {
+    write_dflash(s, path, seed);
     return;
   }
   check_spec(s);

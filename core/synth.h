@@ -47,7 +47,7 @@ struct SynthSpec {
   bool mtp_own_head = false;
   bool mtp_only = false;  // the block (and embedding, final norm, head) alone: llama.cpp's --mtp export
   // arch "eagle3": an EAGLE-3 draft head (llama.cpp's converter layout) for a target of n_vocab ids
-  // and width eagle3_target_width, reading the input rows of its layers eagle3_layers (3; the
+  // and width head_target_width, reading the input rows of its layers eagle3_layers (3; the
   // target's n_layer: its final hidden row). Its own head over eagle3_draft_vocab ids mapped through
   // d2t (0: the whole vocabulary); the target's head instead with eagle3_target_head (no d2t then);
   // its own token_embd with eagle3_own_embd. The head's rows equal the target's (a synth target of the
@@ -55,12 +55,28 @@ struct SynthSpec {
   // (attention that looks mostly at the token itself, small fc and FFN), so against a target whose
   // next token follows its current one a draft is often right.
   std::vector<int32_t> eagle3_layers;
-  int eagle3_target_width = 0;
+  int head_target_width = 0;
   int eagle3_draft_vocab = 0;
   bool eagle3_target_head = false;
   bool eagle3_own_embd = false;
   bool eagle3_norm_before_fc = false;
   bool eagle3_norm_before_residual = false;
+  // arch "dflash": a DFlash draft (llama.cpp's converter layout) of n_layer Qwen3 layers for a target
+  // of n_vocab ids and width n_embd, reading the input rows of the target's layers dflash_layers;
+  // blocks of dflash_block_size, filled with dflash_mask_token, causal with dflash_causal. Its head
+  // and embedding as an EAGLE-3 head's (eagle3_target_head, eagle3_own_embd, eagle3_draft_vocab).
+  std::vector<int32_t> dflash_layers;
+  int dflash_block_size = 16;
+  int dflash_mask_token = 0;
+  bool dflash_causal = false;
+  // With its own embedding (eagle3_own_embd) and n_head_kv = n_head: every embedding row carries a
+  // shared component (3 in element 0; the mask token's row is that alone), whose sign q and k read
+  // alone, q and k a radian apart in RoPE's fastest pair and normed to 3, and the cache's keys are 0
+  // (element 0 of the fused rows is): a block token attends to the token one position before it
+  // (e^-16 to the others), whose embedding v (element 0 left out) and o pass on. Block
+  // row 1 then holds the last token's embedding, and drafts what a target of the same seed predicts
+  // from it (the "agreeing" synth targets of the tests).
+  bool dflash_attend_previous = false;
   // Mixture of experts, in llama.cpp's layout: llama = Mixtral (ffn_gate_inp + stacked
   // ffn_{gate,up,down}_exps, feed_forward_length = expert width); qwen2moe adds the shared expert
   // (ffn_{gate,up,down}_shexp) and its sigmoid gate ffn_gate_inp_shexp. The router matrix and

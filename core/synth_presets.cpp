@@ -882,7 +882,7 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.n_head_kv = 4;
     s.n_ff = 128;
     s.n_ctx = 512;
-    s.eagle3_target_width = 64;
+    s.head_target_width = 64;
     const bool d2t = preset == "eagle3-d2t-tiny";
     s.eagle3_layers = d2t ? std::vector<int32_t>{0, 1, 3} : std::vector<int32_t>{1, 2, 3};
     s.eagle3_target_head = !d2t;
@@ -890,6 +890,34 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.eagle3_draft_vocab = d2t ? 160 : 0;
     s.eagle3_norm_before_fc = d2t;
     s.eagle3_norm_before_residual = d2t;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "dflash-tiny" || preset == "dflash-d2t-tiny") {
+    // A DFlash draft for a "tiny" target (width 64, 4 layers, 320 ids) of the same seed. dflash-tiny:
+    // two layers (2 KV heads, random q and k) reading the input rows of the target's layers 1 and 3,
+    // the target's embedding and head, blocks of 8 (bidirectional). dflash-d2t-tiny: one layer
+    // reading layers 0, 2 and 3, its own embedding and a head over 160 of the 320 ids (d2t), blocks
+    // of 5, causal, each block token attending to the one before it (dflash_attend_previous), so
+    // that its first draft is the target's likely next token.
+    s = SynthSpec{};
+    s.arch = "dflash";
+    const bool d2t = preset == "dflash-d2t-tiny";
+    s.n_vocab = 320;
+    s.n_embd = 64;
+    s.n_layer = d2t ? 1 : 2;
+    s.n_head = 4;
+    s.n_head_kv = d2t ? 4 : 2;
+    s.n_ff = 128;
+    s.n_ctx = 512;
+    s.dflash_layers = d2t ? std::vector<int32_t>{0, 2, 3} : std::vector<int32_t>{1, 3};
+    s.dflash_block_size = d2t ? 5 : 8;
+    s.dflash_mask_token = 319;
+    s.dflash_causal = d2t;
+    s.eagle3_target_head = !d2t;
+    s.eagle3_own_embd = d2t;
+    s.eagle3_draft_vocab = d2t ? 160 : 0;
+    s.dflash_attend_previous = d2t;
     s.name = preset;
     return s;
   }
@@ -1043,6 +1071,10 @@ std::vector<std::string> synth_presets() {
       "seed, reading its layers 1, 2 and 3, with the target's embedding and head",
       "eagle3-d2t-tiny: an EAGLE-3 head for tiny reading layers 0, 1 and 3, with its own embedding and a head over "
       "160 of the 320 ids (d2t), norm_before_fc and norm_before_residual",
+      "dflash-tiny: a DFlash draft (two Qwen3 layers, 2 KV heads, drafting a block of 8 in one bidirectional "
+      "forward) for tiny of the same seed, reading its layers 1 and 3, with the target's embedding and head",
+      "dflash-d2t-tiny: a DFlash draft for tiny of one layer reading layers 0, 2 and 3, blocks of 5 with causal "
+      "attention to the token before, its own embedding and a head over 160 of the 320 ids (d2t)",
       "deepseek2-mtp-tiny: deepseek2-tiny with a multi-token-prediction block (MLA and experts, DeepSeek-V3's MTP "
       "module)",
       "granitehybrid-tiny: granitehybrid (Granite 4.0 H), F32, 4 layers, dim 64, Mamba-2 (8 heads of 16, state 16) on "

@@ -623,6 +623,7 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
     if (c_.has_ffn(l)) ffn_block(l, T, b, routing[l]);  // mamba2's, nemotron_h's layers: one sublayer
   }
 
+  if (c_.is_dflash()) return draft_head(b, T, kv);  // a DFlash block's logits, through d2t
   if (K == 0) return finish(b, T, w_.output_norm, w_.output_norm_b, w_.output, kv);
   // Layer n_layer: the final hidden rows after the output norm, which finish computes for every
   // token when asked.
@@ -712,7 +713,7 @@ void Transformer::share_target(const MatrixView& token_embd, const MatrixView& o
 // g = fc(rmsnorm(f; enc.output_norm)) with norm_before_fc, else fc(f).
 Rows Transformer::eagle3_fuse(const float* features, int64_t T) {
   const Eagle3Weights& E = w_.eagle3;
-  const int64_t F = c_.eagle3_feature_width();
+  const int64_t F = c_.head_feature_width();
   const float* in = features;
   if (!E.enc_norm.empty()) {
     float* normed = buf(kFeat, T * F);
@@ -743,18 +744,61 @@ Rows Transformer::forward_eagle3(const TransformerBatch& b, const float* g, KVCa
   be_->copy_rows(buf(kX, T * d), row, c_.eagle3_norm_before_residual ? buf(kXn, T * d) : g, row, row, T);
   attention_block(0, T, in.positions, in.row_positions, in.mask, kv, cat);
   ffn_block(0, T, b, routing);
-  // The logits: the draft vocabulary's rows of the head, then scattered into the target's.
+  const Rows logits = draft_head(b, T, kv);
+  hidden_ = b.hidden_all ? Rows{buf(kX, T * d), T, d, be_.get()} : Rows{};
+  return logits;
+}
+
+// A draft head's logits: the draft vocabulary's rows of the head, then scattered into the target's
+// through d2t (-inf elsewhere) when it has one.
+Rows Transformer::draft_head(const TransformerBatch& b, int64_t T, KVCache& kv) {
+  const Eagle3Weights& E = w_.eagle3;
   const bool scatter = E.d2t_host != nullptr;
   TransformerBatch hb = b;
   hb.hidden_all = false;
   if (scatter) hb.head_rows = c_.n_draft_vocab;
   const Rows draft = finish(hb, T, w_.output_norm, VectorView{}, w_.output, kv);
-  hidden_ = b.hidden_all ? Rows{buf(kX, T * d), T, d, be_.get()} : Rows{};
   if (!scatter) return draft;
   float* logits = buf(kDraftLogits, static_cast<size_t>(draft.rows) * c_.n_vocab);
   be_->scatter_cols(draft.data, draft.rows, draft.cols, reinterpret_cast<const int32_t*>(E.d2t.data), logits, c_.n_vocab,
                     -INFINITY);
   return Rows{logits, draft.rows, c_.n_vocab, be_.get()};
+}
+
+// A DFlash draft's cache rows from its target's features (llama.cpp's dflash decoder graph on an
+// embedding batch, "KV cache injection"):
+//   g = rmsnorm(fc f; enc.output_norm)
+//   for each layer l: k = rope(rmsnorm_per_head(wk_l g; attn_k_norm_l)), v = wv_l g
+// written at the cache's next rows; nothing else of the layers runs.
+void Transformer::dflash_inject(const float* features, std::span<const int32_t> positions, KVCache& kv) {
+  const int64_t T = static_cast<int64_t>(positions.size());
+  const int64_t d = c_.n_embd, kvd = c_.kv_dim();
+  const Eagle3Weights& E = w_.eagle3;
+  TransformerBatch b;
+  b.tokens = positions;  // uploaded beside the positions, never read
+  b.positions = positions;
+  const Inputs in = upload_inputs(b, kv, false);
+  float* g = buf(kFused, T * d);
+  be_->matmul(features, T, E.fc, g);
+  be_->rms_norm(g, E.hidden_norm.data, g, T, d, c_.norm_eps);
+  const int64_t n_past = kv.size();
+  float* k_new = buf(kK, T * kvd);
+  float* v_new = buf(kV, T * kvd);
+  for (int l = 0; l < c_.n_layer; ++l) {
+    const LayerWeights& L = layer(l);
+    const MatrixView w2[2] = {L.wk, L.wv};
+    float* const y2[2] = {k_new, v_new};
+    be_->matmul_multi(g, T, w2, y2);
+    be_->rms_norm(k_new, L.attn_k_norm.data, k_new, T * c_.n_head_kv, c_.head_dim, c_.norm_eps);
+    RopeParams rp = rope_[l];
+    rp.n_head = c_.n_head_kv;
+    be_->rope(k_new, T, in.positions, rp);
+    const KVLayerLayout& layout = kv.layout(l);
+    const size_t k_row = kv.k_row_bytes(l), v_row = kv.v_row_bytes(l);
+    be_->convert_rows(k_new, T, kvd, layout.k_type, static_cast<uint8_t*>(kv.k_data(l)) + n_past * k_row, k_row);
+    be_->convert_rows(v_new, T, kvd, layout.v_type, static_cast<uint8_t*>(kv.v_data(l)) + n_past * v_row, v_row);
+  }
+  kv.append(positions);
 }
 
 }  // namespace specmoe::core

@@ -60,10 +60,14 @@ class Transformer {
   // through d2t, -inf elsewhere; head_rows: the first ids only, without d2t); hidden() then holds
   // the layer's output rows before the output norm, the next step's g.
   Rows forward_eagle3(const TransformerBatch& batch, const float* g, KVCache& kv, moe::Routing& routing);
-  // An EAGLE-3 head's fc over T rows of target features ([T, eagle3_feature_width] in the
+  // An EAGLE-3 head's fc over T rows of target features ([T, head_feature_width] in the
   // backend's memory): g rows [T, n_embd] in the workspace, valid until the next call.
   Rows eagle3_fuse(const float* features, int64_t T);
-  // An EAGLE-3 head reads its target's embedding and head where its file has none.
+  // A DFlash draft's cache rows for T committed positions from its target's features ([T,
+  // head_feature_width] in the backend's memory): each layer's keys and values of the fused rows.
+  // Its block then runs through forward() (a mask over the block; logits through d2t).
+  void dflash_inject(const float* features, std::span<const int32_t> positions, KVCache& kv);
+  // An EAGLE-3 or DFlash head reads its target's embedding and head where its file has none.
   void share_target(const MatrixView& token_embd, const MatrixView& output);
 
   // The last forward's final hidden rows [T, n_embd] after the output norm (the input of a
@@ -89,6 +93,8 @@ class Transformer {
   // the workspace); the workspace's normed-input slot keeps rmsnorm(h; h_norm).
   const float* token_and_row(const MatrixView& embed, const VectorView& embed_norm, const float* h,
                              const VectorView& h_norm, const int32_t* ids, int64_t T);
+  // A draft head's final norm and head over its own draft vocabulary, scattered through d2t.
+  Rows draft_head(const TransformerBatch& b, int64_t T, KVCache& kv);
   // The final norm and the head over the residual stream; appends the batch to kv.
   Rows finish(const TransformerBatch& b, int64_t T, const VectorView& norm_w, const VectorView& norm_b,
               const MatrixView& head, KVCache& kv);

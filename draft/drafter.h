@@ -78,6 +78,10 @@ struct DraftParams {
   // which are trees too.
   const TreeSpec* tree = nullptr;
   int node_max = 0;
+  // The configured g before this step's cut by the token budget (0: draft_max). A drafter whose
+  // drafts depend on how many it drafts (a DFlash block attends both ways) drafts this many and
+  // keeps the first draft_max, as llama.cpp runs its configured block to the last step.
+  int configured_max = 0;
 
   bool wants_tree() const { return tree != nullptr && !tree->empty(); }
 };

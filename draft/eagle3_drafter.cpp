@@ -23,7 +23,7 @@ Eagle3Drafter::Eagle3Drafter(core::Model& target, std::shared_ptr<core::Model> h
     : Eagle3Drafter(target, checked_head(target, head), head, n_ctx) {}
 
 Eagle3Drafter::Eagle3Drafter(core::Model& target, core::Model& head, std::shared_ptr<core::Model> owned, int n_ctx)
-    : FeatureDrafter(target, head, head.config().n_embd, 1, head.config().eagle3_feature_width()),
+    : FeatureDrafter(target, head, head.config().n_embd, 1, head.config().head_feature_width()),
       owned_head_(std::move(owned)) {
   own_vocabulary_ = head.config().n_draft_vocab != head.config().n_vocab;
   init(head.new_cache(n_ctx));

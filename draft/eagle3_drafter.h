@@ -1,7 +1,7 @@
 // Eagle3Drafter: EAGLE-3 (Li et al. 2025, "EAGLE-3: Scaling up Inference Acceleration of Large
 // Language Models via Training-Time Test"; EAGLE and EAGLE-2, Li et al. 2024): a draft head of one
 // decoder layer, trained beside a target, that drafts from the target's own features: the input
-// rows of three of its layers (low, middle, high: ModelConfig::eagle3_target_layers), fused by the
+// rows of three of its layers (low, middle, high: ModelConfig::head_target_layers), fused by the
 // head's fc into one row per token (core::Model::eagle3_fuse). It keeps a cache of its one layer;
 // its drafted tokens read its own output rows in place of the target's features (EAGLE-3's
 // training-time test). Files come from llama.cpp's converter of EAGLE-3 checkpoints
@@ -26,7 +26,7 @@ class Eagle3Drafter : public FeatureDrafter {
   Eagle3Drafter(core::Model& target, std::shared_ptr<core::Model> head, int n_ctx = 0);
 
   std::string name() const override { return "eagle3"; }
-  std::vector<int> target_hidden_layers() const override { return head_.config().eagle3_target_layers; }
+  std::vector<int> target_hidden_layers() const override { return head_.config().head_target_layers; }
 
  protected:
   core::ForwardResult head_forward(const core::Batch& batch, const float* f, core::KVCache& kv,

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "draft/dflash_drafter.h"
 #include "draft/eagle3_drafter.h"
 #include "draft/layerskip_drafter.h"
 #include "draft/mtp_drafter.h"
@@ -77,6 +78,17 @@ std::unique_ptr<Drafter> make_eagle3_drafter(const DrafterOptions& o) {
   return d;
 }
 
+std::unique_ptr<Drafter> make_dflash_drafter(const DrafterOptions& o) {
+  if (o.target == nullptr) throw_error(ErrorKind::InvalidArgument, "drafter 'dflash': the target model is required");
+  std::shared_ptr<core::Model> draft = draft_file(o);
+  if (!draft)
+    throw_error(ErrorKind::InvalidArgument, "drafter 'dflash': no DFlash draft given (draft_model path, -md)");
+  if (o.draft_vocab != 0)
+    throw_error(ErrorKind::InvalidArgument, "drafter 'dflash': a draft vocabulary limit does not apply (the block's "
+                "head is the draft's own, or its target's, whole)");
+  return std::make_unique<DFlashDrafter>(*o.target, std::move(draft), o.n_ctx);
+}
+
 struct Registry {
   std::mutex mutex;
   std::map<std::string, DrafterFactory> factories;
@@ -92,6 +104,7 @@ Registry& registry() {
     reg->factories["layerskip"] = make_layerskip_drafter;
     reg->factories["mtp"] = make_mtp_drafter;
     reg->factories["eagle3"] = make_eagle3_drafter;
+    reg->factories["dflash"] = make_dflash_drafter;
     return reg;
   }();
   return *r;

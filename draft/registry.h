@@ -15,10 +15,11 @@ namespace specmoe::draft {
 // Everything any built-in drafter may need; each uses only its own fields.
 struct DrafterOptions {
   core::Model* target = nullptr;             // "model" (vocabulary check, vocab size), "layerskip",
-                                             // "mtp" (draft with it) and "eagle3" (its features); not owned
+                                             // "mtp" (draft with it), "eagle3" and "dflash" (its features); not owned
   std::shared_ptr<core::Model> draft_model;  // "model": an already loaded draft model ("mtp": a file
                                              // with the block, e.g. llama.cpp's --mtp export; "eagle3":
-                                             // the EAGLE-3 head, required), or
+                                             // the EAGLE-3 head, required; "dflash": the
+                                             // DFlash draft, required), or
   std::string draft_model_path;              // "model": a GGUF file to load
   int n_threads = 0;                         // "model": threads when loading (0 = all)
   std::string device = "cpu";                // "model": device when loading (cpu, cuda, cuda:N)
@@ -38,7 +39,7 @@ using DrafterFactory = std::function<std::unique_ptr<Drafter>(const DrafterOptio
 void register_drafter(const std::string& name, DrafterFactory factory);
 // Removes a drafter registered by name (built-ins included); false when there was none.
 bool unregister_drafter(const std::string& name);
-// Throws Error(InvalidArgument) "unknown drafter 'x' (known: eagle3, layerskip, model, mtp, ngram)" for an
+// Throws Error(InvalidArgument) "unknown drafter 'x' (known: dflash, eagle3, layerskip, model, mtp, ngram)" for an
 // unknown name; the factory throws Error for missing or bad options.
 std::unique_ptr<Drafter> make_drafter(const std::string& name, const DrafterOptions& options);
 std::vector<std::string> drafter_names();  // sorted

@@ -235,9 +235,12 @@ void ExperimentSpec::validate() const {
       continue;
     }
     if (s.drafter.empty()) src.fail(key(""), "missing required key 'drafter' for a speculative strategy");
-    if ((s.drafter == "model" || s.drafter == "eagle3") && s.draft.empty())
+    if ((s.drafter == "model" || s.drafter == "eagle3" || s.drafter == "dflash") && s.draft.empty())
       src.fail(key(""), fmt::format("missing required key 'draft' ({}) for drafter '{}'",
-                                    s.drafter == "model" ? "the draft model" : "the EAGLE-3 head", s.drafter));
+                                    s.drafter == "model"    ? "the draft model"
+                                    : s.drafter == "eagle3" ? "the EAGLE-3 head"
+                                                            : "the DFlash draft",
+                                    s.drafter));
     if (!s.draft.empty() && !find_model(s.draft))
       src.fail(key("draft"), fmt::format("undefined model '{}' (defined: {})", s.draft, model_names));
     if (!s.tree_widths.empty() && s.tree_nodes > 0)

@@ -39,7 +39,7 @@ void check_run(const ExperimentSpec& spec, const RunSpec& run) {
                   fmt::format("run '{}': ngram_min {} exceeds ngram_max {}", run.name, s.ngram_min, s.ngram_max));
   if (!s.draft.empty() && !spec.find_model(s.draft))
     spec.src.fail(key_for(spec, run, "draft"), fmt::format("run '{}': undefined model '{}'", run.name, s.draft));
-  if ((s.drafter == "model" || s.drafter == "eagle3") && s.draft.empty())
+  if ((s.drafter == "model" || s.drafter == "eagle3" || s.drafter == "dflash") && s.draft.empty())
     spec.src.fail(key_for(spec, run, "drafter"), fmt::format("run '{}': drafter '{}' needs 'draft'", run.name, s.drafter));
   try {
     tree_spec_of(s).validate();

@@ -22,27 +22,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import spec_conformance as sc  # noqa: E402
 
-CASES = [("tiny", "eagle3-tiny"), ("tiny", "eagle3-d2t-tiny")]
-
-
-def main():
-    if not sc.LLAMA_BIN:
-        sys.exit("set LLAMA_BIN to llama.cpp's build/bin (llama-speculative-simple)")
-    if len(sys.argv) == 3:
-        pairs = [(sys.argv[1], sys.argv[2])]
-    else:
-        out_dir = sys.argv[1] if len(sys.argv) > 1 else "/tmp/specmoe-conformance-eagle3"
-        os.makedirs(out_dir, exist_ok=True)
-        pairs = [(sc.synth(t, out_dir), sc.synth(h, out_dir)) for t, h in CASES]
-    total = equal = 0
-    for model, head in pairs:
-        label = f"{os.path.basename(model)} with {os.path.basename(head)}"
-        same, n = sc.compare(label, ["-m", model, "-md", head, "--spec-type", "draft-eagle3"],
-                             ["-m", model, "-md", head, "--drafter", "eagle3"])
-        total, equal = total + n, equal + same
-    print(f"total: {equal} of {total} drafted tokens equal")
-    sys.exit(0 if equal == total else 1)
-
-
 if __name__ == "__main__":
-    main()
+    sc.main_pairs([("tiny", "eagle3-tiny"), ("tiny", "eagle3-d2t-tiny")],
+                  "draft-eagle3", "eagle3", "/tmp/specmoe-conformance-eagle3")

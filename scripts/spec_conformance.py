@@ -1,10 +1,11 @@
-"""What scripts/conformance-mtp.py and conformance-eagle3.py share: the drafted tokens of
+"""What scripts/conformance-mtp.py, conformance-eagle3.py and conformance-dflash.py share: the drafted tokens of
 llama.cpp's llama-speculative-simple (from its debug log) and of specmoe's `speculate --steps
 --json`, and their comparison step by step."""
 import json
 import os
 import re
 import subprocess
+import sys
 
 SPECMOE = os.environ.get("SPECMOE", "build-cpu/specmoe")
 LLAMA_BIN = os.environ.get("LLAMA_BIN", "")
@@ -67,3 +68,26 @@ def compare(label, llama_args, specmoe_args):
                     print(f"  {label} g={g} '{prompt}' step {step + 1}: llama.cpp {a} specmoe {b}")
     print(f"{label}: {same} of {n} drafted tokens equal")
     return same, n
+
+
+def main_pairs(cases, spec_type, drafter, default_out):
+    """The main of a draft head's conformance script: synth (target, draft) presets `cases` written
+    to OUT_DIR (argv[1], default `default_out`), or the TARGET DRAFT pair given as argv[1:3];
+    llama.cpp's --spec-type `spec_type` against specmoe's --drafter `drafter`. Prints one line per
+    pair and a total; exits 1 on any difference."""
+    if not LLAMA_BIN:
+        sys.exit("set LLAMA_BIN to llama.cpp's build/bin (llama-speculative-simple)")
+    if len(sys.argv) == 3:
+        pairs = [(sys.argv[1], sys.argv[2])]
+    else:
+        out_dir = sys.argv[1] if len(sys.argv) > 1 else default_out
+        os.makedirs(out_dir, exist_ok=True)
+        pairs = [(synth(t, out_dir), synth(d, out_dir)) for t, d in cases]
+    total = equal = 0
+    for model, draft in pairs:
+        label = f"{os.path.basename(model)} with {os.path.basename(draft)}"
+        same, n = compare(label, ["-m", model, "-md", draft, "--spec-type", spec_type],
+                          ["-m", model, "-md", draft, "--drafter", drafter])
+        total, equal = total + n, equal + same
+    print(f"total: {equal} of {total} drafted tokens equal")
+    sys.exit(0 if equal == total else 1)

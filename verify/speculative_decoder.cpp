@@ -51,7 +51,7 @@ GenerationResult SpeculativeDecoder::generate(std::span<const int32_t> prompt, u
     if (g_max > 0) {
       StepTimer t(&m.time.draft_s, nullptr, &propose_s);
       const draft::DraftParams params{g_max, options_.draft_p_min, &sampler_, &draft_rng,
-                                      tree ? &options_.tree : nullptr, node_max};
+                                      tree ? &options_.tree : nullptr, node_max, depth_max};
       drafter_.propose(history_, params, draft_);
       draft_.truncate(draft_.is_chain() ? g_max : node_max, g_max);  // a drafter over-proposing is cut
     }

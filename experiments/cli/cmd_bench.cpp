@@ -97,6 +97,8 @@ ForwardTime time_forward_both(core::Model& m, std::span<const int32_t> ids, core
   const auto t0 = Clock::now();
   if (m.is_eagle3())
     m.forward_eagle3(ids, g.view(static_cast<int64_t>(ids.size()), m.config().n_embd).data, kv, o);
+  else if (m.is_dflash())
+    m.forward_dflash(ids, kv, o);  // a block of these tokens (a proposal of g is one block of g + 1)
   else
     m.forward(ids, kv, o);
   m.backend().synchronize();
@@ -428,7 +430,8 @@ void run_bench(const BenchArgs& args) {
     d.moe_k = 0;
     d.moe_capacity = 0;
     draft = load_model(d, a.draft_path);
-    if (draft->is_eagle3()) draft->bind_target(*model);  // its step: one token of the head's layer
+    // An EAGLE-3 head's step: one token of its layer; a DFlash draft's: a block of that many tokens.
+    if (draft->config().reads_target_features()) draft->bind_target(*model);
   }
   BenchResult b;
   b.weight_bytes = model->weight_bytes_per_token();

@@ -245,9 +245,13 @@ void add_info_command(CLI::App& app) {
       j["mtp_drafter"] = c.has_mtp();
       j["mtp_only"] = c.mtp_only;
       if (c.is_eagle3())
-        j["eagle3"] = {{"target_layers", c.eagle3_target_layers}, {"target_hidden_size", c.eagle3_target_width},
+        j["eagle3"] = {{"target_layers", c.head_target_layers}, {"target_hidden_size", c.head_target_width},
                        {"draft_vocab", c.n_draft_vocab}, {"norm_before_fc", c.eagle3_norm_before_fc},
                        {"norm_before_residual", c.eagle3_norm_before_residual}};
+      if (c.is_dflash())
+        j["dflash"] = {{"target_layers", c.head_target_layers}, {"block_size", c.dflash_block_size},
+                       {"mask_token_id", c.mask_token_id}, {"causal", c.dflash_causal},
+                       {"draft_vocab", c.n_draft_vocab}};
       j["attention_temperature"] = {{"scale", c.attn_temp_scale}, {"floor", c.attn_temp_floor}};
       j["logit_scale"] = c.logit_scale;
       std::vector<int> no_rope;
@@ -360,9 +364,16 @@ void add_info_command(CLI::App& app) {
     if (c.is_eagle3())
       std::printf("eagle3:        an EAGLE-3 draft head reading the input rows of target layers %s (width %d)%s%s; "
                   "a draft for --drafter eagle3 -md beside its target\n",
-                  fmt::format("{}", fmt::join(c.eagle3_target_layers, ", ")).c_str(), c.eagle3_target_width,
+                  fmt::format("{}", fmt::join(c.head_target_layers, ", ")).c_str(), c.head_target_width,
                   c.n_draft_vocab != c.n_vocab ? fmt::format(", its own vocabulary of {} ids (d2t)", c.n_draft_vocab).c_str() : "",
                   c.eagle3_norm_before_fc ? ", features normed before fc" : "");
+    if (c.is_dflash())
+      std::printf("dflash:        a DFlash draft reading the input rows of target layers %s; blocks of %d (up to %d "
+                  "drafts per forward), mask token %d, %s attention in the block%s; a draft for --drafter dflash -md "
+                  "beside its target\n",
+                  fmt::format("{}", fmt::join(c.head_target_layers, ", ")).c_str(), c.dflash_block_size,
+                  c.dflash_block_size - 1, c.mask_token_id, c.dflash_causal ? "causal" : "bidirectional",
+                  c.n_draft_vocab != c.n_vocab ? fmt::format(", its own vocabulary of {} ids (d2t)", c.n_draft_vocab).c_str() : "");
     if (c.is_moe()) {
       std::string dense;
       if (c.n_layer_dense_lead > 0) dense = fmt::format(", layers 0-{} dense (ff {})", c.n_layer_dense_lead - 1, c.n_ff);

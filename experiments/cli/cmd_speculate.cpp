@@ -120,18 +120,21 @@ void run_speculate(const SpeculateArgs& a) {
     throw_error(ErrorKind::InvalidArgument,
                 "--draft-vocab applies to the model, layerskip, mtp and eagle3 drafters, not '{}'", drafter_name);
   dopt.n_ctx = n_ctx + draft_rows + 1;
-  if (drafter_name == "model" || drafter_name == "eagle3" || (drafter_name == "mtp" && !a.draft_path.empty())) {
+  if (drafter_name == "model" || drafter_name == "eagle3" || drafter_name == "dflash" ||
+      (drafter_name == "mtp" && !a.draft_path.empty())) {
     // mtp: -md names a file with the block (llama.cpp's --mtp export) beside a target without it;
-    // eagle3: the EAGLE-3 head (llama.cpp's converter of EAGLE-3 checkpoints)
+    // eagle3: the EAGLE-3 head, dflash: the DFlash draft (llama.cpp's converters of their checkpoints)
     if (a.draft_path.empty())
       throw_error(ErrorKind::InvalidArgument, "--drafter {} needs a draft model: -md FILE{}", drafter_name,
-                  drafter_name == "eagle3" ? " (an EAGLE-3 head)" : "");
+                  drafter_name == "eagle3"   ? " (an EAGLE-3 head)"
+                  : drafter_name == "dflash" ? " (a DFlash draft)"
+                                             : "");
     ModelOptions draft_opt = a.model;  // --moe-k / --moe-capacity are the target's
     draft_opt.moe_k = 0;
     draft_opt.moe_capacity = 0;
     dopt.draft_model = load_model(draft_opt, a.draft_path);
   } else if (!a.draft_path.empty()) {
-    throw_error(ErrorKind::InvalidArgument, "-md is only used by --drafter model, mtp and eagle3 (got --drafter {})",
+    throw_error(ErrorKind::InvalidArgument, "-md is only used by --drafter model, mtp, eagle3 and dflash (got --drafter {})",
                 drafter_name);
   }
   auto drafter = draft::make_drafter(drafter_name, dopt);
@@ -263,10 +266,11 @@ void add_speculate_command(CLI::App& app) {
   add_sampling_options(cmd, a->sampling);
   cmd->add_option("--model-draft", a->draft_path, "draft model GGUF (alias -md); --drafter mtp: a file with the "
                   "multi-token-prediction block (llama.cpp's --mtp export) for a target without it; --drafter eagle3: "
-                  "the EAGLE-3 head");
+                  "the EAGLE-3 head; --drafter dflash: the DFlash draft");
   cmd->add_option("--drafter", a->drafter, "model | ngram | layerskip | mtp (the target's own multi-token-prediction "
-                  "block) | eagle3 (an EAGLE-3 head, -md, drafting from the target's features); default: model with "
-                  "-md, else ngram");
+                  "block) | eagle3 (an EAGLE-3 head, -md, drafting from the target's features) | dflash (a DFlash "
+                  "draft, -md: a block of up to its block size - 1 tokens in one forward from the target's features); "
+                  "default: model with -md, else ngram");
   cmd->add_option("--verifier", a->verifier, "greedy | speculative")->capture_default_str();
   cmd->add_option("--exit-layer", a->exit_layer, "layer-skip drafter: layers the draft runs before the head (0 = half)")
       ->check(CLI::NonNegativeNumber);

@@ -75,10 +75,10 @@ inline void exercise_eagle3(core::Model& m) {
   const std::vector<int32_t> chain = {0, std::min(1, c.n_vocab - 1), c.n_vocab - 1};
   const int n_ctx = std::min(8, c.n_ctx_train);
   const size_t n = std::min<size_t>(chain.size(), static_cast<size_t>(n_ctx)), V = static_cast<size_t>(c.n_vocab);
-  const std::vector<float> ones(n * static_cast<size_t>(c.eagle3_feature_width()), 1.0f);
+  const std::vector<float> ones(n * static_cast<size_t>(c.head_feature_width()), 1.0f);
   core::RowBuffer fbuf(m.backend());
-  m.backend().upload(fbuf.reserve(static_cast<int64_t>(n), c.eagle3_feature_width()), ones.data(), ones.size() * sizeof(float));
-  const core::Rows g = m.eagle3_fuse(fbuf.view(static_cast<int64_t>(n), c.eagle3_feature_width()).data, static_cast<int64_t>(n));
+  m.backend().upload(fbuf.reserve(static_cast<int64_t>(n), c.head_feature_width()), ones.data(), ones.size() * sizeof(float));
+  const core::Rows g = m.eagle3_fuse(fbuf.view(static_cast<int64_t>(n), c.head_feature_width()).data, static_cast<int64_t>(n));
   SPECMOE_FUZZ_CHECK(g.rows == static_cast<int64_t>(n) && g.cols == c.n_embd, "EAGLE-3 fusion wrote the wrong size");
   core::RowBuffer gbuf(m.backend());
   m.backend().copy(gbuf.reserve(g.rows, g.cols), g.data, static_cast<size_t>(g.rows * g.cols) * sizeof(float));
@@ -95,10 +95,45 @@ inline void exercise_eagle3(core::Model& m) {
   }
 }
 
+// A DFlash draft: its injection of feature rows of ones in one batch and one position at a time,
+// the same cache (the next block's logits equal bit for bit), when the file has its own embedding
+// and head (no target needed).
+inline void exercise_dflash(core::Model& m) {
+  const core::ModelConfig& c = m.config();
+  const int n_ctx = std::min(8, c.n_ctx_train);
+  const int64_t n = std::min(3, n_ctx - 2), F = c.head_feature_width();
+  if (n <= 0) return;
+  const std::vector<float> ones(static_cast<size_t>(n * F), 1.0f);
+  core::RowBuffer fbuf(m.backend());
+  m.backend().upload(fbuf.reserve(n, F), ones.data(), ones.size() * sizeof(float));
+  core::KVCache a = m.new_cache(n_ctx), b = m.new_cache(n_ctx);
+  m.dflash_inject(fbuf.view(n, F).data, n, a);
+  for (int64_t t = 0; t < n; ++t) m.dflash_inject(fbuf.view(n, F).row(t), 1, b);
+  SPECMOE_FUZZ_CHECK(a.size() == n && b.size() == n, "a DFlash injection stored the wrong number of rows");
+  const std::vector<int32_t> block = {std::min(1, c.n_vocab - 1), c.mask_token_id};
+  std::vector<float> la, lb;
+  try {
+    m.forward_dflash(block, a).logits.to_host(la);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::Unsupported) return;  // the target's embedding or head: no target here
+    throw;
+  }
+  m.forward_dflash(block, b).logits.to_host(lb);
+  SPECMOE_FUZZ_CHECK(la.size() == block.size() * static_cast<size_t>(c.n_vocab), "a DFlash block wrote the wrong logits size");
+  for (size_t v = 0; v < la.size(); ++v)
+    SPECMOE_FUZZ_CHECK(same_logit(la[v], lb[v]),
+                       fmt::format("DFlash block logit {} differs between a cache injected in one batch ({}) and one "
+                                   "position at a time ({})", v, la[v], lb[v]));
+}
+
 inline void exercise_model(core::Model& m) {
   const core::ModelConfig& c = m.config();
   if (c.is_eagle3()) {
     exercise_eagle3(m);
+    return;
+  }
+  if (c.is_dflash()) {
+    exercise_dflash(m);
     return;
   }
   if (c.mtp_only) {  // a file of the block alone: the block, over hidden rows of ones

@@ -195,10 +195,16 @@ SynthSpec shrink(SynthSpec s) {
   s.n_vocab = 259;
   s.n_embd = 32;
   s.n_head = 2;
-  s.n_head_kv = s.arch == "eagle3" ? 2 : 1;  // an EAGLE-3 head's synth layer has as many KV heads as heads
+  // An EAGLE-3 head's synth layer has as many KV heads as heads, as a DFlash draft's that attends to
+  // the previous token.
+  s.n_head_kv = s.arch == "eagle3" || s.dflash_attend_previous ? 2 : 1;
+  if (s.arch == "dflash") {  // a draft for a target of this width, its mask and draft vocabulary within the ids
+    s.dflash_mask_token = 258;
+    if (s.eagle3_draft_vocab > 0) s.eagle3_draft_vocab = 100;
+  }
   if (s.arch == "eagle3") {  // a head for a target of this width, its draft vocabulary within the ids
     s.n_layer = 1;
-    s.eagle3_target_width = 32;
+    s.head_target_width = 32;
     if (s.eagle3_draft_vocab > 0) s.eagle3_draft_vocab = 100;
   }
   // Wider than n_embd / n_head, as the preset's; deepseek2 keeps its split of the query/key head

@@ -24,6 +24,7 @@
 #include "base/device.h"
 #include "core/synth.h"
 #include "require_cuda.h"
+#include "draft/dflash_drafter.h"
 #include "draft/eagle3_drafter.h"
 #include "draft/mtp_drafter.h"
 #include "verify/autoregressive.h"
@@ -639,13 +640,13 @@ TEST(CudaModel, Eagle3HeadAndDraftingMatchTheCpu) {
     hg->bind_target(*tg);
     const ModelConfig& c = hc->config();
     ForwardOptions o;
-    o.hidden_layers = c.eagle3_target_layers;
+    o.hidden_layers = c.head_target_layers;
     KVCache kc = tc->new_cache(32), kg = tg->new_cache(32);
     std::vector<float> fc, fg, gc, gg, lc, lg;
     tc->forward(ids, kc, o).hidden.to_host(fc);
     tg->forward(ids, kg, o).hidden.to_host(fg);
     expect_close(fg, fc, kRelF32, std::string(preset) + " layer rows");
-    const int64_t T = static_cast<int64_t>(ids.size()), F = c.eagle3_feature_width(), d = c.n_embd;
+    const int64_t T = static_cast<int64_t>(ids.size()), F = c.head_feature_width(), d = c.n_embd;
     RowBuffer bc(hc->backend()), bg(hg->backend());
     hc->backend().upload(bc.reserve(T, F), fc.data(), fc.size() * sizeof(float));
     hg->backend().upload(bg.reserve(T, F), fc.data(), fc.size() * sizeof(float));
@@ -672,6 +673,61 @@ TEST(CudaModel, Eagle3HeadAndDraftingMatchTheCpu) {
     d_o.stop_at_eog = false;
     d_o.cost_probe_forwards = 0;
     draft::Eagle3Drafter drafter(*tg, hg, 64);
+    const auto verifier = verify::make_verifier("greedy", {tg->device()});
+    verify::SpeculativeDecoder dec(*tg, drafter, *verifier, greedy, d_o);
+    EXPECT_EQ(dec.generate(ids, 0).tokens, verify::generate_autoregressive(*tg, ids, greedy, d_o, 0).tokens) << preset;
+  }
+}
+
+TEST(CudaModel, DFlashBlockAndDraftingMatchTheCpu) {
+  SPECMOE_REQUIRE_CUDA();
+  // A DFlash draft's injection of a target's layer rows and its block (Model::dflash_inject,
+  // forward_dflash; dflash-tiny: bidirectional, the target's embedding and head, 2 KV heads;
+  // dflash-d2t-tiny: causal, its own embedding and a head over 160 ids through d2t) on the GPU
+  // against the CPU, then the dflash drafter through the loop on the GPU: identical to its
+  // autoregressive decoding.
+  const std::vector<int32_t> ids = {1, 72, 105, 33, 200, 7, 250, 44, 90, 3, 17};
+  const std::string tpath = scratch("cuda_tiny_dflash.gguf");
+  synth_write(synth_spec("tiny"), tpath, 42);
+  auto tc = load(tpath, "cpu");
+  auto tg = load(tpath, "cuda:0");
+  for (const char* preset : {"dflash-tiny", "dflash-d2t-tiny"}) {
+    const std::string dpath = scratch(fmt::format("cuda_{}.gguf", preset));
+    synth_write(synth_spec(preset), dpath, 42);
+    std::shared_ptr<Model> dc(load(dpath, "cpu")), dg(load(dpath, "cuda:0"));
+    dc->bind_target(*tc);
+    dg->bind_target(*tg);
+    const ModelConfig& c = dc->config();
+    ForwardOptions o;
+    o.hidden_layers = c.head_target_layers;
+    KVCache kc = tc->new_cache(32), kg = tg->new_cache(32);
+    std::vector<float> fc, lc, lg;
+    tc->forward(ids, kc, o).hidden.to_host(fc);
+    const int64_t T = static_cast<int64_t>(ids.size()), F = c.head_feature_width();
+    RowBuffer bc(dc->backend()), bg(dg->backend());
+    dc->backend().upload(bc.reserve(T, F), fc.data(), fc.size() * sizeof(float));
+    dg->backend().upload(bg.reserve(T, F), fc.data(), fc.size() * sizeof(float));
+    KVCache ec = dc->new_cache(32), eg = dg->new_cache(32);
+    dc->dflash_inject(bc.view(T, F).data, T, ec);
+    dg->dflash_inject(bg.view(T, F).data, T, eg);
+    std::vector<int32_t> block(static_cast<size_t>(c.dflash_block_size), c.mask_token_id);
+    block[0] = 72;
+    dc->forward_dflash(block, ec).logits.to_host(lc);
+    dg->forward_dflash(block, eg).logits.to_host(lg);
+    for (size_t i = 0; i < lc.size(); ++i)  // the ids outside a draft vocabulary: -inf on both
+      if (std::isinf(lc[i])) {
+        EXPECT_TRUE(std::isinf(lg[i]) && lg[i] < 0) << preset << " logit " << i;
+        lc[i] = lg[i] = 0.0f;
+      }
+    expect_close(lg, lc, kRelF32, std::string(preset) + " block logits");
+    SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    verify::DecodeOptions d_o;
+    d_o.max_tokens = 24;
+    d_o.draft_max = 4;
+    d_o.stop_at_eog = false;
+    d_o.cost_probe_forwards = 0;
+    draft::DFlashDrafter drafter(*tg, dg, 64);
     const auto verifier = verify::make_verifier("greedy", {tg->device()});
     verify::SpeculativeDecoder dec(*tg, drafter, *verifier, greedy, d_o);
     EXPECT_EQ(dec.generate(ids, 0).tokens, verify::generate_autoregressive(*tg, ids, greedy, d_o, 0).tokens) << preset;

@@ -82,7 +82,7 @@ TEST(NgramDrafter, ProposeIsOneHotAndBoundedByParams) {
 TEST(DrafterRegistry, NamesAndErrors) {
   // The registry is process-wide: this test removes what it registers, so it holds under
   // --gtest_repeat.
-  EXPECT_EQ(drafter_names(), (std::vector<std::string>{"eagle3", "layerskip", "model", "mtp", "ngram"}));
+  EXPECT_EQ(drafter_names(), (std::vector<std::string>{"dflash", "eagle3", "layerskip", "model", "mtp", "ngram"}));
   DrafterOptions o;
   o.ngram_min = 2;
   o.ngram_max = 4;
@@ -102,10 +102,10 @@ TEST(DrafterRegistry, NamesAndErrors) {
   EXPECT_THROW(make_drafter("ngram", o), Error);
   register_drafter("ngram-short", [](const DrafterOptions&) { return std::make_unique<NgramDrafter>(1, 1); });
   EXPECT_EQ(make_drafter("ngram-short", o)->name(), "ngram");
-  EXPECT_EQ(drafter_names(), (std::vector<std::string>{"eagle3", "layerskip", "model", "mtp", "ngram", "ngram-short"}));
+  EXPECT_EQ(drafter_names(), (std::vector<std::string>{"dflash", "eagle3", "layerskip", "model", "mtp", "ngram", "ngram-short"}));
   EXPECT_TRUE(unregister_drafter("ngram-short"));
   EXPECT_FALSE(unregister_drafter("ngram-short"));
-  EXPECT_EQ(drafter_names(), (std::vector<std::string>{"eagle3", "layerskip", "model", "mtp", "ngram"}));
+  EXPECT_EQ(drafter_names(), (std::vector<std::string>{"dflash", "eagle3", "layerskip", "model", "mtp", "ngram"}));
 }
 
 // ---- Synthetic models -------------------------------------------------------------------------

@@ -26,7 +26,7 @@
 #include "core/synth.h"
 #include "draft/eagle3_drafter.h"
 #include "draft/registry.h"
-#include "kernels/cpu/quant.h"
+#include "head_reference.h"
 #include "lossless.h"
 #include "recurrent_model_helpers.h"
 #include "reference_forward.h"
@@ -39,6 +39,9 @@
 using namespace specmoe;
 using namespace specmoe::core;
 using specmoe::testing::f32_caches;
+using specmoe::testing::linear;
+using specmoe::testing::rel_error;
+using specmoe::testing::rows_of;
 
 namespace {
 
@@ -56,17 +59,7 @@ std::string write_preset(const std::string& preset) {
   return path;
 }
 
-// "tiny" with every layer's residual branches scaled down: its next token is then mostly the head
-// over the current token's embedding, which the synth heads guess from that same embedding, so
-// drafts are accepted often (and rejected often enough).
-std::string write_agreeing_target() {
-  const std::string path = specmoe::testing::scratch_file("tiny_agreeing_eagle3.gguf");
-  SynthSpec s = synth_spec("tiny");
-  s.n_full_layers = 0;
-  s.deep_residual_scale = 0.05f;
-  synth_write(s, path, 42);
-  return path;
-}
+std::string write_agreeing_target() { return specmoe::testing::write_agreeing_tiny("tiny_agreeing_eagle3.gguf"); }
 
 std::shared_ptr<Model> load_head(const std::string& preset) {
   return std::shared_ptr<Model>(Model::load(write_preset(preset), f32_caches()));
@@ -90,32 +83,13 @@ std::vector<float> download(const Rows& r) { return r.to_host(); }
 // x = (norm_before_residual ? rmsnorm(g) : g) + wo attention(rope(wq cat), rope(wk cat), wv cat),
 // x += down(silu(gate n) * up n) with n = rmsnorm(x; ffn_norm); logits = output(rmsnorm(x;
 // output_norm)) scattered through d2t (-inf elsewhere). Adjacent-pair RoPE, as llama's.
-struct Eagle3Reference {
-  std::shared_ptr<GGUFFile> head, target;
+struct Eagle3Reference : specmoe::testing::HeadTensors {
   ModelConfig c;
   Eagle3Reference(const std::string& head_path, const std::string& target_path)
-      : head(GGUFFile::open(head_path)), target(GGUFFile::open(target_path)), c(ModelConfig::from_gguf(*head)) {}
+      : HeadTensors(head_path, target_path), c(ModelConfig::from_gguf(*head)) {}
 
-  std::vector<double> tensor(const std::string& name) const {
-    const GGUFFile& f = head->find_tensor(name) ? *head : *target;
-    const GGUFTensorInfo& t = f.tensor(name);
-    std::vector<float> v(t.n_elements);
-    kernels::cpu::dequantize_row(t.type, t.data, v.data(), t.n_elements);
-    return {v.begin(), v.end()};
-  }
-  static std::vector<double> linear(const std::vector<double>& w, const std::vector<double>& x, size_t n_out) {
-    std::vector<double> y(n_out, 0.0);
-    for (size_t j = 0; j < n_out; ++j)
-      for (size_t i = 0; i < x.size(); ++i) y[j] += w[j * x.size() + i] * x[i];
-    return y;
-  }
   std::vector<double> rms(const std::vector<double>& x, const std::vector<double>& w) const {
-    double ss = 0;
-    for (double v : x) ss += v * v;
-    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + c.norm_eps);
-    std::vector<double> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * w[i];
-    return y;
+    return specmoe::testing::rms_norm(x, w, c.norm_eps);
   }
   std::vector<std::vector<double>> fuse(const std::vector<std::vector<double>>& f) const {
     const auto fc = tensor("fc.weight");
@@ -199,40 +173,15 @@ struct Eagle3Reference {
   }
 };
 
-std::vector<std::vector<double>> rows_of(const std::vector<float>& flat, int64_t cols) {
-  std::vector<std::vector<double>> r;
-  for (size_t i = 0; i < flat.size(); i += static_cast<size_t>(cols))
-    r.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(i), flat.begin() + static_cast<std::ptrdiff_t>(i + cols));
-  return r;
-}
-
-// max |got - want| / max |want| over the finite entries; -inf must match -inf.
-double rel_error(const std::vector<float>& got, const std::vector<std::vector<double>>& want) {
-  double diff = 0, scale = 0;
-  const size_t n = want[0].size();
-  EXPECT_EQ(got.size(), want.size() * n);
-  for (size_t t = 0; t < want.size(); ++t)
-    for (size_t j = 0; j < n; ++j) {
-      const double w = want[t][j], g = got[t * n + j];
-      if (std::isinf(w)) {
-        EXPECT_TRUE(std::isinf(g) && g < 0) << "row " << t << " id " << j;
-        continue;
-      }
-      diff = std::max(diff, std::fabs(g - w));
-      scale = std::max(scale, std::fabs(w));
-    }
-  return diff / scale;
-}
-
 }  // namespace
 
 TEST(Eagle3, ReadsTheHeadsKeys) {
   auto head = load_head("eagle3-d2t-tiny");
   const ModelConfig& c = head->config();
   EXPECT_TRUE(head->is_eagle3());
-  EXPECT_EQ(c.eagle3_target_layers, (std::vector<int>{0, 1, 3}));
-  EXPECT_EQ(c.eagle3_target_width, 64);
-  EXPECT_EQ(c.eagle3_feature_width(), 192);
+  EXPECT_EQ(c.head_target_layers, (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(c.head_target_width, 64);
+  EXPECT_EQ(c.head_feature_width(), 192);
   EXPECT_EQ(c.n_draft_vocab, 160);
   EXPECT_TRUE(c.eagle3_norm_before_fc);
   EXPECT_TRUE(c.eagle3_norm_before_residual);
@@ -301,14 +250,14 @@ TEST(Eagle3, TheHeadMatchesTheReference) {
     // The target's features of kIds (host), fused by the head and by the reference.
     KVCache tkv = target->new_cache(64);
     ForwardOptions fo;
-    fo.hidden_layers = c.eagle3_target_layers;
+    fo.hidden_layers = c.head_target_layers;
     const std::vector<float> feats = download(target->forward(kIds, tkv, fo).hidden);
     Eagle3Reference ref(write_preset(preset), tpath);
-    const auto g_ref = ref.fuse(rows_of(feats, c.eagle3_feature_width()));
+    const auto g_ref = ref.fuse(rows_of(feats, c.head_feature_width()));
     RowBuffer fbuf(head->backend());
     const int64_t T = static_cast<int64_t>(kIds.size());
-    head->backend().upload(fbuf.reserve(T, c.eagle3_feature_width()), feats.data(), feats.size() * sizeof(float));
-    const std::vector<float> g = download(head->eagle3_fuse(fbuf.view(T, c.eagle3_feature_width()).data, T));
+    head->backend().upload(fbuf.reserve(T, c.head_feature_width()), feats.data(), feats.size() * sizeof(float));
+    const std::vector<float> g = download(head->eagle3_fuse(fbuf.view(T, c.head_feature_width()).data, T));
     EXPECT_LT(rel_error(g, g_ref), 1e-5) << "fusion";
     // The decoder over kIds with those g rows.
     const auto [logits_ref, x_ref] = ref.decode(kIds, g_ref);
@@ -391,7 +340,7 @@ TEST(Eagle3, ItsCacheHoldsTheHeadOverTheTargetsFeatures) {
     ASSERT_EQ(drafter.cache().size(), n - 1);
     KVCache tkv = target->new_cache(128);
     ForwardOptions fo;
-    fo.hidden_layers = head->config().eagle3_target_layers;
+    fo.hidden_layers = head->config().head_target_layers;
     const std::vector<int32_t> committed(all.begin(), all.begin() + n);
     const ForwardResult tf = target->forward(committed, tkv, fo);
     const Rows g = head->eagle3_fuse(tf.hidden.data, n);
@@ -447,7 +396,7 @@ TEST(Eagle3, ClearErrors) {
   // A head for another width of target.
   {
     SynthSpec s = synth_spec("eagle3-tiny");
-    s.eagle3_target_width = 32;
+    s.head_target_width = 32;
     const std::string path = specmoe::testing::scratch_file("eagle3_w32.gguf");
     synth_write(s, path, 42);
     try {
