@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <limits>
 
+#include <fmt/ranges.h>
+
 #include "core/model_config_reader.h"
 
 namespace specmoe::core::detail {
@@ -266,8 +268,8 @@ void read_dflash(const Reader& r, ModelConfig& c) {
                   r.key("hidden_activation"), act);
   }
   for (const char* key : {"hyper_connection.count", "attention.sliding_window", "embedding_scale", "attention.scale",
-                          "attention.value_scale", "logit_scale", "final_logit_softcapping", "rope.dimension_sections",
-                          "conv_kernel_size", "selector_rank"})
+                          "attention.value_scale", "logit_scale", "final_logit_softcapping", "conv_kernel_size",
+                          "selector_rank"})
     if (f.has(r.key(key)))
       throw_error(ErrorKind::Unsupported, "{}: metadata key '{}': this DFlash variant is unsupported (specmoe runs "
                   "DFlash's Qwen3-style drafts without scales, windows, sections or selectors)", f.path(), r.key(key));
@@ -277,6 +279,16 @@ void read_dflash(const Reader& r, ModelConfig& c) {
     if (f.find_tensor(name))
       throw_error(ErrorKind::Unsupported, "{}: tensor '{}': this DFlash variant is unsupported (specmoe runs DFlash's "
                   "Qwen3-style drafts: no DSpark Markov head, DFlash2 selector, sinks, post-norms or scales)", f.path(), name);
+  // A draft for an M-RoPE target (Qwen3.5) carries sections [n_rot / 2, 0, 0, 0]: every pair turns by
+  // the temporal position, which for text is the position, i.e. split-halves RoPE. Other sections
+  // would need the target's multimodal positions.
+  if (const std::string k = r.key("rope.dimension_sections"); f.has(k)) {
+    const std::vector<int64_t> sections = f.get_int_array(k);
+    for (size_t i = 1; i < sections.size(); ++i)
+      if (sections[i] != 0)
+        throw_error(ErrorKind::Unsupported, "{}: {} [{}]: a DFlash draft roping more than the temporal section is "
+                    "unsupported", f.path(), k, fmt::join(sections, ", "));
+  }
   if (!f.find_tensor("blk.0.attn_v.weight"))
     throw_error(ErrorKind::Unsupported, "{}: a DFlash draft without attn_v (keys shared as values) is unsupported", f.path());
   if (const GGUFTensorInfo* d2t = f.find_tensor("d2t")) {

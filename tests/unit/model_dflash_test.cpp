@@ -412,6 +412,37 @@ TEST(DFlash, BadDraftFilesGetOneLineErrors) {
   expect_bad_draft("swa", [](GGUFWriter& w) { w.set_u32("dflash.attention.sliding_window", 64); }, {},
                    "dflash.attention.sliding_window", ErrorKind::Unsupported);
   expect_bad_draft("shared_kv", none, {"blk.0.attn_v.weight", "blk.1.attn_v.weight"}, "attn_v", ErrorKind::Unsupported);
+  expect_bad_draft("mrope", [](GGUFWriter& w) { w.set_i32_array("dflash.rope.dimension_sections", {4, 2, 2, 0}); }, {},
+                   "dflash.rope.dimension_sections [4, 2, 2, 0]", ErrorKind::Unsupported);
+}
+
+TEST(DFlash, AnMRopeTargetsDraftRopesByPosition) {
+  // A draft for a Qwen3.5 target carries sections [n_rot / 2, 0, 0, 0] (llama.cpp's converter):
+  // all of its RoPE follows the text position, so its blocks are the plain draft's, bit for bit.
+  const std::string plain = write_preset("dflash-tiny");
+  const std::string with = specmoe::testing::scratch_file("dflash_mrope_sections.gguf");
+  {
+    auto f = GGUFFile::open(plain);
+    GGUFWriter w;
+    for (const auto& [k, v] : f->metadata()) w.set_value(k, v);
+    w.set_i32_array("dflash.rope.dimension_sections", {8, 0, 0, 0});
+    for (const auto& t : f->tensors()) w.add_tensor(t.name, t.type, t.ne, std::span<const uint8_t>(t.data, t.nbytes));
+    w.write(with);
+  }
+  auto target = Model::load(write_preset("tiny"), f32_caches());
+  std::vector<std::vector<float>> logits;
+  for (const std::string& path : {plain, with}) {
+    auto d = std::shared_ptr<Model>(Model::load(path, f32_caches()));
+    d->bind_target(*target);
+    const std::vector<float> feats = features(*target, *d, kIds);
+    const int64_t T = static_cast<int64_t>(kIds.size()), F = d->config().head_feature_width();
+    RowBuffer fbuf(d->backend());
+    d->backend().upload(fbuf.reserve(T, F), feats.data(), feats.size() * sizeof(float));
+    KVCache kv = d->new_cache(64);
+    d->dflash_inject(fbuf.view(T, F).data, T, kv);
+    logits.push_back(download(d->forward_dflash(std::vector<int32_t>{72, 319, 319, 319}, kv).logits));
+  }
+  EXPECT_EQ(logits[0], logits[1]);
 }
 
 TEST(DFlash, ClearErrors) {
