@@ -397,8 +397,9 @@ struct AttentionKv {  // key / value row types, the sliding window, sinks and AL
 class AttentionCase final : public OpCase {
  public:
   // Tree: a random tree of the new tokens; Blind: the last token sees nothing; CachedTree: a tree
-  // whose first nodes are the cache's last rows (KVView::mask_past: a tree drafted level by level).
-  enum class Mask { Causal, Tree, Blind, CachedTree };
+  // whose first nodes are the cache's last rows (KVView::mask_past: a tree drafted level by level);
+  // Bidirectional: every new token sees every other, later ones too (a DFlash block).
+  enum class Mask { Causal, Tree, Blind, CachedTree, Bidirectional };
   using Kv = AttentionKv;
   AttentionCase(int n_head, int n_head_kv, int head_dim, int64_t n_past, int64_t T, int64_t pad, Mask mask,
                 Bound bound, Kv kv = {})
@@ -408,7 +409,7 @@ class AttentionCase final : public OpCase {
     alibi_ = kv.alibi;
   }
   std::string shape() const override {
-    static const char* names[] = {"causal", "tree", "tree+blind", "tree over cached rows"};
+    static const char* names[] = {"causal", "tree", "tree+blind", "tree over cached rows", "bidirectional"};
     std::string types = kt_ == DType::F32 && vt_ == DType::F32
                             ? std::string()
                             : fmt::format(" K={} V={}", dtype_name(kt_), dtype_name(vt_));
@@ -446,11 +447,12 @@ class AttentionCase final : public OpCase {
       for (int64_t j = M + i; j >= 0; j = parent[j]) mask_bytes_[i * N + j] = 1;
     if (mask_ == Mask::Blind)
       for (int64_t j = 0; j < T_; ++j) mask_bytes_[(T_ - 1) * T_ + j] = 0;
+    if (mask_ == Mask::Bidirectional) std::fill(mask_bytes_.begin(), mask_bytes_.end(), uint8_t{1});
     positions_.resize(static_cast<size_t>(rows));
     for (int64_t r = 0; r < first; ++r) positions_[r] = static_cast<int32_t>(r);
     for (int64_t j = 0; j < N; ++j) {
       int64_t depth = 0;
-      if (mask_ == Mask::Causal) depth = j;
+      if (mask_ == Mask::Causal || mask_ == Mask::Bidirectional) depth = j;
       else for (int64_t a = parent[j]; a >= 0; a = parent[a]) ++depth;
       positions_[first + j] = static_cast<int32_t>(first + depth);
     }

@@ -174,7 +174,7 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
   }
 
   // ---- attention: causal, explicit tree masks (also over the cache's last rows: a tree drafted
-  // level by level), a token that sees nothing, GQA, long caches.
+  // level by level), a token that sees nothing, bidirectional blocks (DFlash), GQA, long caches.
   const Bound attn{1e-10, 1e-9,
                    "cpu: AVX2 dot products and axpy in another order than the scalar reference; cuda: fp32 scores, "
                    "softmax and sums in warp order"};
@@ -185,7 +185,8 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
                At{8, 2, 100, 17, 17, 0, Mask::Tree}, At{8, 8, 64, 4097, 1, 0, Mask::Causal},
                At{4, 2, 64, 4000, 3, 0, Mask::Tree}, At{2, 1, 64, 0, 100, 0, Mask::Causal},
                At{4, 2, 64, 40, 2, 0, Mask::CachedTree}, At{6, 3, 128, 300, 9, 0, Mask::CachedTree},
-               At{4, 1, 17, 3, 3, 5, Mask::CachedTree}})
+               At{4, 1, 17, 3, 3, 5, Mask::CachedTree}, At{4, 2, 64, 300, 16, 0, Mask::Bidirectional},
+               At{2, 1, 17, 0, 5, 3, Mask::Bidirectional}})
     add(new AttentionCase(s.h, s.hkv, s.d, s.past, s.T, s.pad, s.m, attn));
 
   // KV rows of every cache type, each key type with each value type. The reference dequantizes
@@ -207,7 +208,7 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
       for (At s : {At{4, 2, 64, 0, 1, 0, Mask::Causal}, At{6, 3, 128, 300, 17, 0, Mask::Tree},
                    At{2, 2, 32, 1, 1, 3, Mask::Causal}, At{3, 1, 64, 0, 17, 0, Mask::Blind},
                    At{8, 8, 64, 4097, 1, 0, Mask::Causal}, At{4, 2, 64, 4000, 3, 0, Mask::Tree},
-                   At{4, 2, 64, 40, 4, 0, Mask::CachedTree}})
+                   At{4, 2, 64, 40, 4, 0, Mask::CachedTree}, At{8, 2, 64, 100, 9, 0, Mask::Bidirectional}})
         add(new AttentionCase(s.h, s.hkv, s.d, s.past, s.T, s.pad, s.m, b, KT{kt, vt}));
       if (kt != DType::Q8_0 && vt != DType::Q8_0)  // head dimensions no Q8_0 block divides
         for (At s : {At{4, 1, 17, 37, 3, 5, Mask::Causal}, At{8, 2, 100, 17, 17, 0, Mask::Tree}})
