@@ -539,9 +539,9 @@ ForwardResult Model::forward_dflash(std::span<const int32_t> block, KVCache& kv,
     throw_error(ErrorKind::Unsupported, "{}: the DFlash draft reads its target's {}: bind it to the target first "
                 "(Model::bind_target)", path, w.token_embd.empty() ? "token embedding" : "head");
   if (options.mask != nullptr || options.exit_layer >= 0 || options.moe_k != 0 || !options.hidden_layers.empty() ||
-      (w.eagle3.d2t_host != nullptr && options.head_rows != 0))
-    throw_error(ErrorKind::InvalidArgument, "{}: a DFlash block runs every layer over its own mask (no mask, early "
-                "exit, experts, layer rows, or head rows with d2t)", path);
+      options.hidden || (w.eagle3.d2t_host != nullptr && options.head_rows != 0))
+    throw_error(ErrorKind::InvalidArgument, "{}: a DFlash block runs every layer over its own mask to its logits (no "
+                "mask, early exit, experts, hidden or layer rows, or head rows with d2t)", path);
   const int64_t T = static_cast<int64_t>(block.size());
   ForwardOptions o = options;
   if (!c.dflash_causal && T > 0) {

@@ -205,8 +205,8 @@ class Model {
   // token over the target's vocabulary (through d2t when the draft has one; row i > 0 drafts the
   // token i positions after the last one). Appends the block to kv; the caller truncates it away.
   // Throws Error(Unsupported) for a model that is not a DFlash draft or one not bound to a target
-  // whose embedding or head it needs, Error(InvalidArgument) for options other than logits_all,
-  // hidden and head_rows (without d2t), Error(Limit) when the cache is full.
+  // whose embedding or head it needs, Error(InvalidArgument) for options other than logits_all and
+  // head_rows (without d2t), Error(Limit) when the cache is full.
   ForwardResult forward_dflash(std::span<const int32_t> block, KVCache& kv, const ForwardOptions& options = {});
 
   // Bytes of weights one single-token forward reads (for bandwidth figures).

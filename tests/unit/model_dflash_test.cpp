@@ -484,6 +484,9 @@ TEST(DFlash, ClearErrors) {
   ForwardOptions early;
   early.exit_layer = 1;
   EXPECT_THROW(d->forward_dflash(std::vector<int32_t>{72, 319}, kv, early), Error);
+  ForwardOptions hidden;
+  hidden.hidden = true;
+  EXPECT_THROW(d->forward_dflash(std::vector<int32_t>{72, 319}, kv, hidden), Error);
   // A proposal before the loop handed over the context's features.
   draft::DFlashDrafter drafter(*target, load_draft("dflash-tiny"), 64);
   const std::vector<int32_t> prompt = {1, 72, 101};
