@@ -472,6 +472,12 @@ void read_mrope(const Reader& r, ModelConfig& c) {
     c.rope_style = RopeStyle::SplitHalves;
     return;
   }
+  // The per-pair table below is sized by the rotated dims: checked here, before
+  // ModelConfig::validate, so that a huge rope.dimension_count is an error and not a long loop.
+  constexpr int kMaxHeadDim = 4096;  // ModelConfig's limit
+  if (c.rope_dims < 2 || c.rope_dims > kMaxHeadDim)
+    throw_error(ErrorKind::Format, "{}: {} is {} (must be 2 to {})", f.path(), r.key("rope.dimension_count"),
+                c.rope_dims, kMaxHeadDim);
   if (sum <= 0 || sum > c.rope_dims)  // ggml's bound: at most the rotated dims
     throw_error(ErrorKind::Format, "{}: {} sums to {} for {} RoPE dims", f.path(), k, sum, c.rope_dims);
   const int pairs = c.rope_dims / 2;

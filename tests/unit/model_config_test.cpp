@@ -451,6 +451,16 @@ TEST(ModelConfig, Deepseek2LatentWidthThatOverflowsIntIsRefused) {
   expect_error(w, ErrorKind::Format, "deepseek2.attention.kv_lora_rank 2147483647 + deepseek2.rope.dimension_count 16 is out of range");
 }
 
+// Found by fuzz_model (tests/regression/model/qwen3vl-rope-dims-1g-slow.gguf): the interleaved
+// M-RoPE reader sized a per-pair table by rope.dimension_count before ModelConfig::validate
+// checked it, so a count near 2^30 was a 43 s loop (under the sanitizers) before the error.
+TEST(ModelConfig, HugeRopeDimsAreRefusedBeforeTheMRopeTable) {
+  GGUFWriter w = base("qwen3vl");
+  w.set_u32("qwen3vl.rope.dimension_count", 1u << 30);
+  w.set_i32_array("qwen3vl.rope.dimension_sections", {2, 1, 1, 0});
+  expect_error(w, ErrorKind::Format, "qwen3vl.rope.dimension_count is 1073741824 (must be 2 to 4096)");
+}
+
 TEST(ModelConfig, MissingRequiredKey) {
   // base() sets block_count; build the same header without it.
   GGUFWriter w;
