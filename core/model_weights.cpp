@@ -361,43 +361,53 @@ void bind_d2t(const GGUFFile& file, const TensorBinder& b, const ModelConfig& c,
   }
 }
 
-// A draft head's own head (over its draft vocabulary) and embedding, where its file has them (else
-// its target's: Model::bind_target).
-void bind_head_and_embedding(const GGUFFile& file, const TensorBinder& b, const ModelConfig& c, ModelWeights& w) {
-  const int64_t d = c.n_embd;
-  if (b.has("output.weight")) w.output = b.matrix("output.weight", d, c.n_draft_vocab);
-  else if (c.n_draft_vocab != c.n_vocab)
-    throw_error(ErrorKind::Format, "{}: a {} head with its own draft vocabulary (d2t) needs output.weight", file.path(),
-                c.arch_name);
-  if (b.has("token_embd.weight")) w.token_embd = b.matrix("token_embd.weight", d, c.n_vocab);
-}
+// What EAGLE-3 heads and DFlash drafts bind alike: the host floats of their 1-D tensors (vec), fc
+// (the target's features -> n_embd), then (head()) d2t, output_norm, and their own head (over the
+// draft vocabulary) and embedding where the file has them, else the target's (Model::bind_target).
+struct DraftHeadBinder {
+  const GGUFFile& file;
+  const ModelConfig& c;
+  const TensorBinder b;
+  ModelWeights w;
+  DraftHeadBinder(const GGUFFile& f, const ModelConfig& config) : file(f), c(config), b(f) {
+    w.host_floats = std::make_shared<std::vector<std::vector<float>>>();
+    w.eagle3.fc = b.matrix("fc.weight", c.head_feature_width(), c.n_embd);
+  }
+  VectorView vec(const std::string& name, int64_t n) {
+    w.host_floats->push_back(b.vector(name, n));
+    return {w.host_floats->back().data(), n};
+  }
+  void head() {
+    const int64_t d = c.n_embd;
+    bind_d2t(file, b, c, w.eagle3);
+    w.output_norm = vec("output_norm.weight", d);
+    if (b.has("output.weight")) w.output = b.matrix("output.weight", d, c.n_draft_vocab);
+    else if (c.n_draft_vocab != c.n_vocab)
+      throw_error(ErrorKind::Format, "{}: a {} head with its own draft vocabulary (d2t) needs output.weight", file.path(),
+                  c.arch_name);
+    if (b.has("token_embd.weight")) w.token_embd = b.matrix("token_embd.weight", d, c.n_vocab);
+  }
+};
 
 // An EAGLE-3 head (llama.cpp src/models/eagle3.cpp load_arch_tensors): fc, the optional
 // enc.output_norm (norm_before_fc), output_norm, its own output (over its draft vocabulary) and
 // token_embd when the file has them, d2t when it has its own draft vocabulary, and one layer whose
 // q/k/v read 2 n_embd inputs, with attn_norm_2 (EAGLE-3's hidden_norm) beside attn_norm.
 ModelWeights bind_eagle3(const GGUFFile& file, const ModelConfig& c) {
-  const TensorBinder b(file);
-  ModelWeights w;
-  w.host_floats = std::make_shared<std::vector<std::vector<float>>>();
-  auto& floats = *w.host_floats;
-  auto vec = [&](const std::string& name, int64_t n) -> VectorView {
-    floats.push_back(b.vector(name, n));
-    return {floats.back().data(), n};
-  };
+  DraftHeadBinder h(file, c);
+  const TensorBinder& b = h.b;
+  ModelWeights& w = h.w;
+  auto vec = [&](const std::string& name, int64_t n) { return h.vec(name, n); };
   const int64_t d = c.n_embd, d2 = 2 * d, q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
   Eagle3Weights& e = w.eagle3;
-  e.fc = b.matrix("fc.weight", c.head_feature_width(), d);
   if (c.eagle3_norm_before_fc) e.enc_norm = vec("enc.output_norm.weight", c.head_feature_width());
-  bind_d2t(file, b, c, e);
-  w.output_norm = vec("output_norm.weight", d);
-  bind_head_and_embedding(file, b, c, w);
+  h.head();
   if (b.has("rope_freqs.weight")) {
     w.rope_freqs = vec("rope_freqs.weight", c.rope_dims / 2);
     check_factors(file, "rope_freqs.weight", w.rope_freqs);
   } else if (c.rope_freq_factors) {
-    floats.push_back(c.llama3_rope_factors());
-    w.rope_freqs = {floats.back().data(), c.rope_dims / 2};
+    w.host_floats->push_back(c.llama3_rope_factors());
+    w.rope_freqs = {w.host_floats->back().data(), c.rope_dims / 2};
   }
   w.layers.resize(1);
   LayerWeights& L = w.layers[0];
@@ -411,7 +421,7 @@ ModelWeights bind_eagle3(const GGUFFile& file, const ModelConfig& c) {
   L.ffn_gate = b.matrix("blk.0.ffn_gate.weight", d, c.n_ff);
   L.ffn_up = b.matrix("blk.0.ffn_up.weight", d, c.n_ff);
   L.ffn_down = b.matrix("blk.0.ffn_down.weight", c.n_ff, d);
-  return w;
+  return std::move(w);
 }
 
 // A DFlash draft (llama.cpp src/models/dflash.cpp load_arch_tensors): fc (target_layers x n_embd ->
@@ -419,21 +429,13 @@ ModelWeights bind_eagle3(const GGUFFile& file, const ModelConfig& c) {
 // output_norm, its own output and token_embd when the file has them, d2t when it drafts its own
 // vocabulary, and n_layer Qwen3 layers (per-head q and k norms, no biases).
 ModelWeights bind_dflash(const GGUFFile& file, const ModelConfig& c) {
-  const TensorBinder b(file);
-  ModelWeights w;
-  w.host_floats = std::make_shared<std::vector<std::vector<float>>>();
-  auto& floats = *w.host_floats;
-  auto vec = [&](const std::string& name, int64_t n) -> VectorView {
-    floats.push_back(b.vector(name, n));
-    return {floats.back().data(), n};
-  };
+  DraftHeadBinder h(file, c);
+  const TensorBinder& b = h.b;
+  ModelWeights& w = h.w;
+  auto vec = [&](const std::string& name, int64_t n) { return h.vec(name, n); };
   const int64_t d = c.n_embd, q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
-  Eagle3Weights& e = w.eagle3;
-  e.fc = b.matrix("fc.weight", c.head_feature_width(), d);
-  e.hidden_norm = vec("enc.output_norm.weight", d);
-  bind_d2t(file, b, c, e);
-  w.output_norm = vec("output_norm.weight", d);
-  bind_head_and_embedding(file, b, c, w);
+  w.eagle3.hidden_norm = vec("enc.output_norm.weight", d);
+  h.head();
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
@@ -450,7 +452,7 @@ ModelWeights bind_dflash(const GGUFFile& file, const ModelConfig& c) {
     L.ffn_up = b.matrix(p + "ffn_up.weight", d, c.n_ff);
     L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, d);
   }
-  return w;
+  return std::move(w);
 }
 
 }  // namespace
