@@ -19,7 +19,8 @@ enum class Arch {
   Exaone4, Mistral3, CommandR, Cohere2, Internlm2, Qwen2Vl, SeedOss, MiniCpm, Glm4, HunyuanDense, Qwen3Vl,
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
   MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan, Dbrx, PhiMoe, Qwen, Xverse, Orion, Codeshell, Plamo,
-  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe, GraniteHybrid, Mamba2, NemotronH, Eagle3, DFlash
+  ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe, GraniteHybrid, Mamba2, NemotronH, Eagle3, DFlash,
+  Maincoder
 };
 
 // The mixer of a model's recurrent layers: Qwen3.5's gated DeltaNet or a Mamba-2 SSM (granitehybrid).
@@ -105,7 +106,7 @@ struct ModelConfig {
   bool qk_norm = false;       // qwen3, qwen3moe, gemma3, ...: RMSNorm of every q and k head (glm4moe:
                               // where the file has attn_q_norm)
                               // (blk.N.attn_{q,k}_norm, [head_dim]) before RoPE
-  bool qk_norm_after_rope = false;  // hunyuan-dense: that QK-norm after RoPE
+  bool qk_norm_after_rope = false;  // hunyuan-dense, maincoder: that QK-norm after RoPE
   bool qk_norm_full = false;  // olmoe: RMSNorm of the whole q and k projections (attn_q_norm
                               // [n_head * head_dim], attn_k_norm [n_head_kv * head_dim]) before RoPE
   bool post_norms = false;    // gemma2, gemma3: RMSNorm of each sublayer's output (attn_post_norm,

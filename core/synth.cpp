@@ -65,14 +65,15 @@ void check_spec(const SynthSpec& s) {
                    "internlm2", "qwen2vl", "seed_oss", "minicpm", "glm4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe",
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
-                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid", "mamba2", "nemotron_h"}))
+                   "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid", "mamba2", "nemotron_h",
+                   "maincoder"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -427,7 +428,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool gpt2 = a == "gpt2" || a == "starcoder", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
   const bool qk_norm =
       is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe", "dots1", "bailingmoe2",
-                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe"});
+                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe", "maincoder"});
   const bool qwen35 = a == "qwen35" || a == "qwen35moe";
   const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";

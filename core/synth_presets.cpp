@@ -374,6 +374,13 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "maincoder-tiny") {
+    // maincoder (Maincoder-1B) in llama.cpp's layout, F32: llama's block with adjacent-pair RoPE
+    // and an RMSNorm of every q and k head after RoPE, a separate head.
+    s.arch = "maincoder";
+    s.name = preset;
+    return s;
+  }
   if (preset == "glm4-tiny") {
     // glm4 (GLM-4-0414) in llama.cpp's layout, F32: pre- and post-norms around both sublayers,
     // q/k/v biases, ffn_up holding [gate | up], adjacent-pair RoPE over half of each head.
@@ -1009,6 +1016,7 @@ std::vector<std::string> synth_presets() {
       "minicpm-tiny: minicpm, F32, 4 layers, dim 64, granite's multipliers at MiniCPM's defaults (no keys)",
       "glm4-tiny: glm4, F32, 4 layers, dim 64, pre- and post-norms, q/k/v biases, fused gate-up, RoPE on 8 of 16 dims",
       "hunyuan-dense-tiny: hunyuan-dense, F32, 4 layers, dim 64, QK-norm per head after RoPE, tied head",
+      "maincoder-tiny: maincoder, F32, 4 layers, dim 64, adjacent-pair RoPE, QK-norm per head after RoPE",
       "qwen3vl-tiny: qwen3vl (Qwen3-VL's text model), qwen3-tiny with interleaved M-RoPE sections 6/4/4/0 (pair 13 "
       "still)",
       "mistral3-tiny: mistral3, F32, 4 layers, dim 64, YaRN with its beta and log-multiplier keys, attention "

@@ -183,7 +183,7 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
       for (float* y : {q, k_new, v_new}) be_->clamp(y, c_.clamp_kqv, y, T * (y == q ? q_dim : kvd));
   }
   auto head_qk_norm = [&] {
-    // QK-norm (qwen3, qwen3moe, gemma3, hunyuan-dense): RMSNorm over each head, i.e. over rows of head_dim.
+    // QK-norm (qwen3, qwen3moe, gemma3, hunyuan-dense, maincoder, ...): RMSNorm over each head, i.e. over rows of head_dim.
     be_->rms_norm(q, L.attn_q_norm.data, q, T * c_.n_head, c_.head_dim, c_.norm_eps);
     be_->rms_norm(k_new, L.attn_k_norm.data, k_new, T * c_.n_head_kv, c_.head_dim, c_.norm_eps);
   };
@@ -202,7 +202,7 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     rp.n_head = c_.n_head_kv;
     be_->rope(k_new, T, positions, rp);
   }
-  if (c_.qk_norm && c_.qk_norm_after_rope) head_qk_norm();  // hunyuan-dense
+  if (c_.qk_norm && c_.qk_norm_after_rope) head_qk_norm();  // hunyuan-dense, hunyuan-moe, maincoder
   // mistral3's attention temperature: the roped query of each token past the floor times its factor.
   for (int64_t t = 0; t < static_cast<int64_t>(temp_factors_.size()); ++t)
     if (temp_factors_[t] != 1.0f) be_->scale(q + t * q_dim, temp_factors_[t], q + t * q_dim, q_dim);

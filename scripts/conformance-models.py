@@ -3,7 +3,7 @@
 granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, gemma, gptneox, phi2,
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
-sections and without), hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
+sections and without), hunyuan-dense, maincoder, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
 bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
 its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, granitehybrid (dense and MoE), mamba2 and nemotron_h in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
@@ -582,6 +582,12 @@ def hunyuan_dense(path, dtype):
     # itself, but llama.cpp's loader applies for any file that has the key).
     plain_model(path, dtype, "hunyuan-dense", 31, 10000.0, True, lambda m: m.f32("rope.scaling.alpha", 4.0),
                 head_norms=True)
+
+
+def maincoder(path, dtype):
+    # llama_model_maincoder (Maincoder-1B): llama's block with adjacent-pair RoPE and the q/k head
+    # norms after it, a separate head.
+    plain_model(path, dtype, "maincoder", 87, 10000.0, False, lambda m: None, head_norms=True)
 
 
 def qwen3vl(path, dtype):
@@ -1556,6 +1562,7 @@ WRITERS = {
     "mistral3": mistral3,
     "internlm2": lambda p, t: llama_like(p, t, "internlm2", 24),
     "hunyuan-dense": hunyuan_dense,
+    "maincoder": maincoder,
     "qwen3vl": qwen3vl,
     "glm4": lambda p, t: glm4(p, t, False),
     "glm4-mrope": lambda p, t: glm4(p, t, True),

@@ -14,7 +14,8 @@
 // and cohere2 (LayerNorm without biases, one norm for a parallel residual, logits times
 // logit_scale; cohere2's windows and NoPE global layers), minicpm (granite's multipliers with
 // MiniCPM's defaults), glm4 (pre- and post-norms, fused gate-up, partial RoPE),
-// hunyuan-dense (QK-norm after RoPE, the NTK-aware alpha on the base),
+// hunyuan-dense (QK-norm after RoPE, the NTK-aware alpha on the base), maincoder (QK-norm after
+// adjacent-pair RoPE),
 // qwen3vl and qwen3vlmoe (interleaved M-RoPE: some pairs unrotated for text), internlm2, qwen2vl (M-RoPE, which
 // rotates text as split-halves RoPE does; an output.bias left unused) and seed_oss, mistral3 (YaRN's keys, Llama 4's attention
 // temperature), bloom, mpt, refact and jais (ALiBi, Press et al. 2022: head h adds -m_h |i - j| to
@@ -59,7 +60,7 @@ class ReferenceForward {
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4" ||
                arch_ == "hunyuan-dense" || arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "dots1" ||
                arch_ == "bailingmoe2" || arch_ == "hunyuan-moe" || arch_ == "exaone-moe" || arch_ == "lfm2" || arch_ == "lfm2moe" ||
-               arch_ == "qwen35" || arch_ == "qwen35moe" ||
+               arch_ == "qwen35" || arch_ == "qwen35moe" || arch_ == "maincoder" ||
                (arch_ == "glm4moe" && f_->find_tensor("blk.0.attn_q_norm.weight"));
     if (arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "qwen35" || arch_ == "qwen35moe") {
       // Interleaved M-RoPE on text: pair i's section is s = i mod (sum of sections); it rotates by
@@ -606,7 +607,7 @@ class ReferenceForward {
       for (auto* y : {&q, &k, &v})
         for (double& e : *y) e = std::clamp(e, -clamp_, clamp_);
     if (rope_free_) return;
-    const bool norm_after_rope = arch_ == "hunyuan-dense" || arch_ == "hunyuan-moe";  // QK-norm after RoPE
+    const bool norm_after_rope = arch_ == "hunyuan-dense" || arch_ == "hunyuan-moe" || arch_ == "maincoder";  // QK-norm after RoPE
     if (qk_norm_ && !norm_after_rope) {
       head_norm(q, p + "attn_q_norm", c_.n_head);
       head_norm(k, p + "attn_k_norm", c_.n_head_kv);

@@ -1031,6 +1031,25 @@ TEST(Architectures, HunyuanDenseQkNormAfterRopeMatchesReference) {
   EXPECT_GT(logit_change(scratch("arch_hunyuan.gguf"), scratch("arch_hunyuan_as_qwen3.gguf")), 0.01);
 }
 
+TEST(Architectures, MaincoderQkNormAfterAdjacentRopeMatchesReference) {
+  // Adjacent-pair RoPE, then an RMSNorm of every q and k head; a separate head.
+  check_against_reference(synth_spec("maincoder-tiny"), "arch_maincoder.gguf");
+  auto m = Model::load(scratch("arch_maincoder.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_TRUE(c.qk_norm && c.qk_norm_after_rope);
+  EXPECT_EQ(c.rope_style, RopeStyle::Adjacent);
+  EXPECT_FALSE(c.tied_output);
+  // Both the order and the pairing matter to these logits: the same weights read as hunyuan-dense
+  // (split halves) and as qwen3 (norms before split-halves RoPE) give others.
+  for (const char* other : {"hunyuan-dense", "qwen3"}) {
+    GgufEdit as_other;
+    as_other.rename_arch = other;
+    const std::string path = scratch(fmt::format("arch_maincoder_as_{}.gguf", other));
+    copy_gguf(scratch("arch_maincoder.gguf"), path, as_other);
+    EXPECT_GT(logit_change(scratch("arch_maincoder.gguf"), path), 0.01) << other;
+  }
+}
+
 TEST(Architectures, Qwen3VlInterleavedMropeMatchesReference) {
   // qwen3's block with interleaved M-RoPE sections [6, 4, 4, 0] over 16 pairs: pair 13 falls in the
   // fourth section, where text positions are 0, and keeps its values.
