@@ -185,6 +185,8 @@ class Backend : public Memory {
   virtual void gelu(const float* x, float* y, int64_t n) = 0;
   // y = max(x, 0)^2 elementwise (squared ReLU); y may alias x.
   virtual void relu_sqr(const float* x, float* y, int64_t n) = 0;
+  // y = xIELU(x) elementwise (kernels/op_params.h XIeluParams; Apertus); y may alias x.
+  virtual void xielu(const float* x, float* y, int64_t n, const kernels::XIeluParams& p) = 0;
   // y = min(max(x, -limit), limit) elementwise (mpt's clamp_kqv); y may alias x.
   virtual void clamp(const float* x, float limit, float* y, int64_t n) = 0;
   // y = a * b elementwise; y = s * x; y = cap * tanh(x / cap). Outputs may alias inputs.

@@ -114,6 +114,9 @@ class CpuBackend final : public Backend {
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override { cpu::swiglu(pool_, gate, up, out, n); }
   void gelu(const float* x, float* y, int64_t n) override { cpu::gelu(pool_, x, y, n); }
   void relu_sqr(const float* x, float* y, int64_t n) override { cpu::relu_sqr(pool_, x, y, n); }
+  void xielu(const float* x, float* y, int64_t n, const kernels::XIeluParams& p) override {
+    cpu::xielu(pool_, x, y, n, p);
+  }
   void clamp(const float* x, float limit, float* y, int64_t n) override { cpu::clamp(pool_, x, limit, y, n); }
   void short_conv(const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width, int n_taps,
                   const float* taps, float* out) override {

@@ -132,6 +132,9 @@ class CudaBackend final : public Backend {
   }
   void gelu(const float* x, float* y, int64_t n) override { cu::gelu(*ctx_, x, y, n); }
   void relu_sqr(const float* x, float* y, int64_t n) override { cu::relu_sqr(*ctx_, x, y, n); }
+  void xielu(const float* x, float* y, int64_t n, const kernels::XIeluParams& p) override {
+    cu::xielu(*ctx_, x, y, n, p);
+  }
   void clamp(const float* x, float limit, float* y, int64_t n) override { cu::clamp(*ctx_, x, limit, y, n); }
   void short_conv(const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width, int n_taps,
                   const float* taps, float* out) override {

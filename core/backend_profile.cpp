@@ -124,6 +124,9 @@ void ProfilingBackend::gelu(const float* x, float* y, int64_t n) {
   timed("gelu", 0, 0, [&] { inner_->gelu(x, y, n); });
 }
 
+void ProfilingBackend::xielu(const float* x, float* y, int64_t n, const kernels::XIeluParams& p) {
+  timed("xielu", 0, 0, [&] { inner_->xielu(x, y, n, p); });
+}
 void ProfilingBackend::relu_sqr(const float* x, float* y, int64_t n) {
   timed("relu_sqr", 0, 0, [&] { inner_->relu_sqr(x, y, n); });
 }

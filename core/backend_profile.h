@@ -71,6 +71,7 @@ class ProfilingBackend final : public Backend {
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
   void gelu(const float* x, float* y, int64_t n) override;
   void relu_sqr(const float* x, float* y, int64_t n) override;
+  void xielu(const float* x, float* y, int64_t n, const kernels::XIeluParams& p) override;
   void clamp(const float* x, float limit, float* y, int64_t n) override;
   void short_conv(const float* rows, const int32_t* prev, int64_t T, int64_t row0, int64_t width, int n_taps,
                   const float* taps, float* out) override;

@@ -66,7 +66,8 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
   const bool reads_freqs = c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe ||
                            c.arch == Arch::MiniCpm || c.arch == Arch::HunyuanDense ||
                            c.arch == Arch::Exaone || c.arch == Arch::Exaone4 || c.arch == Arch::Mistral3 ||
-                           c.arch == Arch::Arcee || c.arch == Arch::ExaoneMoe || c.arch == Arch::Eagle3;
+                           c.arch == Arch::Arcee || c.arch == Arch::ExaoneMoe || c.arch == Arch::Eagle3 ||
+                           c.arch == Arch::Apertus;
   if (reads_freqs && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
 
   // YaRN (llama_context's defaults for every architecture that does not read its own keys, which
@@ -196,6 +197,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"granitehybrid", Arch::GraniteHybrid, RopeStyle::Adjacent}, {"mamba2", Arch::Mamba2, RopeStyle::None},
       {"nemotron_h", Arch::NemotronH, RopeStyle::None},      {"eagle3", Arch::Eagle3, RopeStyle::Adjacent},
       {"dflash", Arch::DFlash, RopeStyle::SplitHalves},      {"maincoder", Arch::Maincoder, RopeStyle::Adjacent},
+      {"apertus", Arch::Apertus, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -207,7 +209,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -215,7 +217,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
               c.arch == Arch::HunyuanDense || c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe ||
               c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::HunyuanMoe || c.arch == Arch::ExaoneMoe ||
               c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe || c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe ||
-              c.arch == Arch::DFlash || c.arch == Arch::Maincoder;
+              c.arch == Arch::DFlash || c.arch == Arch::Maincoder || c.arch == Arch::Apertus;
   // glm4moe: per-head QK-norm where the file has it (GLM-4.5 355B; llama.cpp binds it optionally).
   if (c.arch == Arch::Glm4Moe) c.qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   c.qk_norm_after_rope = c.arch == Arch::HunyuanDense || c.arch == Arch::HunyuanMoe || c.arch == Arch::Maincoder;
@@ -234,6 +236,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) c.ffn_act = FfnActivation::GeluTanh;
   if (c.arch == Arch::Arcee || c.arch == Arch::Nemotron || c.arch == Arch::NemotronH)
     c.ffn_act = FfnActivation::ReluSqr;  // ungated
+  if (c.arch == Arch::Apertus) c.ffn_act = FfnActivation::XIelu;  // ungated
   if (c.arch == Arch::Smollm3) c.no_rope_step = 4;  // llama.cpp's n_no_rope_layer_step for it
   c.ffn_gate_up_fused = c.arch == Arch::Phi3 || c.arch == Arch::Glm4 || c.arch == Arch::ChatGlm;
   c.name = file.get_string("general.name", "");
@@ -356,6 +359,37 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     detail::read_granite(r, c);
   if (c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4) detail::read_olmo3_exaone4_windows(r, c);
   if (cohere) detail::read_cohere(r, c);
+  if (c.arch == Arch::Apertus) {
+    // xIELU's scalars (global keys, as llama.cpp's converter writes them): one value for every layer
+    // or one per layer; mapped as ggml_xielu does (softplus(x) = log(1 + e^x), x past 20 as it is).
+    // Apertus's LongRoPE form (rope_factors_long) is not supported.
+    if (file.find_tensor("rope_factors_long.weight") != nullptr)
+      throw_error(ErrorKind::Unsupported, "{}: tensor 'rope_factors_long.weight': apertus with LongRoPE factors is not supported",
+                  file.path());
+    auto per_layer = [&](const char* key) {
+      std::vector<double> v;
+      try {
+        v = file.get_float_array(key);
+      } catch (const Error&) {
+        v.assign(static_cast<size_t>(std::max(c.n_layer, 0)), file.get_float(key));  // a scalar, or missing: its error
+      }
+      if (v.size() != static_cast<size_t>(c.n_layer))
+        throw_error(ErrorKind::Format, "{}: {}: {} values for {} layers", file.path(), key, v.size(), c.n_layer);
+      for (double x : v)
+        if (!std::isfinite(x) || std::fabs(x) > 1e6)
+          throw_error(ErrorKind::Format, "{}: {}: value {} out of range", file.path(), key, x);
+      return v;
+    };
+    const auto an = per_layer("xielu.alpha_n"), ap = per_layer("xielu.alpha_p"), be = per_layer("xielu.beta"),
+               ep = per_layer("xielu.eps");
+    auto softplus = [](float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); };
+    c.xielu.resize(static_cast<size_t>(c.n_layer));
+    for (size_t l = 0; l < c.xielu.size(); ++l) {
+      const float beta = static_cast<float>(be[l]);
+      c.xielu[l] = {beta + softplus(static_cast<float>(an[l])), softplus(static_cast<float>(ap[l])), beta,
+                    static_cast<float>(ep[l])};
+    }
+  }
   if (c.arch == Arch::GptOss) detail::read_gpt_oss(r, c);
   if (c.arch == Arch::ExaoneMoe) detail::read_exaone_moe(r, c);
   if (c.arch == Arch::Lfm2) detail::read_lfm2_windows(r, c);

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/op_params.h"
+
 namespace specmoe::core {
 
 class GGUFFile;
@@ -20,7 +22,7 @@ enum class Arch {
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
   MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan, Dbrx, PhiMoe, Qwen, Xverse, Orion, Codeshell, Plamo,
   ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe, GraniteHybrid, Mamba2, NemotronH, Eagle3, DFlash,
-  Maincoder
+  Maincoder, Apertus
 };
 
 // The mixer of a model's recurrent layers: Qwen3.5's gated DeltaNet or a Mamba-2 SSM (granitehybrid).
@@ -32,8 +34,9 @@ enum class RopeStyle { Adjacent, SplitHalves, None };
 
 // The activation of a gated feed-forward down(act(gate x) * up x): SwiGLU (llama, qwen) or
 // GELU with the tanh approximation (gemma3's GeGLU); of an ungated one down(act(up x)): GELU
-// (gpt2's family, whatever this says) or the squared ReLU (arcee, nemotron: ReluSqr).
-enum class FfnActivation { Silu, GeluTanh, ReluSqr };
+// (gpt2's family, whatever this says), the squared ReLU (arcee, nemotron: ReluSqr) or xIELU
+// (apertus: XIelu, with per-layer scalars ModelConfig::xielu).
+enum class FfnActivation { Silu, GeluTanh, ReluSqr, XIelu };
 
 // RoPE scaling of the (global) layers: llama.cpp's <arch>.rope.scaling.type (none, linear, yarn),
 // and llama3 for files that describe Llama 3.1's frequency factors by keys instead of the
@@ -121,6 +124,9 @@ struct ModelConfig {
                                      // (gemma2: default 30)
   float attn_logit_softcap = 0.0f;   // gemma2: <arch>.attn_logit_softcapping (default 50): attention
                                      // scores s = c tanh(s / c) before the softmax; 0 = none
+  // apertus: xIELU's scalars per layer, read from xielu.alpha_n, xielu.alpha_p, xielu.beta and
+  // xielu.eps (a value or one per layer) and mapped as llama.cpp's ggml_xielu maps them.
+  std::vector<kernels::XIeluParams> xielu;
   bool ffn_gate_up_fused = false;    // phi3: ffn_up holds [gate | up] (n_embd -> 2 n_ff), no ffn_gate
   // ALiBi (Press et al. 2022) in every layer, in place of RoPE: bloom, refact and baichuan with 40
   // layers 8 (llama.cpp fixes it), mpt and jais <arch>.attention.max_alibi_bias (absent = 0: no

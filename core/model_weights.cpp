@@ -657,7 +657,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       // llama.cpp binds attn_output.bias for these (required for starcoder2, optional for the others).
       if (c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::Mistral3 ||
           c.arch == Arch::MiniCpm || c.arch == Arch::Nemotron || c.arch == Arch::GraniteHybrid ||
-          c.arch == Arch::NemotronH)
+          c.arch == Arch::NemotronH || c.arch == Arch::Apertus)
         L.bo = opt_vec(p + "attn_output.bias", c.n_embd);
       if (c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2 || c.arch == Arch::GptOss || phimoe ||
           c.arch == Arch::Codeshell)
@@ -666,6 +666,8 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       if (c.qk_norm) {
         L.attn_q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
         L.attn_k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
+        // apertus: llama.cpp binds optional attn_{q,k}_norm.bias but its graph adds neither (nor
+        // does specmoe).
       }
       if (c.qk_norm_full) {
         L.attn_q_norm = vec(p + "attn_q_norm.weight", q_dim);
@@ -697,8 +699,9 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       L.ffn_up_b = mpt ? opt_vec(p + "ffn_up.bias", c.n_ff) : vec(p + "ffn_up.bias", c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
       L.ffn_down_b = mpt ? opt_vec(p + "ffn_down.bias", c.n_embd) : vec(p + "ffn_down.bias", c.n_embd);
-    } else if (c.ffn_act == FfnActivation::ReluSqr) {
-      // arcee, nemotron, nemotron_h: down(relu(up x + b)^2) + b, the biases nemotron's optional ones.
+    } else if (c.ffn_act == FfnActivation::ReluSqr || c.ffn_act == FfnActivation::XIelu) {
+      // arcee, nemotron, nemotron_h: down(relu(up x + b)^2) + b, the biases nemotron's optional ones;
+      // apertus: down(xielu(up x)).
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
       if (c.arch == Arch::Nemotron || c.arch == Arch::NemotronH) {

@@ -66,14 +66,14 @@ void check_spec(const SynthSpec& s) {
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
                    "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid", "mamba2", "nemotron_h",
-                   "maincoder"}))
+                   "maincoder", "apertus"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -428,7 +428,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool gpt2 = a == "gpt2" || a == "starcoder", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
   const bool qk_norm =
       is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe", "dots1", "bailingmoe2",
-                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe", "maincoder"});
+                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe", "maincoder", "apertus"});
   const bool qwen35 = a == "qwen35" || a == "qwen35moe";
   const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
@@ -467,6 +467,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool alibi = is_arch(s, {"bloom", "mpt", "refact", "jais"});
   const bool bloom = a == "bloom", mpt = a == "mpt", jais = a == "jais";
   const bool nemotron = a == "nemotron", arcee = a == "arcee";  // ungated squared-ReLU MLPs
+  const bool apertus = a == "apertus";                            // an ungated xIELU MLP
   const bool gpt_oss = a == "gpt-oss";  // sinks, biases everywhere, experts with biases
   const bool qkv_bias = qwen2 || (layer_norm && !falcon) || glm4 || a == "glm4moe" || gpt_oss || phimoe;
   const int n_head_kv = a == "gpt2" ? s.n_head : s.n_head_kv;
@@ -510,6 +511,16 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   }
   if (s.expert_weights_norm >= 0) w.set_bool(a + ".expert_weights_norm", s.expert_weights_norm != 0);
   if (s.expert_weights_scale != 0.0f) w.set_f32(a + ".expert_weights_scale", s.expert_weights_scale);
+  if (a == "apertus") {
+    // xIELU's scalars (global keys): alpha_n and alpha_p per layer, beta and eps one value for all,
+    // the two forms llama.cpp's loader accepts; values of Apertus-8B's size.
+    std::vector<float> an, ap;
+    for (int l = 0; l < s.n_layer; ++l) an.push_back(0.6f + 0.15f * l), ap.push_back(1.0f - 0.1f * l);
+    w.set_f32_array("xielu.alpha_n", an);
+    w.set_f32_array("xielu.alpha_p", ap);
+    w.set_f32("xielu.beta", 0.5f);
+    w.set_f32("xielu.eps", -1e-6f);
+  }
   if (s.expert_gating > 0) w.set_u32(a + ".expert_gating_func", s.expert_gating);
   if (s.n_expert_group > 0) {
     w.set_u32(a + ".expert_group_count", s.n_expert_group);
@@ -919,6 +930,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         vec(p + "attn_q_norm.weight", head_dim, 1.0f, 0.5f);
         vec(p + "attn_k_norm.weight", head_dim, 1.0f, 0.5f);
       }
+      if (apertus) {  // head norms' biases, which llama.cpp's graph (and specmoe) leave unused
+        vec(p + "attn_q_norm.bias", head_dim, 0.0f, 0.3f);
+        vec(p + "attn_k_norm.bias", head_dim, 0.0f, 0.3f);
+      }
       if (starcoder2 || phi2 || nemotron || gpt_oss || phimoe || codeshell)
         vec(p + "attn_output.bias", s.n_embd, 0.0f, 0.1f * rs);
       if (gpt_oss) vec(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f);  // sink logits of the scores' scale
@@ -938,7 +953,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         matrix(p + "ffn_down.weight", n_ff_dense, s.n_embd, rs);
       } else if (phi3 || glm4 || chatglm) {
         matrix(p + "ffn_up.weight", s.n_embd, 2 * static_cast<int64_t>(s.n_ff), 1.0f);  // [gate | up]
-      } else if (arcee || falcon) {  // ungated, no biases
+      } else if (arcee || falcon || apertus) {  // ungated, no biases
         matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
       } else if (starcoder2 || phi2 || nemotron || codeshell) {  // gpt2's ungated MLP with biases
         matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);

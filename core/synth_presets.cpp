@@ -381,6 +381,14 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "apertus-tiny") {
+    // apertus (Apertus-8B) in llama.cpp's layout, F32: llama's attention with the q/k head norms
+    // (and their biases, unused as in llama.cpp's graph) before split-halves RoPE, an ungated xIELU MLP down(xielu(up x)) with
+    // per-layer scalars, a separate head.
+    s.arch = "apertus";
+    s.name = preset;
+    return s;
+  }
   if (preset == "glm4-tiny") {
     // glm4 (GLM-4-0414) in llama.cpp's layout, F32: pre- and post-norms around both sublayers,
     // q/k/v biases, ffn_up holding [gate | up], adjacent-pair RoPE over half of each head.
@@ -1017,6 +1025,7 @@ std::vector<std::string> synth_presets() {
       "glm4-tiny: glm4, F32, 4 layers, dim 64, pre- and post-norms, q/k/v biases, fused gate-up, RoPE on 8 of 16 dims",
       "hunyuan-dense-tiny: hunyuan-dense, F32, 4 layers, dim 64, QK-norm per head after RoPE, tied head",
       "maincoder-tiny: maincoder, F32, 4 layers, dim 64, adjacent-pair RoPE, QK-norm per head after RoPE",
+      "apertus-tiny: apertus, F32, 4 layers, dim 64, QK-norm (its unused biases), ungated xIELU MLP with per-layer scalars",
       "qwen3vl-tiny: qwen3vl (Qwen3-VL's text model), qwen3-tiny with interleaved M-RoPE sections 6/4/4/0 (pair 13 "
       "still)",
       "mistral3-tiny: mistral3, F32, 4 layers, dim 64, YaRN with its beta and log-multiplier keys, attention "

@@ -494,11 +494,13 @@ void Transformer::ffn_block(int l, int64_t T, const TransformerBatch& b, moe::Ro
         be_->swiglu(g, u, g, T * n_ff);
       }
     } else {
-      // Ungated: gpt2's family GELU, arcee's and nemotron's squared ReLU.
+      // Ungated: gpt2's family GELU, arcee's and nemotron's squared ReLU, apertus's xIELU.
       be_->matmul(xn, T, L.ffn_up, g);
       if (!L.ffn_up_b.empty()) be_->add_bias(g, L.ffn_up_b.data, T, n_ff);
       if (c_.ffn_act == FfnActivation::ReluSqr)
         be_->relu_sqr(g, g, T * n_ff);
+      else if (c_.ffn_act == FfnActivation::XIelu)
+        be_->xielu(g, g, T * n_ff, c_.xielu[std::min<size_t>(static_cast<size_t>(l), c_.xielu.size() - 1)]);
       else
         be_->gelu(g, g, T * n_ff);
     }

@@ -195,4 +195,16 @@ struct Mamba2Params {
   int64_t state_floats() const { return conv_state_floats() + d_inner() * d_state; }
 };
 
+// xIELU (Huang et al. 2025, "Deriving Activation Functions Using Integration"; Apertus's MLP),
+// with its trainable scalars already mapped as llama.cpp's ggml_xielu maps them (alpha_n = beta +
+// softplus(a_n), alpha_p = softplus(a_p)):
+//   y = alpha_p x^2 + beta x                              for x > 0
+//   y = (expm1(min(x, eps)) - x) alpha_n + beta x         otherwise
+struct XIeluParams {
+  float alpha_n = 0.0f;
+  float alpha_p = 0.0f;
+  float beta = 0.0f;
+  float eps = 0.0f;
+};
+
 }  // namespace specmoe::kernels

@@ -3,7 +3,7 @@
 granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, gemma, gptneox, phi2,
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
-sections and without), hunyuan-dense, maincoder, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
+sections and without), hunyuan-dense, maincoder, apertus, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
 bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
 its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, granitehybrid (dense and MoE), mamba2 and nemotron_h in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
@@ -1020,6 +1020,39 @@ def nemotron(path, dtype):
     m.write()
 
 
+def apertus(path, dtype):
+    # llama_model_apertus (Apertus-8B): llama's attention (NEOX RoPE, rope_freqs.weight with factors
+    # that bite) with the q/k head norms before RoPE (and their optional biases, which llama.cpp
+    # binds and its graph does not add), and the ungated xIELU MLP
+    # (ffn_up, ffn_down) whose scalars are global keys: alpha_n and alpha_p one per layer, beta and
+    # eps one value for all (both forms llama.cpp's loader takes).
+    d, L, H, Hkv, ff = 256, 4, 4, 2, 512
+    hd = d // H
+    m = Model(path, "apertus", 88, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    m.w.add_array("xielu.alpha_n", [0.8 + 0.2 * l for l in range(L)])
+    m.w.add_array("xielu.alpha_p", [0.9 - 0.1 * l for l in range(L)])
+    m.w.add_float32("xielu.beta", 0.5)
+    m.w.add_float32("xielu.eps", -1e-6)
+    u = np.arange(hd // 2) / (hd // 2 - 1)
+    m.w.add_tensor("rope_freqs.weight", (1 + 7 * u * u).astype(np.float32))
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        for t in ("q", "k"):
+            m.norm(p + f"attn_{t}_norm.weight", hd)
+            m.norm(p + f"attn_{t}_norm.bias", hd, base=0.0, noise=0.3)
+        m.norm(p + "ffn_norm.weight", d)
+        m.matrix(p + "ffn_up.weight", [d, ff])
+        m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+    m.write()
+
+
 def arcee(path, dtype):
     # llama_model_arcee (AFM-4.5B): llama's attention (NORM RoPE, rope_freqs.weight with factors that
     # bite) with the ungated squared-ReLU MLP (ffn_up, ffn_down, no biases).
@@ -1583,6 +1616,7 @@ WRITERS = {
     "gpt-oss": gpt_oss,
     "minimax-m2": minimax_m2,
     "arcee": arcee,
+    "apertus": apertus,
     "nemotron": nemotron,
     # ALiBi: 8 heads (bloom, refact), 12 (mpt: interleaved slopes, rows of 384 that the K-quants leave
     # to their fallback types), 4 (jais).

@@ -34,7 +34,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${1:-/tmp/specmoe-conformance}"
 TEXT="${2:-}"
 shift $(( $# > 2 ? 2 : $# )) || true
-ARCHS=("${@:-qwen3moe olmoe phi3 gemma2 deepseek2 deepseek2-lite granite granite-norope granitemoe olmo2 olmo3 smollm3 stablelm starcoder2 gemma gptneox phi2 ernie4_5 exaone exaone4 exaone4-32b mistral3 command-r cohere2 internlm2 qwen2vl seed_oss minicpm minicpm-defaults glm4 glm4-mrope hunyuan-dense maincoder qwen3vl qwen3vlmoe deepseek dots1 glm4moe ernie4_5-moe bailingmoe2 hunyuan-moe arcee nemotron starcoder gpt-oss minimax-m2 bloom mpt refact jais falcon falcon40b olmo baichuan baichuan13b dbrx phimoe qwen xverse orion codeshell plamo chatglm exaone-moe lfm2 lfm2moe smallthinker smallthinker-swa qwen35 qwen35-mix qwen35moe granitehybrid granitehybrid-moe mamba2 nemotron_h}")
+ARCHS=("${@:-qwen3moe olmoe phi3 gemma2 deepseek2 deepseek2-lite granite granite-norope granitemoe olmo2 olmo3 smollm3 stablelm starcoder2 gemma gptneox phi2 ernie4_5 exaone exaone4 exaone4-32b mistral3 command-r cohere2 internlm2 qwen2vl seed_oss minicpm minicpm-defaults glm4 glm4-mrope hunyuan-dense maincoder apertus qwen3vl qwen3vlmoe deepseek dots1 glm4moe ernie4_5-moe bailingmoe2 hunyuan-moe arcee nemotron starcoder gpt-oss minimax-m2 bloom mpt refact jais falcon falcon40b olmo baichuan baichuan13b dbrx phimoe qwen xverse orion codeshell plamo chatglm exaone-moe lfm2 lfm2moe smallthinker smallthinker-swa qwen35 qwen35-mix qwen35moe granitehybrid granitehybrid-moe mamba2 nemotron_h}")
 ARCHS=(${ARCHS[*]})
 LLAMA_BIN="${LLAMA_BIN:-$HOME/.cache/specmoe-peer/llama.cpp/build/bin}"
 PYTHON="${PYTHON:-python3}"

@@ -665,8 +665,11 @@ class MlaAttentionCase final : public OpCase {
 // alias the first input) and add_bias (in place, the bias broadcast over the T rows).
 class ElementwiseCase final : public OpCase {
  public:
-  enum class Kind { Swiglu, Gelu, Add, AddBias, Mul, Scale, Softcap, ReluSqr, Clamp, SigmoidMul };
+  enum class Kind { Swiglu, Gelu, Add, AddBias, Mul, Scale, Softcap, ReluSqr, Clamp, SigmoidMul, XIelu };
   static constexpr float kScale = 0.7f, kCap = 5.0f, kClamp = 2.5f;  // clamp: about 1 in 3 of N(0, 9) clipped
+  // xIELU's mapped scalars as Apertus-8B's first layer has them (about: alpha_n, alpha_p near 0.8,
+  // beta 0.5, eps -1e-6): both sides of zero are taken.
+  static constexpr kernels::XIeluParams kXIelu{1.3f, 0.8f, 0.5f, -1e-6f};
   ElementwiseCase(Kind kind, int64_t T, int64_t n, bool alias, Bound bound)
       : OpCase(op_name(kind), std::move(bound)), kind_(kind), T_(T), n_(n), alias_(alias || kind == Kind::AddBias) {}
   std::string shape() const override {
@@ -685,19 +688,22 @@ class ElementwiseCase final : public OpCase {
       case Kind::ReluSqr: b.relu_sqr(a_d_, out_d_, total); break;
       case Kind::Clamp: b.clamp(a_d_, kClamp, out_d_, total); break;
       case Kind::SigmoidMul: b.sigmoid_mul(b_d_, a_d_, out_d_, total); break;  // a * sigmoid(b)
+      case Kind::XIelu: b.xielu(a_d_, out_d_, total, kXIelu); break;
     }
   }
   Outputs result(Backend&, Arena& a) override { return {{"out", a.get(out_d_)}}; }
   double bytes() const override {
     const double total = static_cast<double>(T_) * n_;
     switch (kind_) {
-      case Kind::Gelu: case Kind::Scale: case Kind::Softcap: case Kind::ReluSqr: case Kind::Clamp: return 8.0 * total;
+      case Kind::Gelu: case Kind::Scale: case Kind::Softcap: case Kind::ReluSqr: case Kind::Clamp: case Kind::XIelu:
+        return 8.0 * total;
       case Kind::AddBias: return 8.0 * total + 4.0 * n_;
       default: return 12.0 * total;
     }
   }
   double flops() const override {
-    const bool heavy = kind_ == Kind::Swiglu || kind_ == Kind::Gelu || kind_ == Kind::Softcap || kind_ == Kind::SigmoidMul;
+    const bool heavy = kind_ == Kind::Swiglu || kind_ == Kind::Gelu || kind_ == Kind::Softcap || kind_ == Kind::SigmoidMul ||
+                       kind_ == Kind::XIelu;
     return static_cast<double>(T_) * n_ * (heavy ? 8 : 1);
   }
 
@@ -725,13 +731,14 @@ class ElementwiseCase final : public OpCase {
       case Kind::ReluSqr: cpu::relu_sqr_ref(a_.data(), out.values.data(), total); break;
       case Kind::Clamp: cpu::clamp_ref(a_.data(), kClamp, out.values.data(), total); break;
       case Kind::SigmoidMul: cpu::sigmoid_mul_ref(b_.data(), a_.data(), out.values.data(), total); break;
+      case Kind::XIelu: cpu::xielu_ref(a_.data(), out.values.data(), total, kXIelu); break;
     }
     return {out};
   }
   void do_prepare(Backend&, Arena& a) override {
     a_d_ = alias_ ? a.inout(a_, n_) : a.input(a_, n_);
     const bool unary = kind_ == Kind::Gelu || kind_ == Kind::Scale || kind_ == Kind::Softcap || kind_ == Kind::ReluSqr ||
-                       kind_ == Kind::Clamp;
+                       kind_ == Kind::Clamp || kind_ == Kind::XIelu;
     b_d_ = unary ? nullptr : a.input(b_, n_);
     out_d_ = alias_ ? a_d_ : a.output(a_.size(), n_);
   }
@@ -750,6 +757,7 @@ class ElementwiseCase final : public OpCase {
       case Kind::ReluSqr: return "relu_sqr";
       case Kind::Clamp: return "clamp";
       case Kind::SigmoidMul: return "sigmoid_mul";
+      case Kind::XIelu: return "xielu";
     }
     return "?";
   }

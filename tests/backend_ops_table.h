@@ -36,7 +36,7 @@ inline const std::vector<DType>& all_dtypes() {
 inline const std::vector<std::string>& backend_op_names() {
   static const std::vector<std::string> names = {
       "matmul",   "matmul_multi", "get_rows", "rms_norm", "layer_norm", "rope",        "convert_rows",
-      "attention", "mla_attention", "short_conv", "delta_net", "mamba2", "swiglu", "gelu", "relu_sqr", "clamp", "sigmoid_mul", "scatter_cols", "add",        "add_bias",    "mul",
+      "attention", "mla_attention", "short_conv", "delta_net", "mamba2", "swiglu", "gelu", "relu_sqr", "xielu", "clamp", "sigmoid_mul", "scatter_cols", "add",        "add_bias",    "mul",
       "scale",    "softcap",  "argmax_rows", "distributions", "sample", "draw",  "moe_ffn"};
   return names;
 }
@@ -297,6 +297,10 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
   const Bound exact{0.0, 0.0, "a comparison and a selection: the same bits on every backend"};
   for (E s : {E{1, 7, false}, E{3, 17, false}, E{17, 100, true}, E{1, 4097, false}, E{3, 4097, true}})
     add(new ElementwiseCase(EW::Clamp, s.T, s.n, s.alias, exact));
+  // xIELU (Apertus's MLP): products, and libm's expm1f on the negative side (CUDA's within a few ulp).
+  const Bound xielu_bound{0.0, 1e-10, "cpu: the reference's loop; cuda: expm1f within a few ulp"};
+  for (E s : {E{1, 7, false}, E{3, 17, false}, E{17, 100, true}, E{1, 4097, false}, E{3, 4097, true}})
+    add(new ElementwiseCase(EW::XIelu, s.T, s.n, s.alias, xielu_bound));
 
   // ---- lfm2's short convolution: the sequence's start (nothing cached), trees over a cache, wide
   // rows, 2 to 5 taps.

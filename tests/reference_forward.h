@@ -60,7 +60,7 @@ class ReferenceForward {
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4" ||
                arch_ == "hunyuan-dense" || arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "dots1" ||
                arch_ == "bailingmoe2" || arch_ == "hunyuan-moe" || arch_ == "exaone-moe" || arch_ == "lfm2" || arch_ == "lfm2moe" ||
-               arch_ == "qwen35" || arch_ == "qwen35moe" || arch_ == "maincoder" ||
+               arch_ == "qwen35" || arch_ == "qwen35moe" || arch_ == "maincoder" || arch_ == "apertus" ||
                (arch_ == "glm4moe" && f_->find_tensor("blk.0.attn_q_norm.weight"));
     if (arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "qwen35" || arch_ == "qwen35moe") {
       // Interleaved M-RoPE on text: pair i's section is s = i mod (sum of sections); it rotates by
@@ -108,7 +108,18 @@ class ReferenceForward {
     if (cohere_) logit_mul_ = f_->get_float(a + "logit_scale", 0.0);
     if (logit_mul_ == 0) logit_mul_ = 1;
     relu_sqr_ = arch_ == "arcee" || arch_ == "nemotron";  // down(relu(up x)^2)
-    ungated_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "starcoder2" || arch_ == "gptneox" || phi2_ || relu_sqr_ ||
+    if (arch_ == "apertus") {  // down(xielu(up x)): the file's raw scalars, a value or one per layer
+      auto per_layer = [&](const char* key) {
+        try {
+          return f_->get_float_array(key);
+        } catch (const std::exception&) {
+          return std::vector<double>(static_cast<size_t>(c_.n_layer), f_->get_float(key));
+        }
+      };
+      xielu_an_ = per_layer("xielu.alpha_n"), xielu_ap_ = per_layer("xielu.alpha_p");
+      xielu_beta_ = per_layer("xielu.beta"), xielu_eps_ = per_layer("xielu.eps");
+    }
+    ungated_ = arch_ == "apertus" || arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "starcoder2" || arch_ == "gptneox" || phi2_ || relu_sqr_ ||
                arch_ == "bloom" || arch_ == "mpt" || falcon_ || arch_ == "codeshell";
     if (arch_ == "granite" || arch_ == "granitemoe" || arch_ == "granitehybrid") {
       // Granite's multipliers (0 or absent: none; granitehybrid's logit scale optional too).
@@ -238,7 +249,7 @@ class ReferenceForward {
     orig_ctx_ = static_cast<double>(f_->get_int(a + "rope.scaling.original_context_length", c_.n_ctx_train));
     attn_factor_ = f_->get_float(a + "rope.scaling.attn_factor", 1.0);
     if ((arch_ == "llama" || arch_ == "granite" || arch_ == "granitemoe" || arch_ == "exaone" || arch_ == "exaone4" ||
-         arch_ == "minicpm" || arch_ == "arcee" || arch_ == "exaone-moe") &&
+         arch_ == "minicpm" || arch_ == "arcee" || arch_ == "exaone-moe" || arch_ == "apertus") &&
         f_->find_tensor("rope_freqs.weight"))
       freq_factors_ = tensor("rope_freqs.weight");
     context_ = c_.n_ctx_train;
@@ -813,7 +824,17 @@ class ReferenceForward {
     std::vector<double> f;
     if (ungated_) {
       auto u = linear(h, p + "ffn_up", ff);
-      for (auto& e : u) e = relu_sqr_ ? std::max(e, 0.0) * std::max(e, 0.0) : gelu(e);
+      if (!xielu_an_.empty()) {
+        // xIELU (Huang et al. 2025) with softplus-mapped alphas: alpha_p x^2 + beta x above 0,
+        // (expm1(min(x, eps)) - x) (beta + softplus(a_n)) + beta x below.
+        const size_t l = static_cast<size_t>(std::stoi(p.substr(4)));
+        auto softplus = [](double v) { return std::log1p(std::exp(v)); };
+        const double ap = softplus(xielu_ap_[l]), beta = xielu_beta_[l], an = beta + softplus(xielu_an_[l]);
+        for (auto& e : u)
+          e = e > 0 ? ap * e * e + beta * e : (std::expm1(std::min(e, xielu_eps_[l])) - e) * an + beta * e;
+      } else {
+        for (auto& e : u) e = relu_sqr_ ? std::max(e, 0.0) * std::max(e, 0.0) : gelu(e);
+      }
       f = linear(u, p + "ffn_down", d);
     } else {
       std::vector<double> g, u;
@@ -839,6 +860,7 @@ class ReferenceForward {
   bool gpt_oss_ = false;
   bool gemma1_ = false, post_only_ = false, layer_norm_ = false, phi2_ = false, parallel_ = false, ungated_ = false,
        relu_sqr_ = false;
+  std::vector<double> xielu_an_, xielu_ap_, xielu_beta_, xielu_eps_;  // apertus: per layer, as read
   double embd_mul_ = 1, residual_mul_ = 1, logit_div_ = 1;  // granite
   int no_rope_step_ = 0;
   bool olmo3_ = false, nope_global_ = false, cohere_ = false;

@@ -92,6 +92,17 @@ void relu_sqr(ThreadPool& pool, const float* x, float* y, int64_t n) {
   pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) { relu_sqr_ref(x + b, y + b, e - b); });
 }
 
+void xielu_ref(const float* x, float* y, int64_t n, const XIeluParams& p) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = v > 0.0f ? p.alpha_p * v * v + p.beta * v : (std::expm1(std::fmin(v, p.eps)) - v) * p.alpha_n + p.beta * v;
+  }
+}
+
+void xielu(ThreadPool& pool, const float* x, float* y, int64_t n, const XIeluParams& p) {
+  pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) { xielu_ref(x + b, y + b, e - b, p); });
+}
+
 void clamp_ref(const float* x, float limit, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] < -limit ? -limit : (x[i] > limit ? limit : x[i]);
 }

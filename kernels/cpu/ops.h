@@ -255,6 +255,10 @@ void gelu(ThreadPool& pool, const float* x, float* y, int64_t n);
 // compiler vectorises it, and the bits are the same on every backend).
 void relu_sqr_ref(const float* x, float* y, int64_t n);
 void relu_sqr(ThreadPool& pool, const float* x, float* y, int64_t n);
+// y = xIELU(x) with `p` (kernels/op_params.h XIeluParams; Apertus's MLP); y may alias x. The op is
+// the reference's loop on the pool's threads (libm's expm1f for the negative side).
+void xielu_ref(const float* x, float* y, int64_t n, const XIeluParams& p);
+void xielu(ThreadPool& pool, const float* x, float* y, int64_t n, const XIeluParams& p);
 // y[i] = min(max(x[i], -limit), limit) (mpt's clamp of q, k and v, as ggml_clamp); y may alias x.
 // The op is the reference's loop on the pool's threads.
 void clamp_ref(const float* x, float limit, float* y, int64_t n);

@@ -52,6 +52,12 @@ __global__ void relu_sqr_kernel(const float* x, float* y, int64_t n) {
     y[i] = r * r;
   }
 }
+__global__ void xielu_kernel(const float* x, float* y, int64_t n, XIeluParams p) {
+  SPECMOE_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    y[i] = v > 0.0f ? p.alpha_p * v * v + p.beta * v : (expm1f(fminf(v, p.eps)) - v) * p.alpha_n + p.beta * v;
+  }
+}
 __global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
   SPECMOE_GRID_STRIDE(i, n) y[i] = a[i] + b[i];
 }
@@ -111,6 +117,15 @@ void relu_sqr(Context& ctx, const float* x, float* y, int64_t n) {
   DeviceGuard guard(ctx.device());
   detail::relu_sqr_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0,
                             detail::stream_of(ctx)>>>(x, y, n);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void xielu(Context& ctx, const float* x, float* y, int64_t n, const XIeluParams& p) {
+  detail::check_elementwise("xielu", n, {x, y});
+  if (n == 0) return;
+  DeviceGuard guard(ctx.device());
+  detail::xielu_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0, detail::stream_of(ctx)>>>(
+      x, y, n, p);
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 

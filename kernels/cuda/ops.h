@@ -142,6 +142,8 @@ void reglu(Context& ctx, const float* gate, const float* up, float* out, int64_t
 void gelu(Context& ctx, const float* x, float* y, int64_t n);
 // y = max(x, 0)^2; y may alias x.
 void relu_sqr(Context& ctx, const float* x, float* y, int64_t n);
+// y = xIELU(x) with `p` (kernels/op_params.h); y may alias x.
+void xielu(Context& ctx, const float* x, float* y, int64_t n, const XIeluParams& p);
 // y = min(max(x, -limit), limit); y may alias x.
 void clamp(Context& ctx, const float* x, float limit, float* y, int64_t n);
 // lfm2's short causal convolution over a convolution layer's cache rows (kernels/cpu/ops.h

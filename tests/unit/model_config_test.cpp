@@ -383,7 +383,7 @@ TEST(ModelConfig, UnknownArchitecture) {
                      "qwen2vl, seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, "
                      "ernie4_5-moe, bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, "
                      "minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, "
-                     "plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder)");
+                     "plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus)");
   }
 }
 
@@ -676,6 +676,25 @@ TEST(ModelConfig, GraniteOlmo2Smollm3StableLmStarcoder2GemmaGptNeoxPhi2) {
     EXPECT_NEAR(c.rope_freq_base, 1e8, 1e8 * 1e-6);  // 10000 x 1000^(8 / 6), in float as llama.cpp
     w.set_i32_array("hunyuan-dense.rope.dimension_sections", {1, 1, 1, 1});
     expect_error(w, ErrorKind::Unsupported, "hunyuan-dense with M-RoPE sections");
+  }
+  {
+    // apertus: xIELU's four scalars are required, one value or one per layer, finite; LongRoPE refused.
+    GGUFWriter w = base("apertus");
+    expect_error(w, ErrorKind::Format, "metadata key 'xielu.alpha_n' is missing");
+    w.set_f32("xielu.alpha_n", 0.8f);
+    w.set_f32_array("xielu.alpha_p", std::vector<float>(size_t{3}, 0.9f));
+    w.set_f32("xielu.beta", 0.5f);
+    w.set_f32("xielu.eps", -1e-6f);
+    const ModelConfig c = load(w).cfg;
+    EXPECT_EQ(c.ffn_act, FfnActivation::XIelu);
+    EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
+    ASSERT_EQ(c.xielu.size(), size_t{3});
+    EXPECT_FLOAT_EQ(c.xielu.back().alpha_n, 0.5f + std::log(1.0f + std::exp(0.8f)));
+    w.set_f32_array("xielu.alpha_p", {0.9f});
+    expect_error(w, ErrorKind::Format, "xielu.alpha_p: 1 values for");
+    w.set_f32_array("xielu.alpha_p", std::vector<float>(size_t{3}, 0.9f));
+    w.set_f32("xielu.beta", std::numeric_limits<float>::infinity());
+    expect_error(w, ErrorKind::Format, "xielu.beta: value inf out of range");
   }
   {
     // qwen3vl: the interleaved M-RoPE sections are required and bounded by the rotated dims.

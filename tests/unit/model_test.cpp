@@ -1050,6 +1050,31 @@ TEST(Architectures, MaincoderQkNormAfterAdjacentRopeMatchesReference) {
   }
 }
 
+TEST(Architectures, ApertusXieluMatchesReference) {
+  // QK-norm before split-halves RoPE (the norms' biases in the file, unused as in llama.cpp's
+  // graph), an ungated xIELU MLP with per-layer scalars (alpha_n and alpha_p per layer, beta and eps
+  // one value), a separate head.
+  check_against_reference(synth_spec("apertus-tiny"), "arch_apertus.gguf");
+  auto m = Model::load(scratch("arch_apertus.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.ffn_act, FfnActivation::XIelu);
+  ASSERT_EQ(c.xielu.size(), 4u);
+  // Layer 1: alpha_n 0.75, alpha_p 0.9, beta 0.5, mapped as ggml_xielu maps them.
+  EXPECT_FLOAT_EQ(c.xielu[1].alpha_n, 0.5f + std::log(1.0f + std::exp(0.75f)));
+  EXPECT_FLOAT_EQ(c.xielu[1].alpha_p, std::log(1.0f + std::exp(0.9f)));
+  EXPECT_FLOAT_EQ(c.xielu[1].beta, 0.5f);
+  EXPECT_FLOAT_EQ(c.xielu[1].eps, -1e-6f);
+  // The scalars matter to these logits; the norms' biases do not.
+  GgufEdit no_bias;
+  no_bias.drop_tensor = "blk.0.attn_q_norm.bias";
+  copy_gguf(scratch("arch_apertus.gguf"), scratch("arch_apertus_nobias.gguf"), no_bias);
+  EXPECT_EQ(logit_change(scratch("arch_apertus.gguf"), scratch("arch_apertus_nobias.gguf")), 0.0);
+  GgufEdit other_beta;
+  other_beta.set_f32 = {{"xielu.beta", 0.3f}};
+  copy_gguf(scratch("arch_apertus.gguf"), scratch("arch_apertus_beta.gguf"), other_beta);
+  EXPECT_GT(logit_change(scratch("arch_apertus.gguf"), scratch("arch_apertus_beta.gguf")), 0.01);
+}
+
 TEST(Architectures, Qwen3VlInterleavedMropeMatchesReference) {
   // qwen3's block with interleaved M-RoPE sections [6, 4, 4, 0] over 16 pairs: pair 13 falls in the
   // fourth section, where text positions are 0, and keeps its values.
