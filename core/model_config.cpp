@@ -197,7 +197,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"granitehybrid", Arch::GraniteHybrid, RopeStyle::Adjacent}, {"mamba2", Arch::Mamba2, RopeStyle::None},
       {"nemotron_h", Arch::NemotronH, RopeStyle::None},      {"eagle3", Arch::Eagle3, RopeStyle::Adjacent},
       {"dflash", Arch::DFlash, RopeStyle::SplitHalves},      {"maincoder", Arch::Maincoder, RopeStyle::Adjacent},
-      {"apertus", Arch::Apertus, RopeStyle::SplitHalves},
+      {"apertus", Arch::Apertus, RopeStyle::SplitHalves},    {"qwen3next", Arch::Qwen3Next, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -209,7 +209,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -217,7 +217,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
               c.arch == Arch::HunyuanDense || c.arch == Arch::Qwen3Vl || c.arch == Arch::Qwen3VlMoe ||
               c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::HunyuanMoe || c.arch == Arch::ExaoneMoe ||
               c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe || c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe ||
-              c.arch == Arch::DFlash || c.arch == Arch::Maincoder || c.arch == Arch::Apertus;
+              c.arch == Arch::DFlash || c.arch == Arch::Maincoder || c.arch == Arch::Apertus ||
+              c.arch == Arch::Qwen3Next;
   // glm4moe: per-head QK-norm where the file has it (GLM-4.5 355B; llama.cpp binds it optionally).
   if (c.arch == Arch::Glm4Moe) c.qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   c.qk_norm_after_rope = c.arch == Arch::HunyuanDense || c.arch == Arch::HunyuanMoe || c.arch == Arch::Maincoder;
@@ -394,7 +395,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.arch == Arch::ExaoneMoe) detail::read_exaone_moe(r, c);
   if (c.arch == Arch::Lfm2) detail::read_lfm2_windows(r, c);
   if (c.arch == Arch::SmallThinker) detail::read_smallthinker(r, c);
-  if (c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe) detail::read_qwen35(r, c);
+  if (c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next) detail::read_qwen35(r, c);
   if (c.arch == Arch::Eagle3) detail::read_eagle3(r, c);
   if (c.arch == Arch::DFlash) detail::read_dflash(r, c);
   if (c.arch == Arch::HunyuanDense) {

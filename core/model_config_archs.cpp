@@ -567,7 +567,8 @@ void read_experts(const Reader& r, ModelConfig& c) {
       c.n_ff_expert = r.get("expert_feed_forward_length", per_token);
       break;
     case Arch::Qwen35Moe:
-      // Qwen3.5-MoE: experts in every layer and qwen2moe's shared expert under its sigmoid gate
+    case Arch::Qwen3Next:
+      // Qwen3.5-MoE and Qwen3-Next: experts in every layer and qwen2moe's shared expert under its sigmoid gate
       // (required, as llama.cpp binds them); softmax, renormalised, unscaled (fixed by its graph).
       c.n_ff_expert = r.get("expert_feed_forward_length", per_token);
       c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", c.n_ff);
@@ -644,7 +645,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   // dbrx and phimoe: softmax, renormalised, unscaled (their loaders read none of the router keys).
   const bool fixed_softmax = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe ||
                              c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss || c.arch == Arch::Dbrx ||
-                             c.arch == Arch::PhiMoe || c.arch == Arch::Qwen35Moe || c.arch == Arch::GraniteHybrid;
+                             c.arch == Arch::PhiMoe || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::GraniteHybrid;
   const bool raw = c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
                    c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 ||
                    c.arch == Arch::ExaoneMoe;
@@ -652,7 +653,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   if (c.arch == Arch::Deepseek) c.expert_weights_norm = false;
   if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss ||
       c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx || c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe ||
-      c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::GraniteHybrid)
+      c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::GraniteHybrid)
     c.expert_weights_norm = true;
   const bool gating_required =
       c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::MinimaxM2 || c.arch == Arch::ExaoneMoe ||
@@ -672,7 +673,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool never_scaled = c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe ||
                             c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
                             c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe || c.arch == Arch::SmallThinker ||
-                            c.arch == Arch::Qwen35Moe || c.arch == Arch::GraniteHybrid;
+                            c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::GraniteHybrid;
   c.expert_weights_scale = never_scaled ? 0.0f : r.get_float("expert_weights_scale", 0.0f);
   if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp: 0 = no scaling
   c.n_expert_group = std::max(1, r.get("expert_group_count", 1));
@@ -685,7 +686,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool needs_experts = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
                              c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
                              c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
-                             c.arch == Arch::PhiMoe || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe ||
+                             c.arch == Arch::PhiMoe || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next ||
                              (deepseek_style && !lead_only);
   const bool may_have_experts = needs_experts || c.arch == Arch::Llama || c.arch == Arch::GraniteHybrid || deepseek_style;
   if (needs_experts && c.n_expert == 0)

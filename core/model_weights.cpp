@@ -237,7 +237,7 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
   w.gate_exps = b.stacked(p + "ffn_gate_exps.weight", d, ff, E);
   w.up_exps = b.stacked(p + "ffn_up_exps.weight", d, ff, E);
   w.down_exps = b.stacked(p + "ffn_down_exps.weight", ff, d, E);
-  const bool gated_shared = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen35Moe;  // sigmoid(w . x) times it
+  const bool gated_shared = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next;  // sigmoid(w . x) times it
   if (!gated_shared && c.n_ff_shared_expert > 0) {
     // The ungated shared experts (weight 1): deepseek's, deepseek2's, dots1's, glm4moe's and
     // bailingmoe2's expert_shared_count experts as one SwiGLU, Granite MoE Shared's and
@@ -269,7 +269,8 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
   const bool binds_bias = c.arch == Arch::Deepseek2 || c.arch == Arch::Dots1 || c.arch == Arch::Ernie45Moe ||
                           c.arch == Arch::BailingMoe2 || c.arch == Arch::Glm4Moe || c.arch == Arch::ExaoneMoe;
   const bool no_bias = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
-                       c.arch == Arch::GptOss || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe;
+                       c.arch == Arch::GptOss || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe ||
+                       c.arch == Arch::Qwen3Next;
   if (c.arch == Arch::SmallThinker) w.act = moe::MoEActivation::ReGLU;  // relu(gate x) * up x
   if (c.arch == Arch::GptOss) {
     // gpt-oss: biases of the router logits and of every expert's gate, up and down rows (2-D
@@ -564,7 +565,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       // seed_oss names its FFN's pre-norm post_attention_norm (llama.cpp's attn_post_norm).
       // seed_oss and glm4moe name it so too.
       const bool post_named = c.arch == Arch::SeedOss || c.arch == Arch::Glm4Moe || c.arch == Arch::GptOss ||
-                              c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe;
+                              c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next;
       // dbrx names it attn_output_norm.
       if (!c.has_mixer(l))  // nemotron_h's MLP layers: their one norm is attn_norm
         L.ffn_norm = L.attn_norm;
@@ -610,13 +611,25 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       L.ssm_a = values(p + "ssm_a", {1, nh}, nh);
       L.ssm_d = values(p + "ssm_d", {1, nh}, nh);
       L.ssm_norm = values(p + "ssm_norm.weight", {di / ng, ng}, di);
-    } else if (c.is_recurrent_layer(l)) {  // qwen35: the gated DeltaNet in place of attention
+    } else if (c.is_recurrent_layer(l)) {  // qwen35, qwen3next: the gated DeltaNet in place of attention
       const int64_t key_dim = static_cast<int64_t>(c.ssm_n_group) * c.ssm_d_state, value_dim = c.ssm_d_inner;
       const int64_t conv_dim = 2 * key_dim + value_dim;
-      L.ssm_qkv = b.matrix(p + "attn_qkv.weight", c.n_embd, conv_dim);
-      L.ssm_gate = b.matrix(p + "attn_gate.weight", c.n_embd, value_dim);
-      L.ssm_alpha = b.matrix(p + "ssm_alpha.weight", c.n_embd, c.ssm_dt_rank);
-      L.ssm_beta = b.matrix(p + "ssm_beta.weight", c.n_embd, c.ssm_dt_rank);
+      if (c.arch == Arch::Qwen3Next) {
+        // attn_qkv and attn_gate as qwen35's, or the older converters' ssm_in ([q | k | v | z] per
+        // query/key head); beta and alpha in one ssm_ba ([beta | alpha] per query/key head).
+        if (b.has(p + "attn_qkv.weight") || !b.has(p + "ssm_in.weight")) {
+          L.ssm_qkv = b.matrix(p + "attn_qkv.weight", c.n_embd, conv_dim);
+          L.ssm_gate = b.matrix(p + "attn_gate.weight", c.n_embd, value_dim);
+        } else {
+          L.ssm_in = b.matrix(p + "ssm_in.weight", c.n_embd, conv_dim + value_dim);
+        }
+        L.ssm_ba = b.matrix(p + "ssm_ba.weight", c.n_embd, 2 * static_cast<int64_t>(c.ssm_dt_rank));
+      } else {
+        L.ssm_qkv = b.matrix(p + "attn_qkv.weight", c.n_embd, conv_dim);
+        L.ssm_gate = b.matrix(p + "attn_gate.weight", c.n_embd, value_dim);
+        L.ssm_alpha = b.matrix(p + "ssm_alpha.weight", c.n_embd, c.ssm_dt_rank);
+        L.ssm_beta = b.matrix(p + "ssm_beta.weight", c.n_embd, c.ssm_dt_rank);
+      }
       L.ssm_out = b.matrix(p + "ssm_out.weight", value_dim, c.n_embd);
       floats.push_back(b.values(p + "ssm_conv1d.weight", {c.ssm_d_conv, conv_dim}));
       L.ssm_conv = {floats.back().data(), conv_dim * c.ssm_d_conv};
@@ -753,7 +766,7 @@ size_t ModelWeights::bytes_per_token() const {
     total += L.wq.bytes() + L.wk.bytes() + L.wv.bytes() + L.wqkv.bytes() + L.wo.bytes();
     total += L.wq_a.bytes() + L.wq_b.bytes() + L.wkv_a_mqa.bytes() + L.wk_b.bytes() + L.wv_b.bytes();
     total += L.conv_in.bytes() + L.conv_out.bytes();
-    total += L.ssm_qkv.bytes() + L.ssm_gate.bytes() + L.ssm_alpha.bytes() + L.ssm_beta.bytes() + L.ssm_out.bytes() +
+    total += L.ssm_qkv.bytes() + L.ssm_gate.bytes() + L.ssm_alpha.bytes() + L.ssm_beta.bytes() + L.ssm_ba.bytes() + L.ssm_out.bytes() +
              L.ssm_in.bytes();
     if (L.is_moe()) {
       const moe::MoEWeights& m = L.moe.weights;
@@ -796,7 +809,7 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
     for (MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &e.gate_inp,
                           &e.gate_exps, &e.up_exps, &e.down_exps, &e.gate_shexp, &e.up_shexp, &e.down_shexp,
                           &e.gate_inp_shexp, &L.wq_a, &L.wq_b, &L.wkv_a_mqa, &L.wk_b, &L.wv_b, &L.conv_in, &L.conv_out,
-                          &L.ssm_qkv, &L.ssm_gate, &L.ssm_alpha, &L.ssm_beta, &L.ssm_out, &L.ssm_in})
+                          &L.ssm_qkv, &L.ssm_gate, &L.ssm_alpha, &L.ssm_beta, &L.ssm_ba, &L.ssm_out, &L.ssm_in})
       m(*v);
   };
   for (LayerWeights& L : w.layers) layer(L);

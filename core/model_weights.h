@@ -89,6 +89,10 @@ struct LayerWeights {
   // alpha = ssm_alpha xn, beta = ssm_beta xn (-> n_v_heads); ssm_conv1d [conv_dim, d_conv],
   // ssm_dt.bias and ssm_a [n_v_heads]; out = ssm_out (rmsnorm_heads(o; ssm_norm) * silu(z)).
   MatrixView ssm_qkv, ssm_gate, ssm_alpha, ssm_beta, ssm_out;
+  // qwen3next: [beta | alpha] of each query/key head's n_v / n_k value heads in one ssm_ba (n_embd
+  // -> 2 n_v_heads); files of older converters carry ssm_in ([q | k | v | z] per query/key head) in
+  // place of attn_qkv and attn_gate.
+  MatrixView ssm_ba;
   VectorView ssm_conv, ssm_dt, ssm_a, ssm_norm;
   // granitehybrid's Mamba-2 mixer (kernels/op_params.h Mamba2Params): [z | xBC | dt] = ssm_in xn
   // (n_embd -> in_proj), ssm_conv1d [conv_dim, d_conv] with its optional bias ssm_conv_b, ssm_dt

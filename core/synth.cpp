@@ -66,14 +66,14 @@ void check_spec(const SynthSpec& s) {
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
                    "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid", "mamba2", "nemotron_h",
-                   "maincoder", "apertus"}))
+                   "maincoder", "apertus", "qwen3next"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -102,10 +102,12 @@ void check_spec(const SynthSpec& s) {
     throw_error(ErrorKind::InvalidArgument, "synth: nemotron_h's layer pattern '{}' needs one of M, * or - per layer ({})",
                 s.layer_pattern, s.n_layer);
   if ((!s.recurrent_layers.empty() || s.full_attention_interval > 0) &&
-      (!is_arch(s, {"qwen35", "qwen35moe", "granitehybrid"}) || (!s.recurrent_layers.empty() && s.recurrent_layers.size() != static_cast<size_t>(s.n_layer))))
+      (!is_arch(s, {"qwen35", "qwen35moe", "qwen3next", "granitehybrid"}) || (!s.recurrent_layers.empty() && s.recurrent_layers.size() != static_cast<size_t>(s.n_layer))))
     throw_error(ErrorKind::InvalidArgument, "synth: gated DeltaNet layers are qwen35's, one flag per layer ({} for {} layers)",
                 s.recurrent_layers.size(), s.n_layer);
-  if (is_arch(s, {"qwen35", "qwen35moe"}) && (s.ssm_d_conv < 2 || s.ssm_d_state < 1 || s.ssm_n_group < 1 || s.ssm_dt_rank % s.ssm_n_group != 0))
+  if (s.ssm_in_legacy && s.arch != "qwen3next")
+    throw_error(ErrorKind::InvalidArgument, "synth: ssm_in in place of attn_qkv and attn_gate is qwen3next's, not {}'s", s.arch);
+  if (is_arch(s, {"qwen35", "qwen35moe", "qwen3next"}) && (s.ssm_d_conv < 2 || s.ssm_d_state < 1 || s.ssm_n_group < 1 || s.ssm_dt_rank % s.ssm_n_group != 0))
     throw_error(ErrorKind::InvalidArgument, "synth: qwen35's conv kernel {}, state {}, {} key heads and {} value heads",
                 s.ssm_d_conv, s.ssm_d_state, s.ssm_n_group, s.ssm_dt_rank);
   if (s.n_nextn < 0 || (s.n_nextn > 0 && (!is_arch(s, {"deepseek2", "glm4moe", "qwen35", "qwen35moe"}) || s.keep_layers >= 0)) ||
@@ -138,7 +140,7 @@ void check_spec(const SynthSpec& s) {
                 "dense lead layers and shared expert counts the DeepSeek-style MoE architectures', not {}'s", s.arch);
   if (s.moe_layer_step != 1 && s.arch != "ernie4_5-moe")
     throw_error(ErrorKind::InvalidArgument, "synth: an MoE layer step is ernie4_5-moe's, not {}'s", s.arch);
-  const bool experts_ok = is_arch(s, {"qwen2moe", "qwen35moe"})  ? s.n_expert > 0 && s.n_ff_shared > 0
+  const bool experts_ok = is_arch(s, {"qwen2moe", "qwen35moe", "qwen3next"})  ? s.n_expert > 0 && s.n_ff_shared > 0
                           : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe", "gpt-oss", "minimax-m2", "dbrx", "phimoe",
                                         "smallthinker"})
                               ? s.n_expert > 0 && s.n_ff_shared == 0
@@ -428,8 +430,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool gpt2 = a == "gpt2" || a == "starcoder", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
   const bool qk_norm =
       is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe", "dots1", "bailingmoe2",
-                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe", "maincoder", "apertus"});
-  const bool qwen35 = a == "qwen35" || a == "qwen35moe";
+                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe", "maincoder", "apertus", "qwen3next"});
+  // qwen3next: qwen35moe's layers with plain split-halves RoPE and ssm_ba (or the older ssm_in)
+  const bool qwen3next = a == "qwen3next";
+  const bool qwen35 = a == "qwen35" || a == "qwen35moe" || qwen3next;
   const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
   const bool ds_moe =
@@ -484,7 +488,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   w.set_u32(a + ".block_count", n_write + s.n_nextn);
   if (s.n_nextn > 0) w.set_u32(a + ".nextn_predict_layers", s.n_nextn);
   // qwen35moe: qwen2moe's shared expert under its sigmoid gate
-  const bool moe = s.n_expert > 0, qwen2moe = a == "qwen2moe" || a == "qwen35moe";
+  const bool moe = s.n_expert > 0, qwen2moe = a == "qwen2moe" || a == "qwen35moe" || qwen3next;
   const bool expert_width_key =
       qwen2moe || a == "qwen3moe" || a == "qwen3vlmoe" || ds_moe || a == "gpt-oss" || a == "smallthinker";
   // llama (Mixtral), olmoe: feed_forward_length is the expert width. qwen2moe, qwen3moe: expert
@@ -598,7 +602,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         w.set_value(a + ".attention.recurrent_layers", flags);
       }
     }
-    if (a == "qwen3vl" || a == "qwen3vlmoe" || qwen35) {  // interleaved M-RoPE as Qwen3-VL's [24, 20, 20, 0]: some pairs still for text
+    if (a == "qwen3vl" || a == "qwen3vlmoe" || (qwen35 && !qwen3next)) {  // interleaved M-RoPE as Qwen3-VL's [24, 20, 20, 0]: some pairs still for text
       const int pairs = rope_dims / 2, t = pairs * 3 / 8, hw = pairs / 4;
       w.set_i32_array(a + ".rope.dimension_sections", {t, hw, hw, 0});
     }
@@ -855,10 +859,18 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       // A_log in [-1, 0.5] and dt_bias around 0.5 decay the state by exp(-0.1 .. -3) per token.
       const int64_t key_dim = static_cast<int64_t>(s.ssm_n_group) * s.ssm_d_state;
       const int64_t value_dim = static_cast<int64_t>(s.ssm_dt_rank) * s.ssm_d_state, conv_dim = 2 * key_dim + value_dim;
-      matrix(p + "attn_qkv.weight", s.n_embd, conv_dim, 1.0f);
-      matrix(p + "attn_gate.weight", s.n_embd, value_dim, 1.0f);
-      matrix(p + "ssm_alpha.weight", s.n_embd, s.ssm_dt_rank, 1.0f);
-      matrix(p + "ssm_beta.weight", s.n_embd, s.ssm_dt_rank, 1.0f);
+      if (s.ssm_in_legacy) {
+        matrix(p + "ssm_in.weight", s.n_embd, conv_dim + value_dim, 1.0f);  // [q | k | v | z] per query/key head
+      } else {
+        matrix(p + "attn_qkv.weight", s.n_embd, conv_dim, 1.0f);
+        matrix(p + "attn_gate.weight", s.n_embd, value_dim, 1.0f);
+      }
+      if (qwen3next) {
+        matrix(p + "ssm_ba.weight", s.n_embd, 2 * static_cast<int64_t>(s.ssm_dt_rank), 1.0f);  // [beta | alpha] per q/k head
+      } else {
+        matrix(p + "ssm_alpha.weight", s.n_embd, s.ssm_dt_rank, 1.0f);
+        matrix(p + "ssm_beta.weight", s.n_embd, s.ssm_dt_rank, 1.0f);
+      }
       w.add_tensor_f32(p + "ssm_conv1d.weight", DType::F32, {s.ssm_d_conv, conv_dim},
                        random_values(seed, p + "ssm_conv1d.weight", static_cast<size_t>(s.ssm_d_conv * conv_dim), 0.6f));
       vec(p + "ssm_dt.bias", s.ssm_dt_rank, 0.5f, 0.5f);

@@ -720,6 +720,22 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "qwen3next-tiny" || preset == "qwen3next-legacy-tiny") {
+    // qwen3next (Qwen3-Next) in llama.cpp's layout: qwen35moe-tiny's layers with split-halves RoPE
+    // on 8 of 32 dims (no M-RoPE), 6 value heads on 2 query/key heads (value heads 3g .. 3g + 2
+    // read query/key head g), beta and alpha in one ssm_ba; -legacy: the older converters' ssm_in.
+    s.arch = "qwen3next";
+    qwen35_attention(s);
+    s.rope_dims = 8;
+    s.ssm_dt_rank = 6;
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.n_ff_shared = 64;
+    s.ssm_in_legacy = preset == "qwen3next-legacy-tiny";
+    s.name = preset;
+    return s;
+  }
   if (preset == "smallthinker-tiny" || preset == "smallthinker-swa-tiny") {
     // smallthinker (SmallThinker) in llama.cpp's layout, F32, 4 layers, dim 64: llama's attention with
     // split-halves RoPE, 8 experts of width 32 top-2 in every layer, the router reading the layer's
@@ -1025,6 +1041,9 @@ std::vector<std::string> synth_presets() {
       "glm4-tiny: glm4, F32, 4 layers, dim 64, pre- and post-norms, q/k/v biases, fused gate-up, RoPE on 8 of 16 dims",
       "hunyuan-dense-tiny: hunyuan-dense, F32, 4 layers, dim 64, QK-norm per head after RoPE, tied head",
       "maincoder-tiny: maincoder, F32, 4 layers, dim 64, adjacent-pair RoPE, QK-norm per head after RoPE",
+      "qwen3next-tiny: qwen3next, qwen35moe-tiny's layers with plain RoPE on 8 of 32 dims, 6 value heads "
+      "interleaved on 2 query/key heads, ssm_ba",
+      "qwen3next-legacy-tiny: qwen3next-tiny with the older converters' ssm_in",
       "apertus-tiny: apertus, F32, 4 layers, dim 64, QK-norm (its unused biases), ungated xIELU MLP with per-layer scalars",
       "qwen3vl-tiny: qwen3vl (Qwen3-VL's text model), qwen3-tiny with interleaved M-RoPE sections 6/4/4/0 (pair 13 "
       "still)",

@@ -53,6 +53,8 @@ enum Slot : size_t {
   kDnAlpha, // [T, n_v_heads]
   kDnBeta,  // [T, n_v_heads]
   kDnOut,   // [T, value_dim] the recurrence's output, then normed and gated
+  kDnBa,    // [T, 2 n_v_heads] qwen3next's ssm_ba output
+  kDnQkvz,  // [T, conv_dim + value_dim] qwen3next's ssm_in output (older files)
   kQGate,   // [T, 2 q_dim] attn_q's [q_h | g_h] per head
   kGate,    // [T, q_dim] the attention's output gate
   // granitehybrid's Mamba-2 mixer:
@@ -79,6 +81,7 @@ Transformer::Transformer(std::shared_ptr<Backend> backend, const ModelConfig& co
   dn_.head_dim = c_.ssm_d_state;
   dn_.d_conv = c_.ssm_d_conv;
   dn_.eps = c_.norm_eps;
+  dn_.kv_interleaved = c_.arch == Arch::Qwen3Next;  // its value heads g r .. g r + r - 1 read q/k head g
   if (c_.recurrent_mixer == RecurrentMixer::Mamba2 && has_recurrent_layers_) {
     m2_.n_head = c_.ssm_dt_rank;
     m2_.head_dim = c_.ssm_d_inner / c_.ssm_dt_rank;
@@ -424,9 +427,41 @@ void Transformer::delta_net_block(int l, int64_t T, const int32_t* slots, KVCach
   float* z = buf(kDnZ, T * V);
   float* alpha = buf(kDnAlpha, T * H);
   float* beta = buf(kDnBeta, T * H);
-  const MatrixView w4[4] = {L.ssm_qkv, L.ssm_gate, L.ssm_alpha, L.ssm_beta};
-  float* const y4[4] = {qkv, z, alpha, beta};
-  be_->matmul_multi(xn, T, w4, y4);
+  if (!L.ssm_ba.empty()) {
+    // qwen3next: ssm_ba gives [beta | alpha] of each query/key head's r = n_v / n_k value heads,
+    // which go apart into beta and alpha (value head g r + j at g r + j).
+    const int64_t G = dn_.n_k_heads, r = H / G, K = dn_.key_dim();
+    float* ba = buf(kDnBa, T * 2 * H);
+    if (!L.ssm_in.empty()) {
+      // An older converter's ssm_in: [q (S) | k (S) | v (r S) | z (r S)] per query/key head.
+      const int64_t S = dn_.head_dim, per = 2 * S + 2 * r * S;
+      float* qkvz = buf(kDnQkvz, T * G * per);
+      const MatrixView w2[2] = {L.ssm_in, L.ssm_ba};
+      float* const y2[2] = {qkvz, ba};
+      be_->matmul_multi(xn, T, w2, y2);
+      const size_t f = sizeof(float);
+      // Rows of T * G pieces: (token t, head g) at qkvz + (t G + g) per, into its place in [q | k | v] and z.
+      for (int64_t t = 0; t < T; ++t) {
+        float* row = qkv + t * C;
+        const float* src = qkvz + t * G * per;
+        be_->copy_rows(row, S * f, src, per * f, S * f, G);                      // q
+        be_->copy_rows(row + K, S * f, src + S, per * f, S * f, G);              // k
+        be_->copy_rows(row + 2 * K, r * S * f, src + 2 * S, per * f, r * S * f, G);  // v
+        be_->copy_rows(z + t * V, r * S * f, src + 2 * S + r * S, per * f, r * S * f, G);
+      }
+    } else {
+      const MatrixView w3[3] = {L.ssm_qkv, L.ssm_gate, L.ssm_ba};
+      float* const y3[3] = {qkv, z, ba};
+      be_->matmul_multi(xn, T, w3, y3);
+    }
+    const size_t f = sizeof(float);
+    be_->copy_rows(beta, r * f, ba, 2 * r * f, r * f, T * G);
+    be_->copy_rows(alpha, r * f, ba + r, 2 * r * f, r * f, T * G);
+  } else {
+    const MatrixView w4[4] = {L.ssm_qkv, L.ssm_gate, L.ssm_alpha, L.ssm_beta};
+    float* const y4[4] = {qkv, z, alpha, beta};
+    be_->matmul_multi(xn, T, w4, y4);
+  }
   float* o = buf(kDnOut, T * V);
   be_->delta_net(qkv, alpha, beta, L.ssm_conv.data, L.ssm_dt.data, L.ssm_a.data, kv.state_data(l), slots, T, dn_, o);
   be_->rms_norm(o, L.ssm_norm.data, o, T * H, dn_.head_dim, c_.norm_eps);

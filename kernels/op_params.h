@@ -149,7 +149,8 @@ struct MlaKVView {
 // qkv = [q | k | v] (the pre-convolution mix, conv_dim() floats), alpha and beta (n_v_heads each):
 //   y = silu(causal depthwise conv of qkv over the token's last d_conv rows on its path)
 //   q, k = y's first two parts, each head L2-normalised (x / sqrt(sum x^2 + eps)); v = y's last part
-//   per value head h (query/key head h % n_k_heads, as ggml repeats them):
+//   per value head h (query/key head h % n_k_heads, as ggml repeats them for qwen35; h / (n_v_heads /
+//   n_k_heads) with kv_interleaved, Qwen3-Next's repeat-interleave):
 //     M = M_parent * exp(softplus(alpha_h + dt_bias_h) * a_h)          (a = -exp(A_log) < 0)
 //     d_j = (v_j - M_j . k) * sigmoid(beta_h);  M_j += d_j k;  out_j = (M_j . q) / sqrt(head_dim)
 // where M [head_dim (value j), head_dim (key i)] is the head's state after the token's parent.
@@ -161,6 +162,7 @@ struct DeltaNetParams {
   int head_dim = 0;   // <arch>.ssm.state_size: key and value head width
   int d_conv = 0;     // <arch>.ssm.conv_kernel: the convolution's taps, the token's own included
   float eps = 0.0f;   // the L2 norm's epsilon (the model's RMS epsilon)
+  bool kv_interleaved = false;  // qwen3next: value heads g r .. g r + r - 1 read query/key head g
   int64_t key_dim() const { return static_cast<int64_t>(n_k_heads) * head_dim; }
   int64_t value_dim() const { return static_cast<int64_t>(n_v_heads) * head_dim; }
   int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }

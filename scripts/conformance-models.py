@@ -5,7 +5,7 @@ ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistr
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, maincoder, apertus, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
 bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
-its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, granitehybrid (dense and MoE), mamba2 and nemotron_h in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, qwen3next (with attn_qkv and with ssm_in), granitehybrid (dense and MoE), mamba2 and nemotron_h in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -1394,6 +1394,69 @@ def qwen35(path, dtype, mix=False, moe=False):
     m.write()
 
 
+def qwen3next(path, dtype, legacy=False):
+    # llama_model_qwen3next (Qwen3-Next-80B-A3B's form, shrunk): qwen35moe's layers (gated DeltaNet or
+    # gated attention under attn_norm; experts and the sigmoid-gated shared expert under
+    # post_attention_norm) with Qwen3-Next's differences: plain split-halves RoPE over
+    # rope.dimension_count 16 of the 64 dims (no sections), beta and alpha from one ssm_ba giving
+    # [beta (r) | alpha (r)] per query/key head, and the value heads of query/key head g being
+    # g r .. g r + r - 1 (llama.cpp repeats q and k interleaved; r = 3 here). 5 layers, attention on
+    # 3 (llama.cpp's default full_attention_interval 4) and 4 (attention.recurrent_layers absent:
+    # the interval's), a separate head. legacy: the older converters' ssm_in ([q | k | v | z] per
+    # query/key head) in place of attn_qkv and attn_gate.
+    E, k, exp_ff, sh_ff = 8, 2, 256, 384
+    d, H, Hkv, hd = 256, 4, 2, 64
+    S, n_k, n_v, d_conv = 64, 2, 6, 4
+    r = n_v // n_k
+    L = 5
+    recurrent = [(l + 1) % 4 != 0 for l in range(L)]
+    key_dim, value_dim = n_k * S, n_v * S
+    conv_dim = 2 * key_dim + value_dim
+    m = Model(path, "qwen3next", 90 if legacy else 89, dtype)
+    m.common(d, L, H, Hkv, eps=1e-6)
+    m.moe(512, E, k, exp_ff)
+    m.u32("expert_shared_feed_forward_length", sh_ff)
+    m.u32("attention.key_length", hd)
+    m.u32("attention.value_length", hd)
+    m.u32("rope.dimension_count", 16)
+    m.f32("rope.freq_base", 10000.0)
+    m.u32("ssm.conv_kernel", d_conv)
+    m.u32("ssm.state_size", S)
+    m.u32("ssm.group_count", n_k)
+    m.u32("ssm.time_step_rank", n_v)
+    m.u32("ssm.inner_size", value_dim)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        if recurrent[l]:
+            if legacy:
+                m.matrix(p + "ssm_in.weight", [d, conv_dim + value_dim])
+            else:
+                m.matrix(p + "attn_qkv.weight", [d, conv_dim])
+                m.matrix(p + "attn_gate.weight", [d, value_dim])
+            m.matrix(p + "ssm_ba.weight", [d, 2 * n_v], scale=2.0)
+            m.matrix(p + "ssm_conv1d.weight", [d_conv, conv_dim], dtype=np.float32)  # unit output
+            m.norm(p + "ssm_dt.bias", n_v, base=0.5, noise=0.5)
+            m.w.add_tensor(p + "ssm_a", (-np.exp(m.rng.uniform(-1.0, 0.5, n_v))).astype(np.float32))
+            m.norm(p + "ssm_norm.weight", S)
+            m.matrix(p + "ssm_out.weight", [value_dim, d], scale=0.7)
+        else:
+            m.matrix(p + "attn_q.weight", [d, 2 * H * hd])
+            m.matrix(p + "attn_k.weight", [d, Hkv * hd])
+            m.matrix(p + "attn_v.weight", [d, Hkv * hd])
+            m.matrix(p + "attn_output.weight", [H * hd, d], scale=0.7)
+            m.norm(p + "attn_q_norm.weight", hd)
+            m.norm(p + "attn_k_norm.weight", hd)
+        m.norm(p + "post_attention_norm.weight", d)
+        m.experts(p, d, exp_ff, E)
+        m.matrix(p + "ffn_gate_inp_shexp.weight", [d], scale=2.0, dtype=np.float32)
+        m.matrix(p + "ffn_gate_shexp.weight", [d, sh_ff])
+        m.matrix(p + "ffn_up_shexp.weight", [d, sh_ff])
+        m.matrix(p + "ffn_down_shexp.weight", [sh_ff, d], scale=0.7)
+    m.write()
+
+
 def mamba2_keys(m, d_inner, n_ssm, S, d_conv, n_group):
     # The Mamba-2 sizes (ssm.*), in the order granite_hybrid, mamba2 and nemotron_h write them.
     m.u32("ssm.conv_kernel", d_conv)
@@ -1647,6 +1710,8 @@ WRITERS = {
     "qwen35": qwen35,
     "qwen35-mix": lambda p, t: qwen35(p, t, mix=True),
     "qwen35moe": lambda p, t: qwen35(p, t, moe=True),
+    "qwen3next": qwen3next,
+    "qwen3next-legacy": lambda p, t: qwen3next(p, t, legacy=True),
     "granitehybrid": granite_hybrid,
     "granitehybrid-moe": lambda p, t: granite_hybrid(p, t, moe=True),
     "mamba2": mamba2,

@@ -833,8 +833,8 @@ class DeltaNetCase final : public OpCase {
   DeltaNetCase(int64_t T, int n_cached, DeltaNetParams p, Bound bound)
       : OpCase("delta_net", std::move(bound)), T_(T), n_cached_(n_cached), p_(p) {}
   std::string shape() const override {
-    return fmt::format("T={} cached={} heads={}/{} dim={} conv={}", T_, n_cached_, p_.n_k_heads, p_.n_v_heads,
-                       p_.head_dim, p_.d_conv);
+    return fmt::format("T={} cached={} heads={}/{}{} dim={} conv={}", T_, n_cached_, p_.n_k_heads, p_.n_v_heads,
+                       p_.kv_interleaved ? " interleaved" : "", p_.head_dim, p_.d_conv);
   }
   void run(Backend& b) override {
     b.delta_net(qkv_d_, alpha_d_, beta_d_, conv_d_, dt_d_, a_d_, states_d_, slots_d_, T_, p_, out_d_);

@@ -337,6 +337,12 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
     p.n_k_heads = hk, p.n_v_heads = hv, p.head_dim = dim, p.d_conv = conv, p.eps = 1e-6f;
     add(new DeltaNetCase(T, cached, p, dn));
   }
+  // Qwen3-Next's order: value heads g r .. g r + r - 1 read query/key head g.
+  for (auto [T, cached, hk, hv, dim] : std::vector<std::tuple<int64_t, int, int, int, int>>{{1, 2, 2, 4, 32}, {9, 1, 2, 6, 17}}) {
+    DeltaNetParams p;
+    p.n_k_heads = hk, p.n_v_heads = hv, p.head_dim = dim, p.d_conv = 4, p.eps = 1e-6f, p.kv_interleaved = true;
+    add(new DeltaNetCase(T, cached, p, dn));
+  }
 
   // ---- granitehybrid's Mamba-2 mixer: one token, chains and trees over cached states, one and
   // several groups, Granite 4.0 H's head of 64 and state of 128, with and without bias and norm.

@@ -42,12 +42,12 @@ class MoEReferenceForward : public ReferenceForward {
     // gpt-oss: softmax of the k selected logits = renormalised; dbrx, phimoe: renormalised softmax.
     const bool fixed = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" ||
                        arch_ == "gpt-oss" || arch_ == "dbrx" || arch_ == "phimoe" || arch_ == "qwen35moe" ||
-                       arch_ == "granitehybrid";
+                       arch_ == "qwen3next" || arch_ == "granitehybrid";
     if (arch_ == "minimax-m2" || arch_ == "lfm2moe" || arch_ == "smallthinker") norm_w_ = true;  // their graphs renormalise whatever the key says
     if (fixed) norm_w_ = arch_ != "deepseek";
     const bool unscaled = arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" || arch_ == "gpt-oss" ||
                           arch_ == "minimax-m2" || arch_ == "dbrx" || arch_ == "phimoe" || arch_ == "lfm2moe" ||
-                          arch_ == "smallthinker" || arch_ == "qwen35moe" || arch_ == "granitehybrid";
+                          arch_ == "smallthinker" || arch_ == "qwen35moe" || arch_ == "qwen3next" || arch_ == "granitehybrid";
     scale_ = unscaled ? 0.0 : f_->get_float(a + "expert_weights_scale", 0.0);
     if (scale_ == 0.0) scale_ = 1.0;
     const int64_t gating = fixed ? 1 : f_->get_int(a + "expert_gating_func", arch_ == "glm4moe" ? 2 : 0);
@@ -62,9 +62,9 @@ class MoEReferenceForward : public ReferenceForward {
     bias_any_ = arch_ == "deepseek2" || arch_ == "dots1" || arch_ == "glm4moe" || arch_ == "ernie4_5-moe" ||
                 arch_ == "bailingmoe2" || arch_ == "minimax-m2" || arch_ == "exaone-moe" || arch_ == "lfm2moe";
     bias_never_ = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "hunyuan-moe" || arch_ == "smallthinker" ||
-                  arch_ == "qwen35moe";
+                  arch_ == "qwen35moe" || arch_ == "qwen3next";
     relu_glu_ = arch_ == "smallthinker";  // routed experts relu(gate h) * up h
-    ffn_norm_ = arch_ == "glm4moe" || arch_ == "gpt-oss" || arch_ == "qwen35moe" ? "post_attention_norm"
+    ffn_norm_ = arch_ == "glm4moe" || arch_ == "gpt-oss" || arch_ == "qwen35moe" || arch_ == "qwen3next" ? "post_attention_norm"
                 : arch_ == "dbrx"                        ? "attn_output_norm"
                                                          : "ffn_norm";
   }

@@ -60,7 +60,7 @@ class ReferenceForward {
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4" ||
                arch_ == "hunyuan-dense" || arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "dots1" ||
                arch_ == "bailingmoe2" || arch_ == "hunyuan-moe" || arch_ == "exaone-moe" || arch_ == "lfm2" || arch_ == "lfm2moe" ||
-               arch_ == "qwen35" || arch_ == "qwen35moe" || arch_ == "maincoder" || arch_ == "apertus" ||
+               arch_ == "qwen35" || arch_ == "qwen35moe" || arch_ == "maincoder" || arch_ == "apertus" || arch_ == "qwen3next" ||
                (arch_ == "glm4moe" && f_->find_tensor("blk.0.attn_q_norm.weight"));
     if (arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "qwen35" || arch_ == "qwen35moe") {
       // Interleaved M-RoPE on text: pair i's section is s = i mod (sum of sections); it rotates by
@@ -175,7 +175,7 @@ class ReferenceForward {
     }
     // qwen35: gated DeltaNet layers by attention.recurrent_layers (one flag per layer), else all but
     // every full_attention_interval-th (default 4); the others gated attention (attn_q [q_h | g_h]).
-    qwen35_ = arch_ == "qwen35" || arch_ == "qwen35moe";
+    qwen35_ = arch_ == "qwen35" || arch_ == "qwen35moe" || arch_ == "qwen3next";
     recurrent_.assign(c_.n_layer, false);
     if (qwen35_) {
       const core::GGUFValue* flags = f_->find(a + "attention.recurrent_layers");
@@ -685,6 +685,9 @@ class ReferenceForward {
   //   per value head j (query/key head j mod group_count): S = exp(softplus(alpha_j + dt_j) a_j) S;
   //   S += k (sigmoid(beta_j) (v_j - S^T k))^T; o_j = S^T q / sqrt(state_size)   (S: [key, value])
   //   x += ssm_out(concat_j rmsnorm(o_j; ssm_norm) * silu(attn_gate h))
+  // qwen3next: value head j reads query/key head j / (time_step_rank / group_count); beta and alpha
+  // come from ssm_ba as [beta (r) | alpha (r)] per query/key head, and in older files [q | k | v]
+  // and z from ssm_in as [q (S) | k (S) | v (r S) | z (r S)] per query/key head.
   void delta_net(std::vector<std::vector<double>>& x, const std::string& p) const {
     const std::string a = arch_ + ".";
     const int T = static_cast<int>(x.size()), d = c_.n_embd;
@@ -696,11 +699,36 @@ class ReferenceForward {
     std::vector<std::vector<double>> in(T), z(T), al(T), be(T);
     for (int t = 0; t < T; ++t) {
       const auto h = norm(x[t], p + "attn_norm");
-      in[t] = linear(h, p + "attn_qkv", C, false);
-      z[t] = linear(h, p + "attn_gate", Hv * S, false);
-      al[t] = linear(h, p + "ssm_alpha", Hv, false);
-      be[t] = linear(h, p + "ssm_beta", Hv, false);
+      const int r = Hv / Hk;
+      if (f_->find_tensor(p + "ssm_in.weight") != nullptr) {
+        const int per = 2 * S + 2 * r * S;
+        const auto qkvz = linear(h, p + "ssm_in", Hk * per, false);
+        in[t].assign(C, 0.0), z[t].assign(static_cast<size_t>(Hv) * S, 0.0);
+        for (int g = 0; g < Hk; ++g)
+          for (int i = 0; i < S; ++i) {
+            in[t][g * S + i] = qkvz[g * per + i];
+            in[t][Hk * S + g * S + i] = qkvz[g * per + S + i];
+          }
+        for (int g = 0; g < Hk; ++g)
+          for (int i = 0; i < r * S; ++i) {
+            in[t][2 * Hk * S + g * r * S + i] = qkvz[g * per + 2 * S + i];
+            z[t][g * r * S + i] = qkvz[g * per + 2 * S + r * S + i];
+          }
+      } else {
+        in[t] = linear(h, p + "attn_qkv", C, false);
+        z[t] = linear(h, p + "attn_gate", Hv * S, false);
+      }
+      if (f_->find_tensor(p + "ssm_ba.weight") != nullptr) {
+        const auto ba = linear(h, p + "ssm_ba", 2 * Hv, false);
+        al[t].assign(Hv, 0.0), be[t].assign(Hv, 0.0);
+        for (int g = 0; g < Hk; ++g)
+          for (int j = 0; j < r; ++j) be[t][g * r + j] = ba[g * 2 * r + j], al[t][g * r + j] = ba[g * 2 * r + r + j];
+      } else {
+        al[t] = linear(h, p + "ssm_alpha", Hv, false);
+        be[t] = linear(h, p + "ssm_beta", Hv, false);
+      }
     }
+    const bool interleaved = arch_ == "qwen3next";
     std::vector<double> state(static_cast<size_t>(Hv) * S * S, 0.0);  // [head][key i][value j]
     for (int t = 0; t < T; ++t) {
       std::vector<double> y(C, 0.0);
@@ -718,8 +746,9 @@ class ReferenceForward {
       }
       std::vector<double> o(static_cast<size_t>(Hv) * S);
       for (int j = 0; j < Hv; ++j) {
-        const double* qh = &y[(j % Hk) * S];
-        const double* kh = &y[(Hk + j % Hk) * S];
+        const int kj = interleaved ? j / (Hv / Hk) : j % Hk;
+        const double* qh = &y[kj * S];
+        const double* kh = &y[(Hk + kj) * S];
         const double* vh = &y[(2 * Hk + j) * S];
         const double u = al[t][j] + dt[j], softplus = u > 20 ? u : std::log1p(std::exp(u));
         const double decay = std::exp(softplus * A[j]), b = 1.0 / (1.0 + std::exp(-be[t][j]));

@@ -51,7 +51,8 @@ void l2_normalize(float* x, int n, float eps) {
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
-// Query/key head kh and its value heads kh, kh + n_k_heads, ... over all T tokens.
+// Query/key head kh and its value heads kh, kh + n_k_heads, ... (kv_interleaved: kh r .. kh r + r - 1)
+// over all T tokens.
 void delta_net_group(const float* qkv, const float* alpha, const float* beta, const float* conv_w,
                      const float* dt_bias, const float* a, float* states, const int32_t* slots, int64_t T,
                      const DeltaNetParams& p, float* out, int kh, bool simd) {
@@ -71,7 +72,7 @@ void delta_net_group(const float* qkv, const float* alpha, const float* beta, co
     l2_normalize(q.data(), S, p.eps);
     l2_normalize(k.data(), S, p.eps);
     for (int g = 0; g < group; ++g) {
-      const int h = kh + g * p.n_k_heads;
+      const int h = p.kv_interleaved ? kh * group + g : kh + g * p.n_k_heads;
       conv_channels(x, conv_w, s_in, s_out, 2 * K + static_cast<int64_t>(h) * S, S, p, v.data());
       const float decay = std::exp(softplus(alpha[t * p.n_v_heads + h] + dt_bias[h]) * a[h]);
       const float b = sigmoid(beta[t * p.n_v_heads + h]);

@@ -61,7 +61,7 @@ __global__ void delta_net_kernel(const float* qkv, const float* alpha, const flo
     k[j] *= norms[1];
     __syncthreads();
     for (int g = 0; g < group; ++g) {
-      const int h = kh + g * p.n_k_heads;
+      const int h = p.kv_interleaved ? kh * group + g : kh + g * p.n_k_heads;
       const float v = dn_conv(x, conv_w, s_in, s_out, 2 * K + static_cast<int64_t>(h) * S + j, C, p.d_conv);
       const float decay = expf(dn_softplus(alpha[t * p.n_v_heads + h] + dt_bias[h]) * a[h]);
       const float b = 1.0f / (1.0f + expf(-beta[t * p.n_v_heads + h]));

@@ -211,6 +211,37 @@ TEST(Qwen35, SpeculativeSamplingIsLossless) {
   specmoe::testing::check_lossless(*target, *draft, specmoe::testing::plain_sampling(1.0f, 35), true);
 }
 
+TEST(Qwen3Next, ReadsItsLayoutsAndBatchesEqualSingleTokens) {
+  // Its logits against the reference forward: test_model_arch_moe (MoE.NewFamiliesMatchReference's
+  // qwen3next-tiny and qwen3next-legacy-tiny). Here: what the loader reads, and a batch equals one
+  // token at a time in both layouts.
+  auto m = Model::load(write_preset("qwen3next-tiny"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Qwen3Next);
+  EXPECT_TRUE(c.attn_output_gate && c.qk_norm);
+  EXPECT_TRUE(c.rope_still_pairs.empty());
+  EXPECT_EQ(c.rope_dims, 8);
+  EXPECT_EQ(c.ssm_n_group, 2);
+  EXPECT_EQ(c.ssm_dt_rank, 6);
+  EXPECT_EQ(c.n_recurrent_layers(), 3);
+  // The two layouts of the same model: ssm_in holds attn_qkv's and attn_gate's rows, regrouped.
+  auto legacy = Model::load(write_preset("qwen3next-legacy-tiny"), f32_caches());
+  expect_batch_equals_single(*legacy);
+  expect_batch_equals_single(*m);
+}
+
+TEST(Qwen3Next, SpeculativeDecodingIsIdenticalAndLossless) {
+  auto target = Model::load(write_preset("qwen3next-tiny"), f32_caches());
+  auto draft = Model::load(write_preset("qwen3next-legacy-tiny"), f32_caches());
+  const verify::GreedyVerifier gv;
+  draft::ModelDrafter model(draft.get(), 320, -1, 256);
+  std::vector<draft::TreeSpec> shapes(2);
+  shapes[1].widths = {2, 2};
+  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 35, 119, 111, 114};
+  specmoe::testing::expect_decoding_identical(*target, model, gv, shapes, prompt, 30, 4);
+  specmoe::testing::check_lossless(*target, *draft, specmoe::testing::plain_sampling(1.0f, 36), true);
+}
+
 TEST(Qwen35, BadKeysGetClearErrors) {
   using specmoe::testing::expect_key_error;
   const std::string path = write_preset("qwen35-tiny");
