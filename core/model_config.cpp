@@ -198,6 +198,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"nemotron_h", Arch::NemotronH, RopeStyle::None},      {"eagle3", Arch::Eagle3, RopeStyle::Adjacent},
       {"dflash", Arch::DFlash, RopeStyle::SplitHalves},      {"maincoder", Arch::Maincoder, RopeStyle::Adjacent},
       {"apertus", Arch::Apertus, RopeStyle::SplitHalves},    {"qwen3next", Arch::Qwen3Next, RopeStyle::SplitHalves},
+      {"mellum", Arch::Mellum, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -209,7 +210,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -218,7 +219,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
               c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::HunyuanMoe || c.arch == Arch::ExaoneMoe ||
               c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe || c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe ||
               c.arch == Arch::DFlash || c.arch == Arch::Maincoder || c.arch == Arch::Apertus ||
-              c.arch == Arch::Qwen3Next;
+              c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum;
   // glm4moe: per-head QK-norm where the file has it (GLM-4.5 355B; llama.cpp binds it optionally).
   if (c.arch == Arch::Glm4Moe) c.qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   c.qk_norm_after_rope = c.arch == Arch::HunyuanDense || c.arch == Arch::HunyuanMoe || c.arch == Arch::Maincoder;
@@ -358,7 +359,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   }
   if (c.arch == Arch::Granite || c.arch == Arch::GraniteMoe || c.arch == Arch::MiniCpm || c.arch == Arch::GraniteHybrid)
     detail::read_granite(r, c);
-  if (c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4) detail::read_olmo3_exaone4_windows(r, c);
+  if (c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4 || c.arch == Arch::Mellum) detail::read_olmo3_exaone4_windows(r, c);
   if (cohere) detail::read_cohere(r, c);
   if (c.arch == Arch::Apertus) {
     // xIELU's scalars (global keys, as llama.cpp's converter writes them): one value for every layer

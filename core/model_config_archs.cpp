@@ -72,7 +72,10 @@ void read_gemma(const Reader& r, ModelConfig& c) {
 // (default 4096) on every layer but each fourth; the local layers rotate as the global layers of
 // other models do (the global base, scaling and rope_freqs.weight), the global ones not at all.
 void read_olmo3_exaone4_windows(const Reader& r, ModelConfig& c) {
-  if (c.arch == Arch::Olmo2) {
+  // mellum (Mellum 2, src/models/mellum.cpp): windows when the key says, every fourth layer global
+  // by default; its graph rotates the local layers as OLMo 3's (the global base, unscaled, no YaRN),
+  // reading rope.freq_base_swa but not using it.
+  if (c.arch == Arch::Olmo2 || c.arch == Arch::Mellum) {
     c.n_swa = r.get("attention.sliding_window", 0);
     if (c.n_swa <= 0) {
       c.n_swa = 0;
@@ -566,6 +569,9 @@ void read_experts(const Reader& r, ModelConfig& c) {
     case Arch::Qwen3VlMoe:
       c.n_ff_expert = r.get("expert_feed_forward_length", per_token);
       break;
+    case Arch::Mellum:  // required, as llama.cpp's loader reads it; softmax, renormalised, unscaled
+      c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
+      break;
     case Arch::Qwen35Moe:
     case Arch::Qwen3Next:
       // Qwen3.5-MoE and Qwen3-Next: experts in every layer and qwen2moe's shared expert under its sigmoid gate
@@ -645,7 +651,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   // dbrx and phimoe: softmax, renormalised, unscaled (their loaders read none of the router keys).
   const bool fixed_softmax = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe ||
                              c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss || c.arch == Arch::Dbrx ||
-                             c.arch == Arch::PhiMoe || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::GraniteHybrid;
+                             c.arch == Arch::PhiMoe || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::GraniteHybrid;
   const bool raw = c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
                    c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 ||
                    c.arch == Arch::ExaoneMoe;
@@ -653,7 +659,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   if (c.arch == Arch::Deepseek) c.expert_weights_norm = false;
   if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss ||
       c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx || c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe ||
-      c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::GraniteHybrid)
+      c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::GraniteHybrid)
     c.expert_weights_norm = true;
   const bool gating_required =
       c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::MinimaxM2 || c.arch == Arch::ExaoneMoe ||
@@ -673,7 +679,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool never_scaled = c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe ||
                             c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
                             c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe || c.arch == Arch::SmallThinker ||
-                            c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::GraniteHybrid;
+                            c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::GraniteHybrid;
   c.expert_weights_scale = never_scaled ? 0.0f : r.get_float("expert_weights_scale", 0.0f);
   if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp: 0 = no scaling
   c.n_expert_group = std::max(1, r.get("expert_group_count", 1));
@@ -686,7 +692,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool needs_experts = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
                              c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
                              c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
-                             c.arch == Arch::PhiMoe || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next ||
+                             c.arch == Arch::PhiMoe || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum ||
                              (deepseek_style && !lead_only);
   const bool may_have_experts = needs_experts || c.arch == Arch::Llama || c.arch == Arch::GraniteHybrid || deepseek_style;
   if (needs_experts && c.n_expert == 0)

@@ -66,14 +66,14 @@ void check_spec(const SynthSpec& s) {
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
                    "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid", "mamba2", "nemotron_h",
-                   "maincoder", "apertus", "qwen3next"}))
+                   "maincoder", "apertus", "qwen3next", "mellum"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next, mellum)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -85,7 +85,7 @@ void check_spec(const SynthSpec& s) {
     throw_error(ErrorKind::InvalidArgument,
                 "synth: a local RoPE base is gemma's and smallthinker's, logit soft-capping gemma's, not {}'s", s.arch);
   if ((s.n_swa > 0 || s.swa_pattern > 0 || !s.swa_layers.empty()) &&
-      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss", "exaone-moe", "lfm2", "smallthinker"}) &&
+      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss", "exaone-moe", "lfm2", "smallthinker", "mellum"}) &&
       !(s.arch == "exaone4" && s.n_layer == 64))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: sliding windows are gemma2's, gemma3's, olmo2's (OLMo 3), cohere2's and 64-layer exaone4's, not "
@@ -142,7 +142,7 @@ void check_spec(const SynthSpec& s) {
     throw_error(ErrorKind::InvalidArgument, "synth: an MoE layer step is ernie4_5-moe's, not {}'s", s.arch);
   const bool experts_ok = is_arch(s, {"qwen2moe", "qwen35moe", "qwen3next"})  ? s.n_expert > 0 && s.n_ff_shared > 0
                           : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe", "gpt-oss", "minimax-m2", "dbrx", "phimoe",
-                                        "smallthinker"})
+                                        "smallthinker", "mellum"})
                               ? s.n_expert > 0 && s.n_ff_shared == 0
                           : is_arch(s, {"ernie4_5-moe", "hunyuan-moe"}) ? s.n_expert > 0 && s.n_expert_shared == 0
                           : s.arch == "granitehybrid" ? s.n_expert >= 0 && s.n_expert_shared == 0 &&
@@ -430,7 +430,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool gpt2 = a == "gpt2" || a == "starcoder", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
   const bool qk_norm =
       is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe", "dots1", "bailingmoe2",
-                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe", "maincoder", "apertus", "qwen3next"});
+                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe", "maincoder", "apertus", "qwen3next", "mellum"});
   // qwen3next: qwen35moe's layers with plain split-halves RoPE and ssm_ba (or the older ssm_in)
   const bool qwen3next = a == "qwen3next";
   const bool qwen35 = a == "qwen35" || a == "qwen35moe" || qwen3next;
@@ -490,7 +490,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   // qwen35moe: qwen2moe's shared expert under its sigmoid gate
   const bool moe = s.n_expert > 0, qwen2moe = a == "qwen2moe" || a == "qwen35moe" || qwen3next;
   const bool expert_width_key =
-      qwen2moe || a == "qwen3moe" || a == "qwen3vlmoe" || ds_moe || a == "gpt-oss" || a == "smallthinker";
+      qwen2moe || a == "qwen3moe" || a == "qwen3vlmoe" || ds_moe || a == "gpt-oss" || a == "smallthinker" || a == "mellum";
   // llama (Mixtral), olmoe: feed_forward_length is the expert width. qwen2moe, qwen3moe: expert
   // widths have their own keys; feed_forward_length is the dense-equivalent k * expert width
   // (llama.cpp's default expert width is feed_forward_length / expert_used_count). deepseek2: the

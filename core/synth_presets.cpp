@@ -736,6 +736,20 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "mellum-tiny") {
+    // mellum (Mellum 2) in llama.cpp's layout, F32, 5 layers, dim 64: qwen3's attention (QK-norm,
+    // split-halves RoPE), 8 experts of width 32 top-2 in every layer (softmax, renormalised), windows
+    // of 4 positions on every layer but each fourth (the default period: layer 3 global), the local
+    // layers rotating with the global base.
+    s.arch = "mellum";
+    s.n_layer = 5;
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.n_swa = 4;
+    s.name = preset;
+    return s;
+  }
   if (preset == "smallthinker-tiny" || preset == "smallthinker-swa-tiny") {
     // smallthinker (SmallThinker) in llama.cpp's layout, F32, 4 layers, dim 64: llama's attention with
     // split-halves RoPE, 8 experts of width 32 top-2 in every layer, the router reading the layer's
@@ -1041,6 +1055,7 @@ std::vector<std::string> synth_presets() {
       "glm4-tiny: glm4, F32, 4 layers, dim 64, pre- and post-norms, q/k/v biases, fused gate-up, RoPE on 8 of 16 dims",
       "hunyuan-dense-tiny: hunyuan-dense, F32, 4 layers, dim 64, QK-norm per head after RoPE, tied head",
       "maincoder-tiny: maincoder, F32, 4 layers, dim 64, adjacent-pair RoPE, QK-norm per head after RoPE",
+      "mellum-tiny: mellum, F32, 5 layers, dim 64, QK-norm, 8 experts top-2, windows of 4 on all but layer 3",
       "qwen3next-tiny: qwen3next, qwen35moe-tiny's layers with plain RoPE on 8 of 32 dims, 6 value heads "
       "interleaved on 2 query/key heads, ssm_ba",
       "qwen3next-legacy-tiny: qwen3next-tiny with the older converters' ssm_in",

@@ -5,7 +5,7 @@ ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistr
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, maincoder, apertus, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
 bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
-its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, qwen3next (with attn_qkv and with ssm_in), granitehybrid (dense and MoE), mamba2 and nemotron_h in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, qwen3next (with attn_qkv and with ssm_in), mellum, granitehybrid (dense and MoE), mamba2 and nemotron_h in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -130,6 +130,41 @@ def qwen3moe(path, dtype, arch="qwen3moe", seed=1, base=1000000.0, sections=None
     m.u32("attention.value_length", hd)
     m.u32("rope.dimension_count", hd)
     m.f32("rope.freq_base", base)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        m.matrix(p + "attn_q.weight", [d, H * hd])
+        m.matrix(p + "attn_k.weight", [d, Hkv * hd])
+        m.matrix(p + "attn_v.weight", [d, Hkv * hd])
+        m.norm(p + "attn_q_norm.weight", hd)
+        m.norm(p + "attn_k_norm.weight", hd)
+        m.matrix(p + "attn_output.weight", [H * hd, d], scale=0.7)
+        m.norm(p + "ffn_norm.weight", d)
+        m.experts(p, d, ff, E)
+    m.write()
+
+
+def mellum(path, dtype):
+    # llama_model_mellum (Mellum 2, JetBrains' 12B-A2.5B code model): qwen3moe's attention (per-head
+    # QK-norm before split-halves RoPE) and experts of expert_feed_forward_length under a softmax
+    # top-k, renormalised (unscaled: its loader reads no scale), with windows of 64 positions on every
+    # layer but each fourth (the default period) and YaRN (factor 4 over an original context of 128,
+    # attn_factor 1.25), which the global layers carry and the local ones do not (its graph rotates
+    # them with the global base, unscaled). 5 layers: 3 global.
+    d, L, H, Hkv, hd, E, k, ff = 256, 5, 4, 2, 64, 8, 2, 256
+    m = Model(path, "mellum", 91, dtype)
+    m.common(d, L, H, Hkv)
+    m.moe(ff * k, E, k, ff)
+    m.u32("attention.key_length", hd)
+    m.u32("attention.value_length", hd)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    m.u32("attention.sliding_window", 64)
+    m.w.add_string("mellum.rope.scaling.type", "yarn")
+    m.f32("rope.scaling.factor", 4.0)
+    m.u32("rope.scaling.original_context_length", 128)
+    m.f32("rope.scaling.attn_factor", 1.25)
     m.head(d)
     for l in range(L):
         p = f"blk.{l}."
@@ -1711,6 +1746,7 @@ WRITERS = {
     "qwen35-mix": lambda p, t: qwen35(p, t, mix=True),
     "qwen35moe": lambda p, t: qwen35(p, t, moe=True),
     "qwen3next": qwen3next,
+    "mellum": mellum,
     "qwen3next-legacy": lambda p, t: qwen3next(p, t, legacy=True),
     "granitehybrid": granite_hybrid,
     "granitehybrid-moe": lambda p, t: granite_hybrid(p, t, moe=True),

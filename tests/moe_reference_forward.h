@@ -42,12 +42,13 @@ class MoEReferenceForward : public ReferenceForward {
     // gpt-oss: softmax of the k selected logits = renormalised; dbrx, phimoe: renormalised softmax.
     const bool fixed = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" ||
                        arch_ == "gpt-oss" || arch_ == "dbrx" || arch_ == "phimoe" || arch_ == "qwen35moe" ||
-                       arch_ == "qwen3next" || arch_ == "granitehybrid";
+                       arch_ == "qwen3next" || arch_ == "mellum" || arch_ == "granitehybrid";
     if (arch_ == "minimax-m2" || arch_ == "lfm2moe" || arch_ == "smallthinker") norm_w_ = true;  // their graphs renormalise whatever the key says
     if (fixed) norm_w_ = arch_ != "deepseek";
     const bool unscaled = arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" || arch_ == "gpt-oss" ||
                           arch_ == "minimax-m2" || arch_ == "dbrx" || arch_ == "phimoe" || arch_ == "lfm2moe" ||
-                          arch_ == "smallthinker" || arch_ == "qwen35moe" || arch_ == "qwen3next" || arch_ == "granitehybrid";
+                          arch_ == "smallthinker" || arch_ == "qwen35moe" || arch_ == "qwen3next" || arch_ == "mellum" ||
+                          arch_ == "granitehybrid";
     scale_ = unscaled ? 0.0 : f_->get_float(a + "expert_weights_scale", 0.0);
     if (scale_ == 0.0) scale_ = 1.0;
     const int64_t gating = fixed ? 1 : f_->get_int(a + "expert_gating_func", arch_ == "glm4moe" ? 2 : 0);

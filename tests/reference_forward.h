@@ -60,7 +60,7 @@ class ReferenceForward {
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4" ||
                arch_ == "hunyuan-dense" || arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "dots1" ||
                arch_ == "bailingmoe2" || arch_ == "hunyuan-moe" || arch_ == "exaone-moe" || arch_ == "lfm2" || arch_ == "lfm2moe" ||
-               arch_ == "qwen35" || arch_ == "qwen35moe" || arch_ == "maincoder" || arch_ == "apertus" || arch_ == "qwen3next" ||
+               arch_ == "qwen35" || arch_ == "qwen35moe" || arch_ == "maincoder" || arch_ == "apertus" || arch_ == "qwen3next" || arch_ == "mellum" ||
                (arch_ == "glm4moe" && f_->find_tensor("blk.0.attn_q_norm.weight"));
     if (arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "qwen35" || arch_ == "qwen35moe") {
       // Interleaved M-RoPE on text: pair i's section is s = i mod (sum of sections); it rotates by
@@ -154,7 +154,8 @@ class ReferenceForward {
     // gemma2: w 4096 and pattern 2 by default; gemma3: no window unless the key says, pattern 6;
     // olmo2: no window unless the key says, pattern 4; exaone4: windows only with 64 layers, w 4096
     // and pattern 4 by default.
-    olmo3_ = arch_ == "olmo2" && f_->get_int(a + "attention.sliding_window", 0) > 0;
+    // mellum: windows when the key says, its local layers rotated as OLMo 3's.
+    olmo3_ = (arch_ == "olmo2" || arch_ == "mellum") && f_->get_int(a + "attention.sliding_window", 0) > 0;
     // EXAONE 4.0 32B and cohere2: windows, global layers without RoPE, local ones as usual.
     // exaone-moe: the same with pre-norms, and its window key required.
     nope_global_ = (arch_ == "exaone4" && c_.n_layer == 64) || arch_ == "cohere2" || arch_ == "exaone-moe";
