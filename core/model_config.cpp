@@ -198,7 +198,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"nemotron_h", Arch::NemotronH, RopeStyle::None},      {"eagle3", Arch::Eagle3, RopeStyle::Adjacent},
       {"dflash", Arch::DFlash, RopeStyle::SplitHalves},      {"maincoder", Arch::Maincoder, RopeStyle::Adjacent},
       {"apertus", Arch::Apertus, RopeStyle::SplitHalves},    {"qwen3next", Arch::Qwen3Next, RopeStyle::SplitHalves},
-      {"mellum", Arch::Mellum, RopeStyle::SplitHalves},
+      {"mellum", Arch::Mellum, RopeStyle::SplitHalves},      {"bailingmoe", Arch::BailingMoe, RopeStyle::Adjacent},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -210,7 +210,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -324,6 +324,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     c.norm_eps = c.layer_norm ? r.get_float("attention.layer_norm_epsilon", 1e-5f)
                               : r.get_float("attention.layer_norm_rms_epsilon", 1e-5f);
     c.rope_dims = r.get("rope.dimension_count", c.head_dim);
+    // bailingmoe (Ling): llama.cpp sizes its heads by rope.dimension_count (n_rot), not n_embd / n_head.
+    if (c.arch == Arch::BailingMoe && !file.has(r.key("attention.key_length"))) c.head_dim = c.rope_dims;
     if (c.arch == Arch::Plamo) c.rope_dims = c.head_dim;  // llama.cpp's plamo graph rotates whole heads
     c.rope_freq_base = r.get_float("rope.freq_base", 10000.0f);
     if (c.arch == Arch::Deepseek2 && file.has(r.key("rope.scaling.yarn_log_multiplier")))

@@ -569,6 +569,13 @@ void read_experts(const Reader& r, ModelConfig& c) {
     case Arch::Qwen3VlMoe:
       c.n_ff_expert = r.get("expert_feed_forward_length", per_token);
       break;
+    case Arch::BailingMoe:
+      // Ling (v1): experts in every layer (llama.cpp reads leading_dense_block_count and its graph
+      // ignores it) and expert_shared_count ungated shared experts of the expert width; softmax,
+      // expert_weights_norm (default no) and expert_weights_scale as the keys say.
+      c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
+      shared_experts(c.n_ff_expert);
+      break;
     case Arch::Mellum:  // required, as llama.cpp's loader reads it; softmax, renormalised, unscaled
       c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
       break;
@@ -649,12 +656,12 @@ void read_experts(const Reader& r, ModelConfig& c) {
   }
   // Fixed by llama.cpp's graph for these, whatever the file's keys say.
   // dbrx and phimoe: softmax, renormalised, unscaled (their loaders read none of the router keys).
-  const bool fixed_softmax = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe ||
+  const bool fixed_softmax = c.arch == Arch::Deepseek || c.arch == Arch::BailingMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe ||
                              c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss || c.arch == Arch::Dbrx ||
                              c.arch == Arch::PhiMoe || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::GraniteHybrid;
   const bool raw = c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
                    c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 ||
-                   c.arch == Arch::ExaoneMoe;
+                   c.arch == Arch::ExaoneMoe || c.arch == Arch::BailingMoe;
   c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), !raw);
   if (c.arch == Arch::Deepseek) c.expert_weights_norm = false;
   if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss ||
@@ -693,7 +700,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
                              c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
                              c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
                              c.arch == Arch::PhiMoe || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum ||
-                             (deepseek_style && !lead_only);
+                             c.arch == Arch::BailingMoe || (deepseek_style && !lead_only);
   const bool may_have_experts = needs_experts || c.arch == Arch::Llama || c.arch == Arch::GraniteHybrid || deepseek_style;
   if (needs_experts && c.n_expert == 0)
     throw_error(ErrorKind::Format, "{}: {} model without {}", file.path(), c.arch_name, r.key("expert_count"));

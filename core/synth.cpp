@@ -66,14 +66,14 @@ void check_spec(const SynthSpec& s) {
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
                    "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid", "mamba2", "nemotron_h",
-                   "maincoder", "apertus", "qwen3next", "mellum"}))
+                   "maincoder", "apertus", "qwen3next", "mellum", "bailingmoe"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next, mellum)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next, mellum, bailingmoe)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -133,7 +133,7 @@ void check_spec(const SynthSpec& s) {
   // DeepSeek-style MoE: leading dense layers of n_ff_dense, shared experts (n_expert_shared of the
   // expert width; ernie4_5-moe's one of n_ff_shared).
   const bool ds_moe =
-      ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "exaone-moe", "lfm2moe"});
+      ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe", "bailingmoe2", "exaone-moe", "lfm2moe"});
   if (ds != (s.kv_lora_rank > 0) || (!ds && (s.q_lora_rank || s.v_head_dim || s.yarn_log_mul != 0.0f)) ||
       (!ds_moe && (s.n_layer_dense_lead || s.n_expert_shared || s.n_ff_dense)))
     throw_error(ErrorKind::InvalidArgument, "synth: latent attention is deepseek2's (which needs kv_lora_rank > 0), "
@@ -437,7 +437,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
   const bool ds_moe =
-      ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "exaone-moe", "lfm2moe"});
+      ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe", "bailingmoe2", "exaone-moe", "lfm2moe"});
   // falcon: fused attn_qkv, one LayerNorm for both sublayers of a parallel residual (with more than
   // one KV head, Falcon-40B's form: attn_norm_2 for the attention), an ungated MLP, no biases.
   // olmo: LayerNorms without parameters (no norm tensors at all), q/k/v clamped.

@@ -22,7 +22,7 @@ struct SynthSpec {
                                    // phi3 | gemma2 | deepseek2 | granite | granitemoe | olmo2 | smollm3 |
                                    // stablelm | gemma | starcoder2 | gptneox | phi2 | ernie4_5 | exaone |
                                    // exaone4 | mistral3 | command-r | cohere2 | internlm2 | qwen2vl |
-                                   // seed_oss | minicpm | glm4 | hunyuan-dense | maincoder | apertus | qwen3next | mellum | qwen3vl | qwen3vlmoe |
+                                   // seed_oss | minicpm | glm4 | hunyuan-dense | maincoder | apertus | qwen3next | mellum | bailingmoe | qwen3vl | qwen3vlmoe |
                                    // deepseek | dots1 | glm4moe | ernie4_5-moe | bailingmoe2 | hunyuan-moe |
                                    // arcee | nemotron | starcoder | gpt-oss | minimax-m2
   DType type = DType::F32;         // type of the 2-D and expert weights (norms, biases, routers F32);
@@ -170,7 +170,7 @@ struct SynthSpec {
 // "starcoder2-tiny", "gptneox-tiny", "phi2-tiny", "ernie4_5-tiny", "exaone-tiny", "exaone4-tiny",
 // "olmo3-tiny", "exaone4-32b-tiny", "command-r-tiny", "cohere2-tiny", "internlm2-tiny", "qwen2vl-tiny",
 // "seed_oss-tiny", "minicpm-tiny", "glm4-tiny", "hunyuan-dense-tiny", "maincoder-tiny", "apertus-tiny", "qwen3next-tiny",
-// "qwen3next-legacy-tiny", "mellum-tiny", "qwen3vl-tiny",
+// "qwen3next-legacy-tiny", "mellum-tiny", "bailingmoe-tiny", "qwen3vl-tiny",
 // "qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny",
 // "bailingmoe2-tiny", "hunyuan-moe-tiny", "minimax-m2-tiny", "gpt-oss-tiny", "starcoder-tiny", "arcee-tiny", "nemotron-tiny", "mistral3-tiny", "deepseek2-tiny", "deepseek2-lite-tiny", "qwen3moe-target", "deepseek2-target"), or
 // "PRESET-TYPE" for a preset with

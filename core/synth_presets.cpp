@@ -472,6 +472,20 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "bailingmoe-tiny") {
+    // bailingmoe (Ling-lite, v1) in llama.cpp's layout, F32, 3 layers, dim 64: llama's attention
+    // (adjacent-pair RoPE), 8 experts of width 32 top-2 in every layer under a softmax with raw
+    // weights times 2, and 2 ungated shared experts.
+    s.arch = "bailingmoe";
+    s.n_layer = 3;
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.n_expert_shared = 2;
+    s.expert_weights_scale = 2.0f;
+    s.name = preset;
+    return s;
+  }
   if (preset == "exaone-moe-tiny") {
     // exaone-moe (K-EXAONE) in llama.cpp's layout, F32, 4 layers, dim 64: QK-norm per head, windows of
     // 4 positions on layers 0-2 (the default pattern of 4) whose RoPE is split halves, no RoPE on the
@@ -1055,6 +1069,7 @@ std::vector<std::string> synth_presets() {
       "glm4-tiny: glm4, F32, 4 layers, dim 64, pre- and post-norms, q/k/v biases, fused gate-up, RoPE on 8 of 16 dims",
       "hunyuan-dense-tiny: hunyuan-dense, F32, 4 layers, dim 64, QK-norm per head after RoPE, tied head",
       "maincoder-tiny: maincoder, F32, 4 layers, dim 64, adjacent-pair RoPE, QK-norm per head after RoPE",
+      "bailingmoe-tiny: bailingmoe (Ling v1), F32, 3 layers, dim 64, 8 experts top-2 + 2 shared, softmax, raw weights x 2",
       "mellum-tiny: mellum, F32, 5 layers, dim 64, QK-norm, 8 experts top-2, windows of 4 on all but layer 3",
       "qwen3next-tiny: qwen3next, qwen35moe-tiny's layers with plain RoPE on 8 of 32 dims, 6 value heads "
       "interleaved on 2 query/key heads, ssm_ba",

@@ -5,7 +5,7 @@ ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistr
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, maincoder, apertus, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
 bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
-its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, qwen3next (with attn_qkv and with ssm_in), mellum, granitehybrid (dense and MoE), mamba2 and nemotron_h in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
+its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, qwen3next (with attn_qkv and with ssm_in), mellum, bailingmoe, granitehybrid (dense and MoE), mamba2 and nemotron_h in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
 tensor names come from llama.cpp's src/llama-arch.cpp and src/models/<arch>.cpp, shapes from
@@ -177,6 +177,33 @@ def mellum(path, dtype):
         m.matrix(p + "attn_output.weight", [H * hd, d], scale=0.7)
         m.norm(p + "ffn_norm.weight", d)
         m.experts(p, d, ff, E)
+    m.write()
+
+
+def bailingmoe(path, dtype):
+    # llama_model_bailingmoe (Ling-lite / Ling-plus, v1): llama's attention (NORM RoPE, heads of
+    # rope.dimension_count) with experts in every layer (a leading_dense_block_count of 1 that its
+    # graph ignores), 8 experts of 256 top-2 under a softmax with raw weights (expert_weights_norm
+    # absent: no) times expert_weights_scale 2, and 2 ungated shared experts of the expert width.
+    d, L, H, Hkv, hd, E, k, ff, n_sh = 256, 4, 4, 2, 64, 8, 2, 256, 2
+    m = Model(path, "bailingmoe", 92, dtype)
+    m.common(d, L, H, Hkv)
+    m.moe(ff * k, E, k, ff)
+    m.u32("expert_shared_count", n_sh)
+    m.u32("leading_dense_block_count", 1)
+    m.f32("expert_weights_scale", 2.0)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "ffn_norm.weight", d)
+        m.experts(p, d, ff, E)
+        m.matrix(p + "ffn_gate_shexp.weight", [d, ff * n_sh])
+        m.matrix(p + "ffn_up_shexp.weight", [d, ff * n_sh])
+        m.matrix(p + "ffn_down_shexp.weight", [ff * n_sh, d], scale=0.7)
     m.write()
 
 
@@ -1747,6 +1774,7 @@ WRITERS = {
     "qwen35moe": lambda p, t: qwen35(p, t, moe=True),
     "qwen3next": qwen3next,
     "mellum": mellum,
+    "bailingmoe": bailingmoe,
     "qwen3next-legacy": lambda p, t: qwen3next(p, t, legacy=True),
     "granitehybrid": granite_hybrid,
     "granitehybrid-moe": lambda p, t: granite_hybrid(p, t, moe=True),

@@ -36,7 +36,7 @@ class MoEReferenceForward : public ReferenceForward {
   MoEReferenceForward(const std::string& path, int k) : ReferenceForward(path), k_(k) {
     const std::string a = arch_ + ".";
     const bool raw = arch_ == "qwen2moe" || arch_ == "olmoe" || arch_ == "deepseek2" || arch_ == "dots1" ||
-                     arch_ == "glm4moe" || arch_ == "bailingmoe2" || arch_ == "exaone-moe";
+                     arch_ == "glm4moe" || arch_ == "bailingmoe2" || arch_ == "exaone-moe" || arch_ == "bailingmoe";
     norm_w_ = f_->get_bool(a + "expert_weights_norm", !raw);
     // Graphs that fix the normalisation, gating and scale whatever the keys say.
     // gpt-oss: softmax of the k selected logits = renormalised; dbrx, phimoe: renormalised softmax.

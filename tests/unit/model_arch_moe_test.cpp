@@ -149,11 +149,12 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
   // ReLU-gated experts; with the window key a NoPE layer 0 and a local RoPE base), qwen35moe (gated
   // DeltaNet layers beside gated attention, experts in every layer with a gated shared expert), qwen3next
   // (qwen35moe's with plain RoPE, ssm_ba, value heads interleaved on the key heads; and with ssm_in),
-  // mellum (qwen3moe's block with windows of 4 on layers 0-2 and 4, past which the 11 tokens reach).
+  // mellum (qwen3moe's block with windows of 4 on layers 0-2 and 4, past which the 11 tokens reach),
+  // bailingmoe (llama's attention, experts in every layer, softmax with raw weights times 2, 2 shared).
   for (const char* preset :
        {"qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny", "bailingmoe2-tiny",
         "hunyuan-moe-tiny", "minimax-m2-tiny", "exaone-moe-tiny", "lfm2moe-tiny", "smallthinker-tiny",
-        "smallthinker-swa-tiny", "qwen35moe-tiny", "qwen3next-tiny", "qwen3next-legacy-tiny", "mellum-tiny"})
+        "smallthinker-swa-tiny", "qwen35moe-tiny", "qwen3next-tiny", "qwen3next-legacy-tiny", "mellum-tiny", "bailingmoe-tiny"})
     for (DType t : {DType::F32, DType::F16})
       check_moe_against_reference(write_preset(preset, t, fmt::format("{}_{}.gguf", preset, dtype_name(t))), kIds, 0,
                                   kTolF32);
