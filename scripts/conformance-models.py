@@ -115,12 +115,13 @@ class Model:
         self.w.close()
 
 
-def qwen3moe(path, dtype, arch="qwen3moe", seed=1, base=1000000.0, sections=None):
+def qwen3moe(path, dtype, arch="qwen3moe", seed=1, base=1000000.0, sections=None, shape=(4, 128, 16, 4), keys=None):
     # llama_model_qwen3moe: qwen3's attention (QK-norm per head, heads of key_length) and experts of
     # expert_feed_forward_length, softmax top-k renormalised (norm_w true in its graph).
     # llama_model_qwen3vlmoe (Qwen3-VL-30B-A3B's language model on text) the same with interleaved
-    # M-RoPE sections.
-    d, L, H, Hkv, hd, E, k, ff = 256, 4, 4, 2, 128, 16, 4, 256
+    # M-RoPE sections. shape: layers, head width, experts, experts per token; keys: the
+    # architecture's own keys (mellum's).
+    (L, hd, E, k), d, H, Hkv, ff = shape, 256, 4, 2, 256
     m = Model(path, arch, seed, dtype)
     if sections:
         m.w.add_array(f"{arch}.rope.dimension_sections", sections)
@@ -130,6 +131,8 @@ def qwen3moe(path, dtype, arch="qwen3moe", seed=1, base=1000000.0, sections=None
     m.u32("attention.value_length", hd)
     m.u32("rope.dimension_count", hd)
     m.f32("rope.freq_base", base)
+    if keys:
+        keys(m)
     m.head(d)
     for l in range(L):
         p = f"blk.{l}."
@@ -146,38 +149,19 @@ def qwen3moe(path, dtype, arch="qwen3moe", seed=1, base=1000000.0, sections=None
 
 
 def mellum(path, dtype):
-    # llama_model_mellum (Mellum 2, JetBrains' 12B-A2.5B code model): qwen3moe's attention (per-head
-    # QK-norm before split-halves RoPE) and experts of expert_feed_forward_length under a softmax
-    # top-k, renormalised (unscaled: its loader reads no scale), with windows of 64 positions on every
-    # layer but each fourth (the default period) and YaRN (factor 4 over an original context of 128,
+    # llama_model_mellum (Mellum 2, JetBrains' 12B-A2.5B code model): qwen3moe's block (per-head
+    # QK-norm before split-halves RoPE, experts of expert_feed_forward_length under a softmax top-k,
+    # renormalised; unscaled: its loader reads no scale) with windows of 64 positions on every layer
+    # but each fourth (the default period) and YaRN (factor 4 over an original context of 128,
     # attn_factor 1.25), which the global layers carry and the local ones do not (its graph rotates
-    # them with the global base, unscaled). 5 layers: 3 global.
-    d, L, H, Hkv, hd, E, k, ff = 256, 5, 4, 2, 64, 8, 2, 256
-    m = Model(path, "mellum", 91, dtype)
-    m.common(d, L, H, Hkv)
-    m.moe(ff * k, E, k, ff)
-    m.u32("attention.key_length", hd)
-    m.u32("attention.value_length", hd)
-    m.u32("rope.dimension_count", hd)
-    m.f32("rope.freq_base", 10000.0)
-    m.u32("attention.sliding_window", 64)
-    m.w.add_string("mellum.rope.scaling.type", "yarn")
-    m.f32("rope.scaling.factor", 4.0)
-    m.u32("rope.scaling.original_context_length", 128)
-    m.f32("rope.scaling.attn_factor", 1.25)
-    m.head(d)
-    for l in range(L):
-        p = f"blk.{l}."
-        m.norm(p + "attn_norm.weight", d)
-        m.matrix(p + "attn_q.weight", [d, H * hd])
-        m.matrix(p + "attn_k.weight", [d, Hkv * hd])
-        m.matrix(p + "attn_v.weight", [d, Hkv * hd])
-        m.norm(p + "attn_q_norm.weight", hd)
-        m.norm(p + "attn_k_norm.weight", hd)
-        m.matrix(p + "attn_output.weight", [H * hd, d], scale=0.7)
-        m.norm(p + "ffn_norm.weight", d)
-        m.experts(p, d, ff, E)
-    m.write()
+    # them with the global base, unscaled). 5 layers of heads of 64, 8 experts top-2.
+    def keys(m):
+        m.u32("attention.sliding_window", 64)
+        m.w.add_string("mellum.rope.scaling.type", "yarn")
+        m.f32("rope.scaling.factor", 4.0)
+        m.u32("rope.scaling.original_context_length", 128)
+        m.f32("rope.scaling.attn_factor", 1.25)
+    qwen3moe(path, dtype, "mellum", 91, 10000.0, shape=(5, 64, 8, 2), keys=keys)
 
 
 def bailingmoe(path, dtype):
