@@ -67,7 +67,7 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
                            c.arch == Arch::MiniCpm || c.arch == Arch::HunyuanDense ||
                            c.arch == Arch::Exaone || c.arch == Arch::Exaone4 || c.arch == Arch::Mistral3 ||
                            c.arch == Arch::Arcee || c.arch == Arch::ExaoneMoe || c.arch == Arch::Eagle3 ||
-                           c.arch == Arch::Apertus;
+                           c.arch == Arch::Apertus || c.arch == Arch::Nanbeige;
   if (reads_freqs && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
 
   // YaRN (llama_context's defaults for every architecture that does not read its own keys, which
@@ -199,6 +199,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"dflash", Arch::DFlash, RopeStyle::SplitHalves},      {"maincoder", Arch::Maincoder, RopeStyle::Adjacent},
       {"apertus", Arch::Apertus, RopeStyle::SplitHalves},    {"qwen3next", Arch::Qwen3Next, RopeStyle::SplitHalves},
       {"mellum", Arch::Mellum, RopeStyle::SplitHalves},      {"bailingmoe", Arch::BailingMoe, RopeStyle::Adjacent},
+      {"nanbeige", Arch::Nanbeige, RopeStyle::Adjacent},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -210,7 +211,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -262,6 +263,17 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   if (c.n_layer < 1 || c.n_layer > kMaxLayers)
     throw_error(ErrorKind::Format, "{}: n_layer is {} (must be 1 to {}): metadata key '{}'", file.path(), c.n_layer,
                 kMaxLayers, r.key("block_count"));
+  if (c.arch == Arch::Nanbeige) {
+    // nanbeige (Nanbeige 4.2): the blocks run num_loops times (llama.cpp's llama_model_nanbeige),
+    // sharing their weights; every pass but the last ends in output_norm unless
+    // skip_loop_final_norm says otherwise.
+    const int loops = r.get("num_loops", 1);
+    if (loops < 1 || static_cast<int64_t>(loops) * c.n_layer > kMaxLayers)
+      throw_error(ErrorKind::Format, "{}: {} is {} for {} blocks (at most {} layers in all)", file.path(),
+                  r.key("num_loops"), loops, c.n_layer, kMaxLayers);
+    c.loop_final_norm = !file.get_bool(r.key("skip_loop_final_norm"), false);
+    if (loops > 1) c.n_layer_phys = c.n_layer, c.n_layer *= loops;
+  }
   c.n_ff = c.arch == Arch::NemotronH ? 0 : r.get("feed_forward_length", 0);  // nemotron_h: per layer, below
   if (c.arch == Arch::Qwen) {
     // Qwen (1): feed_forward_length is the MLP's two projections together; each is half of it.

@@ -22,7 +22,7 @@ enum class Arch {
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
   MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan, Dbrx, PhiMoe, Qwen, Xverse, Orion, Codeshell, Plamo,
   ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe, GraniteHybrid, Mamba2, NemotronH, Eagle3, DFlash,
-  Maincoder, Apertus, Qwen3Next, Mellum, BailingMoe
+  Maincoder, Apertus, Qwen3Next, Mellum, BailingMoe, Nanbeige
 };
 
 // The mixer of a model's recurrent layers: Qwen3.5's gated DeltaNet or a Mamba-2 SSM (granitehybrid).
@@ -69,6 +69,12 @@ struct ModelConfig {
   // MTP, GLM-4.5's and Qwen3.5's NextN): block_count counts them, n_layer does not. The first is
   // layer n_layer of the weights (ModelWeights::nextn) when its architecture is one has_mtp() lists.
   int n_nextn = 0;
+  // A looped transformer (nanbeige's <arch>.num_loops): the file's n_layer_phys blocks run
+  // n_layer / n_layer_phys times over, each logical layer l with the weights of block
+  // l % n_layer_phys and a cache of its own, and (unless <arch>.skip_loop_final_norm) output_norm
+  // between loops. 0: not looped.
+  int n_layer_phys = 0;
+  bool loop_final_norm = true;
   // The file holds the block and the embedding and head only, no layer of the model's own
   // (llama.cpp's `convert_hf_to_gguf.py --mtp` export, "mtp-<name>.gguf"): a draft for the mtp
   // drafter beside its target; its own forward is refused.

@@ -741,7 +741,12 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
                 "run", file.path(), c.arch_name);
   if (!c.mtp_only) {  // a file of the block alone has no layer of the model's own
     w.layers.resize(c.n_layer);
-    for (int l = 0; l < c.n_layer; ++l) bind_layer(l, w.layers[l]);
+    // A looped model binds its file's blocks once; resident_weights gives the later passes the
+    // same resident copies.
+    const int n_bound = c.n_layer_phys > 0 ? c.n_layer_phys : c.n_layer;
+    for (int l = 0; l < n_bound; ++l) bind_layer(l, w.layers[l]);
+    for (int l = n_bound; l < c.n_layer; ++l) w.layers[l] = w.layers[l % n_bound];
+    w.n_layer_phys = c.n_layer_phys;
   }
 
   if (c.has_mtp()) {
@@ -812,7 +817,13 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
                           &L.ssm_qkv, &L.ssm_gate, &L.ssm_alpha, &L.ssm_beta, &L.ssm_ba, &L.ssm_out, &L.ssm_in})
       m(*v);
   };
-  for (LayerWeights& L : w.layers) layer(L);
+  const size_t n_phys = static_cast<size_t>(w.n_layer_phys);
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    if (n_phys > 0 && l >= n_phys)
+      w.layers[l] = w.layers[l % n_phys];  // a looped model's later passes: the same resident copies
+    else
+      layer(w.layers[l]);
+  }
   if (!w.nextn.empty()) {
     NextnWeights& n = w.nextn;
     layer(n.block);

@@ -134,6 +134,9 @@ struct Eagle3Weights {
 };
 
 struct ModelWeights {
+  // A looped model (ModelConfig::n_layer_phys > 0): layers[l] for l >= n_layer_phys are copies of
+  // layers[l % n_layer_phys], the same weights (and, once resident, the same backend copies).
+  int n_layer_phys = 0;
   MatrixView token_embd;                       // (n_embd, n_vocab): row = one token's embedding
   MatrixView position_embd;                    // gpt2, starcoder, some mpt: (n_embd, n_ctx_train)
   VectorView token_embd_norm, token_embd_norm_b;  // bloom: LayerNorm of the embedding

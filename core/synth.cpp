@@ -66,14 +66,14 @@ void check_spec(const SynthSpec& s) {
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
                    "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid", "mamba2", "nemotron_h",
-                   "maincoder", "apertus", "qwen3next", "mellum", "bailingmoe"}))
+                   "maincoder", "apertus", "qwen3next", "mellum", "bailingmoe", "nanbeige"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next, mellum, bailingmoe)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -105,6 +105,8 @@ void check_spec(const SynthSpec& s) {
       (!is_arch(s, {"qwen35", "qwen35moe", "qwen3next", "granitehybrid"}) || (!s.recurrent_layers.empty() && s.recurrent_layers.size() != static_cast<size_t>(s.n_layer))))
     throw_error(ErrorKind::InvalidArgument, "synth: gated DeltaNet layers are qwen35's, one flag per layer ({} for {} layers)",
                 s.recurrent_layers.size(), s.n_layer);
+  if (s.n_loops != 1 && (s.arch != "nanbeige" || s.n_loops < 1))
+    throw_error(ErrorKind::InvalidArgument, "synth: {} loops over the blocks: nanbeige's (1 or more), not {}'s", s.n_loops, s.arch);
   if (s.ssm_in_legacy && s.arch != "qwen3next")
     throw_error(ErrorKind::InvalidArgument, "synth: ssm_in in place of attn_qkv and attn_gate is qwen3next's, not {}'s", s.arch);
   if (is_arch(s, {"qwen35", "qwen35moe", "qwen3next"}) && (s.ssm_d_conv < 2 || s.ssm_d_state < 1 || s.ssm_n_group < 1 || s.ssm_dt_rank % s.ssm_n_group != 0))
@@ -515,6 +517,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   }
   if (s.expert_weights_norm >= 0) w.set_bool(a + ".expert_weights_norm", s.expert_weights_norm != 0);
   if (s.expert_weights_scale != 0.0f) w.set_f32(a + ".expert_weights_scale", s.expert_weights_scale);
+  if (s.n_loops > 1) w.set_u32(a + ".num_loops", s.n_loops);
   if (a == "apertus") {
     // xIELU's scalars (global keys): alpha_n and alpha_p per layer, beta and eps one value for all,
     // the two forms llama.cpp's loader accepts; values of Apertus-8B's size.

@@ -22,7 +22,7 @@ struct SynthSpec {
                                    // phi3 | gemma2 | deepseek2 | granite | granitemoe | olmo2 | smollm3 |
                                    // stablelm | gemma | starcoder2 | gptneox | phi2 | ernie4_5 | exaone |
                                    // exaone4 | mistral3 | command-r | cohere2 | internlm2 | qwen2vl |
-                                   // seed_oss | minicpm | glm4 | hunyuan-dense | maincoder | apertus | qwen3next | mellum | bailingmoe | qwen3vl | qwen3vlmoe |
+                                   // seed_oss | minicpm | glm4 | hunyuan-dense | maincoder | apertus | qwen3next | mellum | bailingmoe | nanbeige | qwen3vl | qwen3vlmoe |
                                    // deepseek | dots1 | glm4moe | ernie4_5-moe | bailingmoe2 | hunyuan-moe |
                                    // arcee | nemotron | starcoder | gpt-oss | minimax-m2
   DType type = DType::F32;         // type of the 2-D and expert weights (norms, biases, routers F32);
@@ -152,6 +152,8 @@ struct SynthSpec {
   // qwen3next: its DeltaNet layers' beta and alpha in one ssm_ba; ssm_in_legacy: [q | k | v | z] per
   // query/key head in one ssm_in (older converters) in place of attn_qkv and attn_gate.
   bool ssm_in_legacy = false;
+  // nanbeige: its n_layer blocks run num_loops times (<arch>.num_loops; 1: no key).
+  int n_loops = 1;
   // granitehybrid: Mamba-2 layers where recurrent_layers says (attention.head_count_kv 0 there),
   // ssm_dt_rank heads of ssm_d_inner / ssm_dt_rank, ssm_n_group groups of B and C of ssm_d_state;
   // granite's multipliers; rope_finetuned false = no RoPE (rope.scaling.finetuned).
@@ -170,7 +172,7 @@ struct SynthSpec {
 // "starcoder2-tiny", "gptneox-tiny", "phi2-tiny", "ernie4_5-tiny", "exaone-tiny", "exaone4-tiny",
 // "olmo3-tiny", "exaone4-32b-tiny", "command-r-tiny", "cohere2-tiny", "internlm2-tiny", "qwen2vl-tiny",
 // "seed_oss-tiny", "minicpm-tiny", "glm4-tiny", "hunyuan-dense-tiny", "maincoder-tiny", "apertus-tiny", "qwen3next-tiny",
-// "qwen3next-legacy-tiny", "mellum-tiny", "bailingmoe-tiny", "qwen3vl-tiny",
+// "qwen3next-legacy-tiny", "mellum-tiny", "bailingmoe-tiny", "nanbeige-tiny", "qwen3vl-tiny",
 // "qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny",
 // "bailingmoe2-tiny", "hunyuan-moe-tiny", "minimax-m2-tiny", "gpt-oss-tiny", "starcoder-tiny", "arcee-tiny", "nemotron-tiny", "mistral3-tiny", "deepseek2-tiny", "deepseek2-lite-tiny", "qwen3moe-target", "deepseek2-target"), or
 // "PRESET-TYPE" for a preset with

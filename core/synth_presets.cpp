@@ -381,6 +381,15 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "nanbeige-tiny") {
+    // nanbeige (Nanbeige 4.2) in llama.cpp's layout, F32, dim 64: llama's block (adjacent-pair RoPE),
+    // 3 blocks run twice over with the same weights, output_norm between the passes.
+    s.arch = "nanbeige";
+    s.n_layer = 3;
+    s.n_loops = 2;
+    s.name = preset;
+    return s;
+  }
   if (preset == "apertus-tiny") {
     // apertus (Apertus-8B) in llama.cpp's layout, F32: llama's attention with the q/k head norms
     // (and their biases, unused as in llama.cpp's graph) before split-halves RoPE, an ungated xIELU MLP down(xielu(up x)) with
@@ -1074,6 +1083,7 @@ std::vector<std::string> synth_presets() {
       "qwen3next-tiny: qwen3next, qwen35moe-tiny's layers with plain RoPE on 8 of 32 dims, 6 value heads "
       "interleaved on 2 query/key heads, ssm_ba",
       "qwen3next-legacy-tiny: qwen3next-tiny with the older converters' ssm_in",
+      "nanbeige-tiny: nanbeige, F32, 3 blocks run twice (6 layers with shared weights), output_norm between passes",
       "apertus-tiny: apertus, F32, 4 layers, dim 64, QK-norm (its unused biases), ungated xIELU MLP with per-layer scalars",
       "qwen3vl-tiny: qwen3vl (Qwen3-VL's text model), qwen3-tiny with interleaved M-RoPE sections 6/4/4/0 (pair 13 "
       "still)",

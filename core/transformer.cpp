@@ -658,6 +658,11 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
     else
       attention_block(l, T, positions, row_positions, mask, kv);
     if (c_.has_ffn(l)) ffn_block(l, T, b, routing[l]);  // mamba2's, nemotron_h's layers: one sublayer
+    // nanbeige: output_norm at the end of every pass over the blocks but the last.
+    if (c_.n_layer_phys > 0 && c_.loop_final_norm && (l + 1) % c_.n_layer_phys == 0 && l + 1 < c_.n_layer) {
+      float* x = buf(kX, T * d);
+      be_->rms_norm(x, w_.output_norm.data, x, T, d, c_.norm_eps);
+    }
   }
 
   if (c_.is_dflash()) return draft_head(b, T, kv);  // a DFlash block's logits, through d2t

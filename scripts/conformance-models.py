@@ -3,7 +3,7 @@
 granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, gemma, gptneox, phi2,
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
-sections and without), hunyuan-dense, maincoder, apertus, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
+sections and without), hunyuan-dense, maincoder, apertus, nanbeige (looped, with and without the norm between passes), qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
 bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
 its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, qwen3next (with attn_qkv and with ssm_in), mellum, bailingmoe, granitehybrid (dense and MoE), mamba2 and nemotron_h in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
@@ -1066,6 +1066,33 @@ def nemotron(path, dtype):
     m.write()
 
 
+def nanbeige(path, dtype, skip=False):
+    # llama_model_nanbeige (Nanbeige 4.2, a looped transformer): llama's block (NORM RoPE,
+    # rope_freqs.weight with factors that bite), its 3 blocks run num_loops 2 times over with the
+    # same weights and a cache per pass, output_norm between the passes; skip: 3 passes with
+    # skip_loop_final_norm (no norm between them).
+    d, L, H, Hkv, ff = 256, 3, 4, 2, 512
+    hd = d // H
+    m = Model(path, "nanbeige", 94 if skip else 93, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    m.u32("num_loops", 3 if skip else 2)
+    if skip:
+        m.w.add_bool("nanbeige.skip_loop_final_norm", True)
+    u = np.arange(hd // 2) / (hd // 2 - 1)
+    m.w.add_tensor("rope_freqs.weight", (1 + 7 * u * u).astype(np.float32))
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "ffn_norm.weight", d)
+        swiglu(m, p, d, ff)
+    m.write()
+
+
 def apertus(path, dtype):
     # llama_model_apertus (Apertus-8B): llama's attention (NEOX RoPE, rope_freqs.weight with factors
     # that bite) with the q/k head norms before RoPE (and their optional biases, which llama.cpp
@@ -1726,6 +1753,8 @@ WRITERS = {
     "minimax-m2": minimax_m2,
     "arcee": arcee,
     "apertus": apertus,
+    "nanbeige": nanbeige,
+    "nanbeige-skip": lambda p, t: nanbeige(p, t, skip=True),
     "nemotron": nemotron,
     # ALiBi: 8 heads (bloom, refact), 12 (mpt: interleaved slopes, rows of 384 that the K-quants leave
     # to their fallback types), 4 (jais).

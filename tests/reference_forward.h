@@ -250,7 +250,7 @@ class ReferenceForward {
     orig_ctx_ = static_cast<double>(f_->get_int(a + "rope.scaling.original_context_length", c_.n_ctx_train));
     attn_factor_ = f_->get_float(a + "rope.scaling.attn_factor", 1.0);
     if ((arch_ == "llama" || arch_ == "granite" || arch_ == "granitemoe" || arch_ == "exaone" || arch_ == "exaone4" ||
-         arch_ == "minicpm" || arch_ == "arcee" || arch_ == "exaone-moe" || arch_ == "apertus") &&
+         arch_ == "minicpm" || arch_ == "arcee" || arch_ == "exaone-moe" || arch_ == "apertus" || arch_ == "nanbeige") &&
         f_->find_tensor("rope_freqs.weight"))
       freq_factors_ = tensor("rope_freqs.weight");
     context_ = c_.n_ctx_train;
@@ -345,8 +345,14 @@ class ReferenceForward {
           for (int i = 0; i < d; ++i) x[t][i] += par[t][i];
       }
     };
+    // nanbeige: block_count blocks run num_loops times, output_norm between the passes unless
+    // skip_loop_final_norm.
+    const int blocks = arch_ == "nanbeige" ? static_cast<int>(f_->get_int(arch_ + ".block_count")) : 0;
+    const bool loop_norm = blocks > 0 && !f_->get_bool(arch_ + ".skip_loop_final_norm", false);
     for (int l = mtp_h_ ? c_.n_layer : 0; l < c_.n_layer + (mtp_h_ ? 1 : 0); ++l) {
-      const std::string p = "blk." + std::to_string(l) + ".";
+      const std::string p = "blk." + std::to_string(blocks > 0 ? l % blocks : l) + ".";
+      if (loop_norm && l > 0 && l % blocks == 0)
+        for (int t = 0; t < T; ++t) x[t] = norm(x[t], "output_norm");
       layer_in_ = x;  // the layer's input (smallthinker's router reads it)
       layer_inputs_.push_back(x);
       if (recurrent_[l]) {

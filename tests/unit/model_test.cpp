@@ -1075,6 +1075,27 @@ TEST(Architectures, ApertusXieluMatchesReference) {
   EXPECT_GT(logit_change(scratch("arch_apertus.gguf"), scratch("arch_apertus_beta.gguf")), 0.01);
 }
 
+TEST(Architectures, NanbeigeLoopsOverItsBlocksMatchesReference) {
+  // 3 blocks run twice: 6 layers, each with a cache of its own and the weights of block l % 3, and
+  // output_norm between the passes; with skip_loop_final_norm, none.
+  check_against_reference(synth_spec("nanbeige-tiny"), "arch_nanbeige.gguf");
+  auto m = Model::load(scratch("arch_nanbeige.gguf"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.n_layer, 6);
+  EXPECT_EQ(c.n_layer_phys, 3);
+  EXPECT_TRUE(c.loop_final_norm);
+  GgufEdit skip;
+  skip.set_bool = {{"nanbeige.skip_loop_final_norm", true}};
+  copy_gguf(scratch("arch_nanbeige.gguf"), scratch("arch_nanbeige_skip.gguf"), skip);
+  EXPECT_GT(logit_change(scratch("arch_nanbeige.gguf"), scratch("arch_nanbeige_skip.gguf")), 0.01);
+  EXPECT_LE(reference_rel_error(scratch("arch_nanbeige_skip.gguf")), 1e-4);
+  // One pass (num_loops 1) is another model.
+  GgufEdit once;
+  once.set_u32 = {{"nanbeige.num_loops", 1}};
+  copy_gguf(scratch("arch_nanbeige.gguf"), scratch("arch_nanbeige_once.gguf"), once);
+  EXPECT_EQ(Model::load(scratch("arch_nanbeige_once.gguf"), f32_caches())->config().n_layer, 3);
+}
+
 TEST(Architectures, Qwen3VlInterleavedMropeMatchesReference) {
   // qwen3's block with interleaved M-RoPE sections [6, 4, 4, 0] over 16 pairs: pair 13 falls in the
   // fourth section, where text positions are 0, and keeps its values.
