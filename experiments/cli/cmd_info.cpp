@@ -177,6 +177,11 @@ void add_info_command(CLI::App& app) {
       j["n_ctx_train"] = c.n_ctx_train;
       j["n_embd"] = c.n_embd;
       j["n_layer"] = c.n_layer;
+      if (c.n_layer_phys > 0) {  // nanbeige: a looped model's blocks and passes
+        j["n_block"] = c.n_layer_phys;
+        j["num_loops"] = c.n_layer / c.n_layer_phys;
+        j["loop_final_norm"] = c.loop_final_norm;
+      }
       j["n_head"] = c.n_head;
       j["n_head_kv"] = c.n_head_kv;
       j["head_dim"] = c.head_dim;
@@ -291,7 +296,12 @@ void add_info_command(CLI::App& app) {
     std::printf("vocabulary:    %d tokens (%s tokenizer)\n", c.n_vocab, tok_model.c_str());
     std::printf("chat template: %s\n", chat_summary.c_str());
     std::printf("context:       %d (training)\n", c.n_ctx_train);
-    std::printf("layers:        %d, embedding %d, feed-forward %d\n", c.n_layer, c.n_embd, c.n_ff);
+    if (c.n_layer_phys > 0)
+      std::printf("layers:        %d (%d blocks run %d times over%s), embedding %d, feed-forward %d\n", c.n_layer,
+                  c.n_layer_phys, c.n_layer / c.n_layer_phys, c.loop_final_norm ? ", output_norm between passes" : "",
+                  c.n_embd, c.n_ff);
+    else
+      std::printf("layers:        %d, embedding %d, feed-forward %d\n", c.n_layer, c.n_embd, c.n_ff);
     if (c.is_mla())
       std::printf("attention:     multi-head latent, %d heads of %d (%d + %d RoPE dims), values of %d, q LoRA rank "
                   "%d%s, kv LoRA rank %d, scale %g\n",

@@ -412,6 +412,22 @@ TEST_F(JsonCli, InfoJsonWithInvalidUtf8InGgufStrings) {
   EXPECT_EQ(j.value("n_vocab", 0), 320);
 }
 
+TEST_F(JsonCli, InfoNamesALoopedModelsBlocksAndPasses) {
+  // nanbeige-tiny: 3 blocks run twice, 6 layers of the forward and the cache.
+  const std::string path = scratch("info-nanbeige.gguf");
+  core::synth_write(core::synth_spec("nanbeige-tiny"), path, 1);
+  const CliRun r = run_cli({"info", "-m", path, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j.value("n_layer", 0), 6);
+  EXPECT_EQ(j.value("n_block", 0), 3);
+  EXPECT_EQ(j.value("num_loops", 0), 2);
+  EXPECT_TRUE(j.value("loop_final_norm", false));
+  const CliRun text = run_cli({"info", "-m", path});
+  ASSERT_EQ(text.exit_code, 0) << text.describe();
+  EXPECT_NE(text.out.find("6 (3 blocks run 2 times over, output_norm between passes)"), std::string::npos) << text.out;
+}
+
 TEST_F(JsonCli, RunRecordsAndReportAreStrictJsonWithExactBytes) {
   SPECMOE_REQUIRE_DATA("tokenizer/ggml-vocab-gpt-2.gguf");
   const std::string& model = gpt2_synth_model();
