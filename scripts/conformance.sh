@@ -42,6 +42,11 @@ LLAMA_BIN="${LLAMA_BIN:-$HOME/.cache/specmoe-peer/llama.cpp/build/bin}"
 PYTHON="${PYTHON:-python3}"
 SPECMOE="${SPECMOE:-$ROOT/build/specmoe}"
 THREADS="${THREADS:-2}"
+# Hundreds of MB of models: never inside the repository (a first argument meant as an
+# architecture would otherwise become an output folder in the work tree).
+case "$(realpath -m "$OUT")/" in
+  "$ROOT"/*) echo "conformance: OUT_DIR '$OUT' is inside the repository ($ROOT); pick a folder outside it" >&2; exit 1 ;;
+esac
 mkdir -p "$OUT"
 if [[ -z "$TEXT" ]]; then
   TEXT="$OUT/text.txt"
