@@ -1066,6 +1066,12 @@ def nemotron(path, dtype):
     m.write()
 
 
+def rope_freq_factors(m, hd):
+    # rope_freqs.weight with factors that bite: pair i's frequency divided by 1 + 7 (i / (pairs - 1))^2.
+    u = np.arange(hd // 2) / (hd // 2 - 1)
+    m.w.add_tensor("rope_freqs.weight", (1 + 7 * u * u).astype(np.float32))
+
+
 def nanbeige(path, dtype, skip=False):
     # llama_model_nanbeige (Nanbeige 4.2, a looped transformer): llama's block (NORM RoPE,
     # rope_freqs.weight with factors that bite), its 3 blocks run num_loops 2 times over with the
@@ -1081,8 +1087,7 @@ def nanbeige(path, dtype, skip=False):
     m.u32("num_loops", 3 if skip else 2)
     if skip:
         m.w.add_bool("nanbeige.skip_loop_final_norm", True)
-    u = np.arange(hd // 2) / (hd // 2 - 1)
-    m.w.add_tensor("rope_freqs.weight", (1 + 7 * u * u).astype(np.float32))
+    rope_freq_factors(m, hd)
     m.head(d)
     for l in range(L):
         p = f"blk.{l}."
@@ -1110,8 +1115,7 @@ def apertus(path, dtype):
     m.w.add_array("xielu.alpha_p", [0.9 - 0.1 * l for l in range(L)])
     m.w.add_float32("xielu.beta", 0.5)
     m.w.add_float32("xielu.eps", -1e-6)
-    u = np.arange(hd // 2) / (hd // 2 - 1)
-    m.w.add_tensor("rope_freqs.weight", (1 + 7 * u * u).astype(np.float32))
+    rope_freq_factors(m, hd)
     m.head(d)
     for l in range(L):
         p = f"blk.{l}."
@@ -1136,8 +1140,7 @@ def arcee(path, dtype):
     m.u32("feed_forward_length", ff)
     m.u32("rope.dimension_count", hd)
     m.f32("rope.freq_base", 10000.0)
-    u = np.arange(hd // 2) / (hd // 2 - 1)
-    m.w.add_tensor("rope_freqs.weight", (1 + 7 * u * u).astype(np.float32))
+    rope_freq_factors(m, hd)
     m.head(d)
     for l in range(L):
         p = f"blk.{l}."
@@ -1242,9 +1245,7 @@ def llama_like(path, dtype, arch, seed, freqs=False, out_bias=False, sections=No
     m.u32("rope.dimension_count", hd)
     m.f32("rope.freq_base", 10000.0)
     if freqs:
-        half = hd // 2
-        u = np.arange(half) / (half - 1)
-        m.w.add_tensor("rope_freqs.weight", (1 + 7 * u * u).astype(np.float32))
+        rope_freq_factors(m, hd)
     if sections:
         m.w.add_array(f"{arch}.rope.dimension_sections", sections)
     m.head(d)
