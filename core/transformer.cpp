@@ -440,14 +440,14 @@ void Transformer::delta_net_block(int l, int64_t T, const int32_t* slots, KVCach
       float* const y2[2] = {qkvz, ba};
       be_->matmul_multi(xn, T, w2, y2);
       const size_t f = sizeof(float);
-      // Rows of T * G pieces: (token t, head g) at qkvz + (t G + g) per, into its place in [q | k | v] and z.
-      for (int64_t t = 0; t < T; ++t) {
-        float* row = qkv + t * C;
-        const float* src = qkvz + t * G * per;
-        be_->copy_rows(row, S * f, src, per * f, S * f, G);                      // q
-        be_->copy_rows(row + K, S * f, src + S, per * f, S * f, G);              // k
-        be_->copy_rows(row + 2 * K, r * S * f, src + 2 * S, per * f, r * S * f, G);  // v
-        be_->copy_rows(z + t * V, r * S * f, src + 2 * S + r * S, per * f, r * S * f, G);
+      // Head g's pieces of every token (rows G per apart) into their places in [q | k | v] and z:
+      // four strided copies per query/key head, whatever the batch.
+      for (int64_t g = 0; g < G; ++g) {
+        const float* src = qkvz + g * per;
+        be_->copy_rows(qkv + g * S, C * f, src, G * per * f, S * f, T);                          // q
+        be_->copy_rows(qkv + K + g * S, C * f, src + S, G * per * f, S * f, T);                  // k
+        be_->copy_rows(qkv + 2 * K + g * r * S, C * f, src + 2 * S, G * per * f, r * S * f, T);  // v
+        be_->copy_rows(z + g * r * S, V * f, src + 2 * S + r * S, G * per * f, r * S * f, T);   // z
       }
     } else {
       const MatrixView w3[3] = {L.ssm_qkv, L.ssm_gate, L.ssm_ba};
