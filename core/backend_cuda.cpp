@@ -293,7 +293,8 @@ void CudaBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, 
     cu::moe_apply_capacity(ctx, experts, weights, T, k, E,
                            moe::expert_capacity(capacity_factor, static_cast<int>(T), k, E));
   cu::moe_group_by_expert(ctx, experts, n, E, counts, offsets, sorted);
-  cu::moe_gather(ctx, x, d, sorted, n, k, xs, slot_pos, capacity ? experts : nullptr);
+  cu::moe_gather(ctx, x, d, sorted, n, k, xs, slot_pos, capacity ? experts : nullptr,
+                 W.weight_inputs ? weights : nullptr);  // llama4: the experts read w * x
 
   // The shared expert does not depend on the routing: queue it before the host waits.
   const float* sh_y = nullptr;
@@ -344,7 +345,7 @@ void CudaBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, 
     throw_error(ErrorKind::Runtime, "the device routed {} and dropped {} of {} (token, expert) assignments", off,
                 n_dropped, n);
   ctx.zero(out, static_cast<size_t>(T * d) * sizeof(float));  // moe_combine adds into its target
-  cu::moe_combine(ctx, out, T, d, k, ey, slot_pos, weights, sh_y, sh_z);
+  cu::moe_combine(ctx, out, T, d, k, ey, slot_pos, W.weight_inputs ? nullptr : weights, sh_y, sh_z);
 
   routing.reset(static_cast<int>(T), k, E);
   routing.expert.assign(rec_host_.begin() + E, rec_host_.begin() + E + n);

@@ -50,7 +50,7 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
   } else if (type == "linear" || type == "yarn") {
     c.rope_scaling = type == "yarn" ? RopeScaling::Yarn : (factor != 0.0f ? RopeScaling::Linear : RopeScaling::None);
     if (factor != 0.0f) c.rope_freq_scale = 1.0f / factor;  // llama.cpp treats factor 0 as none
-  } else if (type == "llama3" && (c.arch == Arch::Llama || c.arch == Arch::Eagle3)) {
+  } else if (type == "llama3" && (c.arch == Arch::Llama || c.arch == Arch::Eagle3 || c.arch == Arch::Llama4)) {
     c.rope_scaling = RopeScaling::Llama3;
     c.rope_freq_factors = true;
     if (c.rope_scaling_factor == 0.0f) c.rope_scaling_factor = 8.0f;  // Meta's defaults (Llama 3.1)
@@ -61,13 +61,13 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
     throw_error(ErrorKind::Unsupported, "{}: {} '{}' is unsupported (supported: none, linear, yarn{})", file.path(),
                 type_key, type, c.arch == Arch::Llama ? ", llama3" : "");
   }
-  // llama.cpp reads rope_freqs.weight for llama, granite, exaone and exaone4; its converter writes it for
+  // llama.cpp reads rope_freqs.weight for llama, llama4, granite, exaone and exaone4; its converter writes it for
 // Llama 3.1+.
   const bool reads_freqs = c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::GraniteMoe ||
                            c.arch == Arch::MiniCpm || c.arch == Arch::HunyuanDense ||
                            c.arch == Arch::Exaone || c.arch == Arch::Exaone4 || c.arch == Arch::Mistral3 ||
                            c.arch == Arch::Arcee || c.arch == Arch::ExaoneMoe || c.arch == Arch::Eagle3 ||
-                           c.arch == Arch::Apertus || c.arch == Arch::Nanbeige;
+                           c.arch == Arch::Apertus || c.arch == Arch::Nanbeige || c.arch == Arch::Llama4;
   if (reads_freqs && file.find_tensor("rope_freqs.weight")) c.rope_freq_factors = true;
 
   // YaRN (llama_context's defaults for every architecture that does not read its own keys, which
@@ -83,7 +83,9 @@ void read_rope_scaling(const GGUFFile& file, const Reader& r, ModelConfig& c) {
       // llama_context with rope.scaling.yarn_log_multiplier (mscale_all_dim): mscale 1 over
       // mscale_all_dim, except deepseek2, whose mscale equals mscale_all_dim (DeepSeek-V2's
       // config), so the ratio is 1 there; deepseek2 applies the magnitude to the scores instead.
-      const float m = c.arch == Arch::Deepseek2 && c.rope_yarn_log_mul != 1.0f ? c.rope_yarn_log_mul : 1.0f;
+      // llama.cpp tests the architecture, not the graph: mistral4 (deepseek2's graph) keeps mscale 1.
+      const bool ds2 = c.arch == Arch::Deepseek2 && c.arch_name == "deepseek2";
+      const float m = ds2 && c.rope_yarn_log_mul != 1.0f ? c.rope_yarn_log_mul : 1.0f;
       attn = mscale(m) / mscale(c.rope_yarn_log_mul);
     } else {
       attn = mscale(1.0f);
@@ -199,7 +201,10 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       {"dflash", Arch::DFlash, RopeStyle::SplitHalves},      {"maincoder", Arch::Maincoder, RopeStyle::Adjacent},
       {"apertus", Arch::Apertus, RopeStyle::SplitHalves},    {"qwen3next", Arch::Qwen3Next, RopeStyle::SplitHalves},
       {"mellum", Arch::Mellum, RopeStyle::SplitHalves},      {"bailingmoe", Arch::BailingMoe, RopeStyle::Adjacent},
-      {"nanbeige", Arch::Nanbeige, RopeStyle::Adjacent},
+      {"nanbeige", Arch::Nanbeige, RopeStyle::Adjacent},     {"llama4", Arch::Llama4, RopeStyle::Adjacent},
+      // mistral4 (Mistral Small 4): llama.cpp's deepseek2 model, loader and graph under another
+      // name; the one difference is llama_context's YaRN magnitude (read_rope_scaling).
+      {"mistral4", Arch::Deepseek2, RopeStyle::Adjacent},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -211,7 +216,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -356,6 +361,19 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                     r.key("attention.temperature_scale"));
     }
   }
+  if (c.arch == Arch::Deepseek2) {
+    // Mistral Large 3 (deepseek2): Llama 4's attention temperature by attention.temperature_scale
+    // over attention.temperature_length positions, on every layer's queries (offset 0); llama.cpp
+    // asserts on a scale without a length.
+    c.attn_temp_scale = r.get_float("attention.temperature_scale", 0.0f);
+    if (c.attn_temp_scale != 0.0f) {
+      c.attn_temp_floor = r.get("attention.temperature_length", 0);
+      if (c.attn_temp_floor <= 0 || !std::isfinite(c.attn_temp_scale))
+        throw_error(ErrorKind::Format, "{}: {} is {} but {} is {} (must be a positive length)", file.path(),
+                    r.key("attention.temperature_scale"), c.attn_temp_scale, r.key("attention.temperature_length"),
+                    c.attn_temp_floor);
+    }
+  }
   if (c.is_mla()) {
     // llama.cpp's deepseek2 graph: kq_scale = mscale^2 / sqrt(key_length_mla) with mscale =
     // attn_factor (1 + 0.1 ln(1/freq_scale)) (1 + 0.1 yarn_log_mul ln(1/freq_scale)): YaRN's
@@ -406,6 +424,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                     static_cast<float>(ep[l])};
     }
   }
+  if (c.arch == Arch::Llama4) detail::read_llama4(r, c);
   if (c.arch == Arch::GptOss) detail::read_gpt_oss(r, c);
   if (c.arch == Arch::ExaoneMoe) detail::read_exaone_moe(r, c);
   if (c.arch == Arch::Lfm2) detail::read_lfm2_windows(r, c);

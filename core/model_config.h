@@ -22,7 +22,7 @@ enum class Arch {
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
   MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan, Dbrx, PhiMoe, Qwen, Xverse, Orion, Codeshell, Plamo,
   ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe, GraniteHybrid, Mamba2, NemotronH, Eagle3, DFlash,
-  Maincoder, Apertus, Qwen3Next, Mellum, BailingMoe, Nanbeige
+  Maincoder, Apertus, Qwen3Next, Mellum, BailingMoe, Nanbeige, Llama4
 };
 
 // The mixer of a model's recurrent layers: Qwen3.5's gated DeltaNet or a Mamba-2 SSM (granitehybrid).
@@ -116,6 +116,9 @@ struct ModelConfig {
                               // where the file has attn_q_norm)
                               // (blk.N.attn_{q,k}_norm, [head_dim]) before RoPE
   bool qk_norm_after_rope = false;  // hunyuan-dense, maincoder: that QK-norm after RoPE
+  bool qk_l2_norm = false;    // llama4 (but its 128-expert Maverick): after RoPE, an RMSNorm without
+                              // weight over every q and k head of the layers that rotate
+                              // (llama.cpp's use_kq_norm, Meta's Llama4TextL2Norm)
   bool qk_norm_full = false;  // olmoe: RMSNorm of the whole q and k projections (attn_q_norm
                               // [n_head * head_dim], attn_k_norm [n_head_kv * head_dim]) before RoPE
   bool post_norms = false;    // gemma2, gemma3: RMSNorm of each sublayer's output (attn_post_norm,
@@ -178,6 +181,9 @@ struct ModelConfig {
   bool swa_plain_rope = false;  // olmo2 with windows (OLMo 3): local layers rotate with the global base,
                                 // unscaled and without YaRN (ext_factor 0, attn_factor 1); the global
                                 // ones carry the file's scaling
+  bool swa_chunked = false;     // llama4: the local layers' attention is chunked, not sliding
+                                // (llama.cpp's LLAMA_SWA_TYPE_CHUNKED): a query at position p sees
+                                // the keys at positions p - p % n_swa .. p (n_swa 8192, fixed)
   bool nope_global = false;     // exaone4 with 64 layers (EXAONE 4.0 32B), cohere2: the global
                                 // (non-window) layers have no RoPE
 
@@ -230,8 +236,12 @@ struct ModelConfig {
   // mistral3: Llama 4's attention temperature, <arch>.attention.temperature_scale (0 = none): the
   // query of a token at position p is multiplied by log(floor(p / attn_temp_floor) + 1) * scale + 1,
   // attn_temp_floor being the YaRN original context (so 1 below it).
+  // llama4: the same with the position offset by attn_temp_offset (1: log(floor((p + 1) / 8192) +
+  // 1) * 0.1 + 1), on the layers without RoPE only (attn_temp_nope_only).
   float attn_temp_scale = 0.0f;
   int attn_temp_floor = 0;
+  float attn_temp_offset = 0.0f;
+  bool attn_temp_nope_only = false;
 
   // lfm2 and lfm2moe (Liquid AI's LFM2, LFM2-MoE): a hybrid whose layers are either attention or a gated short causal
   // convolution (y = C * conv(B * x) over the last shortconv_l_cache positions, Poli et al. 2023's
@@ -352,7 +362,8 @@ struct ModelConfig {
   bool is_swa(int layer) const {
     return n_swa > 0 && layer >= 0 && layer < static_cast<int>(swa_layers.size()) && swa_layers[layer] != 0;
   }
-  int window(int layer) const { return is_swa(layer) ? n_swa : 0; }  // 0 = the whole context
+  int window(int layer) const { return is_swa(layer) && !swa_chunked ? n_swa : 0; }  // 0 = the whole context
+  int chunk(int layer) const { return is_swa(layer) && swa_chunked ? n_swa : 0; }    // llama4; 0 = none
   // Whether layer `layer` rotates its queries and keys (every RoPE architecture, but smollm3's
   // NoPE layers and EXAONE 4.0 32B's global ones).
   bool has_rope(int layer) const {

@@ -375,6 +375,31 @@ void read_lfm2_windows(const Reader& r, ModelConfig& c) {
   c.rope_freq_scale_swa = c.rope_freq_scale;
 }
 
+// llama4 (Llama 4 Scout and Maverick; src/models/llama4.cpp), without attention.sliding_window or
+// with a nonzero one (whose value llama.cpp ignores): chunked attention of 8192 positions on the
+// layers attention.sliding_window_pattern marks local (default: 3 of every 4, the fourth global),
+// rotated with rope.freq_base_swa when the file has it (else the global base) and the global
+// scale; no RoPE on every fourth layer ((l + 1) % 4 == 0), whose queries take the attention
+// temperature log(floor((p + 1) / 8192) + 1) * 0.1 + 1. These constants are llama.cpp's, not the
+// file's. A file with attention.sliding_window 0 is refused: llama.cpp then runs its last layer
+// without RoPE and with a temperature of scale 0, which its graph input aborts on.
+void read_llama4(const Reader& r, ModelConfig& c) {
+  if (r.f.has(r.key("attention.sliding_window")) && r.get("attention.sliding_window", std::nullopt) == 0)
+    throw_error(ErrorKind::Unsupported,
+                "{}: {} is 0: llama4 without chunked attention is not supported (llama.cpp 2026-10 aborts on it too)",
+                r.f.path(), r.key("attention.sliding_window"));
+  c.n_swa = 8192;
+  c.swa_chunked = true;
+  read_swa_layers(r, c, 4);
+  c.rope_freq_base_swa = r.get_float("rope.freq_base_swa", c.rope_freq_base);
+  c.rope_freq_scale_swa = c.rope_freq_scale;
+  c.no_rope_step = 4;
+  c.attn_temp_scale = 0.1f;
+  c.attn_temp_floor = 8192;
+  c.attn_temp_offset = 1.0f;
+  c.attn_temp_nope_only = true;
+}
+
 // smallthinker (PowerInfer's SmallThinker, src/models/smallthinker.cpp): with
 // attention.sliding_window > 0, windows of 4096 positions (llama.cpp's loader sets that whatever
 // the key says) on every layer but each fourth from layer 0 (attention.sliding_window_pattern, a
@@ -642,6 +667,20 @@ void read_experts(const Reader& r, ModelConfig& c) {
       c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);
       c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
       break;
+    case Arch::Llama4:
+      // Llama 4: experts in every interleave_moe_layer_step-th layer (required; Scout 1, Maverick
+      // 2), dense SwiGLUs of feed_forward_length between, one ungated shared expert of the expert
+      // width beside the routed ones; top-k of the logits, whose sigmoids (neither renormalised nor
+      // scaled) multiply each chosen expert's input (MoEWeights::weight_inputs). QK L2 norm unless
+      // the model has 128 experts (llama.cpp's use_kq_norm is off for Maverick).
+      c.n_moe_layer_step = r.get("interleave_moe_layer_step", std::nullopt);
+      if (c.n_moe_layer_step < 1 || c.n_moe_layer_step > c.n_layer)
+        throw_error(ErrorKind::Format, "{}: {} is {} for {} layers", file.path(), r.key("interleave_moe_layer_step"),
+                    c.n_moe_layer_step, c.n_layer);
+      c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
+      c.n_ff_shared_expert = c.n_ff_expert;
+      c.qk_l2_norm = c.n_expert != 128;
+      break;
     case Arch::Ernie45Moe:
       c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);
       c.n_moe_layer_step = r.get("interleave_moe_layer_step", std::nullopt);
@@ -659,11 +698,11 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool fixed_softmax = c.arch == Arch::Deepseek || c.arch == Arch::BailingMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe ||
                              c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss || c.arch == Arch::Dbrx ||
                              c.arch == Arch::PhiMoe || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::GraniteHybrid;
-  const bool raw = c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
+  const bool raw = c.arch == Arch::Llama4 || c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
                    c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 ||
                    c.arch == Arch::ExaoneMoe || c.arch == Arch::BailingMoe;
   c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), !raw);
-  if (c.arch == Arch::Deepseek) c.expert_weights_norm = false;
+  if (c.arch == Arch::Deepseek || c.arch == Arch::Llama4) c.expert_weights_norm = false;
   if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss ||
       c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx || c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe ||
       c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::GraniteHybrid)
@@ -675,6 +714,11 @@ void read_experts(const Reader& r, ModelConfig& c) {
     throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), r.key("expert_gating_func"));
   int gating = fixed_softmax ? 1 : r.get("expert_gating_func", 0);  // 0 = LLAMA_EXPERT_GATING_FUNC_TYPE_NONE
   if (gating == 0 && c.arch == Arch::Glm4Moe) gating = 2;  // GLM-4.5's sigmoid, llama.cpp's default for it
+  if (c.arch == Arch::Llama4) gating = 2;                    // fixed by its graph
+  // GLM-4.7-Flash in deepseek2's layout, from before its converter wrote the key: llama.cpp's
+  // compatibility rule (47 or 48 layers and a vocabulary of 154880) makes it sigmoid.
+  if (gating == 0 && c.arch == Arch::Deepseek2 && (c.n_layer == 47 || c.n_layer == 48) && c.n_vocab == 154880)
+    gating = 2;
   if (gating == 0 || gating == 1) {
     c.expert_gating = ExpertGating::Softmax;
   } else if (gating == 2) {
@@ -683,7 +727,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
     throw_error(ErrorKind::Unsupported, "{}: {} = {} is unsupported (1 softmax, 2 sigmoid)", file.path(),
                 r.key("expert_gating_func"), gating);
   }
-  const bool never_scaled = c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe ||
+  const bool never_scaled = c.arch == Arch::Llama4 || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe ||
                             c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
                             c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe || c.arch == Arch::SmallThinker ||
                             c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::GraniteHybrid;
@@ -696,7 +740,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool deepseek_style = c.arch == Arch::Deepseek2 || c.arch == Arch::Deepseek || c.arch == Arch::Dots1 ||
                               c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 || c.arch == Arch::Ernie45Moe ||
                               c.arch == Arch::ExaoneMoe || c.arch == Arch::Lfm2Moe;
-  const bool needs_experts = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
+  const bool needs_experts = c.arch == Arch::Llama4 || c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
                              c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
                              c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
                              c.arch == Arch::PhiMoe || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum ||

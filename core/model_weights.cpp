@@ -268,10 +268,11 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
   std::vector<float> bias;
   const bool binds_bias = c.arch == Arch::Deepseek2 || c.arch == Arch::Dots1 || c.arch == Arch::Ernie45Moe ||
                           c.arch == Arch::BailingMoe2 || c.arch == Arch::Glm4Moe || c.arch == Arch::ExaoneMoe;
-  const bool no_bias = c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
+  const bool no_bias = c.arch == Arch::Llama4 || c.arch == Arch::Deepseek || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
                        c.arch == Arch::GptOss || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe ||
                        c.arch == Arch::Qwen3Next;
   if (c.arch == Arch::SmallThinker) w.act = moe::MoEActivation::ReGLU;  // relu(gate x) * up x
+  w.weight_inputs = c.arch == Arch::Llama4;  // the routing weight scales the expert's input
   if (c.arch == Arch::GptOss) {
     // gpt-oss: biases of the router logits and of every expert's gate, up and down rows (2-D
     // tensors {rows, n_expert}: expert e's biases are row e), and the clamped SwiGLU.

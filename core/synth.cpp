@@ -66,26 +66,26 @@ void check_spec(const SynthSpec& s) {
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
                    "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid", "mamba2", "nemotron_h",
-                   "maincoder", "apertus", "qwen3next", "mellum", "bailingmoe", "nanbeige"}))
+                   "maincoder", "apertus", "qwen3next", "mellum", "bailingmoe", "nanbeige", "llama4", "mistral4"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: {} has neither a head_dim key nor RoPE scaling", s.arch);
-  if (s.llama3_orig_ctx > 0 && s.arch != "llama")
-    throw_error(ErrorKind::InvalidArgument, "synth: rope_freqs.weight (llama3_orig_ctx) is llama's, not {}'s", s.arch);
+  if (s.llama3_orig_ctx > 0 && !is_arch(s, {"llama", "llama4"}))
+    throw_error(ErrorKind::InvalidArgument, "synth: rope_freqs.weight (llama3_orig_ctx) is llama's and llama4's, not {}'s", s.arch);
   if ((s.rope_freq_base_swa > 0.0f && !is_arch(s, {"gemma2", "gemma3", "smallthinker"})) ||
       (s.final_logit_softcap > 0.0f && !is_arch(s, {"gemma2", "gemma3"})))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: a local RoPE base is gemma's and smallthinker's, logit soft-capping gemma's, not {}'s", s.arch);
   if ((s.n_swa > 0 || s.swa_pattern > 0 || !s.swa_layers.empty()) &&
-      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss", "exaone-moe", "lfm2", "smallthinker", "mellum"}) &&
+      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss", "exaone-moe", "lfm2", "smallthinker", "mellum", "llama4"}) &&
       !(s.arch == "exaone4" && s.n_layer == 64))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: sliding windows are gemma2's, gemma3's, olmo2's (OLMo 3), cohere2's and 64-layer exaone4's, not "
@@ -131,22 +131,25 @@ void check_spec(const SynthSpec& s) {
   if (s.rope_attn_factor > 0.0f && !is_arch(s, {"phi3", "olmo2"}))
     throw_error(ErrorKind::InvalidArgument, "synth: rope.scaling.attn_factor is written for phi3 and olmo2, not {}",
                 s.arch);
-  const bool ds = s.arch == "deepseek2";
+  const bool ds = s.arch == "deepseek2" || s.arch == "mistral4";  // mistral4: deepseek2 by another name
   // DeepSeek-style MoE: leading dense layers of n_ff_dense, shared experts (n_expert_shared of the
   // expert width; ernie4_5-moe's one of n_ff_shared).
   const bool ds_moe =
-      ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe", "bailingmoe2", "exaone-moe", "lfm2moe"});
+      ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe", "bailingmoe2", "exaone-moe", "lfm2moe", "llama4"});
   if (ds != (s.kv_lora_rank > 0) || (!ds && (s.q_lora_rank || s.v_head_dim || s.yarn_log_mul != 0.0f)) ||
       (!ds_moe && (s.n_layer_dense_lead || s.n_expert_shared || s.n_ff_dense)))
     throw_error(ErrorKind::InvalidArgument, "synth: latent attention is deepseek2's (which needs kv_lora_rank > 0), "
                 "dense lead layers and shared expert counts the DeepSeek-style MoE architectures', not {}'s", s.arch);
-  if (s.moe_layer_step != 1 && s.arch != "ernie4_5-moe")
-    throw_error(ErrorKind::InvalidArgument, "synth: an MoE layer step is ernie4_5-moe's, not {}'s", s.arch);
+  if (s.moe_layer_step != 1 && !is_arch(s, {"ernie4_5-moe", "llama4"}))
+    throw_error(ErrorKind::InvalidArgument, "synth: an MoE layer step is ernie4_5-moe's and llama4's, not {}'s", s.arch);
+  if (s.arch == "llama4" && (s.n_layer_dense_lead != 0 || s.n_ff_shared != s.n_ff))
+    throw_error(ErrorKind::InvalidArgument, "synth: llama4 has no leading dense layers ({}) and one shared expert of the "
+                "expert width {} (n_ff_shared {})", s.n_layer_dense_lead, s.n_ff, s.n_ff_shared);
   const bool experts_ok = is_arch(s, {"qwen2moe", "qwen35moe", "qwen3next"})  ? s.n_expert > 0 && s.n_ff_shared > 0
                           : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe", "gpt-oss", "minimax-m2", "dbrx", "phimoe",
                                         "smallthinker", "mellum"})
                               ? s.n_expert > 0 && s.n_ff_shared == 0
-                          : is_arch(s, {"ernie4_5-moe", "hunyuan-moe"}) ? s.n_expert > 0 && s.n_expert_shared == 0
+                          : is_arch(s, {"ernie4_5-moe", "hunyuan-moe", "llama4"}) ? s.n_expert > 0 && s.n_expert_shared == 0
                           : s.arch == "granitehybrid" ? s.n_expert >= 0 && s.n_expert_shared == 0 &&
                                                             (s.n_expert > 0 || s.n_ff_shared == 0)
                           : ds_moe                               ? s.n_expert > 0 && s.n_ff_shared == 0
@@ -437,9 +440,9 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool qwen3next = a == "qwen3next";
   const bool qwen35 = a == "qwen35" || a == "qwen35moe" || qwen3next;
   const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
-  const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2";
+  const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2" || a == "mistral4";
   const bool ds_moe =
-      ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe", "bailingmoe2", "exaone-moe", "lfm2moe"});
+      ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe", "bailingmoe2", "exaone-moe", "lfm2moe", "llama4"});
   // falcon: fused attn_qkv, one LayerNorm for both sublayers of a parallel residual (with more than
   // one KV head, Falcon-40B's form: attn_norm_2 for the attention), an ungated MLP, no biases.
   // olmo: LayerNorms without parameters (no norm tensors at all), q/k/v clamped.
@@ -450,7 +453,9 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   // biases, q/k/v and output biases, gpt2's MLP; plamo: one RMSNorm for a parallel residual;
   // chatglm: attn_qkv with a bias, ffn_up = [gate | up], RoPE on half of each head.
   const bool qwen1 = a == "qwen", codeshell = a == "codeshell", plamo = a == "plamo", chatglm = a == "chatglm";
-  const bool ernie_moe = a == "ernie4_5-moe",
+  // llama4: ernie4_5-moe's interleaved experts and one shared expert (of the expert width), no
+  // leading dense layers.
+  const bool ernie_moe = a == "ernie4_5-moe" || a == "llama4",
              fused_qkv = phi3 || a == "bailingmoe2" || falcon || dbrx || qwen1 || chatglm;
   // hunyuan-moe: experts of feed_forward_length (its expert_feed_forward_length the same), one
   // ungated shared expert of n_ff_shared (expert_shared_feed_forward_length).
@@ -509,11 +514,11 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   if ((hunyuan_moe || a == "granitehybrid") && s.n_ff_shared > 0)
     w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
   if (qwen2moe) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
-  if (ds_moe) w.set_u32(a + ".leading_dense_block_count", s.n_layer_dense_lead);
+  if (ds_moe && a != "llama4") w.set_u32(a + ".leading_dense_block_count", s.n_layer_dense_lead);
   if (ds_moe && !ernie_moe && a != "lfm2moe") w.set_u32(a + ".expert_shared_count", s.n_expert_shared);
   if (ernie_moe) {
     w.set_u32(a + ".interleave_moe_layer_step", s.moe_layer_step);
-    if (s.n_ff_shared > 0) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
+    if (s.n_ff_shared > 0 && a != "llama4") w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
   }
   if (s.expert_weights_norm >= 0) w.set_bool(a + ".expert_weights_norm", s.expert_weights_norm != 0);
   if (s.expert_weights_scale != 0.0f) w.set_f32(a + ".expert_weights_scale", s.expert_weights_scale);
@@ -637,6 +642,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       w.set_u32(a + ".attention.key_length_mla", head_dim);
       w.set_u32(a + ".attention.value_length_mla", s.v_head_dim);
       if (s.yarn_log_mul != 0.0f) w.set_f32(a + ".rope.scaling.yarn_log_multiplier", s.yarn_log_mul);
+      if (a == "mistral4") {  // Mistral Large 3's attention temperature, from position 4 on
+        w.set_f32(a + ".attention.temperature_scale", 0.5f);
+        w.set_u32(a + ".attention.temperature_length", 4);
+      }
     } else if (s.head_dim > 0) {
       w.set_u32(a + ".attention.key_length", head_dim);
       w.set_u32(a + ".attention.value_length", head_dim);

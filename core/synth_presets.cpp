@@ -817,6 +817,30 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "llama4-tiny" || preset == "llama4-128e-tiny") {
+    // llama4 (Llama 4) in llama.cpp's layout, F32, 4 layers, dim 64, 4/2 heads: chunked attention
+    // (llama.cpp's fixed 8192-position chunks) and QK L2 norm on layers 0-2, no RoPE on layer 3;
+    // experts in layers 1 and 3 (interleave_moe_layer_step 2, Maverick's form; Scout's is 1), 4 of
+    // width 32 top-1 whose sigmoid scores multiply their inputs, one shared expert of the expert
+    // width; layers 0 and 2 dense of width 96; llama3 frequency factors (rope_freqs.weight) over an
+    // original context of 64. llama4-128e-tiny: 128 experts of width 16, which llama.cpp runs
+    // without the QK norm (as Maverick), and layer flags for the chunked layers (2 of 4).
+    s.arch = "llama4";
+    s.moe_layer_step = 2;
+    s.n_ff_dense = 96;
+    const bool wide = preset == "llama4-128e-tiny";
+    s.n_ff = wide ? 16 : 32;
+    s.n_ff_shared = s.n_ff;
+    s.n_expert = wide ? 128 : 4;
+    s.n_expert_used = 1;
+    s.llama3_orig_ctx = 64;
+    if (wide) {
+      s.n_swa = 8192;
+      s.swa_layers = {1, 0, 1, 0};
+    }
+    s.name = preset;
+    return s;
+  }
   if (preset == "ernie4_5-moe-tiny") {
     // ernie4_5-moe (ERNIE-4.5-21B-A3B's form) in llama.cpp's layout, F32, 4 layers, dim 64: layer 0
     // dense (leading_dense_block_count 1), then experts in every second layer
@@ -833,6 +857,15 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.n_ff_shared = 64;
     s.exp_probs_bias = true;
     s.tied_output = true;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "mistral4-tiny") {
+    // mistral4 (Mistral Small 4): deepseek2-tiny under its name, whose YaRN magnitude llama.cpp
+    // computes as for any architecture but deepseek2, with Mistral Large 3's attention temperature
+    // (scale 0.5 from position 4) that deepseek2 files may carry too.
+    SynthSpec s = *base_preset("deepseek2-tiny");
+    s.arch = "mistral4";
     s.name = preset;
     return s;
   }
@@ -1097,7 +1130,10 @@ std::vector<std::string> synth_presets() {
       "sigmoid with selection bias, scale 2",
       "glm4moe-tiny: glm4moe (GLM-4.5-Air), F32, 3 layers, dim 64, q/k/v biases, RoPE on 8 of 16 dims, 1 dense + 2 "
       "MoE layers of 8 experts top-2 + 1 shared, sigmoid with bias over 4 groups keep 2, scale 1.5",
-      "ernie4_5-moe-tiny: ernie4_5-moe, F32, 4 layers, dim 64, experts in layers 1 and 3 (step 2), 8 top-2 + one "
+      "llama4-tiny: llama4, F32, 4 layers, dim 64, chunked attention and QK L2 norm on layers 0-2, no RoPE on layer 3, "
+      "experts in layers 1 and 3 (step 2), 4 top-1 scaling their inputs + one shared expert, llama3 frequency factors",
+      "llama4-128e-tiny: llama4-tiny with 128 experts of width 16 (no QK norm, as Maverick) and chunked layers 0 and 2",
+            "ernie4_5-moe-tiny: ernie4_5-moe, F32, 4 layers, dim 64, experts in layers 1 and 3 (step 2), 8 top-2 + one "
       "shared of 64, softmax with selection bias, tied head",
       "minimax-m2-tiny: minimax-m2, F32, 3 layers, dim 64, QK-norm over the projections, RoPE on 8 of 16 dims, 8 "
       "experts top-2, sigmoid with selection bias",
@@ -1151,7 +1187,9 @@ std::vector<std::string> synth_presets() {
       "forward) for tiny of the same seed, reading its layers 1 and 3, with the target's embedding and head",
       "dflash-d2t-tiny: a DFlash draft for tiny of one layer reading layers 0, 2 and 3, blocks of 5 with causal "
       "attention to the token before, its own embedding and a head over 160 of the 320 ids (d2t)",
-      "deepseek2-mtp-tiny: deepseek2-tiny with a multi-token-prediction block (MLA and experts, DeepSeek-V3's MTP "
+"mistral4-tiny: deepseek2-tiny as mistral4 (llama.cpp's YaRN magnitude for it) with an attention temperature "
+      "of 0.5 from position 4",
+            "deepseek2-mtp-tiny: deepseek2-tiny with a multi-token-prediction block (MLA and experts, DeepSeek-V3's MTP "
       "module)",
       "granitehybrid-tiny: granitehybrid (Granite 4.0 H), F32, 4 layers, dim 64, Mamba-2 (8 heads of 16, state 16) on "
       "3 and granite's attention on 1, granite's multipliers",

@@ -93,7 +93,7 @@ Transformer::Transformer(std::shared_ptr<Backend> backend, const ModelConfig& co
   // The multi-token-prediction block is layer n_layer (its RoPE the architecture's).
   const int n_blocks = c_.n_layer + (w_.nextn.empty() ? 0 : 1);
   for (int l = 0; l < n_blocks; ++l) {
-    needs_row_positions_ = needs_row_positions_ || c_.window(l) > 0;
+    needs_row_positions_ = needs_row_positions_ || c_.window(l) > 0 || c_.chunk(l) > 0;
     if (c_.rope_style == RopeStyle::None) continue;
     const LayerRope lr = c_.rope_at(l);
     RopeParams rp;
@@ -206,9 +206,15 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     be_->rope(k_new, T, positions, rp);
   }
   if (c_.qk_norm && c_.qk_norm_after_rope) head_qk_norm();  // hunyuan-dense, hunyuan-moe, maincoder
-  // mistral3's attention temperature: the roped query of each token past the floor times its factor.
-  for (int64_t t = 0; t < static_cast<int64_t>(temp_factors_.size()); ++t)
-    if (temp_factors_[t] != 1.0f) be_->scale(q + t * q_dim, temp_factors_[t], q + t * q_dim, q_dim);
+  if (c_.qk_l2_norm && c_.has_rope(l)) {  // llama4: unweighted RMSNorm of each roped q and k head
+    be_->rms_norm(q, nullptr, q, T * c_.n_head, c_.head_dim, c_.norm_eps);
+    be_->rms_norm(k_new, nullptr, k_new, T * c_.n_head_kv, c_.head_dim, c_.norm_eps);
+  }
+  // mistral3's attention temperature: the roped query of each token past the floor times its
+  // factor (llama4: the queries of the layers without RoPE only).
+  if (!c_.attn_temp_nope_only || !c_.has_rope(l))
+    for (int64_t t = 0; t < static_cast<int64_t>(temp_factors_.size()); ++t)
+      if (temp_factors_[t] != 1.0f) be_->scale(q + t * q_dim, temp_factors_[t], q + t * q_dim, q_dim);
   // Into the cache rows n_past .. n_past+T-1 of layer l, converted to the cache's element types
   // (F32, F16 or Q8_0 rows of kv_dim); attention then reads every row, new ones included, from
   // the cache, so a token sees the same keys in a batch as after its own forward.
@@ -232,10 +238,11 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
   ap.head_dim = c_.head_dim;
   ap.scale = c_.attention_scale();
   ap.window = c_.window(l);  // gemma's local layers
+  ap.chunk = c_.chunk(l);    // llama4's local layers
   ap.softcap = c_.attn_logit_softcap;  // gemma2
   ap.sinks = L.attn_sinks.empty() ? nullptr : L.attn_sinks.data;  // gpt-oss
   ap.alibi_slopes = w_.alibi_slopes.empty() ? nullptr : w_.alibi_slopes.data;  // bloom, mpt, refact, jais
-  if (ap.window > 0 || ap.alibi_slopes != nullptr) view.positions = row_positions;
+  if (ap.window > 0 || ap.chunk > 0 || ap.alibi_slopes != nullptr) view.positions = row_positions;
   float* att = buf(kAtt, T * q_dim);
   be_->attention(q, T, view, mask, ap, att);
   if (c_.attn_output_gate) be_->sigmoid_mul(buf(kGate, T * q_dim), att, att, T * q_dim);
@@ -307,6 +314,11 @@ void Transformer::mla_attention_block(int l, int64_t T, const int32_t* positions
     be_->matmul(lat, T, L.wk_b.rows(h * R, R), qh);
     be_->copy_rows(qabs + h * W, H * W * f, qh, R * f, R * f, T);
   }
+
+  // Mistral Large 3's attention temperature: each token's absorbed query (every head, both parts)
+  // times its factor, as llama.cpp scales its Qcur.
+  for (int64_t t = 0; t < static_cast<int64_t>(temp_factors_.size()); ++t)
+    if (temp_factors_[t] != 1.0f) be_->scale(qabs + t * H * W, temp_factors_[t], qabs + t * H * W, H * W);
 
   MlaKVView view;
   view.rows = rows;
@@ -602,13 +614,16 @@ Rows Transformer::forward(const TransformerBatch& b, KVCache& kv, std::vector<mo
   const int32_t* row_positions = in.row_positions;
   const uint8_t* mask = in.mask;
 
-  // mistral3's attention temperature per token (all 1 below the floor, so none is applied there).
+  // mistral3's and llama4's attention temperature per token (all 1 below the floor, so none is
+  // applied there), as llama.cpp's llm_graph_input_attn_temp computes it.
   temp_factors_.clear();
   if (c_.attn_temp_scale != 0.0f) {
     temp_factors_.resize(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; ++t)
       temp_factors_[t] = static_cast<float>(
-          std::log(std::floor(static_cast<double>(b.positions[t]) / c_.attn_temp_floor) + 1.0) * c_.attn_temp_scale + 1.0);
+          std::log(std::floor((static_cast<float>(b.positions[t]) + c_.attn_temp_offset) / c_.attn_temp_floor) + 1.0) *
+              c_.attn_temp_scale +
+          1.0);
   }
 
   // Embeddings: one row of token_embd per token (+ the learned position row for gpt2; times

@@ -50,6 +50,11 @@ struct AttentionParams {
   // a key at position pk is visible to a query at position pq only when pq - pk < window, on top
   // of the mask (KVView::positions gives the positions). 0 = the whole context.
   int window = 0;
+  // Chunked attention (llama.cpp's LLAMA_SWA_TYPE_CHUNKED, Llama 4's local layers): with chunk > 0
+  // a key at position pk is visible to a query at position pq only when pk >= pq - pq % chunk,
+  // i.e. in the query's chunk of `chunk` positions, on top of the mask (positions as for window).
+  // 0 = none.
+  int chunk = 0;
   // Soft-capping of the scores (Gemma 2): s = softcap * tanh(s / softcap) after the scale, before
   // the softmax. 0 = none.
   float softcap = 0.0f;

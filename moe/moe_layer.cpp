@@ -154,6 +154,11 @@ void MoELayer::dispatch(const float* x, int T) {
       slot_pos_[static_cast<size_t>(t) * k + j] = pos;
       std::copy(x + static_cast<size_t>(t) * n_embd_, x + static_cast<size_t>(t + 1) * n_embd_,
                 xs_.data() + pos * n_embd_);
+      if (w_.weight_inputs) {  // llama4: the expert reads w * x
+        const float w = routing_.weight_at(t, j);
+        float* row = xs_.data() + pos * n_embd_;
+        for (int i = 0; i < n_embd_; ++i) row[i] *= w;
+      }
     }
 }
 
@@ -262,7 +267,7 @@ void MoELayer::combine(ThreadPool& pool, int T, float* out) {
       for (int j = 0; j < k; ++j) {
         const int64_t pos = slot_pos_[t * k + j];
         if (pos < 0) continue;
-        const float w = routing_.weight_at(static_cast<int>(t), j);
+        const float w = w_.weight_inputs ? 1.0f : routing_.weight_at(static_cast<int>(t), j);
         const float* y = y_.data() + pos * n_embd_;
         for (int i = 0; i < n_embd_; ++i) o[i] += w * y[i];
       }

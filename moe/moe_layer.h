@@ -3,6 +3,7 @@
 //   logits = x W_inp                       (router, ffn_gate_inp)
 //   (experts, weights) = router(logits, x)  (k per token, capacity dropping optional)
 //   y_t = sum_j w_tj * FFN_{e_tj}(x_t)  +  [sigmoid(w_sh . x_t)] * FFN_shared(x_t)
+//     (llama4: sum_j FFN_{e_tj}(w_tj * x_t), MoEWeights::weight_inputs)
 //   FFN_e(x) = W_down_e (silu(W_gate_e x) * (W_up_e x))      (SwiGLU)
 // (gpt-oss: a bias on the logits and on each expert's gate, up and down rows, and the clamped
 // SwiGLU of MoEActivation::SwiGLUOai.)
@@ -65,6 +66,10 @@ struct MoEWeights {
   const float* up_exps_b = nullptr;
   const float* down_exps_b = nullptr;
   MoEActivation act = MoEActivation::SwiGLU;
+  // llama4: each routed expert reads its token's row times the routing weight, FFN_e(w_tj x_t),
+  // and the outputs are summed unweighted (llama.cpp's weight_before_ffn), in place of
+  // w_tj FFN_e(x_t). The shared expert is not weighted either way.
+  bool weight_inputs = false;
 
   bool empty() const { return gate_inp.empty(); }
   int n_expert() const { return static_cast<int>(gate_inp.n_out); }

@@ -3,7 +3,8 @@
 granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, gemma, gptneox, phi2,
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
-sections and without), hunyuan-dense, maincoder, apertus, nanbeige (looped, with and without the norm between passes), qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
+sections and without), hunyuan-dense, maincoder, apertus, nanbeige (looped, with and without the norm between passes), qwen3vl, qwen3vlmoe, llama4 (and
+its Maverick form), mistral4 (deepseek2's graph with an attention temperature), deepseek, dots1, glm4moe, ernie4_5-moe,
 bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
 its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, qwen3next (with attn_qkv and with ssm_in), mellum, bailingmoe, granitehybrid (dense and MoE), mamba2 and nemotron_h in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
@@ -283,15 +284,18 @@ def gemma2(path, dtype):
     m.write()
 
 
-def deepseek2(path, dtype, lite):
+def deepseek2(path, dtype, lite, arch="deepseek2"):
     # llama_model_deepseek2 with MLA in the converter's split form: attn_kv_a_mqa {n_embd, rank +
     # rope}, attn_kv_a_norm, attn_k_b {nope, rank, H}, attn_v_b {rank, v, H}; a q LoRA (attn_q_a,
     # attn_q_a_norm, attn_q_b) or attn_q (q_lora_rank 0); the first layer dense; 16 routed experts
     # top-4 and 2 shared ones (ffn_*_shexp of 2 x the expert width). Full: softmax routing over 4
     # groups keeping 2, weights scaled by 2 and not renormalised, YaRN (factor 4, original context
     # 256, yarn_log_multiplier 0.1 * mscale_all_dim 0.707). Lite: no groups, scale or YaRN.
+    # arch "mistral4": the full form under that name (llama.cpp's deepseek2 graph with llama_context's
+    # YaRN magnitude of any other architecture) with Mistral Large 3's attention temperature
+    # (attention.temperature_scale 0.5 from temperature_length 128 on).
     d, L, H, rank, rope, nope, v, E, k, ff, dense_ff = 256, 4, 4, 256, 64, 128, 128, 16, 4, 256, 512
-    m = Model(path, "deepseek2", 5 if lite else 6, dtype)
+    m = Model(path, arch, 5 if lite else 6, dtype)
     m.common(d, L, H, 1, n_ctx=8192)
     m.u32("vocab_size", N_VOCAB)
     m.u32("feed_forward_length", dense_ff)
@@ -313,10 +317,13 @@ def deepseek2(path, dtype, lite):
         m.u32("expert_group_count", 4)
         m.u32("expert_group_used_count", 2)
         m.f32("expert_weights_scale", 2.0)
-        m.w.add_string("deepseek2.rope.scaling.type", "yarn")
+        m.w.add_string(f"{arch}.rope.scaling.type", "yarn")
         m.f32("rope.scaling.factor", 4.0)
         m.u32("rope.scaling.original_context_length", 256)
         m.f32("rope.scaling.yarn_log_multiplier", 0.0707)
+    if arch == "mistral4":
+        m.f32("attention.temperature_scale", 0.5)
+        m.u32("attention.temperature_length", 128)
     m.head(d)
     for l in range(L):
         p = f"blk.{l}."
@@ -497,6 +504,42 @@ def hunyuan_moe(path, dtype):
     m.write()
 
 
+def llama4(path, dtype, maverick=False):
+    # Llama 4: llama's attention (NORM RoPE with rope_freqs.weight), 4 layers of 256, heads 4/2 of
+    # 64; chunked attention (llama.cpp's fixed 8192-position chunks) and a QK L2 norm on layers 0-2,
+    # no RoPE on layer 3; experts in layers 1 and 3 (interleave_moe_layer_step 2, Maverick's; Scout
+    # has 1), 16 of 256, top-1 (Scout's and Maverick's k), their sigmoid scores multiplying the
+    # experts' inputs, one shared expert of the expert width; dense SwiGLUs of 512 in layers 0 and 2.
+    # maverick: 128 experts of 64, which llama.cpp runs without the QK norm, and the chunked layers
+    # given by flags (layers 0 and 2). A context of 16384, for runs past the first chunk.
+    d, L, H, Hkv, hd, dense_ff = 256, 4, 4, 2, 64, 512
+    E, ff = (128, 64) if maverick else (16, 256)
+    m = Model(path, "llama4", 43 if maverick else 42, dtype)
+    m.common(d, L, H, Hkv, n_ctx=16384, eps=1e-5)
+    m.u32("feed_forward_length", dense_ff)
+    m.u32("expert_feed_forward_length", ff)
+    m.u32("expert_count", E)
+    m.u32("expert_used_count", 1)
+    m.u32("interleave_moe_layer_step", 2)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 500000.0)
+    if maverick:
+        m.w.add_array("llama4.attention.sliding_window_pattern", [True, False, True, False])
+    m.head(d)
+    rope_freq_factors(m, hd)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.norm(p + "ffn_norm.weight", d)
+        if l % 2 == 0:
+            swiglu(m, p, d, dense_ff)
+            continue
+        m.experts(p, d, ff, E)
+        shared_expert(m, p, d, ff)
+    m.write()
+
+
 def dense_attention(m, p, d, H, Hkv, hd, bias=False, out_bias=False):
     m.matrix(p + "attn_q.weight", [d, H * hd])
     m.matrix(p + "attn_k.weight", [d, Hkv * hd])
@@ -513,6 +556,12 @@ def swiglu(m, p, d, ff):
     m.matrix(p + "ffn_gate.weight", [d, ff])
     m.matrix(p + "ffn_up.weight", [d, ff])
     m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
+
+
+def shared_expert(m, p, d, ff):
+    m.matrix(p + "ffn_gate_shexp.weight", [d, ff])
+    m.matrix(p + "ffn_up_shexp.weight", [d, ff])
+    m.matrix(p + "ffn_down_shexp.weight", [ff, d], scale=0.7)
 
 
 def granite(path, dtype, moe, rope=True):
@@ -1708,12 +1757,15 @@ def smallthinker(path, dtype, swa=False):
 
 
 WRITERS = {
+    "llama4": llama4,
+    "llama4-maverick": lambda p, t: llama4(p, t, maverick=True),
     "qwen3moe": qwen3moe,
     "olmoe": olmoe,
     "phi3": phi3,
     "gemma2": gemma2,
     "deepseek2": lambda p, t: deepseek2(p, t, False),
     "deepseek2-lite": lambda p, t: deepseek2(p, t, True),
+    "mistral4": lambda p, t: deepseek2(p, t, False, "mistral4"),
     "granite": lambda p, t: granite(p, t, False),
     "granitemoe": lambda p, t: granite(p, t, True),
     "granite-norope": lambda p, t: granite(p, t, False, rope=False),

@@ -386,13 +386,14 @@ inline KVRows make_kv_rows(DType type, const std::vector<float>& src, int64_t ro
 // of the key / value types, pad floats' worth of bytes apart beyond the row): causal (no mask),
 // an explicit tree mask (each token sees its ancestors and itself), or a tree whose last token
 // sees no new token (with n_past = 0 and no window reaching the cache: nothing, a zero output).
-// With a window, cached row r is at position r and new token j at n_past + its depth (its index
-// for a causal batch), as the forward sets them.
+// With a window or chunks, cached row r is at position r and new token j at n_past + its depth (its
+// index for a causal batch), as the forward sets them.
 struct AttentionKv {  // key / value row types, the sliding window, sinks and ALiBi of an AttentionCase
   DType k = DType::F32, v = DType::F32;
   int window = 0;
   bool sinks = false;  // a learned sink logit per head (gpt-oss), N(0, 2): some above the scores
   float alibi = 0.0f;  // ALiBi's maximum bias (bloom: 8): slopes of alibi_slope; 0 = none
+  int chunk = 0;       // chunked attention (llama4's local layers): keys before the query's chunk hidden
 };
 class AttentionCase final : public OpCase {
  public:
@@ -405,6 +406,7 @@ class AttentionCase final : public OpCase {
                 Bound bound, Kv kv = {})
       : OpCase("attention", std::move(bound)), p_{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim)), kv.window},
         n_past_(n_past), T_(T), pad_(pad), mask_(mask), kt_(kv.k), vt_(kv.v), with_sinks_(kv.sinks) {
+    p_.chunk = kv.chunk;
     for (int h = 0; kv.alibi > 0.0f && h < n_head; ++h) slopes_.push_back(kernels::alibi_slope(n_head, kv.alibi, h));
     alibi_ = kv.alibi;
   }
@@ -413,9 +415,10 @@ class AttentionCase final : public OpCase {
     std::string types = kt_ == DType::F32 && vt_ == DType::F32
                             ? std::string()
                             : fmt::format(" K={} V={}", dtype_name(kt_), dtype_name(vt_));
-    return fmt::format("heads={}/{} head_dim={} n_past={} T={}{} {}{}{}{}{}", p_.n_head, p_.n_head_kv, p_.head_dim,
+    return fmt::format("heads={}/{} head_dim={} n_past={} T={}{} {}{}{}{}{}{}", p_.n_head, p_.n_head_kv, p_.head_dim,
                        n_past_, T_, pad_ ? fmt::format(" pad={}", pad_) : "", names[static_cast<int>(mask_)], types,
-                       p_.window ? fmt::format(" window={}", p_.window) : "", with_sinks_ ? " sinks" : "",
+                       p_.window ? fmt::format(" window={}", p_.window) : "",
+                       p_.chunk ? fmt::format(" chunk={}", p_.chunk) : "", with_sinks_ ? " sinks" : "",
                        alibi_ > 0.0f ? fmt::format(" alibi={}", alibi_) : "");
   }
   void run(Backend& b) override {
@@ -489,7 +492,7 @@ class AttentionCase final : public OpCase {
     kv.k_type = kt_, kv.v_type = vt_;
     kv.n_past = n_past_;
     kv.mask_past = mask_past();
-    kv.positions = p_.window > 0 || alibi_ > 0.0f ? positions : nullptr;
+    kv.positions = p_.window > 0 || p_.chunk > 0 || alibi_ > 0.0f ? positions : nullptr;
     return kv;
   }
   int64_t mask_past() const { return mask_ == Mask::CachedTree ? std::min<int64_t>(n_past_, 5) : 0; }

@@ -241,6 +241,7 @@ class MoECase final : public OpCase {
     double capacity_factor = 0.0;
     bool oai = false;  // gpt-oss: router and expert biases, the clamped SwiGLU
     bool small = false;  // smallthinker: the router on an input of its own (the layer's), the ReLU GLU
+    bool llama4 = false;  // sigmoid top-k, weights on the experts' inputs, an ungated shared expert
   };
   MoECase(Shape s, Bound bound) : OpCase("moe_ffn", std::move(bound)), s_(s) {}
   std::string shape() const override {
@@ -248,7 +249,7 @@ class MoECase final : public OpCase {
                        s_.n_ff, s_.n_ff_shared ? fmt::format(" shared={}", s_.n_ff_shared) : "", s_.T,
                        moe::router_kind_name(s_.router),
                        s_.capacity_factor > 0 ? fmt::format(" capacity={}", s_.capacity_factor) : "",
-                       s_.oai ? " biases swiglu_oai" : s_.small ? " router_x reglu" : "");
+                       s_.oai ? " biases swiglu_oai" : s_.small ? " router_x reglu" : s_.llama4 ? " weighted inputs" : "");
   }
   void run(Backend& b) override { b.moe_ffn(block_d_, s_.k, s_.capacity_factor, x_d_, router_x_d_, s_.T, out_d_, routing_); }
   Outputs result(Backend&, Arena& a) override { return outputs(a.get(out_d_), routing_); }
@@ -279,7 +280,7 @@ class MoECase final : public OpCase {
       gate_sh_ = make_matrix(s_.type, s_.n_embd, s_.n_ff_shared, sd + 4);
       up_sh_ = make_matrix(s_.type, s_.n_embd, s_.n_ff_shared, sd + 5);
       down_sh_ = make_matrix(s_.type, s_.n_ff_shared, s_.n_embd, sd + 6);
-      gate_inp_sh_ = make_matrix(DType::F32, s_.n_embd, 1, sd + 7);
+      if (!s_.llama4) gate_inp_sh_ = make_matrix(DType::F32, s_.n_embd, 1, sd + 7);
     }
     x_ = normal_floats(static_cast<size_t>(s_.T * s_.n_embd), sd + 8);
     router_x_ = s_.small ? normal_floats(static_cast<size_t>(s_.T * s_.n_embd), sd + 14) : std::vector<float>();
@@ -295,7 +296,10 @@ class MoECase final : public OpCase {
     spec_.n_expert = s_.n_expert;
     spec_.k = s_.k;
     spec_.capacity_factor = s_.capacity_factor;
-    if (s_.router == moe::RouterKind::SigmoidGroup) {  // DeepSeek-V3's shape: groups, bias, scale
+    if (s_.llama4) {  // one group, no bias, raw sigmoid scores
+      spec_.kind = moe::RouterKind::SigmoidGroup;
+      spec_.group.normalize = false;
+    } else if (s_.router == moe::RouterKind::SigmoidGroup) {  // DeepSeek-V3's shape: groups, bias, scale
       spec_.group.n_group = 4;
       spec_.group.topk_group = 2;
       spec_.group.normalize = true;
@@ -334,6 +338,7 @@ class MoECase final : public OpCase {
       block_d_.weights.act = moe::MoEActivation::SwiGLUOai;
     }
     if (s_.small) block_d_.weights.act = moe::MoEActivation::ReGLU;
+    block_d_.weights.weight_inputs = s_.llama4;
     block_d_.router = spec_;
     if (!spec_.group.bias.empty())
       block_d_.bias = b.resident(core::VectorView{spec_.group.bias.data(), static_cast<int64_t>(s_.n_expert)});
@@ -360,6 +365,7 @@ class MoECase final : public OpCase {
       w.act = moe::MoEActivation::SwiGLUOai;
     }
     if (s_.small) w.act = moe::MoEActivation::ReGLU;
+    w.weight_inputs = s_.llama4;
     return w;
   }
   static Outputs outputs(std::vector<float> out, const moe::Routing& r) {

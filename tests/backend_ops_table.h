@@ -237,6 +237,17 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
                  {At{4, 2, 64, 4000, 3, 0, Mask::Tree}, KT{Q8, Q8, 1000}},
                  {At{4, 2, 64, 300, 4, 0, Mask::CachedTree}, KT{F16, F16, 3}}});
 
+  // Chunked attention (llama4's local layers): keys before the query's chunk are hidden, with
+  // queries inside one chunk and across a chunk boundary (positions 310-329 over chunks of 64:
+  // the last ten see only their own chunk's new tokens), trees, chunks of 1 (each token sees only
+  // keys at its own position), a chunk that holds no cached row and F16 / Q8_0 caches.
+  add_attention({{At{4, 2, 64, 300, 17, 0, Mask::Causal}, KT{F32, F32, 0, false, 0.0f, 64}},
+                 {At{4, 2, 64, 310, 20, 0, Mask::Causal}, KT{F32, F32, 0, false, 0.0f, 64}},
+                 {At{4, 2, 64, 300, 17, 0, Mask::Tree}, KT{F16, F16, 0, false, 0.0f, 64}},
+                 {At{3, 1, 64, 37, 3, 0, Mask::Causal}, KT{F32, F32, 0, false, 0.0f, 1}},
+                 {At{2, 1, 64, 128, 5, 0, Mask::Causal}, KT{F32, F32, 0, false, 0.0f, 128}},
+                 {At{4, 2, 64, 4000, 3, 0, Mask::Tree}, KT{Q8, Q8, 0, false, 0.0f, 1000}}});
+
   // Attention sinks (gpt-oss): a learned logit per head joins each softmax without a value, with
   // windows (gpt-oss's local layers), trees, GQA head groups of the F16 path, a blind token (no key:
   // the output stays 0) and Q8_0 rows.
@@ -437,7 +448,12 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
                // smallthinker's: the router on the layer's input, the ReLU-gated GLU
                MS{DType::F32, 8, 2, 64, 96, 0, 1, RK::SoftmaxTopK, 0.0, false, true},
                MS{DType::F16, 16, 4, 64, 96, 0, 17, RK::SoftmaxTopK, 0.0, false, true},
-               MS{DType::Q8_0, 8, 3, 64, 96, 0, 17, RK::SigmoidGroup, 0.0, false, true}})
+               MS{DType::Q8_0, 8, 3, 64, 96, 0, 17, RK::SigmoidGroup, 0.0, false, true},
+               // llama4's: sigmoid top-k, each expert reading its weight times the token's row, an
+               // ungated shared expert of the expert width
+               MS{DType::F32, 16, 1, 64, 96, 96, 1, RK::SigmoidGroup, 0.0, false, false, true},
+               MS{DType::F16, 16, 1, 64, 96, 96, 17, RK::SigmoidGroup, 0.0, false, false, true},
+               MS{DType::Q8_0, 8, 2, 64, 96, 0, 17, RK::SigmoidGroup, 0.0, false, false, true}})
     add(new MoECase(s, moe_bound(s.type)));
   return t;
 }

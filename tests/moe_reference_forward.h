@@ -35,7 +35,7 @@ class MoEReferenceForward : public ReferenceForward {
   // k: experts per token (the model's expert_used_count unless overridden).
   MoEReferenceForward(const std::string& path, int k) : ReferenceForward(path), k_(k) {
     const std::string a = arch_ + ".";
-    const bool raw = arch_ == "qwen2moe" || arch_ == "olmoe" || arch_ == "deepseek2" || arch_ == "dots1" ||
+    const bool raw = arch_ == "qwen2moe" || arch_ == "olmoe" || arch_ == "deepseek2" || arch_ == "mistral4" || arch_ == "dots1" ||
                      arch_ == "glm4moe" || arch_ == "bailingmoe2" || arch_ == "exaone-moe" || arch_ == "bailingmoe";
     norm_w_ = f_->get_bool(a + "expert_weights_norm", !raw);
     // Graphs that fix the normalisation, gating and scale whatever the keys say.
@@ -55,19 +55,32 @@ class MoEReferenceForward : public ReferenceForward {
     sigmoid_ = gating == 2;
     groups_ = std::max<int64_t>(1, f_->get_int(a + "expert_group_count", 1));
     groups_used_ = std::max<int64_t>(1, f_->get_int(a + "expert_group_used_count", groups_));
-    const bool lead = arch_ == "deepseek2" || arch_ == "deepseek" || arch_ == "dots1" || arch_ == "glm4moe" ||
+    const bool lead = arch_ == "deepseek2" || arch_ == "mistral4" || arch_ == "deepseek" || arch_ == "dots1" || arch_ == "glm4moe" ||
                       arch_ == "ernie4_5-moe" || arch_ == "bailingmoe2" || arch_ == "exaone-moe" || arch_ == "lfm2moe";
     dense_lead_ = lead ? static_cast<int>(f_->get_int(a + "leading_dense_block_count", 0)) : 0;
-    step_ = arch_ == "ernie4_5-moe" ? static_cast<int>(f_->get_int(a + "interleave_moe_layer_step", 1)) : 1;
+    step_ = arch_ == "ernie4_5-moe" || arch_ == "llama4" ? static_cast<int>(f_->get_int(a + "interleave_moe_layer_step", 1))
+                                                        : 1;
+    // llama4: top-k of the logits, their sigmoids neither renormalised nor scaled multiply the
+    // experts' inputs (llama.cpp's weight_before_ffn); no selection bias.
+    weight_inputs_ = arch_ == "llama4";
+    if (weight_inputs_) sigmoid_ = true, norm_w_ = false, scale_ = 1.0;
     // exp_probs_b: with any gating for these, with sigmoid gating for the others but these two.
-    bias_any_ = arch_ == "deepseek2" || arch_ == "dots1" || arch_ == "glm4moe" || arch_ == "ernie4_5-moe" ||
+    bias_any_ = arch_ == "deepseek2" || arch_ == "mistral4" || arch_ == "dots1" || arch_ == "glm4moe" || arch_ == "ernie4_5-moe" ||
                 arch_ == "bailingmoe2" || arch_ == "minimax-m2" || arch_ == "exaone-moe" || arch_ == "lfm2moe";
-    bias_never_ = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "hunyuan-moe" || arch_ == "smallthinker" ||
+    bias_never_ = arch_ == "llama4" || arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "hunyuan-moe" || arch_ == "smallthinker" ||
                   arch_ == "qwen35moe" || arch_ == "qwen3next";
     relu_glu_ = arch_ == "smallthinker";  // routed experts relu(gate h) * up h
     ffn_norm_ = arch_ == "glm4moe" || arch_ == "gpt-oss" || arch_ == "qwen35moe" || arch_ == "qwen3next" ? "post_attention_norm"
                 : arch_ == "dbrx"                        ? "attn_output_norm"
                                                          : "ffn_norm";
+  }
+
+  // Tests that show a part of llama4 matters: the same reference without it ("qk_l2_norm", "nope":
+  // RoPE on every layer, "weight_inputs": the weights scale the experts' outputs instead).
+  void ablate_llama4(const std::string& part) {
+    if (part == "qk_l2_norm") llama4_kq_norm_ = false;
+    if (part == "nope") no_rope_step_ = 0;
+    if (part == "weight_inputs") weight_inputs_ = false;
   }
 
   // logits [T][n_vocab]; routing[l][t] = the k experts chosen for token t in layer l (empty for a
@@ -145,12 +158,17 @@ class MoEReferenceForward : public ReferenceForward {
     std::vector<double> gb, ub, db;
     if (oai) gb = tensor(p + "ffn_gate_exps.bias"), ub = tensor(p + "ffn_up_exps.bias"), db = tensor(p + "ffn_down_exps.bias");
     for (int e : chosen) {
-      const double w = (norm_w_ ? score[e] / sum : score[e]) * scale_;
-      const auto out = oai ? swiglu_oai(h, gate.data() + static_cast<size_t>(e) * ff * d,
+      double w = (norm_w_ ? score[e] / sum : score[e]) * scale_;
+      std::vector<double> he = h;
+      if (weight_inputs_) {  // the expert reads w * h, its output is added as it is
+        for (double& v : he) v *= w;
+        w = 1.0;
+      }
+      const auto out = oai ? swiglu_oai(he, gate.data() + static_cast<size_t>(e) * ff * d,
                                         up.data() + static_cast<size_t>(e) * ff * d,
                                         down.data() + static_cast<size_t>(e) * d * ff, ff, gb.data() + e * ff,
                                         ub.data() + e * ff, db.data() + e * d)
-                           : swiglu(h, gate.data() + static_cast<size_t>(e) * ff * d,
+                           : swiglu(he, gate.data() + static_cast<size_t>(e) * ff * d,
                                     up.data() + static_cast<size_t>(e) * ff * d,
                                     down.data() + static_cast<size_t>(e) * d * ff, ff);
       for (int i = 0; i < d; ++i) y[i] += w * out[i];
@@ -217,6 +235,7 @@ class MoEReferenceForward : public ReferenceForward {
   int dense_lead_ = 0, step_ = 1;
   bool bias_any_ = false, bias_never_ = false;
   bool relu_glu_ = false;  // smallthinker: the routed experts' ReLU-gated GLU
+  bool weight_inputs_ = false;  // llama4: the routing weight scales the expert's input
   int token_ = 0;          // the token run() is on, for smallthinker's router input
   std::string ffn_norm_;
 };

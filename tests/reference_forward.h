@@ -135,7 +135,7 @@ class ReferenceForward {
       residual_mul_ = f_->get_float(a + "residual_scale", 1.4 / std::sqrt(static_cast<double>(c_.n_layer)));
       logit_div_ = f_->get_float(a + "logit_scale", 256.0 / c_.n_embd);
     }
-    no_rope_step_ = arch_ == "smollm3" ? 4 : 0;  // NoPE every fourth layer
+    no_rope_step_ = arch_ == "smollm3" || arch_ == "llama4" ? 4 : 0;  // NoPE every fourth layer
     // granite's rope.scaling.finetuned = false: no RoPE anywhere (every first layer of 1).
     if ((arch_ == "granite" || arch_ == "granitehybrid") && !f_->get_bool(a + "rope.scaling.finetuned", true))
       no_rope_step_ = 1;
@@ -146,7 +146,13 @@ class ReferenceForward {
       yarn_log_mul_ = f_->get_float(a + "rope.scaling.yarn_log_multiplier", 0.0);
       temp_scale_ = f_->get_float(a + "attention.temperature_scale", 0.0);
     }
-    mla_ = arch_ == "deepseek2";
+    // mistral4: deepseek2's model under another name; llama_context's YaRN magnitude differs (below).
+    mistral4_ = arch_ == "mistral4";
+    mla_ = arch_ == "deepseek2" || mistral4_;
+    if (mla_) {  // Mistral Large 3's attention temperature: every query times it (offset 0)
+      mla_temp_scale_ = f_->get_float(a + "attention.temperature_scale", 0.0);
+      mla_temp_len_ = static_cast<double>(f_->get_int(a + "attention.temperature_length", 0));
+    }
     softcap_ = f_->get_float(a + "final_logit_softcapping", gemma2_ ? 30.0 : 0.0);
     attn_softcap_ = gemma2_ ? f_->get_float(a + "attn_logit_softcapping", 50.0) : 0.0;
     // Sliding windows (gemma, OLMo 3, EXAONE 4.0 32B): window w, layer l local when
@@ -210,28 +216,34 @@ class ReferenceForward {
     smallthinker_ = arch_ == "smallthinker";
     if (smallthinker_ && f_->get_int(a + "attention.sliding_window", 0) > 0) window_ = 4096;
     local_.assign(c_.n_layer, false);
-    if (window_ > 0 && smallthinker_) {
+    // attention.sliding_window_pattern: one flag per layer, or a period n (default_n when absent):
+    // layer l local unless l % n == n - 1 (dense_first: unless l % n == 0); period 0: all local.
+    const auto pattern_layers = [&](int default_n, bool dense_first) {
       const core::GGUFValue* pat = f_->find(a + "attention.sliding_window_pattern");
       for (int l = 0; l < c_.n_layer; ++l) {
         if (pat && pat->type == core::GGUFType::ARRAY) {
           local_[l] = pat->items[l].i != 0;
         } else {
-          const int n = pat ? static_cast<int>(pat->i) : 4;
-          local_[l] = n == 0 || l % n != 0;
+          const int n = pat ? static_cast<int>(pat->i) : default_n;
+          local_[l] = n == 0 || (dense_first ? l % n != 0 : l % n < n - 1);
         }
       }
+    };
+    if (window_ > 0 && smallthinker_) {
+      pattern_layers(4, true);
+    } else if (arch_ == "llama4") {
+      // llama4: chunks of 8192 positions (llama.cpp's constant, not the file's) on the layers
+      // attention.sliding_window_pattern marks (default: all but each fourth), rotated with
+      // rope.freq_base_swa (default the global base) and the global scale and factors; the QK
+      // L2 norm on the layers that rotate, unless the model has 128 experts; the attention
+      // temperature log(floor((p + 1) / 8192) + 1) * 0.1 + 1 on the NoPE layers' queries.
+      chunk_ = 8192;
+      llama4_kq_norm_ = f_->get_int(a + "expert_count", 0) != 128;
+      pattern_layers(4, false);
     } else if (window_ > 0 && arch_ == "lfm2") {  // lfm2moe reads no window
       for (int l = 0; l < c_.n_layer; ++l) local_[l] = !conv_[l];
     } else if (window_ > 0) {
-      const core::GGUFValue* pat = f_->find(a + "attention.sliding_window_pattern");
-      for (int l = 0; l < c_.n_layer; ++l) {
-        if (pat && pat->type == core::GGUFType::ARRAY) {
-          local_[l] = pat->items[l].i != 0;
-        } else {
-          const int n = pat ? static_cast<int>(pat->i) : gemma2_ || gpt_oss_ ? 2 : gemma_ ? 6 : 4;
-          local_[l] = n == 0 || l % n < n - 1;
-        }
-      }
+      pattern_layers(gemma2_ || gpt_oss_ ? 2 : gemma_ ? 6 : 4, false);
     }
     // RoPE: base per layer kind, the linear factor (also YaRN's), YaRN's original context.
     base_ = f_->get_float(a + "rope.freq_base", 10000.0);
@@ -240,7 +252,8 @@ class ReferenceForward {
       base_ *= std::pow(f_->get_float(a + "rope.scaling.alpha", 0.0), hd / (hd - 2));
     }
     base_local_ = gemma_     ? f_->get_float(a + "rope.freq_base_swa", gemma2_ ? base_ : 10000.0)
-                  : gpt_oss_ || arch_ == "exaone-moe" || smallthinker_ ? f_->get_float(a + "rope.freq_base_swa", base_)
+                  : gpt_oss_ || arch_ == "exaone-moe" || smallthinker_ || arch_ == "llama4"
+                      ? f_->get_float(a + "rope.freq_base_swa", base_)
                              : base_;
     const std::string type = f_->get_string(a + "rope.scaling.type", "linear");
     double factor = f_->get_float(a + "rope.scaling.factor", 0.0);
@@ -250,7 +263,8 @@ class ReferenceForward {
     orig_ctx_ = static_cast<double>(f_->get_int(a + "rope.scaling.original_context_length", c_.n_ctx_train));
     attn_factor_ = f_->get_float(a + "rope.scaling.attn_factor", 1.0);
     if ((arch_ == "llama" || arch_ == "granite" || arch_ == "granitemoe" || arch_ == "exaone" || arch_ == "exaone4" ||
-         arch_ == "minicpm" || arch_ == "arcee" || arch_ == "exaone-moe" || arch_ == "apertus" || arch_ == "nanbeige") &&
+         arch_ == "minicpm" || arch_ == "arcee" || arch_ == "exaone-moe" || arch_ == "apertus" || arch_ == "nanbeige" ||
+         arch_ == "llama4") &&
         f_->find_tensor("rope_freqs.weight"))
       freq_factors_ = tensor("rope_freqs.weight");
     context_ = c_.n_ctx_train;
@@ -269,7 +283,9 @@ class ReferenceForward {
       // (mscale_all_dim = yarn_log_multiplier / 0.1 as the converter writes it), times the
       // file's attn_factor squared; the RoPE itself then carries no YaRN magnitude.
       mscale_all_ = f_->get_float(a + "rope.scaling.yarn_log_multiplier", 0.0) / 0.1;
-      const double m = attn_factor_ * (yarn_ ? 1.0 + 0.1 * mscale_all_ * std::log(factor_) : 1.0);
+      // mistral4: llama_context's attn_factor is 1 / mscale(mscale_all_dim) there (mscale 1 over
+      // mscale_all_dim), so the scores take mscale(1) = 1 + 0.1 ln s and the RoPE the ratio.
+      const double m = attn_factor_ * (yarn_ ? 1.0 + 0.1 * (mistral4_ ? 1.0 : mscale_all_) * std::log(factor_) : 1.0);
       q_scale_ = m * m / std::sqrt(static_cast<double>(c_.head_dim));
     }
     // A multi-token-prediction block is layer n_layer: an attention layer (run_mtp).
@@ -417,7 +433,8 @@ class ReferenceForward {
       const std::vector<double> sinks =
           f_->find_tensor(p + "attn_sinks.weight") ? tensor(p + "attn_sinks.weight") : std::vector<double>();
       for (int t = 0; t < T; ++t) {
-        const int j0 = w > 0 ? std::max(0, t - w + 1) : 0;  // the window: t - j < w
+        int j0 = w > 0 ? std::max(0, t - w + 1) : 0;  // the window: t - j < w
+        if (chunk_ > 0 && local_[l]) j0 = t - t % chunk_;  // llama4: the query's chunk
         std::vector<double> att(static_cast<size_t>(c_.n_head) * dv, 0.0);
         for (int h = 0; h < c_.n_head; ++h) {
           const int kh = h / (c_.n_head / n_kv);
@@ -507,8 +524,9 @@ class ReferenceForward {
     return norm_with(in, tensor(name + ".weight"), name);
   }
   // RMSNorm of each of n_head heads of v (head_dim each) with the weight `name`.weight [head_dim].
+  // name "": no weight (llama4's L2 norm).
   void head_norm(std::vector<double>& v, const std::string& name, int n_head) const {
-    const auto w = tensor(name + ".weight");
+    const auto w = name.empty() ? std::vector<double>(c_.head_dim, 1.0) : tensor(name + ".weight");
     const int hd = c_.head_dim;
     for (int h = 0; h < n_head; ++h) {
       double ss = 0;
@@ -533,7 +551,7 @@ class ReferenceForward {
     const double base = local ? base_local_ : base_;
     // OLMo 3's local layers: no scaling, no YaRN, no magnitude; EXAONE 4.0 32B's as the global ones.
     const bool plain = local && olmo3_;
-    const double s = local && !gemma2_ && !nope_global_ && !gpt_oss_ && !smallthinker_ ? 1.0 : factor_;
+    const double s = local && !gemma2_ && !nope_global_ && !gpt_oss_ && !smallthinker_ && chunk_ == 0 ? 1.0 : factor_;
     const bool yarn = yarn_ && !plain;
     double mscale = plain ? 1.0 : attn_factor_, low = 0, high = 0;
     std::vector<double> ff = freq_factors_;
@@ -541,6 +559,7 @@ class ReferenceForward {
       ff = tensor(context_ > orig_ctx_ ? "rope_factors_long.weight" : "rope_factors_short.weight");
     if (yarn) {
       if (s > 1 && !mla_) mscale *= 0.1 * std::log(s) + 1.0;
+      if (s > 1 && mistral4_) mscale *= (0.1 * std::log(s) + 1.0) / (0.1 * mscale_all_ * std::log(s) + 1.0);
       // mistral3's yarn_log_multiplier (mscale_all_dim) divides the magnitude by its own mscale.
       if (s > 1 && yarn_log_mul_ != 0) mscale /= 0.1 * yarn_log_mul_ * std::log(s) + 1.0;
       auto dim_of = [&](double rotations) {  // the pair index that turns `rotations` times in L
@@ -634,7 +653,13 @@ class ReferenceForward {
       q = norm(q, p + "attn_q_norm");
       k = norm(k, p + "attn_k_norm");
     }
-    if (no_rope_step_ > 0 && (l + 1) % no_rope_step_ == 0) return;  // a NoPE layer
+    if (no_rope_step_ > 0 && (l + 1) % no_rope_step_ == 0) {  // a NoPE layer
+      if (arch_ == "llama4") {  // its attention temperature
+        const double f = std::log(std::floor((t + 1.0) / 8192) + 1.0) * 0.1 + 1.0;
+        for (double& e : q) e *= f;
+      }
+      return;
+    }
     if (nope_global_ && !local_[l]) return;                          // EXAONE 4.0 32B's, cohere2's global layers
     // smallthinker's NoPE layers (every layer rotates in a 4-layer model: llama.cpp's use_rope test is
     // step == n_layer || il % step != 0).
@@ -644,6 +669,10 @@ class ReferenceForward {
     if (qk_norm_ && norm_after_rope) {
       head_norm(q, p + "attn_q_norm", c_.n_head);
       head_norm(k, p + "attn_k_norm", c_.n_head_kv);
+    }
+    if (llama4_kq_norm_) {  // Llama4TextL2Norm: an RMSNorm without weight over each head
+      head_norm(q, "", c_.n_head);
+      head_norm(k, "", c_.n_head_kv);
     }
     if (temp_scale_ != 0) {  // Llama 4's temperature: 1 below the YaRN original context
       const double f = std::log(std::floor(t / orig_ctx_) + 1.0) * temp_scale_ + 1.0;
@@ -673,6 +702,11 @@ class ReferenceForward {
     const auto kb = tensor(p + "attn_k_b.weight"), vb = tensor(p + "attn_v_b.weight");
     k.assign(static_cast<size_t>(H) * hd, 0.0);
     v.assign(static_cast<size_t>(H) * vd, 0.0);
+    if (mla_temp_scale_ != 0) {  // Llama 4's temperature on the whole query
+      const double f = std::log(std::floor(t / mla_temp_len_) + 1.0) * mla_temp_scale_ + 1.0;
+      for (double& e : q) e *= f;
+      for (double& e : q_pe) e *= f;
+    }
     for (int hh = 0; hh < H; ++hh) {
       for (int i = 0; i < P; ++i) q[hh * hd + nope + i] = q_pe[hh * P + i];
       for (int r = 0; r < R; ++r)
@@ -919,6 +953,10 @@ class ReferenceForward {
   std::vector<std::vector<double>> layer_in_;  // [T][n_embd] the current layer's input
   int taps_ = 0;                // lfm2: shortconv.l_cache
   int window_ = 0;
+  int chunk_ = 0;                // llama4's chunked local layers (8192)
+  bool mistral4_ = false;
+  double mla_temp_scale_ = 0, mla_temp_len_ = 0;  // deepseek2, mistral4: attention temperature
+  bool llama4_kq_norm_ = false;  // llama4's QK L2 norm
   int context_ = 0;
   std::vector<bool> local_;
   std::vector<bool> still_;  // qwen3vl's unrotated pairs

@@ -199,6 +199,7 @@ void add_info_command(CLI::App& app) {
       }
       j["qk_norm"] = c.qk_norm;
       j["qk_norm_full"] = c.qk_norm_full;
+      j["qk_l2_norm"] = c.qk_l2_norm;
       j["kv_bytes_per_token"] = c.kv_bytes_per_token();
       j["kv_cache_type"] = "f32";
       if (c.is_mla())
@@ -257,7 +258,8 @@ void add_info_command(CLI::App& app) {
         j["dflash"] = {{"target_layers", c.head_target_layers}, {"block_size", c.dflash_block_size},
                        {"mask_token_id", c.mask_token_id}, {"causal", c.dflash_causal},
                        {"draft_vocab", c.n_draft_vocab}};
-      j["attention_temperature"] = {{"scale", c.attn_temp_scale}, {"floor", c.attn_temp_floor}};
+      j["attention_temperature"] = {{"scale", c.attn_temp_scale}, {"floor", c.attn_temp_floor},
+                                    {"offset", c.attn_temp_offset}, {"nope_layers_only", c.attn_temp_nope_only}};
       j["logit_scale"] = c.logit_scale;
       std::vector<int> no_rope;
       for (int l = 0; l < c.n_layer; ++l)
@@ -274,6 +276,7 @@ void add_info_command(CLI::App& app) {
         for (int l = 0; l < c.n_layer; ++l)
           if (c.is_swa(l)) local.push_back(l);
         j["sliding_window_layers"] = local;
+        j["sliding_window_chunked"] = c.swa_chunked;  // llama4: chunks of sliding_window positions
         j["rope_freq_base_swa"] = c.rope_freq_base_swa;
       }
       exp::set_text(j, "tokenizer", tok_model);
@@ -310,7 +313,10 @@ void add_info_command(CLI::App& app) {
     else
       std::printf("attention:     %d heads, %d KV heads, head dim %d%s, scale %g%s%s\n", c.n_head, c.n_head_kv,
                   c.head_dim, c.head_dim * c.n_head != c.n_embd ? " (not n_embd / n_head)" : "", c.attention_scale(),
-                  c.qk_norm ? ", QK-norm per head" : c.qk_norm_full ? ", QK-norm over the whole projections" : "",
+                  c.qk_norm        ? ", QK-norm per head"
+                  : c.qk_norm_full ? ", QK-norm over the whole projections"
+                  : c.qk_l2_norm   ? ", QK L2 norm per head after RoPE (layers with RoPE)"
+                                   : "",
                   c.attn_logit_softcap > 0.0f ? fmt::format(", scores soft-capped at {:g}", c.attn_logit_softcap).c_str()
                                               : "");
     if (c.clamp_kqv > 0.0f) std::printf("attention:     q, k and v clamped to +-%g\n", c.clamp_kqv);
@@ -336,8 +342,9 @@ void add_info_command(CLI::App& app) {
       int n_local = 0;
       for (int l = 0; l < c.n_layer; ++l) n_local += c.is_swa(l);
       const std::string pattern = c.swa_pattern > 0 ? fmt::format(", pattern {}", c.swa_pattern) : "";
-      std::printf("local layers:  %d of %d (%s%s) attend to a sliding window of %d positions; the others are "
-                  "global\n", n_local, c.n_layer, layer_ranges(c.swa_layers).c_str(), pattern.c_str(), c.n_swa);
+      std::printf("local layers:  %d of %d (%s%s) attend to %s of %d positions; the others are global\n", n_local,
+                  c.n_layer, layer_ranges(c.swa_layers).c_str(), pattern.c_str(),
+                  c.swa_chunked ? "their chunk" : "a sliding window", c.n_swa);
     }
     std::printf("rope:          %s\n", rope_line(c).c_str());
     const bool norm_bias = file->find_tensor("blk.0.attn_norm.bias") != nullptr;  // cohere's and most mpt's have none
@@ -354,9 +361,12 @@ void add_info_command(CLI::App& app) {
       if (any) std::printf("no RoPE:       layers %s\n", layer_ranges(no_rope).c_str());
     }
     if (c.embd_scale != 1.0f) std::printf("embedding:     scaled by %g\n", c.embd_scale);
-    if (c.attn_temp_scale != 0.0f)
-      std::printf("attention:     queries of position p >= %d times log(floor(p / %d) + 1) * %g + 1\n",
-                  c.attn_temp_floor, c.attn_temp_floor, c.attn_temp_scale);
+    if (c.attn_temp_scale != 0.0f) {
+      const std::string p = c.attn_temp_offset != 0.0f ? fmt::format("(p + {:g})", c.attn_temp_offset) : "p";
+      std::printf("attention:     %squeries of position %s >= %d times log(floor(%s / %d) + 1) * %g + 1\n",
+                  c.attn_temp_nope_only ? "the NoPE layers' " : "", p.c_str(), c.attn_temp_floor, p.c_str(),
+                  c.attn_temp_floor, c.attn_temp_scale);
+    }
     if (c.parallel_residual)
       std::printf("residual:      parallel, attention and feed-forward both read the layer's input\n");
     if (c.residual_scale != 1.0f) std::printf("residual:      each sublayer's output scaled by %g\n", c.residual_scale);
@@ -396,8 +406,9 @@ void add_info_command(CLI::App& app) {
                   c.expert_weights_scale != 1.0f ? fmt::format(", scale {:g}", c.expert_weights_scale).c_str() : "",
                   c.n_expert_group > 1 ? fmt::format(", {} groups keep {}", c.n_expert_group, c.n_expert_group_used).c_str()
                                        : "",
-                  c.router_reads_layer_input ? "; reads the layer's input (before attention), experts ReLU-gated"
-                                             : "");
+                  c.router_reads_layer_input              ? "; reads the layer's input (before attention), experts ReLU-gated"
+                  : c.arch == core::Arch::Llama4 ? "; the weights scale the experts' inputs, not their outputs"
+                                                          : "");
     }
     std::printf("parameters:    %lld (%.2f M)\n", static_cast<long long>(params), params / 1e6);
     std::printf("memory:        %.2f MiB of tensor data\n", bytes / (1024.0 * 1024.0));

@@ -41,6 +41,9 @@ void check(const AttentionParams& p, const KVView& kv, const uint8_t* allowed) {
   if (!(p.softcap >= 0.0f)) throw_error(ErrorKind::InvalidArgument, "attention: softcap {} is negative", p.softcap);
   if (p.window > 0 && kv.positions == nullptr)
     throw_error(ErrorKind::InvalidArgument, "attention: a sliding window of {} needs the rows' positions", p.window);
+  if (p.chunk < 0) throw_error(ErrorKind::InvalidArgument, "attention: chunk {} is negative", p.chunk);
+  if (p.chunk > 0 && kv.positions == nullptr)
+    throw_error(ErrorKind::InvalidArgument, "attention: chunks of {} need the rows' positions", p.chunk);
   if (p.alibi_slopes != nullptr && kv.positions == nullptr)
     throw_error(ErrorKind::InvalidArgument, "attention: ALiBi needs the rows' positions");
   for (const auto& [type, bytes, what] : {std::tuple{kv.k_type, kv.k_row_bytes, "key"},

@@ -43,12 +43,12 @@ __device__ __forceinline__ float kv_at(const uint8_t* row, int i) {
 // q, out: [T, n_head, head_dim]; k, v rows r < n_past + T at r * k_pitch / v_pitch bytes, KV head
 // g at kv_bytes(g * head_dim) into a row. scores: [chunk tokens, n_head, n_kv] scratch. Dynamic
 // shared memory: head_dim floats (scaled q). window > 0: positions [n_past + T] (device) hide
-// the keys window or more positions behind t; alibi_slopes (device, [n_head]): the score of a key
-// gets -slope * |pq - pk| from the same positions.
+// the keys window or more positions behind t, attn_chunk > 0 the keys before t's chunk (Llama 4);
+// alibi_slopes (device, [n_head]): the score of a key gets -slope * |pq - pk| from the same positions.
 template <DType KT, DType VT>
 __global__ void attention_kernel(const float* q, const uint8_t* k, const uint8_t* v, int64_t k_pitch, int64_t v_pitch,
                                  int64_t n_past, int64_t T, int64_t t0, const uint8_t* allowed, int64_t mask_past,
-                                 int n_head, int group, int head_dim, float scale, int window,
+                                 int n_head, int group, int head_dim, float scale, int window, int attn_chunk,
                                  const int32_t* positions, float softcap, const float* sinks,
                                  const float* alibi_slopes, float* scores, float* out) {
   extern __shared__ float q_s[];
@@ -69,12 +69,14 @@ __global__ void attention_kernel(const float* q, const uint8_t* k, const uint8_t
 
   // Pass 1: scores, one warp per key (lanes split the head dimension: coalesced reads of K).
   float local_max = -INFINITY;
-  const int64_t q_pos = window > 0 || alibi_slopes != nullptr ? positions[n_past + t] : 0;
+  const int64_t q_pos = window > 0 || attn_chunk > 0 || alibi_slopes != nullptr ? positions[n_past + t] : 0;
+  const int64_t chunk_start = attn_chunk > 0 ? q_pos - q_pos % attn_chunk : 0;
   const float slope = alibi_slopes != nullptr ? alibi_slopes[h] : 0.0f;
   for (int64_t j = warp; j < n_scan; j += n_warps) {
     const bool visible = (j < n_past - mask_past || allowed == nullptr ||
                           allowed[t * (mask_past + T) + (j - (n_past - mask_past))] != 0) &&
-                         (window <= 0 || q_pos - positions[j] < window);
+                         (window <= 0 || q_pos - positions[j] < window) &&
+                         (attn_chunk <= 0 || positions[j] >= chunk_start);
     float score = -INFINITY;
     if (visible) {  // warp-uniform (same j for all lanes)
       const uint8_t* kr = kh + j * k_pitch;
@@ -161,6 +163,8 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
   require(p.window >= 0, "attention", "window < 0");
   require(p.softcap >= 0.0f, "attention", "softcap < 0");
   require(p.window == 0 || kv.positions != nullptr, "attention", "a sliding window needs kv.positions");
+  require(p.chunk >= 0, "attention", "chunk < 0");
+  require(p.chunk == 0 || kv.positions != nullptr, "attention", "chunked attention needs kv.positions");
   require(p.alibi_slopes == nullptr || kv.positions != nullptr, "attention", "ALiBi needs kv.positions");
   if (T == 0) return;
   detail::require_ptr(q, "attention", "q");
@@ -188,7 +192,7 @@ void attention(Context& ctx, const float* q, int64_t T, const KVView& kv, const 
                 q, static_cast<const uint8_t*>(kv.k), static_cast<const uint8_t*>(kv.v),
                 static_cast<int64_t>(kv.k_row_bytes), static_cast<int64_t>(kv.v_row_bytes), kv.n_past, T, t0, allowed,
                 kv.mask_past,
-                p.n_head, p.n_head / p.n_head_kv, p.head_dim, p.scale, p.window, kv.positions, p.softcap, p.sinks,
+                p.n_head, p.n_head / p.n_head_kv, p.head_dim, p.scale, p.window, p.chunk, kv.positions, p.softcap, p.sinks,
                 p.alibi_slopes, scores, out);
       });
     });

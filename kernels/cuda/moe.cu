@@ -184,7 +184,7 @@ __global__ void histogram_iota_kernel(const int32_t* experts, int64_t n, int E, 
 // One block per sorted position p: copies row sorted[p] / k of x to row p of xs; a dropped
 // assignment (experts given and experts[a] < 0) is not copied and gets slot_pos -1.
 __global__ void gather_kernel(const float* x, int64_t d, const int32_t* sorted, int k, float* xs, int32_t* slot_pos,
-                              const int32_t* experts) {
+                              const int32_t* experts, const float* scale) {
   const int64_t p = blockIdx.x;
   const int32_t a = sorted[p];
   if (experts != nullptr && experts[a] < 0) {
@@ -194,7 +194,12 @@ __global__ void gather_kernel(const float* x, int64_t d, const int32_t* sorted, 
   if (threadIdx.x == 0) slot_pos[a] = static_cast<int32_t>(p);
   const float* src = x + static_cast<int64_t>(a / k) * d;
   float* dst = xs + p * d;
-  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) dst[i] = src[i];
+  if (scale != nullptr) {  // llama4: the expert reads its routing weight times the row
+    const float w = scale[a];
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) dst[i] = src[i] * w;
+  } else {
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) dst[i] = src[i];
+  }
 }
 
 // One block per token; each thread owns output elements i and sums the kept slots in rank order
@@ -203,13 +208,13 @@ __global__ void combine_kernel(float* x, int64_t d, int k, const float* y, const
                                const float* weights, const float* shared, const float* shared_gate) {
   const int64_t t = blockIdx.x;
   const int32_t* pos = slot_pos + t * k;
-  const float* w = weights + t * k;
+  const float* w = weights != nullptr ? weights + t * k : nullptr;
   float gs = 1.0f;
   if (shared_gate) gs = 1.0f / (1.0f + expf(-shared_gate[t]));
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
     float o = 0.0f;
     for (int j = 0; j < k; ++j)
-      if (pos[j] >= 0) o += w[j] * y[static_cast<int64_t>(pos[j]) * d + i];
+      if (pos[j] >= 0) o += (w != nullptr ? w[j] : 1.0f) * y[static_cast<int64_t>(pos[j]) * d + i];
     if (shared) o += gs * shared[t * d + i];
     x[t * d + i] += o;
   }
@@ -330,7 +335,7 @@ void moe_group_by_expert(Context& ctx, const int32_t* experts, int64_t n, int E,
 }
 
 void moe_gather(Context& ctx, const float* x, int64_t d, const int32_t* sorted, int64_t n, int k, float* xs,
-                int32_t* slot_pos, const int32_t* experts) {
+                int32_t* slot_pos, const int32_t* experts, const float* scale) {
   using detail::require;
   require(d >= 1 && k >= 1, "moe_gather", "d and k must be >= 1");
   require(n >= 0 && n <= 0x7fffffffLL, "moe_gather", "n = " + std::to_string(n) + " outside [0, INT_MAX]");
@@ -341,7 +346,7 @@ void moe_gather(Context& ctx, const float* x, int64_t d, const int32_t* sorted, 
   detail::require_ptr(slot_pos, "moe_gather", "slot_pos");
   DeviceGuard guard(ctx.device());
   detail::gather_kernel<<<static_cast<unsigned>(n), detail::kMoEThreads, 0, detail::stream_of(ctx)>>>(
-      x, d, sorted, k, xs, slot_pos, experts);
+      x, d, sorted, k, xs, slot_pos, experts, scale);
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 
@@ -354,7 +359,6 @@ void moe_combine(Context& ctx, float* x, int64_t T, int64_t d, int k, const floa
   detail::require_ptr(x, "moe_combine", "x");
   detail::require_ptr(y, "moe_combine", "y");
   detail::require_ptr(slot_pos, "moe_combine", "slot_pos");
-  detail::require_ptr(weights, "moe_combine", "weights");
   require(shared != nullptr || shared_gate == nullptr, "moe_combine", "shared_gate given without shared");
   DeviceGuard guard(ctx.device());
   detail::combine_kernel<<<static_cast<unsigned>(T), detail::kMoEThreads, 0, detail::stream_of(ctx)>>>(

@@ -74,8 +74,10 @@ void moe_group_by_expert(Context& ctx, const int32_t* experts, int64_t n, int E,
 // x: [T, d]; xs: [n, d]; slot_pos: [n] (n = T * k).
 // experts ([n], optional): an assignment a with experts[a] < 0 (dropped by the capacity limit) is
 // not copied and gets slot_pos[a] = -1.
+// scale ([n], optional; llama4's weight_inputs): xs[p, :] is multiplied by scale[sorted[p]], the
+// assignment's routing weight.
 void moe_gather(Context& ctx, const float* x, int64_t d, const int32_t* sorted, int64_t n, int k, float* xs,
-                int32_t* slot_pos, const int32_t* experts = nullptr);
+                int32_t* slot_pos, const int32_t* experts = nullptr, const float* scale = nullptr);
 
 // The combine, added into the residual stream, per token in a fixed order (no float atomics):
 //   o = 0; for j = 0..k-1 with slot_pos[t * k + j] >= 0 (a dropped slot, -1, adds nothing):
@@ -83,8 +85,8 @@ void moe_gather(Context& ctx, const float* x, int64_t d, const int32_t* sorted, 
 //   if shared: o += g_t * shared[t, :], g_t = 1 / (1 + exp(-shared_gate[t])) when shared_gate is
 //   given (Qwen-MoE), else 1;
 //   x[t, :] += o.
-// x: [T, d]; y: [T * k, d] in sorted order; slot_pos, weights: [T, k]; shared: [T, d] or null;
-// shared_gate: [T] or null.
+// x: [T, d]; y: [T * k, d] in sorted order; slot_pos, weights: [T, k] (weights null: every weight
+// 1, llama4's experts having read weighted inputs); shared: [T, d] or null; shared_gate: [T] or null.
 void moe_combine(Context& ctx, float* x, int64_t T, int64_t d, int k, const float* y, const int32_t* slot_pos,
                  const float* weights, const float* shared, const float* shared_gate);
 

@@ -115,8 +115,10 @@ TEST(MoEArchitectures, GraniteMoeMatchesReferenceAndRoutes) {
 }
 
 TEST(MoEArchitectures, Deepseek2MatchesReferenceAndRoutes) {
-  // The q LoRA, groups (4 of 2 experts, 2 kept), scale 1.5 and YaRN; then DeepSeek-V2-Lite's form.
-  for (const char* preset : {"deepseek2-tiny", "deepseek2-lite-tiny"})
+  // The q LoRA, groups (4 of 2 experts, 2 kept), scale 1.5 and YaRN; then DeepSeek-V2-Lite's form,
+  // and mistral4 (deepseek2-tiny with its YaRN magnitude and an attention temperature from position 4
+  // that the 11 tokens pass).
+  for (const char* preset : {"deepseek2-tiny", "deepseek2-lite-tiny", "mistral4-tiny"})
     for (DType t : {DType::F32, DType::F16}) {
       const std::string path = write_preset(preset, t, fmt::format("{}_{}.gguf", preset, dtype_name(t)));
       check_moe_against_reference(path, kIds, 0, kTolF32);
@@ -136,6 +138,28 @@ TEST(MoEArchitectures, Deepseek2MatchesReferenceAndRoutes) {
   check_moe_against_reference(write_preset("deepseek2-lite-tiny", DType::Q8_0, "deepseek2_q8.gguf"), kIds, 0, 4e-2);
 }
 
+TEST(MoEArchitectures, Mistral4IsDeepseek2WithItsOwnYarnMagnitudeAndATemperature) {
+  // The same weights as deepseek2-tiny: read as mistral4 (with the temperature keys), the YaRN
+  // magnitude moves from the RoPE into the scores as llama.cpp's context sets it for every
+  // architecture but deepseek2; the temperature then scales the queries from position 4. Each
+  // changes the logits; the reference test above checks their values.
+  auto m = Model::load(write_preset("mistral4-tiny", DType::F32, "mistral4_cfg.gguf"));
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Deepseek2);
+  EXPECT_EQ(c.arch_name, "mistral4");
+  EXPECT_FLOAT_EQ(c.attn_temp_scale, 0.5f);
+  EXPECT_EQ(c.attn_temp_floor, 4);
+  EXPECT_FLOAT_EQ(c.attn_temp_offset, 0.0f);
+  EXPECT_FALSE(c.attn_temp_nope_only);
+  auto ds = Model::load(write_preset("deepseek2-tiny", DType::F32, "deepseek2_for_mistral4.gguf"));
+  // llama_context: deepseek2's attn_factor is 1 / (1 + 0.1 ln 4); mistral4's also divides by
+  // mscale(mscale_all_dim 0.707).
+  const float ln4 = std::log(4.0f);
+  EXPECT_NEAR(ds->config().yarn_attn_factor, 1.0f / (1.0f + 0.1f * ln4), 1e-6f);
+  EXPECT_NEAR(c.yarn_attn_factor, 1.0f / (1.0f + 0.1f * 0.707f * ln4), 1e-5f);
+  EXPECT_NE(c.attention_scale(), ds->config().attention_scale());
+}
+
 TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
   // qwen3vlmoe (interleaved M-RoPE), deepseek (softmax, raw weights, 2 shared experts), dots1 (QK-norm,
   // sigmoid with a selection bias, scale 2), glm4moe (biases, partial RoPE, post_attention_norm as
@@ -150,11 +174,14 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
   // DeltaNet layers beside gated attention, experts in every layer with a gated shared expert), qwen3next
   // (qwen35moe's with plain RoPE, ssm_ba, value heads interleaved on the key heads; and with ssm_in),
   // mellum (qwen3moe's block with windows of 4 on layers 0-2 and 4, past which the 11 tokens reach),
-  // bailingmoe (llama's attention, experts in every layer, softmax with raw weights times 2, 2 shared).
+  // bailingmoe (llama's attention, experts in every layer, softmax with raw weights times 2, 2 shared),
+  // llama4 (QK L2 norm on the chunked layers, a NoPE layer, experts in every second layer reading
+  // their sigmoid-weighted inputs, a shared expert; and with 128 experts, no QK norm).
   for (const char* preset :
        {"qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny", "bailingmoe2-tiny",
         "hunyuan-moe-tiny", "minimax-m2-tiny", "exaone-moe-tiny", "lfm2moe-tiny", "smallthinker-tiny",
-        "smallthinker-swa-tiny", "qwen35moe-tiny", "qwen3next-tiny", "qwen3next-legacy-tiny", "mellum-tiny", "bailingmoe-tiny"})
+        "smallthinker-swa-tiny", "qwen35moe-tiny", "qwen3next-tiny", "qwen3next-legacy-tiny", "mellum-tiny", "bailingmoe-tiny",
+        "llama4-tiny", "llama4-128e-tiny"})
     for (DType t : {DType::F32, DType::F16})
       check_moe_against_reference(write_preset(preset, t, fmt::format("{}_{}.gguf", preset, dtype_name(t))), kIds, 0,
                                   kTolF32);
@@ -183,6 +210,63 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
     auto m = Model::load(ernie_keyed);
     EXPECT_TRUE(m->config().expert_weights_norm);
     EXPECT_FLOAT_EQ(m->config().expert_weights_scale, 1.0f);
+  }
+}
+
+TEST(MoEArchitectures, Llama4ReadsItsLayoutAndEachPartMatters) {
+  // llama.cpp's constants and the file's layout: chunks of 8192 on layers 0-2 (the pattern's
+  // default) or on the flagged ones, no RoPE on layer 3, the temperature there only, QK L2 norm
+  // unless 128 experts, experts in layers 1 and 3 with a shared expert of their width, sigmoid
+  // scores neither renormalised nor scaled that weight the experts' inputs.
+  auto m = Model::load(write_preset("llama4-tiny", DType::F32, "llama4_cfg.gguf"));
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Llama4);
+  EXPECT_TRUE(c.swa_chunked);
+  EXPECT_TRUE(c.qk_l2_norm);
+  EXPECT_TRUE(c.attn_temp_nope_only);
+  EXPECT_FLOAT_EQ(c.attn_temp_offset, 1.0f);
+  for (int l = 0; l < 4; ++l) {
+    EXPECT_EQ(c.chunk(l), l < 3 ? 8192 : 0) << l;
+    EXPECT_EQ(c.window(l), 0) << l;
+    EXPECT_EQ(c.has_rope(l), l != 3) << l;
+    EXPECT_EQ(c.is_moe_layer(l), l % 2 == 1) << l;
+  }
+  EXPECT_EQ(c.n_ff_shared_expert, c.n_ff_expert);
+  EXPECT_EQ(c.expert_gating, ExpertGating::Sigmoid);
+  EXPECT_FALSE(c.expert_weights_norm);
+  EXPECT_TRUE(c.rope_freq_factors);
+  {
+    auto f = core::GGUFFile::open((scratch_dir() / "llama4_cfg.gguf").string());
+    EXPECT_TRUE(core::bind_weights(*f, c).layers[1].moe.weights.weight_inputs);
+  }
+  auto wide = Model::load(write_preset("llama4-128e-tiny", DType::F32, "llama4_128e_cfg.gguf"));
+  EXPECT_FALSE(wide->config().qk_l2_norm);
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(wide->config().chunk(l), l % 2 == 0 ? 8192 : 0) << l;
+
+  // Each part matters to these logits: the model matches the reference, and the reference
+  // without the QK norm, without the NoPE layer, or with the weights on the experts' outputs misses
+  // the model's logits by far more than the tolerance.
+  const std::string path = (scratch_dir() / "llama4_cfg.gguf").string();
+  EXPECT_LT(check_moe_against_reference(path, kIds, 0, kTolF32), kTolF32);
+  core::LoadOptions o;
+  o.cache_types = {DType::F32, DType::F32};
+  auto f32 = Model::load(path, o);
+  core::KVCache kv = f32->new_cache(32);
+  std::vector<float> got;
+  f32->forward(kIds, kv).logits.to_host(got);
+  const int V = c.n_vocab;
+  for (const char* part : {"qk_l2_norm", "nope", "weight_inputs"}) {
+    specmoe::testing::MoEReferenceForward ref(path, c.n_expert_used);
+    ref.set_context(32);
+    ref.ablate_llama4(part);
+    const auto want = ref.run(kIds);
+    double range = 0, diff = 0;
+    for (size_t t = 0; t < kIds.size(); ++t)
+      for (int j = 0; j < V; ++j) {
+        range = std::max(range, std::fabs(want[t][j]));
+        diff = std::max(diff, std::fabs(want[t][j] - got[t * V + j]));
+      }
+    EXPECT_GT(diff, 100 * kTolF32 * range) << part;
   }
 }
 

@@ -383,7 +383,7 @@ TEST(ModelConfig, UnknownArchitecture) {
                      "qwen2vl, seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, "
                      "ernie4_5-moe, bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, "
                      "minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, "
-                     "plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige)");
+                     "plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4)");
   }
 }
 
@@ -449,6 +449,56 @@ TEST(ModelConfig, Deepseek2LatentWidthThatOverflowsIntIsRefused) {
   w.set_u32("deepseek2.attention.value_length_mla", 32);
   w.set_u32("deepseek2.rope.dimension_count", 16);
   expect_error(w, ErrorKind::Format, "deepseek2.attention.kv_lora_rank 2147483647 + deepseek2.rope.dimension_count 16 is out of range");
+}
+
+// A deepseek2 header with MLA and experts (no tensors beyond the embedding: ModelConfig only).
+// The vocabulary from vocab_size (no token list), as llama.cpp reads it first.
+GGUFWriter deepseek2_base(const std::string& arch, uint32_t layers, uint32_t vocab) {
+  GGUFWriter w;
+  w.set_string("general.architecture", arch);
+  w.set_u32(arch + ".context_length", 256);
+  w.set_u32(arch + ".embedding_length", 16);
+  w.set_u32(arch + ".block_count", layers);
+  w.set_u32(arch + ".feed_forward_length", 40);
+  w.set_u32(arch + ".attention.head_count", 4);
+  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-6f);
+  w.set_u32(arch + ".vocab_size", vocab);
+  w.set_u32(arch + ".attention.kv_lora_rank", 32);
+  w.set_u32(arch + ".attention.key_length_mla", 48);
+  w.set_u32(arch + ".attention.value_length_mla", 32);
+  w.set_u32(arch + ".attention.head_count_kv", 1);
+  w.set_u32(arch + ".rope.dimension_count", 16);
+  w.set_u32(arch + ".expert_count", 8);
+  w.set_u32(arch + ".expert_used_count", 2);
+  w.set_u32(arch + ".expert_feed_forward_length", 16);
+  w.set_u32(arch + ".expert_shared_count", 1);
+  return w;
+}
+
+TEST(ModelConfig, Deepseek2GatingTemperatureAndMistral4) {
+  // Without expert_gating_func, softmax, but sigmoid for GLM-4.7-Flash's shape (47 or 48 layers and
+  // 154880 tokens), as llama.cpp decides for its older files; a key always wins.
+  GGUFWriter w = deepseek2_base("deepseek2", 47, 10);
+  EXPECT_EQ(load(w).cfg.expert_gating, ExpertGating::Softmax);
+  w.set_u32("deepseek2.vocab_size", 154880);
+  EXPECT_EQ(load(w).cfg.expert_gating, ExpertGating::Sigmoid);
+  w.set_u32("deepseek2.expert_gating_func", 1);
+  EXPECT_EQ(load(w).cfg.expert_gating, ExpertGating::Softmax);
+  // Mistral Large 3's temperature: scale over length (offset 0, every layer); a scale without a
+  // length is refused (llama.cpp asserts).
+  GGUFWriter t = deepseek2_base("deepseek2", 3, 10);
+  t.set_f32("deepseek2.attention.temperature_scale", 0.25f);
+  expect_error(t, ErrorKind::Format, "deepseek2.attention.temperature_length is 0");
+  t.set_u32("deepseek2.attention.temperature_length", 4096);
+  const ModelConfig c = load(t).cfg;
+  EXPECT_FLOAT_EQ(c.attn_temp_scale, 0.25f);
+  EXPECT_EQ(c.attn_temp_floor, 4096);
+  EXPECT_FLOAT_EQ(c.attn_temp_offset, 0.0f);
+  // mistral4: deepseek2 by another name.
+  const ModelConfig m = load(deepseek2_base("mistral4", 3, 10)).cfg;
+  EXPECT_EQ(m.arch, Arch::Deepseek2);
+  EXPECT_TRUE(m.is_mla());
+  EXPECT_EQ(m.kv_lora_rank, 32);
 }
 
 // Found by fuzz_model (tests/regression/model/qwen3vl-rope-dims-1g-slow.gguf): the interleaved
