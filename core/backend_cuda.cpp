@@ -304,9 +304,14 @@ void CudaBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, 
     float* h = scratch<float>(sh_h_, static_cast<size_t>(T * sh));
     float* u = scratch<float>(sh_u_, static_cast<size_t>(T * sh));
     float* y = scratch<float>(sh_y_, static_cast<size_t>(T * d));
-    cu::matmul(ctx, x, T, W.gate_shexp, h);
-    cu::matmul(ctx, x, T, W.up_shexp, u);
-    cu::swiglu(ctx, h, u, h, T * sh);
+    if (W.shared_act == moe::MoEActivation::ReluSqr) {  // nemotron_h_moe: ungated relu(up x)^2
+      cu::matmul(ctx, x, T, W.up_shexp, u);
+      cu::relu_sqr(ctx, u, h, T * sh);
+    } else {
+      cu::matmul(ctx, x, T, W.gate_shexp, h);
+      cu::matmul(ctx, x, T, W.up_shexp, u);
+      cu::swiglu(ctx, h, u, h, T * sh);
+    }
     cu::matmul(ctx, h, T, W.down_shexp, y);
     sh_y = y;
     if (!W.gate_inp_shexp.empty()) {
@@ -324,11 +329,14 @@ void CudaBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, 
     if (ne == 0) continue;  // an expert no token chose is never read
     float* h = eh + off * ff;
     float* u = eu + off * ff;
-    cu::matmul(ctx, xs + off * d, ne, W.gate_exps.rows(e * ff, ff), h);
+    const bool gated = W.act != moe::MoEActivation::ReluSqr;  // nemotron_h_moe: no gate, relu(up x)^2
+    if (gated) cu::matmul(ctx, xs + off * d, ne, W.gate_exps.rows(e * ff, ff), h);
     cu::matmul(ctx, xs + off * d, ne, W.up_exps.rows(e * ff, ff), u);
     if (W.gate_exps_b != nullptr) cu::add_bias(ctx, h, W.gate_exps_b + e * ff, ne, ff);
     if (W.up_exps_b != nullptr) cu::add_bias(ctx, u, W.up_exps_b + e * ff, ne, ff);
-    if (W.act == moe::MoEActivation::SwiGLUOai)
+    if (!gated)
+      cu::relu_sqr(ctx, u, h, ne * ff);
+    else if (W.act == moe::MoEActivation::SwiGLUOai)
       cu::swiglu_oai(ctx, h, u, h, ne * ff);
     else if (W.act == moe::MoEActivation::ReGLU)
       cu::reglu(ctx, h, u, h, ne * ff);

@@ -205,6 +205,9 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       // mistral4 (Mistral Small 4): llama.cpp's deepseek2 model, loader and graph under another
       // name; the one difference is llama_context's YaRN magnitude (read_rope_scaling).
       {"mistral4", Arch::Deepseek2, RopeStyle::Adjacent},
+      // nemotron_h_moe (Nemotron 3 Nano): llama.cpp's nemotron_h loader and graph, whose MLP layers
+      // hold experts when the file has them (read_experts).
+      {"nemotron_h_moe", Arch::NemotronH, RopeStyle::None},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -216,7 +219,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4, nemotron_h_moe)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;

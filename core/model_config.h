@@ -329,9 +329,10 @@ struct ModelConfig {
            (arch == Arch::Baichuan && n_layer != 32) || arch == Arch::Mamba2 || arch == Arch::NemotronH;
   }
   bool alibi() const { return alibi_max_bias > 0.0f; }
-  // Layer `layer` has experts (MoE models, past the leading dense layers, every n_moe_layer_step-th).
+  // Layer `layer` has experts (MoE models, past the leading dense layers, every n_moe_layer_step-th;
+  // nemotron_h_moe: its MLP layers, the others having no feed-forward).
   bool is_moe_layer(int layer) const {
-    return is_moe() && layer >= n_layer_dense_lead && (layer + 1) % n_moe_layer_step == 0;
+    return is_moe() && has_ffn(layer) && layer >= n_layer_dense_lead && (layer + 1) % n_moe_layer_step == 0;
   }
   // The first layer with experts (n_layer when none has).
   int first_moe_layer() const {

@@ -667,6 +667,22 @@ void read_experts(const Reader& r, ModelConfig& c) {
       c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);
       c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
       break;
+    case Arch::NemotronH:
+      // nemotron_h_moe (Nemotron 3 Nano): experts in the MLP layers, ungated squared ReLUs of
+      // expert_feed_forward_length (default: the layer's feed_forward_length / expert_used_count),
+      // and one ungated squared-ReLU shared expert of expert_shared_feed_forward_length (required:
+      // llama.cpp sizes the tensors by it); sigmoid scores with the exp_probs_b selection bias
+      // (required), expert_weights_norm (default no) and expert_weights_scale as the keys say.
+      // Nemotron 3 Super's latent experts (moe_latent_size, ffn_latent_down / _up) are refused.
+      if (c.n_expert > 0) {
+        if (r.get("moe_latent_size", 0) > 0 || file.find_tensor("blk.0.ffn_latent_down.weight") ||
+            file.find_tensor("blk.1.ffn_latent_down.weight"))
+          throw_error(ErrorKind::Unsupported, "{}: {}: latent experts (Nemotron 3 Super's ffn_latent_down / "
+                      "ffn_latent_up) are not supported", file.path(), r.key("moe_latent_size"));
+        c.n_ff_expert = r.get("expert_feed_forward_length", per_token);
+        c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", std::nullopt);
+      }
+      break;
     case Arch::Llama4:
       // Llama 4: experts in every interleave_moe_layer_step-th layer (required; Scout 1, Maverick
       // 2), dense SwiGLUs of feed_forward_length between, one ungated shared expert of the expert
@@ -698,7 +714,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool fixed_softmax = c.arch == Arch::Deepseek || c.arch == Arch::BailingMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe ||
                              c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss || c.arch == Arch::Dbrx ||
                              c.arch == Arch::PhiMoe || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::GraniteHybrid;
-  const bool raw = c.arch == Arch::Llama4 || c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
+  const bool raw = c.arch == Arch::Llama4 || c.arch == Arch::NemotronH || c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
                    c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 ||
                    c.arch == Arch::ExaoneMoe || c.arch == Arch::BailingMoe;
   c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), !raw);
@@ -714,7 +730,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
     throw_error(ErrorKind::Format, "{}: metadata key '{}' is missing", file.path(), r.key("expert_gating_func"));
   int gating = fixed_softmax ? 1 : r.get("expert_gating_func", 0);  // 0 = LLAMA_EXPERT_GATING_FUNC_TYPE_NONE
   if (gating == 0 && c.arch == Arch::Glm4Moe) gating = 2;  // GLM-4.5's sigmoid, llama.cpp's default for it
-  if (c.arch == Arch::Llama4) gating = 2;                    // fixed by its graph
+  if (c.arch == Arch::Llama4 || c.arch == Arch::NemotronH) gating = 2;  // fixed by their graphs
   // GLM-4.7-Flash in deepseek2's layout, from before its converter wrote the key: llama.cpp's
   // compatibility rule (47 or 48 layers and a vocabulary of 154880) makes it sigmoid.
   if (gating == 0 && c.arch == Arch::Deepseek2 && (c.n_layer == 47 || c.n_layer == 48) && c.n_vocab == 154880)
@@ -745,7 +761,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
                              c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
                              c.arch == Arch::PhiMoe || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum ||
                              c.arch == Arch::BailingMoe || (deepseek_style && !lead_only);
-  const bool may_have_experts = needs_experts || c.arch == Arch::Llama || c.arch == Arch::GraniteHybrid || deepseek_style;
+  const bool may_have_experts = needs_experts || c.arch == Arch::Llama || c.arch == Arch::NemotronH || c.arch == Arch::GraniteHybrid || deepseek_style;
   if (needs_experts && c.n_expert == 0)
     throw_error(ErrorKind::Format, "{}: {} model without {}", file.path(), c.arch_name, r.key("expert_count"));
   if (!may_have_experts && c.n_expert > 0)

@@ -233,8 +233,11 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
                 b.file().path(), p, p, p);
   MoEBlock m;
   moe::MoEWeights& w = m.weights;
+  // nemotron_h_moe: ungated squared-ReLU experts and shared expert (no ffn_gate_exps / _shexp).
+  const bool relu_sqr = c.arch == Arch::NemotronH;
+  if (relu_sqr) w.act = w.shared_act = moe::MoEActivation::ReluSqr;
   w.gate_inp = b.matrix(p + "ffn_gate_inp.weight", d, E);
-  w.gate_exps = b.stacked(p + "ffn_gate_exps.weight", d, ff, E);
+  if (!relu_sqr) w.gate_exps = b.stacked(p + "ffn_gate_exps.weight", d, ff, E);
   w.up_exps = b.stacked(p + "ffn_up_exps.weight", d, ff, E);
   w.down_exps = b.stacked(p + "ffn_down_exps.weight", ff, d, E);
   const bool gated_shared = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next;  // sigmoid(w . x) times it
@@ -243,7 +246,7 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
     // bailingmoe2's expert_shared_count experts as one SwiGLU, Granite MoE Shared's and
     // ernie4_5-moe's one.
     const int64_t sh = c.n_ff_shared_expert;
-    w.gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", d, sh);
+    if (!relu_sqr) w.gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", d, sh);
     w.up_shexp = b.matrix(p + "ffn_up_shexp.weight", d, sh);
     w.down_shexp = b.matrix(p + "ffn_down_shexp.weight", sh, d);
   }
@@ -286,8 +289,8 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
     w.down_exps_b = floats_of(p + "ffn_down_exps.bias", {d, E});
     w.act = moe::MoEActivation::SwiGLUOai;
   }
-  // lfm2moe: required, as for glm4moe and minimax-m2.
-  if (c.arch == Arch::Glm4Moe || c.arch == Arch::MinimaxM2 || c.arch == Arch::Lfm2Moe || (b.has(p + "exp_probs_b.bias") &&
+  // lfm2moe and nemotron_h_moe: required, as for glm4moe and minimax-m2.
+  if (c.arch == Arch::Glm4Moe || c.arch == Arch::MinimaxM2 || c.arch == Arch::Lfm2Moe || relu_sqr || (b.has(p + "exp_probs_b.bias") &&
                                   (binds_bias || (!no_bias && c.expert_gating == ExpertGating::Sigmoid))))
     bias = b.vector(p + "exp_probs_b.bias", E);
   if (!bias.empty()) {

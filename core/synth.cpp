@@ -66,14 +66,14 @@ void check_spec(const SynthSpec& s) {
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
                    "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid", "mamba2", "nemotron_h",
-                   "maincoder", "apertus", "qwen3next", "mellum", "bailingmoe", "nanbeige", "llama4", "mistral4"}))
+                   "maincoder", "apertus", "qwen3next", "mellum", "bailingmoe", "nanbeige", "llama4", "mistral4", "nemotron_h_moe"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4, nemotron_h_moe)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
@@ -96,7 +96,7 @@ void check_spec(const SynthSpec& s) {
     throw_error(ErrorKind::InvalidArgument,
                 "synth: short-convolution layers are lfm2's and lfm2moe's, one flag per layer ({} for {} layers), of 2 taps or more "
                 "({})", s.conv_layers.size(), s.n_layer, s.shortconv_l_cache);
-  if (s.arch == "nemotron_h" &&
+  if (is_arch(s, {"nemotron_h", "nemotron_h_moe"}) &&
       (s.layer_pattern.size() != static_cast<size_t>(s.n_layer) ||
        s.layer_pattern.find_first_not_of("M*-") != std::string::npos))
     throw_error(ErrorKind::InvalidArgument, "synth: nemotron_h's layer pattern '{}' needs one of M, * or - per layer ({})",
@@ -150,6 +150,7 @@ void check_spec(const SynthSpec& s) {
                                         "smallthinker", "mellum"})
                               ? s.n_expert > 0 && s.n_ff_shared == 0
                           : is_arch(s, {"ernie4_5-moe", "hunyuan-moe", "llama4"}) ? s.n_expert > 0 && s.n_expert_shared == 0
+                          : s.arch == "nemotron_h_moe" ? s.n_expert > 0 && s.n_expert_shared == 0 && s.n_ff_shared > 0
                           : s.arch == "granitehybrid" ? s.n_expert >= 0 && s.n_expert_shared == 0 &&
                                                             (s.n_expert > 0 || s.n_ff_shared == 0)
                           : ds_moe                               ? s.n_expert > 0 && s.n_ff_shared == 0
@@ -464,7 +465,9 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool granite = a == "granite" || a == "granitemoe" || a == "granitehybrid", starcoder2 = a == "starcoder2";
   const bool hybrid = a == "granitehybrid";  // Mamba-2 layers where recurrent_layers says
   const bool mamba2 = a == "mamba2";          // Mamba-2 layers only, no FFN, no attention
-  const bool nemotron_h = a == "nemotron_h";  // one sublayer per layer, by layer_pattern
+  // one sublayer per layer, by layer_pattern; nemotron_h_moe: its MLP layers experts (ungated squared
+  // ReLUs and one such shared expert, sigmoid scores with a selection bias)
+  const bool nemotron_h = a == "nemotron_h" || a == "nemotron_h_moe";
   const int64_t m2_inner = s.ssm_d_inner > 0 ? s.ssm_d_inner : int64_t{s.ssm_dt_rank} * s.ssm_d_state;
   const bool post_only = a == "olmo2" || a == "exaone4";  // post-norms only (exaone4 with per-head QK-norm)
   const bool neox = a == "gptneox", phi2 = a == "phi2";
@@ -511,6 +514,10 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     w.set_u32(a + ".expert_used_count", s.n_expert_used);
   }
   if (expert_width_key || hunyuan_moe || a == "minimax-m2") w.set_u32(a + ".expert_feed_forward_length", s.n_ff);
+  if (a == "nemotron_h_moe" && moe) {
+    w.set_u32(a + ".expert_feed_forward_length", s.n_ff);
+    w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
+  }
   if ((hunyuan_moe || a == "granitehybrid") && s.n_ff_shared > 0)
     w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
   if (qwen2moe) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
@@ -547,7 +554,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
       std::vector<int32_t> heads, ffs;
       for (char k : s.layer_pattern) {
         heads.push_back(k == '*' ? n_head_kv : 0);
-        ffs.push_back(k == '-' ? s.n_ff : 0);
+        ffs.push_back(k == '-' ? s.n_ff * std::max(1, s.n_expert_used) : 0);
       }
       w.set_i32_array(a + ".attention.head_count_kv", heads);
       w.set_i32_array(a + ".feed_forward_length", ffs);
@@ -796,6 +803,15 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         matrix(p + "attn_k.weight", s.n_embd, kv_dim, 1.0f);
         matrix(p + "attn_v.weight", s.n_embd, kv_dim, 1.0f);
         matrix(p + "attn_output.weight", q_dim, s.n_embd, rs);
+      } else if (moe) {  // nemotron_h_moe: ungated experts and shared expert
+        const int64_t d = s.n_embd, E = s.n_expert;
+        w.add_tensor_f32(p + "ffn_gate_inp.weight", DType::F32, {d, E},
+                         random_values(seed, p + "ffn_gate_inp.weight", static_cast<size_t>(d * E), 1.0f / std::sqrt(float(d))));
+        vec(p + "exp_probs_b.bias", E, 0.0f, 0.3f);
+        stacked(p + "ffn_up_exps.weight", d, s.n_ff, E, 1.0f);
+        stacked(p + "ffn_down_exps.weight", s.n_ff, d, E, rs);
+        matrix(p + "ffn_up_shexp.weight", d, s.n_ff_shared, 1.0f);
+        matrix(p + "ffn_down_shexp.weight", s.n_ff_shared, d, rs);
       } else {
         matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, 1.0f);
         matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, rs);

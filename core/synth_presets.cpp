@@ -731,6 +731,22 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "nemotron_h_moe-tiny") {
+    // nemotron_h_moe (Nemotron 3 Nano) in llama.cpp's layout: nemotron_h-tiny's layers with experts
+    // in its two MLP layers: 8 ungated squared-ReLU experts of width 32 top-2 and one such shared
+    // expert of 64, sigmoid scores with a selection bias, renormalised and scaled by 2.5 (Nano's
+    // routed_scaling_factor).
+    SynthSpec s = *base_preset("nemotron_h-tiny");
+    s.arch = "nemotron_h_moe";
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.n_ff_shared = 64;
+    s.expert_weights_norm = 1;
+    s.expert_weights_scale = 2.5f;
+    s.name = preset;
+    return s;
+  }
   if (preset == "qwen35moe-tiny") {
     // qwen35moe (Qwen3.5-MoE) in llama.cpp's layout: qwen35-tiny's layers with 8 experts of width
     // 32 top-2 in every one (softmax, renormalised) and a shared expert of 64 under its sigmoid gate.
@@ -1187,7 +1203,9 @@ std::vector<std::string> synth_presets() {
       "forward) for tiny of the same seed, reading its layers 1 and 3, with the target's embedding and head",
       "dflash-d2t-tiny: a DFlash draft for tiny of one layer reading layers 0, 2 and 3, blocks of 5 with causal "
       "attention to the token before, its own embedding and a head over 160 of the 320 ids (d2t)",
-"mistral4-tiny: deepseek2-tiny as mistral4 (llama.cpp's YaRN magnitude for it) with an attention temperature "
+"nemotron_h_moe-tiny: nemotron_h-tiny with experts in its MLP layers: 8 ungated squared ReLUs of 32 top-2 and "
+      "a shared one of 64, sigmoid with a selection bias, renormalised, scale 2.5",
+      "mistral4-tiny: deepseek2-tiny as mistral4 (llama.cpp's YaRN magnitude for it) with an attention temperature "
       "of 0.5 from position 4",
             "deepseek2-mtp-tiny: deepseek2-tiny with a multi-token-prediction block (MLA and experts, DeepSeek-V3's MTP "
       "module)",

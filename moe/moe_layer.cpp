@@ -86,7 +86,11 @@ MoELayer::MoELayer(MoEWeights weights, std::unique_ptr<Router> router,
                 "moe layer: sizes n_embd = {}, n_expert = {}, n_ff = {} must be >= 1", n_embd_,
                 n_expert_, n_ff_);
   check_view(w_.gate_inp, "ffn_gate_inp", n_embd_, n_expert_);
-  check_view(w_.gate_exps, "ffn_gate_exps", n_embd_, int64_t{n_ff_} * n_expert_);
+  const bool gated = w_.act != MoEActivation::ReluSqr;  // nemotron_h_moe's experts have no gate
+  if (gated)
+    check_view(w_.gate_exps, "ffn_gate_exps", n_embd_, int64_t{n_ff_} * n_expert_);
+  else if (!w_.gate_exps.empty() || w_.gate_exps_b)
+    throw_error(ErrorKind::InvalidArgument, "moe layer: ungated (squared ReLU) experts with an ffn_gate_exps");
   check_view(w_.up_exps, "ffn_up_exps", n_embd_, int64_t{n_ff_} * n_expert_);
   check_view(w_.down_exps, "ffn_down_exps", n_ff_, int64_t{n_embd_} * n_expert_);
   if (router_->n_expert() != n_expert_)
@@ -99,11 +103,14 @@ MoELayer::MoELayer(MoEWeights weights, std::unique_ptr<Router> router,
   const bool any_shared = !w_.gate_shexp.empty() || !w_.up_shexp.empty() ||
                           !w_.down_shexp.empty() || !w_.gate_inp_shexp.empty();
   if (any_shared) {
-    n_ff_sh_ = static_cast<int>(w_.gate_shexp.n_out);
+    n_ff_sh_ = static_cast<int>(w_.n_ff_shared());
     if (n_ff_sh_ < 1)
       throw_error(ErrorKind::InvalidArgument, "moe layer: shared expert width {} must be >= 1",
                   n_ff_sh_);
-    check_view(w_.gate_shexp, "ffn_gate_shexp", n_embd_, n_ff_sh_);
+    if (w_.shared_act != MoEActivation::ReluSqr)
+      check_view(w_.gate_shexp, "ffn_gate_shexp", n_embd_, n_ff_sh_);
+    else if (!w_.gate_shexp.empty())
+      throw_error(ErrorKind::InvalidArgument, "moe layer: an ungated (squared ReLU) shared expert with an ffn_gate_shexp");
     check_view(w_.up_shexp, "ffn_up_shexp", n_embd_, n_ff_sh_);
     check_view(w_.down_shexp, "ffn_down_shexp", n_ff_sh_, n_embd_);
     if (!w_.gate_inp_shexp.empty()) {
@@ -181,7 +188,7 @@ void MoELayer::run_ffns(ThreadPool& pool, const float* x, int T) {
     h_sh_.resize(static_cast<size_t>(T) * n_ff_sh_);
     y_sh_.resize(static_cast<size_t>(T) * n_embd_);
     groups.push_back({&w_.gate_shexp, &w_.up_shexp, &w_.down_shexp, 0, 0, n_ff_sh_, x, T,
-                      h_sh_.data(), y_sh_.data()});
+                      h_sh_.data(), y_sh_.data(), nullptr, nullptr, nullptr, w_.shared_act});
   }
   if (groups.empty()) return;
 
@@ -214,6 +221,15 @@ void MoELayer::run_ffns(ThreadPool& pool, const float* x, int T) {
       const int64_t nr = r1 - r0;
       g.resize(static_cast<size_t>(G.n_tok * nr));
       u.resize(g.size());
+      if (G.act == MoEActivation::ReluSqr) {  // ungated: h = relu(x W_up^T)^2
+        cpu::matmul(pool, G.x, G.n_tok, G.up->rows(G.gate_up_row0 + r0, nr), u.data());
+        for (int64_t i = 0; i < G.n_tok; ++i)
+          for (int64_t r = 0; r < nr; ++r) {
+            const float v = u[i * nr + r] > 0.0f ? u[i * nr + r] : 0.0f;  // as relu_sqr_ref
+            G.h[i * G.ff + r0 + r] = v * v;
+          }
+        continue;
+      }
       // Gate and up share their input: one call, the activations quantized once for both.
       const cpu::MatrixView w[2] = {G.gate->rows(G.gate_up_row0 + r0, nr), G.up->rows(G.gate_up_row0 + r0, nr)};
       float* const y[2] = {g.data(), u.data()};

@@ -4,7 +4,7 @@
 //   (experts, weights) = router(logits, x)  (k per token, capacity dropping optional)
 //   y_t = sum_j w_tj * FFN_{e_tj}(x_t)  +  [sigmoid(w_sh . x_t)] * FFN_shared(x_t)
 //     (llama4: sum_j FFN_{e_tj}(w_tj * x_t), MoEWeights::weight_inputs)
-//   FFN_e(x) = W_down_e (silu(W_gate_e x) * (W_up_e x))      (SwiGLU)
+//   FFN_e(x) = W_down_e (silu(W_gate_e x) * (W_up_e x))      (SwiGLU; or W_down_e relu(W_up_e x)^2)
 // (gpt-oss: a bias on the logits and on each expert's gate, up and down rows, and the clamped
 // SwiGLU of MoEActivation::SwiGLUOai.)
 // Tokens are grouped by expert (histogram, prefix sum, stable scatter in token order), so each
@@ -41,8 +41,9 @@ using kernels::MatrixView;
 // The routed experts' activation: SwiGLU silu(g) * u, gpt-oss's clamped form (llama.cpp's
 // swiglu_oai with alpha 1.702 and limit 7): g' = min(g, 7), u' = clamp(u, -7, 7),
 // g' sigmoid(1.702 g') (u' + 1), or smallthinker's ReLU-gated GLU max(g, 0) * u (Shazeer 2020's
-// ReGLU; llama.cpp's LLM_FFN_RELU with a gate).
-enum class MoEActivation { SwiGLU, SwiGLUOai, ReGLU };
+// ReGLU; llama.cpp's LLM_FFN_RELU with a gate), or nemotron_h_moe's ungated squared ReLU
+// relu(u)^2 of the up projection alone (no gate tensor: llama.cpp's LLM_FFN_RELU_SQR).
+enum class MoEActivation { SwiGLU, SwiGLUOai, ReGLU, ReluSqr };
 inline float swiglu_oai(float g, float u) {
   constexpr float kAlpha = 1.702f, kLimit = 7.0f;
   const float x = g < kLimit ? g : kLimit;
@@ -66,6 +67,8 @@ struct MoEWeights {
   const float* up_exps_b = nullptr;
   const float* down_exps_b = nullptr;
   MoEActivation act = MoEActivation::SwiGLU;
+  // The shared expert's activation: SwiGLU, or ReluSqr (nemotron_h_moe: no gate_shexp).
+  MoEActivation shared_act = MoEActivation::SwiGLU;
   // llama4: each routed expert reads its token's row times the routing weight, FFN_e(w_tj x_t),
   // and the outputs are summed unweighted (llama.cpp's weight_before_ffn), in place of
   // w_tj FFN_e(x_t). The shared expert is not weighted either way.
@@ -73,9 +76,12 @@ struct MoEWeights {
 
   bool empty() const { return gate_inp.empty(); }
   int n_expert() const { return static_cast<int>(gate_inp.n_out); }
-  int64_t n_ff() const { return n_expert() > 0 ? gate_exps.n_out / n_expert() : 0; }
-  int64_t n_ff_shared() const { return gate_shexp.n_out; }
-  bool has_shared_expert() const { return !gate_shexp.empty(); }
+  // Widths from the gate tensors (the up ones where the experts are ungated).
+  int64_t n_ff() const {
+    return n_expert() > 0 ? (act == MoEActivation::ReluSqr ? up_exps : gate_exps).n_out / n_expert() : 0;
+  }
+  int64_t n_ff_shared() const { return (shared_act == MoEActivation::ReluSqr ? up_shexp : gate_shexp).n_out; }
+  bool has_shared_expert() const { return n_ff_shared() > 0; }
   bool has_biases() const { return gate_inp_b || gate_exps_b || up_exps_b || down_exps_b; }
   // Weight bytes of one routed expert (gate + up + down slices), of the shared expert with its
   // gate, and of the router matrix.

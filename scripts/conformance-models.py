@@ -4,7 +4,7 @@ granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, g
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, maincoder, apertus, nanbeige (looped, with and without the norm between passes), qwen3vl, qwen3vlmoe, llama4 (and
-its Maverick form), mistral4 (deepseek2's graph with an attention temperature), deepseek, dots1, glm4moe, ernie4_5-moe,
+its Maverick form), mistral4 (deepseek2's graph with an attention temperature), nemotron_h_moe, deepseek, dots1, glm4moe, ernie4_5-moe,
 bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
 its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, qwen3next (with attn_qkv and with ssm_in), mellum, bailingmoe, granitehybrid (dense and MoE), mamba2 and nemotron_h in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
@@ -1682,21 +1682,32 @@ def mamba2(path, dtype):
     m.write()
 
 
-def nemotron_h(path, dtype):
+def nemotron_h(path, dtype, moe=False):
     # llama_model_nemotron_h (Nemotron-H / Nemotron Nano 2, shrunk): 6 layers of 256 in the pattern
     # M M * - M - (M: a Mamba-2 mixer as mamba2_mixer's, 8 heads of 64, state 64, 2 groups, its
     # convolution bias; *: attention, heads 4/2 of key_length 64, no RoPE; -: an ungated MLP of
     # 512 with a squared ReLU), each the layer's one sublayer under its attn_norm: the kinds come
     # from attention.head_count_kv and feed_forward_length per layer (0 where a layer has no
     # attention, no MLP). layer_norm_epsilon (required by llama.cpp) and the RMS epsilon; a
-    # separate head.
+    # separate head. moe: nemotron_h_moe (Nemotron 3 Nano, shrunk), its MLP layers 16 ungated
+    # squared-ReLU experts of 256 top-4 and one such shared expert of 512, sigmoid scores with the
+    # exp_probs_b selection bias, renormalised and scaled by 2.5.
     d, H, Hkv, hd, ff = 256, 4, 2, 64, 512
     d_inner, n_ssm, S, d_conv, n_group = 512, 8, 64, 4, 2
+    E, k, exp_ff = 16, 4, 256
     kinds = "MM*-M-"
-    m = Model(path, "nemotron_h", 69, dtype)
+    arch = "nemotron_h_moe" if moe else "nemotron_h"
+    m = Model(path, arch, 70 if moe else 69, dtype)
     m.common(d, len(kinds), H, [Hkv if k == "*" else 0 for k in kinds], eps=1e-5)
     m.f32("attention.layer_norm_epsilon", 1e-5)
-    m.w.add_array("nemotron_h.feed_forward_length", [ff if k == "-" else 0 for k in kinds])
+    m.w.add_array(f"{arch}.feed_forward_length", [(k * exp_ff if moe else ff) if kd == "-" else 0 for kd in kinds])
+    if moe:
+        m.u32("expert_count", E)
+        m.u32("expert_used_count", k)
+        m.u32("expert_feed_forward_length", exp_ff)
+        m.u32("expert_shared_feed_forward_length", ff)
+        m.w.add_bool(f"{arch}.expert_weights_norm", True)
+        m.f32("expert_weights_scale", 2.5)
     m.u32("attention.key_length", hd)
     m.u32("attention.value_length", hd)
     mamba2_keys(m, d_inner, n_ssm, S, d_conv, n_group)
@@ -1708,6 +1719,13 @@ def nemotron_h(path, dtype):
             mamba2_mixer(m, p, d, d_inner, n_ssm, S, d_conv, n_group)
         elif kind == "*":
             dense_attention(m, p, d, H, Hkv, hd)
+        elif moe:
+            m.matrix(p + "ffn_gate_inp.weight", [d, E], scale=2.0, dtype=np.float32)
+            m.norm(p + "exp_probs_b.bias", E, base=0.0, noise=0.3)
+            m.matrix(p + "ffn_up_exps.weight", [d, exp_ff, E])
+            m.matrix(p + "ffn_down_exps.weight", [exp_ff, d, E], scale=0.7)
+            m.matrix(p + "ffn_up_shexp.weight", [d, ff])
+            m.matrix(p + "ffn_down_shexp.weight", [ff, d], scale=0.7)
         else:
             m.matrix(p + "ffn_up.weight", [d, ff])
             m.matrix(p + "ffn_down.weight", [ff, d], scale=0.7)
@@ -1766,6 +1784,7 @@ WRITERS = {
     "deepseek2": lambda p, t: deepseek2(p, t, False),
     "deepseek2-lite": lambda p, t: deepseek2(p, t, True),
     "mistral4": lambda p, t: deepseek2(p, t, False, "mistral4"),
+    "nemotron_h_moe": lambda p, t: nemotron_h(p, t, moe=True),
     "granite": lambda p, t: granite(p, t, False),
     "granitemoe": lambda p, t: granite(p, t, True),
     "granite-norope": lambda p, t: granite(p, t, False, rope=False),

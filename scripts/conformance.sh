@@ -14,7 +14,7 @@
 # (with attn_qkv and with the older ssm_in), mellum (experts with windows and YaRN), bailingmoe (Ling v1),
 # maincoder, apertus, nanbeige (looped: with the norm between passes and without), llama4 (and its
 # Maverick form: 128 experts, no QK norm, chunked layers by flags), mistral4 (deepseek2's graph
-# with an attention temperature), the
+# with an attention temperature), nemotron_h_moe (Nemotron 3 Nano: squared-ReLU experts), the
 # Mamba-2 hybrids granitehybrid (dense and MoE) and nemotron_h, and mamba2 itself,
 # written in llama.cpp's layout by
 # scripts/conformance-models.py (the gguf Python package), with F16 weights and after
@@ -38,7 +38,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${1:-/tmp/specmoe-conformance}"
 TEXT="${2:-}"
 shift $(( $# > 2 ? 2 : $# )) || true
-ARCHS=("${@:-qwen3moe olmoe phi3 gemma2 deepseek2 deepseek2-lite granite granite-norope granitemoe olmo2 olmo3 smollm3 stablelm starcoder2 gemma gptneox phi2 ernie4_5 exaone exaone4 exaone4-32b mistral3 command-r cohere2 internlm2 qwen2vl seed_oss minicpm minicpm-defaults glm4 glm4-mrope hunyuan-dense maincoder apertus nanbeige nanbeige-skip qwen3vl qwen3vlmoe deepseek dots1 glm4moe ernie4_5-moe bailingmoe2 hunyuan-moe arcee nemotron starcoder gpt-oss minimax-m2 bloom mpt refact jais falcon falcon40b olmo baichuan baichuan13b dbrx phimoe qwen xverse orion codeshell plamo chatglm exaone-moe lfm2 lfm2moe smallthinker smallthinker-swa qwen35 qwen35-mix qwen35moe qwen3next qwen3next-legacy mellum bailingmoe llama4 llama4-maverick mistral4 granitehybrid granitehybrid-moe mamba2 nemotron_h}")
+ARCHS=("${@:-qwen3moe olmoe phi3 gemma2 deepseek2 deepseek2-lite granite granite-norope granitemoe olmo2 olmo3 smollm3 stablelm starcoder2 gemma gptneox phi2 ernie4_5 exaone exaone4 exaone4-32b mistral3 command-r cohere2 internlm2 qwen2vl seed_oss minicpm minicpm-defaults glm4 glm4-mrope hunyuan-dense maincoder apertus nanbeige nanbeige-skip qwen3vl qwen3vlmoe deepseek dots1 glm4moe ernie4_5-moe bailingmoe2 hunyuan-moe arcee nemotron starcoder gpt-oss minimax-m2 bloom mpt refact jais falcon falcon40b olmo baichuan baichuan13b dbrx phimoe qwen xverse orion codeshell plamo chatglm exaone-moe lfm2 lfm2moe smallthinker smallthinker-swa qwen35 qwen35-mix qwen35moe qwen3next qwen3next-legacy mellum bailingmoe llama4 llama4-maverick mistral4 granitehybrid granitehybrid-moe mamba2 nemotron_h nemotron_h_moe}")
 ARCHS=(${ARCHS[*]})
 LLAMA_BIN="${LLAMA_BIN:-$HOME/.cache/specmoe-peer/llama.cpp/build/bin}"
 PYTHON="${PYTHON:-python3}"

@@ -242,6 +242,7 @@ class MoECase final : public OpCase {
     bool oai = false;  // gpt-oss: router and expert biases, the clamped SwiGLU
     bool small = false;  // smallthinker: the router on an input of its own (the layer's), the ReLU GLU
     bool llama4 = false;  // sigmoid top-k, weights on the experts' inputs, an ungated shared expert
+    bool relu_sqr = false;  // nemotron_h_moe: ungated squared-ReLU experts and shared expert (no gates)
   };
   MoECase(Shape s, Bound bound) : OpCase("moe_ffn", std::move(bound)), s_(s) {}
   std::string shape() const override {
@@ -249,7 +250,8 @@ class MoECase final : public OpCase {
                        s_.n_ff, s_.n_ff_shared ? fmt::format(" shared={}", s_.n_ff_shared) : "", s_.T,
                        moe::router_kind_name(s_.router),
                        s_.capacity_factor > 0 ? fmt::format(" capacity={}", s_.capacity_factor) : "",
-                       s_.oai ? " biases swiglu_oai" : s_.small ? " router_x reglu" : s_.llama4 ? " weighted inputs" : "");
+                       s_.oai ? " biases swiglu_oai" : s_.small ? " router_x reglu" : s_.llama4 ? " weighted inputs"
+                       : s_.relu_sqr ? " relu_sqr ungated" : "");
   }
   void run(Backend& b) override { b.moe_ffn(block_d_, s_.k, s_.capacity_factor, x_d_, router_x_d_, s_.T, out_d_, routing_); }
   Outputs result(Backend&, Arena& a) override { return outputs(a.get(out_d_), routing_); }
@@ -273,14 +275,14 @@ class MoECase final : public OpCase {
     gate_inp_.bytes.resize(gi.size() * 4);
     std::memcpy(gate_inp_.bytes.data(), gi.data(), gate_inp_.bytes.size());
     gate_inp_.view = MatrixView::make(DType::F32, gate_inp_.bytes.data(), s_.n_embd, E);
-    gate_ = make_matrix(s_.type, s_.n_embd, E * s_.n_ff, sd + 1);
+    gate_ = s_.relu_sqr ? HostMatrix{} : make_matrix(s_.type, s_.n_embd, E * s_.n_ff, sd + 1);
     up_ = make_matrix(s_.type, s_.n_embd, E * s_.n_ff, sd + 2);
     down_ = make_matrix(s_.type, s_.n_ff, E * s_.n_embd, sd + 3);
     if (s_.n_ff_shared) {
-      gate_sh_ = make_matrix(s_.type, s_.n_embd, s_.n_ff_shared, sd + 4);
+      if (!s_.relu_sqr) gate_sh_ = make_matrix(s_.type, s_.n_embd, s_.n_ff_shared, sd + 4);
       up_sh_ = make_matrix(s_.type, s_.n_embd, s_.n_ff_shared, sd + 5);
       down_sh_ = make_matrix(s_.type, s_.n_ff_shared, s_.n_embd, sd + 6);
-      if (!s_.llama4) gate_inp_sh_ = make_matrix(DType::F32, s_.n_embd, 1, sd + 7);
+      if (!s_.llama4 && !s_.relu_sqr) gate_inp_sh_ = make_matrix(DType::F32, s_.n_embd, 1, sd + 7);
     }
     x_ = normal_floats(static_cast<size_t>(s_.T * s_.n_embd), sd + 8);
     router_x_ = s_.small ? normal_floats(static_cast<size_t>(s_.T * s_.n_embd), sd + 14) : std::vector<float>();
@@ -339,6 +341,7 @@ class MoECase final : public OpCase {
     }
     if (s_.small) block_d_.weights.act = moe::MoEActivation::ReGLU;
     block_d_.weights.weight_inputs = s_.llama4;
+    if (s_.relu_sqr) block_d_.weights.act = block_d_.weights.shared_act = moe::MoEActivation::ReluSqr;
     block_d_.router = spec_;
     if (!spec_.group.bias.empty())
       block_d_.bias = b.resident(core::VectorView{spec_.group.bias.data(), static_cast<int64_t>(s_.n_expert)});
@@ -366,6 +369,7 @@ class MoECase final : public OpCase {
     }
     if (s_.small) w.act = moe::MoEActivation::ReGLU;
     w.weight_inputs = s_.llama4;
+    if (s_.relu_sqr) w.act = w.shared_act = moe::MoEActivation::ReluSqr;
     return w;
   }
   static Outputs outputs(std::vector<float> out, const moe::Routing& r) {

@@ -453,7 +453,11 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
                // ungated shared expert of the expert width
                MS{DType::F32, 16, 1, 64, 96, 96, 1, RK::SigmoidGroup, 0.0, false, false, true},
                MS{DType::F16, 16, 1, 64, 96, 96, 17, RK::SigmoidGroup, 0.0, false, false, true},
-               MS{DType::Q8_0, 8, 2, 64, 96, 0, 17, RK::SigmoidGroup, 0.0, false, false, true}})
+               MS{DType::Q8_0, 8, 2, 64, 96, 0, 17, RK::SigmoidGroup, 0.0, false, false, true},
+               // nemotron_h_moe's: ungated squared-ReLU experts and shared expert (no gate tensors)
+               MS{DType::F32, 8, 2, 64, 96, 128, 1, RK::SigmoidGroup, 0.0, false, false, false, true},
+               MS{DType::F16, 16, 4, 64, 96, 64, 17, RK::SigmoidGroup, 0.0, false, false, false, true},
+               MS{DType::Q8_0, 8, 2, 64, 96, 0, 17, RK::SoftmaxTopK, 0.0, false, false, false, true}})
     add(new MoECase(s, moe_bound(s.type)));
   return t;
 }

@@ -64,6 +64,10 @@ class MoEReferenceForward : public ReferenceForward {
     // experts' inputs (llama.cpp's weight_before_ffn); no selection bias.
     weight_inputs_ = arch_ == "llama4";
     if (weight_inputs_) sigmoid_ = true, norm_w_ = false, scale_ = 1.0;
+    // nemotron_h_moe: sigmoid scores with the selection bias, the keys' renormalisation (default no)
+    // and scale; ungated squared-ReLU experts and shared expert, all under attn_norm.
+    relu_sqr_ = arch_ == "nemotron_h_moe";
+    if (relu_sqr_) sigmoid_ = true, norm_w_ = f_->get_bool(a + "expert_weights_norm", false);
     // exp_probs_b: with any gating for these, with sigmoid gating for the others but these two.
     bias_any_ = arch_ == "deepseek2" || arch_ == "mistral4" || arch_ == "dots1" || arch_ == "glm4moe" || arch_ == "ernie4_5-moe" ||
                 arch_ == "bailingmoe2" || arch_ == "minimax-m2" || arch_ == "exaone-moe" || arch_ == "lfm2moe";
@@ -72,6 +76,7 @@ class MoEReferenceForward : public ReferenceForward {
     relu_glu_ = arch_ == "smallthinker";  // routed experts relu(gate h) * up h
     ffn_norm_ = arch_ == "glm4moe" || arch_ == "gpt-oss" || arch_ == "qwen35moe" || arch_ == "qwen3next" ? "post_attention_norm"
                 : arch_ == "dbrx"                        ? "attn_output_norm"
+                : relu_sqr_                              ? "attn_norm"
                                                          : "ffn_norm";
   }
 
@@ -149,8 +154,8 @@ class MoEReferenceForward : public ReferenceForward {
     double sum = 0;
     for (int e : chosen) sum += score[e];
     const int ff = c_.n_ff_expert;
-    const auto gate = tensor(p + "ffn_gate_exps.weight"), up = tensor(p + "ffn_up_exps.weight"),
-               down = tensor(p + "ffn_down_exps.weight");
+    const auto gate = relu_sqr_ ? std::vector<double>() : tensor(p + "ffn_gate_exps.weight");
+    const auto up = tensor(p + "ffn_up_exps.weight"), down = tensor(p + "ffn_down_exps.weight");
     std::vector<double> y(d, 0.0);
     // gpt-oss: biases of every expert's gate, up and down rows ({rows, n_expert}) and the clamped
     // SwiGLU min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1).
@@ -164,7 +169,9 @@ class MoEReferenceForward : public ReferenceForward {
         for (double& v : he) v *= w;
         w = 1.0;
       }
-      const auto out = oai ? swiglu_oai(he, gate.data() + static_cast<size_t>(e) * ff * d,
+      const auto out = relu_sqr_ ? relu_sqr_ffn(he, up.data() + static_cast<size_t>(e) * ff * d,
+                                                down.data() + static_cast<size_t>(e) * d * ff, ff)
+                       : oai ? swiglu_oai(he, gate.data() + static_cast<size_t>(e) * ff * d,
                                         up.data() + static_cast<size_t>(e) * ff * d,
                                         down.data() + static_cast<size_t>(e) * d * ff, ff, gb.data() + e * ff,
                                         ub.data() + e * ff, db.data() + e * d)
@@ -173,7 +180,11 @@ class MoEReferenceForward : public ReferenceForward {
                                     down.data() + static_cast<size_t>(e) * d * ff, ff);
       for (int i = 0; i < d; ++i) y[i] += w * out[i];
     }
-    if (f_->find_tensor(p + "ffn_gate_shexp.weight")) {
+    if (relu_sqr_) {  // the ungated shared expert
+      const int sh = static_cast<int>(f_->tensor(p + "ffn_up_shexp.weight").ne[1]);
+      const auto out = relu_sqr_ffn(h, tensor(p + "ffn_up_shexp.weight").data(), tensor(p + "ffn_down_shexp.weight").data(), sh);
+      for (int i = 0; i < d; ++i) y[i] += out[i];
+    } else if (f_->find_tensor(p + "ffn_gate_shexp.weight")) {
       const int sh = static_cast<int>(f_->tensor(p + "ffn_gate_shexp.weight").ne[1]);
       const auto gs = tensor(p + "ffn_gate_shexp.weight"), us = tensor(p + "ffn_up_shexp.weight"),
                  ds = tensor(p + "ffn_down_shexp.weight");
@@ -236,6 +247,20 @@ class MoEReferenceForward : public ReferenceForward {
   bool bias_any_ = false, bias_never_ = false;
   bool relu_glu_ = false;  // smallthinker: the routed experts' ReLU-gated GLU
   bool weight_inputs_ = false;  // llama4: the routing weight scales the expert's input
+  bool relu_sqr_ = false;       // nemotron_h_moe: ungated squared-ReLU experts and shared expert
+  // down(relu(up h)^2) over one expert's rows (up [ff, d], down [d, ff]).
+  std::vector<double> relu_sqr_ffn(const std::vector<double>& h, const double* up, const double* down, int ff) const {
+    const int d = static_cast<int>(h.size());
+    std::vector<double> a(ff), y(d, 0.0);
+    for (int r = 0; r < ff; ++r) {
+      double u = 0;
+      for (int i = 0; i < d; ++i) u += up[static_cast<size_t>(r) * d + i] * h[i];
+      a[r] = u > 0 ? u * u : 0.0;
+    }
+    for (int o = 0; o < d; ++o)
+      for (int r = 0; r < ff; ++r) y[o] += down[static_cast<size_t>(o) * ff + r] * a[r];
+    return y;
+  }
   int token_ = 0;          // the token run() is on, for smallthinker's router input
   std::string ffn_norm_;
 };

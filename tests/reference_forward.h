@@ -194,7 +194,7 @@ class ReferenceForward {
     if (arch_ == "mamba2") mamba2_.assign(c_.n_layer, true);  // every layer, no feed-forward
     // nemotron_h: one sublayer per layer: an MLP where feed_forward_length > 0, attention where
     // head_count_kv > 0, else Mamba-2.
-    nemotron_h_ = arch_ == "nemotron_h";
+    nemotron_h_ = arch_ == "nemotron_h" || arch_ == "nemotron_h_moe";  // _moe: experts in the MLP layers
     mlp_only_.assign(c_.n_layer, false);
     if (nemotron_h_) {
       const auto heads = f_->get_int_array(a + "attention.head_count_kv");
@@ -379,6 +379,10 @@ class ReferenceForward {
       if (mamba2_[l]) {
         mamba2(x, p);
         if (arch_ != "mamba2" && !nemotron_h_) feed_forward(l, p);
+        continue;
+      }
+      if (mlp_only_[l] && ffn && c_.n_expert > 0) {  // nemotron_h_moe: the MoE block's
+        for (int t = 0; t < T; ++t) ffn(x[t], l, t);
         continue;
       }
       if (mlp_only_[l]) {  // nemotron_h: x += down(relu(up attn_norm(x))^2)

@@ -408,6 +408,7 @@ void add_info_command(CLI::App& app) {
                                        : "",
                   c.router_reads_layer_input              ? "; reads the layer's input (before attention), experts ReLU-gated"
                   : c.arch == core::Arch::Llama4 ? "; the weights scale the experts' inputs, not their outputs"
+                  : c.arch == core::Arch::NemotronH ? "; ungated squared-ReLU experts and shared expert"
                                                           : "");
     }
     std::printf("parameters:    %lld (%.2f M)\n", static_cast<long long>(params), params / 1e6);

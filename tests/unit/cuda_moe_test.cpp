@@ -318,7 +318,8 @@ TEST(CudaMoE, Qwen3MoeOlmoeAndDeepseek2MatchTheCpu) {
                              "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny", "bailingmoe2-tiny",
                              "hunyuan-moe-tiny", "minimax-m2-tiny", "dbrx-tiny", "phimoe-tiny", "exaone-moe-tiny",
                              "lfm2moe-tiny", "smallthinker-tiny", "smallthinker-swa-tiny", "qwen35moe-tiny", "qwen3next-tiny", "qwen3next-legacy-tiny", "mellum-tiny", "bailingmoe-tiny",
-                             "granitehybrid-moe-tiny", "llama4-tiny", "llama4-128e-tiny", "mistral4-tiny"}) {
+                             "granitehybrid-moe-tiny", "llama4-tiny", "llama4-128e-tiny", "mistral4-tiny",
+                             "nemotron_h_moe-tiny"}) {
     compare_moe_with_cpu(write_preset(preset, std::string("cuda_") + preset + ".gguf"), kRelF32);
     compare_moe_with_cpu(write_preset(preset, std::string("cuda_") + preset + "_f16.gguf", DType::F16), kRelF16);
   }

@@ -176,12 +176,14 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
   // mellum (qwen3moe's block with windows of 4 on layers 0-2 and 4, past which the 11 tokens reach),
   // bailingmoe (llama's attention, experts in every layer, softmax with raw weights times 2, 2 shared),
   // llama4 (QK L2 norm on the chunked layers, a NoPE layer, experts in every second layer reading
-  // their sigmoid-weighted inputs, a shared expert; and with 128 experts, no QK norm).
+  // their sigmoid-weighted inputs, a shared expert; and with 128 experts, no QK norm), nemotron_h_moe
+  // (Mamba-2 and attention layers beside MLP layers of ungated squared-ReLU experts and a shared one,
+  // sigmoid with a selection bias, renormalised, scale 2.5).
   for (const char* preset :
        {"qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny", "bailingmoe2-tiny",
         "hunyuan-moe-tiny", "minimax-m2-tiny", "exaone-moe-tiny", "lfm2moe-tiny", "smallthinker-tiny",
         "smallthinker-swa-tiny", "qwen35moe-tiny", "qwen3next-tiny", "qwen3next-legacy-tiny", "mellum-tiny", "bailingmoe-tiny",
-        "llama4-tiny", "llama4-128e-tiny"})
+        "llama4-tiny", "llama4-128e-tiny", "nemotron_h_moe-tiny"})
     for (DType t : {DType::F32, DType::F16})
       check_moe_against_reference(write_preset(preset, t, fmt::format("{}_{}.gguf", preset, dtype_name(t))), kIds, 0,
                                   kTolF32);

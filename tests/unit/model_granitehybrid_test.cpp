@@ -164,6 +164,17 @@ TEST(Mamba2, ReadsMatchesReferenceAndDecodesIdentically) {
   specmoe::testing::expect_decoding_identical(*m, skip, gv, shapes, {1, 72, 101, 108, 108, 111}, 32, 4);
 }
 
+// A batch equals one token at a time, and speculative decoding with the first 3 layers drafting
+// (chains and a tree) gives the autoregressive tokens.
+void expect_batches_and_speculation_identical(Model& m) {
+  expect_batch_equals_single(m);
+  const verify::SpeculativeVerifier sv;
+  draft::LayerSkipDrafter skip(m, 3, 256);
+  std::vector<draft::TreeSpec> shapes(2);
+  shapes[1].widths = {2, 2, 1};
+  specmoe::testing::expect_decoding_identical(m, skip, sv, shapes, {1, 72, 101, 108, 108, 111}, 32, 4);
+}
+
 TEST(NemotronH, ReadsMatchesReferenceAndDecodesIdentically) {
   // One sublayer per layer, M M * - M -: the kinds from head_count_kv and feed_forward_length per
   // layer; the MLP layers cache nothing.
@@ -183,10 +194,25 @@ TEST(NemotronH, ReadsMatchesReferenceAndDecodesIdentically) {
   EXPECT_EQ(kv.layout(2).k_width, 64);
   EXPECT_EQ(c.kv_bytes_per_token(), 2 * 64 * 4);
   for (DType t : {DType::F32, DType::F16}) EXPECT_LE(reference_rel_error(write_preset("nemotron_h-tiny", t)), 1e-4);
-  expect_batch_equals_single(*m);
-  const verify::SpeculativeVerifier sv;
-  draft::LayerSkipDrafter skip(*m, 3, 256);
-  std::vector<draft::TreeSpec> shapes(2);
-  shapes[1].widths = {2, 2, 1};
-  specmoe::testing::expect_decoding_identical(*m, skip, sv, shapes, {1, 72, 101, 108, 108, 111}, 32, 4);
+  expect_batches_and_speculation_identical(*m);
+}
+
+TEST(NemotronH, MoeFormReadsAndDecodesIdentically) {
+  // nemotron_h_moe (Nemotron 3 Nano): nemotron_h's layers, experts in the MLP layers 3 and 5 only
+  // (ungated squared ReLUs and a shared one); its logits against the reference forward are
+  // test_model_arch_moe's (MoEArchitectures.DeepseekStyleFamiliesMatchReferenceAndRoute).
+  auto m = Model::load(write_preset("nemotron_h_moe-tiny"), f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::NemotronH);
+  EXPECT_EQ(c.arch_name, "nemotron_h_moe");
+  for (int l = 0; l < c.n_layer; ++l) EXPECT_EQ(c.is_moe_layer(l), l == 3 || l == 5) << l;
+  EXPECT_EQ(c.n_ff_expert, 32);
+  EXPECT_EQ(c.n_ff_shared_expert, 64);
+  EXPECT_EQ(c.expert_gating, ExpertGating::Sigmoid);
+  EXPECT_TRUE(c.expert_weights_norm);
+  EXPECT_FLOAT_EQ(c.expert_weights_scale, 2.5f);
+  expect_batches_and_speculation_identical(*m);
+  // Nemotron 3 Super's latent experts are refused by name.
+  specmoe::testing::expect_key_error(write_preset("nemotron_h_moe-tiny"), "nemotron_h_moe.moe_latent_size", 32u,
+                                     "latent experts");
 }
