@@ -208,6 +208,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       // nemotron_h_moe (Nemotron 3 Nano): llama.cpp's nemotron_h loader and graph, whose MLP layers
       // hold experts when the file has them (read_experts).
       {"nemotron_h_moe", Arch::NemotronH, RopeStyle::None},
+      {"afmoe", Arch::Afmoe, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -219,7 +220,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4, nemotron_h_moe)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4, nemotron_h_moe, afmoe)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -228,13 +229,13 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
               c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::HunyuanMoe || c.arch == Arch::ExaoneMoe ||
               c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe || c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe ||
               c.arch == Arch::DFlash || c.arch == Arch::Maincoder || c.arch == Arch::Apertus ||
-              c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum;
+              c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::Afmoe;
   // glm4moe: per-head QK-norm where the file has it (GLM-4.5 355B; llama.cpp binds it optionally).
   if (c.arch == Arch::Glm4Moe) c.qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   c.qk_norm_after_rope = c.arch == Arch::HunyuanDense || c.arch == Arch::HunyuanMoe || c.arch == Arch::Maincoder;
   c.qk_norm_full = c.arch == Arch::Olmoe || c.arch == Arch::Olmo2 || c.arch == Arch::MinimaxM2;
   c.post_norms = c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Olmo2 || c.arch == Arch::Exaone4 ||
-                 c.arch == Arch::Glm4;
+                 c.arch == Arch::Glm4 || c.arch == Arch::Afmoe;
   c.pre_norms = c.arch != Arch::Olmo2 && c.arch != Arch::Exaone4;
   const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
   c.position_embd = c.arch == Arch::Mpt && file.find_tensor("position_embd.weight") != nullptr;
@@ -428,6 +429,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     }
   }
   if (c.arch == Arch::Llama4) detail::read_llama4(r, c);
+  if (c.arch == Arch::Afmoe) detail::read_afmoe(r, c);
   if (c.arch == Arch::GptOss) detail::read_gpt_oss(r, c);
   if (c.arch == Arch::ExaoneMoe) detail::read_exaone_moe(r, c);
   if (c.arch == Arch::Lfm2) detail::read_lfm2_windows(r, c);

@@ -375,6 +375,26 @@ void read_lfm2_windows(const Reader& r, ModelConfig& c) {
   c.rope_freq_scale_swa = c.rope_freq_scale;
 }
 
+// afmoe (Arcee's Trinity; src/models/afmoe.cpp): the embedding times sqrt(n_embd), pre- and
+// post-norms around both sublayers, QK-norm per head, an attention output gate of its own
+// (attn_gate: sigmoid(attn_gate x) times the attention's output, before attn_output), split-halves
+// RoPE but on every fourth layer (llama.cpp's default n_no_rope_layer_step of 4, which afmoe keeps);
+// windows of attention.sliding_window (0 or absent: none) on the layers
+// attention.sliding_window_pattern marks (default 3 of every 4), rotated with rope.freq_base_swa
+// (default the global base) and the global scale.
+void read_afmoe(const Reader& r, ModelConfig& c) {
+  c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+  c.no_rope_step = 4;
+  c.n_swa = r.get("attention.sliding_window", 0);
+  if (c.n_swa > 0) {
+    read_swa_layers(r, c, 4);
+    c.rope_freq_base_swa = r.get_float("rope.freq_base_swa", c.rope_freq_base);
+    c.rope_freq_scale_swa = c.rope_freq_scale;
+  } else {
+    c.n_swa = 0;
+  }
+}
+
 // llama4 (Llama 4 Scout and Maverick; src/models/llama4.cpp), without attention.sliding_window or
 // with a nonzero one (whose value llama.cpp ignores): chunked attention of 8192 positions on the
 // layers attention.sliding_window_pattern marks local (default: 3 of every 4, the fourth global),
@@ -683,6 +703,15 @@ void read_experts(const Reader& r, ModelConfig& c) {
         c.n_ff_shared_expert = r.get("expert_shared_feed_forward_length", std::nullopt);
       }
       break;
+    case Arch::Afmoe:
+      // afmoe: leading dense layers, expert_feed_forward_length experts, expert_shared_count
+      // (required) ungated shared experts of the expert width; sigmoid unless expert_gating_func
+      // says otherwise, with the required exp_probs_b; expert_weights_norm (default no) and
+      // expert_weights_scale as the keys say.
+      c.n_layer_dense_lead = r.get("leading_dense_block_count", 0);
+      c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
+      shared_experts(c.n_ff_expert);
+      break;
     case Arch::Llama4:
       // Llama 4: experts in every interleave_moe_layer_step-th layer (required; Scout 1, Maverick
       // 2), dense SwiGLUs of feed_forward_length between, one ungated shared expert of the expert
@@ -714,7 +743,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool fixed_softmax = c.arch == Arch::Deepseek || c.arch == Arch::BailingMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe ||
                              c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss || c.arch == Arch::Dbrx ||
                              c.arch == Arch::PhiMoe || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::GraniteHybrid;
-  const bool raw = c.arch == Arch::Llama4 || c.arch == Arch::NemotronH || c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
+  const bool raw = c.arch == Arch::Llama4 || c.arch == Arch::NemotronH || c.arch == Arch::Afmoe || c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
                    c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 ||
                    c.arch == Arch::ExaoneMoe || c.arch == Arch::BailingMoe;
   c.expert_weights_norm = file.get_bool(r.key("expert_weights_norm"), !raw);
@@ -731,6 +760,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   int gating = fixed_softmax ? 1 : r.get("expert_gating_func", 0);  // 0 = LLAMA_EXPERT_GATING_FUNC_TYPE_NONE
   if (gating == 0 && c.arch == Arch::Glm4Moe) gating = 2;  // GLM-4.5's sigmoid, llama.cpp's default for it
   if (c.arch == Arch::Llama4 || c.arch == Arch::NemotronH) gating = 2;  // fixed by their graphs
+  if (c.arch == Arch::Afmoe && gating == 0) gating = 2;                  // afmoe's default
   // GLM-4.7-Flash in deepseek2's layout, from before its converter wrote the key: llama.cpp's
   // compatibility rule (47 or 48 layers and a vocabulary of 154880) makes it sigmoid.
   if (gating == 0 && c.arch == Arch::Deepseek2 && (c.n_layer == 47 || c.n_layer == 48) && c.n_vocab == 154880)
@@ -756,7 +786,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool deepseek_style = c.arch == Arch::Deepseek2 || c.arch == Arch::Deepseek || c.arch == Arch::Dots1 ||
                               c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 || c.arch == Arch::Ernie45Moe ||
                               c.arch == Arch::ExaoneMoe || c.arch == Arch::Lfm2Moe;
-  const bool needs_experts = c.arch == Arch::Llama4 || c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
+  const bool needs_experts = c.arch == Arch::Llama4 || c.arch == Arch::Afmoe || c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
                              c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
                              c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
                              c.arch == Arch::PhiMoe || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum ||

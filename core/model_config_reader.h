@@ -71,6 +71,7 @@ void read_lfm2_layers(const Reader& r, ModelConfig& c);
 void read_lfm2_windows(const Reader& r, ModelConfig& c);
 void read_smallthinker(const Reader& r, ModelConfig& c);
 void read_llama4(const Reader& r, ModelConfig& c);
+void read_afmoe(const Reader& r, ModelConfig& c);
 void read_qwen35(const Reader& r, ModelConfig& c);
 void read_eagle3(const Reader& r, ModelConfig& c);
 void read_dflash(const Reader& r, ModelConfig& c);

@@ -289,8 +289,8 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
     w.down_exps_b = floats_of(p + "ffn_down_exps.bias", {d, E});
     w.act = moe::MoEActivation::SwiGLUOai;
   }
-  // lfm2moe and nemotron_h_moe: required, as for glm4moe and minimax-m2.
-  if (c.arch == Arch::Glm4Moe || c.arch == Arch::MinimaxM2 || c.arch == Arch::Lfm2Moe || relu_sqr || (b.has(p + "exp_probs_b.bias") &&
+  // lfm2moe, nemotron_h_moe and afmoe: required, as for glm4moe and minimax-m2.
+  if (c.arch == Arch::Glm4Moe || c.arch == Arch::MinimaxM2 || c.arch == Arch::Lfm2Moe || relu_sqr || c.arch == Arch::Afmoe || (b.has(p + "exp_probs_b.bias") &&
                                   (binds_bias || (!no_bias && c.expert_gating == ExpertGating::Sigmoid))))
     bias = b.vector(p + "exp_probs_b.bias", E);
   if (!bias.empty()) {
@@ -680,6 +680,7 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
           c.arch == Arch::Codeshell)
         L.bo = vec(p + "attn_output.bias", c.n_embd);
       if (c.arch == Arch::GptOss) L.attn_sinks = vec(p + "attn_sinks.weight", c.n_head);
+      if (c.arch == Arch::Afmoe) L.attn_gate = b.matrix(p + "attn_gate.weight", c.n_embd, q_dim);
       if (c.qk_norm) {
         L.attn_q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
         L.attn_k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
@@ -815,7 +816,7 @@ ModelWeights resident_weights(Backend& be, const ModelWeights& h) {
     for (const auto& [b, n] : {std::pair{&e.gate_inp_b, n_e}, std::pair{&e.gate_exps_b, n_e * n_ff},
                                std::pair{&e.up_exps_b, n_e * n_ff}, std::pair{&e.down_exps_b, n_e * n_embd}})
       if (*b != nullptr) *b = be.resident(VectorView{*b, n}).data;
-    for (MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &e.gate_inp,
+    for (MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.attn_gate, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &e.gate_inp,
                           &e.gate_exps, &e.up_exps, &e.down_exps, &e.gate_shexp, &e.up_shexp, &e.down_shexp,
                           &e.gate_inp_shexp, &L.wq_a, &L.wq_b, &L.wkv_a_mqa, &L.wk_b, &L.wv_b, &L.conv_in, &L.conv_out,
                           &L.ssm_qkv, &L.ssm_gate, &L.ssm_alpha, &L.ssm_beta, &L.ssm_ba, &L.ssm_out, &L.ssm_in})

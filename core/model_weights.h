@@ -63,6 +63,7 @@ struct LayerWeights {
   MatrixView wk_b;                             // n_head x (qk_nope -> kv_lora_rank): rows h*kv_lora_rank..
   MatrixView wv_b;                             // n_head x (kv_lora_rank -> v_head_dim): rows h*v_head_dim..
   MatrixView wo;                               // (n_head * head_dim -> n_embd)
+  MatrixView attn_gate;                        // afmoe: (n_embd -> n_head * head_dim), the output gate
   VectorView bo;
   VectorView attn_q_norm, attn_k_norm;         // qwen3, qwen3moe, gemma3: [head_dim], RMSNorm of each
                                                // head; olmoe: [q_dim] and [kv_dim], of the whole projection

@@ -66,26 +66,26 @@ void check_spec(const SynthSpec& s) {
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
                    "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid", "mamba2", "nemotron_h",
-                   "maincoder", "apertus", "qwen3next", "mellum", "bailingmoe", "nanbeige", "llama4", "mistral4", "nemotron_h_moe"}))
+                   "maincoder", "apertus", "qwen3next", "mellum", "bailingmoe", "nanbeige", "llama4", "mistral4", "nemotron_h_moe", "afmoe"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4, nemotron_h_moe)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4, nemotron_h_moe, afmoe)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: {} has neither a head_dim key nor RoPE scaling", s.arch);
   if (s.llama3_orig_ctx > 0 && !is_arch(s, {"llama", "llama4"}))
     throw_error(ErrorKind::InvalidArgument, "synth: rope_freqs.weight (llama3_orig_ctx) is llama's and llama4's, not {}'s", s.arch);
-  if ((s.rope_freq_base_swa > 0.0f && !is_arch(s, {"gemma2", "gemma3", "smallthinker"})) ||
+  if ((s.rope_freq_base_swa > 0.0f && !is_arch(s, {"gemma2", "gemma3", "smallthinker", "afmoe"})) ||
       (s.final_logit_softcap > 0.0f && !is_arch(s, {"gemma2", "gemma3"})))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: a local RoPE base is gemma's and smallthinker's, logit soft-capping gemma's, not {}'s", s.arch);
   if ((s.n_swa > 0 || s.swa_pattern > 0 || !s.swa_layers.empty()) &&
-      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss", "exaone-moe", "lfm2", "smallthinker", "mellum", "llama4"}) &&
+      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss", "exaone-moe", "lfm2", "smallthinker", "mellum", "llama4", "afmoe"}) &&
       !(s.arch == "exaone4" && s.n_layer == 64))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: sliding windows are gemma2's, gemma3's, olmo2's (OLMo 3), cohere2's and 64-layer exaone4's, not "
@@ -135,7 +135,7 @@ void check_spec(const SynthSpec& s) {
   // DeepSeek-style MoE: leading dense layers of n_ff_dense, shared experts (n_expert_shared of the
   // expert width; ernie4_5-moe's one of n_ff_shared).
   const bool ds_moe =
-      ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe", "bailingmoe2", "exaone-moe", "lfm2moe", "llama4"});
+      ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe", "bailingmoe2", "exaone-moe", "lfm2moe", "llama4", "afmoe"});
   if (ds != (s.kv_lora_rank > 0) || (!ds && (s.q_lora_rank || s.v_head_dim || s.yarn_log_mul != 0.0f)) ||
       (!ds_moe && (s.n_layer_dense_lead || s.n_expert_shared || s.n_ff_dense)))
     throw_error(ErrorKind::InvalidArgument, "synth: latent attention is deepseek2's (which needs kv_lora_rank > 0), "
@@ -436,14 +436,15 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool gpt2 = a == "gpt2" || a == "starcoder", qwen2 = a == "qwen2" || a == "qwen2moe" || a == "qwen2vl";
   const bool qk_norm =
       is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe", "dots1", "bailingmoe2",
-                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe", "maincoder", "apertus", "qwen3next", "mellum"});
+                  "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe", "maincoder", "apertus", "qwen3next", "mellum",
+                  "afmoe"});
   // qwen3next: qwen35moe's layers with plain split-halves RoPE and ssm_ba (or the older ssm_in)
   const bool qwen3next = a == "qwen3next";
   const bool qwen35 = a == "qwen35" || a == "qwen35moe" || qwen3next;
-  const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4"}), glm4 = a == "glm4";
+  const bool post_norms = is_arch(s, {"gemma2", "gemma3", "glm4", "afmoe"}), glm4 = a == "glm4";
   const bool olmoe = a == "olmoe", phi3 = a == "phi3", ds = a == "deepseek2" || a == "mistral4";
   const bool ds_moe =
-      ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe", "bailingmoe2", "exaone-moe", "lfm2moe", "llama4"});
+      ds || is_arch(s, {"deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe", "bailingmoe2", "exaone-moe", "lfm2moe", "llama4", "afmoe"});
   // falcon: fused attn_qkv, one LayerNorm for both sublayers of a parallel residual (with more than
   // one KV head, Falcon-40B's form: attn_norm_2 for the attention), an ungated MLP, no biases.
   // olmo: LayerNorms without parameters (no norm tensors at all), q/k/v clamped.
@@ -960,6 +961,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         matrix(p + "attn_q.weight", s.n_embd, qwen35 ? 2 * q_dim : q_dim, 1.0f);  // qwen35: [q_h | gate_h] per head
         matrix(p + "attn_k.weight", s.n_embd, kv_dim, 1.0f);
         matrix(p + "attn_v.weight", s.n_embd, kv_dim, 1.0f);
+        if (a == "afmoe") matrix(p + "attn_gate.weight", s.n_embd, q_dim, 1.0f);  // its attention output gate
       }
       if (qkv_bias) {
         vec(p + "attn_q.bias", q_dim, 0.0f, 0.1f);

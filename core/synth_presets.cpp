@@ -731,6 +731,18 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "afmoe-tiny") {
+    // afmoe (Arcee Trinity) in llama.cpp's layout, F32, 4 layers, dim 64: the embedding times 8,
+    // pre- and post-norms, QK-norm, an attention output gate (attn_gate), windows of 4 on layers
+    // 0-2 (the 11 tokens of the tests pass them) rotated with a local base of 5000, no RoPE on
+    // layer 3; layer 0 dense (width 128), then 8 experts of 32 top-2 and one shared, sigmoid with a
+    // selection bias, renormalised, scaled by 2.5 (exaone-moe-tiny's shape and router).
+    s = *base_preset("exaone-moe-tiny");
+    s.arch = "afmoe";
+    s.rope_freq_base_swa = 5000.0f;
+    s.name = preset;
+    return s;
+  }
   if (preset == "nemotron_h_moe-tiny") {
     // nemotron_h_moe (Nemotron 3 Nano) in llama.cpp's layout: nemotron_h-tiny's layers with experts
     // in its two MLP layers: 8 ungated squared-ReLU experts of width 32 top-2 and one such shared
@@ -1203,7 +1215,9 @@ std::vector<std::string> synth_presets() {
       "forward) for tiny of the same seed, reading its layers 1 and 3, with the target's embedding and head",
       "dflash-d2t-tiny: a DFlash draft for tiny of one layer reading layers 0, 2 and 3, blocks of 5 with causal "
       "attention to the token before, its own embedding and a head over 160 of the 320 ids (d2t)",
-"nemotron_h_moe-tiny: nemotron_h-tiny with experts in its MLP layers: 8 ungated squared ReLUs of 32 top-2 and "
+"afmoe-tiny: afmoe, F32, 4 layers, dim 64, embedding x8, pre- and post-norms, QK-norm, an attention output "
+      "gate, windows of 4 on layers 0-2, no RoPE on layer 3, 1 dense + 3 MoE layers of 8 experts top-2 + 1 shared",
+      "nemotron_h_moe-tiny: nemotron_h-tiny with experts in its MLP layers: 8 ungated squared ReLUs of 32 top-2 and "
       "a shared one of 64, sigmoid with a selection bias, renormalised, scale 2.5",
       "mistral4-tiny: deepseek2-tiny as mistral4 (llama.cpp's YaRN magnitude for it) with an attention temperature "
       "of 0.5 from position 4",

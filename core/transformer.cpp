@@ -175,6 +175,14 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     if (!L.bv.empty()) be_->add_bias(v_new, L.bv.data, T, kvd);
     be_->copy_rows(q, hd, qg, 2 * hd, hd, T * c_.n_head);
     be_->copy_rows(buf(kGate, T * q_dim), hd, qg + c_.head_dim, 2 * hd, hd, T * c_.n_head);
+  } else if (!L.attn_gate.empty()) {
+    // afmoe: the output gate's own projection of the same input, in the same call.
+    const MatrixView w4[4] = {L.wq, L.wk, L.wv, L.attn_gate};
+    float* const y4[4] = {q, k_new, v_new, buf(kGate, T * q_dim)};
+    be_->matmul_multi(in, T, w4, y4);
+    if (!L.bq.empty()) be_->add_bias(q, L.bq.data, T, q_dim);
+    if (!L.bk.empty()) be_->add_bias(k_new, L.bk.data, T, kvd);
+    if (!L.bv.empty()) be_->add_bias(v_new, L.bv.data, T, kvd);
   } else {
     const MatrixView w3[3] = {L.wq, L.wk, L.wv};
     float* const y3[3] = {q, k_new, v_new};
@@ -245,7 +253,8 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
   if (ap.window > 0 || ap.chunk > 0 || ap.alibi_slopes != nullptr) view.positions = row_positions;
   float* att = buf(kAtt, T * q_dim);
   be_->attention(q, T, view, mask, ap, att);
-  if (c_.attn_output_gate) be_->sigmoid_mul(buf(kGate, T * q_dim), att, att, T * q_dim);
+  if (c_.attn_output_gate || !L.attn_gate.empty())  // qwen35's gated attention, afmoe's output gate
+    be_->sigmoid_mul(buf(kGate, T * q_dim), att, att, T * q_dim);
 
   // A parallel residual (gptneox, phi2) keeps the output apart: the feed-forward block reads the
   // layer's input and adds both.

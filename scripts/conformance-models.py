@@ -4,7 +4,7 @@ granitemoe, olmo2, OLMo 3 (olmo2 with windows), smollm3, stablelm, starcoder2, g
 ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistral3, command-r,
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, maincoder, apertus, nanbeige (looped, with and without the norm between passes), qwen3vl, qwen3vlmoe, llama4 (and
-its Maverick form), mistral4 (deepseek2's graph with an attention temperature), nemotron_h_moe, deepseek, dots1, glm4moe, ernie4_5-moe,
+its Maverick form), mistral4 (deepseek2's graph with an attention temperature), nemotron_h_moe, afmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
 bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
 its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, qwen3next (with attn_qkv and with ssm_in), mellum, bailingmoe, granitehybrid (dense and MoE), mamba2 and nemotron_h in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
@@ -501,6 +501,49 @@ def hunyuan_moe(path, dtype):
         m.matrix(p + "ffn_gate_shexp.weight", [d, sh])
         m.matrix(p + "ffn_up_shexp.weight", [d, sh])
         m.matrix(p + "ffn_down_shexp.weight", [sh, d], scale=0.7)
+    m.write()
+
+
+def afmoe(path, dtype):
+    # Arcee's Trinity (llama_model_afmoe, shrunk): 4 layers of 256, heads 4/2 of 64, the embedding
+    # times sqrt(256), pre- and post-norms around both sublayers (post_attention_norm,
+    # post_ffw_norm), QK-norm per head, an attention output gate (attn_gate: sigmoid of it times the
+    # attention's output, before attn_output), split-halves RoPE except on layer 3 (llama.cpp's NoPE
+    # step of 4), windows of 128 on layers 0-2 rotated with a local base of 5000; layer 0 dense (512),
+    # then 16 experts of 256 top-4 and one shared, sigmoid (no expert_gating_func: its default) with
+    # the exp_probs_b selection bias, renormalised, scaled by 2.5.
+    d, L, H, Hkv, hd, E, k, ff, dense_ff = 256, 4, 4, 2, 64, 16, 4, 256, 512
+    m = Model(path, "afmoe", 44, dtype)
+    m.common(d, L, H, Hkv, eps=1e-5, embd_scale=1.0)
+    m.u32("feed_forward_length", dense_ff)
+    m.u32("leading_dense_block_count", 1)
+    m.u32("expert_feed_forward_length", ff)
+    m.u32("expert_count", E)
+    m.u32("expert_used_count", k)
+    m.u32("expert_shared_count", 1)
+    m.w.add_bool("afmoe.expert_weights_norm", True)
+    m.f32("expert_weights_scale", 2.5)
+    m.u32("attention.sliding_window", 128)
+    m.u32("rope.dimension_count", hd)
+    m.f32("rope.freq_base", 10000.0)
+    m.f32("rope.freq_base_swa", 5000.0)
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        dense_attention(m, p, d, H, Hkv, hd)
+        m.matrix(p + "attn_gate.weight", [d, H * hd])
+        m.norm(p + "attn_q_norm.weight", hd)
+        m.norm(p + "attn_k_norm.weight", hd)
+        m.norm(p + "post_attention_norm.weight", d)
+        m.norm(p + "ffn_norm.weight", d)
+        m.norm(p + "post_ffw_norm.weight", d)
+        if l == 0:
+            swiglu(m, p, d, dense_ff)
+            continue
+        m.experts(p, d, ff, E)
+        m.norm(p + "exp_probs_b.bias", E, base=0.0, noise=0.3)
+        shared_expert(m, p, d, ff)
     m.write()
 
 
@@ -1785,6 +1828,7 @@ WRITERS = {
     "deepseek2-lite": lambda p, t: deepseek2(p, t, True),
     "mistral4": lambda p, t: deepseek2(p, t, False, "mistral4"),
     "nemotron_h_moe": lambda p, t: nemotron_h(p, t, moe=True),
+    "afmoe": afmoe,
     "granite": lambda p, t: granite(p, t, False),
     "granitemoe": lambda p, t: granite(p, t, True),
     "granite-norope": lambda p, t: granite(p, t, False, rope=False),

@@ -14,7 +14,8 @@
 # (with attn_qkv and with the older ssm_in), mellum (experts with windows and YaRN), bailingmoe (Ling v1),
 # maincoder, apertus, nanbeige (looped: with the norm between passes and without), llama4 (and its
 # Maverick form: 128 experts, no QK norm, chunked layers by flags), mistral4 (deepseek2's graph
-# with an attention temperature), nemotron_h_moe (Nemotron 3 Nano: squared-ReLU experts), the
+# with an attention temperature), nemotron_h_moe (Nemotron 3 Nano: squared-ReLU experts), afmoe
+# (Arcee Trinity: an attention output gate, pre- and post-norms, windows), the
 # Mamba-2 hybrids granitehybrid (dense and MoE) and nemotron_h, and mamba2 itself,
 # written in llama.cpp's layout by
 # scripts/conformance-models.py (the gguf Python package), with F16 weights and after
@@ -31,14 +32,16 @@
 # TEXT (default: the first 8192 bytes of README.md as of commit 09643d0, a text that does not move
 # when the README does) is scored at ctx 512 by both, one chunk per
 # batch (-b 512: llama.cpp's context then equals the chunk, so phi3 picks the long RoPE factors as
-# specmoe does for a 512-token cache), with f32 KV caches on both sides (specmoe's caches are F32)
-# and 2 threads. phi3 is also scored at ctx 256 (its original context: the short factors).
+# specmoe does for a 512-token cache), llama.cpp with -ctk f32 -ctv f32 and its default flash
+# attention (which casts the cache rows to F16: comparable with specmoe's default F16 caches; for
+# bit-level checks run llama.cpp with -fa off against specmoe with -ctk f32 -ctv f32), 2 threads.
+# phi3 is also scored at ctx 256 (its original context: the short factors).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${1:-/tmp/specmoe-conformance}"
 TEXT="${2:-}"
 shift $(( $# > 2 ? 2 : $# )) || true
-ARCHS=("${@:-qwen3moe olmoe phi3 gemma2 deepseek2 deepseek2-lite granite granite-norope granitemoe olmo2 olmo3 smollm3 stablelm starcoder2 gemma gptneox phi2 ernie4_5 exaone exaone4 exaone4-32b mistral3 command-r cohere2 internlm2 qwen2vl seed_oss minicpm minicpm-defaults glm4 glm4-mrope hunyuan-dense maincoder apertus nanbeige nanbeige-skip qwen3vl qwen3vlmoe deepseek dots1 glm4moe ernie4_5-moe bailingmoe2 hunyuan-moe arcee nemotron starcoder gpt-oss minimax-m2 bloom mpt refact jais falcon falcon40b olmo baichuan baichuan13b dbrx phimoe qwen xverse orion codeshell plamo chatglm exaone-moe lfm2 lfm2moe smallthinker smallthinker-swa qwen35 qwen35-mix qwen35moe qwen3next qwen3next-legacy mellum bailingmoe llama4 llama4-maverick mistral4 granitehybrid granitehybrid-moe mamba2 nemotron_h nemotron_h_moe}")
+ARCHS=("${@:-qwen3moe olmoe phi3 gemma2 deepseek2 deepseek2-lite granite granite-norope granitemoe olmo2 olmo3 smollm3 stablelm starcoder2 gemma gptneox phi2 ernie4_5 exaone exaone4 exaone4-32b mistral3 command-r cohere2 internlm2 qwen2vl seed_oss minicpm minicpm-defaults glm4 glm4-mrope hunyuan-dense maincoder apertus nanbeige nanbeige-skip qwen3vl qwen3vlmoe deepseek dots1 glm4moe ernie4_5-moe bailingmoe2 hunyuan-moe arcee nemotron starcoder gpt-oss minimax-m2 bloom mpt refact jais falcon falcon40b olmo baichuan baichuan13b dbrx phimoe qwen xverse orion codeshell plamo chatglm exaone-moe lfm2 lfm2moe smallthinker smallthinker-swa qwen35 qwen35-mix qwen35moe qwen3next qwen3next-legacy mellum bailingmoe llama4 llama4-maverick mistral4 afmoe granitehybrid granitehybrid-moe mamba2 nemotron_h nemotron_h_moe}")
 ARCHS=(${ARCHS[*]})
 LLAMA_BIN="${LLAMA_BIN:-$HOME/.cache/specmoe-peer/llama.cpp/build/bin}"
 PYTHON="${PYTHON:-python3}"

@@ -35,7 +35,7 @@ class MoEReferenceForward : public ReferenceForward {
   // k: experts per token (the model's expert_used_count unless overridden).
   MoEReferenceForward(const std::string& path, int k) : ReferenceForward(path), k_(k) {
     const std::string a = arch_ + ".";
-    const bool raw = arch_ == "qwen2moe" || arch_ == "olmoe" || arch_ == "deepseek2" || arch_ == "mistral4" || arch_ == "dots1" ||
+    const bool raw = arch_ == "qwen2moe" || arch_ == "olmoe" || arch_ == "deepseek2" || arch_ == "mistral4" || arch_ == "afmoe" || arch_ == "dots1" ||
                      arch_ == "glm4moe" || arch_ == "bailingmoe2" || arch_ == "exaone-moe" || arch_ == "bailingmoe";
     norm_w_ = f_->get_bool(a + "expert_weights_norm", !raw);
     // Graphs that fix the normalisation, gating and scale whatever the keys say.
@@ -51,11 +51,11 @@ class MoEReferenceForward : public ReferenceForward {
                           arch_ == "granitehybrid";
     scale_ = unscaled ? 0.0 : f_->get_float(a + "expert_weights_scale", 0.0);
     if (scale_ == 0.0) scale_ = 1.0;
-    const int64_t gating = fixed ? 1 : f_->get_int(a + "expert_gating_func", arch_ == "glm4moe" ? 2 : 0);
+    const int64_t gating = fixed ? 1 : f_->get_int(a + "expert_gating_func", arch_ == "glm4moe" || arch_ == "afmoe" ? 2 : 0);
     sigmoid_ = gating == 2;
     groups_ = std::max<int64_t>(1, f_->get_int(a + "expert_group_count", 1));
     groups_used_ = std::max<int64_t>(1, f_->get_int(a + "expert_group_used_count", groups_));
-    const bool lead = arch_ == "deepseek2" || arch_ == "mistral4" || arch_ == "deepseek" || arch_ == "dots1" || arch_ == "glm4moe" ||
+    const bool lead = arch_ == "deepseek2" || arch_ == "mistral4" || arch_ == "afmoe" || arch_ == "deepseek" || arch_ == "dots1" || arch_ == "glm4moe" ||
                       arch_ == "ernie4_5-moe" || arch_ == "bailingmoe2" || arch_ == "exaone-moe" || arch_ == "lfm2moe";
     dense_lead_ = lead ? static_cast<int>(f_->get_int(a + "leading_dense_block_count", 0)) : 0;
     step_ = arch_ == "ernie4_5-moe" || arch_ == "llama4" ? static_cast<int>(f_->get_int(a + "interleave_moe_layer_step", 1))
@@ -198,6 +198,7 @@ class MoEReferenceForward : public ReferenceForward {
       const auto out = swiglu(h, gs.data(), us.data(), ds.data(), sh);
       for (int i = 0; i < d; ++i) y[i] += g * out[i];
     }
+    if (arch_ == "afmoe") y = norm(y, p + "post_ffw_norm");  // its post-norm of the FFN's output
     for (int i = 0; i < d; ++i) x[i] += residual_mul_ * y[i];  // granite's residual multiplier (else 1)
   }
 

@@ -61,6 +61,7 @@ class ReferenceForward {
                arch_ == "hunyuan-dense" || arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "dots1" ||
                arch_ == "bailingmoe2" || arch_ == "hunyuan-moe" || arch_ == "exaone-moe" || arch_ == "lfm2" || arch_ == "lfm2moe" ||
                arch_ == "qwen35" || arch_ == "qwen35moe" || arch_ == "maincoder" || arch_ == "apertus" || arch_ == "qwen3next" || arch_ == "mellum" ||
+               arch_ == "afmoe" ||
                (arch_ == "glm4moe" && f_->find_tensor("blk.0.attn_q_norm.weight"));
     if (arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "qwen35" || arch_ == "qwen35moe") {
       // Interleaved M-RoPE on text: pair i's section is s = i mod (sum of sections); it rotates by
@@ -135,7 +136,7 @@ class ReferenceForward {
       residual_mul_ = f_->get_float(a + "residual_scale", 1.4 / std::sqrt(static_cast<double>(c_.n_layer)));
       logit_div_ = f_->get_float(a + "logit_scale", 256.0 / c_.n_embd);
     }
-    no_rope_step_ = arch_ == "smollm3" || arch_ == "llama4" ? 4 : 0;  // NoPE every fourth layer
+    no_rope_step_ = arch_ == "smollm3" || arch_ == "llama4" || arch_ == "afmoe" ? 4 : 0;  // NoPE every fourth layer
     // granite's rope.scaling.finetuned = false: no RoPE anywhere (every first layer of 1).
     if ((arch_ == "granite" || arch_ == "granitehybrid") && !f_->get_bool(a + "rope.scaling.finetuned", true))
       no_rope_step_ = 1;
@@ -168,7 +169,10 @@ class ReferenceForward {
     // gpt-oss: windows (the key required) on every second layer, rotated as the global ones.
     gpt_oss_ = arch_ == "gpt-oss";
     const int default_window = gemma2_ || nope_global_ ? 4096 : 0;
-    window_ = gemma_ || olmo3_ || nope_global_ || gpt_oss_
+    // afmoe: windows when the key says, its embedding times sqrt(n_embd), pre- and post-norms, an
+    // attention output gate (attn_gate), no RoPE on every fourth layer.
+    afmoe_ = arch_ == "afmoe";
+    window_ = gemma_ || olmo3_ || nope_global_ || gpt_oss_ || afmoe_
                   ? static_cast<int>(f_->get_int(a + "attention.sliding_window", default_window))
                   : 0;
     // lfm2: head_count_kv per layer, 0 marking a gated short-convolution layer of shortconv.l_cache
@@ -252,7 +256,7 @@ class ReferenceForward {
       base_ *= std::pow(f_->get_float(a + "rope.scaling.alpha", 0.0), hd / (hd - 2));
     }
     base_local_ = gemma_     ? f_->get_float(a + "rope.freq_base_swa", gemma2_ ? base_ : 10000.0)
-                  : gpt_oss_ || arch_ == "exaone-moe" || smallthinker_ || arch_ == "llama4"
+                  : gpt_oss_ || arch_ == "exaone-moe" || smallthinker_ || arch_ == "llama4" || afmoe_
                       ? f_->get_float(a + "rope.freq_base_swa", base_)
                              : base_;
     const std::string type = f_->get_string(a + "rope.scaling.type", "linear");
@@ -331,7 +335,7 @@ class ReferenceForward {
         const auto pe = tensor("position_embd.weight");
         for (int i = 0; i < d; ++i) x[t][i] += pe[static_cast<size_t>(t) * d + i];
       }
-      if (gemma_ || gemma1_)
+      if (gemma_ || gemma1_ || afmoe_)
         for (double& e : x[t]) e *= std::sqrt(static_cast<double>(d));
       for (double& e : x[t]) e *= embd_mul_;
       if (arch_ == "bloom") x[t] = norm(x[t], "token_embd_norm");
@@ -466,10 +470,10 @@ class ReferenceForward {
                               arch_ != "baichuan" && arch_ != "olmo" && !falcon_ && arch_ != "qwen" && arch_ != "xverse" &&
                               arch_ != "orion" && arch_ != "plamo" && arch_ != "chatglm" && arch_ != "exaone-moe" &&
                               arch_ != "lfm2" && arch_ != "lfm2moe";
-        if (qwen35_)  // the gated attention's output gate
+        if (qwen35_ || afmoe_)  // the gated attention's output gate (afmoe: attn_gate's)
           for (size_t i = 0; i < att.size(); ++i) att[i] /= 1.0 + std::exp(-gate_[t][i]);
         auto o = linear(att, p + "attn_output", d, out_bias);
-        if (gemma_ || post_only_ || arch_ == "glm4") o = norm(o, p + "post_attention_norm");
+        if (gemma_ || post_only_ || arch_ == "glm4" || afmoe_) o = norm(o, p + "post_attention_norm");
         for (double& e : o) e *= residual_mul_;
         if (parallel_)
           par[t] = o;  // the feed-forward reads the layer's input
@@ -555,7 +559,7 @@ class ReferenceForward {
     const double base = local ? base_local_ : base_;
     // OLMo 3's local layers: no scaling, no YaRN, no magnitude; EXAONE 4.0 32B's as the global ones.
     const bool plain = local && olmo3_;
-    const double s = local && !gemma2_ && !nope_global_ && !gpt_oss_ && !smallthinker_ && chunk_ == 0 ? 1.0 : factor_;
+    const double s = local && !gemma2_ && !nope_global_ && !gpt_oss_ && !smallthinker_ && chunk_ == 0 && !afmoe_ ? 1.0 : factor_;
     const bool yarn = yarn_ && !plain;
     double mscale = plain ? 1.0 : attn_factor_, low = 0, high = 0;
     std::vector<double> ff = freq_factors_;
@@ -643,6 +647,10 @@ class ReferenceForward {
       q = linear(h, p + "attn_q", qd);
       k = linear(h, p + "attn_k", kvd);
       v = linear(h, p + "attn_v", kvd);
+      if (afmoe_) {  // the output gate's own projection of the same input
+        if (gate_.size() <= static_cast<size_t>(t)) gate_.resize(t + 1);
+        gate_[t] = linear(h, p + "attn_gate", qd);
+      }
     }
     if (clamp_ > 0)  // mpt: q, k and v clamped after their biases
       for (auto* y : {&q, &k, &v})
@@ -922,7 +930,7 @@ class ReferenceForward {
       }
       for (int i = 0; i < ff; ++i) u[i] *= gemma_ || gemma1_ ? gelu(g[i]) : g[i] / (1 + std::exp(-g[i]));
       f = linear(u, p + "ffn_down", d);
-      if (gemma_ || post_only_ || arch_ == "glm4") f = norm(f, p + "post_ffw_norm");
+      if (gemma_ || post_only_ || arch_ == "glm4" || afmoe_) f = norm(f, p + "post_ffw_norm");
     }
     for (int i = 0; i < d; ++i) x[i] += residual_mul_ * f[i];
   }
@@ -959,6 +967,7 @@ class ReferenceForward {
   int window_ = 0;
   int chunk_ = 0;                // llama4's chunked local layers (8192)
   bool mistral4_ = false;
+  bool afmoe_ = false;
   double mla_temp_scale_ = 0, mla_temp_len_ = 0;  // deepseek2, mistral4: attention temperature
   bool llama4_kq_norm_ = false;  // llama4's QK L2 norm
   int context_ = 0;

@@ -99,7 +99,7 @@ INSTANTIATE_TEST_SUITE_P(Models, ConformanceMoE,
                                                               "ernie4_5-moe", "bailingmoe2", "hunyuan-moe",
                                                               "gpt-oss", "minimax-m2", "dbrx", "phimoe", "exaone-moe",
                                                               "lfm2moe", "smallthinker", "smallthinker-swa", "qwen35moe", "qwen3next", "qwen3next-legacy", "mellum", "bailingmoe", "llama4", "mistral4",
-                                                              "llama4-maverick", "granitehybrid-moe", "nemotron_h_moe"),
+                                                              "llama4-maverick", "granitehybrid-moe", "nemotron_h_moe", "afmoe"),
                                             ::testing::Values("f32", "f16")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);

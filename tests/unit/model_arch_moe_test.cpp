@@ -138,6 +138,28 @@ TEST(MoEArchitectures, Deepseek2MatchesReferenceAndRoutes) {
   check_moe_against_reference(write_preset("deepseek2-lite-tiny", DType::Q8_0, "deepseek2_q8.gguf"), kIds, 0, 4e-2);
 }
 
+TEST(MoEArchitectures, AfmoeReadsItsLayout) {
+  // Its logits against the reference: DeepseekStyleFamiliesMatchReferenceAndRoute. Here what the
+  // loader reads: the embedding scale, pre- and post-norms, QK-norm, the output gate's tensor,
+  // windows of 4 on layers 0-2 with their own base, no RoPE on layer 3, sigmoid scores by default.
+  auto m = Model::load(write_preset("afmoe-tiny", DType::F32, "afmoe_cfg.gguf"));
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Afmoe);
+  EXPECT_FLOAT_EQ(c.embd_scale, 8.0f);
+  EXPECT_TRUE(c.post_norms && c.pre_norms && c.qk_norm);
+  for (int l = 0; l < 4; ++l) {
+    EXPECT_EQ(c.window(l), l < 3 ? 4 : 0) << l;
+    EXPECT_EQ(c.has_rope(l), l != 3) << l;
+    EXPECT_EQ(c.is_moe_layer(l), l > 0) << l;
+  }
+  EXPECT_FLOAT_EQ(c.rope_freq_base_swa, 5000.0f);
+  EXPECT_EQ(c.expert_gating, ExpertGating::Sigmoid);
+  EXPECT_EQ(c.n_ff_shared_expert, c.n_ff_expert);
+  auto f = core::GGUFFile::open((scratch_dir() / "afmoe_cfg.gguf").string());
+  const auto w = core::bind_weights(*f, c);
+  for (int l = 0; l < 4; ++l) EXPECT_FALSE(w.layers[l].attn_gate.empty()) << l;
+}
+
 TEST(MoEArchitectures, Mistral4IsDeepseek2WithItsOwnYarnMagnitudeAndATemperature) {
   // The same weights as deepseek2-tiny: read as mistral4 (with the temperature keys), the YaRN
   // magnitude moves from the RoPE into the scores as llama.cpp's context sets it for every
@@ -178,12 +200,14 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
   // llama4 (QK L2 norm on the chunked layers, a NoPE layer, experts in every second layer reading
   // their sigmoid-weighted inputs, a shared expert; and with 128 experts, no QK norm), nemotron_h_moe
   // (Mamba-2 and attention layers beside MLP layers of ungated squared-ReLU experts and a shared one,
-  // sigmoid with a selection bias, renormalised, scale 2.5).
+  // sigmoid with a selection bias, renormalised, scale 2.5), afmoe (embedding scale, pre- and
+  // post-norms, QK-norm, an attention output gate, windows of 4 with a local base, a NoPE layer, a
+  // dense first layer, sigmoid with a selection bias, a shared expert).
   for (const char* preset :
        {"qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny", "bailingmoe2-tiny",
         "hunyuan-moe-tiny", "minimax-m2-tiny", "exaone-moe-tiny", "lfm2moe-tiny", "smallthinker-tiny",
         "smallthinker-swa-tiny", "qwen35moe-tiny", "qwen3next-tiny", "qwen3next-legacy-tiny", "mellum-tiny", "bailingmoe-tiny",
-        "llama4-tiny", "llama4-128e-tiny", "nemotron_h_moe-tiny"})
+        "llama4-tiny", "llama4-128e-tiny", "nemotron_h_moe-tiny", "afmoe-tiny"})
     for (DType t : {DType::F32, DType::F16})
       check_moe_against_reference(write_preset(preset, t, fmt::format("{}_{}.gguf", preset, dtype_name(t))), kIds, 0,
                                   kTolF32);
