@@ -19,9 +19,12 @@
 #include "core/model.h"
 #include "core/synth.h"
 #include "draft/drafter.h"
+#include "draft/model_drafter.h"
+#include "lossless.h"
 #include "reference_forward.h"
 #include "test_data.h"
 #include "verify/autoregressive.h"
+#include "verify/greedy_verifier.h"
 #include "verify/speculative_decoder.h"
 
 namespace specmoe::testing {
@@ -143,6 +146,19 @@ inline core::SamplingParams plain_sampling(float temperature, uint64_t seed) {
   sp.min_p = 0.0f;
   sp.seed = seed;
   return sp;
+}
+
+// A draft model's greedy chains and a 2 x 2 tree give the target's autoregressive tokens on a
+// fixed prompt, and its sampling through the loop is lossless at temperature 1 (check_lossless,
+// seeded with `seed`).
+inline void expect_draft_model_identical_and_lossless(core::Model& target, core::Model& draft_model, uint64_t seed) {
+  const verify::GreedyVerifier gv;
+  draft::ModelDrafter model(&draft_model, 320, -1, 256);
+  std::vector<draft::TreeSpec> shapes(2);
+  shapes[1].widths = {2, 2};
+  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 35, 119, 111, 114};
+  expect_decoding_identical(target, model, gv, shapes, prompt, 30, 4);
+  check_lossless(target, draft_model, plain_sampling(1.0f, seed), true);
 }
 
 }  // namespace specmoe::testing

@@ -23,8 +23,9 @@ std::string scratch_file(const std::string& stem) {
       .string();
 }
 
-// A tiny llama-style header: n_embd 16, 4 heads (2 kv), 3 layers, vocab of 10 tokens.
-GGUFWriter base(const std::string& arch) {
+// A tiny llama-style header: n_embd 16, 4 heads (2 kv), 3 layers, vocab of 10 tokens (none
+// listed without `tokens`: the vocabulary then comes from other keys).
+GGUFWriter base(const std::string& arch, bool tokens = true) {
   GGUFWriter w;
   w.set_string("general.architecture", arch);
   w.set_string("general.name", "tiny " + arch);
@@ -35,9 +36,10 @@ GGUFWriter base(const std::string& arch) {
   w.set_u32(arch + ".attention.head_count", 4);
   w.set_u32(arch + ".attention.head_count_kv", 2);
   w.set_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-6f);
-  std::vector<std::string> tokens;
-  for (int i = 0; i < 10; ++i) tokens.push_back(fmt::format("t{}", i));
-  w.set_string_array("tokenizer.ggml.tokens", tokens);
+  if (!tokens) return w;
+  std::vector<std::string> list;
+  for (int i = 0; i < 10; ++i) list.push_back(fmt::format("t{}", i));
+  w.set_string_array("tokenizer.ggml.tokens", list);
   std::vector<float> emb(16 * 10, 0.25f);
   w.add_tensor_f32("token_embd.weight", DType::F32, {16, 10}, emb);
   return w;
@@ -454,14 +456,8 @@ TEST(ModelConfig, Deepseek2LatentWidthThatOverflowsIntIsRefused) {
 // A deepseek2 header with MLA and experts (no tensors beyond the embedding: ModelConfig only).
 // The vocabulary from vocab_size (no token list), as llama.cpp reads it first.
 GGUFWriter deepseek2_base(const std::string& arch, uint32_t layers, uint32_t vocab) {
-  GGUFWriter w;
-  w.set_string("general.architecture", arch);
-  w.set_u32(arch + ".context_length", 256);
-  w.set_u32(arch + ".embedding_length", 16);
+  GGUFWriter w = base(arch, false);
   w.set_u32(arch + ".block_count", layers);
-  w.set_u32(arch + ".feed_forward_length", 40);
-  w.set_u32(arch + ".attention.head_count", 4);
-  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-6f);
   w.set_u32(arch + ".vocab_size", vocab);
   w.set_u32(arch + ".attention.kv_lora_rank", 32);
   w.set_u32(arch + ".attention.key_length_mla", 48);

@@ -14,11 +14,8 @@
 
 #include "core/model.h"
 #include "core/synth.h"
-#include "draft/model_drafter.h"
-#include "lossless.h"
 #include "recurrent_model_helpers.h"
 #include "test_data.h"
-#include "verify/greedy_verifier.h"
 
 using namespace specmoe;
 using namespace specmoe::core;
@@ -46,13 +43,7 @@ TEST(Llama4, BatchesEqualSingleTokens) {
 TEST(Llama4, SpeculativeDecodingIsIdenticalAndLossless) {
   auto target = Model::load(write_preset("llama4-tiny"), f32_caches());
   auto draft = Model::load(write_preset("llama4-128e-tiny"), f32_caches());
-  const verify::GreedyVerifier gv;
-  draft::ModelDrafter model(draft.get(), 320, -1, 256);
-  std::vector<draft::TreeSpec> shapes(2);
-  shapes[1].widths = {2, 2};
-  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 35, 119, 111, 114};
-  specmoe::testing::expect_decoding_identical(*target, model, gv, shapes, prompt, 30, 4);
-  specmoe::testing::check_lossless(*target, *draft, specmoe::testing::plain_sampling(1.0f, 37), true);
+  specmoe::testing::expect_draft_model_identical_and_lossless(*target, *draft, 37);
 }
 
 TEST(Llama4, KeysItNeedsOrRefusesGetClearErrors) {

@@ -233,13 +233,7 @@ TEST(Qwen3Next, ReadsItsLayoutsAndBatchesEqualSingleTokens) {
 TEST(Qwen3Next, SpeculativeDecodingIsIdenticalAndLossless) {
   auto target = Model::load(write_preset("qwen3next-tiny"), f32_caches());
   auto draft = Model::load(write_preset("qwen3next-legacy-tiny"), f32_caches());
-  const verify::GreedyVerifier gv;
-  draft::ModelDrafter model(draft.get(), 320, -1, 256);
-  std::vector<draft::TreeSpec> shapes(2);
-  shapes[1].widths = {2, 2};
-  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 35, 119, 111, 114};
-  specmoe::testing::expect_decoding_identical(*target, model, gv, shapes, prompt, 30, 4);
-  specmoe::testing::check_lossless(*target, *draft, specmoe::testing::plain_sampling(1.0f, 36), true);
+  specmoe::testing::expect_draft_model_identical_and_lossless(*target, *draft, 36);
 }
 
 TEST(Qwen35, BadKeysGetClearErrors) {
