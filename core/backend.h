@@ -179,8 +179,10 @@ class Backend : public Memory {
   virtual void mamba2(const float* zxbcdt, const float* conv_w, const float* conv_b, const float* dt_bias,
                       const float* a, const float* d, const float* norm_w, float* states, const int32_t* slots,
                       int64_t T, const Mamba2Params& p, float* xbc, float* out) = 0;
-  // y = x * sigmoid(gate) elementwise (Qwen3.5's gated attention output); y may alias x or gate.
-  virtual void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n) = 0;
+  // y[i] = x[i] * sigmoid(gate[i / group]): elementwise with group 1 (Qwen3.5's gated attention
+  // output; y may alias x or gate), one gate per run of group elements otherwise (spark2_5's gate
+  // per head, group = head_dim; y may alias x). n is a multiple of group.
+  virtual void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n, int64_t group) = 0;
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
   virtual void gelu(const float* x, float* y, int64_t n) = 0;
   // y = max(x, 0)^2 elementwise (squared ReLU); y may alias x.

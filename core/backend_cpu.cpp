@@ -127,8 +127,8 @@ class CpuBackend final : public Backend {
                  float* out) override {
     cpu::delta_net(pool_, qkv, alpha, beta, conv_w, dt_bias, a, states, slots, T, p, out);
   }
-  void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n) override {
-    cpu::sigmoid_mul(pool_, gate, x, y, n);
+  void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n, int64_t group) override {
+    cpu::sigmoid_mul(pool_, gate, x, y, n, group);
   }
   void mamba2(const float* zxbcdt, const float* conv_w, const float* conv_b, const float* dt_bias, const float* a,
               const float* d, const float* norm_w, float* states, const int32_t* slots, int64_t T,

@@ -145,8 +145,8 @@ class CudaBackend final : public Backend {
                  float* out) override {
     cu::delta_net(*ctx_, qkv, alpha, beta, conv_w, dt_bias, a, states, slots, T, p, out);
   }
-  void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n) override {
-    cu::sigmoid_mul(*ctx_, gate, x, y, n);
+  void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n, int64_t group) override {
+    cu::sigmoid_mul(*ctx_, gate, x, y, n, group);
   }
   void mamba2(const float* zxbcdt, const float* conv_w, const float* conv_b, const float* dt_bias, const float* a,
               const float* d, const float* norm_w, float* states, const int32_t* slots, int64_t T,
@@ -338,6 +338,8 @@ void CudaBackend::moe_ffn(const MoEBlock& block, int k, double capacity_factor, 
       cu::relu_sqr(ctx, u, h, ne * ff);
     else if (W.act == moe::MoEActivation::SwiGLUOai)
       cu::swiglu_oai(ctx, h, u, h, ne * ff);
+    else if (W.swiglu_limit > 0.0f)
+      cu::swiglu_clamp(ctx, h, u, h, ne * ff, W.swiglu_limit);
     else if (W.act == moe::MoEActivation::ReGLU)
       cu::reglu(ctx, h, u, h, ne * ff);
     else

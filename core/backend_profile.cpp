@@ -149,8 +149,8 @@ void ProfilingBackend::mamba2(const float* zxbcdt, const float* conv_w, const fl
   timed("mamba2", 0, 0,
         [&] { inner_->mamba2(zxbcdt, conv_w, conv_b, dt_bias, a, d, norm_w, states, slots, T, p, xbc, out); });
 }
-void ProfilingBackend::sigmoid_mul(const float* gate, const float* x, float* y, int64_t n) {
-  timed("sigmoid_mul", 0, 0, [&] { inner_->sigmoid_mul(gate, x, y, n); });
+void ProfilingBackend::sigmoid_mul(const float* gate, const float* x, float* y, int64_t n, int64_t group) {
+  timed("sigmoid_mul", 0, 0, [&] { inner_->sigmoid_mul(gate, x, y, n, group); });
 }
 void ProfilingBackend::mul(const float* a, const float* b, float* y, int64_t n) {
   timed("mul", 0, 0, [&] { inner_->mul(a, b, y, n); });

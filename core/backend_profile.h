@@ -78,7 +78,7 @@ class ProfilingBackend final : public Backend {
   void delta_net(const float* qkv, const float* alpha, const float* beta, const float* conv_w, const float* dt_bias,
                  const float* a, float* states, const int32_t* slots, int64_t T, const DeltaNetParams& p,
                  float* out) override;
-  void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n) override;
+  void sigmoid_mul(const float* gate, const float* x, float* y, int64_t n, int64_t group) override;
   void mamba2(const float* zxbcdt, const float* conv_w, const float* conv_b, const float* dt_bias, const float* a,
               const float* d, const float* norm_w, float* states, const int32_t* slots, int64_t T,
               const Mamba2Params& p, float* xbc, float* out) override;

@@ -113,7 +113,7 @@ LayerRope ModelConfig::rope_at(int layer) const {
     // set; the correction range is ggml_rope_yarn_corr_dims (pair indices whose wavelength turns
     // beta_fast and beta_slow times over the original context).
     r.attn_factor *= 1.0f + 0.1f * std::log(1.0f / r.freq_scale);
-    const int n_dims = rope_dims;
+    const int n_dims = rope_dims_at(layer);
     auto corr_dim = [&](float n_rot) {
       return static_cast<float>(n_dims) *
              std::log(static_cast<float>(rope_n_ctx_orig) / (n_rot * 2.0f * static_cast<float>(M_PI))) /
@@ -209,6 +209,11 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
       // hold experts when the file has them (read_experts).
       {"nemotron_h_moe", Arch::NemotronH, RopeStyle::None},
       {"afmoe", Arch::Afmoe, RopeStyle::SplitHalves},
+      // jais2 (Jais 2): llama.cpp's nemotron graph (LayerNorms with biases, NEOX RoPE, the ungated
+      // squared-ReLU MLP) with the attention output and MLP biases required and a head that may be
+      // tied (src/models/jais2.cpp; read_weights checks the differences by name).
+      {"jais2", Arch::Nemotron, RopeStyle::SplitHalves},
+      {"maple", Arch::Maple, RopeStyle::SplitHalves},        {"spark2_5", Arch::Spark25, RopeStyle::SplitHalves},
   };
   const ArchInfo* info = nullptr;
   for (const ArchInfo& a : kArchs)
@@ -220,7 +225,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                 "starcoder2, gptneox, ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, "
                 "seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, "
                 "bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, "
-                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4, nemotron_h_moe, afmoe)",
+                "falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4, nemotron_h_moe, afmoe, jais2, maple, spark2_5)",
                 file.path(), c.arch_name);
   c.arch = info->arch;
   c.rope_style = info->rope;
@@ -229,7 +234,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
               c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::HunyuanMoe || c.arch == Arch::ExaoneMoe ||
               c.arch == Arch::Lfm2 || c.arch == Arch::Lfm2Moe || c.arch == Arch::Qwen35 || c.arch == Arch::Qwen35Moe ||
               c.arch == Arch::DFlash || c.arch == Arch::Maincoder || c.arch == Arch::Apertus ||
-              c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::Afmoe;
+              c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::Afmoe ||
+              c.arch == Arch::Maple;
   // glm4moe: per-head QK-norm where the file has it (GLM-4.5 355B; llama.cpp binds it optionally).
   if (c.arch == Arch::Glm4Moe) c.qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   c.qk_norm_after_rope = c.arch == Arch::HunyuanDense || c.arch == Arch::HunyuanMoe || c.arch == Arch::Maincoder;
@@ -245,7 +251,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
                  c.arch == Arch::GptNeox || c.arch == Arch::Phi2 || c.arch == Arch::Nemotron || cohere;
   c.parallel_residual = c.arch == Arch::Phi2 || c.arch == Arch::Falcon || c.arch == Arch::Plamo ||
                         cohere;  // gptneox: its key, read below
-  if (c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3) c.ffn_act = FfnActivation::GeluTanh;
+  if (c.arch == Arch::Gemma || c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 || c.arch == Arch::Spark25)
+    c.ffn_act = FfnActivation::GeluTanh;
   if (c.arch == Arch::Arcee || c.arch == Arch::Nemotron || c.arch == Arch::NemotronH)
     c.ffn_act = FfnActivation::ReluSqr;  // ungated
   if (c.arch == Arch::Apertus) c.ffn_act = FfnActivation::XIelu;  // ungated
@@ -404,20 +411,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
     if (file.find_tensor("rope_factors_long.weight") != nullptr)
       throw_error(ErrorKind::Unsupported, "{}: tensor 'rope_factors_long.weight': apertus with LongRoPE factors is not supported",
                   file.path());
-    auto per_layer = [&](const char* key) {
-      std::vector<double> v;
-      try {
-        v = file.get_float_array(key);
-      } catch (const Error&) {
-        v.assign(static_cast<size_t>(std::max(c.n_layer, 0)), file.get_float(key));  // a scalar, or missing: its error
-      }
-      if (v.size() != static_cast<size_t>(c.n_layer))
-        throw_error(ErrorKind::Format, "{}: {}: {} values for {} layers", file.path(), key, v.size(), c.n_layer);
-      for (double x : v)
-        if (!std::isfinite(x) || std::fabs(x) > 1e6)
-          throw_error(ErrorKind::Format, "{}: {}: value {} out of range", file.path(), key, x);
-      return v;
-    };
+    auto per_layer = [&](const char* key) { return detail::read_per_layer_floats(r, key, c.n_layer); };
     const auto an = per_layer("xielu.alpha_n"), ap = per_layer("xielu.alpha_p"), be = per_layer("xielu.beta"),
                ep = per_layer("xielu.eps");
     auto softplus = [](float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); };
@@ -430,6 +424,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& file) {
   }
   if (c.arch == Arch::Llama4) detail::read_llama4(r, c);
   if (c.arch == Arch::Afmoe) detail::read_afmoe(r, c);
+  if (c.arch == Arch::Maple) detail::read_maple(r, c);
+  if (c.arch == Arch::Spark25) detail::read_spark25(r, c);
   if (c.arch == Arch::GptOss) detail::read_gpt_oss(r, c);
   if (c.arch == Arch::ExaoneMoe) detail::read_exaone_moe(r, c);
   if (c.arch == Arch::Lfm2) detail::read_lfm2_windows(r, c);
@@ -538,6 +534,10 @@ void ModelConfig::validate() const {
   if (rope_style != RopeStyle::None) {
     check_range("rope_dims", rope_dims, 2, head_dim);
     if (rope_dims % 2 != 0) throw_error(ErrorKind::Format, "model config: rope_dims {} is odd", rope_dims);
+    if (rope_dims_swa != 0) {
+      check_range("rope_dims_swa", rope_dims_swa, 2, head_dim);
+      if (rope_dims_swa % 2 != 0) throw_error(ErrorKind::Format, "model config: rope_dims_swa {} is odd", rope_dims_swa);
+    }
     if (!(rope_freq_base > 0.0f) || !std::isfinite(rope_freq_base))
       throw_error(ErrorKind::Format, "model config: rope_freq_base {} is not a positive number", rope_freq_base);
     if (!(rope_freq_scale > 0.0f) || !std::isfinite(rope_freq_scale))

@@ -22,7 +22,7 @@ enum class Arch {
   Qwen3VlMoe, Deepseek, Dots1, Glm4Moe, Ernie45Moe, BailingMoe2, HunyuanMoe, Arcee, Nemotron, Starcoder, GptOss,
   MinimaxM2, Bloom, Mpt, Refact, Jais, Falcon, Olmo, Baichuan, Dbrx, PhiMoe, Qwen, Xverse, Orion, Codeshell, Plamo,
   ChatGlm, ExaoneMoe, Lfm2, Lfm2Moe, SmallThinker, Qwen35, Qwen35Moe, GraniteHybrid, Mamba2, NemotronH, Eagle3, DFlash,
-  Maincoder, Apertus, Qwen3Next, Mellum, BailingMoe, Nanbeige, Llama4, Afmoe
+  Maincoder, Apertus, Qwen3Next, Mellum, BailingMoe, Nanbeige, Llama4, Afmoe, Maple, Spark25
 };
 
 // The mixer of a model's recurrent layers: Qwen3.5's gated DeltaNet or a Mamba-2 SSM (granitehybrid).
@@ -107,6 +107,8 @@ struct ModelConfig {
   float norm_eps = 1e-5f;     // rms or layer norm epsilon
   RopeStyle rope_style = RopeStyle::Adjacent;
   int rope_dims = 0;          // <arch>.rope.dimension_count (defaults to head_dim)
+  int rope_dims_swa = 0;      // maple, spark2_5: <arch>.rope.dimension_count_swa, the dims the local
+                              // (windowed) layers rotate (0 = rope_dims; llama.cpp's n_rot(il))
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / <arch>.rope.scale_linear
   bool tied_output = false;   // no output.weight: the head reuses token_embd
@@ -136,6 +138,9 @@ struct ModelConfig {
   // apertus: xIELU's scalars per layer, read from xielu.alpha_n, xielu.alpha_p, xielu.beta and
   // xielu.eps (a value or one per layer) and mapped as llama.cpp's ggml_xielu maps them.
   std::vector<kernels::XIeluParams> xielu;
+  // maple: each layer's routed experts take llama.cpp's clamped SwiGLU silu(min(g, L)) clamp(u, -L, L)
+  // with L = <arch>.swiglu_clamp_exp (a value or one per layer; 0 = plain SwiGLU in that layer).
+  std::vector<float> swiglu_clamp;
   bool ffn_gate_up_fused = false;    // phi3: ffn_up holds [gate | up] (n_embd -> 2 n_ff), no ffn_gate
   // ALiBi (Press et al. 2022) in every layer, in place of RoPE: bloom, refact and baichuan with 40
   // layers 8 (llama.cpp fixes it), mpt and jais <arch>.attention.max_alibi_bias (absent = 0: no
@@ -269,6 +274,9 @@ struct ModelConfig {
   int ssm_dt_rank = 0;   // <arch>.ssm.time_step_rank: value heads
   int ssm_n_group = 0;   // <arch>.ssm.group_count: query/key heads
   bool attn_output_gate = false;  // qwen35: attn_q gives [q_h | g_h] per head; output times sigmoid(g)
+  // spark2_5: attn_gate (n_embd -> n_head) gives one gate per head; each head's attention output
+  // times its sigmoid (afmoe's attn_gate has one gate per element: n_head * head_dim).
+  bool attn_gate_per_head = false;
   // Layers with one sublayer only: mamba2's are their mixer (x += mixer(norm(x)), no feed-forward);
   // nemotron_h's are a Mamba-2 mixer, an attention or an MLP (x += mlp(attn_norm(x)), no mixer).
   std::vector<uint8_t> ffn_free_layers;    // [n_layer] 1 = no feed-forward; empty: every layer has one
@@ -341,6 +349,8 @@ struct ModelConfig {
     return n_layer;
   }
   bool is_mla() const { return kv_lora_rank > 0; }
+  // The dims layer `layer` rotates: rope_dims_swa on the local layers when set, else rope_dims.
+  int rope_dims_at(int layer) const { return rope_dims_swa > 0 && is_swa(layer) ? rope_dims_swa : rope_dims; }
   int mla_qk_nope() const { return head_dim - rope_dims; }
   int kv_dim() const { return n_head_kv * head_dim; }
   // Elements of one token's cached key and value rows per layer: n_head_kv * head_dim each, or

@@ -395,6 +395,65 @@ void read_afmoe(const Reader& r, ModelConfig& c) {
   }
 }
 
+// The windows of maple and spark2_5: attention.sliding_window (required) on the layers
+// attention.sliding_window_pattern flags (required, an array: llama.cpp's get_arr), rotating with
+// rope.freq_base_swa (default the global base), the global scale and rope.dimension_count_swa dims
+// (default rope.dimension_count: llama.cpp's n_rot(il)).
+void read_flagged_windows(const Reader& r, ModelConfig& c) {
+  c.n_swa = r.get("attention.sliding_window", std::nullopt);
+  const std::string pk = r.key("attention.sliding_window_pattern");
+  const GGUFValue* v = r.f.find(pk);
+  if (v == nullptr || v->type != GGUFType::ARRAY)
+    throw_error(ErrorKind::Format, "{}: metadata key '{}' {}", r.f.path(), pk,
+                v == nullptr ? "is missing" : "must be an array of one flag per layer");
+  read_swa_layers(r, c, 0);
+  c.rope_freq_base_swa = r.get_float("rope.freq_base_swa", c.rope_freq_base);
+  c.rope_freq_scale_swa = c.rope_freq_scale;
+  c.rope_dims_swa = r.get("rope.dimension_count_swa", 0);
+}
+
+// maple (src/models/maple.cpp): qwen3's attention (per-head QK-norm, split-halves RoPE) on windows of
+// attention.sliding_window (required) on the layers attention.sliding_window_pattern marks (an
+// array, required), and RoPE on those layers only (rope.freq_base_swa, default the global base, and
+// the global scale); the global layers have none. Experts in every layer, softmax, renormalised,
+// unscaled, whose SwiGLU is clamped at swiglu_clamp_exp (required: a value or one per layer).
+void read_maple(const Reader& r, ModelConfig& c) {
+  read_flagged_windows(r, c);
+  c.nope_global = true;
+  const std::vector<double> limits = read_per_layer_floats(r, r.key("swiglu_clamp_exp"), c.n_layer);
+  c.swiglu_clamp.assign(limits.begin(), limits.end());
+  for (size_t l = 0; l < limits.size(); ++l)
+    if (limits[l] < 0.0)
+      throw_error(ErrorKind::Format, "{}: {}: layer {}'s limit {} is negative", r.f.path(), r.key("swiglu_clamp_exp"),
+                  l, limits[l]);
+}
+
+// spark2_5 (Spark-X 2.5; src/models/spark2-5.cpp): llama's block with split-halves RoPE on every
+// layer, windows of attention.sliding_window (required) on the layers
+// attention.sliding_window_pattern flags (required, an array) rotating with rope.freq_base_swa
+// (default the global base), the global scale and rope.dimension_count_swa dims (default
+// rope.dimension_count); a sigmoid gate per head from attn_gate (n_embd -> n_head) on the
+// attention's output before attn_output; a GELU-gated MLP.
+void read_spark25(const Reader& r, ModelConfig& c) {
+  read_flagged_windows(r, c);
+  c.attn_gate_per_head = true;
+}
+
+std::vector<double> read_per_layer_floats(const Reader& r, const std::string& key, int n_layer) {
+  std::vector<double> v;
+  const GGUFValue* value = r.f.find(key);
+  if (value != nullptr && value->type == GGUFType::ARRAY)
+    v = r.f.get_float_array(key);
+  else
+    v.assign(static_cast<size_t>(std::max(n_layer, 0)), r.f.get_float(key));  // a scalar, or missing: its error
+  if (v.size() != static_cast<size_t>(n_layer))
+    throw_error(ErrorKind::Format, "{}: {}: {} values for {} layers", r.f.path(), key, v.size(), n_layer);
+  for (double x : v)
+    if (!std::isfinite(x) || std::fabs(x) > 1e6)
+      throw_error(ErrorKind::Format, "{}: {}: value {} out of range", r.f.path(), key, x);
+  return v;
+}
+
 // llama4 (Llama 4 Scout and Maverick; src/models/llama4.cpp), without attention.sliding_window or
 // with a nonzero one (whose value llama.cpp ignores): chunked attention of 8192 positions on the
 // layers attention.sliding_window_pattern marks local (default: 3 of every 4, the fourth global),
@@ -622,6 +681,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
       shared_experts(c.n_ff_expert);
       break;
     case Arch::Mellum:  // required, as llama.cpp's loader reads it; softmax, renormalised, unscaled
+    case Arch::Maple:   // the same (maple's graph passes a softmax, renormalised, scale 1)
       c.n_ff_expert = r.get("expert_feed_forward_length", std::nullopt);
       break;
     case Arch::Qwen35Moe:
@@ -742,7 +802,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   // dbrx and phimoe: softmax, renormalised, unscaled (their loaders read none of the router keys).
   const bool fixed_softmax = c.arch == Arch::Deepseek || c.arch == Arch::BailingMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe ||
                              c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss || c.arch == Arch::Dbrx ||
-                             c.arch == Arch::PhiMoe || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::GraniteHybrid;
+                             c.arch == Arch::PhiMoe || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::Maple || c.arch == Arch::GraniteHybrid;
   const bool raw = c.arch == Arch::Llama4 || c.arch == Arch::NemotronH || c.arch == Arch::Afmoe || c.arch == Arch::Qwen2Moe || c.arch == Arch::Olmoe || c.arch == Arch::Deepseek2 ||
                    c.arch == Arch::Dots1 || c.arch == Arch::Glm4Moe || c.arch == Arch::BailingMoe2 ||
                    c.arch == Arch::ExaoneMoe || c.arch == Arch::BailingMoe;
@@ -750,7 +810,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   if (c.arch == Arch::Deepseek || c.arch == Arch::Llama4) c.expert_weights_norm = false;
   if (c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe || c.arch == Arch::GptOss ||
       c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx || c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe ||
-      c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::GraniteHybrid)
+      c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::Maple || c.arch == Arch::GraniteHybrid)
     c.expert_weights_norm = true;
   const bool gating_required =
       c.arch == Arch::Dots1 || c.arch == Arch::BailingMoe2 || c.arch == Arch::MinimaxM2 || c.arch == Arch::ExaoneMoe ||
@@ -776,7 +836,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool never_scaled = c.arch == Arch::Llama4 || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::Ernie45Moe || c.arch == Arch::HunyuanMoe ||
                             c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
                             c.arch == Arch::PhiMoe || c.arch == Arch::Lfm2Moe || c.arch == Arch::SmallThinker ||
-                            c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::GraniteHybrid;
+                            c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::Maple || c.arch == Arch::GraniteHybrid;
   c.expert_weights_scale = never_scaled ? 0.0f : r.get_float("expert_weights_scale", 0.0f);
   if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;  // llama.cpp: 0 = no scaling
   c.n_expert_group = std::max(1, r.get("expert_group_count", 1));
@@ -789,7 +849,7 @@ void read_experts(const Reader& r, ModelConfig& c) {
   const bool needs_experts = c.arch == Arch::Llama4 || c.arch == Arch::Afmoe || c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe || c.arch == Arch::Olmoe ||
                              c.arch == Arch::GraniteMoe || c.arch == Arch::Qwen3VlMoe || c.arch == Arch::HunyuanMoe ||
                              c.arch == Arch::GptOss || c.arch == Arch::MinimaxM2 || c.arch == Arch::Dbrx ||
-                             c.arch == Arch::PhiMoe || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum ||
+                             c.arch == Arch::PhiMoe || c.arch == Arch::SmallThinker || c.arch == Arch::Qwen35Moe || c.arch == Arch::Qwen3Next || c.arch == Arch::Mellum || c.arch == Arch::Maple ||
                              c.arch == Arch::BailingMoe || (deepseek_style && !lead_only);
   const bool may_have_experts = needs_experts || c.arch == Arch::Llama || c.arch == Arch::NemotronH || c.arch == Arch::GraniteHybrid || deepseek_style;
   if (needs_experts && c.n_expert == 0)

@@ -72,6 +72,11 @@ void read_lfm2_windows(const Reader& r, ModelConfig& c);
 void read_smallthinker(const Reader& r, ModelConfig& c);
 void read_llama4(const Reader& r, ModelConfig& c);
 void read_afmoe(const Reader& r, ModelConfig& c);
+void read_maple(const Reader& r, ModelConfig& c);
+void read_spark25(const Reader& r, ModelConfig& c);
+// A float key holding one value for every layer or an array of one per layer (llama.cpp's
+// get_key_or_arr); required, finite and at most 1e6 in magnitude.
+std::vector<double> read_per_layer_floats(const Reader& r, const std::string& key, int n_layer);
 void read_qwen35(const Reader& r, ModelConfig& c);
 void read_eagle3(const Reader& r, ModelConfig& c);
 void read_dflash(const Reader& r, ModelConfig& c);

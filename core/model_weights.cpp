@@ -276,6 +276,8 @@ MoEBlock bind_moe(const TensorBinder& b, const ModelConfig& c, int l, std::vecto
                        c.arch == Arch::Qwen3Next;
   if (c.arch == Arch::SmallThinker) w.act = moe::MoEActivation::ReGLU;  // relu(gate x) * up x
   w.weight_inputs = c.arch == Arch::Llama4;  // the routing weight scales the expert's input
+  // maple: this layer's SwiGLU clamp (0: plain SwiGLU, as llama.cpp below its epsilon of 1e-6).
+  if (static_cast<size_t>(l) < c.swiglu_clamp.size() && c.swiglu_clamp[l] > 1e-6f) w.swiglu_limit = c.swiglu_clamp[l];
   if (c.arch == Arch::GptOss) {
     // gpt-oss: biases of the router logits and of every expert's gate, up and down rows (2-D
     // tensors {rows, n_expert}: expert e's biases are row e), and the clamped SwiGLU.
@@ -507,9 +509,12 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   const bool cohere = c.arch == Arch::CommandR || c.arch == Arch::Cohere2;
   if ((c.layer_norm && !cohere && !olmo && !dbrx) || phimoe)
     w.output_norm_b = mpt ? opt_vec("output_norm.bias", c.n_embd) : vec("output_norm.bias", c.n_embd);
+  // jais2 runs nemotron's graph with required biases where nemotron's are optional, and a head that
+  // may be tied where nemotron's is required (llama.cpp's loaders of the two).
+  const bool jais2 = c.arch_name == "jais2";
   const bool head_required = c.arch == Arch::Jais || c.arch == Arch::Baichuan || dbrx || phimoe || c.arch == Arch::Qwen ||
                              c.arch == Arch::Xverse || c.arch == Arch::Orion || c.arch == Arch::Codeshell || plamo ||
-                             c.arch == Arch::ExaoneMoe;
+                             c.arch == Arch::ExaoneMoe || c.arch == Arch::Maple || (c.arch == Arch::Nemotron && !jais2);
   if (head_required && c.tied_output)
     throw_error(ErrorKind::Format, "{}: {} needs output.weight (llama.cpp does not tie its head)", file.path(),
                 c.arch_name);
@@ -677,10 +682,11 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
           c.arch == Arch::NemotronH || c.arch == Arch::Apertus)
         L.bo = opt_vec(p + "attn_output.bias", c.n_embd);
       if (c.arch == Arch::Starcoder2 || c.arch == Arch::Phi2 || c.arch == Arch::GptOss || phimoe ||
-          c.arch == Arch::Codeshell)
+          c.arch == Arch::Codeshell || jais2)
         L.bo = vec(p + "attn_output.bias", c.n_embd);
       if (c.arch == Arch::GptOss) L.attn_sinks = vec(p + "attn_sinks.weight", c.n_head);
       if (c.arch == Arch::Afmoe) L.attn_gate = b.matrix(p + "attn_gate.weight", c.n_embd, q_dim);
+      if (c.attn_gate_per_head) L.attn_gate = b.matrix(p + "attn_gate.weight", c.n_embd, c.n_head);  // spark2_5
       if (c.qk_norm) {
         L.attn_q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
         L.attn_k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
@@ -722,7 +728,10 @@ ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
       // apertus: down(xielu(up x)).
       L.ffn_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
       L.ffn_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
-      if (c.arch == Arch::Nemotron || c.arch == Arch::NemotronH) {
+      if (jais2) {
+        L.ffn_up_b = vec(p + "ffn_up.bias", c.n_ff);
+        L.ffn_down_b = vec(p + "ffn_down.bias", c.n_embd);
+      } else if (c.arch == Arch::Nemotron || c.arch == Arch::NemotronH) {
         L.ffn_up_b = opt_vec(p + "ffn_up.bias", c.n_ff);
         L.ffn_down_b = opt_vec(p + "ffn_down.bias", c.n_embd);
       }

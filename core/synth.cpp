@@ -66,26 +66,30 @@ void check_spec(const SynthSpec& s) {
                    "deepseek", "dots1", "glm4moe", "ernie4_5-moe", "bailingmoe2", "hunyuan-moe", "arcee", "nemotron",
                    "bloom", "mpt", "refact", "jais", "falcon", "olmo", "baichuan", "dbrx", "phimoe", "qwen", "xverse",
                    "orion", "codeshell", "plamo", "chatglm", "exaone-moe", "lfm2", "lfm2moe", "smallthinker", "qwen35", "qwen35moe", "granitehybrid", "mamba2", "nemotron_h",
-                   "maincoder", "apertus", "qwen3next", "mellum", "bailingmoe", "nanbeige", "llama4", "mistral4", "nemotron_h_moe", "afmoe"}))
+                   "maincoder", "apertus", "qwen3next", "mellum", "bailingmoe", "nanbeige", "llama4", "mistral4", "nemotron_h_moe", "afmoe", "jais2", "maple", "spark2_5"}))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: unknown architecture '{}' (llama, qwen2, qwen2moe, gpt2, qwen3, gemma3, qwen3moe, olmoe, phi3, "
                 "gemma2, deepseek2, granite, granitemoe, olmo2, smollm3, stablelm, gemma, starcoder2, gptneox, phi2, "
                 "ernie4_5, exaone, exaone4, mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss, minicpm, glm4, "
                 "hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2, hunyuan-moe, "
                 "arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, "
-                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4, nemotron_h_moe, afmoe)",
+                "codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4, nemotron_h_moe, afmoe, jais2, maple, spark2_5)",
                 s.arch);
   if (is_arch(s, {"gpt2", "starcoder", "bloom", "mpt", "refact", "jais"}) &&
       (s.head_dim > 0 || !s.rope_scaling.empty() || s.llama3_orig_ctx > 0 || s.rope_dims > 0))
     throw_error(ErrorKind::InvalidArgument, "synth: {} has neither a head_dim key nor RoPE scaling", s.arch);
   if (s.llama3_orig_ctx > 0 && !is_arch(s, {"llama", "llama4"}))
     throw_error(ErrorKind::InvalidArgument, "synth: rope_freqs.weight (llama3_orig_ctx) is llama's and llama4's, not {}'s", s.arch);
-  if ((s.rope_freq_base_swa > 0.0f && !is_arch(s, {"gemma2", "gemma3", "smallthinker", "afmoe"})) ||
+  if (s.rope_dims_swa != 0 &&
+      (!is_arch(s, {"maple", "spark2_5"}) || s.rope_dims_swa < 0 || s.rope_dims_swa % 2 != 0 || s.rope_dims_swa > head_dim_of(s)))
+    throw_error(ErrorKind::InvalidArgument, "synth: rope_dims_swa {} (maple's and spark2_5's, even, at most the head)",
+                s.rope_dims_swa);
+  if ((s.rope_freq_base_swa > 0.0f && !is_arch(s, {"gemma2", "gemma3", "smallthinker", "afmoe", "maple", "spark2_5"})) ||
       (s.final_logit_softcap > 0.0f && !is_arch(s, {"gemma2", "gemma3"})))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: a local RoPE base is gemma's and smallthinker's, logit soft-capping gemma's, not {}'s", s.arch);
   if ((s.n_swa > 0 || s.swa_pattern > 0 || !s.swa_layers.empty()) &&
-      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss", "exaone-moe", "lfm2", "smallthinker", "mellum", "llama4", "afmoe"}) &&
+      !is_arch(s, {"gemma2", "gemma3", "olmo2", "cohere2", "gpt-oss", "exaone-moe", "lfm2", "smallthinker", "mellum", "llama4", "afmoe", "maple", "spark2_5"}) &&
       !(s.arch == "exaone4" && s.n_layer == 64))
     throw_error(ErrorKind::InvalidArgument,
                 "synth: sliding windows are gemma2's, gemma3's, olmo2's (OLMo 3), cohere2's and 64-layer exaone4's, not "
@@ -147,7 +151,7 @@ void check_spec(const SynthSpec& s) {
                 "expert width {} (n_ff_shared {})", s.n_layer_dense_lead, s.n_ff, s.n_ff_shared);
   const bool experts_ok = is_arch(s, {"qwen2moe", "qwen35moe", "qwen3next"})  ? s.n_expert > 0 && s.n_ff_shared > 0
                           : is_arch(s, {"qwen3moe", "olmoe", "granitemoe", "qwen3vlmoe", "gpt-oss", "minimax-m2", "dbrx", "phimoe",
-                                        "smallthinker", "mellum"})
+                                        "smallthinker", "mellum", "maple"})
                               ? s.n_expert > 0 && s.n_ff_shared == 0
                           : is_arch(s, {"ernie4_5-moe", "hunyuan-moe", "llama4"}) ? s.n_expert > 0 && s.n_expert_shared == 0
                           : s.arch == "nemotron_h_moe" ? s.n_expert > 0 && s.n_expert_shared == 0 && s.n_ff_shared > 0
@@ -437,7 +441,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool qk_norm =
       is_arch(s, {"qwen3", "gemma3", "qwen3moe", "exaone4", "hunyuan-dense", "qwen3vl", "qwen3vlmoe", "dots1", "bailingmoe2",
                   "hunyuan-moe", "exaone-moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe", "maincoder", "apertus", "qwen3next", "mellum",
-                  "afmoe"});
+                  "afmoe", "maple"});
   // qwen3next: qwen35moe's layers with plain split-halves RoPE and ssm_ba (or the older ssm_in)
   const bool qwen3next = a == "qwen3next";
   const bool qwen35 = a == "qwen35" || a == "qwen35moe" || qwen3next;
@@ -475,13 +479,14 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   const bool cohere = a == "command-r" || a == "cohere2";  // LayerNorm without biases, phi2's one norm
   // LayerNorm with biases (gpt2's apart, with zero biases)
   const bool layer_norm =
-      is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2", "nemotron", "bloom", "jais", "falcon", "orion", "codeshell"});
+      is_arch(s, {"stablelm", "starcoder2", "gptneox", "phi2", "nemotron", "jais2", "bloom", "jais", "falcon", "orion", "codeshell"});
   // ALiBi in place of RoPE: bloom (with the embedding's LayerNorm), mpt (gpt2's block without biases,
   // LayerNorms without biases, q/k/v clamped), jais (gpt2's attention, a SwiGLU with biases), refact
   // (llama's block).
   const bool alibi = is_arch(s, {"bloom", "mpt", "refact", "jais"});
   const bool bloom = a == "bloom", mpt = a == "mpt", jais = a == "jais";
-  const bool nemotron = a == "nemotron", arcee = a == "arcee";  // ungated squared-ReLU MLPs
+  // ungated squared-ReLU MLPs (jais2: nemotron's block)
+  const bool nemotron = a == "nemotron" || a == "jais2", arcee = a == "arcee";
   const bool apertus = a == "apertus";                            // an ungated xIELU MLP
   const bool gpt_oss = a == "gpt-oss";  // sinks, biases everywhere, experts with biases
   const bool qkv_bias = qwen2 || (layer_norm && !falcon) || glm4 || a == "glm4moe" || gpt_oss || phimoe;
@@ -501,7 +506,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   // qwen35moe: qwen2moe's shared expert under its sigmoid gate
   const bool moe = s.n_expert > 0, qwen2moe = a == "qwen2moe" || a == "qwen35moe" || qwen3next;
   const bool expert_width_key =
-      qwen2moe || a == "qwen3moe" || a == "qwen3vlmoe" || ds_moe || a == "gpt-oss" || a == "smallthinker" || a == "mellum";
+      qwen2moe || a == "qwen3moe" || a == "qwen3vlmoe" || ds_moe || a == "gpt-oss" || a == "smallthinker" || a == "mellum" || a == "maple";
   // llama (Mixtral), olmoe: feed_forward_length is the expert width. qwen2moe, qwen3moe: expert
   // widths have their own keys; feed_forward_length is the dense-equivalent k * expert width
   // (llama.cpp's default expert width is feed_forward_length / expert_used_count). deepseek2: the
@@ -522,6 +527,11 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
   if ((hunyuan_moe || a == "granitehybrid") && s.n_ff_shared > 0)
     w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
   if (qwen2moe) w.set_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shared);
+  if (a == "maple") {  // a clamp per layer, none (0) on every third from layer 1
+    std::vector<float> limits(static_cast<size_t>(n_write));
+    for (int l = 0; l < n_write; ++l) limits[l] = l % 3 == 1 ? 0.0f : 0.75f + 0.25f * static_cast<float>(l);
+    w.set_f32_array(a + ".swiglu_clamp_exp", limits);
+  }
   if (ds_moe && a != "llama4") w.set_u32(a + ".leading_dense_block_count", s.n_layer_dense_lead);
   if (ds_moe && !ernie_moe && a != "lfm2moe") w.set_u32(a + ".expert_shared_count", s.n_expert_shared);
   if (ernie_moe) {
@@ -639,6 +649,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
     }
     if (!alibi && !mamba2 && !nemotron_h) {
       w.set_u32(a + ".rope.dimension_count", rope_dims);
+      if (s.rope_dims_swa > 0) w.set_u32(a + ".rope.dimension_count_swa", s.rope_dims_swa);
       w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
     }
     if (ds) {
@@ -962,6 +973,7 @@ void synth_write(const SynthSpec& s, const std::string& path, uint64_t seed) {
         matrix(p + "attn_k.weight", s.n_embd, kv_dim, 1.0f);
         matrix(p + "attn_v.weight", s.n_embd, kv_dim, 1.0f);
         if (a == "afmoe") matrix(p + "attn_gate.weight", s.n_embd, q_dim, 1.0f);  // its attention output gate
+        if (a == "spark2_5") matrix(p + "attn_gate.weight", s.n_embd, s.n_head, 1.0f);  // a gate per head
       }
       if (qkv_bias) {
         vec(p + "attn_q.bias", q_dim, 0.0f, 0.1f);

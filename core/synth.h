@@ -99,6 +99,7 @@ struct SynthSpec {
   int q_lora_rank = 0;             // 0: attn_q (DeepSeek-V2-Lite), else attn_q_a / attn_q_b
   int kv_lora_rank = 0;
   int rope_dims = 0;               // rope.dimension_count (0 = head_dim); deepseek2: the RoPE part
+  int rope_dims_swa = 0;           // maple, spark2_5: rope.dimension_count_swa (0 = not written)
   int v_head_dim = 0;              // value_length_mla
   int n_layer_dense_lead = 0;
   int n_ff_dense = 0;              // deepseek2: the leading dense layers' width

@@ -787,6 +787,35 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
     s.name = preset;
     return s;
   }
+  if (preset == "spark2_5-tiny") {
+    // spark2_5 (Spark-X 2.5) in llama.cpp's layout, F32, 4 layers, dim 64: llama's block with
+    // split-halves RoPE on every layer, windows of 4 on layers 0, 2 and 3 rotating 8 of 16 dims with
+    // base 1000 (layer 1 global, all 16 dims), a sigmoid gate per head on the attention's output
+    // (attn_gate), a GELU-gated MLP, a tied head.
+    s.arch = "spark2_5";
+    s.n_swa = 4;
+    s.swa_layers = {1, 0, 1, 1};
+    s.rope_freq_base_swa = 1000.0f;
+    s.rope_dims_swa = 8;
+    s.tied_output = true;
+    s.name = preset;
+    return s;
+  }
+  if (preset == "maple-tiny") {
+    // maple in llama.cpp's layout, F32, 4 layers, dim 64: qwen3's attention (QK-norm, split-halves
+    // RoPE) with windows of 4 on layers 0, 1 and 3 and RoPE there only (base 1000), layer 2 global
+    // without RoPE; 8 experts of width 32 top-2 in every layer (softmax, renormalised) whose SwiGLU is
+    // clamped at 0.75, none, 1.25 and 1.5 (swiglu_clamp_exp per layer).
+    s.arch = "maple";
+    s.n_ff = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.n_swa = 4;
+    s.swa_layers = {1, 1, 0, 1};
+    s.rope_freq_base_swa = 1000.0f;
+    s.name = preset;
+    return s;
+  }
   if (preset == "mellum-tiny") {
     // mellum (Mellum 2) in llama.cpp's layout, F32, 5 layers, dim 64: qwen3's attention (QK-norm,
     // split-halves RoPE), 8 experts of width 32 top-2 in every layer (softmax, renormalised), windows
@@ -819,6 +848,15 @@ std::optional<SynthSpec> base_preset(const std::string& preset) {
       s.rope_freq_base_swa = 1000.0f;
       s.expert_gating = 2;
     }
+    s.name = preset;
+    return s;
+  }
+  if (preset == "jais2-tiny") {
+    // jais2 (Jais 2) in llama.cpp's layout, F32, 4 layers, dim 64: nemotron's block (LayerNorms with
+    // biases, q/k/v/o and MLP biases, the ungated squared-ReLU MLP) with NEOX RoPE over whole heads
+    // and the head tied to token_embd.
+    s.arch = "jais2";
+    s.tied_output = true;
     s.name = preset;
     return s;
   }
@@ -1141,6 +1179,10 @@ std::vector<std::string> synth_presets() {
       "maincoder-tiny: maincoder, F32, 4 layers, dim 64, adjacent-pair RoPE, QK-norm per head after RoPE",
       "bailingmoe-tiny: bailingmoe (Ling v1), F32, 3 layers, dim 64, 8 experts top-2 + 2 shared, softmax, raw weights x 2",
       "mellum-tiny: mellum, F32, 5 layers, dim 64, QK-norm, 8 experts top-2, windows of 4 on all but layer 3",
+      "spark2_5-tiny: spark2_5, F32, 4 layers, dim 64, windows of 4 on layers 0, 2 and 3 rotating 8 of 16 dims "
+      "(base 1000), a sigmoid gate per head, GELU-gated MLP, tied head",
+      "maple-tiny: maple, F32, 4 layers, dim 64, QK-norm, windows of 4 with RoPE (base 1000) on layers 0, 1 and 3, "
+      "layer 2 global without RoPE, 8 experts top-2 with a SwiGLU clamp per layer",
       "qwen3next-tiny: qwen3next, qwen35moe-tiny's layers with plain RoPE on 8 of 32 dims, 6 value heads "
       "interleaved on 2 query/key heads, ssm_ba",
       "qwen3next-legacy-tiny: qwen3next-tiny with the older converters' ssm_in",
@@ -1234,6 +1276,7 @@ std::vector<std::string> synth_presets() {
       "arcee-tiny: arcee (AFM), F32, 4 layers, dim 64, llama's attention, ungated squared-ReLU MLP",
       "nemotron-tiny: nemotron, F32, 4 layers, dim 64, LayerNorm with biases, biases, RoPE on 8 of 16 dims, ungated "
       "squared-ReLU MLP with biases",
+      "jais2-tiny: jais2 (Jais 2), F32, 4 layers, dim 64, nemotron's block with RoPE over whole heads and a tied head",
       "hunyuan-moe-tiny: hunyuan-moe (Hunyuan-A13B), F32, 3 layers, dim 64, QK-norm after RoPE, 8 experts top-2 "
       "of width 32 + one shared of 64",
       "bailingmoe2-tiny: bailingmoe2 (Ling 2.0), F32, 3 layers, dim 64, attn_qkv, QK-norm, RoPE on 8 of 16 dims, 1 "

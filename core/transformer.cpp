@@ -98,7 +98,7 @@ Transformer::Transformer(std::shared_ptr<Backend> backend, const ModelConfig& co
     const LayerRope lr = c_.rope_at(l);
     RopeParams rp;
     rp.head_dim = c_.is_mla() ? c_.rope_dims : c_.head_dim;  // MLA ropes [P]-wide heads of their own
-    rp.rope_dims = c_.rope_dims;
+    rp.rope_dims = c_.rope_dims_at(l);  // maple's and spark2_5's local layers may rotate fewer
     rp.freq_base = lr.freq_base;
     rp.freq_scale = lr.freq_scale;
     rp.pairing = c_.rope_style == RopeStyle::SplitHalves ? kernels::RopePairing::SplitHalves
@@ -153,6 +153,8 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     in = xn;
   }
 
+  // The attention output gate's width: one gate per element (qwen35, afmoe) or per head (spark2_5).
+  const int64_t gate_w = c_.attn_gate_per_head ? c_.n_head : q_dim;
   if (L.fused_qkv()) {
     const int64_t w3 = q_dim + 2 * kvd;
     float* qkv = buf(kQkv, T * w3);  // rows [q | k | v]
@@ -163,6 +165,7 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     be_->copy_rows(q, q_dim * sizeof(float), qkv, pitch, q_dim * sizeof(float), T);
     be_->copy_rows(k_new, kvd * sizeof(float), qkv + q_dim, pitch, kvd * sizeof(float), T);
     be_->copy_rows(v_new, kvd * sizeof(float), qkv + q_dim + kvd, pitch, kvd * sizeof(float), T);
+    if (!L.attn_gate.empty()) be_->matmul(in, T, L.attn_gate, buf(kGate, T * gate_w));  // spark2_5's fused form
   } else if (c_.attn_output_gate) {
     // qwen35: attn_q gives [q_h | g_h] for each head h; the gates multiply the attention's output.
     const size_t hd = static_cast<size_t>(c_.head_dim) * sizeof(float);
@@ -176,9 +179,9 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
     be_->copy_rows(q, hd, qg, 2 * hd, hd, T * c_.n_head);
     be_->copy_rows(buf(kGate, T * q_dim), hd, qg + c_.head_dim, 2 * hd, hd, T * c_.n_head);
   } else if (!L.attn_gate.empty()) {
-    // afmoe: the output gate's own projection of the same input, in the same call.
+    // afmoe, spark2_5: the output gate's own projection of the same input, in the same call.
     const MatrixView w4[4] = {L.wq, L.wk, L.wv, L.attn_gate};
-    float* const y4[4] = {q, k_new, v_new, buf(kGate, T * q_dim)};
+    float* const y4[4] = {q, k_new, v_new, buf(kGate, T * gate_w)};
     be_->matmul_multi(in, T, w4, y4);
     if (!L.bq.empty()) be_->add_bias(q, L.bq.data, T, q_dim);
     if (!L.bk.empty()) be_->add_bias(k_new, L.bk.data, T, kvd);
@@ -253,8 +256,8 @@ void Transformer::attention_block(int l, int64_t T, const int32_t* positions, co
   if (ap.window > 0 || ap.chunk > 0 || ap.alibi_slopes != nullptr) view.positions = row_positions;
   float* att = buf(kAtt, T * q_dim);
   be_->attention(q, T, view, mask, ap, att);
-  if (c_.attn_output_gate || !L.attn_gate.empty())  // qwen35's gated attention, afmoe's output gate
-    be_->sigmoid_mul(buf(kGate, T * q_dim), att, att, T * q_dim);
+  if (c_.attn_output_gate || !L.attn_gate.empty())  // qwen35's gated attention, afmoe's and spark2_5's output gates
+    be_->sigmoid_mul(buf(kGate, T * gate_w), att, att, T * q_dim, q_dim / gate_w);
 
   // A parallel residual (gptneox, phi2) keeps the output apart: the feed-forward block reads the
   // layer's input and adds both.

@@ -70,6 +70,7 @@ struct MoELayer::Group {
   const float* up_b = nullptr;
   const float* down_b = nullptr;  // [n_embd]
   MoEActivation act = MoEActivation::SwiGLU;
+  float limit = 0.0f;  // maple's clamped SwiGLU (MoEWeights::swiglu_limit); 0 = none
 };
 
 MoELayer::MoELayer(MoEWeights weights, std::unique_ptr<Router> router,
@@ -91,6 +92,9 @@ MoELayer::MoELayer(MoEWeights weights, std::unique_ptr<Router> router,
     check_view(w_.gate_exps, "ffn_gate_exps", n_embd_, int64_t{n_ff_} * n_expert_);
   else if (!w_.gate_exps.empty() || w_.gate_exps_b)
     throw_error(ErrorKind::InvalidArgument, "moe layer: ungated (squared ReLU) experts with an ffn_gate_exps");
+  if (w_.swiglu_limit != 0.0f && (w_.act != MoEActivation::SwiGLU || !(w_.swiglu_limit > 0.0f)))
+    throw_error(ErrorKind::InvalidArgument, "moe layer: a SwiGLU clamp of {} (needs a positive limit and SwiGLU experts)",
+                w_.swiglu_limit);
   check_view(w_.up_exps, "ffn_up_exps", n_embd_, int64_t{n_ff_} * n_expert_);
   check_view(w_.down_exps, "ffn_down_exps", n_ff_, int64_t{n_embd_} * n_expert_);
   if (router_->n_expert() != n_expert_)
@@ -182,7 +186,7 @@ void MoELayer::run_ffns(ThreadPool& pool, const float* x, int T) {
     groups.push_back({&w_.gate_exps, &w_.up_exps, &w_.down_exps, fe, de, n_ff_, xs_.data() + offset_[e] * n_embd_,
                       n, h_.data() + offset_[e] * n_ff_, y_.data() + offset_[e] * n_embd_,
                       w_.gate_exps_b ? w_.gate_exps_b + fe : nullptr, w_.up_exps_b ? w_.up_exps_b + fe : nullptr,
-                      w_.down_exps_b ? w_.down_exps_b + de : nullptr, w_.act});
+                      w_.down_exps_b ? w_.down_exps_b + de : nullptr, w_.act, w_.swiglu_limit});
   }
   if (n_ff_sh_ > 0 && T > 0) {
     h_sh_.resize(static_cast<size_t>(T) * n_ff_sh_);
@@ -243,6 +247,10 @@ void MoELayer::run_ffns(ThreadPool& pool, const float* x, int T) {
       if (G.act == MoEActivation::SwiGLUOai) {
         for (int64_t i = 0; i < G.n_tok; ++i)
           for (int64_t r = 0; r < nr; ++r) G.h[i * G.ff + r0 + r] = swiglu_oai(g[i * nr + r], u[i * nr + r]);
+      } else if (G.limit > 0.0f) {
+        for (int64_t i = 0; i < G.n_tok; ++i)
+          for (int64_t r = 0; r < nr; ++r)
+            G.h[i * G.ff + r0 + r] = swiglu_clamped(g[i * nr + r], u[i * nr + r], G.limit);
       } else if (G.act == MoEActivation::ReGLU) {
         for (int64_t i = 0; i < G.n_tok; ++i)
           for (int64_t r = 0; r < nr; ++r) G.h[i * G.ff + r0 + r] = std::max(g[i * nr + r], 0.0f) * u[i * nr + r];

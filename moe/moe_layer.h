@@ -51,6 +51,12 @@ inline float swiglu_oai(float g, float u) {
   return x / (1.0f + std::exp(-kAlpha * x)) * (y + 1.0f);
 }
 
+inline float swiglu_clamped(float g, float u, float limit) {
+  const float x = g < limit ? g : limit;
+  const float y = u < -limit ? -limit : (u > limit ? limit : u);
+  return x / (1.0f + std::exp(-x)) * y;
+}
+
 struct MoEWeights {
   MatrixView gate_inp;        // (n_embd -> n_expert)
   MatrixView gate_exps;       // (n_embd -> n_expert * n_ff)
@@ -67,6 +73,9 @@ struct MoEWeights {
   const float* up_exps_b = nullptr;
   const float* down_exps_b = nullptr;
   MoEActivation act = MoEActivation::SwiGLU;
+  // maple: SwiGLU with the gate clamped from above and the up row on both sides,
+  // silu(min(g, L)) * clamp(u, -L, L) (llama.cpp's swiglu_clamp); 0 = none. Only with act SwiGLU.
+  float swiglu_limit = 0.0f;
   // The shared expert's activation: SwiGLU, or ReluSqr (nemotron_h_moe: no gate_shexp).
   MoEActivation shared_act = MoEActivation::SwiGLU;
   // llama4: each routed expert reads its token's row times the routing weight, FFN_e(w_tj x_t),

@@ -5,7 +5,7 @@ ernie4_5, exaone, exaone4, EXAONE 4.0 32B's form (exaone4 with 64 layers), mistr
 cohere2, internlm2, qwen2vl, seed_oss, minicpm (with its multiplier keys and without), glm4 (with M-RoPE
 sections and without), hunyuan-dense, maincoder, apertus, nanbeige (looped, with and without the norm between passes), qwen3vl, qwen3vlmoe, llama4 (and
 its Maverick form), mistral4 (deepseek2's graph with an attention temperature), nemotron_h_moe, afmoe, deepseek, dots1, glm4moe, ernie4_5-moe,
-bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
+bailingmoe2, hunyuan-moe, maple, arcee, nemotron, jais2, spark2_5, starcoder, gpt-oss, minimax-m2, bloom, mpt, refact, jais, falcon (7B's and 40B's forms), olmo, baichuan (7B's and 13B's forms), dbrx, phimoe, qwen (Qwen 1), xverse, orion, codeshell, plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker (with
 its sliding-window form and without) qwen35 (by its default interval and by attention.recurrent_layers), qwen35moe, qwen3next (with attn_qkv and with ssm_in), mellum, bailingmoe, granitehybrid (dense and MoE), mamba2 and nemotron_h in llama.cpp's layout with the `gguf` Python package (gguf-py, maintained in llama.cpp's repository), for
 scripts/conformance.sh to compare specmoe with llama.cpp on (perplexity with F16 weights, and
 after llama-quantize to Q8_0 and Q4_K_M). It shares no code with specmoe's synth writer: keys and
@@ -163,6 +163,20 @@ def mellum(path, dtype):
         m.u32("rope.scaling.original_context_length", 128)
         m.f32("rope.scaling.attn_factor", 1.25)
     qwen3moe(path, dtype, "mellum", 91, 10000.0, shape=(5, 64, 8, 2), keys=keys)
+
+
+def maple(path, dtype):
+    # llama_model_maple: qwen3moe's block (per-head QK-norm, split-halves RoPE, experts of
+    # expert_feed_forward_length under a softmax top-k, renormalised, unscaled) with windows of 64
+    # positions on the layers attention.sliding_window_pattern flags (required, an array), RoPE on
+    # those layers only (with rope.freq_base_swa) and none on the global ones, and each layer's SwiGLU
+    # clamped at swiglu_clamp_exp (layer 1's 0: plain SwiGLU). 5 layers of heads of 64, 8 experts top-2.
+    def keys(m):
+        m.u32("attention.sliding_window", 64)
+        m.w.add_sliding_window_pattern([True, True, False, True, False])
+        m.f32("rope.freq_base_swa", 5000.0)
+        m.w.add_swiglu_clamp_exp([1.0, 0.0, 1.5, 0.75, 1.25])
+    qwen3moe(path, dtype, "maple", 59, 10000.0, shape=(5, 64, 8, 2), keys=keys)
 
 
 def bailingmoe(path, dtype):
@@ -1144,12 +1158,51 @@ def llama_family(path, dtype, arch, seed):
     m.write()
 
 
-def nemotron(path, dtype):
+def spark2_5(path, dtype):
+    # llama_model_spark2_5 (Spark-X 2.5): llama's block with the converter's fused attn_qkv, NEOX
+    # RoPE on every layer, windows of 64 on the layers attention.sliding_window_pattern flags
+    # (required, an array) rotating rope.dimension_count_swa of 64 dims with rope.freq_base_swa, a
+    # sigmoid gate per head (attn_gate, n_embd -> n_head) on the attention's output before
+    # attn_output, a GELU-gated MLP and a separate head.
+    d, L, H, Hkv, hd, ff = 256, 4, 4, 2, 64, 512
+    m = Model(path, "spark2_5", 60, dtype)
+    m.common(d, L, H, Hkv)
+    m.u32("feed_forward_length", ff)
+    m.u32("rope.dimension_count", hd)
+    m.u32("rope.dimension_count_swa", hd // 2)
+    m.f32("rope.freq_base", 100000.0)
+    m.f32("rope.freq_base_swa", 10000.0)
+    m.u32("attention.sliding_window", 64)
+    m.w.add_sliding_window_pattern([True, False, True, True])
+    m.head(d)
+    for l in range(L):
+        p = f"blk.{l}."
+        m.norm(p + "attn_norm.weight", d)
+        m.matrix(p + "attn_qkv.weight", [d, (H + 2 * Hkv) * hd])
+        m.matrix(p + "attn_gate.weight", [d, H], scale=2.0)
+        m.matrix(p + "attn_output.weight", [H * hd, d], scale=0.7)
+        m.norm(p + "ffn_norm.weight", d)
+        swiglu(m, p, d, ff)
+    m.write()
+
+
+def nemotron(path, dtype, jais2=False):
     # llama_model_nemotron: LayerNorm with biases (the converter's 1 + w already in the weights), q/k/v
     # and output biases, NEOX RoPE on half of each head, the ungated squared-ReLU MLP with biases
-    # (LLM_FFN_RELU_SQR, gelu_mlp's tensors).
+    # (LLM_FFN_RELU_SQR, gelu_mlp's tensors). jais2 (llama_model_jais2, Jais 2): the same block with the
+    # attention output and MLP biases required, RoPE over whole heads (base 500000) and the head tied
+    # to token_embd (no output.weight).
     d, L, H, Hkv, ff = 256, 4, 4, 2, 512
-    m = layer_norm_model(path, "nemotron", 40, dtype, d, L, H, Hkv, ff, 32, 10000.0)
+    if jais2:
+        m = Model(path, "jais2", 58, dtype)
+        m.common(d, L, H, Hkv, embd_scale=1.0)  # rows of unit norm: the tied head's logits stay O(1)
+        m.f32("attention.layer_norm_epsilon", 1e-5)
+        m.u32("feed_forward_length", ff)
+        m.u32("rope.dimension_count", d // H)
+        m.f32("rope.freq_base", 500000.0)
+        bias(m, "output_norm.bias", d)
+    else:
+        m = layer_norm_model(path, "nemotron", 40, dtype, d, L, H, Hkv, ff, 32, 10000.0)
     for l in range(L):
         p = f"blk.{l}."
         layer_norms(m, p, d)
@@ -1871,7 +1924,10 @@ WRITERS = {
     "apertus": apertus,
     "nanbeige": nanbeige,
     "nanbeige-skip": lambda p, t: nanbeige(p, t, skip=True),
+    "maple": maple,
+    "spark2_5": spark2_5,
     "nemotron": nemotron,
+    "jais2": lambda p, t: nemotron(p, t, jais2=True),
     # ALiBi: 8 heads (bloom, refact), 12 (mpt: interleaved slopes, rows of 384 that the K-quants leave
     # to their fallback types), 4 (jais).
     "bloom": lambda p, t: alibi_model(p, t, "bloom", 43, 256, 4, 8, 8, 1024, embd_norm=True, tied=True),

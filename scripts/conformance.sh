@@ -5,7 +5,7 @@
 # EXAONE 4.0 32B's form), mistral3, command-r, cohere2, internlm2, qwen2vl, seed_oss and minicpm
 # (with its multiplier keys and without), glm4 (with M-RoPE sections and without), hunyuan-dense and
 # qwen3vl, and the MoE families qwen3vlmoe, deepseek, dots1, glm4moe, ernie4_5-moe, bailingmoe2 and
-# hunyuan-moe, the squared-ReLU MLPs of arcee and nemotron, starcoder (multi-query gpt2), gpt-oss and minimax-m2,
+# hunyuan-moe, the squared-ReLU MLPs of arcee, nemotron and jais2, starcoder (multi-query gpt2), gpt-oss and minimax-m2,
 # the ALiBi architectures bloom, mpt, refact and jais, falcon (and Falcon-40B's form), olmo and baichuan
 # (its 7B and 13B forms), the MoE architectures dbrx and phimoe, and qwen (Qwen 1), xverse, orion,
 # codeshell, plamo and chatglm, exaone-moe, the short-convolution hybrids lfm2 and lfm2moe, and
@@ -15,7 +15,9 @@
 # maincoder, apertus, nanbeige (looped: with the norm between passes and without), llama4 (and its
 # Maverick form: 128 experts, no QK norm, chunked layers by flags), mistral4 (deepseek2's graph
 # with an attention temperature), nemotron_h_moe (Nemotron 3 Nano: squared-ReLU experts), afmoe
-# (Arcee Trinity: an attention output gate, pre- and post-norms, windows), the
+# (Arcee Trinity: an attention output gate, pre- and post-norms, windows), maple (windows with RoPE
+# on their layers only, clamped SwiGLU experts), spark2_5 (a sigmoid gate per head, windows rotating
+# their own dims), the
 # Mamba-2 hybrids granitehybrid (dense and MoE) and nemotron_h, and mamba2 itself,
 # written in llama.cpp's layout by
 # scripts/conformance-models.py (the gguf Python package), with F16 weights and after
@@ -41,7 +43,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${1:-/tmp/specmoe-conformance}"
 TEXT="${2:-}"
 shift $(( $# > 2 ? 2 : $# )) || true
-ARCHS=("${@:-qwen3moe olmoe phi3 gemma2 deepseek2 deepseek2-lite granite granite-norope granitemoe olmo2 olmo3 smollm3 stablelm starcoder2 gemma gptneox phi2 ernie4_5 exaone exaone4 exaone4-32b mistral3 command-r cohere2 internlm2 qwen2vl seed_oss minicpm minicpm-defaults glm4 glm4-mrope hunyuan-dense maincoder apertus nanbeige nanbeige-skip qwen3vl qwen3vlmoe deepseek dots1 glm4moe ernie4_5-moe bailingmoe2 hunyuan-moe arcee nemotron starcoder gpt-oss minimax-m2 bloom mpt refact jais falcon falcon40b olmo baichuan baichuan13b dbrx phimoe qwen xverse orion codeshell plamo chatglm exaone-moe lfm2 lfm2moe smallthinker smallthinker-swa qwen35 qwen35-mix qwen35moe qwen3next qwen3next-legacy mellum bailingmoe llama4 llama4-maverick mistral4 afmoe granitehybrid granitehybrid-moe mamba2 nemotron_h nemotron_h_moe}")
+ARCHS=("${@:-qwen3moe olmoe phi3 gemma2 deepseek2 deepseek2-lite granite granite-norope granitemoe olmo2 olmo3 smollm3 stablelm starcoder2 gemma gptneox phi2 ernie4_5 exaone exaone4 exaone4-32b mistral3 command-r cohere2 internlm2 qwen2vl seed_oss minicpm minicpm-defaults glm4 glm4-mrope hunyuan-dense maincoder apertus nanbeige nanbeige-skip qwen3vl qwen3vlmoe deepseek dots1 glm4moe ernie4_5-moe bailingmoe2 hunyuan-moe arcee nemotron jais2 spark2_5 starcoder gpt-oss minimax-m2 bloom mpt refact jais falcon falcon40b olmo baichuan baichuan13b dbrx phimoe qwen xverse orion codeshell plamo chatglm exaone-moe lfm2 lfm2moe smallthinker smallthinker-swa qwen35 qwen35-mix qwen35moe qwen3next qwen3next-legacy mellum bailingmoe llama4 llama4-maverick mistral4 afmoe maple granitehybrid granitehybrid-moe mamba2 nemotron_h nemotron_h_moe}")
 ARCHS=(${ARCHS[*]})
 LLAMA_BIN="${LLAMA_BIN:-$HOME/.cache/specmoe-peer/llama.cpp/build/bin}"
 PYTHON="${PYTHON:-python3}"

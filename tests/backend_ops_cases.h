@@ -673,10 +673,13 @@ class ElementwiseCase final : public OpCase {
   // xIELU's mapped scalars as Apertus-8B's first layer has them (about: alpha_n, alpha_p near 0.8,
   // beta 0.5, eps -1e-6): both sides of zero are taken.
   static constexpr kernels::XIeluParams kXIelu{1.3f, 0.8f, 0.5f, -1e-6f};
-  ElementwiseCase(Kind kind, int64_t T, int64_t n, bool alias, Bound bound)
-      : OpCase(op_name(kind), std::move(bound)), kind_(kind), T_(T), n_(n), alias_(alias || kind == Kind::AddBias) {}
+  // group: sigmoid_mul's run of elements sharing one gate (1: elementwise; n a multiple of it).
+  ElementwiseCase(Kind kind, int64_t T, int64_t n, bool alias, Bound bound, int64_t group = 1)
+      : OpCase(op_name(kind), std::move(bound)), kind_(kind), T_(T), n_(n), group_(group),
+        alias_(alias || kind == Kind::AddBias) {}
   std::string shape() const override {
-    return fmt::format("T={} n={}{}", T_, n_, alias_ && kind_ != Kind::AddBias ? " in-place" : "");
+    return fmt::format("T={} n={}{}{}", T_, n_, group_ > 1 ? fmt::format(" group={}", group_) : "",
+                       alias_ && kind_ != Kind::AddBias ? " in-place" : "");
   }
   void run(Backend& b) override {
     const int64_t total = T_ * n_;
@@ -690,7 +693,7 @@ class ElementwiseCase final : public OpCase {
       case Kind::Softcap: b.softcap(a_d_, kCap, out_d_, total); break;
       case Kind::ReluSqr: b.relu_sqr(a_d_, out_d_, total); break;
       case Kind::Clamp: b.clamp(a_d_, kClamp, out_d_, total); break;
-      case Kind::SigmoidMul: b.sigmoid_mul(b_d_, a_d_, out_d_, total); break;  // a * sigmoid(b)
+      case Kind::SigmoidMul: b.sigmoid_mul(b_d_, a_d_, out_d_, total, group_); break;  // a * sigmoid(b)
       case Kind::XIelu: b.xielu(a_d_, out_d_, total, kXIelu); break;
     }
   }
@@ -714,7 +717,8 @@ class ElementwiseCase final : public OpCase {
   void make_inputs() override {
     const size_t total = static_cast<size_t>(T_ * n_);
     a_ = normal_floats(total, seed(), 3.0f);
-    b_ = normal_floats(kind_ == Kind::AddBias ? static_cast<size_t>(n_) : total, seed() + 1, 3.0f);
+    b_ = normal_floats(kind_ == Kind::AddBias ? static_cast<size_t>(n_) : total / static_cast<size_t>(group_), seed() + 1,
+                       3.0f);
   }
   Outputs compute_reference() override {
     Output out{"out"};
@@ -733,7 +737,7 @@ class ElementwiseCase final : public OpCase {
       case Kind::Softcap: cpu::softcap_ref(a_.data(), kCap, out.values.data(), total); break;
       case Kind::ReluSqr: cpu::relu_sqr_ref(a_.data(), out.values.data(), total); break;
       case Kind::Clamp: cpu::clamp_ref(a_.data(), kClamp, out.values.data(), total); break;
-      case Kind::SigmoidMul: cpu::sigmoid_mul_ref(b_.data(), a_.data(), out.values.data(), total); break;
+      case Kind::SigmoidMul: cpu::sigmoid_mul_ref(b_.data(), a_.data(), out.values.data(), total, group_); break;
       case Kind::XIelu: cpu::xielu_ref(a_.data(), out.values.data(), total, kXIelu); break;
     }
     return {out};
@@ -742,7 +746,7 @@ class ElementwiseCase final : public OpCase {
     a_d_ = alias_ ? a.inout(a_, n_) : a.input(a_, n_);
     const bool unary = kind_ == Kind::Gelu || kind_ == Kind::Scale || kind_ == Kind::Softcap || kind_ == Kind::ReluSqr ||
                        kind_ == Kind::Clamp || kind_ == Kind::XIelu;
-    b_d_ = unary ? nullptr : a.input(b_, n_);
+    b_d_ = unary ? nullptr : a.input(b_, n_ / group_);
     out_d_ = alias_ ? a_d_ : a.output(a_.size(), n_);
   }
   void free_inputs() override { a_ = {}, b_ = {}; }
@@ -765,7 +769,7 @@ class ElementwiseCase final : public OpCase {
     return "?";
   }
   Kind kind_;
-  int64_t T_, n_;
+  int64_t T_, n_, group_;
   bool alias_;
   std::vector<float> a_, b_;
   float *a_d_ = nullptr, *b_d_ = nullptr, *out_d_ = nullptr;

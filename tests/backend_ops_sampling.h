@@ -243,6 +243,7 @@ class MoECase final : public OpCase {
     bool small = false;  // smallthinker: the router on an input of its own (the layer's), the ReLU GLU
     bool llama4 = false;  // sigmoid top-k, weights on the experts' inputs, an ungated shared expert
     bool relu_sqr = false;  // nemotron_h_moe: ungated squared-ReLU experts and shared expert (no gates)
+    float clamp = 0.0f;     // maple: the routed experts' SwiGLU clamped at this limit (0 = none)
   };
   MoECase(Shape s, Bound bound) : OpCase("moe_ffn", std::move(bound)), s_(s) {}
   std::string shape() const override {
@@ -251,7 +252,7 @@ class MoECase final : public OpCase {
                        moe::router_kind_name(s_.router),
                        s_.capacity_factor > 0 ? fmt::format(" capacity={}", s_.capacity_factor) : "",
                        s_.oai ? " biases swiglu_oai" : s_.small ? " router_x reglu" : s_.llama4 ? " weighted inputs"
-                       : s_.relu_sqr ? " relu_sqr ungated" : "");
+                       : s_.relu_sqr ? " relu_sqr ungated" : s_.clamp > 0 ? fmt::format(" swiglu_clamp {}", s_.clamp) : "");
   }
   void run(Backend& b) override { b.moe_ffn(block_d_, s_.k, s_.capacity_factor, x_d_, router_x_d_, s_.T, out_d_, routing_); }
   Outputs result(Backend&, Arena& a) override { return outputs(a.get(out_d_), routing_); }
@@ -342,6 +343,7 @@ class MoECase final : public OpCase {
     if (s_.small) block_d_.weights.act = moe::MoEActivation::ReGLU;
     block_d_.weights.weight_inputs = s_.llama4;
     if (s_.relu_sqr) block_d_.weights.act = block_d_.weights.shared_act = moe::MoEActivation::ReluSqr;
+    block_d_.weights.swiglu_limit = s_.clamp;
     block_d_.router = spec_;
     if (!spec_.group.bias.empty())
       block_d_.bias = b.resident(core::VectorView{spec_.group.bias.data(), static_cast<int64_t>(s_.n_expert)});
@@ -370,6 +372,7 @@ class MoECase final : public OpCase {
     if (s_.small) w.act = moe::MoEActivation::ReGLU;
     w.weight_inputs = s_.llama4;
     if (s_.relu_sqr) w.act = w.shared_act = moe::MoEActivation::ReluSqr;
+    w.swiglu_limit = s_.clamp;
     return w;
   }
   static Outputs outputs(std::vector<float> out, const moe::Routing& r) {

@@ -324,6 +324,10 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
   const Bound sig{0.0, 1e-12, "cpu: the reference's loop; cuda: expf within a few ulp"};
   for (E s : {E{1, 7, false}, E{3, 17, false}, E{17, 100, true}, E{1, 4097, false}, E{3, 4097, true}})
     add(new ElementwiseCase(EW::SigmoidMul, s.T, s.n, s.alias, sig));
+  // spark2_5's gate per head: one gate per run of head_dim (group) elements; rows of n_head heads.
+  for (auto [T, n, group, alias] : std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
+           {1, 64, 16, false}, {5, 2048, 128, true}, {17, 96, 48, true}})
+    add(new ElementwiseCase(EW::SigmoidMul, T, n, alias, sig, group));
 
   // ---- scatter_cols (an EAGLE-3 head's draft-vocabulary logits into the target's vocabulary):
   // single rows and columns, pure permutations (n_src == n_dst), mostly-fill rows, the threaded
@@ -457,7 +461,12 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
                // nemotron_h_moe's: ungated squared-ReLU experts and shared expert (no gate tensors)
                MS{DType::F32, 8, 2, 64, 96, 128, 1, RK::SigmoidGroup, 0.0, false, false, false, true},
                MS{DType::F16, 16, 4, 64, 96, 64, 17, RK::SigmoidGroup, 0.0, false, false, false, true},
-               MS{DType::Q8_0, 8, 2, 64, 96, 0, 17, RK::SoftmaxTopK, 0.0, false, false, false, true}})
+               MS{DType::Q8_0, 8, 2, 64, 96, 0, 17, RK::SoftmaxTopK, 0.0, false, false, false, true},
+               // maple's: the routed SwiGLU clamped (silu(min(g, L)) clamp(u, -L, L)); gate and up
+               // rows of std ~4 here, so a limit of 2 clamps most of them
+               MS{DType::F32, 8, 2, 64, 96, 0, 1, RK::SoftmaxTopK, 0.0, false, false, false, false, 2.0f},
+               MS{DType::F16, 16, 4, 64, 96, 0, 17, RK::SoftmaxTopK, 0.0, false, false, false, false, 2.0f},
+               MS{DType::Q8_0, 8, 2, 64, 96, 0, 17, RK::SoftmaxTopK, 1.0, false, false, false, false, 2.0f}})
     add(new MoECase(s, moe_bound(s.type)));
   return t;
 }

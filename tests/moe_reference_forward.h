@@ -42,13 +42,13 @@ class MoEReferenceForward : public ReferenceForward {
     // gpt-oss: softmax of the k selected logits = renormalised; dbrx, phimoe: renormalised softmax.
     const bool fixed = arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" ||
                        arch_ == "gpt-oss" || arch_ == "dbrx" || arch_ == "phimoe" || arch_ == "qwen35moe" ||
-                       arch_ == "qwen3next" || arch_ == "mellum" || arch_ == "granitehybrid";
+                       arch_ == "qwen3next" || arch_ == "mellum" || arch_ == "maple" || arch_ == "granitehybrid";
     if (arch_ == "minimax-m2" || arch_ == "lfm2moe" || arch_ == "smallthinker") norm_w_ = true;  // their graphs renormalise whatever the key says
     if (fixed) norm_w_ = arch_ != "deepseek";
     const bool unscaled = arch_ == "qwen3vlmoe" || arch_ == "ernie4_5-moe" || arch_ == "hunyuan-moe" || arch_ == "gpt-oss" ||
                           arch_ == "minimax-m2" || arch_ == "dbrx" || arch_ == "phimoe" || arch_ == "lfm2moe" ||
                           arch_ == "smallthinker" || arch_ == "qwen35moe" || arch_ == "qwen3next" || arch_ == "mellum" ||
-                          arch_ == "granitehybrid";
+                          arch_ == "maple" || arch_ == "granitehybrid";
     scale_ = unscaled ? 0.0 : f_->get_float(a + "expert_weights_scale", 0.0);
     if (scale_ == 0.0) scale_ = 1.0;
     const int64_t gating = fixed ? 1 : f_->get_int(a + "expert_gating_func", arch_ == "glm4moe" || arch_ == "afmoe" ? 2 : 0);
@@ -74,6 +74,15 @@ class MoEReferenceForward : public ReferenceForward {
     bias_never_ = arch_ == "llama4" || arch_ == "deepseek" || arch_ == "qwen3vlmoe" || arch_ == "hunyuan-moe" || arch_ == "smallthinker" ||
                   arch_ == "qwen35moe" || arch_ == "qwen3next";
     relu_glu_ = arch_ == "smallthinker";  // routed experts relu(gate h) * up h
+    // maple: the routed experts' SwiGLU silu(min(g, L)) clamp(u, -L, L), L per layer (swiglu_clamp_exp:
+    // a value or an array; at most 1e-6: none).
+    if (arch_ == "maple") {
+      const core::GGUFValue* v = f_->find(a + "swiglu_clamp_exp");
+      if (v && v->type == core::GGUFType::ARRAY)
+        clamps_ = f_->get_float_array(a + "swiglu_clamp_exp");
+      else
+        clamps_.assign(c_.n_layer, f_->get_float(a + "swiglu_clamp_exp"));
+    }
     ffn_norm_ = arch_ == "glm4moe" || arch_ == "gpt-oss" || arch_ == "qwen35moe" || arch_ == "qwen3next" ? "post_attention_norm"
                 : arch_ == "dbrx"                        ? "attn_output_norm"
                 : relu_sqr_                              ? "attn_norm"
@@ -82,6 +91,8 @@ class MoEReferenceForward : public ReferenceForward {
 
   // Tests that show a part of llama4 matters: the same reference without it ("qk_l2_norm", "nope":
   // RoPE on every layer, "weight_inputs": the weights scale the experts' outputs instead).
+  // maple without its SwiGLU clamps (a test that shows they matter).
+  void ablate_clamps() { clamps_.clear(); }
   void ablate_llama4(const std::string& part) {
     if (part == "qk_l2_norm") llama4_kq_norm_ = false;
     if (part == "nope") no_rope_step_ = 0;
@@ -162,6 +173,7 @@ class MoEReferenceForward : public ReferenceForward {
     const bool oai = arch_ == "gpt-oss";
     std::vector<double> gb, ub, db;
     if (oai) gb = tensor(p + "ffn_gate_exps.bias"), ub = tensor(p + "ffn_up_exps.bias"), db = tensor(p + "ffn_down_exps.bias");
+    clamp_ = l < static_cast<int>(clamps_.size()) && clamps_[l] > 1e-6 ? clamps_[l] : 0.0;  // routed experts only
     for (int e : chosen) {
       double w = (norm_w_ ? score[e] / sum : score[e]) * scale_;
       std::vector<double> he = h;
@@ -180,6 +192,7 @@ class MoEReferenceForward : public ReferenceForward {
                                     down.data() + static_cast<size_t>(e) * d * ff, ff);
       for (int i = 0; i < d; ++i) y[i] += w * out[i];
     }
+    clamp_ = 0.0;
     if (relu_sqr_) {  // the ungated shared expert
       const int sh = static_cast<int>(f_->tensor(p + "ffn_up_shexp.weight").ne[1]);
       const auto out = relu_sqr_ffn(h, tensor(p + "ffn_up_shexp.weight").data(), tensor(p + "ffn_down_shexp.weight").data(), sh);
@@ -214,6 +227,7 @@ class MoEReferenceForward : public ReferenceForward {
         g += wg[static_cast<size_t>(r) * d + i] * h[i];
         u += wu[static_cast<size_t>(r) * d + i] * h[i];
       }
+      if (clamp_ > 0) g = std::min(g, clamp_), u = std::clamp(u, -clamp_, clamp_);  // maple
       a[r] = relu_glu_ ? std::max(g, 0.0) * u : g / (1 + std::exp(-g)) * u;  // smallthinker: ReLU GLU
     }
     for (int o = 0; o < d; ++o)
@@ -247,6 +261,8 @@ class MoEReferenceForward : public ReferenceForward {
   int dense_lead_ = 0, step_ = 1;
   bool bias_any_ = false, bias_never_ = false;
   bool relu_glu_ = false;  // smallthinker: the routed experts' ReLU-gated GLU
+  std::vector<double> clamps_;  // maple: [n_layer] the routed SwiGLU's clamp (swiglu_clamp_exp)
+  double clamp_ = 0.0;          // the clamp of the block being computed (0: none)
   bool weight_inputs_ = false;  // llama4: the routing weight scales the expert's input
   bool relu_sqr_ = false;       // nemotron_h_moe: ungated squared-ReLU experts and shared expert
   // down(relu(up h)^2) over one expert's rows (up [ff, d], down [d, ff]).

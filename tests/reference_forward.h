@@ -60,7 +60,7 @@ class ReferenceForward {
     qk_norm_ = arch_ == "qwen3" || arch_ == "qwen3moe" || arch_ == "gemma3" || arch_ == "exaone4" ||
                arch_ == "hunyuan-dense" || arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "dots1" ||
                arch_ == "bailingmoe2" || arch_ == "hunyuan-moe" || arch_ == "exaone-moe" || arch_ == "lfm2" || arch_ == "lfm2moe" ||
-               arch_ == "qwen35" || arch_ == "qwen35moe" || arch_ == "maincoder" || arch_ == "apertus" || arch_ == "qwen3next" || arch_ == "mellum" ||
+               arch_ == "qwen35" || arch_ == "qwen35moe" || arch_ == "maincoder" || arch_ == "apertus" || arch_ == "qwen3next" || arch_ == "mellum" || arch_ == "maple" ||
                arch_ == "afmoe" ||
                (arch_ == "glm4moe" && f_->find_tensor("blk.0.attn_q_norm.weight"));
     if (arch_ == "qwen3vl" || arch_ == "qwen3vlmoe" || arch_ == "qwen35" || arch_ == "qwen35moe") {
@@ -80,8 +80,8 @@ class ReferenceForward {
     gemma1_ = arch_ == "gemma";
     post_only_ = arch_ == "olmo2" || arch_ == "exaone4";  // post-norms only
     layer_norm_ = arch_ == "gpt2" || arch_ == "starcoder" || arch_ == "stablelm" || arch_ == "starcoder2" || arch_ == "gptneox" ||
-                  arch_ == "phi2" || arch_ == "nemotron" || arch_ == "bloom" || arch_ == "mpt" || arch_ == "jais" ||
-                  arch_ == "falcon" || arch_ == "olmo" || arch_ == "dbrx" || arch_ == "orion" || arch_ == "codeshell";
+                  arch_ == "phi2" || arch_ == "nemotron" || arch_ == "jais2" || arch_ == "bloom" || arch_ == "mpt" ||
+                  arch_ == "jais" || arch_ == "falcon" || arch_ == "olmo" || arch_ == "dbrx" || arch_ == "orion" || arch_ == "codeshell";
     plamo_ = arch_ == "plamo";
     rms_bias_ = arch_ == "phimoe";  // RMSNorms that add their .bias
     falcon_ = arch_ == "falcon";
@@ -108,7 +108,7 @@ class ReferenceForward {
     parallel_ = phi2_ || cohere_ || falcon_ || plamo_ || (arch_ == "gptneox" && f_->get_bool(a + "use_parallel_residual", false));
     if (cohere_) logit_mul_ = f_->get_float(a + "logit_scale", 0.0);
     if (logit_mul_ == 0) logit_mul_ = 1;
-    relu_sqr_ = arch_ == "arcee" || arch_ == "nemotron";  // down(relu(up x)^2)
+    relu_sqr_ = arch_ == "arcee" || arch_ == "nemotron" || arch_ == "jais2";  // down(relu(up x)^2)
     if (arch_ == "apertus") {  // down(xielu(up x)): the file's raw scalars, a value or one per layer
       auto per_layer = [&](const char* key) {
         try {
@@ -165,14 +165,20 @@ class ReferenceForward {
     olmo3_ = (arch_ == "olmo2" || arch_ == "mellum") && f_->get_int(a + "attention.sliding_window", 0) > 0;
     // EXAONE 4.0 32B and cohere2: windows, global layers without RoPE, local ones as usual.
     // exaone-moe: the same with pre-norms, and its window key required.
-    nope_global_ = (arch_ == "exaone4" && c_.n_layer == 64) || arch_ == "cohere2" || arch_ == "exaone-moe";
+    // maple: the same, the window and its per-layer flags required, the local base rope.freq_base_swa.
+    nope_global_ = (arch_ == "exaone4" && c_.n_layer == 64) || arch_ == "cohere2" || arch_ == "exaone-moe" || arch_ == "maple";
     // gpt-oss: windows (the key required) on every second layer, rotated as the global ones.
     gpt_oss_ = arch_ == "gpt-oss";
     const int default_window = gemma2_ || nope_global_ ? 4096 : 0;
     // afmoe: windows when the key says, its embedding times sqrt(n_embd), pre- and post-norms, an
     // attention output gate (attn_gate), no RoPE on every fourth layer.
     afmoe_ = arch_ == "afmoe";
-    window_ = gemma_ || olmo3_ || nope_global_ || gpt_oss_ || afmoe_
+    // spark2_5: windows (the key and its per-layer flags required) rotating with their own base,
+    // the global scale and rope.dimension_count_swa dims; a sigmoid gate per head (attn_gate) on the
+    // attention's output; a GELU-gated MLP. maple's windowed layers may rotate their own dims too.
+    spark_ = arch_ == "spark2_5";
+    if (spark_ || arch_ == "maple") rope_dims_swa_ = static_cast<int>(f_->get_int(a + "rope.dimension_count_swa", 0));
+    window_ = gemma_ || olmo3_ || nope_global_ || gpt_oss_ || afmoe_ || spark_
                   ? static_cast<int>(f_->get_int(a + "attention.sliding_window", default_window))
                   : 0;
     // lfm2: head_count_kv per layer, 0 marking a gated short-convolution layer of shortconv.l_cache
@@ -256,7 +262,7 @@ class ReferenceForward {
       base_ *= std::pow(f_->get_float(a + "rope.scaling.alpha", 0.0), hd / (hd - 2));
     }
     base_local_ = gemma_     ? f_->get_float(a + "rope.freq_base_swa", gemma2_ ? base_ : 10000.0)
-                  : gpt_oss_ || arch_ == "exaone-moe" || smallthinker_ || arch_ == "llama4" || afmoe_
+                  : gpt_oss_ || arch_ == "exaone-moe" || smallthinker_ || arch_ == "llama4" || afmoe_ || arch_ == "maple" || spark_
                       ? f_->get_float(a + "rope.freq_base_swa", base_)
                              : base_;
     const std::string type = f_->get_string(a + "rope.scaling.type", "linear");
@@ -472,6 +478,8 @@ class ReferenceForward {
                               arch_ != "lfm2" && arch_ != "lfm2moe";
         if (qwen35_ || afmoe_)  // the gated attention's output gate (afmoe: attn_gate's)
           for (size_t i = 0; i < att.size(); ++i) att[i] /= 1.0 + std::exp(-gate_[t][i]);
+        if (spark_)  // one gate per head
+          for (size_t i = 0; i < att.size(); ++i) att[i] /= 1.0 + std::exp(-gate_[t][i / c_.head_dim]);
         auto o = linear(att, p + "attn_output", d, out_bias);
         if (gemma_ || post_only_ || arch_ == "glm4" || afmoe_) o = norm(o, p + "post_attention_norm");
         for (double& e : o) e *= residual_mul_;
@@ -553,13 +561,14 @@ class ReferenceForward {
   // multiplies cos and sin by 0.1 ln s + 1 (deepseek2 moves it into the scores instead). Local
   // gemma layers use their own base, unscaled for gemma3 and scaled as the global ones for gemma2.
   void rope(std::vector<double>& v, int n_head, int pos, int layer = 0, int head_width = 0) const {
-    const int hd = head_width > 0 ? head_width : c_.head_dim, nd = c_.rope_dims;
-    const bool neox = c_.rope_style == core::RopeStyle::SplitHalves;
     const bool local = local_[layer];
+    const int hd = head_width > 0 ? head_width : c_.head_dim, nd = local && rope_dims_swa_ > 0 ? rope_dims_swa_ : c_.rope_dims;
+    const bool neox = c_.rope_style == core::RopeStyle::SplitHalves;
     const double base = local ? base_local_ : base_;
     // OLMo 3's local layers: no scaling, no YaRN, no magnitude; EXAONE 4.0 32B's as the global ones.
     const bool plain = local && olmo3_;
-    const double s = local && !gemma2_ && !nope_global_ && !gpt_oss_ && !smallthinker_ && chunk_ == 0 && !afmoe_ ? 1.0 : factor_;
+    const double s =
+        local && !gemma2_ && !nope_global_ && !gpt_oss_ && !smallthinker_ && chunk_ == 0 && !afmoe_ && !spark_ ? 1.0 : factor_;
     const bool yarn = yarn_ && !plain;
     double mscale = plain ? 1.0 : attn_factor_, low = 0, high = 0;
     std::vector<double> ff = freq_factors_;
@@ -651,6 +660,10 @@ class ReferenceForward {
         if (gate_.size() <= static_cast<size_t>(t)) gate_.resize(t + 1);
         gate_[t] = linear(h, p + "attn_gate", qd);
       }
+    }
+    if (spark_) {  // a gate per head from the same input, beside a fused or separate projection
+      if (gate_.size() <= static_cast<size_t>(t)) gate_.resize(t + 1);
+      gate_[t] = linear(h, p + "attn_gate", c_.n_head);
     }
     if (clamp_ > 0)  // mpt: q, k and v clamped after their biases
       for (auto* y : {&q, &k, &v})
@@ -928,7 +941,7 @@ class ReferenceForward {
         g = linear(h, p + "ffn_gate", ff);
         u = linear(h, p + "ffn_up", ff);
       }
-      for (int i = 0; i < ff; ++i) u[i] *= gemma_ || gemma1_ ? gelu(g[i]) : g[i] / (1 + std::exp(-g[i]));
+      for (int i = 0; i < ff; ++i) u[i] *= gemma_ || gemma1_ || spark_ ? gelu(g[i]) : g[i] / (1 + std::exp(-g[i]));
       f = linear(u, p + "ffn_down", d);
       if (gemma_ || post_only_ || arch_ == "glm4" || afmoe_) f = norm(f, p + "post_ffw_norm");
     }
@@ -968,6 +981,8 @@ class ReferenceForward {
   int chunk_ = 0;                // llama4's chunked local layers (8192)
   bool mistral4_ = false;
   bool afmoe_ = false;
+  bool spark_ = false;      // spark2_5
+  int rope_dims_swa_ = 0;   // spark2_5, maple: rope.dimension_count_swa (0: the windows rotate rope_dims)
   double mla_temp_scale_ = 0, mla_temp_len_ = 0;  // deepseek2, mistral4: attention temperature
   bool llama4_kq_norm_ = false;  // llama4's QK L2 norm
   int context_ = 0;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/error.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/recurrent_rows.h"
 
@@ -118,12 +119,18 @@ void delta_net(ThreadPool& pool, const float* qkv, const float* alpha, const flo
   });
 }
 
-void sigmoid_mul_ref(const float* gate, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * (1.0f / (1.0f + std::exp(-gate[i])));
+void sigmoid_mul_ref(const float* gate, const float* x, float* y, int64_t n, int64_t group) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * (1.0f / (1.0f + std::exp(-gate[i / group])));
 }
 
-void sigmoid_mul(ThreadPool& pool, const float* gate, const float* x, float* y, int64_t n) {
-  pool.parallel_for(n, 4096, [&](int64_t i0, int64_t i1) { sigmoid_mul_ref(gate + i0, x + i0, y + i0, i1 - i0); });
+void sigmoid_mul(ThreadPool& pool, const float* gate, const float* x, float* y, int64_t n, int64_t group) {
+  if (group < 1 || n % group != 0)
+    throw_error(ErrorKind::InvalidArgument, "sigmoid_mul: {} elements are not whole groups of {}", n, group);
+  // Chunks of whole groups, so each chunk's gates start at its first element's.
+  const int64_t groups = n / group, grain = std::max<int64_t>(1, 4096 / group);
+  pool.parallel_for(groups, grain, [&](int64_t g0, int64_t g1) {
+    sigmoid_mul_ref(gate + g0, x + g0 * group, y + g0 * group, (g1 - g0) * group, group);
+  });
 }
 
 }  // namespace specmoe::kernels::cpu

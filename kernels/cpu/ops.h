@@ -308,10 +308,12 @@ void mamba2_ref(const float* zxbcdt, const float* conv_w, const float* conv_b, c
 void mamba2(ThreadPool& pool, const float* zxbcdt, const float* conv_w, const float* conv_b, const float* dt_bias,
             const float* a, const float* d, const float* norm_w, float* states, const int32_t* slots, int64_t T,
             const Mamba2Params& p, float* xbc, float* out);
-// y[i] = x[i] * sigmoid(gate[i]) = x[i] / (1 + exp(-gate[i])) (Qwen3-Next's and Qwen3.5's gated
-// attention output); y may alias x or gate.
-void sigmoid_mul_ref(const float* gate, const float* x, float* y, int64_t n);
-void sigmoid_mul(ThreadPool& pool, const float* gate, const float* x, float* y, int64_t n);
+// y[i] = x[i] * sigmoid(gate[i / group]) = x[i] / (1 + exp(-gate[i / group])): one gate per element
+// (group 1: Qwen3-Next's and Qwen3.5's gated attention output) or per run of `group` elements
+// (spark2_5's gate per head: group = head_dim); n a multiple of group; y may alias x (or gate when
+// group is 1).
+void sigmoid_mul_ref(const float* gate, const float* x, float* y, int64_t n, int64_t group = 1);
+void sigmoid_mul(ThreadPool& pool, const float* gate, const float* x, float* y, int64_t n, int64_t group = 1);
 
 // Small helpers the forward uses (one implementation each: the reference is the op).
 // y[t, i] += b[i] for each of T rows of n.

@@ -40,6 +40,14 @@ __global__ void swiglu_oai_kernel(const float* g, const float* u, float* y, int6
     y[i] = x / (1.0f + expf(-kAlpha * x)) * (v + 1.0f);
   }
 }
+// moe::swiglu_clamped's float math (maple).
+__global__ void swiglu_clamp_kernel(const float* g, const float* u, float* y, int64_t n, float limit) {
+  SPECMOE_GRID_STRIDE(i, n) {
+    const float x = g[i] < limit ? g[i] : limit;
+    const float v = u[i] < -limit ? -limit : (u[i] > limit ? limit : u[i]);
+    y[i] = x / (1.0f + expf(-x)) * v;
+  }
+}
 __global__ void reglu_kernel(const float* g, const float* u, float* y, int64_t n) {
   SPECMOE_GRID_STRIDE(i, n) y[i] = (g[i] > 0.0f ? g[i] : 0.0f) * u[i];
 }
@@ -135,6 +143,15 @@ void swiglu_oai(Context& ctx, const float* gate, const float* up, float* out, in
   DeviceGuard guard(ctx.device());
   detail::swiglu_oai_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0,
                               detail::stream_of(ctx)>>>(gate, up, out, n);
+  SPECMOE_CUDA_CHECK_LAUNCH();
+}
+
+void swiglu_clamp(Context& ctx, const float* gate, const float* up, float* out, int64_t n, float limit) {
+  detail::check_elementwise("swiglu_clamp", n, {gate, up, out});
+  if (n == 0) return;
+  DeviceGuard guard(ctx.device());
+  detail::swiglu_clamp_kernel<<<detail::grid_for(n, detail::kElemThreads), detail::kElemThreads, 0,
+                                detail::stream_of(ctx)>>>(gate, up, out, n, limit);
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -87,10 +87,10 @@ __global__ void delta_net_kernel(const float* qkv, const float* alpha, const flo
   }
 }
 
-__global__ void sigmoid_mul_kernel(const float* gate, const float* x, float* y, int64_t n) {
+__global__ void sigmoid_mul_kernel(const float* gate, const float* x, float* y, int64_t n, int64_t group) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    y[i] = x[i] * (1.0f / (1.0f + expf(-gate[i])));
+    y[i] = x[i] * (1.0f / (1.0f + expf(-gate[i / group])));
 }
 
 }  // namespace detail
@@ -115,15 +115,16 @@ void delta_net(Context& ctx, const float* qkv, const float* alpha, const float* 
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 
-void sigmoid_mul(Context& ctx, const float* gate, const float* x, float* y, int64_t n) {
+void sigmoid_mul(Context& ctx, const float* gate, const float* x, float* y, int64_t n, int64_t group) {
   detail::require(n >= 0, "sigmoid_mul", "negative size");
+  detail::require(group >= 1 && n % group == 0, "sigmoid_mul", "the elements are not whole groups");
   if (n == 0) return;
   detail::require_ptr(gate, "sigmoid_mul", "gate");
   detail::require_ptr(x, "sigmoid_mul", "x");
   detail::require_ptr(y, "sigmoid_mul", "y");
   DeviceGuard guard(ctx.device());
   constexpr int kThreads = 256;
-  detail::sigmoid_mul_kernel<<<detail::grid_for(n, kThreads), kThreads, 0, detail::stream_of(ctx)>>>(gate, x, y, n);
+  detail::sigmoid_mul_kernel<<<detail::grid_for(n, kThreads), kThreads, 0, detail::stream_of(ctx)>>>(gate, x, y, n, group);
   SPECMOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -135,6 +135,9 @@ void swiglu(Context& ctx, const float* gate, const float* up, float* out, int64_
 // gpt-oss's clamped SwiGLU (moe::swiglu_oai): out = g' sigmoid(1.702 g') (u' + 1) with g' = min(g, 7),
 // u' = clamp(u, -7, 7); out may alias gate or up.
 void swiglu_oai(Context& ctx, const float* gate, const float* up, float* out, int64_t n);
+// maple's clamped SwiGLU (moe::swiglu_clamped, llama.cpp's swiglu_clamp): out = silu(min(g, limit)) *
+// clamp(u, -limit, limit); out may alias gate or up.
+void swiglu_clamp(Context& ctx, const float* gate, const float* up, float* out, int64_t n, float limit);
 // smallthinker's ReLU-gated GLU (moe::MoEActivation::ReGLU): out = max(gate, 0) * up; out may alias
 // gate or up.
 void reglu(Context& ctx, const float* gate, const float* up, float* out, int64_t n);
@@ -158,8 +161,9 @@ void delta_net(Context& ctx, const float* qkv, const float* alpha, const float* 
 void mamba2(Context& ctx, const float* zxbcdt, const float* conv_w, const float* conv_b, const float* dt_bias,
             const float* a, const float* d, const float* norm_w, float* states, const int32_t* slots, int64_t T,
             const Mamba2Params& p, float* xbc, float* out);
-// y = x * sigmoid(gate) elementwise (y may alias x or gate).
-void sigmoid_mul(Context& ctx, const float* gate, const float* x, float* y, int64_t n);
+// y[i] = x[i] * sigmoid(gate[i / group]) (cpu::sigmoid_mul; group 1: elementwise, y may alias x or
+// gate; larger: one gate per run of group elements, y may alias x).
+void sigmoid_mul(Context& ctx, const float* gate, const float* x, float* y, int64_t n, int64_t group = 1);
 // y = a + b (y may alias a or b).
 void add(Context& ctx, const float* a, const float* b, float* y, int64_t n);
 // y = a * b elementwise (y may alias a or b).

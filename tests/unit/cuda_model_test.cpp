@@ -431,7 +431,7 @@ TEST(CudaModel, SynthDenseArchitecturesOfWave2MatchTheCpu) {
                              "exaone-tiny", "exaone4-tiny", "olmo3-tiny", "exaone4-32b-tiny", "command-r-tiny",
                              "cohere2-tiny", "internlm2-tiny", "qwen2vl-tiny", "seed_oss-tiny",
                              "minicpm-tiny", "glm4-tiny", "hunyuan-dense-tiny", "maincoder-tiny", "apertus-tiny", "nanbeige-tiny", "qwen3vl-tiny", "arcee-tiny",
-                             "nemotron-tiny", "starcoder-tiny", "bloom-tiny", "mpt-tiny", "refact-tiny", "jais-tiny",
+                             "nemotron-tiny", "jais2-tiny", "spark2_5-tiny", "starcoder-tiny", "bloom-tiny", "mpt-tiny", "refact-tiny", "jais-tiny",
                              "falcon-tiny", "falcon40b-tiny", "olmo-tiny", "baichuan-tiny", "baichuan13b-tiny",
                              "qwen-tiny", "xverse-tiny", "orion-tiny", "codeshell-tiny", "plamo-tiny", "chatglm-tiny",
                              "mistral3-tiny", "lfm2-tiny", "lfm2-swa-tiny", "qwen35-tiny", "qwen35-mix-tiny",

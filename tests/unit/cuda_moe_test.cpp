@@ -319,7 +319,7 @@ TEST(CudaMoE, Qwen3MoeOlmoeAndDeepseek2MatchTheCpu) {
                              "hunyuan-moe-tiny", "minimax-m2-tiny", "dbrx-tiny", "phimoe-tiny", "exaone-moe-tiny",
                              "lfm2moe-tiny", "smallthinker-tiny", "smallthinker-swa-tiny", "qwen35moe-tiny", "qwen3next-tiny", "qwen3next-legacy-tiny", "mellum-tiny", "bailingmoe-tiny",
                              "granitehybrid-moe-tiny", "llama4-tiny", "llama4-128e-tiny", "mistral4-tiny",
-                             "nemotron_h_moe-tiny", "afmoe-tiny"}) {
+                             "nemotron_h_moe-tiny", "afmoe-tiny", "maple-tiny"}) {
     compare_moe_with_cpu(write_preset(preset, std::string("cuda_") + preset + ".gguf"), kRelF32);
     compare_moe_with_cpu(write_preset(preset, std::string("cuda_") + preset + "_f16.gguf", DType::F16), kRelF16);
   }

@@ -160,6 +160,51 @@ TEST(MoEArchitectures, AfmoeReadsItsLayout) {
   for (int l = 0; l < 4; ++l) EXPECT_FALSE(w.layers[l].attn_gate.empty()) << l;
 }
 
+TEST(MoEArchitectures, MapleReadsItsLayoutAndItsClampsMatter) {
+  // Its logits against the reference: DeepseekStyleFamiliesMatchReferenceAndRoute. Here what the
+  // loader reads: windows of 4 and RoPE (with the local base) on the flagged layers 0, 1 and 3 only,
+  // QK-norm, a renormalised softmax, each layer's SwiGLU clamp (layer 1's 0: none); and the clamps
+  // matter: the reference without them misses the model's logits by far more than the tolerance.
+  const std::string path = write_preset("maple-tiny", DType::F32, "maple_cfg.gguf");
+  core::LoadOptions o;
+  o.cache_types = {DType::F32, DType::F32};
+  auto m = Model::load(path, o);
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Maple);
+  EXPECT_TRUE(c.qk_norm);
+  for (int l = 0; l < 4; ++l) {
+    EXPECT_EQ(c.window(l), l == 2 ? 0 : 4) << l;
+    EXPECT_EQ(c.has_rope(l), l != 2) << l;
+    EXPECT_TRUE(c.is_moe_layer(l)) << l;
+  }
+  EXPECT_FLOAT_EQ(c.rope_freq_base_swa, 1000.0f);
+  EXPECT_EQ(c.expert_gating, ExpertGating::Softmax);
+  EXPECT_TRUE(c.expert_weights_norm);
+  ASSERT_EQ(c.swiglu_clamp.size(), 4u);
+  auto f = core::GGUFFile::open(path);
+  const auto w = core::bind_weights(*f, c);
+  const float want[4] = {0.75f, 0.0f, 1.25f, 1.5f};
+  for (int l = 0; l < 4; ++l) {
+    EXPECT_FLOAT_EQ(c.swiglu_clamp[l], want[l]) << l;
+    EXPECT_FLOAT_EQ(w.layers[l].moe.weights.swiglu_limit, want[l]) << l;
+  }
+  EXPECT_LT(check_moe_against_reference(path, kIds, 0, kTolF32), kTolF32);
+  core::KVCache kv = m->new_cache(32);
+  std::vector<float> got;
+  m->forward(kIds, kv).logits.to_host(got);
+  specmoe::testing::MoEReferenceForward ref(path, c.n_expert_used);
+  ref.set_context(32);
+  ref.ablate_clamps();
+  const auto unclamped = ref.run(kIds);
+  double range = 0, diff = 0;
+  for (size_t t = 0; t < kIds.size(); ++t)
+    for (int j = 0; j < c.n_vocab; ++j) {
+      range = std::max(range, std::fabs(unclamped[t][j]));
+      diff = std::max(diff, std::fabs(unclamped[t][j] - got[t * c.n_vocab + j]));
+    }
+  EXPECT_GT(diff, 100 * kTolF32 * range);
+}
+
 TEST(MoEArchitectures, Mistral4IsDeepseek2WithItsOwnYarnMagnitudeAndATemperature) {
   // The same weights as deepseek2-tiny: read as mistral4 (with the temperature keys), the YaRN
   // magnitude moves from the RoPE into the scores as llama.cpp's context sets it for every
@@ -202,12 +247,13 @@ TEST(MoEArchitectures, DeepseekStyleFamiliesMatchReferenceAndRoute) {
   // (Mamba-2 and attention layers beside MLP layers of ungated squared-ReLU experts and a shared one,
   // sigmoid with a selection bias, renormalised, scale 2.5), afmoe (embedding scale, pre- and
   // post-norms, QK-norm, an attention output gate, windows of 4 with a local base, a NoPE layer, a
-  // dense first layer, sigmoid with a selection bias, a shared expert).
+  // dense first layer, sigmoid with a selection bias, a shared expert), maple (QK-norm, windows of 4
+  // with RoPE on their layers only, a global layer without it, clamped SwiGLU experts).
   for (const char* preset :
        {"qwen3vlmoe-tiny", "deepseek-tiny", "dots1-tiny", "glm4moe-tiny", "ernie4_5-moe-tiny", "bailingmoe2-tiny",
         "hunyuan-moe-tiny", "minimax-m2-tiny", "exaone-moe-tiny", "lfm2moe-tiny", "smallthinker-tiny",
         "smallthinker-swa-tiny", "qwen35moe-tiny", "qwen3next-tiny", "qwen3next-legacy-tiny", "mellum-tiny", "bailingmoe-tiny",
-        "llama4-tiny", "llama4-128e-tiny", "nemotron_h_moe-tiny", "afmoe-tiny"})
+        "llama4-tiny", "llama4-128e-tiny", "nemotron_h_moe-tiny", "afmoe-tiny", "maple-tiny"})
     for (DType t : {DType::F32, DType::F16})
       check_moe_against_reference(write_preset(preset, t, fmt::format("{}_{}.gguf", preset, dtype_name(t))), kIds, 0,
                                   kTolF32);

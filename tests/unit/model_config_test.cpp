@@ -385,7 +385,7 @@ TEST(ModelConfig, UnknownArchitecture) {
                      "qwen2vl, seed_oss, minicpm, glm4, hunyuan-dense, qwen3vl, qwen3vlmoe, deepseek, dots1, glm4moe, "
                      "ernie4_5-moe, bailingmoe2, hunyuan-moe, arcee, nemotron, starcoder, gpt-oss, "
                      "minimax-m2, bloom, mpt, refact, jais, falcon, olmo, baichuan, dbrx, phimoe, qwen, xverse, orion, codeshell, "
-                     "plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4, nemotron_h_moe, afmoe)");
+                     "plamo, chatglm, exaone-moe, lfm2, lfm2moe, smallthinker, qwen35, qwen35moe, granitehybrid, mamba2, nemotron_h, eagle3, dflash, maincoder, apertus, qwen3next, mellum, bailingmoe, nanbeige, llama4, mistral4, nemotron_h_moe, afmoe, jais2, maple, spark2_5)");
   }
 }
 
@@ -495,6 +495,35 @@ TEST(ModelConfig, Deepseek2GatingTemperatureAndMistral4) {
   EXPECT_EQ(m.arch, Arch::Deepseek2);
   EXPECT_TRUE(m.is_mla());
   EXPECT_EQ(m.kv_lora_rank, 32);
+}
+
+TEST(ModelConfig, MapleNeedsItsWindowFlagsAndClamps) {
+  // maple: experts, the window, one window flag per layer (an array) and swiglu_clamp_exp (a value
+  // for every layer or one per layer) are required, as llama.cpp's loader reads them.
+  GGUFWriter w = base("maple");
+  w.set_u32("maple.expert_count", 4);
+  w.set_u32("maple.expert_used_count", 2);
+  w.set_u32("maple.expert_feed_forward_length", 8);
+  expect_error(w, ErrorKind::Format, "maple.attention.sliding_window");
+  w.set_u32("maple.attention.sliding_window", 8);
+  expect_error(w, ErrorKind::Format, "maple.attention.sliding_window_pattern' is missing");
+  w.set_u32("maple.attention.sliding_window_pattern", 2);
+  expect_error(w, ErrorKind::Format, "must be an array of one flag per layer");
+  w.set_i32_array("maple.attention.sliding_window_pattern", {1, 0, 1});
+  expect_error(w, ErrorKind::Format, "maple.swiglu_clamp_exp");
+  w.set_f32_array("maple.swiglu_clamp_exp", {7.0f, 7.0f});
+  expect_error(w, ErrorKind::Format, "2 values for 3 layers");
+  w.set_f32_array("maple.swiglu_clamp_exp", {7.0f, -1.0f, 7.0f});
+  expect_error(w, ErrorKind::Format, "layer 1's limit -1 is negative");
+  w.set_f32("maple.swiglu_clamp_exp", 10.0f);
+  const ModelConfig c = load(w).cfg;
+  EXPECT_EQ(c.arch, Arch::Maple);
+  EXPECT_EQ(c.swiglu_clamp, std::vector<float>(3, 10.0f));
+  for (int l = 0; l < 3; ++l) {
+    EXPECT_EQ(c.window(l), l == 1 ? 0 : 8) << l;
+    EXPECT_EQ(c.has_rope(l), l != 1) << l;
+  }
+  EXPECT_FLOAT_EQ(c.rope_freq_base_swa, c.rope_freq_base);
 }
 
 // Found by fuzz_model (tests/regression/model/qwen3vl-rope-dims-1g-slow.gguf): the interleaved

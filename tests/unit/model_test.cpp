@@ -1131,6 +1131,92 @@ TEST(Architectures, SquaredReluMlpsMatchReference) {
   as_starcoder2.rename_arch = "starcoder2";
   copy_gguf(scratch("arch_nemotron-tiny_F32.gguf"), scratch("arch_nemotron_as_starcoder2.gguf"), as_starcoder2);
   EXPECT_GT(logit_change(scratch("arch_nemotron-tiny_F32.gguf"), scratch("arch_nemotron_as_starcoder2.gguf")), 1e-3);
+  // nemotron's head is required (llama.cpp's loader); without output.weight the file is refused.
+  GgufEdit no_head;
+  no_head.drop_tensor = "output.weight";
+  copy_gguf(scratch("arch_nemotron-tiny_F32.gguf"), scratch("arch_nemotron_no_head.gguf"), no_head);
+  EXPECT_THROW(Model::load(scratch("arch_nemotron_no_head.gguf"), f32_caches()), Error);
+}
+
+TEST(Architectures, Jais2IsNemotronsBlockWithRequiredBiasesAndATiedHead) {
+  // jais2 (Jais 2): nemotron's graph, RoPE over whole heads, its head tied to token_embd (which
+  // nemotron may not do), the attention output and MLP biases required.
+  for (DType t : {DType::F32, DType::F16}) {
+    SynthSpec s = synth_spec("jais2-tiny");
+    s.type = t;
+    check_against_reference(s, fmt::format("arch_jais2-tiny_{}.gguf", dtype_name(t)));
+  }
+  const std::string file = scratch("arch_jais2-tiny_F32.gguf");
+  auto m = Model::load(file, f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Nemotron);
+  EXPECT_EQ(c.arch_name, "jais2");
+  EXPECT_TRUE(c.tied_output);
+  EXPECT_TRUE(c.layer_norm);
+  EXPECT_EQ(c.ffn_act, FfnActivation::ReluSqr);
+  EXPECT_EQ(c.rope_dims, c.head_dim);
+  EXPECT_EQ(c.rope_style, RopeStyle::SplitHalves);
+  // The biases matter, and each one llama.cpp requires is required here, by name.
+  for (const char* bias : {"blk.1.attn_output.bias", "blk.2.ffn_up.bias", "blk.3.ffn_down.bias"}) {
+    GgufEdit drop;
+    drop.drop_tensor = bias;
+    const std::string edited = scratch(fmt::format("arch_jais2_without_{}.gguf", bias));
+    copy_gguf(file, edited, drop);
+    try {
+      Model::load(edited, f32_caches());
+      ADD_FAILURE() << bias << " was not required";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(bias), std::string::npos) << e.what();
+    }
+  }
+  // The same file read as nemotron is refused for its tied head.
+  GgufEdit as_nemotron;
+  as_nemotron.rename_arch = "nemotron";
+  copy_gguf(file, scratch("arch_jais2_as_nemotron.gguf"), as_nemotron);
+  EXPECT_THROW(Model::load(scratch("arch_jais2_as_nemotron.gguf"), f32_caches()), Error);
+}
+
+TEST(Architectures, Spark25GatesEachHeadAndRotatesItsWindowsOwnDims) {
+  // spark2_5 (Spark-X 2.5): llama's block with a sigmoid gate per head (attn_gate, n_embd -> n_head)
+  // on the attention's output, windows of 4 on the flagged layers rotating rope.dimension_count_swa
+  // dims with their own base, a GELU-gated MLP, a tied head; F32 and F16 weights against the reference.
+  for (DType t : {DType::F32, DType::F16}) {
+    SynthSpec s = synth_spec("spark2_5-tiny");
+    s.type = t;
+    check_against_reference(s, fmt::format("arch_spark2_5-tiny_{}.gguf", dtype_name(t)));
+  }
+  const std::string file = scratch("arch_spark2_5-tiny_F32.gguf");
+  auto m = Model::load(file, f32_caches());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, Arch::Spark25);
+  EXPECT_TRUE(c.attn_gate_per_head);
+  EXPECT_EQ(c.ffn_act, FfnActivation::GeluTanh);
+  EXPECT_TRUE(c.tied_output);
+  EXPECT_FLOAT_EQ(c.rope_freq_base_swa, 1000.0f);
+  for (int l = 0; l < 4; ++l) {
+    EXPECT_EQ(c.window(l), l == 1 ? 0 : 4) << l;
+    EXPECT_EQ(c.rope_dims_at(l), l == 1 ? 16 : 8) << l;
+    EXPECT_TRUE(c.has_rope(l)) << l;
+  }
+  // The local layers' own dims matter: without the key they rotate all 16.
+  GgufEdit whole;
+  whole.drop_key = "spark2_5.rope.dimension_count_swa";
+  copy_gguf(file, scratch("arch_spark2_5_whole_rope.gguf"), whole);
+  EXPECT_GT(logit_change(file, scratch("arch_spark2_5_whole_rope.gguf")), 1e-3);
+  // The gate is required, and so are the window and its per-layer flags.
+  GgufEdit no_gate;
+  no_gate.drop_tensor = "blk.2.attn_gate.weight";
+  copy_gguf(file, scratch("arch_spark2_5_no_gate.gguf"), no_gate);
+  EXPECT_THROW(Model::load(scratch("arch_spark2_5_no_gate.gguf"), f32_caches()), Error);
+  GgufEdit period;
+  period.set_u32 = {{"spark2_5.attention.sliding_window_pattern", 4}};
+  copy_gguf(file, scratch("arch_spark2_5_period.gguf"), period);
+  try {
+    Model::load(scratch("arch_spark2_5_period.gguf"), f32_caches());
+    ADD_FAILURE() << "a period in place of the flags was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("must be an array of one flag per layer"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Architectures, AlibiArchitecturesMatchReference) {

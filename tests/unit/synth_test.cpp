@@ -54,9 +54,9 @@ TEST(Synth, PresetsAreListedAndUnknownOnesRejected) {
   // dots1-tiny, glm4moe-tiny, ernie4_5-moe-tiny, bailingmoe2-tiny, hunyuan-moe-tiny, minimax-m2-tiny,
   // gpt-oss-tiny, starcoder-tiny, bloom-tiny, mpt-tiny, refact-tiny, jais-tiny, falcon-tiny, falcon40b-tiny,
   // olmo-tiny, baichuan-tiny, baichuan13b-tiny, dbrx-tiny, phimoe-tiny, qwen-tiny, xverse-tiny, orion-tiny,
-  // codeshell-tiny, plamo-tiny, chatglm-tiny, exaone-moe-tiny, lfm2-tiny, lfm2-swa-tiny, lfm2moe-tiny, smallthinker-tiny, smallthinker-swa-tiny, qwen35-tiny, qwen35-mix-tiny, qwen35moe-tiny, qwen35-mtp-tiny, qwen35moe-mtp-tiny, qwen35-mtp-only-tiny, glm4moe-mtp-tiny, deepseek2-mtp-tiny, eagle3-tiny, eagle3-d2t-tiny, granitehybrid-tiny, granitehybrid-moe-tiny, mamba2-tiny, nemotron_h-tiny, arcee-tiny, nemotron-tiny, mistral3-tiny, deepseek2-tiny,
+  // codeshell-tiny, plamo-tiny, chatglm-tiny, exaone-moe-tiny, lfm2-tiny, lfm2-swa-tiny, lfm2moe-tiny, smallthinker-tiny, smallthinker-swa-tiny, qwen35-tiny, qwen35-mix-tiny, qwen35moe-tiny, qwen35-mtp-tiny, qwen35moe-mtp-tiny, qwen35-mtp-only-tiny, glm4moe-mtp-tiny, deepseek2-mtp-tiny, eagle3-tiny, eagle3-d2t-tiny, granitehybrid-tiny, granitehybrid-moe-tiny, mamba2-tiny, nemotron_h-tiny, arcee-tiny, nemotron-tiny, jais2-tiny, maple-tiny, spark2_5-tiny, mistral3-tiny, deepseek2-tiny,
   // deepseek2-lite-tiny, qwen3moe-target, deepseek2-target
-  ASSERT_EQ(presets.size(), 109u);
+  ASSERT_EQ(presets.size(), 112u);
   for (const std::string& p : presets) {
     const std::string name = p.substr(0, p.find(':'));
     EXPECT_NO_THROW(synth_spec(name)) << name;
