@@ -87,6 +87,7 @@
 
 #include <cmath>
 #include <functional>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -466,6 +467,20 @@ ModelWeights bind_dflash(const GGUFFile& file, const ModelConfig& c) {
 
 ModelWeights bind_weights(const GGUFFile& file, const ModelConfig& c) {
   const TensorBinder b(file);
+  // llama.cpp multiplies the products of a weight X.weight by X.scale (one value, or one per expert)
+  // wherever a file has one, for every architecture (its loader's generic pass: NVFP4 conversions'
+  // second-level scales, talkie's gains). specmoe does not apply them, so such a file is refused
+  // rather than computed without them.
+  for (const GGUFTensorInfo& t : file.tensors()) {
+    constexpr std::string_view kScale = ".scale";
+    const std::string& n = t.name;
+    if (n.size() > kScale.size() && n.compare(n.size() - kScale.size(), kScale.size(), kScale) == 0 &&
+        file.find_tensor(n.substr(0, n.size() - kScale.size()) + ".weight") != nullptr)
+      throw_error(ErrorKind::Unsupported,
+                  "{}: tensor '{}': per-tensor weight scales (llama.cpp multiplies {}.weight's products by it) are not "
+                  "supported",
+                  file.path(), n, n.substr(0, n.size() - kScale.size()));
+  }
   if (c.is_eagle3()) return bind_eagle3(file, c);
   if (c.is_dflash()) return bind_dflash(file, c);
   const bool gpt2 = c.learned_positions();  // gpt2, starcoder

@@ -73,6 +73,7 @@ struct GgufEdit {
   std::vector<std::pair<std::string, bool>> set_bool;
   std::vector<std::pair<std::string, float>> set_f32;
   std::string rename_arch;                 // general.architecture and every "<arch>." key renamed to it
+  std::vector<std::pair<std::string, std::vector<float>>> add_f32;  // more 1-D F32 tensors
 };
 
 void copy_gguf(const std::string& src, const std::string& dst, const GgufEdit& e) {
@@ -101,6 +102,8 @@ void copy_gguf(const std::string& src, const std::string& dst, const GgufEdit& e
     if (t.name == e.transpose_tensor) std::swap(ne[0], ne[1]);
     w.add_tensor(t.name, t.type, ne, std::span<const uint8_t>(t.data, t.nbytes));
   }
+  for (const auto& [name, values] : e.add_f32)
+    w.add_tensor_f32(name, DType::F32, {static_cast<int64_t>(values.size())}, values);
   w.write(dst);
 }
 
@@ -1174,6 +1177,30 @@ TEST(Architectures, Jais2IsNemotronsBlockWithRequiredBiasesAndATiedHead) {
   as_nemotron.rename_arch = "nemotron";
   copy_gguf(file, scratch("arch_jais2_as_nemotron.gguf"), as_nemotron);
   EXPECT_THROW(Model::load(scratch("arch_jais2_as_nemotron.gguf"), f32_caches()), Error);
+}
+
+TEST(ModelLoad, PerTensorWeightScalesAreRefused) {
+  // A weight's X.scale beside X.weight is a factor llama.cpp applies to its products (NVFP4
+  // conversions, talkie); specmoe does not, so it refuses the file and names the tensor. A .scale
+  // tensor of no weight is left to the architecture's own binding.
+  SynthSpec s = synth_spec("tiny");
+  s.type = DType::F32;
+  const std::string file = scratch("scale_base.gguf");
+  synth_write(s, file, 42);
+  GgufEdit scaled;
+  scaled.add_f32 = {{"blk.1.attn_output.scale", {0.5f}}};
+  copy_gguf(file, scratch("scale_attn_output.gguf"), scaled);
+  try {
+    Model::load(scratch("scale_attn_output.gguf"), f32_caches());
+    ADD_FAILURE() << "a weight scale was ignored";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("'blk.1.attn_output.scale'"), std::string::npos) << e.what();
+  }
+  GgufEdit stray;
+  stray.add_f32 = {{"blk.1.unrelated.scale", {0.5f}}};
+  copy_gguf(file, scratch("scale_stray.gguf"), stray);
+  EXPECT_NO_THROW(Model::load(scratch("scale_stray.gguf"), f32_caches()));
 }
 
 TEST(Architectures, Spark25GatesEachHeadAndRotatesItsWindowsOwnDims) {
