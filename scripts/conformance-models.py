@@ -529,11 +529,8 @@ def afmoe(path, dtype):
     d, L, H, Hkv, hd, E, k, ff, dense_ff = 256, 4, 4, 2, 64, 16, 4, 256, 512
     m = Model(path, "afmoe", 44, dtype)
     m.common(d, L, H, Hkv, eps=1e-5, embd_scale=1.0)
-    m.u32("feed_forward_length", dense_ff)
+    m.moe(dense_ff, E, k, ff)
     m.u32("leading_dense_block_count", 1)
-    m.u32("expert_feed_forward_length", ff)
-    m.u32("expert_count", E)
-    m.u32("expert_used_count", k)
     m.u32("expert_shared_count", 1)
     m.w.add_bool("afmoe.expert_weights_norm", True)
     m.f32("expert_weights_scale", 2.5)
@@ -820,17 +817,19 @@ def layer_norms(m, p, d):
         bias(m, p + n + ".bias", d)
 
 
-def layer_norm_model(path, arch, seed, dtype, d, L, H, Hkv, ff, rope_dims, base):
+def layer_norm_model(path, arch, seed, dtype, d, L, H, Hkv, ff, rope_dims, base, tied=False):
     # The keys and global tensors of the LayerNorm architectures (stablelm, starcoder2, gptneox,
-    # phi2): LayerNorm's epsilon key, partial RoPE, output_norm with a bias, a separate head.
+    # phi2): LayerNorm's epsilon key, partial RoPE, output_norm with a bias, a separate head (tied:
+    # none, token_embd's rows of unit norm so that the tied head's logits stay O(1)).
     m = Model(path, arch, seed, dtype)
-    m.common(d, L, H, Hkv)
+    m.common(d, L, H, Hkv, embd_scale=1.0 if tied else None)
     m.f32("attention.layer_norm_epsilon", 1e-5)
     m.u32("feed_forward_length", ff)
     m.u32("rope.dimension_count", rope_dims)
     m.f32("rope.freq_base", base)
     bias(m, "output_norm.bias", d)
-    m.head(d)
+    if not tied:
+        m.head(d)
     return m
 
 
@@ -1194,13 +1193,7 @@ def nemotron(path, dtype, jais2=False):
     # to token_embd (no output.weight).
     d, L, H, Hkv, ff = 256, 4, 4, 2, 512
     if jais2:
-        m = Model(path, "jais2", 58, dtype)
-        m.common(d, L, H, Hkv, embd_scale=1.0)  # rows of unit norm: the tied head's logits stay O(1)
-        m.f32("attention.layer_norm_epsilon", 1e-5)
-        m.u32("feed_forward_length", ff)
-        m.u32("rope.dimension_count", d // H)
-        m.f32("rope.freq_base", 500000.0)
-        bias(m, "output_norm.bias", d)
+        m = layer_norm_model(path, "jais2", 58, dtype, d, L, H, Hkv, ff, d // H, 500000.0, tied=True)
     else:
         m = layer_norm_model(path, "nemotron", 40, dtype, d, L, H, Hkv, ff, 32, 10000.0)
     for l in range(L):
