@@ -36,7 +36,9 @@ bool multiplies(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0: case DType::Q4_1:
     case DType::Q5_0: case DType::Q5_1: case DType::IQ4_NL: case DType::Q2_K: case DType::Q3_K: case DType::Q4_K:
-    case DType::Q5_K: case DType::Q6_K: case DType::IQ4_XS: case DType::MXFP4: return true;
+    case DType::Q5_K: case DType::Q6_K: case DType::IQ4_XS: case DType::MXFP4: case DType::IQ2_XXS:
+    case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S: case DType::IQ1_S: case DType::IQ1_M:
+    case DType::TQ1_0: case DType::TQ2_0: return true;
     default: return false;
   }
 }

@@ -274,7 +274,7 @@ void GGUFFile::parse(bool with_tensors) {
       if (const char* known = ggml_type_name(type_id))
         throw_error(ErrorKind::Unsupported,
                     "{}: unsupported tensor type {} ({}) for tensor '{}' (supported: {})", path_, known, type_id,
-                    info.name, dtype_supported_names());
+                    info.name, dtype_readable_names());
       throw_error(ErrorKind::Unsupported, "{}: unknown tensor type {} for tensor '{}'", path_, type_id, info.name);
     }
     info.type = dt->type;

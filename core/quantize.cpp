@@ -207,6 +207,15 @@ uint32_t llama_file_type(DType type) {
     case DType::IQ4_XS: return 30;
     case DType::BF16: return 32;
     case DType::MXFP4: return 38;  // MOSTLY_MXFP4_MOE
+    case DType::IQ2_XXS: return 19;
+    case DType::IQ2_XS: return 20;
+    case DType::IQ3_XXS: return 23;
+    case DType::IQ1_S: return 24;
+    case DType::IQ3_S: return 26;
+    case DType::IQ2_S: return 28;
+    case DType::IQ1_M: return 31;
+    case DType::TQ1_0: return 36;
+    case DType::TQ2_0: return 37;
     case DType::I32:
     case DType::I64: break;  // no file type
   }

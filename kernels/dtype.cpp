@@ -38,6 +38,19 @@ constexpr std::array<DTypeInfo, 16> kTypes = {{
     {DType::MXFP4, "MXFP4", 32, 17},
     {DType::BF16, "BF16", 1, 2},
 }};
+// Formats read but never written (kernels/cpu/quant_iq.cpp has their layouts), outside kTypes so
+// that no name lookup offers them as a quantization target.
+constexpr std::array<DTypeInfo, 9> kReadTypes = {{
+    {DType::IQ2_XXS, "IQ2_XXS", 256, 66},
+    {DType::IQ2_XS, "IQ2_XS", 256, 74},
+    {DType::IQ3_XXS, "IQ3_XXS", 256, 98},
+    {DType::IQ1_S, "IQ1_S", 256, 50},
+    {DType::IQ3_S, "IQ3_S", 256, 110},
+    {DType::IQ2_S, "IQ2_S", 256, 82},
+    {DType::IQ1_M, "IQ1_M", 256, 56},
+    {DType::TQ1_0, "TQ1_0", 256, 54},
+    {DType::TQ2_0, "TQ2_0", 256, 66},
+}};
 // Integer element types, outside kTypes so that no name lookup offers them as a weight type.
 constexpr std::array<DTypeInfo, 2> kIntTypes = {{
     {DType::I32, "I32", 1, 4},
@@ -49,6 +62,8 @@ constexpr std::array<DTypeInfo, 2> kIntTypes = {{
 std::optional<DTypeInfo> dtype_info(uint32_t type_id) {
   for (const auto& t : kTypes)
     if (static_cast<uint32_t>(t.type) == type_id) return t;
+  for (const auto& t : kReadTypes)
+    if (static_cast<uint32_t>(t.type) == type_id) return t;
   for (const auto& t : kIntTypes)
     if (static_cast<uint32_t>(t.type) == type_id) return t;
   return std::nullopt;
@@ -56,6 +71,8 @@ std::optional<DTypeInfo> dtype_info(uint32_t type_id) {
 
 const DTypeInfo& dtype_info(DType type) {
   for (const auto& t : kTypes)
+    if (t.type == type) return t;
+  for (const auto& t : kReadTypes)
     if (t.type == type) return t;
   for (const auto& t : kIntTypes)
     if (t.type == type) return t;
@@ -83,6 +100,21 @@ const char* dtype_supported_names() {
     return s;
   }();
   return names.c_str();
+}
+
+const char* dtype_readable_names() {
+  static const std::string names = [] {
+    std::string s = dtype_supported_names();
+    for (const auto& t : kReadTypes) s += ", " + std::string(t.name);
+    return s;
+  }();
+  return names.c_str();
+}
+
+bool dtype_is_read_only(DType t) {
+  for (const auto& r : kReadTypes)
+    if (r.type == t) return true;
+  return false;
 }
 
 size_t dtype_row_bytes(DType type, int64_t n) {

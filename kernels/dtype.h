@@ -24,6 +24,18 @@ enum class DType : uint32_t {
   Q6_K = 14,
   IQ4_NL = 20,
   IQ4_XS = 23,
+  // Formats specmoe reads and multiplies but does not write (kernels/cpu/quant_iq.cpp): llama-quantize
+  // makes them, the 1- and 2-bit ones from an importance matrix. dtype_from_name leaves them out, so
+  // no quantization target or cache type names them.
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ3_XXS = 18,
+  IQ1_S = 19,
+  IQ3_S = 21,
+  IQ2_S = 22,
+  IQ1_M = 29,
+  TQ1_0 = 34,
+  TQ2_0 = 35,
   MXFP4 = 39,
   BF16 = 30,
   // Integer tensors (an EAGLE-3 head's d2t): read as data, never as weights of a matmul, never a
@@ -47,6 +59,11 @@ const char* dtype_name(DType type);
 std::optional<DType> dtype_from_name(std::string_view name);  // "f16", "Q8_0" (case-insensitive)
 // The supported type names in id order, comma separated ("F32, F16, Q4_0, ..."), for messages.
 const char* dtype_supported_names();
+// The same with the formats specmoe reads but does not write (IQ1_S ... TQ2_0), for a loader's
+// message about a tensor type it cannot read.
+const char* dtype_readable_names();
+// True for the formats specmoe reads but cannot produce.
+bool dtype_is_read_only(DType t);
 
 // Bytes of a row of n elements; n must be a multiple of the block size (checked, throws Error).
 size_t dtype_row_bytes(DType type, int64_t n);

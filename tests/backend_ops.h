@@ -317,7 +317,11 @@ inline std::vector<size_t> half_fields(DType t) {
     case DType::Q2_K: return {80, 82};
     case DType::Q3_K: return {108};
     case DType::Q6_K: return {208};
-    default: return {};
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ1_S: return {0};
+    case DType::TQ1_0: return {52};
+    case DType::TQ2_0: return {64};
+    default: return {};  // IQ1_M: its fp16 d is spread over four nibbles (make_matrix sets them)
   }
 }
 
@@ -335,7 +339,10 @@ inline HostMatrix make_matrix(DType type, int64_t n_in, int64_t n_out, uint64_t 
   m.bytes.assign(rb * static_cast<size_t>(n_out), 0);
   const std::vector<size_t> halves = half_fields(type);
   const bool e8m0 = type == DType::MXFP4;  // its scale is one E8M0 byte: 2^(e - 128)
-  if (fill == Fill::RandomCodes && (!halves.empty() || e8m0)) {
+  const bool iq1m = type == DType::IQ1_M;
+  // The read-only formats cannot be quantized here (kernels/cpu/quant_iq.cpp): random codes always.
+  if (dtype_is_read_only(type)) fill = Fill::RandomCodes;
+  if (fill == Fill::RandomCodes && (!halves.empty() || e8m0 || iq1m)) {
     SplitMix64 rng{seed};
     const DTypeInfo& info = dtype_info(type);
     for (int64_t j = 0; j < n_out; ++j) {
@@ -352,6 +359,13 @@ inline HostMatrix make_matrix(DType type, int64_t n_in, int64_t n_out, uint64_t 
           const float u = static_cast<float>(rng() >> 40) * (1.0f / 16777216.0f);
           const uint16_t h = fp32_to_fp16(0.01f + 0.09f * u);
           std::memcpy(row + blk * info.block_bytes + off, &h, 2);
+        }
+      if (iq1m)  // d in [0.01, 0.1): its 4 nibbles in the top of the scale words (bytes 49, 51, 53, 55)
+        for (size_t blk = 0; blk < dense / info.block_bytes; ++blk) {
+          const float u = static_cast<float>(rng() >> 40) * (1.0f / 16777216.0f);
+          const uint16_t h = fp32_to_fp16(0.01f + 0.09f * u);
+          uint8_t* b = row + blk * info.block_bytes;
+          for (int w = 0; w < 4; ++w) b[49 + 2 * w] = static_cast<uint8_t>((b[49 + 2 * w] & 0x0F) | (((h >> (4 * w)) & 0xF) << 4));
         }
     }
   } else {

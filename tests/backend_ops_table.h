@@ -23,12 +23,14 @@
 
 namespace specmoe::testing::ops {
 
-// Every tensor type of kernels/dtype.h; the Backend multiplies and looks up rows of each of them.
+// Every tensor type of kernels/dtype.h; the Backend multiplies and looks up rows of each of them
+// (the read-only i-quant and ternary formats from random codes: nothing here writes them).
 inline const std::vector<DType>& all_dtypes() {
-  static const std::vector<DType> types = {DType::F32,  DType::F16,  DType::BF16,   DType::Q8_0,  DType::Q4_0,
-                                           DType::Q4_1, DType::Q5_0, DType::Q5_1,   DType::IQ4_NL, DType::Q2_K,
-                                           DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,   DType::IQ4_XS,
-                                           DType::MXFP4};
+  static const std::vector<DType> types = {DType::F32,    DType::F16,   DType::BF16,    DType::Q8_0,  DType::Q4_0,
+                                           DType::Q4_1,   DType::Q5_0,  DType::Q5_1,    DType::IQ4_NL, DType::Q2_K,
+                                           DType::Q3_K,   DType::Q4_K,  DType::Q5_K,    DType::Q6_K,   DType::IQ4_XS,
+                                           DType::MXFP4,  DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS,
+                                           DType::IQ3_S,  DType::IQ1_S, DType::IQ1_M,   DType::TQ1_0,  DType::TQ2_0};
   return types;
 }
 

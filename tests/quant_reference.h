@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "kernels/iq_grids.h"
 
 namespace specmoe::testing {
 
@@ -140,6 +141,127 @@ inline std::vector<uint8_t> ref_random_blocks(DType type, std::mt19937& rng, int
       case DType::IQ4_XS: put(b, s * u(rng) * 0.00025f); break;                       // |ls - 32| <= 32
       case DType::MXFP4: b[0] = static_cast<uint8_t>(120 + rng() % 8); break;         // 2^-7 .. 2^0, |code| <= 6
       default: throw std::invalid_argument("quant_reference: not one of the new types");
+    }
+  }
+  return bytes;
+}
+
+// ---- The read-only i-quant and ternary formats (IQ2_XXS ... TQ2_0), element by element: the value
+// of element e (0..255) of the block at b, in double (exact: an fp16 d times a scale of at most
+// 5 bits times a magnitude of at most 6 bits). Written from ggml-common.h's block structs, with
+// the sign rule spelled as a loop rather than kernels/iq_grids.h's sign_byte.
+inline constexpr DType kReadOnlyQuantTypes[] = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
+                                                DType::IQ3_XXS, DType::IQ3_S,  DType::IQ1_S,
+                                                DType::IQ1_M,   DType::TQ1_0,  DType::TQ2_0};
+
+inline int ref_u16(const uint8_t* p) { return p[0] | (p[1] << 8); }
+// The 8 sign bits of a 7-bit index: the eighth keeps the number of minus signs even.
+inline int ref_signs7(int i) {
+  int ones = 0;
+  for (int k = 0; k < 7; ++k) ones += (i >> k) & 1;
+  return (i & 127) | ((ones % 2) << 7);
+}
+inline double ref_sign(int signs, int k) { return ((signs >> k) & 1) ? -1.0 : 1.0; }
+inline int ref_byte(uint64_t entry, int k) { return static_cast<int>((entry >> (8 * k)) & 0xFF); }
+
+inline double ref_iq_value(DType type, const uint8_t* b, int e) {
+  const int ib = e / 32, l = (e % 32) / 8, k = e % 8;  // sub-block, group of 8, place in it
+  switch (type) {
+    case DType::IQ2_XXS: {
+      const uint32_t idx = ref_u32(b + 2 + 8 * ib), aux = ref_u32(b + 6 + 8 * ib);
+      const double scale = ref_half(b) * (0.5 + (aux >> 28)) / 4;
+      const uint64_t g = iq::kIq2xxsGrid[(idx >> (8 * l)) & 255];
+      return scale * ref_byte(g, k) * ref_sign(ref_signs7((aux >> (7 * l)) & 127), k);
+    }
+    case DType::IQ2_XS: {
+      const int q = ref_u16(b + 2 + 2 * (4 * ib + l));
+      const int ls = l < 2 ? (b[66 + ib] & 15) : (b[66 + ib] >> 4);
+      return ref_half(b) * (0.5 + ls) / 4 * ref_byte(iq::kIq2xsGrid[q & 511], k) * ref_sign(ref_signs7(q >> 9), k);
+    }
+    case DType::IQ2_S: {
+      const int idx = b[2 + 4 * ib + l] | (((b[66 + ib] >> (2 * l)) & 3) << 8);
+      const int ls = l < 2 ? (b[74 + ib] & 15) : (b[74 + ib] >> 4);
+      return ref_half(b) * (0.5 + ls) / 4 * ref_byte(iq::kIq2sGrid[idx], k) * ref_sign(b[34 + 4 * ib + l], k);
+    }
+    case DType::IQ3_XXS: {
+      const uint32_t aux = ref_u32(b + 66 + 4 * ib);
+      const int entry = b[2 + 8 * ib + 2 * l + k / 4];  // two grid entries of 4 per group
+      const double scale = ref_half(b) * (0.5 + (aux >> 28)) / 2;
+      return scale * ref_byte(iq::kIq3xxsGrid[entry], k % 4) * ref_sign(ref_signs7((aux >> (7 * l)) & 127), k);
+    }
+    case DType::IQ3_S: {
+      const int j = 2 * l + k / 4;  // grid entry 0..7 of the sub-block
+      const int idx = b[2 + 8 * ib + j] | (((b[66 + ib] >> j) & 1) << 8);
+      const int ls = ib % 2 == 0 ? (b[106 + ib / 2] & 15) : (b[106 + ib / 2] >> 4);
+      return ref_half(b) * (1 + 2 * ls) * ref_byte(iq::kIq3sGrid[idx], k % 4) * ref_sign(b[74 + 4 * ib + l], k);
+    }
+    case DType::IQ1_S: {
+      const int qh = ref_u16(b + 34 + 2 * ib);
+      const int idx = b[2 + 4 * ib + l] | (((qh >> (3 * l)) & 7) << 8);
+      const double delta = (qh & 0x8000) ? -0.125 : 0.125;
+      const int v = static_cast<int8_t>(ref_byte(iq::kIq1sGrid[idx], k));
+      return ref_half(b) * (2 * ((qh >> 12) & 7) + 1) * (v + delta);
+    }
+    case DType::IQ1_M: {
+      // d: the top nibbles of the four scale words, lowest word first, as one fp16.
+      const int h = (ref_u16(b + 48) >> 12) | ((ref_u16(b + 50) >> 12) << 4) | ((ref_u16(b + 52) >> 12) << 8) |
+                    ((ref_u16(b + 54) >> 12) << 12);
+      const double d = fp16_to_fp32(static_cast<uint16_t>(h));
+      const int nib = (b[32 + 2 * ib + l / 2] >> (4 * (l % 2))) & 15;
+      const int idx = b[4 * ib + l] | ((nib & 7) << 8);
+      const int sc = (ref_u16(b + 48 + 2 * (ib / 2)) >> (6 * (ib % 2) + 3 * (l / 2))) & 7;
+      const int v = static_cast<int8_t>(ref_byte(iq::kIq1sGrid[idx], k));
+      return d * (2 * sc + 1) * (v + ((nib & 8) ? -0.125 : 0.125));
+    }
+    case DType::TQ1_0: {
+      // Element e's byte and digit place: 5 digits per qs byte (32 bytes, then 16), 4 per qh byte.
+      int byte, digit;
+      if (e < 160) byte = e % 32, digit = e / 32;
+      else if (e < 240) byte = 32 + (e - 160) % 16, digit = (e - 160) / 16;
+      else byte = 48 + (e - 240) % 4, digit = (e - 240) / 4;
+      // The digit is the top base-3 digit of the byte times 3^digit (mod 256), as ggml decodes any byte.
+      int pow3 = 1;
+      for (int i = 0; i < digit; ++i) pow3 *= 3;
+      const int q = (b[byte] * pow3) & 0xFF;
+      return (((q * 3) >> 8) - 1) * ref_half(b + 52);
+    }
+    case DType::TQ2_0: {
+      const int half = e / 128, l2 = (e % 128) / 32, m = e % 32;
+      return (((b[32 * half + m] >> (2 * l2)) & 3) - 1) * ref_half(b + 64);
+    }
+    default: throw std::invalid_argument("quant_reference: not a read-only type");
+  }
+}
+
+// Random blocks of a read-only type with the scale fields set so values stay within about 0.1.
+inline std::vector<uint8_t> ref_random_iq_blocks(DType type, std::mt19937& rng, int64_t n_blocks, float size = 1.0f) {
+  const DTypeInfo& info = dtype_info(type);
+  std::vector<uint8_t> bytes(static_cast<size_t>(n_blocks) * info.block_bytes);
+  for (auto& v : bytes) v = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> u(0.5f, 1.0f);
+  auto put = [](uint8_t* p, float v) {
+    const uint16_t h = fp32_to_fp16(v);
+    p[0] = static_cast<uint8_t>(h & 0xff);
+    p[1] = static_cast<uint8_t>(h >> 8);
+  };
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    uint8_t* b = bytes.data() + i * info.block_bytes;
+    const float s = ((rng() & 1) ? -1.0f : 1.0f) * u(rng) * size;
+    switch (type) {
+      case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: put(b, s * 6e-4f); break;  // <= 31/8 * 43 d
+      case DType::IQ3_XXS: case DType::IQ3_S: put(b, s * 2e-4f); break;                      // <= 31/4 * 62 d, 31 * 15 d
+      case DType::IQ1_S: put(b, s * 6e-3f); break;                                            // <= 15 * 1.125 d
+      case DType::IQ1_M: {
+        const uint16_t h = fp32_to_fp16(s * 6e-3f);
+        for (int w = 0; w < 4; ++w) {
+          uint8_t* p = b + 48 + 2 * w;
+          p[1] = static_cast<uint8_t>((p[1] & 0x0F) | (((h >> (4 * w)) & 0xF) << 4));
+        }
+        break;
+      }
+      case DType::TQ1_0: put(b + 52, s * 0.02f); break;  // every value is 0 or +-d
+      case DType::TQ2_0: put(b + 64, s * 0.02f); break;
+      default: throw std::invalid_argument("quant_reference: not a read-only type");
     }
   }
   return bytes;

@@ -230,6 +230,10 @@ void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stri
     case DType::Q2_K: rows_with<ActQ8x256, KQ2_K>(w, acts, act_stride, T, y, j0, j1, 256); return;
     case DType::Q3_K: rows_with<ActQ8x256, KQ3_K>(w, acts, act_stride, T, y, j0, j1, 256); return;
     case DType::IQ4_XS: rows_with<ActQ8x256, KIQ4_XS>(w, acts, act_stride, T, y, j0, j1, 256); return;
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ1_S: case DType::IQ1_M: case DType::TQ1_0: case DType::TQ2_0:
+      matmul_iq_rows(w, acts, act_stride, T, y, j0, j1);
+      return;
     default: throw_error(ErrorKind::Runtime, "matmul: no row-major integer kernel for {}", dtype_name(w.type));
   }
 }

@@ -331,6 +331,15 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::IQ4_XS: dequant_iq4_xs(s, dst, n / QK_K); return;
     case DType::Q2_K: dequant_q2_K(s, dst, n / QK_K); return;
     case DType::Q3_K: dequant_q3_K(s, dst, n / QK_K); return;
+    case DType::IQ2_XXS: dequant_iq2_xxs(s, dst, n / QK_K); return;
+    case DType::IQ2_XS: dequant_iq2_xs(s, dst, n / QK_K); return;
+    case DType::IQ2_S: dequant_iq2_s(s, dst, n / QK_K); return;
+    case DType::IQ3_XXS: dequant_iq3_xxs(s, dst, n / QK_K); return;
+    case DType::IQ3_S: dequant_iq3_s(s, dst, n / QK_K); return;
+    case DType::IQ1_S: dequant_iq1_s(s, dst, n / QK_K); return;
+    case DType::IQ1_M: dequant_iq1_m(s, dst, n / QK_K); return;
+    case DType::TQ1_0: dequant_tq1_0(s, dst, n / QK_K); return;
+    case DType::TQ2_0: dequant_tq2_0(s, dst, n / QK_K); return;
     case DType::I32:
     case DType::I64: break;  // integers are no float data
   }
@@ -361,6 +370,10 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
     case DType::IQ4_XS: quant_iq4_xs(src, d, n / QK_K); return;
     case DType::Q2_K: quant_q2_K(src, d, n / QK_K); return;
     case DType::Q3_K: quant_q3_K(src, d, n / QK_K); return;
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ1_S: case DType::IQ1_M: case DType::TQ1_0: case DType::TQ2_0:
+      throw_error(ErrorKind::Unsupported, "quantize_row: specmoe reads {} but does not write it (llama-quantize does)",
+                  dtype_name(type));
     case DType::I32:
     case DType::I64: break;
   }

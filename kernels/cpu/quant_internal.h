@@ -62,6 +62,20 @@ void dequant_mxfp4(const uint8_t* __restrict src, float* __restrict y, int64_t n
 void dequant_iq4_xs(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
 void dequant_q2_K(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
 void dequant_q3_K(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
+// The read-only formats of quant_iq.cpp.
+void dequant_iq2_xxs(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
+void dequant_iq2_xs(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
+void dequant_iq2_s(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
+void dequant_iq3_xxs(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
+void dequant_iq3_s(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
+void dequant_iq1_s(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
+void dequant_iq1_m(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
+void dequant_tq1_0(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
+void dequant_tq2_0(const uint8_t* __restrict src, float* __restrict y, int64_t nb);
+// IQ1_M's fp16 d, spread over the top nibbles of its four scale words.
+float iq1_m_scale(const uint8_t* block);
+// Base-3 digit n (0..4, most significant first) of a TQ1_0 byte, 0..2.
+int tq1_digit(uint8_t byte, int n);
 void quant_q5_0(const float* x, uint8_t* dst, int64_t nb);
 void quant_q5_1(const float* x, uint8_t* dst, int64_t nb);
 void quant_iq4_nl(const float* x, uint8_t* dst, int64_t nb);

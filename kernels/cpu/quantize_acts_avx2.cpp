@@ -58,7 +58,16 @@ int64_t act_block_size(DType type) {
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
-    case DType::IQ4_XS: return 256;
+    case DType::IQ4_XS:
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
+    case DType::IQ1_S:
+    case DType::IQ1_M:
+    case DType::TQ1_0:
+    case DType::TQ2_0: return 256;
     default: return 0;
   }
 }

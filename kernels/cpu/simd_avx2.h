@@ -53,6 +53,9 @@ void prefetch_rows(const MatrixView& w, int64_t j0, int64_t j1);
 // activations at acts + t * act_stride.
 void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y,
                        int64_t j0, int64_t j1);
+// The same for the read-only i-quant and ternary formats (IQ2_XXS ... TQ2_0; matmul_iq_avx2.cpp).
+void matmul_iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y, int64_t j0,
+                    int64_t j1);
 // Packed weights (kernels/cpu/packed.h, matmul_packed_avx2.cpp): y[t * n_out + j] for rows
 // [j0, j1) (j0 a multiple of 16) and T tokens; `groups` holds the packed groups j0 / 16 ..
 // ceil(j1 / 16) - 1 of a matrix of n_in inputs; activations as for matmul_quant_rows.

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "kernels/dtype.h"
+#include "kernels/iq_grids.h"
 
 namespace specmoe::kernels::cuda::detail {
 
@@ -33,6 +34,25 @@ template <> struct QuantBlock<DType::Q2_K> { static constexpr int elems = 256, b
 template <> struct QuantBlock<DType::Q3_K> { static constexpr int elems = 256, bytes = 110; };  // hmask[32], qs[64], scales[12], d
 template <> struct QuantBlock<DType::IQ4_XS> { static constexpr int elems = 256, bytes = 136; };  // d, scales_h, scales_l[4], qs[128]
 template <> struct QuantBlock<DType::MXFP4> { static constexpr int elems = 32, bytes = 17; };  // e (E8M0), qs[16] (E2M1)
+// The read-only formats (kernels/cpu/quant_iq.cpp has their layouts).
+template <> struct QuantBlock<DType::IQ2_XXS> { static constexpr int elems = 256, bytes = 66; };
+template <> struct QuantBlock<DType::IQ2_XS> { static constexpr int elems = 256, bytes = 74; };
+template <> struct QuantBlock<DType::IQ2_S> { static constexpr int elems = 256, bytes = 82; };
+template <> struct QuantBlock<DType::IQ3_XXS> { static constexpr int elems = 256, bytes = 98; };
+template <> struct QuantBlock<DType::IQ3_S> { static constexpr int elems = 256, bytes = 110; };
+template <> struct QuantBlock<DType::IQ1_S> { static constexpr int elems = 256, bytes = 50; };
+template <> struct QuantBlock<DType::IQ1_M> { static constexpr int elems = 256, bytes = 56; };
+template <> struct QuantBlock<DType::TQ1_0> { static constexpr int elems = 256, bytes = 54; };
+template <> struct QuantBlock<DType::TQ2_0> { static constexpr int elems = 256, bytes = 66; };
+
+// The i-quant grids (kernels/iq_grids.h) in device memory, one copy per translation unit,
+// initialised at compile time.
+static __device__ const iq::Grid<uint64_t, 256> kDevIq2xxsGrid = iq::kIq2xxsGrid;
+static __device__ const iq::Grid<uint64_t, 512> kDevIq2xsGrid = iq::kIq2xsGrid;
+static __device__ const iq::Grid<uint64_t, 1024> kDevIq2sGrid = iq::kIq2sGrid;
+static __device__ const iq::Grid<uint32_t, 256> kDevIq3xxsGrid = iq::kIq3xxsGrid;
+static __device__ const iq::Grid<uint32_t, 512> kDevIq3sGrid = iq::kIq3sGrid;
+static __device__ const iq::Grid<uint64_t, 2048> kDevIq1sGrid = iq::kIq1sGrid;
 
 __device__ __forceinline__ float load_half(const uint8_t* p) {
   const unsigned short bits = static_cast<unsigned short>(p[0] | (p[1] << 8));  // little endian
@@ -250,6 +270,98 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, flo
       out[i] = dl * static_cast<float>(iq4_value(qs[i] & 0xF));
       out[i + 16] = dl * static_cast<float>(iq4_value(qs[i] >> 4));
     }
+  } else if constexpr (T == DType::IQ2_XXS || T == DType::IQ2_XS || T == DType::IQ2_S || T == DType::IQ3_XXS ||
+                       T == DType::IQ3_S || T == DType::IQ1_S || T == DType::IQ1_M) {
+    // Sub-block ib = c % 8 of a 256-element block: four groups of 8, each a grid entry's
+    // magnitudes (two entries of 4 for IQ3) with 8 sign bits, or (IQ1) grid values +- 1/8; the
+    // float steps are ggml's dequantize_row_* (kernels/cpu/quant_iq.cpp).
+    const uint8_t* b = row + (c / 8) * QuantBlock<T>::bytes;
+    const int ib = static_cast<int>(c % 8);
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      uint64_t mag = 0;  // 8 magnitudes (IQ1: int8 grid values)
+      uint32_t signs = 0;
+      float dl;
+      if constexpr (T == DType::IQ2_XXS) {
+        const uint32_t idx = load_u32(b + 2 + 8 * ib), aux = load_u32(b + 6 + 8 * ib);
+        dl = load_half(b) * (0.5f + static_cast<float>(aux >> 28)) * 0.25f;
+        mag = kDevIq2xxsGrid[(idx >> (8 * l)) & 255];
+        signs = iq::sign_byte(aux >> (7 * l));
+      } else if constexpr (T == DType::IQ2_XS) {
+        const uint32_t q = b[2 + 2 * (4 * ib + l)] | (b[3 + 2 * (4 * ib + l)] << 8);
+        const int sc = l < 2 ? (b[66 + ib] & 15) : (b[66 + ib] >> 4);
+        dl = load_half(b) * (0.5f + static_cast<float>(sc)) * 0.25f;
+        mag = kDevIq2xsGrid[q & 511];
+        signs = iq::sign_byte(q >> 9);
+      } else if constexpr (T == DType::IQ2_S) {
+        const int sc = l < 2 ? (b[74 + ib] & 15) : (b[74 + ib] >> 4);
+        dl = load_half(b) * (0.5f + static_cast<float>(sc)) * 0.25f;
+        mag = kDevIq2sGrid[b[2 + 4 * ib + l] | ((b[66 + ib] << (8 - 2 * l)) & 0x300)];
+        signs = b[34 + 4 * ib + l];
+      } else if constexpr (T == DType::IQ3_XXS) {
+        const uint32_t aux = load_u32(b + 66 + 4 * ib);
+        dl = load_half(b) * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
+        mag = kDevIq3xxsGrid[b[2 + 8 * ib + 2 * l]] |
+              (static_cast<uint64_t>(kDevIq3xxsGrid[b[3 + 8 * ib + 2 * l]]) << 32);
+        signs = iq::sign_byte(aux >> (7 * l));
+      } else if constexpr (T == DType::IQ3_S) {
+        const int qh = b[66 + ib];
+        const int sc = ib % 2 == 0 ? (b[106 + ib / 2] & 15) : (b[106 + ib / 2] >> 4);
+        dl = load_half(b) * static_cast<float>(1 + 2 * sc);
+        mag = kDevIq3sGrid[b[2 + 8 * ib + 2 * l] | (((qh >> (2 * l)) & 1) << 8)] |
+              (static_cast<uint64_t>(kDevIq3sGrid[b[3 + 8 * ib + 2 * l] | (((qh >> (2 * l + 1)) & 1) << 8)]) << 32);
+        signs = b[74 + 4 * ib + l];
+      } else if constexpr (T == DType::IQ1_S) {
+        const uint32_t qh = b[34 + 2 * ib] | (b[35 + 2 * ib] << 8);
+        dl = load_half(b) * static_cast<float>(2 * ((qh >> 12) & 7) + 1);
+        mag = kDevIq1sGrid[b[2 + 4 * ib + l] | (((qh >> (3 * l)) & 7) << 8)];
+        signs = qh & 0x8000 ? 1u : 0u;  // the shift's sign
+      } else {  // IQ1_M
+        const uint8_t* sc = b + 48;
+        const unsigned short bits = static_cast<unsigned short>(
+            ((sc[1] >> 4)) | ((sc[3] >> 4) << 4) | ((sc[5] >> 4) << 8) | ((sc[7] >> 4) << 12));
+        const float d = __half2float(__ushort_as_half(bits));
+        const uint32_t w = sc[2 * (ib / 2)] | (sc[2 * (ib / 2) + 1] << 8);
+        const uint32_t ls = (w >> (6 * (ib % 2) + 3 * (l / 2))) & 7;
+        dl = d * static_cast<float>(2 * ls + 1);
+        const uint32_t nib = (b[32 + 2 * ib + l / 2] >> (4 * (l % 2))) & 0xF;
+        mag = kDevIq1sGrid[b[4 * ib + l] | ((nib & 7) << 8)];
+        signs = nib & 8 ? 1u : 0u;
+      }
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const int byte = static_cast<int>((mag >> (8 * k)) & 0xFF);
+        if constexpr (T == DType::IQ1_S || T == DType::IQ1_M)
+          out[8 * l + k] = dl * (static_cast<float>(static_cast<int8_t>(byte)) + (signs ? -0.125f : 0.125f));
+        else
+          out[8 * l + k] = dl * static_cast<float>(byte) * (((signs >> k) & 1) ? -1.0f : 1.0f);
+      }
+    }
+  } else if constexpr (T == DType::TQ2_0) {
+    // Sub-block ib: bits 2 (ib % 4) of bytes 32 (ib / 4) .. +31, minus 1.
+    const uint8_t* b = row + (c / 8) * 66;
+    const int ib = static_cast<int>(c % 8);
+    const float d = load_half(b + 64);
+    const uint8_t* qs = b + 32 * (ib / 4);
+#pragma unroll
+    for (int m = 0; m < 32; ++m) out[m] = static_cast<float>(((qs[m] >> (2 * (ib % 4))) & 3) - 1) * d;
+  } else if constexpr (T == DType::TQ1_0) {
+    // Element e of the block: base-3 digit n of byte m (5 digits per byte of qs[0..47], 4 per qh
+    // byte), read as ggml does: the top digit of byte * 3^n (mod 256).
+    const uint8_t* b = row + (c / 8) * 54;
+    const int ib = static_cast<int>(c % 8);
+    const float d = load_half(b + 52);
+#pragma unroll 4
+    for (int i = 0; i < 32; ++i) {
+      const int e = 32 * ib + i;
+      int byte, n;
+      if (e < 160) byte = e % 32, n = e / 32;
+      else if (e < 240) byte = 32 + (e - 160) % 16, n = (e - 160) / 16;
+      else byte = 48 + (e - 240) % 4, n = (e - 240) / 4;
+      const int pow3 = n == 0 ? 1 : n == 1 ? 3 : n == 2 ? 9 : n == 3 ? 27 : 81;
+      const int q = (b[byte] * pow3) & 0xFF;
+      out[i] = static_cast<float>(((q * 3) >> 8) - 1) * d;
+    }
   } else {
     static_assert(T == DType::Q8_0, "dequant_chunk: not a quantized type");
   }
@@ -273,6 +385,15 @@ bool dispatch_quant(DType type, F&& f) {
     case DType::Q3_K: f(std::integral_constant<DType, DType::Q3_K>{}); return true;
     case DType::IQ4_XS: f(std::integral_constant<DType, DType::IQ4_XS>{}); return true;
     case DType::MXFP4: f(std::integral_constant<DType, DType::MXFP4>{}); return true;
+    case DType::IQ2_XXS: f(std::integral_constant<DType, DType::IQ2_XXS>{}); return true;
+    case DType::IQ2_XS: f(std::integral_constant<DType, DType::IQ2_XS>{}); return true;
+    case DType::IQ2_S: f(std::integral_constant<DType, DType::IQ2_S>{}); return true;
+    case DType::IQ3_XXS: f(std::integral_constant<DType, DType::IQ3_XXS>{}); return true;
+    case DType::IQ3_S: f(std::integral_constant<DType, DType::IQ3_S>{}); return true;
+    case DType::IQ1_S: f(std::integral_constant<DType, DType::IQ1_S>{}); return true;
+    case DType::IQ1_M: f(std::integral_constant<DType, DType::IQ1_M>{}); return true;
+    case DType::TQ1_0: f(std::integral_constant<DType, DType::TQ1_0>{}); return true;
+    case DType::TQ2_0: f(std::integral_constant<DType, DType::TQ2_0>{}); return true;
     default: return false;
   }
 }
@@ -296,6 +417,16 @@ inline void block_shape(DType type, int64_t& elems, int64_t& bytes) {
     case DType::Q3_K: elems = 256; bytes = 110; return;
     case DType::IQ4_XS: elems = 256; bytes = 136; return;
     case DType::MXFP4: elems = 32; bytes = 17; return;
+    case DType::IQ2_XXS: elems = 256; bytes = 66; return;
+    case DType::IQ2_XS: elems = 256; bytes = 74; return;
+    case DType::IQ2_S: elems = 256; bytes = 82; return;
+    case DType::IQ3_XXS: elems = 256; bytes = 98; return;
+    case DType::IQ3_S: elems = 256; bytes = 110; return;
+    case DType::IQ1_S: elems = 256; bytes = 50; return;
+    case DType::IQ1_M: elems = 256; bytes = 56; return;
+    case DType::TQ1_0: elems = 256; bytes = 54; return;
+    case DType::TQ2_0: elems = 256; bytes = 66; return;
+    default: break;
   }
   throw Error(ErrorKind::Unsupported, "cuda: tensor type id " + std::to_string(static_cast<uint32_t>(type)) +
                                           " is not supported by the CUDA kernels");
@@ -321,6 +452,16 @@ inline const char* type_name(DType type) {
     case DType::Q3_K: return "Q3_K";
     case DType::IQ4_XS: return "IQ4_XS";
     case DType::MXFP4: return "MXFP4";
+    case DType::IQ2_XXS: return "IQ2_XXS";
+    case DType::IQ2_XS: return "IQ2_XS";
+    case DType::IQ2_S: return "IQ2_S";
+    case DType::IQ3_XXS: return "IQ3_XXS";
+    case DType::IQ3_S: return "IQ3_S";
+    case DType::IQ1_S: return "IQ1_S";
+    case DType::IQ1_M: return "IQ1_M";
+    case DType::TQ1_0: return "TQ1_0";
+    case DType::TQ2_0: return "TQ2_0";
+    default: break;
   }
   return "unknown";
 }

@@ -11,6 +11,8 @@
 //   ./build/tests/bench_matmul --benchmark_filter='Q4_K'
 //   ./build/tests/bench_matmul --benchmark_filter='BM_Matmul/dtype:(6|7|10|11|20|23)/T:(1|8)/shape:0'
 //     (Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4 at 4096 x 4096; the label names the type)
+//   ./build/tests/bench_matmul --benchmark_filter='BM_Matmul/dtype:(16|17|18|19|21|22|29|34|35)/'
+//     (the read-only i-quant and ternary formats, random codes: IQ2_XXS ... TQ2_0)
 // BM_MatmulKernel: the micro-kernels with the weights hot in L2 (1536 x 128, the width of the
 // 1.5B target), one thread, per dtype, T = 1, 2, 4, 8, 16 and instruction set (0 scalar, 1 AVX2,
 // 2 AVX-512 VNNI, 3 AMX-INT8 where the CPU has them): multiply-adds per second when memory is not the limit,
@@ -24,6 +26,7 @@
 #include <algorithm>
 #include <memory>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -33,6 +36,7 @@
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/dtype.h"
+#include "quant_reference.h"
 
 using namespace specmoe;
 namespace cpu = specmoe::kernels::cpu;
@@ -72,6 +76,23 @@ void attach_packed(cpu::MatrixView& view, HugeBytes& store) {
   view.packed = store.data();
 }
 
+// n_out rows of N(0, 0.02^2) weights quantized to `type`; the read-only formats (nothing here
+// writes them) get random codes under scales of the same size (tests/quant_reference.h).
+void fill_weights(DType type, std::mt19937& rng, uint8_t* bytes, int64_t n_in, int64_t n_out) {
+  const size_t rb = dtype_row_bytes(type, n_in);
+  if (dtype_is_read_only(type)) {
+    const auto blocks = specmoe::testing::ref_random_iq_blocks(type, rng, n_out * n_in / 256, 0.2f);
+    std::memcpy(bytes, blocks.data(), blocks.size());
+    return;
+  }
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  std::vector<float> row(n_in);
+  for (int64_t j = 0; j < n_out; ++j) {
+    for (auto& v : row) v = dist(rng);
+    cpu::quantize_row(type, row.data(), bytes + j * rb, n_in);
+  }
+}
+
 const Weights& weights(DType type, int shape) {
   static std::vector<std::pair<std::pair<DType, int>, Weights>> cache;
   for (auto& [key, w] : cache)
@@ -81,12 +102,7 @@ const Weights& weights(DType type, int shape) {
   const size_t rb = dtype_row_bytes(type, n_in);
   std::vector<uint8_t> bytes(rb * n_out);
   std::mt19937 rng(1);
-  std::normal_distribution<float> dist(0.0f, 0.02f);
-  std::vector<float> row(n_in);
-  for (int64_t j = 0; j < n_out; ++j) {
-    for (auto& v : row) v = dist(rng);
-    cpu::quantize_row(type, row.data(), bytes.data() + j * rb, n_in);
-  }
+  fill_weights(type, rng, bytes.data(), n_in, n_out);
   const size_t n_copies = std::max<size_t>(1, (kMinBytes + bytes.size() - 1) / bytes.size());
   for (size_t c = 0; c < n_copies; ++c) w.copies.push_back(bytes);
   w.packed.resize(w.copies.size());
@@ -136,12 +152,8 @@ void BM_MatmulKernel(benchmark::State& state) {
   const size_t rb = dtype_row_bytes(type, n_in);
   std::vector<uint8_t> bytes(rb * n_out);
   std::mt19937 rng(3);
+  fill_weights(type, rng, bytes.data(), n_in, n_out);
   std::normal_distribution<float> dist(0.0f, 0.02f);
-  std::vector<float> row(n_in);
-  for (int64_t j = 0; j < n_out; ++j) {
-    for (auto& v : row) v = dist(rng);
-    cpu::quantize_row(type, row.data(), bytes.data() + j * rb, n_in);
-  }
   auto view = cpu::MatrixView::make(type, bytes.data(), n_in, n_out);
   HugeBytes packed;
   attach_packed(view, packed);
@@ -160,7 +172,8 @@ void BM_MatmulKernel(benchmark::State& state) {
 }
 
 void kernel_args(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                  DType::IQ2_XXS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_M})
     for (int64_t T : {1, 2, 4, 5, 8, 9, 16})
       for (int64_t isa : {1, 2, 3}) b->Args({static_cast<int64_t>(t), T, isa});
 }
@@ -168,7 +181,8 @@ void kernel_args(benchmark::internal::Benchmark* b) {
 void dtype_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K,
                   DType::Q5_K, DType::Q6_K, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q2_K, DType::Q3_K,
-                  DType::IQ4_XS, DType::MXFP4})
+                  DType::IQ4_XS, DType::MXFP4, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS,
+                  DType::IQ3_S, DType::IQ1_S, DType::IQ1_M, DType::TQ1_0, DType::TQ2_0})
     for (int64_t T : {1, 2, 4, 5, 8, 9, 16})
       for (int64_t shape : {0, 1, 2, 3, 4}) b->Args({static_cast<int64_t>(t), T, shape});
 }

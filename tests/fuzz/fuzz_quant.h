@@ -44,7 +44,9 @@ namespace specmoe::fuzz {
 inline constexpr DType kQuantTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,
                                         DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,   DType::Q3_K,
                                         DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS,
-                                        DType::MXFP4};  // appended: byte 0 below 15 keeps its type
+                                        DType::MXFP4,                                     // appended: byte 0 below 15 keeps its type
+                                        DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S,
+                                        DType::IQ1_S, DType::IQ1_M, DType::TQ1_0, DType::TQ2_0};  // read only
 
 // Byte offsets of the fp16 scales in one block (ggml-common.h block_* structs).
 inline std::vector<size_t> fp16_scale_offsets(DType t) {
@@ -54,8 +56,17 @@ inline std::vector<size_t> fp16_scale_offsets(DType t) {
     case DType::Q2_K: return {80, 82};
     case DType::Q3_K: return {108};
     case DType::Q6_K: return {208};
-    default: return {};
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ1_S: return {0};
+    case DType::TQ1_0: return {52};
+    case DType::TQ2_0: return {64};
+    default: return {};  // IQ1_M: its fp16 d is the top nibbles of bytes 49, 51, 53, 55 (iq1_m_half)
   }
+}
+
+// IQ1_M's fp16 d, gathered from the top nibbles of its four scale words.
+inline uint16_t iq1_m_half(const uint8_t* blk) {
+  return static_cast<uint16_t>((blk[49] >> 4) | ((blk[51] >> 4) << 4) | ((blk[53] >> 4) << 8) | ((blk[55] >> 4) << 12));
 }
 
 // The block size of the 8-bit activations the AVX2 integer path multiplies with (0: that path
@@ -67,6 +78,8 @@ inline int64_t act_block_of(DType type, kernels::cpu::Isa isa) {
     case DType::MXFP4:
       return 32;
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::IQ4_XS:
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ1_S: case DType::IQ1_M: case DType::TQ1_0: case DType::TQ2_0:
       return 256;
     default: return 0;
   }
@@ -183,6 +196,7 @@ inline Outcome run_quant(std::span<const uint8_t> bytes) {
     } else {
       // MXFP4: the E8M0 byte e scales the doubled codes (at most 12) by 2^(e - 128), ggml's half scale.
       bool scales_finite = type != DType::MXFP4 || std::isfinite(std::ldexp(12.0f, static_cast<int>(blk[0]) - 128));
+      if (type == DType::IQ1_M) scales_finite = std::isfinite(fp16_to_fp32(iq1_m_half(blk)));
       for (size_t off : fp16_scale_offsets(type)) {
         uint16_t h;
         std::memcpy(&h, blk + off, 2);
@@ -299,8 +313,9 @@ inline Outcome run_quant(std::span<const uint8_t> bytes) {
     }
   }
 
-  // The quantizers on the decoded rows (finite, magnitudes an fp16 scale can express).
-  if (finite_weights) {
+  // The quantizers on the decoded rows (finite, magnitudes an fp16 scale can express); the
+  // read-only formats have none.
+  if (finite_weights && !dtype_is_read_only(type)) {
     float amax = 0.0f;
     for (float v : deq) amax = std::max(amax, std::fabs(v));
     if (amax <= 6e4f) {

@@ -53,8 +53,11 @@ void expect_matches(const std::vector<float>& got, const std::vector<float>& ref
   EXPECT_TRUE(v.ok) << what << ": " << v.message;
 }
 
-const DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1,   DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
-                             DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
+const DType kQuantTypes[] = {DType::Q8_0,  DType::Q4_0,    DType::Q4_1,   DType::Q5_0,  DType::Q5_1,
+                             DType::IQ4_NL, DType::Q2_K,   DType::Q3_K,   DType::Q4_K,  DType::Q5_K,
+                             DType::Q6_K,  DType::IQ4_XS,  DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
+                             DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,  DType::IQ1_M, DType::TQ1_0,
+                             DType::TQ2_0};
 
 // ---------------------------------------------------------------------------------------------
 // Tests that run on any machine with the CUDA backend built (no device needed).

@@ -29,7 +29,12 @@ TEST(DType, TableMatchesGgml) {
                       {DType::BF16, 30, "BF16", 1, 2},     {DType::Q5_0, 6, "Q5_0", 32, 22},
                       {DType::Q5_1, 7, "Q5_1", 32, 24},    {DType::Q2_K, 10, "Q2_K", 256, 84},
                       {DType::Q3_K, 11, "Q3_K", 256, 110}, {DType::IQ4_NL, 20, "IQ4_NL", 32, 18},
-                      {DType::IQ4_XS, 23, "IQ4_XS", 256, 136}, {DType::MXFP4, 39, "MXFP4", 32, 17}};
+                      {DType::IQ4_XS, 23, "IQ4_XS", 256, 136}, {DType::MXFP4, 39, "MXFP4", 32, 17},
+                      {DType::IQ2_XXS, 16, "IQ2_XXS", 256, 66}, {DType::IQ2_XS, 17, "IQ2_XS", 256, 74},
+                      {DType::IQ3_XXS, 18, "IQ3_XXS", 256, 98}, {DType::IQ1_S, 19, "IQ1_S", 256, 50},
+                      {DType::IQ3_S, 21, "IQ3_S", 256, 110},    {DType::IQ2_S, 22, "IQ2_S", 256, 82},
+                      {DType::IQ1_M, 29, "IQ1_M", 256, 56},     {DType::TQ1_0, 34, "TQ1_0", 256, 54},
+                      {DType::TQ2_0, 35, "TQ2_0", 256, 66}};
   for (const auto& r : rows) {
     SCOPED_TRACE(r.name);
     auto info = dtype_info(r.id);
@@ -41,7 +46,9 @@ TEST(DType, TableMatchesGgml) {
     EXPECT_EQ(dtype_info(r.t).block_bytes, r.bytes);
     EXPECT_STREQ(dtype_name(r.t), r.name);
   }
-  for (uint32_t id : {4u, 9u, 15u, 16u, 21u, 29u, 31u, 77u, 0xffffffffu}) EXPECT_FALSE(dtype_info(id).has_value()) << id;
+  // Q8_1 and Q8_K (activation formats), I8, I16, F64, removed ids, NVFP4, Q1_0, Q2_0, unknown.
+  for (uint32_t id : {4u, 9u, 15u, 24u, 25u, 28u, 31u, 40u, 41u, 42u, 77u, 0xffffffffu})
+    EXPECT_FALSE(dtype_info(id).has_value()) << id;
 }
 
 TEST(DType, FromNameIsCaseInsensitive) {
