@@ -71,11 +71,10 @@ void dequant_q4_0(const uint8_t* __restrict src, float* __restrict y, int64_t nb
   for (int64_t b = 0; b < nb; ++b, src += 18, y += QK) {
     const float d = half_to_float(load_u16(src));
     const uint8_t* qs = src + 2;
-    // (q - 8) * d == q * d - 8 * d exactly: d has 11 significant bits and q 4, so both products
-    // and their difference are exact in float; this form vectorises better.
-    const float m = -8.0f * d;
-    for (int j = 0; j < 16; ++j) y[j] = static_cast<float>(qs[j] & 0xF) * d + m;
-    for (int j = 0; j < 16; ++j) y[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
+    // (q - 8) * d as ggml computes it: code 8 under a negative d gives -0.0 (q * d - 8 * d would
+    // give +0.0, the same value but not the same bits, which `quantize` to F32 would write).
+    for (int j = 0; j < 16; ++j) y[j] = static_cast<float>((qs[j] & 0xF) - 8) * d;
+    for (int j = 0; j < 16; ++j) y[j + 16] = static_cast<float>((qs[j] >> 4) - 8) * d;
   }
 }
 

@@ -50,6 +50,8 @@ TEST(QuantBlocks, Q4_0HandMade) {
     EXPECT_EQ(y[j + 16], (7 - j) * 0.5f) << j;   // element j+16: high nibble of byte j
     EXPECT_EQ(y[32 + j], -14.0f);
     EXPECT_EQ(y[48 + j], 0.0f);
+    EXPECT_TRUE(std::signbit(y[48 + j])) << j;  // (8 - 8) * -2 is -0.0 in ggml's order
+    EXPECT_FALSE(std::signbit(y[8])) << j;      // (8 - 8) * 0.5
   }
   EXPECT_EQ(y[0], -4.0f);
   EXPECT_EQ(y[16], 3.5f);
