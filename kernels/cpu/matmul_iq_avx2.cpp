@@ -1,18 +1,25 @@
 // AVX2 integer matmul kernels for the read-only 256-element formats of quant_iq.cpp (IQ2_XXS,
 // IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0) against Q8_K-style activations
 // (ActQ8x256), the pairing of llama.cpp's ggml_vec_dot_*_q8_K. Each 32-element sub-block is
-// decoded once per row block into 32 signed int8 values v and an int16 scale per half, so that
-//   value = block scale * (scale of the half) * v
+// decoded into 32 magnitudes u, 32 signs s (bytes of +-1, or the values themselves where they can
+// be 0) and an int16 scale per half, so that
+//   value = block scale * (scale of the half) * v,   v = u * sign(s)
 // exactly: IQ2_* v = +-grid, scale 2 ls + 1, block scale d / 8; IQ3_XXS the same with d / 4;
 // IQ3_S v = +-grid, scale 2 ls + 1, d; IQ1_* v = 8 grid +- 1, scale 2 ls + 1, d / 8; TQ* v = q - 1,
-// scale 1, d. The dot of a sub-block with a token is then exact in integers (maddubs of |v| with the
-// activations signed by v: pairs of at most 2 * 62 * 127 < 2^15; times a scale <= 31 and summed
+// scale 1, d. The dot of a sub-block with a token is then exact in integers (maddubs of u with the
+// activations signed by s: pairs of at most 2 * 62 * 127 < 2^15; times a scale <= 31 and summed
 // over a block, below 2^25) and one fmadd per block adds it to the token's accumulator. The AVX-512
 // machines run these same kernels.
+//
+// Decoding (grid lookups, sign tables) costs several times the dot itself. One token decodes and
+// multiplies in one pass; a batch (a verify step, a prompt) decodes each row once into a buffer
+// that stays in L1/L2 and multiplies every token from it, so the decoding is paid once per row
+// instead of once per group of tokens. The results are the same either way, bit for bit.
 #include <immintrin.h>
 
 #include <array>
 #include <cstring>
+#include <vector>
 
 #include "base/error.h"
 #include "kernels/cpu/matmul_quant_avx2.h"
@@ -33,22 +40,31 @@ constexpr std::array<uint8_t, 128> kSigns = [] {
   return t;
 }();
 
-// 0xFF in byte k of the result where bit k of `bits` is set (k = 0..31).
-inline __m256i bit_mask(uint32_t bits) {
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), spread);
-  return _mm256_cmpeq_epi8(_mm256_and_si256(b, select), select);
+// The 8 signs of a sign byte as bytes of -1 (bit set) or +1: kSignsPm for a whole byte,
+// kSigns7Pm for a 7-bit index (its eighth sign by the parity rule).
+constexpr std::array<uint64_t, 256> kSignsPm = [] {
+  std::array<uint64_t, 256> t{};
+  for (uint32_t i = 0; i < 256; ++i)
+    for (int k = 0; k < 8; ++k) t[i] |= static_cast<uint64_t>((i >> k) & 1 ? 0xFF : 0x01) << (8 * k);
+  return t;
+}();
+constexpr std::array<uint64_t, 128> kSigns7Pm = [] {
+  std::array<uint64_t, 128> t{};
+  for (uint32_t i = 0; i < 128; ++i) t[i] = kSignsPm[kSigns[i]];
+  return t;
+}();
+inline __m256i signs4(const std::array<uint64_t, 256>& t, uint32_t b0, uint32_t b1, uint32_t b2, uint32_t b3) {
+  return _mm256_set_epi64x(static_cast<int64_t>(t[b3]), static_cast<int64_t>(t[b2]), static_cast<int64_t>(t[b1]),
+                           static_cast<int64_t>(t[b0]));
 }
-// g negated where the sign bit of its byte is set.
-inline __m256i apply_signs(__m256i g, uint32_t bits) {
-  const __m256i m = bit_mask(bits);
-  return _mm256_sub_epi8(_mm256_xor_si256(g, m), m);
+// The four 7-bit sign fields of aux (bits 0-27).
+inline __m256i seven_bit_signs(uint32_t aux) {
+  return _mm256_set_epi64x(static_cast<int64_t>(kSigns7Pm[(aux >> 21) & 127]),
+                           static_cast<int64_t>(kSigns7Pm[(aux >> 14) & 127]),
+                           static_cast<int64_t>(kSigns7Pm[(aux >> 7) & 127]), static_cast<int64_t>(kSigns7Pm[aux & 127]));
 }
-inline uint32_t seven_bit_signs(uint32_t aux) {
-  return kSigns[aux & 127] | (kSigns[(aux >> 7) & 127] << 8) | (kSigns[(aux >> 14) & 127] << 16) |
-         (static_cast<uint32_t>(kSigns[(aux >> 21) & 127]) << 24);
+inline __m256i signs_of_bytes(uint32_t four) {
+  return signs4(kSignsPm, four & 255, (four >> 8) & 255, (four >> 16) & 255, four >> 24);
 }
 template <size_t N>
 inline __m256i grid64(const iq::Grid<uint64_t, N>& g, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
@@ -61,17 +77,17 @@ inline __m256i halves16(int s0, int s1) {
 }
 inline float half_at(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
 
-// One format: Fmt(block) reads the block's fields, d() is its block scale, sub(ib, v, sv) decodes
-// sub-block ib (0..7).
+// One format: Fmt(block) reads the block's fields, d() is its block scale, sub(ib, u, s, sv)
+// decodes sub-block ib (0..7).
 struct Iq2xxs {
   static constexpr int kBytes = 66;
   const uint8_t* b;
   explicit Iq2xxs(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.125f; }
-  void sub(int ib, __m256i& v, __m256i& sv) const {
+  void sub(int ib, __m256i& u, __m256i& s, __m256i& sv) const {
     const uint32_t idx = load_u32(b + 2 + 8 * ib), aux = load_u32(b + 6 + 8 * ib);
-    v = apply_signs(grid64(iq::kIq2xxsGrid, idx & 255, (idx >> 8) & 255, (idx >> 16) & 255, idx >> 24),
-                    seven_bit_signs(aux));
+    u = grid64(iq::kIq2xxsGrid, idx & 255, (idx >> 8) & 255, (idx >> 16) & 255, idx >> 24);
+    s = seven_bit_signs(aux);
     sv = _mm256_set1_epi16(static_cast<short>(2 * (aux >> 28) + 1));
   }
 };
@@ -80,12 +96,12 @@ struct Iq2xs {
   const uint8_t* b;
   explicit Iq2xs(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.125f; }
-  void sub(int ib, __m256i& v, __m256i& sv) const {
+  void sub(int ib, __m256i& u, __m256i& s, __m256i& sv) const {
     uint16_t q[4];
     std::memcpy(q, b + 2 + 8 * ib, 8);
-    const uint32_t signs = kSigns[q[0] >> 9] | (kSigns[q[1] >> 9] << 8) | (kSigns[q[2] >> 9] << 16) |
-                           (static_cast<uint32_t>(kSigns[q[3] >> 9]) << 24);
-    v = apply_signs(grid64(iq::kIq2xsGrid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511), signs);
+    u = grid64(iq::kIq2xsGrid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511);
+    s = _mm256_set_epi64x(static_cast<int64_t>(kSigns7Pm[q[3] >> 9]), static_cast<int64_t>(kSigns7Pm[q[2] >> 9]),
+                          static_cast<int64_t>(kSigns7Pm[q[1] >> 9]), static_cast<int64_t>(kSigns7Pm[q[0] >> 9]));
     const int sc = b[66 + ib];
     sv = halves16(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1);
   }
@@ -95,12 +111,12 @@ struct Iq2s {
   const uint8_t* b;
   explicit Iq2s(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.125f; }
-  void sub(int ib, __m256i& v, __m256i& sv) const {
+  void sub(int ib, __m256i& u, __m256i& s, __m256i& sv) const {
     const uint8_t* qs = b + 2 + 4 * ib;
     const uint32_t qh = b[66 + ib];
-    v = apply_signs(grid64(iq::kIq2sGrid, qs[0] | ((qh << 8) & 0x300), qs[1] | ((qh << 6) & 0x300),
-                           qs[2] | ((qh << 4) & 0x300), qs[3] | ((qh << 2) & 0x300)),
-                    load_u32(b + 34 + 4 * ib));
+    u = grid64(iq::kIq2sGrid, qs[0] | ((qh << 8) & 0x300), qs[1] | ((qh << 6) & 0x300), qs[2] | ((qh << 4) & 0x300),
+               qs[3] | ((qh << 2) & 0x300));
+    s = signs_of_bytes(load_u32(b + 34 + 4 * ib));
     const int sc = b[74 + ib];
     sv = halves16(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1);
   }
@@ -116,11 +132,12 @@ struct Iq3xxs {
   const uint8_t* b;
   explicit Iq3xxs(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.25f; }
-  void sub(int ib, __m256i& v, __m256i& sv) const {
+  void sub(int ib, __m256i& u, __m256i& s, __m256i& sv) const {
     const uint8_t* qs = b + 2 + 8 * ib;
     const uint32_t aux = load_u32(b + 66 + 4 * ib);
     const uint32_t idx[8] = {qs[0], qs[1], qs[2], qs[3], qs[4], qs[5], qs[6], qs[7]};
-    v = apply_signs(grid32(iq::kIq3xxsGrid, idx), seven_bit_signs(aux));
+    u = grid32(iq::kIq3xxsGrid, idx);
+    s = seven_bit_signs(aux);
     sv = _mm256_set1_epi16(static_cast<short>(2 * (aux >> 28) + 1));
   }
 };
@@ -129,12 +146,13 @@ struct Iq3s {
   const uint8_t* b;
   explicit Iq3s(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b); }
-  void sub(int ib, __m256i& v, __m256i& sv) const {
+  void sub(int ib, __m256i& u, __m256i& s, __m256i& sv) const {
     const uint8_t* qs = b + 2 + 8 * ib;
     const uint32_t qh = b[66 + ib];
     uint32_t idx[8];
     for (int k = 0; k < 8; ++k) idx[k] = qs[k] | (((qh >> k) & 1) << 8);
-    v = apply_signs(grid32(iq::kIq3sGrid, idx), load_u32(b + 74 + 4 * ib));
+    u = grid32(iq::kIq3sGrid, idx);
+    s = signs_of_bytes(load_u32(b + 74 + 4 * ib));
     const int sc = ib % 2 == 0 ? (b[106 + ib / 2] & 15) : (b[106 + ib / 2] >> 4);
     sv = _mm256_set1_epi16(static_cast<short>(2 * sc + 1));
   }
@@ -150,12 +168,13 @@ struct Iq1s {
   const uint8_t* b;
   explicit Iq1s(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.125f; }
-  void sub(int ib, __m256i& v, __m256i& sv) const {
+  void sub(int ib, __m256i& u, __m256i& v, __m256i& sv) const {
     const uint8_t* qs = b + 2 + 4 * ib;
     const uint32_t qh = load_u16(b + 34 + 2 * ib);
     const __m256i g = grid64(iq::kIq1sGrid, qs[0] | ((qh & 7) << 8), qs[1] | (((qh >> 3) & 7) << 8),
                              qs[2] | (((qh >> 6) & 7) << 8), qs[3] | (((qh >> 9) & 7) << 8));
     v = iq1_values(g, _mm256_set1_epi64x(qh & 0x8000 ? kMinusOnes : kPlusOnes));
+    u = _mm256_sign_epi8(v, v);
     sv = _mm256_set1_epi16(static_cast<short>(2 * ((qh >> 12) & 7) + 1));
   }
 };
@@ -165,13 +184,14 @@ struct Iq1m {
   float scale;
   explicit Iq1m(const uint8_t* p) : b(p), scale(cpu::detail::iq1_m_scale(p) * 0.125f) {}
   float d() const { return scale; }
-  void sub(int ib, __m256i& v, __m256i& sv) const {
+  void sub(int ib, __m256i& u, __m256i& v, __m256i& sv) const {
     const uint8_t* qs = b + 4 * ib;
     const uint32_t h0 = b[32 + 2 * ib], h1 = b[33 + 2 * ib];
     const __m256i g = grid64(iq::kIq1sGrid, qs[0] | ((h0 & 7) << 8), qs[1] | (((h0 >> 4) & 7) << 8),
                              qs[2] | ((h1 & 7) << 8), qs[3] | (((h1 >> 4) & 7) << 8));
     auto shift = [](uint32_t nib) { return nib & 8 ? kMinusOnes : kPlusOnes; };
     v = iq1_values(g, _mm256_set_epi64x(shift(h1 >> 4), shift(h1), shift(h0 >> 4), shift(h0)));
+    u = _mm256_sign_epi8(v, v);
     const uint32_t sc = load_u16(b + 48 + 2 * (ib / 2)) >> (6 * (ib % 2));
     sv = halves16(2 * (sc & 7) + 1, 2 * ((sc >> 3) & 7) + 1);
   }
@@ -181,80 +201,153 @@ struct Tq2 {
   const uint8_t* b;
   explicit Tq2(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b + 64); }
-  void sub(int ib, __m256i& v, __m256i& sv) const {
+  void sub(int ib, __m256i& u, __m256i& v, __m256i& sv) const {
     const __m256i raw = loadu256(b + 32 * (ib / 4));
     const __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * (ib % 4)), _mm256_set1_epi8(3));
     v = _mm256_sub_epi8(q, _mm256_set1_epi8(1));
+    u = _mm256_sign_epi8(v, v);
     sv = _mm256_set1_epi16(1);
   }
 };
-// TQ1_0's base-3 digits do not vectorise as simply; the block is decoded once into 256 values.
+// TQ1_0: the block is decoded once into 256 values. A byte holds 5 (qs) or 4 (qh) base-3 digits;
+// digit n is the top "trit" of byte * 3^n (mod 256), i.e. 0, 1 or 2 as that product is below 86,
+// below 171 or above (ggml's ((q * 3) >> 8)); times 3 mod 256 is three byte additions.
 struct Tq1 {
   static constexpr int kBytes = 54;
   const uint8_t* b;
   alignas(32) int8_t vals[256];
+  static __m256i minus_one_plus_digit(__m256i q) {
+    const __m256i ge86 = _mm256_cmpeq_epi8(_mm256_max_epu8(q, _mm256_set1_epi8(86)), q);
+    const __m256i ge171 = _mm256_cmpeq_epi8(_mm256_max_epu8(q, _mm256_set1_epi8(static_cast<char>(171))), q);
+    return _mm256_sub_epi8(_mm256_sub_epi8(_mm256_set1_epi8(-1), ge86), ge171);  // masks are -1
+  }
+  static __m256i times3(__m256i q) { return _mm256_add_epi8(q, _mm256_add_epi8(q, q)); }
   explicit Tq1(const uint8_t* p) : b(p) {
-    int8_t* y = vals;
-    for (int n = 0; n < 5; ++n)
-      for (int m = 0; m < 32; ++m) *y++ = static_cast<int8_t>(cpu::detail::tq1_digit(p[m], n) - 1);
-    for (int n = 0; n < 5; ++n)
-      for (int m = 0; m < 16; ++m) *y++ = static_cast<int8_t>(cpu::detail::tq1_digit(p[32 + m], n) - 1);
-    for (int n = 0; n < 4; ++n)
-      for (int j = 0; j < 4; ++j) *y++ = static_cast<int8_t>(cpu::detail::tq1_digit(p[48 + j], n) - 1);
+    auto put = [&](int at, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(vals + at), v); };
+    __m256i q = loadu256(p);  // qs[0..31]: elements 32 n + m
+    for (int n = 0; n < 5; ++n, q = times3(q)) put(32 * n, minus_one_plus_digit(q));
+    // qs[32..47]: elements 160 + 16 n + m, in both halves so that digits n and n + 1 blend.
+    __m256i r = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32)));
+    __m256i d[5];
+    for (int n = 0; n < 5; ++n, r = times3(r)) d[n] = minus_one_plus_digit(r);
+    put(160, _mm256_blend_epi32(d[0], d[1], 0xF0));
+    put(192, _mm256_blend_epi32(d[2], d[3], 0xF0));
+    // qh[0..3]: elements 240 + 4 n + j, digit n of qh[j].
+    alignas(16) uint8_t h[16];
+    for (int j = 0; j < 4; ++j)
+      for (int n = 0, m = 1; n < 4; ++n, m *= 3) h[4 * n + j] = static_cast<uint8_t>(p[48 + j] * m);
+    const __m256i hd = minus_one_plus_digit(_mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(h))));
+    put(224, _mm256_blend_epi32(d[4], hd, 0xF0));
   }
   float d() const { return half_at(b + 52); }
-  void sub(int ib, __m256i& v, __m256i& sv) const {
+  void sub(int ib, __m256i& u, __m256i& v, __m256i& sv) const {
     v = _mm256_load_si256(reinterpret_cast<const __m256i*>(vals + 32 * ib));
+    u = _mm256_sign_epi8(v, v);
     sv = _mm256_set1_epi16(1);
   }
 };
 
-template <class Fmt, int G>
-void dot_iq(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* out) {
-  __m256 acc[G];
-  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+// One token: decode and multiply in one pass.
+template <class Fmt>
+float dot_iq_one(const uint8_t* w, const ActQ8x256* a, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, w += Fmt::kBytes) {
     const Fmt blk(w);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ++ib) {
+      __m256i u, s, sv;
+      blk.sub(ib, u, s, sv);
+      const __m256i p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(loadu256(a[b].qs + 32 * ib), s));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, sv));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(blk.d() * a[b].d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(acc);
+}
+
+// A decoded row: per sub-block its magnitudes, signs and scales, per block its scale.
+struct DecodedSub {
+  __m256i u, s, sv;
+};
+struct DecodedRow {
+  std::vector<DecodedSub> subs;  // over-aligned: C++17's allocator aligns it
+  std::vector<float> d;
+};
+template <class Fmt>
+void decode_row(const uint8_t* w, int64_t nb, DecodedRow& out) {
+  out.subs.resize(static_cast<size_t>(nb) * 8);
+  out.d.resize(static_cast<size_t>(nb));
+  DecodedSub* sub = out.subs.data();
+  for (int64_t b = 0; b < nb; ++b, w += Fmt::kBytes) {
+    const Fmt blk(w);
+    for (int ib = 0; ib < 8; ++ib, ++sub) blk.sub(ib, sub->u, sub->s, sub->sv);
+    out.d[b] = blk.d();
+  }
+}
+// G tokens against a decoded row, the same operations as dot_iq_one per token.
+template <int G>
+void dot_decoded(const DecodedRow& row, const ActQ8x256* const* a, int64_t nb, float* out) {
+  __m256 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  const DecodedSub* sub = row.subs.data();
+  for (int64_t b = 0; b < nb; ++b) {
     __m256i sumi[G];
     for (int g = 0; g < G; ++g) sumi[g] = _mm256_setzero_si256();
-    for (int ib = 0; ib < 8; ++ib) {
-      __m256i v, sv;
-      blk.sub(ib, v, sv);
-      const __m256i av = _mm256_sign_epi8(v, v);
+    for (int ib = 0; ib < 8; ++ib, ++sub) {
       for (int g = 0; g < G; ++g) {
-        const __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(loadu256(a[g][b].qs + 32 * ib), v));
-        sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(p, sv));
+        const __m256i p = _mm256_maddubs_epi16(sub->u, _mm256_sign_epi8(loadu256(a[g][b].qs + 32 * ib), sub->s));
+        sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(p, sub->sv));
       }
     }
-    const float d = blk.d();
     for (int g = 0; g < G; ++g)
-      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(d * a[g][b].d), _mm256_cvtepi32_ps(sumi[g]), acc[g]);
+      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(row.d[b] * a[g][b].d), _mm256_cvtepi32_ps(sumi[g]), acc[g]);
   }
   for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
 }
 
 template <class Fmt>
-struct K {
-  template <int G>
-  struct Run {
-    static void run(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* o) { dot_iq<Fmt, G>(w, a, nb, o); }
-  };
-};
+void iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y, int64_t j0, int64_t j1) {
+  const int64_t nb = w.n_in / 256;
+  prefetch_rows(w, j0, std::min(j1, j0 + kPrefetchRows));
+  auto act = [&](int64_t t) { return reinterpret_cast<const ActQ8x256*>(acts + t * act_stride); };
+  thread_local DecodedRow decoded;
+  for (int64_t j = j0; j < j1; ++j) {
+    if (j + kPrefetchRows < j1) prefetch_rows(w, j + kPrefetchRows, j + kPrefetchRows + 1);
+    if (T == 1) {
+      y[j] = dot_iq_one<Fmt>(w.row(j), act(0), nb);
+      continue;
+    }
+    decode_row<Fmt>(w.row(j), nb, decoded);
+    const ActQ8x256* ap[kGroup];
+    float r[kGroup];
+    for (int64_t t = 0; t < T; t += kGroup) {
+      const int64_t G = std::min<int64_t>(kGroup, T - t);
+      for (int64_t g = 0; g < G; ++g) ap[g] = act(t + g);
+      switch (G) {
+        case 4: dot_decoded<4>(decoded, ap, nb, r); break;
+        case 3: dot_decoded<3>(decoded, ap, nb, r); break;
+        case 2: dot_decoded<2>(decoded, ap, nb, r); break;
+        default: dot_decoded<1>(decoded, ap, nb, r); break;
+      }
+      for (int64_t g = 0; g < G; ++g) y[(t + g) * w.n_out + j] = r[g];
+    }
+  }
+}
 
 }  // namespace
 
 void matmul_iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y, int64_t j0,
                     int64_t j1) {
   switch (w.type) {
-    case DType::IQ2_XXS: rows_with<ActQ8x256, K<Iq2xxs>::Run>(w, acts, act_stride, T, y, j0, j1, 256); return;
-    case DType::IQ2_XS: rows_with<ActQ8x256, K<Iq2xs>::Run>(w, acts, act_stride, T, y, j0, j1, 256); return;
-    case DType::IQ2_S: rows_with<ActQ8x256, K<Iq2s>::Run>(w, acts, act_stride, T, y, j0, j1, 256); return;
-    case DType::IQ3_XXS: rows_with<ActQ8x256, K<Iq3xxs>::Run>(w, acts, act_stride, T, y, j0, j1, 256); return;
-    case DType::IQ3_S: rows_with<ActQ8x256, K<Iq3s>::Run>(w, acts, act_stride, T, y, j0, j1, 256); return;
-    case DType::IQ1_S: rows_with<ActQ8x256, K<Iq1s>::Run>(w, acts, act_stride, T, y, j0, j1, 256); return;
-    case DType::IQ1_M: rows_with<ActQ8x256, K<Iq1m>::Run>(w, acts, act_stride, T, y, j0, j1, 256); return;
-    case DType::TQ1_0: rows_with<ActQ8x256, K<Tq1>::Run>(w, acts, act_stride, T, y, j0, j1, 256); return;
-    case DType::TQ2_0: rows_with<ActQ8x256, K<Tq2>::Run>(w, acts, act_stride, T, y, j0, j1, 256); return;
+    case DType::IQ2_XXS: iq_rows<Iq2xxs>(w, acts, act_stride, T, y, j0, j1); return;
+    case DType::IQ2_XS: iq_rows<Iq2xs>(w, acts, act_stride, T, y, j0, j1); return;
+    case DType::IQ2_S: iq_rows<Iq2s>(w, acts, act_stride, T, y, j0, j1); return;
+    case DType::IQ3_XXS: iq_rows<Iq3xxs>(w, acts, act_stride, T, y, j0, j1); return;
+    case DType::IQ3_S: iq_rows<Iq3s>(w, acts, act_stride, T, y, j0, j1); return;
+    case DType::IQ1_S: iq_rows<Iq1s>(w, acts, act_stride, T, y, j0, j1); return;
+    case DType::IQ1_M: iq_rows<Iq1m>(w, acts, act_stride, T, y, j0, j1); return;
+    case DType::TQ1_0: iq_rows<Tq1>(w, acts, act_stride, T, y, j0, j1); return;
+    case DType::TQ2_0: iq_rows<Tq2>(w, acts, act_stride, T, y, j0, j1); return;
     default: throw_error(ErrorKind::Runtime, "matmul: no i-quant kernel for {}", dtype_name(w.type));
   }
 }

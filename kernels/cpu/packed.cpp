@@ -184,13 +184,13 @@ void dequantize_block(DType type, const uint8_t* gb, int r, float* y) {
     }
     case DType::Q4_0:
     case DType::Q5_0: {
-      // The file's dequantization, operation for operation (quant.cpp: q * d - 8 d for Q4_0).
+      // The file's dequantization, operation for operation (quant.cpp: (q - 8) * d, (q - 16) * d).
       const bool five = type == DType::Q5_0;
       const float d = half(0);
       for (int k = 0; k < 32; ++k) {
         int c = get_nibble(gb + 32, k / 4, r, k % 4);
         if (five) c |= get_bit(gb + 288, k / 4, r, k % 4) << 4;
-        y[k] = five ? static_cast<float>(c - 16) * d : static_cast<float>(c) * d + -8.0f * d;
+        y[k] = static_cast<float>(c - (five ? 16 : 8)) * d;
       }
       return;
     }
