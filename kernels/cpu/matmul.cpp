@@ -214,6 +214,7 @@ struct Product {
   const uint8_t* acts = nullptr;  // quantized activations (the integer paths)
   size_t stride = 0;
   int64_t first_chunk = 0;        // index of its first chunk of rows among all products
+  bool avx512 = false;            // Avx2Quant: the row-major kernels may use AVX-512 VNNI
 };
 
 // Rows [j0, j1) of one product for all T tokens.
@@ -244,7 +245,7 @@ void run_rows(const Product& p, const float* x, int64_t T, int64_t j0, int64_t j
         avx2::matmul_packed_rows(w.type, groups, w.n_in, p.acts, p.stride, T, p.y, w.n_out, j0, j1);
       return;
     }
-    case Product::Path::Avx2Quant: avx2::matmul_quant_rows(w, p.acts, p.stride, T, p.y, j0, j1); return;
+    case Product::Path::Avx2Quant: avx2::matmul_quant_rows(w, p.acts, p.stride, T, p.y, j0, j1, p.avx512); return;
     default: break;
   }
   // Dequantized-row scratch, only where a row must be converted to f32 first (the portable path
@@ -343,7 +344,7 @@ void matmul_multi(ThreadPool& pool, const float* x, int64_t T, std::span<const M
       else if (packs(w.type))
         p.path = isa >= Isa::Avx512 ? Product::Path::Avx512Packed : Product::Path::Avx2Packed;
       else
-        p.path = Product::Path::Avx2Quant;
+        p.path = Product::Path::Avx2Quant, p.avx512 = isa >= Isa::Avx512;
     } else if (isa != Isa::Scalar && w.packed != nullptr && packs(w.type)) {
       // Float weights with a packed copy: the packed kernels read the float activations.
       p.path = isa >= Isa::Avx512 ? Product::Path::Avx512Packed : Product::Path::Avx2Packed;

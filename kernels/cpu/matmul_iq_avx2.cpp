@@ -8,13 +8,13 @@
 // IQ3_S v = +-grid, scale 2 ls + 1, d; IQ1_* v = 8 grid +- 1, scale 2 ls + 1, d / 8; TQ* v = q - 1,
 // scale 1, d. The dot of a sub-block with a token is then exact in integers (maddubs of u with the
 // activations signed by s: pairs of at most 2 * 62 * 127 < 2^15; times a scale <= 31 and summed
-// over a block, below 2^25) and one fmadd per block adds it to the token's accumulator. The AVX-512
-// machines run these same kernels.
+// over a block, below 2^25) and one fmadd per block adds it to the token's accumulator.
 //
 // Decoding (grid lookups, sign tables) costs several times the dot itself. One token decodes and
 // multiplies in one pass; a batch (a verify step, a prompt) decodes each row once into a buffer
 // that stays in L1/L2 and multiplies every token from it, so the decoding is paid once per row
-// instead of once per group of tokens. The results are the same either way, bit for bit.
+// instead of once per group of tokens; with AVX-512 VNNI (dot_decoded_512) two sub-blocks per
+// instruction. The results are the same either way, bit for bit.
 #include <immintrin.h>
 
 #include <array>
@@ -268,6 +268,7 @@ float dot_iq_one(const uint8_t* w, const ActQ8x256* a, int64_t nb) {
 // A decoded row: per sub-block its magnitudes, signs and scales, per block its scale.
 struct DecodedSub {
   __m256i u, s, sv;
+  __m256i sc;  // the AVX-512 pass's scales: int32 per 4-element lane group (4 x the first half's, 4 x the second's)
 };
 struct DecodedRow {
   std::vector<DecodedSub> subs;  // over-aligned: C++17's allocator aligns it
@@ -280,7 +281,12 @@ void decode_row(const uint8_t* w, int64_t nb, DecodedRow& out) {
   DecodedSub* sub = out.subs.data();
   for (int64_t b = 0; b < nb; ++b, w += Fmt::kBytes) {
     const Fmt blk(w);
-    for (int ib = 0; ib < 8; ++ib, ++sub) blk.sub(ib, sub->u, sub->s, sub->sv);
+    for (int ib = 0; ib < 8; ++ib, ++sub) {
+      blk.sub(ib, sub->u, sub->s, sub->sv);
+      // sv is 8 x s0 then 8 x s1 (int16): 4 of each, widened.
+      const __m128i four_each = _mm_blend_epi16(_mm256_castsi256_si128(sub->sv), _mm256_extracti128_si256(sub->sv, 1), 0xF0);
+      sub->sc = _mm256_cvtepi16_epi32(four_each);
+    }
     out.d[b] = blk.d();
   }
 }
@@ -305,8 +311,53 @@ void dot_decoded(const DecodedRow& row, const ActQ8x256* const* a, int64_t nb, f
   for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
 }
 
+// The same sums with AVX-512 VNNI, two sub-blocks per instruction (machines that have it, when the
+// caller allows it): the activations negated where s < 0 (a masked subtraction), vpdpbusd adds the
+// 4 products of each lane group (at most 4 * 62 * 127 < 2^15, so a lane is its own int16), and
+// vpdpwssd multiplies it by the group's scale (low half; the high half multiplies 0). Adding the
+// upper 256 bits to the lower leaves in lane k the sum of lane group k over the block's
+// sub-blocks, the same integers as dot_decoded's lane k, so the float steps and the results are
+// the AVX2 pass's bit for bit.
+#define SPECMOE_IQ_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // _mm512_castsi256_si512's upper half, overwritten
+#endif
+template <int G>
+SPECMOE_IQ_AVX512 void dot_decoded_512(const DecodedRow& row, const ActQ8x256* const* a, int64_t nb, float* out) {
+  __m256 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  const DecodedSub* sub = row.subs.data();
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i sumi[G];
+    for (int g = 0; g < G; ++g) sumi[g] = _mm512_setzero_si512();
+    for (int pair = 0; pair < 4; ++pair, sub += 2) {
+      const __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(sub[0].u), sub[1].u, 1);
+      const __m512i s = _mm512_inserti64x4(_mm512_castsi256_si512(sub[0].s), sub[1].s, 1);
+      const __mmask64 neg = _mm512_movepi8_mask(s);
+      const __m512i scale = _mm512_inserti64x4(_mm512_castsi256_si512(sub[0].sc), sub[1].sc, 1);
+      for (int g = 0; g < G; ++g) {
+        const __m512i x = _mm512_loadu_si512(a[g][b].qs + 64 * pair);
+        const __m512i xs = _mm512_mask_sub_epi8(x, neg, zero, x);
+        sumi[g] = _mm512_dpwssd_epi32(sumi[g], _mm512_dpbusd_epi32(zero, u, xs), scale);
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[g]), _mm512_extracti64x4_epi64(sumi[g], 1));
+      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(row.d[b] * a[g][b].d), _mm256_cvtepi32_ps(s8), acc[g]);
+    }
+  }
+  for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
+}
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+constexpr int kGroup512 = 8;  // tokens per pass of the AVX-512 kernel (32 vector registers)
+
 template <class Fmt>
-void iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y, int64_t j0, int64_t j1) {
+void iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y, int64_t j0, int64_t j1,
+             bool avx512) {
   const int64_t nb = w.n_in / 256;
   prefetch_rows(w, j0, std::min(j1, j0 + kPrefetchRows));
   auto act = [&](int64_t t) { return reinterpret_cast<const ActQ8x256*>(acts + t * act_stride); };
@@ -318,8 +369,26 @@ void iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_
       continue;
     }
     decode_row<Fmt>(w.row(j), nb, decoded);
-    const ActQ8x256* ap[kGroup];
-    float r[kGroup];
+    const ActQ8x256* ap[kGroup512];
+    float r[kGroup512];
+    if (avx512) {
+      for (int64_t t = 0; t < T; t += kGroup512) {
+        const int64_t G = std::min<int64_t>(kGroup512, T - t);
+        for (int64_t g = 0; g < G; ++g) ap[g] = act(t + g);
+        switch (G) {
+          case 8: dot_decoded_512<8>(decoded, ap, nb, r); break;
+          case 7: dot_decoded_512<7>(decoded, ap, nb, r); break;
+          case 6: dot_decoded_512<6>(decoded, ap, nb, r); break;
+          case 5: dot_decoded_512<5>(decoded, ap, nb, r); break;
+          case 4: dot_decoded_512<4>(decoded, ap, nb, r); break;
+          case 3: dot_decoded_512<3>(decoded, ap, nb, r); break;
+          case 2: dot_decoded_512<2>(decoded, ap, nb, r); break;
+          default: dot_decoded_512<1>(decoded, ap, nb, r); break;
+        }
+        for (int64_t g = 0; g < G; ++g) y[(t + g) * w.n_out + j] = r[g];
+      }
+      continue;
+    }
     for (int64_t t = 0; t < T; t += kGroup) {
       const int64_t G = std::min<int64_t>(kGroup, T - t);
       for (int64_t g = 0; g < G; ++g) ap[g] = act(t + g);
@@ -337,17 +406,17 @@ void iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_
 }  // namespace
 
 void matmul_iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y, int64_t j0,
-                    int64_t j1) {
+                    int64_t j1, bool avx512) {
   switch (w.type) {
-    case DType::IQ2_XXS: iq_rows<Iq2xxs>(w, acts, act_stride, T, y, j0, j1); return;
-    case DType::IQ2_XS: iq_rows<Iq2xs>(w, acts, act_stride, T, y, j0, j1); return;
-    case DType::IQ2_S: iq_rows<Iq2s>(w, acts, act_stride, T, y, j0, j1); return;
-    case DType::IQ3_XXS: iq_rows<Iq3xxs>(w, acts, act_stride, T, y, j0, j1); return;
-    case DType::IQ3_S: iq_rows<Iq3s>(w, acts, act_stride, T, y, j0, j1); return;
-    case DType::IQ1_S: iq_rows<Iq1s>(w, acts, act_stride, T, y, j0, j1); return;
-    case DType::IQ1_M: iq_rows<Iq1m>(w, acts, act_stride, T, y, j0, j1); return;
-    case DType::TQ1_0: iq_rows<Tq1>(w, acts, act_stride, T, y, j0, j1); return;
-    case DType::TQ2_0: iq_rows<Tq2>(w, acts, act_stride, T, y, j0, j1); return;
+    case DType::IQ2_XXS: iq_rows<Iq2xxs>(w, acts, act_stride, T, y, j0, j1, avx512); return;
+    case DType::IQ2_XS: iq_rows<Iq2xs>(w, acts, act_stride, T, y, j0, j1, avx512); return;
+    case DType::IQ2_S: iq_rows<Iq2s>(w, acts, act_stride, T, y, j0, j1, avx512); return;
+    case DType::IQ3_XXS: iq_rows<Iq3xxs>(w, acts, act_stride, T, y, j0, j1, avx512); return;
+    case DType::IQ3_S: iq_rows<Iq3s>(w, acts, act_stride, T, y, j0, j1, avx512); return;
+    case DType::IQ1_S: iq_rows<Iq1s>(w, acts, act_stride, T, y, j0, j1, avx512); return;
+    case DType::IQ1_M: iq_rows<Iq1m>(w, acts, act_stride, T, y, j0, j1, avx512); return;
+    case DType::TQ1_0: iq_rows<Tq1>(w, acts, act_stride, T, y, j0, j1, avx512); return;
+    case DType::TQ2_0: iq_rows<Tq2>(w, acts, act_stride, T, y, j0, j1, avx512); return;
     default: throw_error(ErrorKind::Runtime, "matmul: no i-quant kernel for {}", dtype_name(w.type));
   }
 }

@@ -52,10 +52,11 @@ void prefetch_rows(const MatrixView& w, int64_t j0, int64_t j1);
 // matmul_quant_avx2.cpp): y[t * w.n_out + j] for rows [j0, j1) and T tokens, token t's
 // activations at acts + t * act_stride.
 void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y,
-                       int64_t j0, int64_t j1);
+                       int64_t j0, int64_t j1, bool avx512 = false);
 // The same for the read-only i-quant and ternary formats (IQ2_XXS ... TQ2_0; matmul_iq_avx2.cpp).
+// avx512: batches may use AVX-512 VNNI (the caller checked the CPU; the results are the same).
 void matmul_iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y, int64_t j0,
-                    int64_t j1);
+                    int64_t j1, bool avx512);
 // Packed weights (kernels/cpu/packed.h, matmul_packed_avx2.cpp): y[t * n_out + j] for rows
 // [j0, j1) (j0 a multiple of 16) and T tokens; `groups` holds the packed groups j0 / 16 ..
 // ceil(j1 / 16) - 1 of a matrix of n_in inputs; activations as for matmul_quant_rows.
