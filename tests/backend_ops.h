@@ -28,6 +28,7 @@
 #include "kernels/cpu/quant.h"
 #include "kernels/dtype.h"
 #include "kernels/matrix_view.h"
+#include "quant_reference.h"
 
 namespace specmoe::testing::ops {
 
@@ -364,8 +365,7 @@ inline HostMatrix make_matrix(DType type, int64_t n_in, int64_t n_out, uint64_t 
         for (size_t blk = 0; blk < dense / info.block_bytes; ++blk) {
           const float u = static_cast<float>(rng() >> 40) * (1.0f / 16777216.0f);
           const uint16_t h = fp32_to_fp16(0.01f + 0.09f * u);
-          uint8_t* b = row + blk * info.block_bytes;
-          for (int w = 0; w < 4; ++w) b[49 + 2 * w] = static_cast<uint8_t>((b[49 + 2 * w] & 0x0F) | (((h >> (4 * w)) & 0xF) << 4));
+          ref_set_iq1_m_half(row + blk * info.block_bytes, h);
         }
     }
   } else {

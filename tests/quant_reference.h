@@ -29,6 +29,19 @@ inline constexpr double kRefE2M1[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, 0, -0.5, -1,
 // ggml's kvalues_iq4nl.
 inline constexpr int kRefIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
+// Writes v as a little-endian fp16 at p (a block's scale field).
+inline void ref_put_half(uint8_t* p, float v) {
+  const uint16_t h = fp32_to_fp16(v);
+  p[0] = static_cast<uint8_t>(h & 0xff);
+  p[1] = static_cast<uint8_t>(h >> 8);
+}
+// IQ1_M's fp16 d lives in the top nibbles of its four scale words (bytes 49, 51, 53, 55), lowest
+// nibble first; this writes h there and keeps the 3-bit scales below.
+inline void ref_set_iq1_m_half(uint8_t* block, uint16_t h) {
+  for (int w = 0; w < 4; ++w)
+    block[49 + 2 * w] = static_cast<uint8_t>((block[49 + 2 * w] & 0x0F) | (((h >> (4 * w)) & 0xF) << 4));
+}
+
 inline double ref_half(const uint8_t* p) { return fp16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 inline uint32_t ref_u32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
@@ -124,11 +137,7 @@ inline std::vector<uint8_t> ref_random_blocks(DType type, std::mt19937& rng, int
   std::vector<uint8_t> bytes(static_cast<size_t>(n_blocks) * info.block_bytes);
   for (auto& v : bytes) v = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> u(0.5f, 1.0f);
-  auto put = [](uint8_t* p, float v) {
-    const uint16_t h = fp32_to_fp16(v);
-    p[0] = static_cast<uint8_t>(h & 0xff);
-    p[1] = static_cast<uint8_t>(h >> 8);
-  };
+  const auto put = ref_put_half;
   for (int64_t i = 0; i < n_blocks; ++i) {
     uint8_t* b = bytes.data() + i * info.block_bytes;
     const float s = (rng() & 1) ? -1.0f : 1.0f;
@@ -239,11 +248,7 @@ inline std::vector<uint8_t> ref_random_iq_blocks(DType type, std::mt19937& rng, 
   std::vector<uint8_t> bytes(static_cast<size_t>(n_blocks) * info.block_bytes);
   for (auto& v : bytes) v = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> u(0.5f, 1.0f);
-  auto put = [](uint8_t* p, float v) {
-    const uint16_t h = fp32_to_fp16(v);
-    p[0] = static_cast<uint8_t>(h & 0xff);
-    p[1] = static_cast<uint8_t>(h >> 8);
-  };
+  const auto put = ref_put_half;
   for (int64_t i = 0; i < n_blocks; ++i) {
     uint8_t* b = bytes.data() + i * info.block_bytes;
     const float s = ((rng() & 1) ? -1.0f : 1.0f) * u(rng) * size;
@@ -251,14 +256,7 @@ inline std::vector<uint8_t> ref_random_iq_blocks(DType type, std::mt19937& rng, 
       case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: put(b, s * 6e-4f); break;  // <= 31/8 * 43 d
       case DType::IQ3_XXS: case DType::IQ3_S: put(b, s * 2e-4f); break;                      // <= 31/4 * 62 d, 31 * 15 d
       case DType::IQ1_S: put(b, s * 6e-3f); break;                                            // <= 15 * 1.125 d
-      case DType::IQ1_M: {
-        const uint16_t h = fp32_to_fp16(s * 6e-3f);
-        for (int w = 0; w < 4; ++w) {
-          uint8_t* p = b + 48 + 2 * w;
-          p[1] = static_cast<uint8_t>((p[1] & 0x0F) | (((h >> (4 * w)) & 0xF) << 4));
-        }
-        break;
-      }
+      case DType::IQ1_M: ref_set_iq1_m_half(b, fp32_to_fp16(s * 6e-3f)); break;
       case DType::TQ1_0: put(b + 52, s * 0.02f); break;  // every value is 0 or +-d
       case DType::TQ2_0: put(b + 64, s * 0.02f); break;
       default: throw std::invalid_argument("quant_reference: not a read-only type");

@@ -28,6 +28,15 @@ inline int grid_byte(uint64_t entry, int k) { return static_cast<int>((entry >> 
 inline float sign_of(uint32_t signs, int k) { return (signs >> k) & 1 ? -1.0f : 1.0f; }
 constexpr float kIq1Delta = 0.125f;  // IQ1_S / IQ1_M: a group's values are grid +- 1/8
 
+// A group of 8 from one 8-byte grid entry (IQ2_*), or from two 4-byte entries (IQ3_*), under
+// scale db and sign bits s: db * magnitude * sign, ggml's order.
+inline void put_group(float* y, float db, uint64_t g, uint32_t s) {
+  for (int k = 0; k < 8; ++k) y[k] = db * static_cast<float>(grid_byte(g, k)) * sign_of(s, k);
+}
+inline void put_group(float* y, float db, uint32_t g1, uint32_t g2, uint32_t s) {
+  put_group(y, db, static_cast<uint64_t>(g1) | (static_cast<uint64_t>(g2) << 32), s);
+}
+
 }  // namespace
 
 void dequant_iq2_xxs(const uint8_t* __restrict src, float* __restrict y, int64_t nb) {
@@ -37,9 +46,7 @@ void dequant_iq2_xxs(const uint8_t* __restrict src, float* __restrict y, int64_t
       const uint32_t idx = load_u32(src + 2 + 8 * ib), aux = load_u32(src + 6 + 8 * ib);
       const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f;
       for (int l = 0; l < 4; ++l, y += 8) {
-        const uint64_t g = iq::kIq2xxsGrid[(idx >> (8 * l)) & 0xFF];
-        const uint32_t s = iq::sign_byte(aux >> (7 * l));
-        for (int k = 0; k < 8; ++k) y[k] = db * static_cast<float>(grid_byte(g, k)) * sign_of(s, k);
+        put_group(y, db, iq::kIq2xxsGrid[(idx >> (8 * l)) & 0xFF], iq::sign_byte(aux >> (7 * l)));
       }
     }
   }
@@ -54,9 +61,7 @@ void dequant_iq2_xs(const uint8_t* __restrict src, float* __restrict y, int64_t 
                            d * (0.5f + static_cast<float>(scales[ib] >> 4)) * 0.25f};
       for (int l = 0; l < 4; ++l, y += 8) {
         const uint16_t q = load_u16(src + 2 + 2 * (4 * ib + l));
-        const uint64_t g = iq::kIq2xsGrid[q & 511];
-        const uint32_t s = iq::sign_byte(q >> 9);
-        for (int k = 0; k < 8; ++k) y[k] = db[l / 2] * static_cast<float>(grid_byte(g, k)) * sign_of(s, k);
+        put_group(y, db[l / 2], iq::kIq2xsGrid[q & 511], iq::sign_byte(q >> 9));
       }
     }
   }
@@ -73,9 +78,7 @@ void dequant_iq2_s(const uint8_t* __restrict src, float* __restrict y, int64_t n
       const float db[2] = {d * (0.5f + static_cast<float>(scales[ib] & 0xF)) * 0.25f,
                            d * (0.5f + static_cast<float>(scales[ib] >> 4)) * 0.25f};
       for (int l = 0; l < 4; ++l, y += 8) {
-        const uint64_t g = iq::kIq2sGrid[qs[4 * ib + l] | ((qh[ib] << (8 - 2 * l)) & 0x300)];
-        const uint32_t s = signs[4 * ib + l];
-        for (int k = 0; k < 8; ++k) y[k] = db[l / 2] * static_cast<float>(grid_byte(g, k)) * sign_of(s, k);
+        put_group(y, db[l / 2], iq::kIq2sGrid[qs[4 * ib + l] | ((qh[ib] << (8 - 2 * l)) & 0x300)], signs[4 * ib + l]);
       }
     }
   }
@@ -89,12 +92,8 @@ void dequant_iq3_xxs(const uint8_t* __restrict src, float* __restrict y, int64_t
       const uint32_t aux = load_u32(src + 66 + 4 * ib);
       const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
       for (int l = 0; l < 4; ++l, y += 8) {
-        const uint32_t s = iq::sign_byte(aux >> (7 * l));
-        const uint32_t g1 = iq::kIq3xxsGrid[qs[8 * ib + 2 * l]], g2 = iq::kIq3xxsGrid[qs[8 * ib + 2 * l + 1]];
-        for (int k = 0; k < 4; ++k) {
-          y[k] = db * static_cast<float>(grid_byte(g1, k)) * sign_of(s, k);
-          y[k + 4] = db * static_cast<float>(grid_byte(g2, k)) * sign_of(s, k + 4);
-        }
+        put_group(y, db, iq::kIq3xxsGrid[qs[8 * ib + 2 * l]], iq::kIq3xxsGrid[qs[8 * ib + 2 * l + 1]],
+                  iq::sign_byte(aux >> (7 * l)));
       }
     }
   }
@@ -114,11 +113,7 @@ void dequant_iq3_s(const uint8_t* __restrict src, float* __restrict y, int64_t n
         // Bit k of qh[ib] is bit 8 of the k-th grid index of the sub-block.
         const uint32_t g1 = iq::kIq3sGrid[qs[8 * ib + 2 * l] | (((qh[ib] >> (2 * l)) & 1) << 8)];
         const uint32_t g2 = iq::kIq3sGrid[qs[8 * ib + 2 * l + 1] | (((qh[ib] >> (2 * l + 1)) & 1) << 8)];
-        const uint32_t s = signs[4 * ib + l];
-        for (int k = 0; k < 4; ++k) {
-          y[k] = db * static_cast<float>(grid_byte(g1, k)) * sign_of(s, k);
-          y[k + 4] = db * static_cast<float>(grid_byte(g2, k)) * sign_of(s, k + 4);
-        }
+        put_group(y, db, g1, g2, signs[4 * ib + l]);
       }
     }
   }

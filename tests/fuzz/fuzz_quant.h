@@ -68,6 +68,10 @@ inline std::vector<size_t> fp16_scale_offsets(DType t) {
 inline uint16_t iq1_m_half(const uint8_t* blk) {
   return static_cast<uint16_t>((blk[49] >> 4) | ((blk[51] >> 4) << 4) | ((blk[53] >> 4) << 8) | ((blk[55] >> 4) << 12));
 }
+// The inverse: h written into those nibbles, the 3-bit scales below kept.
+inline void set_iq1_m_half(uint8_t* blk, uint16_t h) {
+  for (int w = 0; w < 4; ++w) blk[49 + 2 * w] = static_cast<uint8_t>((blk[49 + 2 * w] & 0x0F) | (((h >> (4 * w)) & 0xF) << 4));
+}
 
 // The block size of the 8-bit activations the AVX2 integer path multiplies with (0: that path
 // multiplies in float), as kernels/cpu/ops.h documents it.

@@ -478,9 +478,7 @@ void quant_seeds() {
           const uint16_t h = fp32_to_fp16(0.01f);
           for (size_t blk = 0; blk < row.size(); blk += info.block_bytes) {
             for (size_t off : fuzz::fp16_scale_offsets(type)) std::memcpy(&row[blk + off], &h, 2);
-            if (type == DType::IQ1_M)
-              for (int w = 0; w < 4; ++w)
-                row[blk + 49 + 2 * w] = static_cast<uint8_t>((row[blk + 49 + 2 * w] & 0x0F) | (((h >> (4 * w)) & 0xF) << 4));
+            if (type == DType::IQ1_M) fuzz::set_iq1_m_half(&row[blk], h);
           }
         } else {
           for (int64_t i = 0; i < n_in; ++i) v[i] = std::sin(0.37f * static_cast<float>(i + 11 * r)) * (1.0f + r);
