@@ -8,16 +8,19 @@
 // IQ3_S v = +-grid, scale 2 ls + 1, d; IQ1_* v = 8 grid +- 1, scale 2 ls + 1, d / 8; TQ* v = q - 1,
 // scale 1, d. The dot of a sub-block with a token is then exact in integers (maddubs of u with the
 // activations signed by s: pairs of at most 2 * 62 * 127 < 2^15; times a scale <= 31 and summed
-// over a block, below 2^25) and one fmadd per block adds it to the token's accumulator.
+// over a block, below 2^26), and every path adds a block's integer to the token's float sum the
+// same way (add_block).
 //
 // Decoding (grid lookups, sign tables) costs several times the dot itself. One token decodes and
-// multiplies in one pass; a batch (a verify step, a prompt) decodes each row once into a buffer
-// that stays in L1/L2 and multiplies every token from it, so the decoding is paid once per row
-// instead of once per group of tokens; with AVX-512 VNNI (dot_decoded_512) two sub-blocks per
-// instruction. The results are the same either way, bit for bit.
+// multiplies in one pass; a small batch decodes each row once into a buffer that stays in L1 and
+// multiplies every token from it; from kTileMinTokens tokens on AVX-512 VNNI machines (long verify
+// batches, prompts) 16 rows are decoded at once into a tile that holds one row per 32-bit lane,
+// so that each weight vector serves a group of 8 tokens from a register (tile_dot). The results
+// are the same whichever path runs, bit for bit.
 #include <immintrin.h>
 
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -81,6 +84,7 @@ inline float half_at(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
 // decodes sub-block ib (0..7).
 struct Iq2xxs {
   static constexpr int kBytes = 66;
+  static constexpr int kScaleSpan = 32;  // elements per scale (tile_dot)
   const uint8_t* b;
   explicit Iq2xxs(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.125f; }
@@ -93,6 +97,7 @@ struct Iq2xxs {
 };
 struct Iq2xs {
   static constexpr int kBytes = 74;
+  static constexpr int kScaleSpan = 16;  // elements per scale (tile_dot)
   const uint8_t* b;
   explicit Iq2xs(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.125f; }
@@ -108,6 +113,7 @@ struct Iq2xs {
 };
 struct Iq2s {
   static constexpr int kBytes = 82;
+  static constexpr int kScaleSpan = 16;  // elements per scale (tile_dot)
   const uint8_t* b;
   explicit Iq2s(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.125f; }
@@ -129,6 +135,7 @@ inline __m256i grid32(const iq::Grid<uint32_t, N>& g, const uint32_t (&i)[8]) {
 }
 struct Iq3xxs {
   static constexpr int kBytes = 98;
+  static constexpr int kScaleSpan = 32;  // elements per scale (tile_dot)
   const uint8_t* b;
   explicit Iq3xxs(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.25f; }
@@ -143,6 +150,7 @@ struct Iq3xxs {
 };
 struct Iq3s {
   static constexpr int kBytes = 110;
+  static constexpr int kScaleSpan = 32;  // elements per scale (tile_dot)
   const uint8_t* b;
   explicit Iq3s(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b); }
@@ -165,6 +173,7 @@ inline __m256i iq1_values(__m256i g, __m256i shift) {
 constexpr int64_t kPlusOnes = 0x0101010101010101ll, kMinusOnes = -1ll;
 struct Iq1s {
   static constexpr int kBytes = 50;
+  static constexpr int kScaleSpan = 32;  // elements per scale (tile_dot)
   const uint8_t* b;
   explicit Iq1s(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.125f; }
@@ -180,6 +189,7 @@ struct Iq1s {
 };
 struct Iq1m {
   static constexpr int kBytes = 56;
+  static constexpr int kScaleSpan = 16;  // elements per scale (tile_dot)
   const uint8_t* b;
   float scale;
   explicit Iq1m(const uint8_t* p) : b(p), scale(cpu::detail::iq1_m_scale(p) * 0.125f) {}
@@ -198,6 +208,7 @@ struct Iq1m {
 };
 struct Tq2 {
   static constexpr int kBytes = 66;
+  static constexpr int kScaleSpan = 0;  // elements per scale (tile_dot)
   const uint8_t* b;
   explicit Tq2(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b + 64); }
@@ -214,6 +225,7 @@ struct Tq2 {
 // below 171 or above (ggml's ((q * 3) >> 8)); times 3 mod 256 is three byte additions.
 struct Tq1 {
   static constexpr int kBytes = 54;
+  static constexpr int kScaleSpan = 0;  // elements per scale (tile_dot)
   const uint8_t* b;
   alignas(32) int8_t vals[256];
   static __m256i minus_one_plus_digit(__m256i q) {
@@ -247,10 +259,24 @@ struct Tq1 {
   }
 };
 
+// The float steps every path shares, so that a token's result never depends on the batch or the
+// instruction set: per block b, the exact integer sum isum_b of scale x value x activation over
+// the block's 256 elements, then acc = fma(d_b * d_act_b, float(isum_b), acc) in block order from
+// acc = 0.
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+inline float add_block(float acc, float dw, float da, int isum) {
+  return std::fma(dw * da, static_cast<float>(isum), acc);
+}
+
 // One token: decode and multiply in one pass.
 template <class Fmt>
 float dot_iq_one(const uint8_t* w, const ActQ8x256* a, int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
+  float acc = 0.0f;
   for (int64_t b = 0; b < nb; ++b, w += Fmt::kBytes) {
     const Fmt blk(w);
     __m256i sumi = _mm256_setzero_si256();
@@ -260,15 +286,14 @@ float dot_iq_one(const uint8_t* w, const ActQ8x256* a, int64_t nb) {
       const __m256i p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(loadu256(a[b].qs + 32 * ib), s));
       sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, sv));
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(blk.d() * a[b].d), _mm256_cvtepi32_ps(sumi), acc);
+    acc = add_block(acc, blk.d(), a[b].d, hsum_i32(sumi));
   }
-  return hsum(acc);
+  return acc;
 }
 
 // A decoded row: per sub-block its magnitudes, signs and scales, per block its scale.
 struct DecodedSub {
   __m256i u, s, sv;
-  __m256i sc;  // the AVX-512 pass's scales: int32 per 4-element lane group (4 x the first half's, 4 x the second's)
 };
 struct DecodedRow {
   std::vector<DecodedSub> subs;  // over-aligned: C++17's allocator aligns it
@@ -281,20 +306,14 @@ void decode_row(const uint8_t* w, int64_t nb, DecodedRow& out) {
   DecodedSub* sub = out.subs.data();
   for (int64_t b = 0; b < nb; ++b, w += Fmt::kBytes) {
     const Fmt blk(w);
-    for (int ib = 0; ib < 8; ++ib, ++sub) {
-      blk.sub(ib, sub->u, sub->s, sub->sv);
-      // sv is 8 x s0 then 8 x s1 (int16): 4 of each, widened.
-      const __m128i four_each = _mm_blend_epi16(_mm256_castsi256_si128(sub->sv), _mm256_extracti128_si256(sub->sv, 1), 0xF0);
-      sub->sc = _mm256_cvtepi16_epi32(four_each);
-    }
+    for (int ib = 0; ib < 8; ++ib, ++sub) blk.sub(ib, sub->u, sub->s, sub->sv);
     out.d[b] = blk.d();
   }
 }
 // G tokens against a decoded row, the same operations as dot_iq_one per token.
 template <int G>
 void dot_decoded(const DecodedRow& row, const ActQ8x256* const* a, int64_t nb, float* out) {
-  __m256 acc[G];
-  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  float acc[G] = {};
   const DecodedSub* sub = row.subs.data();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i sumi[G];
@@ -305,59 +324,205 @@ void dot_decoded(const DecodedRow& row, const ActQ8x256* const* a, int64_t nb, f
         sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(p, sub->sv));
       }
     }
-    for (int g = 0; g < G; ++g)
-      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(row.d[b] * a[g][b].d), _mm256_cvtepi32_ps(sumi[g]), acc[g]);
+    for (int g = 0; g < G; ++g) acc[g] = add_block(acc[g], row.d[b], a[g][b].d, hsum_i32(sumi[g]));
   }
-  for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
+  for (int g = 0; g < G; ++g) out[g] = acc[g];
 }
 
-// The same sums with AVX-512 VNNI, two sub-blocks per instruction (machines that have it, when the
-// caller allows it): the activations negated where s < 0 (a masked subtraction), vpdpbusd adds the
-// 4 products of each lane group (at most 4 * 62 * 127 < 2^15, so a lane is its own int16), and
-// vpdpwssd multiplies it by the group's scale (low half; the high half multiplies 0). Adding the
-// upper 256 bits to the lower leaves in lane k the sum of lane group k over the block's
-// sub-blocks, the same integers as dot_decoded's lane k, so the float steps and the results are
-// the AVX2 pass's bit for bit.
+// AVX-512 VNNI batches (machines that have it, when the caller allows it): 16 rows at once, one
+// row per int32 lane, so that a weight vector serves every token of a group from a register and no
+// token needs a horizontal sum. A tile of 16 rows is decoded once per call into signed values v
+// (TileBlock: each 64-byte vector holds 4 consecutive values of each row), and the activations
+// are made unsigned (x + 128, a flip of the top bit) for vpdpbusd's unsigned x signed form:
+//   sum (x + 128) v = sum x v + 128 sum v,
+// where the second sum, times the scales, is the row's own constant (corr). Per scale group
+// (16 or 32 elements; none for the ternary formats) the group's int32 sums are multiplied by the
+// row's scale (vpmulld; at most 16 x 255 x 62 per group, 31 x 256 x 255 x 62 < 2^31 per block).
+// The block's integers are dot_iq_one's, and each lane's float steps are add_block's, so a token
+// gives the same bits here as alone or on AVX2.
+struct alignas(64) TileBlock {
+  int8_t w[64][64];        // [4-element group k of the block][row r's 4 values at 4 r]
+  int32_t scale[16][16];   // [16-element half][row]
+  int32_t corr[16];        // per row: 128 x sum over halves of scale x (sum of the half's values)
+  float d[16];             // per row: the block scale
+};
+constexpr int kTileRows = 16;
+// Batches from this many tokens take the tiles; smaller ones decode row by row (the tile's
+// transposition costs more than it saves on a few tokens).
+constexpr int64_t kTileMinTokens = 6;
+
+// Block b of rows j .. j + n - 1 (n <= 16; the rest zero): values row-major into vals, the
+// scales, corrections and block scales into out.
+template <class Fmt>
+void stage_block(const MatrixView& w, int64_t j, int n, int64_t b, int8_t (*vals)[256], TileBlock& out) {
+  const __m256i ones = _mm256_set1_epi8(1);
+  for (int r = 0; r < kTileRows; ++r) {
+    if (r >= n) {
+      std::memset(vals[r], 0, 256);
+      for (auto& s : out.scale) s[r] = 0;
+      out.corr[r] = 0;
+      out.d[r] = 0.0f;
+      continue;
+    }
+    const Fmt blk(w.row(j + r) + b * Fmt::kBytes);
+    __m256i c = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ++ib) {
+      __m256i u, s, sv;
+      blk.sub(ib, u, s, sv);
+      const __m256i v = _mm256_sign_epi8(u, s);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(vals[r] + 32 * ib), v);
+      out.scale[2 * ib][r] = static_cast<int16_t>(_mm256_extract_epi16(sv, 0));
+      out.scale[2 * ib + 1][r] = static_cast<int16_t>(_mm256_extract_epi16(sv, 8));
+      c = _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_maddubs_epi16(ones, v), sv));
+    }
+    out.corr[r] = 128 * hsum_i32(c);
+    out.d[r] = blk.d();
+  }
+}
+
 #define SPECMOE_IQ_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 #if !defined(__clang__)
 #pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // _mm512_castsi256_si512's upper half, overwritten
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // the gathers' and masked stores' unused sources
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
-template <int G>
-SPECMOE_IQ_AVX512 void dot_decoded_512(const DecodedRow& row, const ActQ8x256* const* a, int64_t nb, float* out) {
-  __m256 acc[G];
-  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
-  const DecodedSub* sub = row.subs.data();
-  const __m512i zero = _mm512_setzero_si512();
-  for (int64_t b = 0; b < nb; ++b) {
-    __m512i sumi[G];
-    for (int g = 0; g < G; ++g) sumi[g] = _mm512_setzero_si512();
-    for (int pair = 0; pair < 4; ++pair, sub += 2) {
-      const __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(sub[0].u), sub[1].u, 1);
-      const __m512i s = _mm512_inserti64x4(_mm512_castsi256_si512(sub[0].s), sub[1].s, 1);
-      const __mmask64 neg = _mm512_movepi8_mask(s);
-      const __m512i scale = _mm512_inserti64x4(_mm512_castsi256_si512(sub[0].sc), sub[1].sc, 1);
-      for (int g = 0; g < G; ++g) {
-        const __m512i x = _mm512_loadu_si512(a[g][b].qs + 64 * pair);
-        const __m512i xs = _mm512_mask_sub_epi8(x, neg, zero, x);
-        sumi[g] = _mm512_dpwssd_epi32(sumi[g], _mm512_dpbusd_epi32(zero, u, xs), scale);
-      }
+
+// vals (16 rows x 64 groups of 4 bytes) -> out.w (64 groups x 16 rows): four 16 x 16 transposes
+// of 32-bit elements (pairs, then quads within 128-bit lanes, then the lanes; no gathers, which
+// are slow where the microcode guards them).
+SPECMOE_IQ_AVX512 void transpose_block(const int8_t (*vals)[256], TileBlock& out) {
+  for (int q = 0; q < 4; ++q) {
+    __m512i r[16], t[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_load_si512(vals[i] + 64 * q);
+    for (int i = 0; i < 16; i += 2) {
+      t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+      t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
     }
-    for (int g = 0; g < G; ++g) {
-      const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[g]), _mm512_extracti64x4_epi64(sumi[g], 1));
-      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(row.d[b] * a[g][b].d), _mm256_cvtepi32_ps(s8), acc[g]);
+    // r[4 g + c], 128-bit lane L: column 4 L + c of rows 4 g .. 4 g + 3.
+    for (int g = 0; g < 4; ++g) {
+      r[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+      r[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+      r[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+      r[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+    }
+    for (int c = 0; c < 4; ++c) {
+      t[c] = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88);           // columns c, 8 + c of rows 0-7
+      t[4 + c] = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xDD);       // columns 4 + c, 12 + c of rows 0-7
+      t[8 + c] = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);  // the same of rows 8-15
+      t[12 + c] = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xDD);
+    }
+    int8_t(*w)[64] = out.w + 16 * q;
+    for (int c = 0; c < 4; ++c) {
+      _mm512_store_si512(w[c], _mm512_shuffle_i32x4(t[c], t[8 + c], 0x88));
+      _mm512_store_si512(w[8 + c], _mm512_shuffle_i32x4(t[c], t[8 + c], 0xDD));
+      _mm512_store_si512(w[4 + c], _mm512_shuffle_i32x4(t[4 + c], t[12 + c], 0x88));
+      _mm512_store_si512(w[12 + c], _mm512_shuffle_i32x4(t[4 + c], t[12 + c], 0xDD));
     }
   }
-  for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
 }
+
+// sums[g] += groups k0 .. k0 + N - 1 of a tile block with token g's (x + 128) at xu[g] + at.
+template <int G, int N>
+SPECMOE_IQ_AVX512 inline __attribute__((always_inline)) void tile_groups(const TileBlock& t, int k0,
+                                                                         const uint8_t* const* xu, int64_t at,
+                                                                         __m512i* sums) {
+#pragma GCC unroll 8
+  for (int k = k0; k < k0 + N; ++k) {
+    const __m512i wv = _mm512_load_si512(t.w[k]);
+    for (int g = 0; g < G; ++g)
+      sums[g] = _mm512_dpbusd_epi32(sums[g], _mm512_set1_epi32(static_cast<int>(load_u32(xu[g] + at + 4 * k))), wv);
+  }
+}
+
+// G tokens against a decoded tile: y[g * y_stride + r] for the rows of mask m. xu[g]: token g's
+// activations plus 128 (nb x 256 bytes); kSpan: elements per scale (16, 32; 0 = no scales).
+template <int G, int kSpan>
+SPECMOE_IQ_AVX512 void tile_dot(const TileBlock* tile, int64_t nb, const uint8_t* const* xu,
+                                const ActQ8x256* const* a, float* y, int64_t y_stride, __mmask16 m) {
+  __m512 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const TileBlock& t = tile[b];
+    __m512i blk[G];
+    for (int g = 0; g < G; ++g) blk[g] = _mm512_setzero_si512();
+    if constexpr (kSpan == 0) {
+      for (int k = 0; k < 64; k += 8) tile_groups<G, 8>(t, k, xu, 256 * b, blk);
+    } else {
+      constexpr int kHalves = kSpan / 16;
+      for (int h = 0; h < 16; h += kHalves) {
+        __m512i part[G];
+        for (int g = 0; g < G; ++g) part[g] = _mm512_setzero_si512();
+        tile_groups<G, 4 * kHalves>(t, 4 * h, xu, 256 * b, part);
+        const __m512i s = _mm512_load_si512(t.scale[h]);
+        for (int g = 0; g < G; ++g) blk[g] = _mm512_add_epi32(blk[g], _mm512_mullo_epi32(part[g], s));
+      }
+    }
+    const __m512i corr = _mm512_load_si512(t.corr);
+    const __m512 d = _mm512_load_ps(t.d);
+    for (int g = 0; g < G; ++g)
+      acc[g] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a[g][b].d)),
+                               _mm512_cvtepi32_ps(_mm512_sub_epi32(blk[g], corr)), acc[g]);
+  }
+  for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(y + g * y_stride, m, acc[g]);
+}
+constexpr int kTileTokens = 8;  // tokens per pass over a tile (accumulators in 32 vector registers)
+
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
-constexpr int kGroup512 = 8;  // tokens per pass of the AVX-512 kernel (32 vector registers)
+
+template <int kSpan>
+SPECMOE_IQ_AVX512 void tile_tokens(const TileBlock* tile, int64_t nb, const uint8_t* xu, size_t xu_stride,
+                                   const uint8_t* acts, size_t act_stride, int64_t T, float* y, int64_t n_out, int n) {
+  const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+  const uint8_t* xp[kTileTokens];
+  const ActQ8x256* ap[kTileTokens];
+  for (int64_t t = 0; t < T; t += kTileTokens) {
+    const int64_t G = std::min<int64_t>(kTileTokens, T - t);
+    for (int64_t g = 0; g < G; ++g) {
+      xp[g] = xu + (t + g) * xu_stride;
+      ap[g] = reinterpret_cast<const ActQ8x256*>(acts + (t + g) * act_stride);
+    }
+    float* yt = y + t * n_out;
+    switch (G) {
+      case 8: tile_dot<8, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
+      case 7: tile_dot<7, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
+      case 6: tile_dot<6, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
+      case 5: tile_dot<5, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
+      case 4: tile_dot<4, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
+      case 3: tile_dot<3, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
+      case 2: tile_dot<2, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
+      default: tile_dot<1, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
+    }
+  }
+}
 
 template <class Fmt>
-void iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y, int64_t j0, int64_t j1,
-             bool avx512) {
+void iq_tiles(const MatrixView& w, const uint8_t* acts, size_t act_stride, const uint8_t* biased, int64_t T, float* y,
+              int64_t j0, int64_t j1) {
+  const int64_t nb = w.n_in / 256;
+  thread_local std::vector<TileBlock> tile;  // over-aligned: C++17's allocator aligns it
+  tile.resize(static_cast<size_t>(nb));
+  alignas(64) int8_t vals[kTileRows][256];
+  for (int64_t j = j0; j < j1; j += kTileRows) {
+    const int n = static_cast<int>(std::min<int64_t>(kTileRows, j1 - j));
+    if (j + kTileRows < j1) prefetch_rows(w, j + kTileRows, std::min(j1, j + 2 * kTileRows));
+    for (int64_t b = 0; b < nb; ++b) {
+      stage_block<Fmt>(w, j, n, b, vals, tile[static_cast<size_t>(b)]);
+      transpose_block(vals, tile[static_cast<size_t>(b)]);
+    }
+    tile_tokens<Fmt::kScaleSpan>(tile.data(), nb, biased, static_cast<size_t>(w.n_in), acts, act_stride, T, y + j,
+                                 w.n_out, n);
+  }
+}
+
+template <class Fmt>
+void iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, const uint8_t* biased, int64_t T, float* y,
+             int64_t j0, int64_t j1) {
+  if (biased != nullptr) {
+    iq_tiles<Fmt>(w, acts, act_stride, biased, T, y, j0, j1);
+    return;
+  }
   const int64_t nb = w.n_in / 256;
   prefetch_rows(w, j0, std::min(j1, j0 + kPrefetchRows));
   auto act = [&](int64_t t) { return reinterpret_cast<const ActQ8x256*>(acts + t * act_stride); };
@@ -369,26 +534,8 @@ void iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_
       continue;
     }
     decode_row<Fmt>(w.row(j), nb, decoded);
-    const ActQ8x256* ap[kGroup512];
-    float r[kGroup512];
-    if (avx512) {
-      for (int64_t t = 0; t < T; t += kGroup512) {
-        const int64_t G = std::min<int64_t>(kGroup512, T - t);
-        for (int64_t g = 0; g < G; ++g) ap[g] = act(t + g);
-        switch (G) {
-          case 8: dot_decoded_512<8>(decoded, ap, nb, r); break;
-          case 7: dot_decoded_512<7>(decoded, ap, nb, r); break;
-          case 6: dot_decoded_512<6>(decoded, ap, nb, r); break;
-          case 5: dot_decoded_512<5>(decoded, ap, nb, r); break;
-          case 4: dot_decoded_512<4>(decoded, ap, nb, r); break;
-          case 3: dot_decoded_512<3>(decoded, ap, nb, r); break;
-          case 2: dot_decoded_512<2>(decoded, ap, nb, r); break;
-          default: dot_decoded_512<1>(decoded, ap, nb, r); break;
-        }
-        for (int64_t g = 0; g < G; ++g) y[(t + g) * w.n_out + j] = r[g];
-      }
-      continue;
-    }
+    const ActQ8x256* ap[kGroup];
+    float r[kGroup];
     for (int64_t t = 0; t < T; t += kGroup) {
       const int64_t G = std::min<int64_t>(kGroup, T - t);
       for (int64_t g = 0; g < G; ++g) ap[g] = act(t + g);
@@ -402,23 +549,39 @@ void iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_
     }
   }
 }
-
 }  // namespace
 
-void matmul_iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y, int64_t j0,
-                    int64_t j1, bool avx512) {
+void matmul_iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, const uint8_t* biased, int64_t T,
+                    float* y, int64_t j0, int64_t j1) {
   switch (w.type) {
-    case DType::IQ2_XXS: iq_rows<Iq2xxs>(w, acts, act_stride, T, y, j0, j1, avx512); return;
-    case DType::IQ2_XS: iq_rows<Iq2xs>(w, acts, act_stride, T, y, j0, j1, avx512); return;
-    case DType::IQ2_S: iq_rows<Iq2s>(w, acts, act_stride, T, y, j0, j1, avx512); return;
-    case DType::IQ3_XXS: iq_rows<Iq3xxs>(w, acts, act_stride, T, y, j0, j1, avx512); return;
-    case DType::IQ3_S: iq_rows<Iq3s>(w, acts, act_stride, T, y, j0, j1, avx512); return;
-    case DType::IQ1_S: iq_rows<Iq1s>(w, acts, act_stride, T, y, j0, j1, avx512); return;
-    case DType::IQ1_M: iq_rows<Iq1m>(w, acts, act_stride, T, y, j0, j1, avx512); return;
-    case DType::TQ1_0: iq_rows<Tq1>(w, acts, act_stride, T, y, j0, j1, avx512); return;
-    case DType::TQ2_0: iq_rows<Tq2>(w, acts, act_stride, T, y, j0, j1, avx512); return;
+    case DType::IQ2_XXS: iq_rows<Iq2xxs>(w, acts, act_stride, biased, T, y, j0, j1); return;
+    case DType::IQ2_XS: iq_rows<Iq2xs>(w, acts, act_stride, biased, T, y, j0, j1); return;
+    case DType::IQ2_S: iq_rows<Iq2s>(w, acts, act_stride, biased, T, y, j0, j1); return;
+    case DType::IQ3_XXS: iq_rows<Iq3xxs>(w, acts, act_stride, biased, T, y, j0, j1); return;
+    case DType::IQ3_S: iq_rows<Iq3s>(w, acts, act_stride, biased, T, y, j0, j1); return;
+    case DType::IQ1_S: iq_rows<Iq1s>(w, acts, act_stride, biased, T, y, j0, j1); return;
+    case DType::IQ1_M: iq_rows<Iq1m>(w, acts, act_stride, biased, T, y, j0, j1); return;
+    case DType::TQ1_0: iq_rows<Tq1>(w, acts, act_stride, biased, T, y, j0, j1); return;
+    case DType::TQ2_0: iq_rows<Tq2>(w, acts, act_stride, biased, T, y, j0, j1); return;
     default: throw_error(ErrorKind::Runtime, "matmul: no i-quant kernel for {}", dtype_name(w.type));
   }
+}
+
+bool iq_tiles(DType type, int64_t T, bool avx512) {
+  switch (type) {
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ1_S: case DType::IQ1_M: case DType::TQ1_0: case DType::TQ2_0:
+      return avx512 && T >= kTileMinTokens;
+    default: return false;
+  }
+}
+
+void biased_codes(const uint8_t* acts, int64_t n_in, uint8_t* dst) {
+  const auto* a = reinterpret_cast<const ActQ8x256*>(acts);
+  const __m256i top = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < n_in / 256; ++b)
+    for (int i = 0; i < 256; i += 32)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 256 * b + i), _mm256_xor_si256(loadu256(a[b].qs + i), top));
 }
 
 }  // namespace specmoe::kernels::cpu::avx2

@@ -223,7 +223,7 @@ void prefetch_rows(const MatrixView& w, int64_t j0, int64_t j1) {
 }
 
 void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y,
-                       int64_t j0, int64_t j1, bool avx512) {
+                       int64_t j0, int64_t j1) {
   switch (w.type) {
     case DType::IQ4_NL: rows_with<ActQ8x32, KIQ4_NL>(w, acts, act_stride, T, y, j0, j1, 32); return;
     case DType::MXFP4: rows_with<ActQ8x32, KMXFP4>(w, acts, act_stride, T, y, j0, j1, 32); return;
@@ -232,7 +232,7 @@ void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stri
     case DType::IQ4_XS: rows_with<ActQ8x256, KIQ4_XS>(w, acts, act_stride, T, y, j0, j1, 256); return;
     case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
     case DType::IQ1_S: case DType::IQ1_M: case DType::TQ1_0: case DType::TQ2_0:
-      matmul_iq_rows(w, acts, act_stride, T, y, j0, j1, avx512);
+      matmul_iq_rows(w, acts, act_stride, nullptr, T, y, j0, j1);
       return;
     default: throw_error(ErrorKind::Runtime, "matmul: no row-major integer kernel for {}", dtype_name(w.type));
   }
