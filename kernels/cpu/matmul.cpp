@@ -214,7 +214,7 @@ struct Product {
   const uint8_t* acts = nullptr;  // quantized activations (the integer paths)
   size_t stride = 0;
   int64_t first_chunk = 0;        // index of its first chunk of rows among all products
-  const uint8_t* biased = nullptr;  // Avx2Quant i-quants in tiles: the codes plus 128 (n_in per token)
+  const uint8_t* biased = nullptr;  // Avx2Quant in tiles: the activation codes plus 128 (n_in per token)
 };
 
 // Rows [j0, j1) of one product for all T tokens.
@@ -245,12 +245,7 @@ void run_rows(const Product& p, const float* x, int64_t T, int64_t j0, int64_t j
         avx2::matmul_packed_rows(w.type, groups, w.n_in, p.acts, p.stride, T, p.y, w.n_out, j0, j1);
       return;
     }
-    case Product::Path::Avx2Quant:
-      if (p.biased != nullptr)
-        avx2::matmul_iq_rows(w, p.acts, p.stride, p.biased, T, p.y, j0, j1);
-      else
-        avx2::matmul_quant_rows(w, p.acts, p.stride, T, p.y, j0, j1);
-      return;
+    case Product::Path::Avx2Quant: avx2::matmul_quant_rows(w, p.acts, p.stride, T, p.y, j0, j1, p.biased); return;
     default: break;
   }
   // Dequantized-row scratch, only where a row must be converted to f32 first (the portable path
@@ -352,9 +347,9 @@ void matmul_multi(ThreadPool& pool, const float* x, int64_t T, std::span<const M
         p.path = isa >= Isa::Avx512 ? Product::Path::Avx512Packed : Product::Path::Avx2Packed;
       else
         p.path = Product::Path::Avx2Quant;
-      if (p.path == Product::Path::Avx2Quant && avx2::iq_tiles(w.type, T, isa >= Isa::Avx512)) {
-        // The i-quant tiles read the codes plus 128: made once per call, from the first
-        // product's quantized activations (every i-quant shares the 256-element ones).
+      if (p.path == Product::Path::Avx2Quant && avx2::row_tiles(w.type, T, isa >= Isa::Avx512)) {
+        // The row-major tiles read the codes plus 128: made once per call, from the first
+        // such product's quantized activations (they all share the 256-element ones).
         if (biased == nullptr) {
           uint8_t* b = biased_buf.get(static_cast<size_t>(n_in) * static_cast<size_t>(T));
           auto bias = [&](int64_t t0, int64_t t1) {

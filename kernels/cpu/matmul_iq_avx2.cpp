@@ -13,10 +13,9 @@
 //
 // Decoding (grid lookups, sign tables) costs several times the dot itself. One token decodes and
 // multiplies in one pass; a small batch decodes each row once into a buffer that stays in L1 and
-// multiplies every token from it; from kTileMinTokens tokens on AVX-512 VNNI machines (long verify
-// batches, prompts) 16 rows are decoded at once into a tile that holds one row per 32-bit lane,
-// so that each weight vector serves a group of 8 tokens from a register (tile_dot). The results
-// are the same whichever path runs, bit for bit.
+// multiplies every token from it; from tiles::kMinTokens tokens on AVX-512 VNNI machines (long
+// verify batches, prompts) 16 rows at once go through the tiles of matmul_tiles_avx512.h. The
+// results are the same whichever path runs, bit for bit.
 #include <immintrin.h>
 
 #include <array>
@@ -26,6 +25,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/matmul_quant_avx2.h"
+#include "kernels/cpu/matmul_tiles_avx512.h"
 #include "kernels/cpu/quant_internal.h"
 #include "kernels/iq_grids.h"
 
@@ -259,20 +259,6 @@ struct Tq1 {
   }
 };
 
-// The float steps every path shares, so that a token's result never depends on the batch or the
-// instruction set: per block b, the exact integer sum isum_b of scale x value x activation over
-// the block's 256 elements, then acc = fma(d_b * d_act_b, float(isum_b), acc) in block order from
-// acc = 0.
-inline int hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
-}
-inline float add_block(float acc, float dw, float da, int isum) {
-  return std::fma(dw * da, static_cast<float>(isum), acc);
-}
-
 // One token: decode and multiply in one pass.
 template <class Fmt>
 float dot_iq_one(const uint8_t* w, const ActQ8x256* a, int64_t nb) {
@@ -329,198 +315,29 @@ void dot_decoded(const DecodedRow& row, const ActQ8x256* const* a, int64_t nb, f
   for (int g = 0; g < G; ++g) out[g] = acc[g];
 }
 
-// AVX-512 VNNI batches (machines that have it, when the caller allows it): 16 rows at once, one
-// row per int32 lane, so that a weight vector serves every token of a group from a register and no
-// token needs a horizontal sum. A tile of 16 rows is decoded once per call into signed values v
-// (TileBlock: each 64-byte vector holds 4 consecutive values of each row), and the activations
-// are made unsigned (x + 128, a flip of the top bit) for vpdpbusd's unsigned x signed form:
-//   sum (x + 128) v = sum x v + 128 sum v,
-// where the second sum, times the scales, is the row's own constant (corr). Per scale group
-// (16 or 32 elements; none for the ternary formats) the group's int32 sums are multiplied by the
-// row's scale (vpmulld; at most 16 x 255 x 62 per group, 31 x 256 x 255 x 62 < 2^31 per block).
-// The block's integers are dot_iq_one's, and each lane's float steps are add_block's, so a token
-// gives the same bits here as alone or on AVX2.
-struct alignas(64) TileBlock {
-  int8_t w[64][64];        // [4-element group k of the block][row r's 4 values at 4 r]
-  int32_t scale[16][16];   // [16-element half][row]
-  int32_t corr[16];        // per row: 128 x sum over halves of scale x (sum of the half's values)
-  float d[16];             // per row: the block scale
-};
-constexpr int kTileRows = 16;
-// Batches from this many tokens take the tiles; smaller ones decode row by row (the tile's
-// transposition costs more than it saves on a few tokens).
-constexpr int64_t kTileMinTokens = 6;
-
-// Block b of rows j .. j + n - 1 (n <= 16; the rest zero): values row-major into vals, the
-// scales, corrections and block scales into out.
+// The tiles' decoder (matmul_tiles_avx512.h): a block's signed values and its scales per 16.
 template <class Fmt>
-void stage_block(const MatrixView& w, int64_t j, int n, int64_t b, int8_t (*vals)[256], TileBlock& out) {
-  const __m256i ones = _mm256_set1_epi8(1);
-  for (int r = 0; r < kTileRows; ++r) {
-    if (r >= n) {
-      std::memset(vals[r], 0, 256);
-      for (auto& s : out.scale) s[r] = 0;
-      out.corr[r] = 0;
-      out.d[r] = 0.0f;
-      continue;
-    }
-    const Fmt blk(w.row(j + r) + b * Fmt::kBytes);
-    __m256i c = _mm256_setzero_si256();
+struct IqStage {
+  static constexpr int kBytes = Fmt::kBytes, kScaleSpan = Fmt::kScaleSpan;
+  static constexpr bool kMins = false;
+  static void decode(const uint8_t* p, int8_t* v, int32_t* scale, int16_t*, float& d, float&) {
+    const Fmt blk(p);
     for (int ib = 0; ib < 8; ++ib) {
       __m256i u, s, sv;
       blk.sub(ib, u, s, sv);
-      const __m256i v = _mm256_sign_epi8(u, s);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(vals[r] + 32 * ib), v);
-      out.scale[2 * ib][r] = static_cast<int16_t>(_mm256_extract_epi16(sv, 0));
-      out.scale[2 * ib + 1][r] = static_cast<int16_t>(_mm256_extract_epi16(sv, 8));
-      c = _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_maddubs_epi16(ones, v), sv));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(v + 32 * ib), _mm256_sign_epi8(u, s));
+      scale[2 * ib] = static_cast<int16_t>(_mm256_extract_epi16(sv, 0));
+      scale[2 * ib + 1] = static_cast<int16_t>(_mm256_extract_epi16(sv, 8));
     }
-    out.corr[r] = 128 * hsum_i32(c);
-    out.d[r] = blk.d();
+    d = blk.d();
   }
-}
-
-#define SPECMOE_IQ_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
-#if !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // the gathers' and masked stores' unused sources
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
-// vals (16 rows x 64 groups of 4 bytes) -> out.w (64 groups x 16 rows): four 16 x 16 transposes
-// of 32-bit elements (pairs, then quads within 128-bit lanes, then the lanes; no gathers, which
-// are slow where the microcode guards them).
-SPECMOE_IQ_AVX512 void transpose_block(const int8_t (*vals)[256], TileBlock& out) {
-  for (int q = 0; q < 4; ++q) {
-    __m512i r[16], t[16];
-    for (int i = 0; i < 16; ++i) r[i] = _mm512_load_si512(vals[i] + 64 * q);
-    for (int i = 0; i < 16; i += 2) {
-      t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-      t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    // r[4 g + c], 128-bit lane L: column 4 L + c of rows 4 g .. 4 g + 3.
-    for (int g = 0; g < 4; ++g) {
-      r[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-      r[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-      r[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-      r[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-    }
-    for (int c = 0; c < 4; ++c) {
-      t[c] = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88);           // columns c, 8 + c of rows 0-7
-      t[4 + c] = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xDD);       // columns 4 + c, 12 + c of rows 0-7
-      t[8 + c] = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);  // the same of rows 8-15
-      t[12 + c] = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xDD);
-    }
-    int8_t(*w)[64] = out.w + 16 * q;
-    for (int c = 0; c < 4; ++c) {
-      _mm512_store_si512(w[c], _mm512_shuffle_i32x4(t[c], t[8 + c], 0x88));
-      _mm512_store_si512(w[8 + c], _mm512_shuffle_i32x4(t[c], t[8 + c], 0xDD));
-      _mm512_store_si512(w[4 + c], _mm512_shuffle_i32x4(t[4 + c], t[12 + c], 0x88));
-      _mm512_store_si512(w[12 + c], _mm512_shuffle_i32x4(t[4 + c], t[12 + c], 0xDD));
-    }
-  }
-}
-
-// sums[g] += groups k0 .. k0 + N - 1 of a tile block with token g's (x + 128) at xu[g] + at.
-template <int G, int N>
-SPECMOE_IQ_AVX512 inline __attribute__((always_inline)) void tile_groups(const TileBlock& t, int k0,
-                                                                         const uint8_t* const* xu, int64_t at,
-                                                                         __m512i* sums) {
-#pragma GCC unroll 8
-  for (int k = k0; k < k0 + N; ++k) {
-    const __m512i wv = _mm512_load_si512(t.w[k]);
-    for (int g = 0; g < G; ++g)
-      sums[g] = _mm512_dpbusd_epi32(sums[g], _mm512_set1_epi32(static_cast<int>(load_u32(xu[g] + at + 4 * k))), wv);
-  }
-}
-
-// G tokens against a decoded tile: y[g * y_stride + r] for the rows of mask m. xu[g]: token g's
-// activations plus 128 (nb x 256 bytes); kSpan: elements per scale (16, 32; 0 = no scales).
-template <int G, int kSpan>
-SPECMOE_IQ_AVX512 void tile_dot(const TileBlock* tile, int64_t nb, const uint8_t* const* xu,
-                                const ActQ8x256* const* a, float* y, int64_t y_stride, __mmask16 m) {
-  __m512 acc[G];
-  for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const TileBlock& t = tile[b];
-    __m512i blk[G];
-    for (int g = 0; g < G; ++g) blk[g] = _mm512_setzero_si512();
-    if constexpr (kSpan == 0) {
-      for (int k = 0; k < 64; k += 8) tile_groups<G, 8>(t, k, xu, 256 * b, blk);
-    } else {
-      constexpr int kHalves = kSpan / 16;
-      for (int h = 0; h < 16; h += kHalves) {
-        __m512i part[G];
-        for (int g = 0; g < G; ++g) part[g] = _mm512_setzero_si512();
-        tile_groups<G, 4 * kHalves>(t, 4 * h, xu, 256 * b, part);
-        const __m512i s = _mm512_load_si512(t.scale[h]);
-        for (int g = 0; g < G; ++g) blk[g] = _mm512_add_epi32(blk[g], _mm512_mullo_epi32(part[g], s));
-      }
-    }
-    const __m512i corr = _mm512_load_si512(t.corr);
-    const __m512 d = _mm512_load_ps(t.d);
-    for (int g = 0; g < G; ++g)
-      acc[g] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a[g][b].d)),
-                               _mm512_cvtepi32_ps(_mm512_sub_epi32(blk[g], corr)), acc[g]);
-  }
-  for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(y + g * y_stride, m, acc[g]);
-}
-constexpr int kTileTokens = 8;  // tokens per pass over a tile (accumulators in 32 vector registers)
-
-#if !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
-template <int kSpan>
-SPECMOE_IQ_AVX512 void tile_tokens(const TileBlock* tile, int64_t nb, const uint8_t* xu, size_t xu_stride,
-                                   const uint8_t* acts, size_t act_stride, int64_t T, float* y, int64_t n_out, int n) {
-  const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
-  const uint8_t* xp[kTileTokens];
-  const ActQ8x256* ap[kTileTokens];
-  for (int64_t t = 0; t < T; t += kTileTokens) {
-    const int64_t G = std::min<int64_t>(kTileTokens, T - t);
-    for (int64_t g = 0; g < G; ++g) {
-      xp[g] = xu + (t + g) * xu_stride;
-      ap[g] = reinterpret_cast<const ActQ8x256*>(acts + (t + g) * act_stride);
-    }
-    float* yt = y + t * n_out;
-    switch (G) {
-      case 8: tile_dot<8, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
-      case 7: tile_dot<7, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
-      case 6: tile_dot<6, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
-      case 5: tile_dot<5, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
-      case 4: tile_dot<4, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
-      case 3: tile_dot<3, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
-      case 2: tile_dot<2, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
-      default: tile_dot<1, kSpan>(tile, nb, xp, ap, yt, n_out, m); break;
-    }
-  }
-}
-
-template <class Fmt>
-void iq_tiles(const MatrixView& w, const uint8_t* acts, size_t act_stride, const uint8_t* biased, int64_t T, float* y,
-              int64_t j0, int64_t j1) {
-  const int64_t nb = w.n_in / 256;
-  thread_local std::vector<TileBlock> tile;  // over-aligned: C++17's allocator aligns it
-  tile.resize(static_cast<size_t>(nb));
-  alignas(64) int8_t vals[kTileRows][256];
-  for (int64_t j = j0; j < j1; j += kTileRows) {
-    const int n = static_cast<int>(std::min<int64_t>(kTileRows, j1 - j));
-    if (j + kTileRows < j1) prefetch_rows(w, j + kTileRows, std::min(j1, j + 2 * kTileRows));
-    for (int64_t b = 0; b < nb; ++b) {
-      stage_block<Fmt>(w, j, n, b, vals, tile[static_cast<size_t>(b)]);
-      transpose_block(vals, tile[static_cast<size_t>(b)]);
-    }
-    tile_tokens<Fmt::kScaleSpan>(tile.data(), nb, biased, static_cast<size_t>(w.n_in), acts, act_stride, T, y + j,
-                                 w.n_out, n);
-  }
-}
+};
 
 template <class Fmt>
 void iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, const uint8_t* biased, int64_t T, float* y,
              int64_t j0, int64_t j1) {
   if (biased != nullptr) {
-    iq_tiles<Fmt>(w, acts, act_stride, biased, T, y, j0, j1);
+    tiles::run<IqStage<Fmt>>(w, acts, act_stride, biased, T, y, j0, j1);
     return;
   }
   const int64_t nb = w.n_in / 256;
@@ -565,23 +382,6 @@ void matmul_iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride,
     case DType::TQ2_0: iq_rows<Tq2>(w, acts, act_stride, biased, T, y, j0, j1); return;
     default: throw_error(ErrorKind::Runtime, "matmul: no i-quant kernel for {}", dtype_name(w.type));
   }
-}
-
-bool iq_tiles(DType type, int64_t T, bool avx512) {
-  switch (type) {
-    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
-    case DType::IQ1_S: case DType::IQ1_M: case DType::TQ1_0: case DType::TQ2_0:
-      return avx512 && T >= kTileMinTokens;
-    default: return false;
-  }
-}
-
-void biased_codes(const uint8_t* acts, int64_t n_in, uint8_t* dst) {
-  const auto* a = reinterpret_cast<const ActQ8x256*>(acts);
-  const __m256i top = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int64_t b = 0; b < n_in / 256; ++b)
-    for (int i = 0; i < 256; i += 32)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 256 * b + i), _mm256_xor_si256(loadu256(a[b].qs + i), top));
 }
 
 }  // namespace specmoe::kernels::cpu::avx2

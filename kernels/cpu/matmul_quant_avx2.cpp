@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/matmul_quant_avx2.h"
+#include "kernels/cpu/matmul_tiles_avx512.h"
 #include "kernels/cpu/quant_internal.h"
 
 namespace specmoe::kernels::cpu::avx2 {
@@ -93,8 +94,7 @@ struct HalfScales {
 template <int G>
 void dot_q2_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* out) {
   const __m256i low2 = _mm256_set1_epi8(3);
-  __m256 acc[G];
-  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  float acc[G] = {};
   for (int64_t b = 0; b < nb; ++b, w += 84) {
     const float d = load_half(w + 80), dmin = load_half(w + 82);
     const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
@@ -118,11 +118,11 @@ void dot_q2_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* ou
     for (int g = 0; g < G; ++g) {
       const ActQ8x256& x = a[g][b];
       const __m256i msum = _mm256_madd_epi16(loadu256(x.bsums), mins);
-      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(d * x.d), _mm256_cvtepi32_ps(sumi[g]), acc[g]);
-      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * x.d), _mm256_cvtepi32_ps(msum), acc[g]);
+      acc[g] = add_block(acc[g], d, x.d, hsum_i32(sumi[g]));
+      acc[g] = add_block(acc[g], -dmin, x.d, hsum_i32(msum));
     }
   }
-  for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
+  for (int g = 0; g < G; ++g) out[g] = acc[g];
 }
 
 // Q3_K's sixteen 6-bit scales minus 32, as int8 (layout in quant_q23_k.cpp).
@@ -145,8 +145,7 @@ inline __m128i q3_scales(const uint8_t* p) {
 template <int G>
 void dot_q3_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* out) {
   const __m256i low2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-  __m256 acc[G];
-  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  float acc[G] = {};
   for (int64_t b = 0; b < nb; ++b, w += 110) {
     const __m128i sc = q3_scales(w + 96);
     const HalfScales hs(_mm_cvtepi8_epi16(sc), _mm_cvtepi8_epi16(_mm_srli_si128(sc, 8)));
@@ -172,18 +171,17 @@ void dot_q3_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* ou
     for (int g = 0; g < G; ++g) {
       const ActQ8x256& x = a[g][b];
       const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(loadu256(x.bsums), sc16), 2);
-      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(d * x.d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[g], offset)), acc[g]);
+      acc[g] = add_block(acc[g], d, x.d, hsum_i32(_mm256_sub_epi32(sumi[g], offset)));
     }
   }
-  for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
+  for (int g = 0; g < G; ++g) out[g] = acc[g];
 }
 
 // IQ4_XS: x = d * (ls_ib - 32) * table[nibble] over 8 sub-blocks of 32.
 template <int G>
 void dot_iq4_xs(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* out) {
   const __m256i table = iq4_table();
-  __m256 acc[G];
-  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  float acc[G] = {};
   for (int64_t b = 0; b < nb; ++b, w += 136) {
     const float d = load_half(w);
     uint16_t sh;
@@ -201,11 +199,64 @@ void dot_iq4_xs(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* 
         sumi[g] = _mm256_add_epi32(sumi[g], _mm256_madd_epi16(p, sv));
       }
     }
-    for (int g = 0; g < G; ++g)
-      acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(d * a[g][b].d), _mm256_cvtepi32_ps(sumi[g]), acc[g]);
+    for (int g = 0; g < G; ++g) acc[g] = add_block(acc[g], d, a[g][b].d, hsum_i32(sumi[g]));
   }
-  for (int g = 0; g < G; ++g) out[g] = hsum(acc[g]);
+  for (int g = 0; g < G; ++g) out[g] = acc[g];
 }
+
+// The tiles' decoders (matmul_tiles_avx512.h): a block's signed values and its scales per 16
+// elements, the same integers as the kernels above.
+struct Q2Stage {
+  static constexpr int kBytes = 84, kScaleSpan = 16;
+  static constexpr bool kMins = true;
+  static void decode(const uint8_t* w, int8_t* v, int32_t* scale, int16_t* mins, float& d, float& dmin) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i raw = loadu256(w + 16 + 32 * h);
+      for (int j = 0; j < 4; ++j)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(v + 128 * h + 32 * j),
+                           _mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), _mm256_set1_epi8(3)));
+    }
+    for (int i = 0; i < 16; ++i) scale[i] = w[i] & 15, mins[i] = static_cast<int16_t>(w[i] >> 4);
+    d = load_half(w + 80);
+    dmin = load_half(w + 82);
+  }
+};
+struct Q3Stage {
+  static constexpr int kBytes = 110, kScaleSpan = 16;
+  static constexpr bool kMins = false;
+  static void decode(const uint8_t* w, int8_t* v, int32_t* scale, int16_t*, float& d, float&) {
+    const __m256i hm = loadu256(w), low2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i raw = loadu256(w + 32 + 32 * h);
+      for (int j = 0; j < 4; ++j) {
+        const __m256i top = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one);
+        const __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), low2),
+                                          _mm256_slli_epi16(top, 2));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(v + 128 * h + 32 * j), _mm256_sub_epi8(q, _mm256_set1_epi8(4)));
+      }
+    }
+    alignas(16) int8_t sc[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(sc), q3_scales(w + 96));
+    for (int i = 0; i < 16; ++i) scale[i] = sc[i];
+    d = load_half(w + 108);
+  }
+};
+struct Iq4XsStage {
+  static constexpr int kBytes = 136, kScaleSpan = 32;
+  static constexpr bool kMins = false;
+  static void decode(const uint8_t* w, int8_t* v, int32_t* scale, int16_t*, float& d, float&) {
+    const __m256i table = iq4_table();
+    uint16_t sh;
+    std::memcpy(&sh, w + 2, 2);
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls = ((w[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+      scale[2 * ib] = scale[2 * ib + 1] = ls - 32;
+      _mm256_store_si256(reinterpret_cast<__m256i*>(v + 32 * ib),
+                         _mm256_shuffle_epi8(table, unpack_nibbles16(w + 8 + 16 * ib)));
+    }
+    d = load_half(w);
+  }
+};
 
 template <int G> struct KIQ4_NL { static void run(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o) { dot_lut4<Iq4NlBlock, G>(w, a, nb, o); } };
 template <int G> struct KMXFP4 { static void run(const uint8_t* w, const ActQ8x32* const* a, int64_t nb, float* o) { dot_lut4<Mxfp4Block, G>(w, a, nb, o); } };
@@ -222,8 +273,35 @@ void prefetch_rows(const MatrixView& w, int64_t j0, int64_t j1) {
   }
 }
 
+bool row_tiles(DType type, int64_t T, bool avx512) {
+  if (!avx512 || T < tiles::kMinTokens) return false;
+  switch (type) {
+    case DType::Q2_K: case DType::Q3_K: case DType::IQ4_XS:
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ1_S: case DType::IQ1_M: case DType::TQ1_0: case DType::TQ2_0:
+      return true;
+    default: return false;
+  }
+}
+
+void biased_codes(const uint8_t* acts, int64_t n_in, uint8_t* dst) {
+  const auto* a = reinterpret_cast<const ActQ8x256*>(acts);
+  const __m256i top = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < n_in / 256; ++b)
+    for (int i = 0; i < 256; i += 32)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 256 * b + i), _mm256_xor_si256(loadu256(a[b].qs + i), top));
+}
+
 void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y,
-                       int64_t j0, int64_t j1) {
+                       int64_t j0, int64_t j1, const uint8_t* biased) {
+  if (biased != nullptr) {
+    switch (w.type) {
+      case DType::Q2_K: tiles::run<Q2Stage>(w, acts, act_stride, biased, T, y, j0, j1); return;
+      case DType::Q3_K: tiles::run<Q3Stage>(w, acts, act_stride, biased, T, y, j0, j1); return;
+      case DType::IQ4_XS: tiles::run<Iq4XsStage>(w, acts, act_stride, biased, T, y, j0, j1); return;
+      default: break;
+    }
+  }
   switch (w.type) {
     case DType::IQ4_NL: rows_with<ActQ8x32, KIQ4_NL>(w, acts, act_stride, T, y, j0, j1, 32); return;
     case DType::MXFP4: rows_with<ActQ8x32, KMXFP4>(w, acts, act_stride, T, y, j0, j1, 32); return;
@@ -232,7 +310,7 @@ void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stri
     case DType::IQ4_XS: rows_with<ActQ8x256, KIQ4_XS>(w, acts, act_stride, T, y, j0, j1, 256); return;
     case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
     case DType::IQ1_S: case DType::IQ1_M: case DType::TQ1_0: case DType::TQ2_0:
-      matmul_iq_rows(w, acts, act_stride, nullptr, T, y, j0, j1);
+      matmul_iq_rows(w, acts, act_stride, biased, T, y, j0, j1);
       return;
     default: throw_error(ErrorKind::Runtime, "matmul: no row-major integer kernel for {}", dtype_name(w.type));
   }

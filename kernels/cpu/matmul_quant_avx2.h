@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/simd_avx2.h"
@@ -25,6 +26,21 @@ inline float hsum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// The float steps of the 256-element row-major formats (Q2_K, Q3_K, IQ4_XS, the i-quants), the
+// same in every kernel so that a token's result never depends on the batch or the instruction
+// set: per block b, the exact integer sum isum_b of scale x value x activation over the block, then
+// acc = fma(d_b * d_act_b, float(isum_b), acc) in block order from acc = 0 (Q2_K then adds its
+// mins' term the same way, with -dmin_b).
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+inline float add_block(float acc, float dw, float da, int isum) {
+  return std::fma(dw * da, static_cast<float>(isum), acc);
 }
 
 inline float load_half(const uint8_t* p) {
