@@ -215,6 +215,7 @@ struct Product {
   size_t stride = 0;
   int64_t first_chunk = 0;        // index of its first chunk of rows among all products
   const uint8_t* biased = nullptr;  // Avx2Quant in tiles: the activation codes plus 128 (n_in per token)
+  bool avx512 = false;              // Avx2Quant in tiles: the AVX-512 VNNI ones
 };
 
 // Rows [j0, j1) of one product for all T tokens.
@@ -245,7 +246,9 @@ void run_rows(const Product& p, const float* x, int64_t T, int64_t j0, int64_t j
         avx2::matmul_packed_rows(w.type, groups, w.n_in, p.acts, p.stride, T, p.y, w.n_out, j0, j1);
       return;
     }
-    case Product::Path::Avx2Quant: avx2::matmul_quant_rows(w, p.acts, p.stride, T, p.y, j0, j1, p.biased); return;
+    case Product::Path::Avx2Quant:
+      avx2::matmul_quant_rows(w, p.acts, p.stride, T, p.y, j0, j1, p.biased, p.avx512);
+      return;
     default: break;
   }
   // Dequantized-row scratch, only where a row must be converted to f32 first (the portable path
@@ -362,6 +365,7 @@ void matmul_multi(ThreadPool& pool, const float* x, int64_t T, std::span<const M
           biased = b;
         }
         p.biased = biased;
+        p.avx512 = isa >= Isa::Avx512;
       }
     } else if (isa != Isa::Scalar && w.packed != nullptr && packs(w.type)) {
       // Float weights with a packed copy: the packed kernels read the float activations.

@@ -14,7 +14,7 @@
 // Decoding (grid lookups, sign tables) costs several times the dot itself. One token decodes and
 // multiplies in one pass; a small batch decodes each row once into a buffer that stays in L1 and
 // multiplies every token from it; from tiles::kMinTokens tokens on AVX-512 VNNI machines (long
-// verify batches, prompts) 16 rows at once go through the tiles of matmul_tiles_avx512.h. The
+// verify batches, prompts) 16 rows at once go through the tiles of matmul_tiles.h. The
 // results are the same whichever path runs, bit for bit.
 #include <immintrin.h>
 
@@ -25,7 +25,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/matmul_quant_avx2.h"
-#include "kernels/cpu/matmul_tiles_avx512.h"
+#include "kernels/cpu/matmul_tiles.h"
 #include "kernels/cpu/quant_internal.h"
 #include "kernels/iq_grids.h"
 
@@ -85,6 +85,7 @@ inline float half_at(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
 struct Iq2xxs {
   static constexpr int kBytes = 66;
   static constexpr int kScaleSpan = 32;  // elements per scale (tile_dot)
+  static constexpr int kMaxValue = 43;  // the largest |value|
   const uint8_t* b;
   explicit Iq2xxs(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.125f; }
@@ -98,6 +99,7 @@ struct Iq2xxs {
 struct Iq2xs {
   static constexpr int kBytes = 74;
   static constexpr int kScaleSpan = 16;  // elements per scale (tile_dot)
+  static constexpr int kMaxValue = 43;  // the largest |value|
   const uint8_t* b;
   explicit Iq2xs(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.125f; }
@@ -114,6 +116,7 @@ struct Iq2xs {
 struct Iq2s {
   static constexpr int kBytes = 82;
   static constexpr int kScaleSpan = 16;  // elements per scale (tile_dot)
+  static constexpr int kMaxValue = 43;  // the largest |value|
   const uint8_t* b;
   explicit Iq2s(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.125f; }
@@ -136,6 +139,7 @@ inline __m256i grid32(const iq::Grid<uint32_t, N>& g, const uint32_t (&i)[8]) {
 struct Iq3xxs {
   static constexpr int kBytes = 98;
   static constexpr int kScaleSpan = 32;  // elements per scale (tile_dot)
+  static constexpr int kMaxValue = 62;  // the largest |value|
   const uint8_t* b;
   explicit Iq3xxs(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.25f; }
@@ -151,6 +155,7 @@ struct Iq3xxs {
 struct Iq3s {
   static constexpr int kBytes = 110;
   static constexpr int kScaleSpan = 32;  // elements per scale (tile_dot)
+  static constexpr int kMaxValue = 15;  // the largest |value|
   const uint8_t* b;
   explicit Iq3s(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b); }
@@ -174,6 +179,7 @@ constexpr int64_t kPlusOnes = 0x0101010101010101ll, kMinusOnes = -1ll;
 struct Iq1s {
   static constexpr int kBytes = 50;
   static constexpr int kScaleSpan = 32;  // elements per scale (tile_dot)
+  static constexpr int kMaxValue = 9;  // the largest |value|
   const uint8_t* b;
   explicit Iq1s(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b) * 0.125f; }
@@ -190,6 +196,7 @@ struct Iq1s {
 struct Iq1m {
   static constexpr int kBytes = 56;
   static constexpr int kScaleSpan = 16;  // elements per scale (tile_dot)
+  static constexpr int kMaxValue = 9;  // the largest |value|
   const uint8_t* b;
   float scale;
   explicit Iq1m(const uint8_t* p) : b(p), scale(cpu::detail::iq1_m_scale(p) * 0.125f) {}
@@ -209,6 +216,7 @@ struct Iq1m {
 struct Tq2 {
   static constexpr int kBytes = 66;
   static constexpr int kScaleSpan = 0;  // elements per scale (tile_dot)
+  static constexpr int kMaxValue = 1;  // the largest |value|
   const uint8_t* b;
   explicit Tq2(const uint8_t* p) : b(p) {}
   float d() const { return half_at(b + 64); }
@@ -226,6 +234,7 @@ struct Tq2 {
 struct Tq1 {
   static constexpr int kBytes = 54;
   static constexpr int kScaleSpan = 0;  // elements per scale (tile_dot)
+  static constexpr int kMaxValue = 1;  // the largest |value|
   const uint8_t* b;
   alignas(32) int8_t vals[256];
   static __m256i minus_one_plus_digit(__m256i q) {
@@ -315,10 +324,10 @@ void dot_decoded(const DecodedRow& row, const ActQ8x256* const* a, int64_t nb, f
   for (int g = 0; g < G; ++g) out[g] = acc[g];
 }
 
-// The tiles' decoder (matmul_tiles_avx512.h): a block's signed values and its scales per 16.
+// The tiles' decoder (matmul_tiles.h): a block's signed values and its scales per 16.
 template <class Fmt>
 struct IqStage {
-  static constexpr int kBytes = Fmt::kBytes, kScaleSpan = Fmt::kScaleSpan;
+  static constexpr int kBytes = Fmt::kBytes, kScaleSpan = Fmt::kScaleSpan, kMaxValue = Fmt::kMaxValue;
   static constexpr bool kMins = false;
   static void decode(const uint8_t* p, int8_t* v, int32_t* scale, int16_t*, float& d, float&) {
     const Fmt blk(p);
@@ -335,9 +344,9 @@ struct IqStage {
 
 template <class Fmt>
 void iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, const uint8_t* biased, int64_t T, float* y,
-             int64_t j0, int64_t j1) {
+             int64_t j0, int64_t j1, bool avx512) {
   if (biased != nullptr) {
-    tiles::run<IqStage<Fmt>>(w, acts, act_stride, biased, T, y, j0, j1);
+    tiles::run<IqStage<Fmt>>(w, acts, act_stride, biased, T, y, j0, j1, avx512);
     return;
   }
   const int64_t nb = w.n_in / 256;
@@ -369,19 +378,21 @@ void iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, const 
 }  // namespace
 
 void matmul_iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, const uint8_t* biased, int64_t T,
-                    float* y, int64_t j0, int64_t j1) {
+                    float* y, int64_t j0, int64_t j1, bool avx512) {
   switch (w.type) {
-    case DType::IQ2_XXS: iq_rows<Iq2xxs>(w, acts, act_stride, biased, T, y, j0, j1); return;
-    case DType::IQ2_XS: iq_rows<Iq2xs>(w, acts, act_stride, biased, T, y, j0, j1); return;
-    case DType::IQ2_S: iq_rows<Iq2s>(w, acts, act_stride, biased, T, y, j0, j1); return;
-    case DType::IQ3_XXS: iq_rows<Iq3xxs>(w, acts, act_stride, biased, T, y, j0, j1); return;
-    case DType::IQ3_S: iq_rows<Iq3s>(w, acts, act_stride, biased, T, y, j0, j1); return;
-    case DType::IQ1_S: iq_rows<Iq1s>(w, acts, act_stride, biased, T, y, j0, j1); return;
-    case DType::IQ1_M: iq_rows<Iq1m>(w, acts, act_stride, biased, T, y, j0, j1); return;
-    case DType::TQ1_0: iq_rows<Tq1>(w, acts, act_stride, biased, T, y, j0, j1); return;
-    case DType::TQ2_0: iq_rows<Tq2>(w, acts, act_stride, biased, T, y, j0, j1); return;
+    case DType::IQ2_XXS: iq_rows<Iq2xxs>(w, acts, act_stride, biased, T, y, j0, j1, avx512); return;
+    case DType::IQ2_XS: iq_rows<Iq2xs>(w, acts, act_stride, biased, T, y, j0, j1, avx512); return;
+    case DType::IQ2_S: iq_rows<Iq2s>(w, acts, act_stride, biased, T, y, j0, j1, avx512); return;
+    case DType::IQ3_XXS: iq_rows<Iq3xxs>(w, acts, act_stride, biased, T, y, j0, j1, avx512); return;
+    case DType::IQ3_S: iq_rows<Iq3s>(w, acts, act_stride, biased, T, y, j0, j1, avx512); return;
+    case DType::IQ1_S: iq_rows<Iq1s>(w, acts, act_stride, biased, T, y, j0, j1, avx512); return;
+    case DType::IQ1_M: iq_rows<Iq1m>(w, acts, act_stride, biased, T, y, j0, j1, avx512); return;
+    case DType::TQ1_0: iq_rows<Tq1>(w, acts, act_stride, biased, T, y, j0, j1, avx512); return;
+    case DType::TQ2_0: iq_rows<Tq2>(w, acts, act_stride, biased, T, y, j0, j1, avx512); return;
     default: throw_error(ErrorKind::Runtime, "matmul: no i-quant kernel for {}", dtype_name(w.type));
   }
 }
+
+bool iq_tiles(int64_t T, bool avx512) { return tiles::wanted<IqStage<Iq3xxs>>(T, avx512); }  // any i-quant: |value| <= 62
 
 }  // namespace specmoe::kernels::cpu::avx2

@@ -18,7 +18,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/matmul_quant_avx2.h"
-#include "kernels/cpu/matmul_tiles_avx512.h"
+#include "kernels/cpu/matmul_tiles.h"
 #include "kernels/cpu/quant_internal.h"
 
 namespace specmoe::kernels::cpu::avx2 {
@@ -204,10 +204,10 @@ void dot_iq4_xs(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* 
   for (int g = 0; g < G; ++g) out[g] = acc[g];
 }
 
-// The tiles' decoders (matmul_tiles_avx512.h): a block's signed values and its scales per 16
+// The tiles' decoders (matmul_tiles.h): a block's signed values and its scales per 16
 // elements, the same integers as the kernels above.
 struct Q2Stage {
-  static constexpr int kBytes = 84, kScaleSpan = 16;
+  static constexpr int kBytes = 84, kScaleSpan = 16, kMaxValue = 3;
   static constexpr bool kMins = true;
   static void decode(const uint8_t* w, int8_t* v, int32_t* scale, int16_t* mins, float& d, float& dmin) {
     for (int h = 0; h < 2; ++h) {
@@ -222,7 +222,7 @@ struct Q2Stage {
   }
 };
 struct Q3Stage {
-  static constexpr int kBytes = 110, kScaleSpan = 16;
+  static constexpr int kBytes = 110, kScaleSpan = 16, kMaxValue = 4;
   static constexpr bool kMins = false;
   static void decode(const uint8_t* w, int8_t* v, int32_t* scale, int16_t*, float& d, float&) {
     const __m256i hm = loadu256(w), low2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
@@ -242,7 +242,7 @@ struct Q3Stage {
   }
 };
 struct Iq4XsStage {
-  static constexpr int kBytes = 136, kScaleSpan = 32;
+  static constexpr int kBytes = 136, kScaleSpan = 32, kMaxValue = 127;
   static constexpr bool kMins = false;
   static void decode(const uint8_t* w, int8_t* v, int32_t* scale, int16_t*, float& d, float&) {
     const __m256i table = iq4_table();
@@ -274,12 +274,13 @@ void prefetch_rows(const MatrixView& w, int64_t j0, int64_t j1) {
 }
 
 bool row_tiles(DType type, int64_t T, bool avx512) {
-  if (!avx512 || T < tiles::kMinTokens) return false;
   switch (type) {
-    case DType::Q2_K: case DType::Q3_K: case DType::IQ4_XS:
+    case DType::Q2_K: return tiles::wanted<Q2Stage>(T, avx512);
+    case DType::Q3_K: return tiles::wanted<Q3Stage>(T, avx512);
+    case DType::IQ4_XS: return tiles::wanted<Iq4XsStage>(T, avx512);
     case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
     case DType::IQ1_S: case DType::IQ1_M: case DType::TQ1_0: case DType::TQ2_0:
-      return true;
+      return iq_tiles(T, avx512);
     default: return false;
   }
 }
@@ -293,12 +294,12 @@ void biased_codes(const uint8_t* acts, int64_t n_in, uint8_t* dst) {
 }
 
 void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y,
-                       int64_t j0, int64_t j1, const uint8_t* biased) {
+                       int64_t j0, int64_t j1, const uint8_t* biased, bool avx512) {
   if (biased != nullptr) {
     switch (w.type) {
-      case DType::Q2_K: tiles::run<Q2Stage>(w, acts, act_stride, biased, T, y, j0, j1); return;
-      case DType::Q3_K: tiles::run<Q3Stage>(w, acts, act_stride, biased, T, y, j0, j1); return;
-      case DType::IQ4_XS: tiles::run<Iq4XsStage>(w, acts, act_stride, biased, T, y, j0, j1); return;
+      case DType::Q2_K: tiles::run<Q2Stage>(w, acts, act_stride, biased, T, y, j0, j1, avx512); return;
+      case DType::Q3_K: tiles::run<Q3Stage>(w, acts, act_stride, biased, T, y, j0, j1, avx512); return;
+      case DType::IQ4_XS: tiles::run<Iq4XsStage>(w, acts, act_stride, biased, T, y, j0, j1, avx512); return;
       default: break;
     }
   }
@@ -310,7 +311,7 @@ void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stri
     case DType::IQ4_XS: rows_with<ActQ8x256, KIQ4_XS>(w, acts, act_stride, T, y, j0, j1, 256); return;
     case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
     case DType::IQ1_S: case DType::IQ1_M: case DType::TQ1_0: case DType::TQ2_0:
-      matmul_iq_rows(w, acts, act_stride, biased, T, y, j0, j1);
+      matmul_iq_rows(w, acts, act_stride, biased, T, y, j0, j1, avx512);
       return;
     default: throw_error(ErrorKind::Runtime, "matmul: no row-major integer kernel for {}", dtype_name(w.type));
   }

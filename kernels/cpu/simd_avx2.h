@@ -51,17 +51,18 @@ void prefetch_rows(const MatrixView& w, int64_t j0, int64_t j1);
 // Row-major weights of the types that are not packed (IQ4_NL, MXFP4, Q2_K, Q3_K, IQ4_XS, and the
 // i-quants below; matmul_quant_avx2.cpp): y[t * w.n_out + j] for rows [j0, j1) and T tokens,
 // token t's activations at acts + t * act_stride. biased: null (row by row), or, where row_tiles
-// says so (an AVX-512 VNNI CPU, a batch of a 256-element type), every token's activation codes
-// plus 128 (biased_codes, n_in bytes per token), made once per matmul: the rows then go through
-// the 16-row tiles of matmul_tiles_avx512.h (j0 a multiple of 16). The results are the same
-// either way, bit for bit.
+// says so (a batch of a 256-element type), every token's activation codes plus 128
+// (biased_codes, n_in bytes per token), made once per matmul: the rows then go through the 16-row
+// tiles of matmul_tiles.h (j0 a multiple of 16), with AVX-512 VNNI where avx512 (the caller
+// checked the CPU). The results are the same either way, bit for bit.
 void matmul_quant_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, int64_t T, float* y,
-                       int64_t j0, int64_t j1, const uint8_t* biased = nullptr);
+                       int64_t j0, int64_t j1, const uint8_t* biased = nullptr, bool avx512 = false);
 bool row_tiles(DType type, int64_t T, bool avx512);
 void biased_codes(const uint8_t* acts, int64_t n_in, uint8_t* dst);  // one token's ActQ8x256 blocks
 // The read-only i-quant and ternary formats (IQ2_XXS ... TQ2_0; matmul_iq_avx2.cpp), as above.
 void matmul_iq_rows(const MatrixView& w, const uint8_t* acts, size_t act_stride, const uint8_t* biased, int64_t T,
-                    float* y, int64_t j0, int64_t j1);
+                    float* y, int64_t j0, int64_t j1, bool avx512);
+bool iq_tiles(int64_t T, bool avx512);  // row_tiles for the i-quants
 // Packed weights (kernels/cpu/packed.h, matmul_packed_avx2.cpp): y[t * n_out + j] for rows
 // [j0, j1) (j0 a multiple of 16) and T tokens; `groups` holds the packed groups j0 / 16 ..
 // ceil(j1 / 16) - 1 of a matrix of n_in inputs; activations as for matmul_quant_rows.

@@ -107,6 +107,33 @@ TEST(KernelIsa, AmxMatchesAvx2BitForBit) {
   expect_same_as_avx2(cpu::Isa::Amx);
 }
 
+// The row-major 256-element types take 16-row tiles from a few tokens on (matmul_tiles.h) and go
+// row by row below that and for one token: every token of a batch gets the bits it gets alone, on
+// each instruction set, for tiles with a tail of rows (17, 67) and of tokens.
+TEST(KernelIsa, RowMajorBatchGivesEachTokensOwnBits) {
+  cpu::ThreadPool pool(2);
+  for (cpu::Isa isa : {cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+    if (cpu::usable_isa(isa) != isa) continue;
+    for (DType type : {DType::Q2_K, DType::Q3_K, DType::IQ4_XS})
+      for (bool raw : {false, true})
+        for (int64_t n_out : {17, 67})
+          for (int64_t T : {6, 9, 17, 33}) {
+            SCOPED_TRACE(testing::Message() << specmoe::dtype_name(type) << (raw ? " raw" : "") << " n_out=" << n_out
+                                            << " T=" << T << " " << cpu::isa_name(isa));
+            const int64_t n_in = 512;
+            const std::vector<uint8_t> bytes = weight_bytes(type, n_in, n_out, static_cast<uint32_t>(n_out), raw);
+            const auto view = cpu::MatrixView::make(type, bytes.data(), n_in, n_out);
+            const std::vector<float> x = random_vec(static_cast<size_t>(T * n_in), static_cast<uint32_t>(T), 1.0f);
+            std::vector<float> y(T * n_out, NAN), one(n_out, NAN);
+            cpu::matmul(pool, x.data(), T, view, y.data(), isa);
+            for (int64_t t = 0; t < T; ++t) {
+              cpu::matmul(pool, x.data() + t * n_in, 1, view, one.data(), isa);
+              ASSERT_EQ(std::memcmp(one.data(), y.data() + t * n_out, n_out * sizeof(float)), 0) << "token " << t;
+            }
+          }
+  }
+}
+
 // Attention over f16 keys and values (the default cache): the AVX-512 head-group kernels against
 // the AVX2 ones, bit for bit, for GQA groups of 1..8 heads, head dimensions with every tail of the
 // 16- and 8-element steps, causal and tree masks, and visible rows in whole 8-row score blocks and

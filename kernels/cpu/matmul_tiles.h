@@ -1,9 +1,9 @@
 // Internal to the row-major integer kernels (matmul_quant_avx2.cpp, matmul_iq_avx2.cpp; include
-// only from *_avx2.cpp files): batches of 16 weight rows at once on AVX-512 VNNI machines, for the
-// 256-element formats that are not packed (Q2_K, Q3_K, IQ4_XS, the i-quants and ternary formats).
+// only from *_avx2.cpp files): batches of 16 weight rows at once, for the 256-element formats that
+// are not packed (Q2_K, Q3_K, IQ4_XS, the i-quants and ternary formats).
 //
-// One row per 32-bit lane, so that a weight vector serves every token of a group of 8 from a
-// register and no token needs a horizontal sum. A tile of 16 rows is decoded once per matmul call
+// One row per 32-bit lane, so that a weight vector serves every token of a group from a register
+// and no token needs a horizontal sum. A tile of 16 rows is decoded once per matmul call
 // into signed values v and per-16-element scales (TileBlock: each 64-byte vector holds 4
 // consecutive values of each row, after a 16 x 16 transpose), and the activations are made
 // unsigned (x + 128, a flip of the top bit: biased_codes) for vpdpbusd's unsigned x signed form:
@@ -11,9 +11,12 @@
 // where the second sum, times the scales, is the row's own constant (corr). Per scale group (16 or
 // 32 elements; none for the ternary formats) the group's int32 sums are multiplied by the rows'
 // scales (vpmulld). Q2_K's mins go through the activations' sums of 16 (bsums) with vpdpwssd.
+// Without AVX-512 (tile_dot_avx2) 8 rows per 256-bit vector: vpmaddubsw of the codes plus 128
+// with the values (pairs of at most 2 x 255 x 62 < 2^15, so formats with larger values, IQ4_XS,
+// stay row by row there: kMaxValue), then vpmaddwd with the rows' scales as int16 pairs.
 //
 // A Stage decodes one 256-element block of one row:
-//   kBytes, kScaleSpan (16, 32 or 0), kMins (Q2_K),
+//   kBytes, kScaleSpan (16, 32 or 0), kMins (Q2_K), kMaxValue (the largest |value|),
 //   decode(block, int8_t v[256], int32_t scale[16] (per 16 elements), int16_t mins[16], float& d,
 //          float& dmin)
 // and the float steps per block are add_block's (matmul_quant_avx2.h) in every lane: a token's
@@ -49,7 +52,9 @@ constexpr int kRows = 16;
 // transposition costs more than it saves on a few tokens: 1536 x 8960 IQ2_XXS from memory, one
 // thread, tiles against rows at T = 2 / 4 / 8 / 16 about 1.5 / 1.25 / 0.9 / 0.7).
 constexpr int64_t kMinTokens = 6;
-constexpr int kTokens = 8;  // tokens per pass over a tile (accumulators in 32 vector registers)
+constexpr int64_t kMinTokensAvx2 = 16;  // the same on AVX2 (the rows' passes keep up to ~16 there)
+constexpr int kTokens = 8;      // tokens per pass over a tile (accumulators in 32 vector registers)
+constexpr int kTokensAvx2 = 4;  // the same in 16 registers, 8 rows at a time
 
 #define SPECMOE_TILE_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 
@@ -217,11 +222,127 @@ SPECMOE_TILE_AVX512 void tile_tokens(const TileBlock* tile, int64_t nb, const ui
   }
 }
 
+// The AVX2 forms of the above. transpose_block: eight 8 x 8 transposes of 32-bit elements.
+inline void transpose_block_avx2(const int8_t (*vals)[256], TileBlock& out) {
+  for (int half = 0; half < 2; ++half)
+    for (int c = 0; c < 8; ++c) {
+      __m256i r[8], t[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(vals[8 * half + i] + 32 * c));
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+      }
+      // r[4 g + e], 128-bit lane L: column 4 L + e of rows 4 g .. 4 g + 3.
+      for (int g = 0; g < 2; ++g) {
+        r[4 * g + 0] = _mm256_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+        r[4 * g + 1] = _mm256_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+        r[4 * g + 2] = _mm256_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+        r[4 * g + 3] = _mm256_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+      }
+      for (int e = 0; e < 4; ++e) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(out.w[8 * c + e] + 32 * half),
+                           _mm256_permute2x128_si256(r[e], r[4 + e], 0x20));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(out.w[8 * c + 4 + e] + 32 * half),
+                           _mm256_permute2x128_si256(r[e], r[4 + e], 0x31));
+      }
+    }
+}
+
+// G tokens against rows 8 half .. 8 half + 7 of a decoded tile (mask: the rows to store).
+// kSmall (values of at most 16 in magnitude: Q2_K, Q3_K, IQ1, ternary): a half's four vpmaddubsw
+// results add up in int16 (at most 4 x 2 x 255 x 16 < 2^15) before one vpmaddwd with the scales.
+template <int G, int kSpan, bool kMins, bool kSmall>
+void tile_dot_avx2(const TileBlock* tile, int64_t nb, const uint8_t* const* xu, const ActQ8x256* const* a,
+                   float* y, int64_t y_stride, int half, __m256i mask) {
+  const int off = 32 * half, row0 = 8 * half;
+  __m256 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const TileBlock& t = tile[b];
+    __m256i blk[G];
+    for (int g = 0; g < G; ++g) blk[g] = _mm256_setzero_si256();
+    for (int h = 0; h < 16; ++h) {
+      // The rows' scales as int16 pairs (the ternary formats' are 1).
+      __m256i s16 = _mm256_set1_epi16(1);
+      if constexpr (kSpan != 0) {
+        const __m256i s32 = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.scale[h] + row0));
+        s16 = _mm256_or_si256(_mm256_and_si256(s32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s32, 16));
+      }
+      if constexpr (kSmall) {
+        __m256i p[G];
+        for (int g = 0; g < G; ++g) p[g] = _mm256_setzero_si256();
+        for (int k = 4 * h; k < 4 * h + 4; ++k) {
+          const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.w[k] + off));
+          for (int g = 0; g < G; ++g) {
+            const __m256i x = _mm256_set1_epi32(static_cast<int>(u32_at(xu[g] + 256 * b + 4 * k)));
+            p[g] = _mm256_add_epi16(p[g], _mm256_maddubs_epi16(x, wv));
+          }
+        }
+        for (int g = 0; g < G; ++g) blk[g] = _mm256_add_epi32(blk[g], _mm256_madd_epi16(p[g], s16));
+      } else {
+        for (int k = 4 * h; k < 4 * h + 4; ++k) {
+          const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.w[k] + off));
+          for (int g = 0; g < G; ++g) {
+            const __m256i x = _mm256_set1_epi32(static_cast<int>(u32_at(xu[g] + 256 * b + 4 * k)));
+            blk[g] = _mm256_add_epi32(blk[g], _mm256_madd_epi16(_mm256_maddubs_epi16(x, wv), s16));
+          }
+        }
+      }
+    }
+    const __m256i corr = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.corr + row0));
+    const __m256 d = _mm256_load_ps(t.d + row0);
+    for (int g = 0; g < G; ++g)
+      acc[g] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(a[g][b].d)),
+                               _mm256_cvtepi32_ps(_mm256_sub_epi32(blk[g], corr)), acc[g]);
+    if constexpr (kMins) {
+      const __m256 nd = _mm256_load_ps(t.neg_dmin + row0);
+      for (int g = 0; g < G; ++g) {
+        __m256i ms = _mm256_setzero_si256();
+        for (int i = 0; i < 8; ++i)
+          ms = _mm256_add_epi32(ms, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(t.mins[i] + row0)),
+                                                      _mm256_set1_epi32(static_cast<int>(u32_at(a[g][b].bsums + 2 * i)))));
+        acc[g] = _mm256_fmadd_ps(_mm256_mul_ps(nd, _mm256_set1_ps(a[g][b].d)), _mm256_cvtepi32_ps(ms), acc[g]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) _mm256_maskstore_ps(y + g * y_stride + row0, mask, acc[g]);
+}
+
+template <int kSpan, bool kMins, bool kSmall>
+void tile_tokens_avx2(const TileBlock* tile, int64_t nb, const uint8_t* xu, size_t xu_stride, const uint8_t* acts,
+                      size_t act_stride, int64_t T, float* y, int64_t n_out, int n) {
+  const uint8_t* xp[kTokensAvx2];
+  const ActQ8x256* ap[kTokensAvx2];
+  for (int half = 0; half < 2 && 8 * half < n; ++half) {
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8 * half), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t t = 0; t < T; t += kTokensAvx2) {
+      const int64_t G = std::min<int64_t>(kTokensAvx2, T - t);
+      for (int64_t g = 0; g < G; ++g) {
+        xp[g] = xu + (t + g) * xu_stride;
+        ap[g] = reinterpret_cast<const ActQ8x256*>(acts + (t + g) * act_stride);
+      }
+      float* yt = y + t * n_out;
+      switch (G) {
+        case 4: tile_dot_avx2<4, kSpan, kMins, kSmall>(tile, nb, xp, ap, yt, n_out, half, mask); break;
+        case 3: tile_dot_avx2<3, kSpan, kMins, kSmall>(tile, nb, xp, ap, yt, n_out, half, mask); break;
+        case 2: tile_dot_avx2<2, kSpan, kMins, kSmall>(tile, nb, xp, ap, yt, n_out, half, mask); break;
+        default: tile_dot_avx2<1, kSpan, kMins, kSmall>(tile, nb, xp, ap, yt, n_out, half, mask); break;
+      }
+    }
+  }
+}
+
+// Whether a Stage's batches take the tiles on this instruction set.
+template <class Stage>
+bool wanted(int64_t T, bool avx512) {
+  return avx512 ? T >= kMinTokens : Stage::kMaxValue <= 62 && T >= kMinTokensAvx2;
+}
+
 // Rows [j0, j1) (j0 a multiple of 16 within the matrix) for T tokens: y[t * w.n_out + j].
 // biased: the tokens' codes plus 128, n_in bytes each.
 template <class Stage>
 void run(const MatrixView& w, const uint8_t* acts, size_t act_stride, const uint8_t* biased, int64_t T, float* y,
-         int64_t j0, int64_t j1) {
+         int64_t j0, int64_t j1, bool avx512) {
   const int64_t nb = w.n_in / 256;
   thread_local std::vector<TileBlock> tile;  // over-aligned: C++17's allocator aligns it
   tile.resize(static_cast<size_t>(nb));
@@ -231,10 +352,17 @@ void run(const MatrixView& w, const uint8_t* acts, size_t act_stride, const uint
     if (j + kRows < j1) prefetch_rows(w, j + kRows, std::min(j1, j + 2 * kRows));
     for (int64_t b = 0; b < nb; ++b) {
       stage_block<Stage>(w, j, n, b, vals, tile[static_cast<size_t>(b)]);
-      transpose_block(vals, tile[static_cast<size_t>(b)]);
+      if (avx512)
+        transpose_block(vals, tile[static_cast<size_t>(b)]);
+      else
+        transpose_block_avx2(vals, tile[static_cast<size_t>(b)]);
     }
-    tile_tokens<Stage::kScaleSpan, Stage::kMins>(tile.data(), nb, biased, static_cast<size_t>(w.n_in), acts,
-                                                 act_stride, T, y + j, w.n_out, n);
+    if (avx512)
+      tile_tokens<Stage::kScaleSpan, Stage::kMins>(tile.data(), nb, biased, static_cast<size_t>(w.n_in), acts,
+                                                   act_stride, T, y + j, w.n_out, n);
+    else
+      tile_tokens_avx2<Stage::kScaleSpan, Stage::kMins, Stage::kMaxValue <= 16>(tile.data(), nb, biased, static_cast<size_t>(w.n_in), acts,
+                                                        act_stride, T, y + j, w.n_out, n);
   }
 }
 
