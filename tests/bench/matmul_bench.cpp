@@ -14,9 +14,11 @@
 //   ./build/tests/bench_matmul --benchmark_filter='BM_Matmul/dtype:(16|17|18|19|21|22|29|34|35)/'
 //     (the read-only i-quant and ternary formats, random codes: IQ2_XXS ... TQ2_0)
 // BM_MatmulKernel: the micro-kernels with the weights hot in L2 (1536 x 128, the width of the
-// 1.5B target), one thread, per dtype, T = 1, 2, 4, 5, 8, 9, 16, 64 (prompt-sized: the i-quant tiles) and instruction set (0 scalar, 1 AVX2,
-// 2 AVX-512 VNNI, 3 AMX-INT8 where the CPU has them): multiply-adds per second when memory is not the limit,
-// i.e. what a T-token verify forward can overlap with its weight reads.
+// 1.5B target), one thread, per dtype, T = 1, 2, 4, 5, 8, 9, 16, 64 (64: prompt-sized, the
+// row-major types' tiles) and instruction set (0 scalar, 1 AVX2, 2 AVX-512 VNNI, 3 AMX-INT8 where
+// the CPU has them): multiply-adds per second when memory is not the limit, i.e. what a T-token
+// verify forward can overlap with its weight reads. (With 128 rows the activations' quantization
+// is a visible part of the time; BM_Matmul's shapes are the model's.)
 //   ./build/tests/bench_matmul --benchmark_filter='Kernel.*dtype:12/'   (Q4_K)
 // The ratio time(T=8) / time(T=1) inside one run is the figure that matters for verification
 // (a (g+1)-token verify forward should cost about a 1-token forward); absolute rates on a busy
@@ -173,7 +175,8 @@ void BM_MatmulKernel(benchmark::State& state) {
 
 void kernel_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                  DType::IQ2_XXS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_M})
+                  DType::Q2_K, DType::Q3_K, DType::IQ4_XS, DType::IQ2_XXS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S,
+                  DType::IQ1_M})
     for (int64_t T : {1, 2, 4, 5, 8, 9, 16, 64})
       for (int64_t isa : {1, 2, 3}) b->Args({static_cast<int64_t>(t), T, isa});
 }
