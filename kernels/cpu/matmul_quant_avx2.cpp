@@ -89,11 +89,21 @@ struct HalfScales {
   }
 };
 
+// Q2_K and Q3_K codes: chunk j of half h (elements 128 h + 32 j ..) is bits 2 j .. 2 j + 1 of
+// raw = qs[32 h .. 32 h + 31] (16-bit shifts; the mask keeps each byte's own bits), and for Q3_K
+// bit 4 h + j of each hmask byte hm as the third bit: codes 0..3 and 0..7.
+inline __m256i q2_codes(__m256i raw, int j) {
+  return _mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), _mm256_set1_epi8(3));
+}
+inline __m256i q3_codes(__m256i hm, __m256i raw, int h, int j) {
+  const __m256i top = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), _mm256_set1_epi8(1));
+  return _mm256_or_si256(q2_codes(raw, j), _mm256_slli_epi16(top, 2));
+}
+
 // Q2_K: x = d * sc_s * q - dmin * mn_s over sub-blocks s of 16; the mins go through the
 // activations' sums of 16 (bsums), as Q4_K's do.
 template <int G>
 void dot_q2_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* out) {
-  const __m256i low2 = _mm256_set1_epi8(3);
   float acc[G] = {};
   for (int64_t b = 0; b < nb; ++b, w += 84) {
     const float d = load_half(w + 80), dmin = load_half(w + 82);
@@ -106,7 +116,7 @@ void dot_q2_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* ou
       const __m256i raw = loadu256(w + 16 + 32 * h);
       for (int j = 0; j < 4; ++j) {
         // Elements 128h + 32j + l: bits 2j..2j+1 of qs[32h + l]; sub-blocks s and s + 1.
-        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), low2);
+        const __m256i q = q2_codes(raw, j);
         const __m256i sv = hs.pair(h, j);
         for (int g = 0; g < G; ++g) {
           const __m256i p = _mm256_maddubs_epi16(q, loadu256(a[g][b].qs + 128 * h + 32 * j));
@@ -144,7 +154,6 @@ inline __m128i q3_scales(const uint8_t* p) {
 // the activation sums: sum_s sc_s * (sum(q * qx) - 4 * bsum_s).
 template <int G>
 void dot_q3_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* out) {
-  const __m256i low2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
   float acc[G] = {};
   for (int64_t b = 0; b < nb; ++b, w += 110) {
     const __m128i sc = q3_scales(w + 96);
@@ -156,10 +165,7 @@ void dot_q3_K(const uint8_t* w, const ActQ8x256* const* a, int64_t nb, float* ou
     for (int h = 0; h < 2; ++h) {
       const __m256i raw = loadu256(w + 32 + 32 * h);
       for (int j = 0; j < 4; ++j) {
-        // Bit 4h + j of each hmask byte (a 16-bit shift, but only bit 0 of each byte is kept).
-        const __m256i top = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one);
-        const __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), low2),
-                                          _mm256_slli_epi16(top, 2));
+        const __m256i q = q3_codes(hm, raw, h, j);
         const __m256i sv = hs.pair(h, j);
         for (int g = 0; g < G; ++g) {
           const __m256i p = _mm256_maddubs_epi16(q, loadu256(a[g][b].qs + 128 * h + 32 * j));
@@ -214,7 +220,7 @@ struct Q2Stage {
       const __m256i raw = loadu256(w + 16 + 32 * h);
       for (int j = 0; j < 4; ++j)
         _mm256_store_si256(reinterpret_cast<__m256i*>(v + 128 * h + 32 * j),
-                           _mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), _mm256_set1_epi8(3)));
+                           q2_codes(raw, j));
     }
     for (int i = 0; i < 16; ++i) scale[i] = w[i] & 15, mins[i] = static_cast<int16_t>(w[i] >> 4);
     d = load_half(w + 80);
@@ -225,15 +231,12 @@ struct Q3Stage {
   static constexpr int kBytes = 110, kScaleSpan = 16, kMaxValue = 4;
   static constexpr bool kMins = false;
   static void decode(const uint8_t* w, int8_t* v, int32_t* scale, int16_t*, float& d, float&) {
-    const __m256i hm = loadu256(w), low2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i hm = loadu256(w);
     for (int h = 0; h < 2; ++h) {
       const __m256i raw = loadu256(w + 32 + 32 * h);
-      for (int j = 0; j < 4; ++j) {
-        const __m256i top = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one);
-        const __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), low2),
-                                          _mm256_slli_epi16(top, 2));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(v + 128 * h + 32 * j), _mm256_sub_epi8(q, _mm256_set1_epi8(4)));
-      }
+      for (int j = 0; j < 4; ++j)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(v + 128 * h + 32 * j),
+                           _mm256_sub_epi8(q3_codes(hm, raw, h, j), _mm256_set1_epi8(4)));
     }
     alignas(16) int8_t sc[16];
     _mm_store_si128(reinterpret_cast<__m128i*>(sc), q3_scales(w + 96));
