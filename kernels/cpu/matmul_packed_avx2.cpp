@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/packed_layout.h"
 #include "kernels/cpu/packed_rows.h"
@@ -225,34 +226,127 @@ void half_q6_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, int h, 
   for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 16 * g + 8 * h, acc[g]);
 }
 
-// F32, F16, BF16: the row-major kernel's order (see matmul_packed_avx512.cpp), 8 partial-sum
-// registers for the 8 rows of a half, one token per call (16 registers).
+// F32, F16, BF16: the row-major kernel's order (see matmul_packed_avx512.cpp). A register holds
+// one row's 8 partial sums (a row's 8 elements of a packed chunk) and multiplies a token's 8
+// elements; the partials are reduced once per row and token at the end (reduce_rows).
+
+// Tokens per call for float weights: 4 rows x 2 tokens of accumulators with their operands fit
+// the 16 registers.
+constexpr int kMaxFloatGroup = 2;
+// As the AVX-512 kernels: blocks of 32 chunks stay in L1 for all runs of a token tile, and from
+// 8 tokens F16 and BF16 blocks are converted to F32 once per block and tile.
+constexpr int64_t kBlockChunks = 32;
+constexpr int64_t kStageTokens = 8;
+
 template <DType kType>
 constexpr size_t float_bytes() {
   return kType == DType::F32 ? 4 : 2;
 }
 template <DType kType>
-inline __m256 float_rows(const uint8_t* p) {  // element k of the 8 rows of a half
+inline __m256 float_rows(const uint8_t* p) {  // 8 consecutive values as floats
   if constexpr (kType == DType::F32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
   if constexpr (kType == DType::F16) return halves(p);
   const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
 }
 
-template <DType kType>
-void half_float(const uint8_t* gb, int64_t n, const float* x, int h, float* out) {
-  constexpr size_t kElem = kRows * float_bytes<kType>();
-  const uint8_t* p = gb + h * 8 * float_bytes<kType>();
-  __m256 acc[8];
-  for (int l = 0; l < 8; ++l) acc[l] = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8, p += 8 * kElem) {
-    for (int l = 0; l < 8; ++l) acc[l] = _mm256_fmadd_ps(float_rows<kType>(p + l * kElem), _mm256_set1_ps(x[k + l]), acc[l]);
+// Adds rows r0 .. r0 + kR - 1 of nc chunks at `main` times kN tokens (x[t]: the token's elements
+// of the first chunk) to acc[(r0 + r) * kN + t], or sets them (first).
+template <DType kType, int kR, int kN>
+inline void row_dots(const uint8_t* main, int64_t nc, int r0, const float* const* x, bool first, __m256* acc,
+                     const uint8_t* end) {
+  constexpr size_t kRow = 8 * float_bytes<kType>(), kChunk = 16 * kRow;
+  __m256 a[kR][kN];
+  for (int r = 0; r < kR; ++r)
+    for (int t = 0; t < kN; ++t) a[r][t] = first ? _mm256_setzero_ps() : acc[(r0 + r) * kN + t];
+  const uint8_t* q = main + kRow * r0;
+  for (int64_t c = 0; c < nc; ++c, q += kChunk) {
+    if constexpr (kN > 1) prefetch_l2(q + (kPrefetchAhead / kChunk) * kChunk, end, kR * kRow);
+    __m256 xt[kN];
+    for (int t = 0; t < kN; ++t) xt[t] = _mm256_loadu_ps(x[t] + 8 * c);
+    for (int r = 0; r < kR; ++r) {
+      const __m256 w = float_rows<kType>(q + kRow * r);
+      for (int t = 0; t < kN; ++t) a[r][t] = _mm256_fmadd_ps(w, xt[t], a[r][t]);
+    }
   }
-  __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
-                             _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
-  for (int64_t i = k; i < n; ++i) sum = _mm256_fmadd_ps(float_rows<kType>(p + (i - k) * kElem), _mm256_set1_ps(x[i]), sum);
-  _mm256_storeu_ps(out + 8 * h, sum);
+  for (int r = 0; r < kR; ++r)
+    for (int t = 0; t < kN; ++t) acc[(r0 + r) * kN + t] = a[r][t];
+}
+
+template <DType kType>
+void run_rows(int64_t G, const uint8_t* main, int64_t nc, const float* const* x, bool first, __m256* acc,
+              const uint8_t* end) {
+  if (G == 1) {
+    row_dots<kType, 8, 1>(main, nc, 0, x, first, acc, end);
+    row_dots<kType, 8, 1>(main, nc, 8, x, first, acc, end);
+  } else {
+    for (int r0 = 0; r0 < 16; r0 += 4) row_dots<kType, 4, 2>(main, nc, r0, x, first, acc, end);
+  }
+}
+
+// One token's sums of 8 rows (lane r = row r) from their partials acc[0], acc[stride], ...:
+// ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)) per row.
+inline __m256 reduce_rows(const __m256* acc, int64_t stride) {
+  __m256 s[4];  // s[i]: row 2i's q_l = p_l + p_l+4 (l = 0..3) in lanes 0-3, row 2i + 1's in 4-7
+  for (int i = 0; i < 4; ++i) {
+    const __m256 a = acc[2 * i * stride], b = acc[(2 * i + 1) * stride];
+    s[i] = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+  }
+  // lanes 0-3: (q0 + q2, q1 + q3) of rows 0 and 2 (4 and 6 in w23); lanes 4-7: rows 1 and 3 (5 and 7)
+  const __m256 w01 = _mm256_add_ps(_mm256_shuffle_ps(s[0], s[1], _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(s[0], s[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 w23 = _mm256_add_ps(_mm256_shuffle_ps(s[2], s[3], _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(s[2], s[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  // element 4h + m: row 2m + h
+  const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(w01, w23, _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(w01, w23, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+template <DType kType>
+void matmul_float_rows(const uint8_t* groups, int64_t n_in, const uint8_t* acts, size_t act_stride, int64_t T,
+                       float* y, int64_t n_out, int64_t j0, int64_t j1) {
+  constexpr size_t kE = float_bytes<kType>(), kChunk = 128 * kE;
+  const size_t group_bytes = kRows * kE * static_cast<size_t>(n_in);
+  const int64_t n8 = n_in / 8;
+  const uint8_t* end = groups + ((j1 + kRows - 1) / kRows - j0 / kRows) * group_bytes;
+  const bool stage = kType != DType::F32 && T >= kStageTokens;
+  alignas(32) thread_local float staged[128 * kBlockChunks];
+  thread_local __m256 acc[16 * kTokenTile];  // run of tokens t .. t + n - 1: 16 n from 16 (t % tile)
+  const auto* stage_end = reinterpret_cast<const uint8_t*>(staged);
+  auto token = [&](int64_t t) { return reinterpret_cast<const float*>(acts + t * act_stride); };
+  float out[kMaxFloatGroup * kRows];
+  for_each_float_block(
+      groups, group_bytes, n8, kBlockChunks, T, kMaxFloatGroup, y, n_out, j0, j1, out,
+      [&](const uint8_t* gb, int64_t c0, int64_t nc) -> const uint8_t* {
+        const uint8_t* m = gb + c0 * kChunk;
+        if (!stage) return m;
+        for (int64_t c = 0; c < nc; ++c) {
+          prefetch_l2(m + (c + 1) * kChunk + kPrefetchAhead, end, kChunk);
+          for (int v = 0; v < 16; ++v)
+            _mm256_store_ps(staged + 128 * c + 8 * v, float_rows<kType>(m + c * kChunk + 8 * kE * v));
+        }
+        return stage_end;
+      },
+      [&](const uint8_t* main, int64_t c0, int64_t nc, int64_t k, int64_t t, int64_t n) {
+        const float* xp[kMaxFloatGroup];
+        for (int64_t i = 0; i < n; ++i) xp[i] = token(t + i) + 8 * c0;
+        __m256* a = acc + 16 * (t % kTokenTile);
+        if (stage)
+          run_rows<DType::F32>(n, main, nc, xp, c0 == 0, a, stage_end);
+        else
+          run_rows<kType>(n, main, nc, xp, c0 == 0, a, k == 0 ? end : main);
+      },
+      [&](const uint8_t* gb, int64_t, int64_t t, int64_t n, float* o) {
+        const uint8_t* tail = gb + n8 * kChunk;
+        const __m256* a = acc + 16 * (t % kTokenTile);
+        for (int64_t i = 0; i < n; ++i) {
+          const float* x = token(t + i);
+          for (int h = 0; h < 2; ++h) {
+            __m256 sum = reduce_rows(a + 8 * h * n + i, n);
+            for (int64_t e = 8 * n8; e < n_in; ++e)
+              sum = _mm256_fmadd_ps(float_rows<kType>(tail + ((e - 8 * n8) * 16 + 8 * h) * kE), _mm256_set1_ps(x[e]), sum);
+            _mm256_storeu_ps(o + 16 * i + 8 * h, sum);
+          }
+        }
+      });
 }
 
 template <int G>
@@ -269,9 +363,6 @@ void run_group(DType type, const uint8_t* gb, int64_t nb, const uint8_t* const* 
       case DType::Q4_K: half_q45_K<false, G>(gb, nb, k, h, out, end); break;
       case DType::Q5_K: half_q45_K<true, G>(gb, nb, k, h, out, end); break;
       case DType::Q6_K: half_q6_K<G>(gb, nb, k, h, out, end); break;
-      case DType::F32: half_float<DType::F32>(gb, nb, reinterpret_cast<const float*>(a[0]), h, out); break;
-      case DType::F16: half_float<DType::F16>(gb, nb, reinterpret_cast<const float*>(a[0]), h, out); break;
-      case DType::BF16: half_float<DType::BF16>(gb, nb, reinterpret_cast<const float*>(a[0]), h, out); break;
       default: return;
     }
   }
@@ -281,11 +372,17 @@ void run_group(DType type, const uint8_t* gb, int64_t nb, const uint8_t* const* 
 
 void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const uint8_t* acts, size_t act_stride,
                         int64_t T, float* y, int64_t n_out, int64_t j0, int64_t j1) {
+  switch (type) {
+    case DType::F32: return matmul_float_rows<DType::F32>(groups, n_in, acts, act_stride, T, y, n_out, j0, j1);
+    case DType::F16: return matmul_float_rows<DType::F16>(groups, n_in, acts, act_stride, T, y, n_out, j0, j1);
+    case DType::BF16: return matmul_float_rows<DType::BF16>(groups, n_in, acts, act_stride, T, y, n_out, j0, j1);
+    default: break;
+  }
   const DTypeInfo& info = dtype_info(type);
   const int64_t nb = n_in / info.block_size;
   const size_t group_bytes = static_cast<size_t>(nb) * kRows * info.block_bytes;
   const uint8_t* end = groups + ((j1 + kRows - 1) / kRows - j0 / kRows) * group_bytes;
-  const int64_t max_group = info.block_size == 1 ? 1 : kMaxGroup;  // float weights: one token per call
+  const int64_t max_group = kMaxGroup;
   const uint8_t* ap[kMaxGroup];
   float out[kMaxGroup * kRows];
   for_each_run(groups, group_bytes, T, max_group, y, n_out, j0, j1, out,

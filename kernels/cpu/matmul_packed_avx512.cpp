@@ -21,6 +21,7 @@
 #include <cstring>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kernels/cpu/packed_layout.h"
 #include "kernels/cpu/packed_rows.h"
@@ -35,6 +36,7 @@
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"  // _mm512_undefined_ps in GCC 12's shuffle intrinsics
 #endif
 
 #include "kernels/cpu/packed_avx512_inl.h"  // inside the target region: its helpers get AVX-512
@@ -282,20 +284,37 @@ void group_q6_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, float*
 }
 
 // ------------------------------------------------------------------ F32, F16, BF16
-// The row-major AVX2 kernel's order (matmul_avx2.cpp), lane for lane: per output, 8 partial sums,
+// The row-major AVX2 kernel's order (matmul_avx2.cpp) for every row and token: 8 partial sums,
 // partial l taking elements 8m + l in increasing m, then ((p0 + p4) + (p2 + p6)) + ((p1 + p5) +
-// (p3 + p7)), then the elements past the last multiple of 8 with one fma each. Here the 8
-// partials of 16 rows are 8 registers per token (eight independent fma chains), so a token needs
-// no horizontal sum.
+// (p3 + p7)), then the elements past the last multiple of 8 with one fma each.
+//
+// A register holds the 8 partials of two rows (the packed chunks: rows 2p and 2p + 1, 8
+// elements each, packed_layout.h) and multiplies a token's 8 elements broadcast to both halves:
+// per chunk of 8 elements, 8 weight loads and one load per token feed 8 fmas per token. (The
+// layout before had row r in lane r, so each element of each token was a broadcast load of its
+// own; Ice Lake issues about one such load-operand fma per cycle, half its fma rate, and one
+// thread reached 31 G multiply-adds per second at 16 tokens, `BM_MatmulKernel/dtype:1/T:16`.)
+// The partials are reduced once per row and token at the end (reduce_pairs), in the order above.
 
-// Tokens per call: 8 accumulators each, next to the weights, in the 32 registers.
-constexpr int kMaxFloatGroup = 3;
+// Tokens per call: kP x kN accumulators, kN token registers and a weight register fit the 32.
+constexpr int kMaxFloatGroup = 6;
+// Chunks per block: 16 rows x 256 elements, 16 KB as F32, stay in L1 while every run of a token
+// tile passes over them (a whole group of 16 x 1536 F32 weights did not, and 8 tokens then ran
+// at the speed of L2).
+constexpr int64_t kBlockChunks = 32;
+// From three runs of tokens on, F16 and BF16 blocks are converted to F32 once per block and token
+// tile (into a per-thread buffer) and the runs read floats: the conversion (two uops of the fma
+// ports per 16 weights on Intel) is then paid once for the tile instead of once per run. With two
+// runs the copy's stores cost about what they save (`BM_MatmulKernel/dtype:1/T:(8|9)/isa:2`, one
+// Ice Lake thread: 40-46 G multiply-adds per second staged, 43-49 not); at 64 tokens staging
+// gives 53-60 against 35-39.
+constexpr int64_t kStageTokens = 2 * kMaxFloatGroup + 1;
 
 template <DType kType>
 constexpr size_t float_bytes() {
   return kType == DType::F32 ? 4 : 2;
 }
-// Element k of the 16 rows as floats.
+// 16 consecutive values as floats (a pair of rows in a chunk, or element k of the 16 rows in the tail).
 template <DType kType>
 inline __m512 float_rows(const uint8_t* p) {
   if constexpr (kType == DType::F32) return _mm512_loadu_ps(p);
@@ -304,52 +323,124 @@ inline __m512 float_rows(const uint8_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
 }
 
-template <DType kType, int G>
-void group_float(const uint8_t* gb, int64_t n, const float* const* x, float* out, const uint8_t* end) {
-  constexpr size_t kElem = kRows * float_bytes<kType>();  // bytes of one element of the 16 rows
-  // The loops over acc are unrolled by pragma so that GCC (-O3) keeps the 8 G accumulators in
-  // registers: without it, from two tokens on, it kept the array in memory and stored every
-  // accumulator after each fma (24 stores per 8 elements at G = 3). The synth 144M F16 target's
-  // 9-token forward took 33-37 ms before and 16-17 ms after on 2 Zen 4 cores, its one-token step
-  // 8-9 ms either way (`specmoe bench -m target.gguf -n 32 -p 0 -r 3 --max-batch 9`, old and new
-  // binaries alternating): r(4) 1.65-2.17 -> 1.24-1.36, r(9) 3.7-4.7 -> 1.67-2.08. One thread now
-  // reaches 54.5 G MAC/s at 9 tokens (`BM_Matmul/dtype:1/T:9/shape:1`), 93% of one 512-bit fma
-  // per cycle at 3.66 GHz.
-  __m512 acc[G][8];
+// Adds pairs p0 .. p0 + kP - 1 of nc chunks at `main` times kN tokens (x[t]: the token's elements
+// of the first chunk) to acc[(p0 + p) * kN + t], or sets them (first).
+template <DType kType, int kP, int kN>
+inline void pair_dots(const uint8_t* main, int64_t nc, int p0, const float* const* x, bool first, __m512* acc,
+                      const uint8_t* end) {
+  constexpr size_t kPair = 16 * float_bytes<kType>(), kChunk = 8 * kPair;
+  constexpr size_t kAhead = prefetch_blocks<kN, kChunk>() * kChunk;
+  __m512 a[kP][kN];
 #pragma GCC unroll 8
-  for (int g = 0; g < G; ++g)
+  for (int p = 0; p < kP; ++p)
 #pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) acc[g][l] = _mm512_setzero_ps();
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8, gb += 8 * kElem) {
-    prefetch_ahead<G, 8 * kElem>(gb, end);
+    for (int t = 0; t < kN; ++t) a[p][t] = first ? _mm512_setzero_ps() : acc[(p0 + p) * kN + t];
+  const uint8_t* q = main + kPair * p0;
+  for (int64_t c = 0; c < nc; ++c, q += kChunk) {
+    prefetch_l2(q + kAhead, end, kP * kPair);
+    __m512 xt[kN];
 #pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) {
-      const __m512 w = float_rows<kType>(gb + l * kElem);
+    for (int t = 0; t < kN; ++t) xt[t] = _mm512_broadcast_f32x8(_mm256_loadu_ps(x[t] + 8 * c));
 #pragma GCC unroll 8
-      for (int g = 0; g < G; ++g) acc[g][l] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[g][k + l]), acc[g][l]);
+    for (int p = 0; p < kP; ++p) {
+      const __m512 w = float_rows<kType>(q + kPair * p);
+#pragma GCC unroll 8
+      for (int t = 0; t < kN; ++t) a[p][t] = _mm512_fmadd_ps(w, xt[t], a[p][t]);
     }
   }
 #pragma GCC unroll 8
-  for (int g = 0; g < G; ++g) {
-    const __m512* a = acc[g];
-    __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6])),
-                               _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
-    for (int64_t i = k; i < n; ++i)
-      sum = _mm512_fmadd_ps(float_rows<kType>(gb + (i - k) * kElem), _mm512_set1_ps(x[g][i]), sum);
-    _mm512_store_ps(out + 16 * g, sum);
+  for (int p = 0; p < kP; ++p)
+#pragma GCC unroll 8
+    for (int t = 0; t < kN; ++t) acc[(p0 + p) * kN + t] = a[p][t];
+}
+
+template <DType kType, int kN>
+void group_pairs(const uint8_t* main, int64_t nc, const float* const* x, bool first, __m512* acc, const uint8_t* end) {
+  if constexpr (kN <= 3) {
+    pair_dots<kType, 8, kN>(main, nc, 0, x, first, acc, end);
+  } else {  // the two halves of the rows in turn: 4 x 6 accumulators
+    pair_dots<kType, 4, kN>(main, nc, 0, x, first, acc, end);
+    pair_dots<kType, 4, kN>(main, nc, 4, x, first, acc, end);
   }
 }
 
-template <int G>
-void run_float_group(DType type, const uint8_t* gb, int64_t n, const uint8_t* const* a, float* out, const uint8_t* end) {
-  const auto* x = reinterpret_cast<const float* const*>(a);
-  switch (type) {
-    case DType::F32: group_float<DType::F32, G>(gb, n, x, out, end); return;
-    case DType::F16: group_float<DType::F16, G>(gb, n, x, out, end); return;
-    case DType::BF16: group_float<DType::BF16, G>(gb, n, x, out, end); return;
-    default: return;
+template <DType kType>
+void run_pairs(int64_t G, const uint8_t* main, int64_t nc, const float* const* x, bool first, __m512* acc,
+               const uint8_t* end) {
+  switch (G) {
+    case 1: return group_pairs<kType, 1>(main, nc, x, first, acc, end);
+    case 2: return group_pairs<kType, 2>(main, nc, x, first, acc, end);
+    case 3: return group_pairs<kType, 3>(main, nc, x, first, acc, end);
+    case 4: return group_pairs<kType, 4>(main, nc, x, first, acc, end);
+    case 5: return group_pairs<kType, 5>(main, nc, x, first, acc, end);
+    default: return group_pairs<kType, 6>(main, nc, x, first, acc, end);
   }
+}
+
+// One token's 16 row sums (lane r = row r) from its 8 pair registers acc[0], acc[stride], ...
+// (pair p: row 2p's partials in lanes 0-7, row 2p + 1's in lanes 8-15), in the order above.
+inline __m512 reduce_pairs(const __m512* acc, int64_t stride) {
+  __m512 s[4];  // s[i], 128-bit lane j: row 4i + j's q_l = p_l + p_l+4, l = 0..3
+  for (int i = 0; i < 4; ++i) {
+    const __m512 a = acc[2 * i * stride], b = acc[(2 * i + 1) * stride];
+    s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // lane j: (q0 + q2, q1 + q3) of row j (of row 8 + j in w23), then of row 4 + j (12 + j).
+  const __m512 w01 = _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(s[0], s[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 w23 = _mm512_add_ps(_mm512_shuffle_ps(s[2], s[3], _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(s[2], s[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  // element 4j + m: row j + 4m
+  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(w01, w23, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(w01, w23, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+}
+
+// Float weights: rows [j0, j1) for T tokens (acts: their float rows, act_stride bytes apart).
+template <DType kType>
+void matmul_float_rows(const uint8_t* groups, int64_t n_in, const uint8_t* acts, size_t act_stride, int64_t T,
+                       float* y, int64_t n_out, int64_t j0, int64_t j1) {
+  constexpr size_t kE = float_bytes<kType>(), kChunk = 128 * kE;
+  const size_t group_bytes = kRows * kE * static_cast<size_t>(n_in);
+  const int64_t n8 = n_in / 8;
+  const uint8_t* end =
+      T == 1 && !decode_prefetch() ? groups : groups + ((j1 + kRows - 1) / kRows - j0 / kRows) * group_bytes;
+  const bool stage = kType != DType::F32 && T >= kStageTokens;
+  alignas(64) thread_local float staged[128 * kBlockChunks];
+  thread_local __m512 acc[8 * kTokenTile];  // run of tokens t .. t + n - 1: 8 n from 8 (t % tile)
+  const auto* stage_end = reinterpret_cast<const uint8_t*>(staged);  // no prefetching of the copy
+  auto token = [&](int64_t t) { return reinterpret_cast<const float*>(acts + t * act_stride); };
+  alignas(64) float out[kTokenTile * kRows];
+  for_each_float_block(
+      groups, group_bytes, n8, kBlockChunks, T, kMaxFloatGroup, y, n_out, j0, j1, out,
+      [&](const uint8_t* gb, int64_t c0, int64_t nc) -> const uint8_t* {
+        const uint8_t* m = gb + c0 * kChunk;
+        if (!stage) return m;
+        for (int64_t c = 0; c < nc; ++c) {
+          prefetch_l2(m + (c + 1) * kChunk + kPrefetchAhead, end, kChunk);
+          for (int v = 0; v < 8; ++v)
+            _mm512_store_ps(staged + 128 * c + 16 * v, float_rows<kType>(m + c * kChunk + 16 * kE * v));
+        }
+        return stage_end;
+      },
+      [&](const uint8_t* main, int64_t c0, int64_t nc, int64_t k, int64_t t, int64_t n) {
+        const float* xp[kMaxFloatGroup];
+        for (int64_t i = 0; i < n; ++i) xp[i] = token(t + i) + 8 * c0;
+        __m512* a = acc + 8 * (t % kTokenTile);
+        // Only the first run streams the block in; the others find it in L1.
+        if (stage)
+          run_pairs<DType::F32>(n, main, nc, xp, c0 == 0, a, stage_end);
+        else
+          run_pairs<kType>(n, main, nc, xp, c0 == 0, a, k == 0 ? end : main);
+      },
+      [&](const uint8_t* gb, int64_t, int64_t t, int64_t n, float* o) {
+        const uint8_t* tail = gb + n8 * kChunk;
+        const __m512* a = acc + 8 * (t % kTokenTile);
+        for (int64_t i = 0; i < n; ++i) {
+          const float* x = token(t + i);
+          __m512 sum = reduce_pairs(a + i, n);
+          for (int64_t e = 8 * n8; e < n_in; ++e)
+            sum = _mm512_fmadd_ps(float_rows<kType>(tail + (e - 8 * n8) * 16 * kE), _mm512_set1_ps(x[e]), sum);
+          _mm512_store_ps(o + 16 * i, sum);
+        }
+      });
 }
 
 // ------------------------------------------------------------------ dispatch
@@ -379,17 +470,18 @@ constexpr auto make_table(std::integer_sequence<int, Gs...>) {
   return std::array<GroupFn, sizeof...(Gs)>{&run_group<Gs + 1>...};
 }
 constexpr auto kGroupFns = make_table(std::make_integer_sequence<int, kMaxGroup>{});
-constexpr std::array<GroupFn, kMaxFloatGroup> kFloatGroupFns = {&run_float_group<1>, &run_float_group<2>,
-                                                               &run_float_group<3>};
 
 }  // namespace
 
 void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const uint8_t* acts, size_t act_stride,
                         int64_t T, float* y, int64_t n_out, int64_t j0, int64_t j1) {
+  switch (type) {
+    case DType::F32: return matmul_float_rows<DType::F32>(groups, n_in, acts, act_stride, T, y, n_out, j0, j1);
+    case DType::F16: return matmul_float_rows<DType::F16>(groups, n_in, acts, act_stride, T, y, n_out, j0, j1);
+    case DType::BF16: return matmul_float_rows<DType::BF16>(groups, n_in, acts, act_stride, T, y, n_out, j0, j1);
+    default: break;
+  }
   const DTypeInfo& info = dtype_info(type);
-  const bool is_float = info.block_size == 1;
-  const int64_t max_group = is_float ? kMaxFloatGroup : kMaxGroup;
-  const GroupFn* fns = is_float ? kFloatGroupFns.data() : kGroupFns.data();
   const int64_t nb = n_in / info.block_size;
   const size_t group_bytes = static_cast<size_t>(nb) * kRows * info.block_bytes;
   // The prefetches stop at `end`, the end of the caller's rows; a one-token product without
@@ -398,10 +490,10 @@ void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const u
       T == 1 && !decode_prefetch() ? groups : groups + ((j1 + kRows - 1) / kRows - j0 / kRows) * group_bytes;
   const uint8_t* ap[kMaxGroup];
   alignas(64) float out[kMaxGroup * kRows];
-  for_each_run(groups, group_bytes, T, max_group, y, n_out, j0, j1, out,
+  for_each_run(groups, group_bytes, T, kMaxGroup, y, n_out, j0, j1, out,
                [&](const uint8_t* gb, int64_t t, int64_t G, float* o) {
                  for (int64_t i = 0; i < G; ++i) ap[i] = acts + (t + i) * act_stride;
-                 fns[G - 1](type, gb, nb, ap, o, end);
+                 kGroupFns[G - 1](type, gb, nb, ap, o, end);
                });
 }
 

@@ -32,6 +32,11 @@ uint32_t u32_at(const uint8_t* p) {
   return v;
 }
 float half_at(const uint8_t* p) { return fp16_to_fp32(u16_at(p)); }
+float f32_at(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 
 // ------------------------------------------------------------------ codes of the file's blocks
 // The unsigned code of element k of one row's block, as the kernels multiply it.
@@ -165,9 +170,6 @@ void pack_block(DType type, const uint8_t* const* src, uint8_t* dst, size_t byte
         }
         break;
       }
-      case DType::F32: std::memcpy(dst + 4 * r, b, 4); break;
-      case DType::F16:
-      case DType::BF16: std::memcpy(dst + 2 * r, b, 2); break;
       default: throw_error(ErrorKind::Runtime, "pack: {} weights are not packed", dtype_name(type));
     }
   }
@@ -234,9 +236,6 @@ void dequantize_block(DType type, const uint8_t* gb, int r, float* y) {
       }
       return;
     }
-    case DType::F32: std::memcpy(y, gb + 4 * r, 4); return;
-    case DType::F16: y[0] = fp16_to_fp32(u16_at(gb + 2 * r)); return;
-    case DType::BF16: y[0] = bf16_to_fp32(u16_at(gb + 2 * r)); return;
     default: throw_error(ErrorKind::Runtime, "dequantize_packed_row: {} weights are not packed", dtype_name(type));
   }
 }
@@ -268,6 +267,24 @@ size_t packed_bytes(const MatrixView& w) {
 
 void pack_groups(const MatrixView& w, int64_t g0, int64_t g1, void* dst) {
   if (!packs(w.type)) throw_error(ErrorKind::Runtime, "pack: {} weights are not packed", dtype_name(w.type));
+  if (!packs_integer(w.type)) {
+    // Float rows (packed_layout.h): each row's chunks of 8 elements, 16 rows to a chunk, then the
+    // tail element by element. Padding rows are zero.
+    const size_t e = dtype_info(w.type).block_bytes, group_bytes = kRows * e * static_cast<size_t>(w.n_in);
+    const int64_t n8 = w.n_in / 8;
+    auto* out = static_cast<uint8_t*>(dst);
+    for (int64_t g = g0; g < g1; ++g, out += group_bytes) {
+      std::memset(out, 0, group_bytes);
+      for (int r = 0; r < kRows; ++r) {
+        const int64_t j = g * kRows + r;
+        if (j >= w.n_out) break;
+        const uint8_t* row = w.row(j);
+        for (int64_t c = 0; c < n8; ++c) std::memcpy(out + (c * kRows + r) * 8 * e, row + c * 8 * e, 8 * e);
+        for (int64_t k = 8 * n8; k < w.n_in; ++k) std::memcpy(out + (k * kRows + r) * e, row + k * e, e);
+      }
+    }
+    return;
+  }
   const DTypeInfo& info = dtype_info(w.type);
   const int64_t nb = w.n_in / info.block_size;
   const size_t gbytes = kRows * info.block_bytes;
@@ -296,6 +313,18 @@ void dequantize_packed_row(const MatrixView& w, const void* packed, int64_t j, f
   const int64_t nb = w.n_in / info.block_size;
   const size_t gbytes = kRows * info.block_bytes;
   const auto* group = static_cast<const uint8_t*>(packed) + (j / kRows) * nb * gbytes;
+  if (!packs_integer(w.type)) {
+    const size_t e = info.block_bytes;
+    const int r = static_cast<int>(j % kRows);
+    const int64_t n8 = w.n_in / 8;
+    for (int64_t k = 0; k < w.n_in; ++k) {
+      // Element k: in chunk k / 8 (row r's 8 elements at 8 r), or in the tail (16 per element).
+      const size_t at = k < 8 * n8 ? static_cast<size_t>((k / 8) * kRows + r) * 8 + k % 8 : static_cast<size_t>(k * kRows + r);
+      const uint8_t* v = group + at * e;
+      out[k] = w.type == DType::F32 ? f32_at(v) : w.type == DType::F16 ? half_at(v) : bf16_to_fp32(u16_at(v));
+    }
+    return;
+  }
   for (int64_t b = 0; b < nb; ++b)
     dequantize_block(w.type, group + b * gbytes, static_cast<int>(j % kRows), out + b * info.block_size);
 }

@@ -25,8 +25,11 @@
 //   Q6_K 3360:  d @0; scales 16 sub-blocks x 16 rows x i8 @32 (sub-block s at 32 + 16 s);
 //               sub-block s (16 elements, k-groups 4s .. 4s + 3) @288 + 192 s: two nibble chunks
 //               (low 4 bits), then a crumb plane (top 2 bits; the value is code - 32)
-//   F32 64, F16 / BF16 32: element k of the 16 rows (a "block" of one element), so that one
-//               load (and a conversion) puts element k of row r in lane r
+//   F32, F16, BF16 (no blocks; e = 4 or 2 bytes per element, n8 = n_in / 8 whole chunks):
+//               chunk c (elements 8c .. 8c + 7) of the 16 rows @128 e c, row r's 8 elements at
+//               8 e r in it, so one 64-byte load (F32; a 32-byte load and a conversion for F16
+//               and BF16) holds rows 2p and 2p + 1, 8 consecutive elements each; then the
+//               n_in % 8 tail elements, element k of the 16 rows @16 e k (lane r = row r)
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -41,4 +41,43 @@ void for_each_run(const uint8_t* groups, size_t group_bytes, int64_t T, int64_t 
   }
 }
 
+// Float weights (packed_layout.h: chunks of 8 elements, then a tail): the same tiles and runs,
+// with each group's chunks taken block_chunks at a time, so that a block (16 rows x 8 x
+// block_chunks elements) stays in L1 while every run of the tile passes over it; the runs keep
+// their partial sums in memory from block to block (the kernels' business).
+//   block(gb, c0, nc) is called once per group, tile and block (chunks [c0, c0 + nc); once with
+//     nc = 0 when n_in < 8) and returns where the block's chunks are (gb's, or a converted copy);
+//   dots(main, c0, nc, k, t, n) adds the block's products to run k (tokens t .. t + n - 1);
+//   finish(gb, k, t, n, out) completes run k (the tail elements) into out[16 i + r].
+template <class Block, class Dots, class Finish>
+void for_each_float_block(const uint8_t* groups, size_t group_bytes, int64_t n8, int64_t block_chunks, int64_t T,
+                          int64_t max_run, float* y, int64_t n_out, int64_t j0, int64_t j1, float* out, Block&& block,
+                          Dots&& dots, Finish&& finish) {
+  const int64_t g0 = j0 / kRows, g1 = (j1 + kRows - 1) / kRows;
+  int64_t run_t[kTokenTile], run_n[kTokenTile];
+  for (int64_t t0 = 0; t0 < T; t0 += kTokenTile) {
+    const int64_t tt = T - t0 < kTokenTile ? T - t0 : kTokenTile;
+    const int64_t n_runs = (tt + max_run - 1) / max_run;
+    for (int64_t k = 0, t = t0; k < n_runs; ++k) {
+      run_t[k] = t;
+      run_n[k] = (t0 + tt - t) / (n_runs - k);
+      t += run_n[k];
+    }
+    for (int64_t g = g0; g < g1; ++g) {
+      const uint8_t* gb = groups + (g - g0) * group_bytes;
+      for (int64_t c0 = 0; c0 == 0 || c0 < n8; c0 += block_chunks) {
+        const int64_t nc = n8 - c0 < block_chunks ? n8 - c0 : block_chunks;
+        const uint8_t* main = block(gb, c0, nc);
+        for (int64_t k = 0; k < n_runs; ++k) dots(main, c0, nc, k, run_t[k], run_n[k]);
+      }
+      const int64_t r0 = g * kRows < j0 ? j0 : g * kRows, r1 = j1 < (g + 1) * kRows ? j1 : (g + 1) * kRows;
+      for (int64_t k = 0; k < n_runs; ++k) {
+        finish(gb, k, run_t[k], run_n[k], out);
+        for (int64_t i = 0; i < run_n[k]; ++i)
+          for (int64_t r = r0; r < r1; ++r) y[(run_t[k] + i) * n_out + r] = out[kRows * i + (r - g * kRows)];
+      }
+    }
+  }
+}
+
 }  // namespace specmoe::kernels::cpu::packed

@@ -207,15 +207,17 @@ TEST(Packed, CpuBackendPacksResidentWeights) {
 }
 
 // Float weights: the packed kernels keep the row-major kernel's summation order, so a view with a
-// packed copy gives the bits of one without (every tail length n_in % 8, every token group).
+// packed copy gives the bits of one without (every tail length n_in % 8, every token group, rows
+// longer than one block of 256, and batches from the staging size on, whose F16 / BF16 blocks
+// are converted to F32 first).
 TEST(Packed, FloatKernelsMatchTheRowMajorOnesBitForBit) {
   const std::vector<cpu::Isa> isas = integer_isas();
   if (isas.empty()) GTEST_SKIP() << "no AVX2 on this CPU";
   cpu::ThreadPool pool(2);
   for (DType type : {DType::F32, DType::F16, DType::BF16})
-    for (int64_t n_in : {1, 3, 8, 17, 33, 257})
+    for (int64_t n_in : {1, 3, 8, 17, 33, 257, 777})  // 777: blocks of 256 elements and a tail
       for (int64_t n_out : {1, 15, 17, 33})
-        for (int64_t T : {1, 2, 3, 4, 5, 9, 17}) {
+        for (int64_t T : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17, 64, 71}) {
           SCOPED_TRACE(testing::Message() << specmoe::dtype_name(type) << " n_in=" << n_in << " n_out=" << n_out
                                           << " T=" << T);
           const std::vector<float> values = random_vec(static_cast<size_t>(n_in * n_out), 21, 0.5f);
