@@ -6,11 +6,14 @@
 // lanes are columns, 16 at a time instead of 8, each with the same fma chain over the rows. So
 // a token's attention output does not depend on the instruction set, and every head of a GQA
 // group (up to 8) shares one pass over a key row instead of groups of 4. scores_f16_heads runs
-// dot_f16_heads over all the visible key rows, 8 rows at a time sharing one reduction (reduce8);
-// with libm's expf replaced by exp_shifted (kernels/cpu/exp.h) and the per-head softmax loops
-// unrolled, one layer of Qwen2.5-Coder-1.5B's attention, one thread, 9 new tokens over 512 cached
-// rows took 597-632 -> 431-442 us, one token 65-68 -> 47-50 us (`bench_attention`,
-// BM_Attention/T:9/ctx:512/isa:2, Zen 4), the same bits.
+// dot_f16_heads over all the visible key rows, a few rows by all the heads at a time in registers,
+// 8 dots sharing one reduction (reduce8); weighted_sum_f16_heads takes up to 8 blocks of 16
+// columns per pass over the rows. With libm's expf replaced by exp_shifted (kernels/cpu/exp.h) and
+// the per-head softmax loops unrolled, one layer of Qwen2.5-Coder-1.5B's attention, one thread, 9
+// new tokens over 512 cached rows took 597-632 -> 431-442 us, one token 65-68 -> 47-50 us
+// (`bench_attention`, BM_Attention/T:9/ctx:512/isa:2, Zen 4), the same bits; with the register
+// blocks and exp_shifted's table read without a gather (exp_avx512.cpp), on Ice Lake 813 -> 472-510
+// us at 9 tokens, 254 -> 134-151 at 128 rows, one token over 128 rows 28 -> 15-20 us.
 //
 // Compiled like the other AVX2-level files; the functions get AVX-512 through the target pragma
 // and run only after the runtime check in attention.cpp.
@@ -83,30 +86,50 @@ inline __m256 reduce8(const __m512* acc) {
       _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), s1));
 }
 
-// scores[g * rows + t] = dot_heads<G>(q, k[t], n)[g] * scale for every row t. Rows 8 at a time
-// when n is a multiple of 16 (up to 256): the 8 key rows widened once into an L1 buffer, then per
-// head 8 fma chains with dot_heads' lanes and order and one shared reduction (reduce8) instead of
-// 8 horizontal sums; the other rows through dot_heads. The same bits either way.
+// Key rows per block of scores_heads: G x R accumulators, R widened key slices and a query slice
+// in the 32 registers.
+template <int G>
+constexpr int score_rows() {
+  constexpr int kRows[9] = {0, 8, 6, 5, 4, 4, 3, 3, 3};
+  return kRows[G];
+}
+
+// scores[g * rows + t] = dot_heads<G>(q, k[t], n)[g] * scale for every row t. When n is a
+// multiple of 16, R = score_rows<G>() rows at a time: per 16 elements, R key slices widened once
+// and G query slices multiply into G x R registers with dot_heads' lanes and order, then one
+// shared reduction (reduce8) per 8 of them instead of a horizontal sum each; the other rows
+// through dot_heads. The same bits either way. (Before, 8 rows were widened into an L1 buffer
+// and each head read them back: a load per fma, and one token of one layer of Qwen2.5-Coder-1.5B
+// over 512 rows spent a third of its attention there.)
 template <int G>
 void scores_heads(const float* const* q, const uint16_t* const* k, int64_t rows, int64_t n, float scale,
                   float* scores) {
   int64_t t = 0;
-  if (n % 16 == 0 && n <= 256) {
-    alignas(64) float kf[8 * 256];
+  if (n % 16 == 0) {
+    constexpr int R = score_rows<G>(), kAcc = G * R, kSets = (kAcc + 7) / 8;
     const __m256 sc = _mm256_set1_ps(scale);
-    for (; t + 8 <= rows; t += 8) {
-      for (int r = 0; r < 8; ++r)
-        for (int64_t i = 0; i < n; i += 16) _mm512_store_ps(kf + r * n + i, load_f16x16(k[t + r] + i));
-      for (int g = 0; g < G; ++g) {
-        __m512 acc[8];
+    for (; t + R <= rows; t += R) {
+      __m512 acc[8 * kSets];  // acc[g * R + r]: head g, row t + r
+#pragma GCC unroll 64
+      for (int a = 0; a < 8 * kSets; ++a) acc[a] = _mm512_setzero_ps();
+      for (int64_t i = 0; i < n; i += 16) {
+        __m512 kv[R];
 #pragma GCC unroll 8
-        for (int r = 0; r < 8; ++r) acc[r] = _mm512_setzero_ps();
-        for (int64_t i = 0; i < n; i += 16) {
+        for (int r = 0; r < R; ++r) kv[r] = load_f16x16(k[t + r] + i);
+#pragma GCC unroll 8
+        for (int g = 0; g < G; ++g) {
           const __m512 qv = _mm512_loadu_ps(q[g] + i);
 #pragma GCC unroll 8
-          for (int r = 0; r < 8; ++r) acc[r] = _mm512_fmadd_ps(_mm512_load_ps(kf + r * n + i), qv, acc[r]);
+          for (int r = 0; r < R; ++r) acc[g * R + r] = _mm512_fmadd_ps(kv[r], qv, acc[g * R + r]);
         }
-        _mm256_storeu_ps(scores + g * rows + t, _mm256_mul_ps(reduce8(acc), sc));
+      }
+      for (int set = 0; set < kSets; ++set) {
+        alignas(32) float v[8];
+        _mm256_store_ps(v, _mm256_mul_ps(reduce8(acc + 8 * set), sc));
+        for (int l = 0; l < 8 && 8 * set + l < kAcc; ++l) {
+          const int a = 8 * set + l;
+          scores[(a / R) * rows + t + a % R] = v[l];
+        }
       }
     }
   }
@@ -117,9 +140,44 @@ void scores_heads(const float* const* q, const uint16_t* const* k, int64_t rows,
   }
 }
 
+// Columns (16 each) per pass of weighted_sum_heads: G x C accumulators, C widened value slices
+// and a weight broadcast in the 32 registers.
+template <int G>
+constexpr int sum_columns() {
+  constexpr int kCols[9] = {0, 8, 8, 6, 6, 4, 4, 3, 3};
+  return kCols[G];
+}
+
+// out[g][c] = sum over rows r in order of w[g * rows + r] * v_r[c]: C blocks of 16 columns per
+// pass over the rows, so that each weight broadcast serves C fmas; then one block at a time,
+// then the AVX2 steps for the columns past the last 16. Each column is one fma chain over the
+// rows in order whatever the pass.
 template <int G>
 void weighted_sum_heads(const float* w, const uint16_t* const* v, int64_t rows, int64_t n, float* const* out) {
   int64_t c = 0;
+  constexpr int C = sum_columns<G>();
+  for (; c + 16 * C <= n; c += 16 * C) {
+    __m512 acc[G][C];
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g)
+#pragma GCC unroll 8
+      for (int j = 0; j < C; ++j) acc[g][j] = _mm512_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      __m512 x[C];
+#pragma GCC unroll 8
+      for (int j = 0; j < C; ++j) x[j] = load_f16x16(v[r] + c + 16 * j);
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) {
+        const __m512 wg = _mm512_set1_ps(w[g * rows + r]);
+#pragma GCC unroll 8
+        for (int j = 0; j < C; ++j) acc[g][j] = _mm512_fmadd_ps(wg, x[j], acc[g][j]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g)
+#pragma GCC unroll 8
+      for (int j = 0; j < C; ++j) _mm512_storeu_ps(out[g] + c + 16 * j, acc[g][j]);
+  }
   for (; c + 16 <= n; c += 16) {
     __m512 acc[G];
 #pragma GCC unroll 8

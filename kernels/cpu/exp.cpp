@@ -21,13 +21,20 @@ const uint64_t kTable[32] = {
 namespace avx2 {
 void exp_shifted(float* x, int64_t n, float shift);
 }
+namespace avx512 {
+void exp_shifted(float* x, int64_t n, float shift);
+}
 
-void exp_shifted(float* x, int64_t n, float shift) {
-  if (usable_isa(Isa::Avx2) == Isa::Avx2) {
-    avx2::exp_shifted(x, n, shift);
-    return;
+void exp_shifted(float* x, int64_t n, float shift) { exp_shifted_on(best_isa(), x, n, shift); }
+
+void exp_shifted_on(Isa isa, float* x, int64_t n, float shift) {
+  switch (usable_isa(isa)) {
+    case Isa::Amx:
+    case Isa::Avx512: return avx512::exp_shifted(x, n, shift);
+    case Isa::Avx2: return avx2::exp_shifted(x, n, shift);
+    default:
+      for (int64_t i = 0; i < n; ++i) x[i] = exp_f32(x[i] - shift);
   }
-  for (int64_t i = 0; i < n; ++i) x[i] = exp_f32(x[i] - shift);
 }
 
 }  // namespace specmoe::kernels::cpu

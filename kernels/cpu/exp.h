@@ -58,7 +58,10 @@ inline float exp_f32(float x) {
 }
 
 // x[i] = exp_f32(x[i] - shift) for i < n (the subtraction in float), 8 at a time where the CPU has
-// AVX2 + FMA: the same bits either way.
+// AVX2 + FMA, 16 with AVX-512: the same bits either way.
 void exp_shifted(float* x, int64_t n, float shift);
+enum class Isa;
+// The same on a given instruction set (or the best usable below it): for tests and benchmarks.
+void exp_shifted_on(Isa isa, float* x, int64_t n, float shift);
 
 }  // namespace specmoe::kernels::cpu

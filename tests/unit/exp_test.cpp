@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/exp.h"
+#include "kernels/cpu/ops.h"
 
 namespace cpu = specmoe::kernels::cpu;
 
@@ -55,17 +56,22 @@ bool libm_is_glibc_fma_build() {
 
 }  // namespace
 
+// On every instruction set this CPU has (AVX2: a gather per 4 table entries; AVX-512: permutes).
 TEST(ExpF32, ShiftedVectorsMatchTheScalarVersionBitForBit) {
   const std::vector<float> xs = sweep();
   ASSERT_GT(xs.size(), 4'000'000u);
-  for (float shift : {0.0f, 3.25f, -17.5f}) {
-    // Lengths that leave every tail of the 8-wide loop.
-    for (size_t n : {xs.size(), size_t{1}, size_t{7}, size_t{13}}) {
-      std::vector<float> v(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(n));
-      cpu::exp_shifted(v.data(), static_cast<int64_t>(n), shift);
-      for (size_t i = 0; i < n; ++i)
-        ASSERT_TRUE(same(v[i], cpu::exp_f32(xs[i] - shift)))
-            << "x = " << xs[i] << " shift " << shift << ": " << v[i] << " vs " << cpu::exp_f32(xs[i] - shift);
+  for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+    if (cpu::usable_isa(isa) != isa) continue;
+    for (float shift : {0.0f, 3.25f, -17.5f}) {
+      // Lengths that leave every tail of the 8- and 16-wide loops.
+      for (size_t n : {xs.size(), size_t{1}, size_t{7}, size_t{13}, size_t{31}}) {
+        std::vector<float> v(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(n));
+        cpu::exp_shifted_on(isa, v.data(), static_cast<int64_t>(n), shift);
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_TRUE(same(v[i], cpu::exp_f32(xs[i] - shift)))
+              << cpu::isa_name(isa) << ": x = " << xs[i] << " shift " << shift << ": " << v[i] << " vs "
+              << cpu::exp_f32(xs[i] - shift);
+      }
     }
   }
 }

@@ -136,8 +136,8 @@ TEST(KernelIsa, RowMajorBatchGivesEachTokensOwnBits) {
 
 // Attention over f16 keys and values (the default cache): the AVX-512 head-group kernels against
 // the AVX2 ones, bit for bit, for GQA groups of 1..8 heads, head dimensions with every tail of the
-// 16- and 8-element steps, causal and tree masks, and visible rows in whole 8-row score blocks and
-// with a tail (head_dim 256: the largest the block path takes).
+// 16- and 8-element steps, causal and tree masks, and visible rows in whole score blocks (3 to 8
+// rows, by group size) and with a tail, value columns in passes of 3 to 8 blocks of 16 and without.
 TEST(KernelIsa, Avx512AttentionMatchesAvx2BitForBit) {
   if (cpu::usable_isa(cpu::Isa::Avx512) < cpu::Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
   cpu::ThreadPool pool(2);
@@ -146,7 +146,8 @@ TEST(KernelIsa, Avx512AttentionMatchesAvx2BitForBit) {
   };
   for (const Case c : {Case{6, 1, 128, 40, 5}, Case{12, 2, 128, 133, 9}, Case{8, 1, 64, 7, 3}, Case{3, 3, 24, 19, 4},
                        Case{8, 1, 256, 21, 3}, Case{2, 2, 16, 8, 1}, Case{5, 1, 96, 16, 1},
-                       Case{14, 2, 17, 5, 6}, Case{4, 1, 40, 0, 7}, Case{16, 1, 32, 12, 2}})
+                       Case{14, 2, 17, 5, 6}, Case{4, 1, 40, 0, 7}, Case{16, 1, 32, 12, 2}, Case{6, 3, 64, 30, 4},
+                       Case{9, 3, 48, 25, 5}, Case{8, 2, 80, 11, 3}, Case{7, 1, 512, 9, 2}})
     for (bool tree : {false, true}) {
       SCOPED_TRACE(testing::Message() << c.n_head << "/" << c.n_head_kv << " d=" << c.head_dim << " past=" << c.n_past
                                       << " T=" << c.T << (tree ? " tree" : ""));
