@@ -97,6 +97,9 @@ inline std::vector<std::unique_ptr<OpCase>> make_backend_op_table() {
     // random codes: every byte pattern of the payload, the kernels' extremes included.
     add(new MatmulCase(type, 3, K2, 33, matmul_bound(type, 3), fl ? Fill::Quantized : Fill::RandomCodes, 8));
     if (!fl) add(new MatmulCase(type, 17, K1, 3, matmul_bound(type, 17), Fill::RandomCodes));
+    // Float rows of several 256-element blocks with a tail, in a batch whose F16 / BF16 blocks
+    // are converted to F32 first (the packed float kernels' block loop and staging).
+    if (fl) add(new MatmulCase(type, 17, 777, 33, matmul_bound(type, 17)));
 
     const Bound rows{0.0, 1e-12,
                      "cpu: dequantize_row per id, as the reference; cuda: fp32 dequantization (FMA contraction may "

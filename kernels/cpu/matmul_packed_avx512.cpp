@@ -407,7 +407,7 @@ void matmul_float_rows(const uint8_t* groups, int64_t n_in, const uint8_t* acts,
   thread_local __m512 acc[8 * kTokenTile];  // run of tokens t .. t + n - 1: 8 n from 8 (t % tile)
   const auto* stage_end = reinterpret_cast<const uint8_t*>(staged);  // no prefetching of the copy
   auto token = [&](int64_t t) { return reinterpret_cast<const float*>(acts + t * act_stride); };
-  alignas(64) float out[kTokenTile * kRows];
+  alignas(64) float out[kMaxFloatGroup * kRows];
   for_each_float_block(
       groups, group_bytes, n8, kBlockChunks, T, kMaxFloatGroup, y, n_out, j0, j1, out,
       [&](const uint8_t* gb, int64_t c0, int64_t nc) -> const uint8_t* {
