@@ -151,7 +151,8 @@ QuantizeSummary quantize_into(const GGUFFile& in, const QuantizeOptions& o, GGUF
     q.ne = t->ne;
     q.from = q.to = t->type;
     q.bytes_in = t->nbytes;
-    if (tensor_is_quantizable(t->name, t->ne)) q.to = choose_type(c, o, t->name, t->ne, summary.n_fallback);
+    // Integer tensors (EAGLE-3's d2t map) are indices, copied as they are.
+    if (!dtype_is_integer(t->type) && tensor_is_quantizable(t->name, t->ne)) q.to = choose_type(c, o, t->name, t->ne, summary.n_fallback);
     if (q.to == q.from) {
       w.add_tensor(t->name, t->type, t->ne, std::span<const uint8_t>(t->data, t->nbytes));
       q.bytes_out = t->nbytes;

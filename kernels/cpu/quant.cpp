@@ -340,7 +340,8 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::TQ1_0: dequant_tq1_0(s, dst, n / QK_K); return;
     case DType::TQ2_0: dequant_tq2_0(s, dst, n / QK_K); return;
     case DType::I32:
-    case DType::I64: break;  // integers are no float data
+    case DType::I64:
+      throw_error(ErrorKind::InvalidArgument, "dequantize_row: {} holds integers, not float data", dtype_name(type));
   }
   throw_error(ErrorKind::InvalidArgument, "dequantize_row: unknown dtype id {}", static_cast<uint32_t>(type));
 }

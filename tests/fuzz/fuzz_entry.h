@@ -168,6 +168,16 @@ inline void walk_gguf(const core::GGUFFile& f) {
     (void)sink;
     const int64_t n0 = t.ne[0];
     if (n0 <= 0 || n0 > (1 << 14)) continue;
+    if (dtype_is_integer(t.type)) {  // integer tensors (e.g. EAGLE-3's d2t map) have no float rows
+      bool refused = false;
+      try {
+        kernels::cpu::dequantize_row(t.type, t.data, row.data(), 0);
+      } catch (const Error&) {
+        refused = true;
+      }
+      SPECMOE_FUZZ_CHECK(refused, "dequantize_row accepted an integer tensor");
+      continue;
+    }
     row.resize(static_cast<size_t>(n0));
     const size_t row_bytes = dtype_row_bytes(t.type, n0);
     for (int64_t r = 0; r < std::min<int64_t>(rows, 2); ++r)

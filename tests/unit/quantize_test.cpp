@@ -2,6 +2,7 @@
 // own output in tests/golden/quantize_llamacpp.json, made by scripts/quantize-conformance.py),
 // ggml's reference rounding, which tensors are quantized, and the errors.
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -189,6 +190,31 @@ TEST(Quantize, NonFiniteWeightsAreAnError) {
   o.type = DType::Q8_0;
   expect_quantize_error(src, "quantize-nan-out.gguf", o, {"blk.0.attn_q.weight", "row 1"});
   EXPECT_FALSE(fs::exists(testing::scratch_dir() / "quantize-nan-out.gguf"));
+}
+
+TEST(Quantize, IntegerTensorsAreCopiedAsTheyAre) {
+  // An I32 weight-named matrix (EAGLE-3 files carry an I32 d2t map) is indices, not weights: it
+  // keeps its type and bytes, and the float tensors beside it are still quantized.
+  core::GGUFWriter w;
+  w.set_string("general.architecture", "llama");
+  std::vector<int32_t> ids(64 * 2);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i * 7 - 100);
+  w.add_tensor("blk.0.ffn_up.weight", DType::I32, {64, 2},
+               std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(ids.data()), ids.size() * sizeof(int32_t)));
+  std::vector<float> v(64 * 2, 0.25f);
+  w.add_tensor_f32("blk.0.attn_q.weight", DType::F32, {64, 2}, v);
+  const fs::path src = testing::scratch_dir() / "quantize-int.gguf";
+  w.write(src.string());
+  QuantizeOptions o;
+  o.type = DType::Q8_0;
+  const fs::path dst = testing::scratch_dir() / "quantize-int-out.gguf";
+  quantize_model(src.string(), dst.string(), o);
+  const auto f = core::GGUFFile::open(dst.string());
+  const auto& t = f->tensor("blk.0.ffn_up.weight");
+  ASSERT_EQ(t.type, DType::I32);
+  ASSERT_EQ(t.nbytes, ids.size() * sizeof(int32_t));
+  EXPECT_EQ(std::memcmp(t.data, ids.data(), t.nbytes), 0);
+  EXPECT_EQ(f->tensor("blk.0.attn_q.weight").type, DType::Q8_0);
 }
 
 TEST(Quantize, Mxfp4MoeAndFallbacks) {
