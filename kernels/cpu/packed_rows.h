@@ -41,6 +41,36 @@ void for_each_run(const uint8_t* groups, size_t group_bytes, int64_t T, int64_t 
   }
 }
 
+// The same order of work with groups taken two at a time where two remain in [j0, j1) (a kernel
+// that multiplies each broadcast activation with both groups' weights): run(gb, n_groups, t, n,
+// out) writes group q's (q < n_groups) row r for token t + i to out[q * out_stride + 16 i + r].
+template <class Run>
+void for_each_run_pairs(const uint8_t* groups, size_t group_bytes, int64_t T, int64_t max_run, float* y,
+                        int64_t n_out, int64_t j0, int64_t j1, float* out, int64_t out_stride, Run&& run) {
+  const int64_t g0 = j0 / kRows, g1 = (j1 + kRows - 1) / kRows;
+  for (int64_t t0 = 0; t0 < T; t0 += kTokenTile) {
+    const int64_t tt = T - t0 < kTokenTile ? T - t0 : kTokenTile;
+    const int64_t n_runs = (tt + max_run - 1) / max_run;
+    for (int64_t g = g0; g < g1; g += 2) {
+      const int64_t ng = g + 1 < g1 ? 2 : 1;
+      const uint8_t* gb = groups + (g - g0) * group_bytes;
+      int64_t t = t0;
+      for (int64_t k = 0; k < n_runs; ++k) {
+        const int64_t n = (t0 + tt - t) / (n_runs - k);
+        run(gb, ng, t, n, out);
+        for (int64_t q = 0; q < ng; ++q) {
+          const int64_t gq = g + q;
+          const int64_t r0 = gq * kRows < j0 ? j0 : gq * kRows, r1 = j1 < (gq + 1) * kRows ? j1 : (gq + 1) * kRows;
+          const float* o = out + q * out_stride;
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t r = r0; r < r1; ++r) y[(t + i) * n_out + r] = o[kRows * i + (r - gq * kRows)];
+        }
+        t += n;
+      }
+    }
+  }
+}
+
 // Float weights (packed_layout.h: chunks of 8 elements, then a tail): the same tiles and runs,
 // with each group's chunks taken block_chunks at a time, so that a block (16 rows x 8 x
 // block_chunks elements) stays in L1 while every run of the tile passes over it; the runs keep
