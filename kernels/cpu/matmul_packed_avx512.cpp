@@ -172,6 +172,23 @@ void group_small(const uint8_t* gb, int64_t nb, const ActQ8x32* const* a, float*
 
 // ------------------------------------------------------------------ Q4_K and Q5_K
 
+// The float steps of a Q4_K / Q5_K group block (quant_dot_ref's order): per token,
+// acc += isum * (d * dx) - (sum_j mn_j * bsums_j) * (dmin * dx).
+template <int G>
+inline void k_block_floats(const uint8_t* blk, const KScales& ks, const ActQ8x256* const* a, int64_t b,
+                           const __m512i* isum, __m512* acc) {
+  __m512i mp[4];
+  k_min_pairs(ks, mp);
+  const __m512 d = halves(blk), dmin = halves(blk + 32);
+  for (int g = 0; g < G; ++g) {
+    const ActQ8x256& x = a[g][b];
+    const __m512i msum = k_min_sum(mp, x.bsums32);
+    const __m512 dx = _mm512_set1_ps(x.d);
+    acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[g]), _mm512_mul_ps(d, dx), acc[g]);
+    acc[g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, dx), acc[g]);
+  }
+}
+
 template <bool kFive, int G>
 void group_q45_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, float* out, const uint8_t* end) {
   constexpr size_t kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
@@ -231,16 +248,7 @@ void group_q45_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, float
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) sub_block(j);
     }
-    __m512i mp[4];
-    k_min_pairs(ks, mp);
-    const __m512 d = halves(gb), dmin = halves(gb + 32);
-    for (int g = 0; g < G; ++g) {
-      const ActQ8x256& x = a[g][b];
-      const __m512i msum = k_min_sum(mp, x.bsums32);
-      const __m512 dx = _mm512_set1_ps(x.d);
-      acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[g]), _mm512_mul_ps(d, dx), acc[g]);
-      acc[g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, dx), acc[g]);
-    }
+    k_block_floats<G>(gb, ks, a, b, isum, acc);
   }
   for (int g = 0; g < G; ++g) _mm512_store_ps(out + 16 * g, acc[g]);
 }
@@ -312,18 +320,7 @@ void group2_q4_K(const uint8_t* ga, size_t group_bytes, int64_t nb, const ActQ8x
       for (int g0 = 0; g0 + kPass <= G; g0 += kPass) pass(g0, std::integral_constant<int, kPass>{});
       if constexpr (G % kPass != 0) pass(G - G % kPass, std::integral_constant<int, G % kPass>{});
     }
-    for (int q = 0; q < 2; ++q) {
-      __m512i mp[4];
-      k_min_pairs(ks[q], mp);
-      const __m512 d = halves(blk[q]), dmin = halves(blk[q] + 32);
-      for (int g = 0; g < G; ++g) {
-        const ActQ8x256& x = a[g][b];
-        const __m512i msum = k_min_sum(mp, x.bsums32);
-        const __m512 dx = _mm512_set1_ps(x.d);
-        acc[q][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[q][g]), _mm512_mul_ps(d, dx), acc[q][g]);
-        acc[q][g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, dx), acc[q][g]);
-      }
-    }
+    for (int q = 0; q < 2; ++q) k_block_floats<G>(blk[q], ks[q], a, b, isum[q], acc[q]);
   }
   for (int q = 0; q < 2; ++q)
     for (int g = 0; g < G; ++g) _mm512_store_ps(out + q * out_stride + 16 * g, acc[q][g]);
@@ -587,7 +584,7 @@ void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const u
   // Q4_K batches take two groups per call (group2_q4_K); one token keeps group_q45_K<1>.
   if (type == DType::Q4_K && T > 1) {
     alignas(64) float out2[2 * kMaxGroup * kRows];
-    for_each_run_pairs(groups, group_bytes, T, kMaxGroup, y, n_out, j0, j1, out2, kMaxGroup * kRows,
+    for_each_run_groups(groups, group_bytes, T, kMaxGroup, 2, y, n_out, j0, j1, out2, kMaxGroup * kRows,
                        [&](const uint8_t* gb, int64_t n_groups, int64_t t, int64_t G, float* o) {
                          for (int64_t i = 0; i < G; ++i) ap[i] = acts + (t + i) * act_stride;
                          if (n_groups == 2)

@@ -16,43 +16,20 @@ constexpr int64_t kTokenTile = 64;
 
 // Rows [j0, j1) (j0 a multiple of 16) of a packed matrix whose groups j0 / 16 .. ceil(j1 / 16) - 1
 // start at `groups`, group_bytes each, for T tokens: every token tile meets every group block in
-// turn, the tile's tokens in near-equal runs of at most max_run (larger runs last).
-// run(gb, t, n, out) writes token t + i's value of the group's row r to out[16 i + r] for i < n;
-// the rows of [j0, j1) are then copied to y[token * n_out + row].
+// turn, the tile's tokens in near-equal runs of at most max_run (larger runs last), the groups
+// max_groups at a time (fewer for the last ones of [j0, j1); a kernel that multiplies each
+// broadcast activation with several groups' weights takes more than one).
+// run(gb, n_groups, t, n, out) writes group q's (q < n_groups) row r for token t + i to
+// out[q * out_stride + 16 i + r]; the rows of [j0, j1) are then copied to y[token * n_out + row].
 template <class Run>
-void for_each_run(const uint8_t* groups, size_t group_bytes, int64_t T, int64_t max_run, float* y, int64_t n_out,
-                  int64_t j0, int64_t j1, float* out, Run&& run) {
+void for_each_run_groups(const uint8_t* groups, size_t group_bytes, int64_t T, int64_t max_run, int64_t max_groups,
+                         float* y, int64_t n_out, int64_t j0, int64_t j1, float* out, int64_t out_stride, Run&& run) {
   const int64_t g0 = j0 / kRows, g1 = (j1 + kRows - 1) / kRows;
   for (int64_t t0 = 0; t0 < T; t0 += kTokenTile) {
     const int64_t tt = T - t0 < kTokenTile ? T - t0 : kTokenTile;
     const int64_t n_runs = (tt + max_run - 1) / max_run;
-    for (int64_t g = g0; g < g1; ++g) {
-      const uint8_t* gb = groups + (g - g0) * group_bytes;
-      const int64_t r0 = g * kRows < j0 ? j0 : g * kRows, r1 = j1 < (g + 1) * kRows ? j1 : (g + 1) * kRows;
-      int64_t t = t0;
-      for (int64_t k = 0; k < n_runs; ++k) {
-        const int64_t n = (t0 + tt - t) / (n_runs - k);
-        run(gb, t, n, out);
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t r = r0; r < r1; ++r) y[(t + i) * n_out + r] = out[kRows * i + (r - g * kRows)];
-        t += n;
-      }
-    }
-  }
-}
-
-// The same order of work with groups taken two at a time where two remain in [j0, j1) (a kernel
-// that multiplies each broadcast activation with both groups' weights): run(gb, n_groups, t, n,
-// out) writes group q's (q < n_groups) row r for token t + i to out[q * out_stride + 16 i + r].
-template <class Run>
-void for_each_run_pairs(const uint8_t* groups, size_t group_bytes, int64_t T, int64_t max_run, float* y,
-                        int64_t n_out, int64_t j0, int64_t j1, float* out, int64_t out_stride, Run&& run) {
-  const int64_t g0 = j0 / kRows, g1 = (j1 + kRows - 1) / kRows;
-  for (int64_t t0 = 0; t0 < T; t0 += kTokenTile) {
-    const int64_t tt = T - t0 < kTokenTile ? T - t0 : kTokenTile;
-    const int64_t n_runs = (tt + max_run - 1) / max_run;
-    for (int64_t g = g0; g < g1; g += 2) {
-      const int64_t ng = g + 1 < g1 ? 2 : 1;
+    for (int64_t g = g0; g < g1; g += max_groups) {
+      const int64_t ng = g1 - g < max_groups ? g1 - g : max_groups;
       const uint8_t* gb = groups + (g - g0) * group_bytes;
       int64_t t = t0;
       for (int64_t k = 0; k < n_runs; ++k) {
@@ -69,6 +46,15 @@ void for_each_run_pairs(const uint8_t* groups, size_t group_bytes, int64_t T, in
       }
     }
   }
+}
+
+// One group at a time: run(gb, t, n, out) writes token t + i's value of the group's row r to
+// out[16 i + r].
+template <class Run>
+void for_each_run(const uint8_t* groups, size_t group_bytes, int64_t T, int64_t max_run, float* y, int64_t n_out,
+                  int64_t j0, int64_t j1, float* out, Run&& run) {
+  for_each_run_groups(groups, group_bytes, T, max_run, 1, y, n_out, j0, j1, out, 0,
+                      [&](const uint8_t* gb, int64_t, int64_t t, int64_t n, float* o) { run(gb, t, n, o); });
 }
 
 // Float weights (packed_layout.h: chunks of 8 elements, then a tail): the same tiles and runs,
