@@ -154,6 +154,37 @@ TEST(Packed, KernelsMatchQuantDotRefBitForBit) {
   }
 }
 
+// Chunks of several groups (matmul hands each thread at least rows / 8 of them): the kernels that
+// take two groups per call (AVX-512 Q4_K batches) and the odd group after them, against the
+// reference bit for bit. (The shapes above give every thread one group per chunk.)
+TEST(Packed, ChunksOfSeveralGroupsMatchQuantDotRefBitForBit) {
+  const std::vector<cpu::Isa> isas = integer_isas();
+  if (isas.empty()) GTEST_SKIP() << "no AVX2 on this CPU: matmul multiplies in float";
+  cpu::ThreadPool pool(2);
+  const int64_t n_in = 512;
+  for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q8_0})
+    for (int64_t n_out : {300, 512})  // chunks of 3 groups (a pair and one), of 4 (two pairs)
+      for (int64_t T : {2, 5, 9, 17}) {
+        SCOPED_TRACE(testing::Message() << specmoe::dtype_name(type) << " n_out=" << n_out << " T=" << T);
+        const std::vector<uint8_t> bytes = weight_bytes(type, n_in, n_out, static_cast<uint32_t>(n_out + T), false);
+        auto view = cpu::MatrixView::make(type, bytes.data(), n_in, n_out);
+        const std::vector<float> x = random_vec(static_cast<size_t>(T * n_in), static_cast<uint32_t>(3 * T), 1.0f);
+        std::vector<float> want(static_cast<size_t>(T * n_out));
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t j = 0; j < n_out; ++j)
+            want[t * n_out + j] = cpu::quant_dot_ref(type, view.row(j), x.data() + t * n_in, n_in);
+        std::vector<uint8_t> packed(cpu::packed_bytes(view));
+        cpu::pack(pool, view, packed.data());
+        view.packed = packed.data();
+        for (cpu::Isa isa : isas) {
+          std::vector<float> y(want.size(), -7.0f);
+          cpu::matmul(pool, x.data(), T, view, y.data(), isa);
+          for (size_t i = 0; i < y.size(); ++i)
+            ASSERT_TRUE(same_bits(y[i], want[i])) << cpu::isa_name(isa) << " output " << i << ": " << y[i] << " vs " << want[i];
+        }
+      }
+}
+
 // A slice starting on a group keeps the packed copy, one starting inside a group drops it; the
 // rows' values are the same either way.
 TEST(Packed, SlicesGiveTheSameRows) {
