@@ -173,21 +173,42 @@ void run_prefill(core::Model& m, const BenchArgs& a, BenchResult& out) {
   out.prefill_tps = Spread(tps);
 }
 
-// r(T): every repeat runs T = 1..max_batch back to back (logits for every token, as a verify
-// forward computes them) and divides by its own T = 1 time.
+// r(T): every repeat times, for each T = 1..max_batch, a one-token forward and the T-token forward
+// (logits for every token, as a verify forward computes them) next to each other, the order
+// alternating between repeats, and divides the two: each ratio's sides are a few hundred ms
+// apart, whatever the machine does between them. (Dividing the whole curve by one T = 1 forward
+// at the start of its repeat, as before, let a shared machine's slow or fast phases move the
+// ratios of the larger T by 10-30%: on 2 Ice Lake vCPUs whose one-token step drifted between 54
+// and 89 ms within minutes, r(9) of the 1.5B Q4_K_M target read 1.50-1.98.) The ms column of T = 1
+// is the median of all its one-token forwards.
 void run_cost_curve(core::Model& m, const BenchArgs& a, BenchResult& out) {
   core::KVCache kv = cache_with_context(m, a.context, a.context + a.max_batch);
   const std::vector<int32_t> ids = bench_ids(m, a.max_batch, 7);
   std::vector<std::vector<double>> ms(a.max_batch), ratio(a.max_batch), cpu_ms(a.max_batch), cpu_ratio(a.max_batch);
+  auto forward = [&](int T) {
+    const ForwardTime t = time_forward_both(m, std::span<const int32_t>(ids.data(), T), kv, true);
+    kv.truncate(a.context);
+    return t;
+  };
   for (int r = 0; r < a.repeats; ++r) {
-    ForwardTime one;
     for (int T = 1; T <= a.max_batch; ++T) {
-      const ForwardTime s = time_forward_both(m, std::span<const int32_t>(ids.data(), T), kv, true);
-      kv.truncate(a.context);
-      if (T == 1) one = s;
-      ms[T - 1].push_back(s.wall * 1e3);
+      ForwardTime one, s;
+      if (r % 2 == 0) {
+        one = forward(1);
+        s = forward(T);
+      } else {
+        s = forward(T);
+        one = forward(1);
+      }
+      if (T > 1) {
+        ms[T - 1].push_back(s.wall * 1e3);
+        cpu_ms[T - 1].push_back(s.cpu * 1e3);
+      }
+      for (const ForwardTime& o : T == 1 ? std::vector<ForwardTime>{one, s} : std::vector<ForwardTime>{one}) {
+        ms[0].push_back(o.wall * 1e3);
+        cpu_ms[0].push_back(o.cpu * 1e3);
+      }
       ratio[T - 1].push_back(s.wall / one.wall);
-      cpu_ms[T - 1].push_back(s.cpu * 1e3);
       cpu_ratio[T - 1].push_back(one.cpu > 0 ? s.cpu / one.cpu : 0.0);
     }
   }

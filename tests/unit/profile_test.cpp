@@ -138,5 +138,29 @@ TEST(OpProfile, BenchReportsTheProfilePerBatchSize) {
   EXPECT_NE(bad.exit_code, 0);
 }
 
+// The cost curve: a point per batch size, each ratio from a T-token forward and a one-token
+// forward timed next to it (so T = 1's ratio is that of two one-token forwards, about 1).
+TEST(OpProfile, BenchCostCurveHasAPointPerBatchSize) {
+  SPECMOE_REQUIRE_CLI();
+  const std::string path = tiny_model("bench_curve");
+  const testing::CliRun r = testing::run_cli({"bench", "-m", path, "-t", "1", "-n", "2", "-p", "0", "-r", "3",
+                                              "--max-batch", "4", "--context", "8", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const json pts = json::parse(r.out).at("cost_curve").at("points");
+  ASSERT_EQ(pts.size(), 4u);
+  for (size_t i = 0; i < pts.size(); ++i) {
+    EXPECT_EQ(pts[i].at("tokens"), static_cast<int>(i + 1));
+    for (const char* k : {"ms", "r"}) {
+      const json& v = pts[i].at(k);
+      EXPECT_GT(v.at("min").get<double>(), 0.0) << k << " at T = " << i + 1;
+      EXPECT_LE(v.at("min").get<double>(), v.at("median").get<double>());
+      EXPECT_LE(v.at("median").get<double>(), v.at("max").get<double>());
+    }
+  }
+  // Two one-token forwards of a tiny model: far from 10x apart either way, however busy the machine.
+  EXPECT_GT(pts[0].at("r").at("median").get<double>(), 0.1);
+  EXPECT_LT(pts[0].at("r").at("median").get<double>(), 10.0);
+}
+
 }  // namespace
 }  // namespace specmoe
