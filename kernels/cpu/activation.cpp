@@ -2,7 +2,7 @@
 // GPT-2 and llama.cpp's ggml_gelu use), logit soft-capping and the elementwise helpers.
 // Element-wise ops split the vector into fixed chunks over threads. SwiGLU and GELU run the AVX2
 // kernels (a vectorised exp, within a few ulp of the references' libm calls) where the CPU has
-// AVX2; every other element-wise op, and those two on the portable path, computes each element
+// AVX2, their AVX-512 forms (the same bits, twice the lanes) where it has AVX-512; every other element-wise op, and those two on the portable path, computes each element
 // exactly as the reference does. Either way an element's value depends only on its inputs.
 #include <algorithm>
 #include <cmath>
@@ -10,6 +10,7 @@
 #include "kernels/cpu/exp.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd_avx2.h"
+#include "kernels/cpu/simd_avx512.h"
 
 namespace specmoe::kernels::cpu {
 
@@ -43,10 +44,12 @@ void swiglu_ref(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
 }
 
-void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, int64_t n) {
-  const bool simd = usable_isa(best_isa()) != Isa::Scalar;
+void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, int64_t n, Isa isa) {
+  const Isa use = usable_isa(isa);
   pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) {
-    if (simd)
+    if (use >= Isa::Avx512)
+      avx512::swiglu(gate + b, up + b, out + b, e - b);
+    else if (use == Isa::Avx2)
       avx2::swiglu(gate + b, up + b, out + b, e - b);
     else
       swiglu_ref(gate + b, up + b, out + b, e - b);
@@ -71,10 +74,12 @@ void gelu_ref(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = gelu(x[i]);
 }
 
-void gelu(ThreadPool& pool, const float* x, float* y, int64_t n) {
-  const bool simd = usable_isa(best_isa()) != Isa::Scalar;
+void gelu(ThreadPool& pool, const float* x, float* y, int64_t n, Isa isa) {
+  const Isa use = usable_isa(isa);
   pool.parallel_for(n, kElemGrain, [&](int64_t b, int64_t e) {
-    if (simd)
+    if (use >= Isa::Avx512)
+      avx512::gelu(x + b, y + b, e - b);
+    else if (use == Isa::Avx2)
       avx2::gelu(x + b, y + b, e - b);
     else
       gelu_ref(x + b, y + b, e - b);

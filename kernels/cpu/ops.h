@@ -244,12 +244,13 @@ inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 // GELU, tanh approximation (Hendrycks & Gimpel 2016), as GPT-2 and llama.cpp use.
 float gelu(float x);
 
-// out[i] = silu(gate[i]) * up[i]  (SwiGLU, Shazeer 2020); out may alias gate or up.
+// out[i] = silu(gate[i]) * up[i]  (SwiGLU, Shazeer 2020); out may alias gate or up. The fast path
+// gives the same bits on AVX2 and AVX-512 (`isa`: the best usable path at or below it).
 void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
-void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, int64_t n);
-// y[i] = gelu(x[i]); y may alias x.
+void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, int64_t n, Isa isa = best_isa());
+// y[i] = gelu(x[i]); y may alias x. The same ISA rule as swiglu.
 void gelu_ref(const float* x, float* y, int64_t n);
-void gelu(ThreadPool& pool, const float* x, float* y, int64_t n);
+void gelu(ThreadPool& pool, const float* x, float* y, int64_t n, Isa isa = best_isa());
 // y[i] = max(x[i], 0)^2 (squared ReLU, So et al. 2021 "Primer"; Nemotron's and Arcee's MLPs); y may
 // alias x. The op is the reference's loop on the pool's threads (one product per element: the
 // compiler vectorises it, and the bits are the same on every backend).

@@ -23,6 +23,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/quant_internal.h"
+#include "kernels/cpu/simd_avx2.h"
 
 namespace specmoe::kernels::cpu {
 
@@ -352,6 +353,7 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
   switch (type) {
     case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
     case DType::F16:
+      if (usable_isa(best_isa()) >= Isa::Avx2) return avx2::fp32_to_fp16_row(src, d, n);  // the same bits
       for (int64_t i = 0; i < n; ++i) store_u16(d + 2 * i, fp32_to_fp16(src[i]));
       return;
     case DType::BF16:

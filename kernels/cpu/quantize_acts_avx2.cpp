@@ -118,4 +118,19 @@ void quantize_acts(DType type, const float* x, int64_t n_in, uint8_t* dst) {
   }
 }
 
+// F16C's conversion rounds to nearest even (immediate 0, not MXCSR), makes infinities and
+// subnormals as IEEE says and quiets a NaN keeping its top payload bits: fp32_to_fp16's rules
+// (kernels/dtype.h), so every input gets the same half (`Fp16.RowConversionMatchesTheScalarOne`).
+// 8 elements per instruction: the KV cache's F16 rows of a 9-token batch took 8.6 us per layer
+// and cache (2304 elements) one at a time.
+void fp32_to_fp16_row(const float* src, uint8_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), 0));
+  for (; i < n; ++i) {
+    const uint16_t h = static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(src[i]), 0), 0));
+    std::memcpy(dst + 2 * i, &h, 2);
+  }
+}
+
 }  // namespace specmoe::kernels::cpu::avx2

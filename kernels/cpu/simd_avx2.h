@@ -20,6 +20,8 @@ void gelu(const float* x, float* y, int64_t n);
 double exp_weights(const float* x, float shift, float temperature, float* w, int64_t n);
 // y[i] += a * x[i]
 void axpy_f32(float a, const float* x, float* y, int64_t n);
+// dst (n halves, little-endian) = fp32_to_fp16(src[i]) for i < n, 8 at a time (quantize_acts_avx2.cpp).
+void fp32_to_fp16_row(const float* src, uint8_t* dst, int64_t n);
 
 // ---- Integer kernels for block-quantized weights (matmul_quant_avx2.cpp).
 // Activations are quantized once per matmul to 8-bit blocks (the role of llama.cpp's Q8_0 / Q8_K,

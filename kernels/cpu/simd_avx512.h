@@ -18,5 +18,8 @@ namespace specmoe::kernels::cpu::avx512 {
 // As avx2::matmul_packed_rows, with the same results bit for bit (matmul_packed_avx512.cpp).
 void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const uint8_t* acts, size_t act_stride,
                         int64_t T, float* y, int64_t n_out, int64_t j0, int64_t j1);
+// As avx2::swiglu and avx2::gelu, 16 elements at a time, the same bits (activation_avx512.cpp).
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+void gelu(const float* x, float* y, int64_t n);
 
 }  // namespace specmoe::kernels::cpu::avx512

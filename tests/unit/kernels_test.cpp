@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -378,6 +379,38 @@ TEST(Dot, MatchesReference) {
 // Norms
 
 // The fast paths against these references: tests/unit/backend_ops_test.cpp (the op harness).
+// F16 rows as quantize_row writes them (the KV cache's, a model file's): the vector conversion
+// (F16C where the CPU has AVX2) gives fp32_to_fp16's half for every input: a sample of all 2^32
+// bit patterns, the halfway points of every exponent (ties to even, into subnormals and to Inf),
+// NaNs with payloads, and every tail length.
+TEST(Fp16, RowConversionMatchesTheScalarOne) {
+  std::vector<float> x;
+  auto push_bits = [&](uint32_t b) { x.push_back(std::bit_cast<float>(b)); };
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) push_bits(static_cast<uint32_t>(b));
+  std::mt19937 rng(11);
+  for (uint32_t e = 0; e < 256; ++e)
+    for (int k = 0; k < 64; ++k)
+      for (uint32_t low : {0x0fffu, 0x1000u, 0x1001u, 0u, 0x1fffu}) {
+        const uint32_t b = (e << 23) | ((rng() << 13) & 0x7fffffu) | low;
+        push_bits(b), push_bits(b | 0x80000000u);
+      }
+  for (uint32_t b : {0x7f800001u, 0x7fc00000u, 0xffbfffffu, 0x7f802000u, 0x477ff000u, 0x477fefffu, 0x33000000u,
+                     0x33000001u, 0x387fe000u, 0x387ff000u})
+    push_bits(b);
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint8_t> row(static_cast<size_t>(2 * n));
+  cpu::quantize_row(DType::F16, x.data(), row.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t h = static_cast<uint16_t>(row[2 * i] | (row[2 * i + 1] << 8));
+    ASSERT_EQ(h, specmoe::fp32_to_fp16(x[i])) << "bits 0x" << std::hex << std::bit_cast<uint32_t>(x[i]);
+  }
+  for (int64_t len = 1; len <= 17; ++len) {
+    std::vector<uint8_t> part(static_cast<size_t>(2 * len));
+    cpu::quantize_row(DType::F16, x.data() + 5, part.data(), len);
+    ASSERT_EQ(std::memcmp(part.data(), row.data() + 10, part.size()), 0) << len;
+  }
+}
+
 TEST(Norms, RmsNormReferenceMatchesDefinition) {
   for (int64_t n : {1, 3, 17, 257})
     for (int64_t T : {1, 3, 8}) {
@@ -823,6 +856,29 @@ TEST(Activations, FastSwigluAndGeluFollowTheDefinitions) {
       ASSERT_EQ(std::memcmp(part.data(), s.data() + 1000 + off, static_cast<size_t>(n) * 4), 0) << off << " " << n;
       cpu::gelu(pool, x.data() + 1000 + off, part.data(), n);
       ASSERT_EQ(std::memcmp(part.data(), g.data() + 1000 + off, static_cast<size_t>(n) * 4), 0) << off << " " << n;
+    }
+}
+
+// The AVX-512 SwiGLU and GELU give the AVX2 kernels' bits for every element (the goldens hold on
+// both kinds of machine), body and masked tail alike, NaN and the infinities included.
+TEST(Activations, Avx512MatchesAvx2BitForBit) {
+  if (cpu::usable_isa(cpu::Isa::Avx512) != cpu::Isa::Avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  cpu::ThreadPool pool(2);
+  std::vector<float> x;
+  for (float v = -120.0f; v <= 120.0f; v += 0.00731f) x.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.37f, -88.37f, 88.38f, -88.38f, 1e10f, -1e10f, NAN, INFINITY,
+                  -INFINITY, 1e-45f, -3e38f})
+    x.push_back(v);
+  const std::vector<float> up = random_vec(x.size(), 97, 2.0f);
+  for (int64_t off : {0, 3})
+    for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, static_cast<int64_t>(x.size()) - 3}) {
+      std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+      cpu::swiglu(pool, x.data() + off, up.data() + off, a.data(), n, cpu::Isa::Avx2);
+      cpu::swiglu(pool, x.data() + off, up.data() + off, b.data(), n, cpu::Isa::Avx512);
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "swiglu " << off << " " << n;
+      cpu::gelu(pool, x.data() + off, a.data(), n, cpu::Isa::Avx2);
+      cpu::gelu(pool, x.data() + off, b.data(), n, cpu::Isa::Avx512);
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "gelu " << off << " " << n;
     }
 }
 
