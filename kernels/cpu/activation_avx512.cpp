@@ -67,25 +67,28 @@ inline __m512 gelu512(__m512 x) {
   return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
 
-// SwiGLU (up non-null) or GELU over n elements, 16 at a time; the last n % 16 in a register whose
-// other lanes are zero (as the AVX2 kernel pads its tail), stored under the same mask.
+// SwiGLU (kGate: silu(x) * up) or GELU over n elements, 16 at a time; the last n % 16 in a register
+// whose other lanes are zero (as the AVX2 kernel pads its tail), stored under the same mask.
+template <bool kGate>
 inline __m512 activate(__m512 x, const float* up, int64_t i, __mmask16 m) {
-  return up ? _mm512_mul_ps(silu512(x), _mm512_maskz_loadu_ps(m, up + i)) : gelu512(x);
+  if constexpr (kGate) return _mm512_mul_ps(silu512(x), _mm512_maskz_loadu_ps(m, up + i));
+  return gelu512(x);
 }
+template <bool kGate>
 inline void activate_all(const float* x, const float* up, float* out, int64_t n) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, activate(_mm512_loadu_ps(x + i), up, i, 0xFFFF));
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, activate<kGate>(_mm512_loadu_ps(x + i), up, i, 0xFFFF));
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(out + i, m, activate(_mm512_maskz_loadu_ps(m, x + i), up, i, m));
+    _mm512_mask_storeu_ps(out + i, m, activate<kGate>(_mm512_maskz_loadu_ps(m, x + i), up, i, m));
   }
 }
 
 }  // namespace
 
-void swiglu(const float* gate, const float* up, float* out, int64_t n) { activate_all(gate, up, out, n); }
+void swiglu(const float* gate, const float* up, float* out, int64_t n) { activate_all<true>(gate, up, out, n); }
 
-void gelu(const float* x, float* y, int64_t n) { activate_all(x, nullptr, y, n); }
+void gelu(const float* x, float* y, int64_t n) { activate_all<false>(x, nullptr, y, n); }
 
 }  // namespace specmoe::kernels::cpu::avx512
 

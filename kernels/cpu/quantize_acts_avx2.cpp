@@ -127,8 +127,8 @@ void fp32_to_fp16_row(const float* src, uint8_t* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), 0));
-  for (; i < n; ++i) {
-    const uint16_t h = static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(src[i]), 0), 0));
+  for (; i < n; ++i) {  // the last n % 8 (the same bits)
+    const uint16_t h = fp32_to_fp16(src[i]);
     std::memcpy(dst + 2 * i, &h, 2);
   }
 }
