@@ -124,7 +124,7 @@ TEST(Packed, KernelsMatchQuantDotRefBitForBit) {
     for (bool raw : {false, true})
       for (int64_t n_in : {block, 3 * block, 6 * block})  // 6: the AMX kernels' batches of 4 blocks and a rest
         for (int64_t n_out : {1, 15, 16, 17, 33})
-          for (int64_t T : {1, 2, 5, 9, 16, 17, 65}) {
+          for (int64_t T : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 65}) {  // every group size of every kernel
             SCOPED_TRACE(testing::Message() << specmoe::dtype_name(type) << (raw ? " raw" : "") << " n_in=" << n_in
                                             << " n_out=" << n_out << " T=" << T);
             const std::vector<uint8_t> bytes =
