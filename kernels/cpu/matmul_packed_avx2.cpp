@@ -26,7 +26,7 @@ namespace {
 
 // Tokens per kernel call (16 ymm registers: codes, sums and accumulators of up to 4 tokens).
 constexpr int kMaxGroup = 4;
-// Q4_K's and Q6_K's kernels keep one or two int16 sums per token in registers and the int32 sums
+// The K-quants' kernels keep one or two int16 sums per token in registers and the int32 sums
 // in memory: up to 9 tokens per call, so that a 9-token verify batch reads each group once.
 constexpr int kMaxGroupK = 9;
 
@@ -251,58 +251,13 @@ void q4_K_both_halves(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, 
     for (int h = 0; h < 2; ++h) _mm256_storeu_ps(out + 16 * g + 8 * h, acc[h][g]);
 }
 
-template <int G>
-void half_q5_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, int h, float* out, const uint8_t* end) {
-  constexpr size_t kBytes = kQ5_KBytes;
-  __m256 acc[G];
-  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, gb += kBytes) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), lo6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
-    const __m256i u0 = load(gb + 64 + 32 * h), u1 = load(gb + 128 + 32 * h), u2 = load(gb + 192 + 32 * h);
-    const __m256i sc03 = _mm256_and_si256(u0, lo6);
-    const __m256i sc47 = _mm256_or_si256(_mm256_and_si256(u2, m4), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
-    const __m256i mn03 = _mm256_and_si256(u1, lo6);
-    const __m256i mn47 =
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4), _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
-    __m256i isum[G];
-    for (int g = 0; g < G; ++g) isum[g] = _mm256_setzero_si256();
-    for (int j = 0; j < 8; ++j) {
-      if (h == 0) prefetch_slice<G, kBytes, 8>(gb, end, j);
-      const uint8_t* chunks = gb + kQ4_KCodes + 256 * j + 32 * h;
-      __m256i w[8];
-      for (int c = 0; c < 4; ++c) nibbles(chunks + 64 * c, w[2 * c], w[2 * c + 1]);
-      const __m256i plane = load(gb + kQ5_KPlanes + 64 * j + 32 * h);
-      for (int i = 0; i < 8; ++i) w[i] = fifth_bit(w[i], plane, i);
-      const __m256i sc = _mm256_and_si256(_mm256_srli_epi32(j < 4 ? sc03 : sc47, 8 * (j & 3)), _mm256_set1_epi32(0xFF));
-      for (int g = 0; g < G; ++g)
-        isum[g] = _mm256_add_epi32(isum[g], _mm256_mullo_epi32(dot32<31>(w, a[g][b].qs + 32 * j), sc));
-    }
-    // Mins as int16 pairs (mn_2i, mn_2i+1) per row (vpshufb inside each 128-bit lane), times the
-    // token's sub-block sums (pairs too).
-    const __m256i dword_base = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C);
-    const __m256i pick01 = _mm256_or_si256(_mm256_set1_epi32(static_cast<int32_t>(0x80018000u)), dword_base);
-    const __m256i pick23 = _mm256_or_si256(_mm256_set1_epi32(static_cast<int32_t>(0x80038002u)), dword_base);
-    const __m256i mp0 = _mm256_shuffle_epi8(mn03, pick01), mp1 = _mm256_shuffle_epi8(mn03, pick23);
-    const __m256i mp2 = _mm256_shuffle_epi8(mn47, pick01), mp3 = _mm256_shuffle_epi8(mn47, pick23);
-    const __m256 d = halves(gb + 16 * h), dmin = halves(gb + 32 + 16 * h);
-    for (int g = 0; g < G; ++g) {
-      const ActQ8x256& x = a[g][b];
-      const __m256i msum = _mm256_add_epi32(
-          _mm256_add_epi32(_mm256_madd_epi16(mp0, bcast4(x.bsums32)), _mm256_madd_epi16(mp1, bcast4(x.bsums32 + 2))),
-          _mm256_add_epi32(_mm256_madd_epi16(mp2, bcast4(x.bsums32 + 4)), _mm256_madd_epi16(mp3, bcast4(x.bsums32 + 6))));
-      const __m256 dx = _mm256_set1_ps(x.d);
-      acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g]), _mm256_mul_ps(d, dx), acc[g]);
-      acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[g]);
-    }
-  }
-  for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 16 * g + 8 * h, acc[g]);
-}
-
-// Q4_K for 6-9 tokens: one half of the group at a time (one int16 sum per token: 9 tokens fit
-// the 16 registers), so that a 9-token batch reads each group once (two passes over a group in
-// L1/L2 cost more than the broadcasts this repeats for the second half).
-template <int G>
-void q4_K_by_half(const uint8_t* gb0, int64_t nb, const ActQ8x256* const* a, float* out, const uint8_t* end) {
+// Q4_K for 6-9 tokens and Q5_K for every batch: one half of the group at a time (one int16 sum
+// per token: 9 tokens fit the 16 registers), so that a 9-token batch reads each group once (two
+// passes over a group in L1/L2 cost more than the broadcasts this repeats for the second half).
+// Q5_K's 5-bit codes fill an int16 in 4 k-groups (4 * 2 * 31 * 128 = 31744): its sums take the
+// scale twice per sub-block.
+template <bool kFive, int G>
+void q45_K_by_half(const uint8_t* gb0, int64_t nb, const ActQ8x256* const* a, float* out, const uint8_t* end) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256i spread[4];
   for (int k = 0; k < 4; ++k)
@@ -313,7 +268,9 @@ void q4_K_by_half(const uint8_t* gb0, int64_t nb, const ActQ8x256* const* a, flo
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     const uint8_t* gb = gb0;
-    for (int64_t b = 0; b < nb; ++b, gb += kQ4_KBytes) {
+    constexpr size_t kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
+    constexpr int kRun = kFive ? 4 : 8;  // k-groups per int16 sum
+    for (int64_t b = 0; b < nb; ++b, gb += kBytes) {
       const __m256i lo6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
       __m256i sc[2];
       {
@@ -323,27 +280,32 @@ void q4_K_by_half(const uint8_t* gb0, int64_t nb, const ActQ8x256* const* a, flo
       }
       alignas(32) int32_t isum[G][8];
       for (int j = 0; j < 8; ++j) {
-        if (h == 0) prefetch_slice<G, kQ4_KBytes, 8>(gb, end, j);
+        if (h == 0) prefetch_slice<G, kBytes, 8>(gb, end, j);
         const uint8_t* chunks = gb + kQ4_KCodes + 256 * j + 32 * h;
+        const __m256i sc16 = _mm256_shuffle_epi8(sc[j / 4], spread[j % 4]);
+        const __m256i plane = kFive ? load(gb + kQ5_KPlanes + 64 * j + 32 * h) : _mm256_setzero_si256();
         __m256i p[G];
 #pragma GCC unroll 8
         for (int i = 0; i < 8; ++i) {
           __m256i w = load(chunks + 64 * (i / 2));
           if (i % 2) w = _mm256_srli_epi16(w, 4);
           w = _mm256_and_si256(w, m4);
+          if constexpr (kFive) w = fifth_bit(w, plane, i);
 #pragma GCC unroll 16
           for (int g = 0; g < G; ++g) {
             const __m256i d = _mm256_maddubs_epi16(w, bcast4(a[g][b].qs + 32 * j + 4 * i));
-            p[g] = i == 0 ? d : _mm256_add_epi16(p[g], d);
+            p[g] = i % kRun == 0 ? d : _mm256_add_epi16(p[g], d);
             keep(p[g]);
           }
-        }
-        const __m256i sc16 = _mm256_shuffle_epi8(sc[j / 4], spread[j % 4]);
+          if ((i + 1) % kRun == 0) {
+            const bool first = j == 0 && i + 1 == kRun;
 #pragma GCC unroll 16
-        for (int g = 0; g < G; ++g) {
-          auto* s = reinterpret_cast<__m256i*>(isum[g]);
-          const __m256i v = _mm256_madd_epi16(p[g], sc16);
-          _mm256_store_si256(s, j == 0 ? v : _mm256_add_epi32(_mm256_load_si256(s), v));
+            for (int g = 0; g < G; ++g) {
+              auto* s = reinterpret_cast<__m256i*>(isum[g]);
+              const __m256i v = _mm256_madd_epi16(p[g], sc16);
+              _mm256_store_si256(s, first ? v : _mm256_add_epi32(_mm256_load_si256(s), v));
+            }
+          }
         }
       }
       const __m256i dword_base = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C);
@@ -563,10 +525,10 @@ void matmul_float_rows(const uint8_t* groups, int64_t n_in, const uint8_t* acts,
       });
 }
 
+// The 32-element block types, G tokens, a half group at a time.
 template <int G>
 void run_group(DType type, const uint8_t* gb, int64_t nb, const uint8_t* const* a, float* out, const uint8_t* end) {
   const auto* s = reinterpret_cast<const ActQ8x32* const*>(a);
-  const auto* k = reinterpret_cast<const ActQ8x256* const*>(a);
   for (int h = 0; h < 2; ++h) {
     switch (type) {
       case DType::Q8_0: half_small<Small::Q8_0, G>(gb, nb, s, h, out, end); break;
@@ -574,21 +536,24 @@ void run_group(DType type, const uint8_t* gb, int64_t nb, const uint8_t* const* 
       case DType::Q4_1: half_small<Small::Q4_1, G>(gb, nb, s, h, out, end); break;
       case DType::Q5_0: half_small<Small::Q5_0, G>(gb, nb, s, h, out, end); break;
       case DType::Q5_1: half_small<Small::Q5_1, G>(gb, nb, s, h, out, end); break;
-      case DType::Q5_K: half_q5_K<G>(gb, nb, k, h, out, end); break;
       default: return;
     }
   }
 }
 
-// Q4_K and Q6_K, G tokens: up to 5 Q4_K tokens take both halves of a group at once.
+// Q4_K, Q5_K and Q6_K, G tokens: up to 5 Q4_K tokens take both halves of a group at once.
 template <int G>
 void run_k(DType type, const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, float* out, const uint8_t* end) {
-  if (type == DType::Q6_K)
+  if (type == DType::Q6_K) {
     group_q6_K<G>(gb, nb, a, out, end);
-  else if constexpr (G <= 5)
-    q4_K_both_halves<G>(gb, nb, a, out, end);
-  else
-    q4_K_by_half<G>(gb, nb, a, out, end);
+  } else if (type == DType::Q5_K) {
+    q45_K_by_half<true, G>(gb, nb, a, out, end);
+  } else {
+    if constexpr (G <= 5)
+      q4_K_both_halves<G>(gb, nb, a, out, end);
+    else
+      q45_K_by_half<false, G>(gb, nb, a, out, end);
+  }
 }
 
 }  // namespace
@@ -605,7 +570,7 @@ void matmul_packed_rows(DType type, const uint8_t* groups, int64_t n_in, const u
   const int64_t nb = n_in / info.block_size;
   const size_t group_bytes = static_cast<size_t>(nb) * kRows * info.block_bytes;
   const uint8_t* end = groups + ((j1 + kRows - 1) / kRows - j0 / kRows) * group_bytes;
-  const bool k_quant = type == DType::Q4_K || type == DType::Q6_K;
+  const bool k_quant = type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
   const int64_t max_group = k_quant ? kMaxGroupK : kMaxGroup;
   const uint8_t* ap[kMaxGroupK];
   float out[kMaxGroupK * kRows];
