@@ -163,6 +163,58 @@ void half_small(const uint8_t* gb, int64_t nb, const ActQ8x32* const* a, int h, 
   for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 16 * g + 8 * h, acc[g]);
 }
 
+// Q4_K / Q5_K group blocks (shared by the two kernels below).
+// vpshufb masks: byte k of each dword to both of its int16 halves (scale k, scale k).
+inline void k_scale_spreads(__m256i spread[4]) {
+  for (int k = 0; k < 4; ++k)
+    spread[k] = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(0x80008000u | (k << 16) | k)),
+                                 _mm256_setr_epi32(0, 0x00040004, 0x00080008, 0x000C000C, 0, 0x00040004, 0x00080008,
+                                                   0x000C000C));
+}
+// Half h's rows' 6-bit scales of sub-blocks 0-3 (sc[0]) and 4-7 (sc[1]), one per byte of the
+// row's lane.
+inline void k_scales(const uint8_t* gb, int h, __m256i sc[2]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), lo6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i u0 = load(gb + 64 + 32 * h), u2 = load(gb + 192 + 32 * h);
+  sc[0] = _mm256_and_si256(u0, lo6);
+  sc[1] = _mm256_or_si256(_mm256_and_si256(u2, m4), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
+}
+// Adds block b of half h to G tokens' sums acc[g]: d x.d isum - dmin x.d (mins . sub-block sums),
+// token g's scaled integer sums at isum + g * isum_stride. The mins go in as int16 pairs
+// (mn_2i, mn_2i+1) per row (vpshufb inside each 128-bit lane), times the token's sub-block sums
+// (pairs too).
+template <int G>
+inline void k_block_sums(const uint8_t* gb, int h, const ActQ8x256* const* a, int64_t b, const int32_t* isum,
+                         int isum_stride, __m256* acc) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), lo6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i dword_base =
+      _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C);
+  const __m256i pick01 = _mm256_or_si256(_mm256_set1_epi32(static_cast<int32_t>(0x80018000u)), dword_base);
+  const __m256i pick23 = _mm256_or_si256(_mm256_set1_epi32(static_cast<int32_t>(0x80038002u)), dword_base);
+  const __m256i u1 = load(gb + 128 + 32 * h), u2 = load(gb + 192 + 32 * h);
+  const __m256i mn03 = _mm256_and_si256(u1, lo6);
+  const __m256i mn47 =
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4), _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
+  const __m256i mp0 = _mm256_shuffle_epi8(mn03, pick01), mp1 = _mm256_shuffle_epi8(mn03, pick23);
+  const __m256i mp2 = _mm256_shuffle_epi8(mn47, pick01), mp3 = _mm256_shuffle_epi8(mn47, pick23);
+  const __m256 d = halves(gb + 16 * h), dmin = halves(gb + 32 + 16 * h);
+  for (int g = 0; g < G; ++g) {
+    const ActQ8x256& x = a[g][b];
+    const __m256i msum = _mm256_add_epi32(
+        _mm256_add_epi32(_mm256_madd_epi16(mp0, bcast4(x.bsums32)), _mm256_madd_epi16(mp1, bcast4(x.bsums32 + 2))),
+        _mm256_add_epi32(_mm256_madd_epi16(mp2, bcast4(x.bsums32 + 4)), _mm256_madd_epi16(mp3, bcast4(x.bsums32 + 6))));
+    const __m256 dx = _mm256_set1_ps(x.d);
+    const __m256i is = _mm256_load_si256(reinterpret_cast<const __m256i*>(isum + g * isum_stride));
+    acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(d, dx), acc[g]);
+    acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[g]);
+  }
+}
+// isum (8 lanes) = v, or += v.
+inline void add_sums(int32_t* isum, __m256i v, bool first) {
+  auto* s = reinterpret_cast<__m256i*>(isum);
+  _mm256_store_si256(s, first ? v : _mm256_add_epi32(_mm256_load_si256(s), v));
+}
+
 // Q4_K: both halves of a group in one pass over its blocks, so that each broadcast activation
 // word serves 16 rows (two vpmaddubsw), a sub-block's int16 pair sums (8 k-groups of 4-bit codes:
 // at most 8 * 2 * 15 * 128 = 30720) take the row's 6-bit scale through one vpmaddwd (scale in
@@ -174,21 +226,11 @@ void q4_K_both_halves(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, 
   __m256 acc[2][G];
   for (int g = 0; g < G; ++g) acc[0][g] = acc[1][g] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  // vpshufb masks: byte k of each dword to both of its int16 halves (scale k, scale k).
   __m256i spread[4];
-  for (int k = 0; k < 4; ++k)
-    spread[k] = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(0x80008000u | (k << 16) | k)),
-                                 _mm256_setr_epi32(0, 0x00040004, 0x00080008, 0x000C000C, 0, 0x00040004, 0x00080008,
-                                                   0x000C000C));
+  k_scale_spreads(spread);
   for (int64_t b = 0; b < nb; ++b, gb += kQ4_KBytes) {
-    const __m256i lo6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
-    // Row r's 6-bit scales of sub-blocks 0-3 (sc[h][0]) and 4-7 (sc[h][1]), one per byte of its lane.
     __m256i sc[2][2];
-    for (int h = 0; h < 2; ++h) {
-      const __m256i u0 = load(gb + 64 + 32 * h), u2 = load(gb + 192 + 32 * h);
-      sc[h][0] = _mm256_and_si256(u0, lo6);
-      sc[h][1] = _mm256_or_si256(_mm256_and_si256(u2, m4), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
-    }
+    for (int h = 0; h < 2; ++h) k_scales(gb, h, sc[h]);
     alignas(32) int32_t isum[G][2][8];
     for (int j = 0; j < 8; ++j) {
       prefetch_slice<G, kQ4_KBytes, 8>(gb, end, j);
@@ -215,37 +257,10 @@ void q4_K_both_halves(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, 
       }
       for (int h = 0; h < 2; ++h) {
         const __m256i sc16 = _mm256_shuffle_epi8(sc[h][j / 4], spread[j % 4]);
-        for (int g = 0; g < G; ++g) {
-          auto* s = reinterpret_cast<__m256i*>(isum[g][h]);
-          const __m256i v = _mm256_madd_epi16(p[g][h], sc16);
-          _mm256_store_si256(s, j == 0 ? v : _mm256_add_epi32(_mm256_load_si256(s), v));
-        }
+        for (int g = 0; g < G; ++g) add_sums(isum[g][h], _mm256_madd_epi16(p[g][h], sc16), j == 0);
       }
     }
-    // Mins as int16 pairs (mn_2i, mn_2i+1) per row (vpshufb inside each 128-bit lane), times the
-    // token's sub-block sums (pairs too).
-    const __m256i dword_base = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C);
-    const __m256i pick01 = _mm256_or_si256(_mm256_set1_epi32(static_cast<int32_t>(0x80018000u)), dword_base);
-    const __m256i pick23 = _mm256_or_si256(_mm256_set1_epi32(static_cast<int32_t>(0x80038002u)), dword_base);
-    for (int h = 0; h < 2; ++h) {
-      const __m256i u1 = load(gb + 128 + 32 * h), u2 = load(gb + 192 + 32 * h);
-      const __m256i mn03 = _mm256_and_si256(u1, lo6);
-      const __m256i mn47 =
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4), _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
-      const __m256i mp0 = _mm256_shuffle_epi8(mn03, pick01), mp1 = _mm256_shuffle_epi8(mn03, pick23);
-      const __m256i mp2 = _mm256_shuffle_epi8(mn47, pick01), mp3 = _mm256_shuffle_epi8(mn47, pick23);
-      const __m256 d = halves(gb + 16 * h), dmin = halves(gb + 32 + 16 * h);
-      for (int g = 0; g < G; ++g) {
-        const ActQ8x256& x = a[g][b];
-        const __m256i msum = _mm256_add_epi32(
-            _mm256_add_epi32(_mm256_madd_epi16(mp0, bcast4(x.bsums32)), _mm256_madd_epi16(mp1, bcast4(x.bsums32 + 2))),
-            _mm256_add_epi32(_mm256_madd_epi16(mp2, bcast4(x.bsums32 + 4)), _mm256_madd_epi16(mp3, bcast4(x.bsums32 + 6))));
-        const __m256 dx = _mm256_set1_ps(x.d);
-        const __m256i is = _mm256_load_si256(reinterpret_cast<const __m256i*>(isum[g][h]));
-        acc[h][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(d, dx), acc[h][g]);
-        acc[h][g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[h][g]);
-      }
-    }
+    for (int h = 0; h < 2; ++h) k_block_sums<G>(gb, h, a, b, isum[0][h], 16, acc[h]);
   }
   for (int g = 0; g < G; ++g)
     for (int h = 0; h < 2; ++h) _mm256_storeu_ps(out + 16 * g + 8 * h, acc[h][g]);
@@ -258,26 +273,18 @@ void q4_K_both_halves(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, 
 // scale twice per sub-block.
 template <bool kFive, int G>
 void q45_K_by_half(const uint8_t* gb0, int64_t nb, const ActQ8x256* const* a, float* out, const uint8_t* end) {
+  constexpr size_t kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
+  constexpr int kRun = kFive ? 4 : 8;  // k-groups per int16 sum
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256i spread[4];
-  for (int k = 0; k < 4; ++k)
-    spread[k] = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(0x80008000u | (k << 16) | k)),
-                                 _mm256_setr_epi32(0, 0x00040004, 0x00080008, 0x000C000C, 0, 0x00040004, 0x00080008,
-                                                   0x000C000C));
+  k_scale_spreads(spread);
   for (int h = 0; h < 2; ++h) {
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
     const uint8_t* gb = gb0;
-    constexpr size_t kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
-    constexpr int kRun = kFive ? 4 : 8;  // k-groups per int16 sum
     for (int64_t b = 0; b < nb; ++b, gb += kBytes) {
-      const __m256i lo6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
       __m256i sc[2];
-      {
-        const __m256i u0 = load(gb + 64 + 32 * h), u2 = load(gb + 192 + 32 * h);
-        sc[0] = _mm256_and_si256(u0, lo6);
-        sc[1] = _mm256_or_si256(_mm256_and_si256(u2, m4), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
-      }
+      k_scales(gb, h, sc);
       alignas(32) int32_t isum[G][8];
       for (int j = 0; j < 8; ++j) {
         if (h == 0) prefetch_slice<G, kBytes, 8>(gb, end, j);
@@ -298,36 +305,12 @@ void q45_K_by_half(const uint8_t* gb0, int64_t nb, const ActQ8x256* const* a, fl
             keep(p[g]);
           }
           if ((i + 1) % kRun == 0) {
-            const bool first = j == 0 && i + 1 == kRun;
 #pragma GCC unroll 16
-            for (int g = 0; g < G; ++g) {
-              auto* s = reinterpret_cast<__m256i*>(isum[g]);
-              const __m256i v = _mm256_madd_epi16(p[g], sc16);
-              _mm256_store_si256(s, first ? v : _mm256_add_epi32(_mm256_load_si256(s), v));
-            }
+            for (int g = 0; g < G; ++g) add_sums(isum[g], _mm256_madd_epi16(p[g], sc16), j == 0 && i + 1 == kRun);
           }
         }
       }
-      const __m256i dword_base = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C);
-      const __m256i pick01 = _mm256_or_si256(_mm256_set1_epi32(static_cast<int32_t>(0x80018000u)), dword_base);
-      const __m256i pick23 = _mm256_or_si256(_mm256_set1_epi32(static_cast<int32_t>(0x80038002u)), dword_base);
-      const __m256i u1 = load(gb + 128 + 32 * h), u2 = load(gb + 192 + 32 * h);
-      const __m256i mn03 = _mm256_and_si256(u1, lo6);
-      const __m256i mn47 =
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4), _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
-      const __m256i mp0 = _mm256_shuffle_epi8(mn03, pick01), mp1 = _mm256_shuffle_epi8(mn03, pick23);
-      const __m256i mp2 = _mm256_shuffle_epi8(mn47, pick01), mp3 = _mm256_shuffle_epi8(mn47, pick23);
-      const __m256 d = halves(gb + 16 * h), dmin = halves(gb + 32 + 16 * h);
-      for (int g = 0; g < G; ++g) {
-        const ActQ8x256& x = a[g][b];
-        const __m256i msum = _mm256_add_epi32(
-            _mm256_add_epi32(_mm256_madd_epi16(mp0, bcast4(x.bsums32)), _mm256_madd_epi16(mp1, bcast4(x.bsums32 + 2))),
-            _mm256_add_epi32(_mm256_madd_epi16(mp2, bcast4(x.bsums32 + 4)), _mm256_madd_epi16(mp3, bcast4(x.bsums32 + 6))));
-        const __m256 dx = _mm256_set1_ps(x.d);
-        const __m256i is = _mm256_load_si256(reinterpret_cast<const __m256i*>(isum[g]));
-        acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(d, dx), acc[g]);
-        acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[g]);
-      }
+      k_block_sums<G>(gb, h, a, b, isum[0], 8, acc);
     }
     for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + 16 * g + 8 * h, acc[g]);
   }
@@ -362,8 +345,10 @@ void group_q6_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, float*
         w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(load(c + 64), 4), m4),
                                _mm256_and_si256(_mm256_srli_epi16(top, 2), m30));
         // The 8 rows' scales as int16 pairs (sc, sc) per lane.
-        const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * s + 8 * h)));
-        const __m256i sc16 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
+        const __m256i sc =
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * s + 8 * h)));
+        const __m256i sc16 =
+            _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
 #pragma GCC unroll 8
         for (int g = 0; g < G; ++g) {
           const int8_t* x = a[g][b].qs + 16 * s;
@@ -373,9 +358,7 @@ void group_q6_K(const uint8_t* gb, int64_t nb, const ActQ8x256* const* a, float*
           __m256i q = _mm256_maddubs_epi16(w[2], bcast4(x + 8));
           q = _mm256_add_epi16(q, _mm256_maddubs_epi16(w[3], bcast4(x + 12)));
           keep(q);
-          const __m256i v = _mm256_add_epi32(_mm256_madd_epi16(p, sc16), _mm256_madd_epi16(q, sc16));
-          auto* is = reinterpret_cast<__m256i*>(isum[g][h]);
-          _mm256_store_si256(is, s == 0 ? v : _mm256_add_epi32(_mm256_load_si256(is), v));
+          add_sums(isum[g][h], _mm256_add_epi32(_mm256_madd_epi16(p, sc16), _mm256_madd_epi16(q, sc16)), s == 0);
         }
       }
     }

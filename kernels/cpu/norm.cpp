@@ -19,9 +19,9 @@ float rms_scale(double ss, int64_t n, float eps) {
 }
 
 // K rows at once (K = 1: the reference's row): each row's sum is one chain of additions in
-// increasing i, the K chains interleaved. One chain waits on its previous add (4 cycles) per element, so a lone row runs at a
-// quarter of the adder's rate; 9 rows of Qwen2.5-Coder-1.5B (a verify batch) took 12.5 us per norm on
-// 2 Ice Lake threads this way against 2.3 us for one.
+// increasing i, the K chains interleaved. One chain waits on its previous add (4 cycles) per
+// element, so a lone row runs at a quarter of the adder's rate; 9 rows of Qwen2.5-Coder-1.5B (a
+// verify batch) took 12.5 us per norm on 2 Ice Lake threads this way against 2.3 us for one.
 template <int K>
 void rmsnorm_rows(const float* x, const float* w, float* out, int64_t n, float eps) {
   double ss[K] = {};
