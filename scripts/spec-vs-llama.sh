@@ -13,7 +13,9 @@
 #   env:   G (specmoe draft lengths, "3 4 5"), LG (llama.cpp's, "2 3 4 5"), TEMP (0), N_PREDICT
 #          (128), THREADS (2), CHAT (specmoe --chat-template, default none: the raw text, as
 #          llama-speculative-simple reads it), SEED (1), SPECMOE (default build/specmoe),
-#          LLAMA_DRAFT (a different draft file for llama.cpp; default DRAFT).
+#          LLAMA_DRAFT (a different draft file for llama.cpp; default DRAFT), SPECMOE_ARGS (more
+#          `specmoe speculate` options for every specmoe run, e.g. "--draft-vocab 65536"; the
+#          autoregressive baseline of --compare does not read the draft options).
 # llama.cpp is built outside the repository (llama-cpp-python 0.3.36's vendor/llama.cpp,
 # ../shared/tools/llamacpp-peer.sh) and never committed. At temperature > 0 both sample with
 # top-k 40, top-p 0.95, min-p 0.05 (the defaults of both).
@@ -32,6 +34,7 @@ CHAT=${CHAT:-none}
 SEED=${SEED:-1}
 SPECMOE=${SPECMOE:-build/specmoe}
 LLAMA_DRAFT=${LLAMA_DRAFT:-$DRAFT}
+read -r -a specmoe_args <<<"${SPECMOE_ARGS:-}"
 : "${LLAMA_BIN:?set LLAMA_BIN to the folder holding llama-speculative-simple and llama-bench}"
 for tool in "$SPECMOE" "$LLAMA_BIN/llama-speculative-simple" "$LLAMA_BIN/llama-bench" python3; do
   command -v "$tool" >/dev/null 2>&1 || { echo "spec-vs-llama: '$tool' not found" >&2; exit 1; }
@@ -53,14 +56,14 @@ EOF
 n_prompts=$(ls "$WORK"/prompt*.txt | wc -l)
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, threads $THREADS"
-echo "target $TARGET, draft $DRAFT (llama.cpp: $LLAMA_DRAFT), $n_prompts prompts of $PROMPTS, temperature $TEMP, $N_PREDICT tokens"
+echo "target $TARGET, draft $DRAFT (llama.cpp: $LLAMA_DRAFT), $n_prompts prompts of $PROMPTS, temperature $TEMP, $N_PREDICT tokens${SPECMOE_ARGS:+, specmoe options: $SPECMOE_ARGS}"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 llama_sampling=(--temp "$TEMP" --top-k 40 --top-p 0.95 --min-p 0.05 --seed "$SEED")
 for i in $(seq 0 $((n_prompts - 1))); do
   for g in $G; do
     "$SPECMOE" speculate -m "$TARGET" -md "$DRAFT" -f "$WORK/prompt$i.txt" -n "$N_PREDICT" --temp "$TEMP" \
       --seed "$SEED" -t "$THREADS" --draft-max "$g" --compare --chat-template "$CHAT" --json \
-      >"$WORK/specmoe.$i.$g.json" 2>/dev/null
+      "${specmoe_args[@]}" >"$WORK/specmoe.$i.$g.json" 2>/dev/null
   done
   for g in $LG; do
     "$LLAMA_BIN/llama-speculative-simple" -m "$TARGET" -md "$LLAMA_DRAFT" -f "$WORK/prompt$i.txt" -n "$N_PREDICT" \
