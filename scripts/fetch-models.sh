@@ -114,11 +114,11 @@ done
 # `llama-quantize --allow-requantize` of llama.cpp 2026-10 gives with the same options.
 #  - Q4_0 everywhere, head and embedding included (--output-tensor-type q4_0
 #    --token-embedding-type q4_0): the lower-cost draft of the tree-vs-chain experiments.
-#  - Q4_0 with the tied head and embedding in Q5_0 (--output-tensor-type q5_0
-#    --token-embedding-type q5_0): the draft of the README's end-to-end CPU figures. Its head (896
-#    inputs: no K-quant fits) is 14% of the file against 22% for llama-quantize's default Q8_0,
-#    and drafts as well as the Q8_0 head (acceptance 0.84 on HumanEval), where a Q4_0 head
-#    loses 3 points of acceptance.
+#  - Q4_0 with the head and the embedding in Q5_0 (--output-tensor-type q5_0
+#    --token-embedding-type q5_0): the draft of the README's end-to-end CPU figures. Its head
+#    (151936 x 896; 896 inputs, so no K-quant fits) reads 94 MB per draft token against 145 MB in
+#    llama-quantize's default Q8_0, and drafts as well as the Q8_0 head (acceptance 0.84 on
+#    HumanEval), where a Q4_0 head loses 3 points of acceptance.
 SPECMOE_BIN=${SPECMOE:-$(dirname "$0")/../build/specmoe}
 derive_draft() {  # derive_draft FILE SHA256 HEAD_TYPE
   local file=$1 sha=$2 head=$3 got
